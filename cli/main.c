@@ -24,7 +24,10 @@ typedef struct cli {
     char    model_dir[DR_FLAG_STR_MAX], data_dir[DR_FLAG_STR_MAX], optimizer[DR_FLAG_STR_MAX];
     char    layer_devices[DR_FLAG_STR_MAX], fault[DR_FLAG_STR_MAX];
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
-    int64_t threads, bytes_per_pack;
+    char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
+    char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX];
+    int64_t threads, bytes_per_pack, schedule_seed, staleness;
+    double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
@@ -71,6 +74,13 @@ static int table(cli *c, dr_flag *f)
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
         STR("auto_shard_policy", auto_shard_policy, "multi_worker_mirrored input sharding: auto|file|data|off"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
+        STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
+        DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),
+        INT("schedule_seed", schedule_seed, 0, 9007199254740992.0, "parameter_server: seed of the asynchronous schedule"),
+        INT("staleness", staleness, 0, 1 << 20, "parameter_server: most updates a read may miss (0 = lock-step)"),
+        STR("ps_partitioner", ps_partitioner, "parameter_server: fixed:N | min_size:BYTES[:MAX] | max_size:BYTES[:MAX]"),
+        STR("fail_worker", fail_worker, "parameter_server: W:K, worker W fails while running step K"),
+        STR("fail_ps", fail_ps, "parameter_server: P:K, ps task P fails at step K"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (f) memcpy(f, all, sizeof all);
@@ -98,6 +108,9 @@ static void defaults(cli *c)
     c->shuffle = true;
     c->synthetic_examples = d.synthetic_examples;
     c->gpu_memory_mb = (int64_t)(d.memory.gpu_memory_bytes >> 20);
+    c->tpu_hbm_scale = d.tpu_hbm_scale;
+    c->staleness = d.staleness;
+    c->schedule_seed = (int64_t)d.schedule_seed;
 }
 
 static void usage(FILE *out, cli *c)
@@ -119,6 +132,24 @@ static int copy_flag(char *dst, size_t size, const char *src, const char *name, 
     return DR_OK;
 }
 
+/* Flags that belong to one strategy are refused with any other. */
+static int strategy_flags(const cli *c, dr_strategy_kind kind, dr_err *err)
+{
+    dr_run_config d;
+    const char *tpu_flag = c->tpu_platform[0] ? "tpu_platform" : c->input_partition_dims[0] ? "input_partition_dims"
+                         : c->tpu_hbm_scale != 1.0 ? "tpu_hbm_scale" : NULL;
+    const char *ps_flag = c->ps_partitioner[0] ? "ps_partitioner" : c->fail_worker[0] ? "fail_worker"
+                        : c->fail_ps[0] ? "fail_ps" : NULL;
+    dr_run_config_defaults(&d);
+    if (!ps_flag && c->staleness != (int64_t)d.staleness) ps_flag = "staleness";
+    if (!ps_flag && c->schedule_seed != (int64_t)d.schedule_seed) ps_flag = "schedule_seed";
+    if (tpu_flag && kind != DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUSAGE, "--%s is only for --distribution_strategy=tpu", tpu_flag);
+    if (ps_flag && kind != DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUSAGE, "--%s is only for --distribution_strategy=parameter_server", ps_flag);
+    return DR_OK;
+}
+
 static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
 {
     int rc = dr_get_distribution_strategy(c->strategy, (int)c->num_gpus,
@@ -126,8 +157,7 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
                                           (int)c->num_packs, c->tpu, &cfg->strategy, err);
     if (rc) return rc;
     if (!c->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir is required");
-    if (c->tpu_platform[0] && cfg->strategy.kind != DR_STRATEGY_TPU)
-        return dr_fail(err, DR_EUSAGE, "--tpu_platform is only for --distribution_strategy=tpu");
+    if ((rc = strategy_flags(c, cfg->strategy.kind, err))) return rc;
     if ((rc = copy_flag(cfg->experiment, sizeof cfg->experiment, c->experiment, "experiment", err)) ||
         (rc = copy_flag(cfg->model_dir, sizeof cfg->model_dir, c->model_dir, "model_dir", err)) ||
         (rc = copy_flag(cfg->data_dir, sizeof cfg->data_dir, c->data_dir, "data_dir", err)) ||
@@ -137,6 +167,12 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
         (rc = copy_flag(cfg->numerics, sizeof cfg->numerics, c->numerics, "numerics", err)) ||
         (rc = copy_flag(cfg->auto_shard_policy, sizeof cfg->auto_shard_policy, c->auto_shard_policy,
                         "auto_shard_policy", err)) ||
+        (rc = copy_flag(cfg->tpu_platform, sizeof cfg->tpu_platform, c->tpu_platform, "tpu_platform", err)) ||
+        (rc = copy_flag(cfg->input_partition_dims, sizeof cfg->input_partition_dims, c->input_partition_dims,
+                        "input_partition_dims", err)) ||
+        (rc = copy_flag(cfg->ps_partitioner, sizeof cfg->ps_partitioner, c->ps_partitioner, "ps_partitioner", err)) ||
+        (rc = copy_flag(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker, "fail_worker", err)) ||
+        (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)) ||
         (rc = copy_flag(cfg->tf_config, sizeof cfg->tf_config, getenv("TF_CONFIG") ? getenv("TF_CONFIG") : "",
                         "TF_CONFIG (environment)", err)))
         return rc;
@@ -156,6 +192,9 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
     cfg->threads = (int)c->threads;
     cfg->bytes_per_pack = (uint64_t)c->bytes_per_pack;
     cfg->memory.gpu_memory_bytes = (uint64_t)c->gpu_memory_mb << 20;
+    cfg->tpu_hbm_scale = c->tpu_hbm_scale;
+    cfg->schedule_seed = (uint64_t)c->schedule_seed;
+    cfg->staleness = (uint32_t)c->staleness;
     cfg->progress = isatty(STDERR_FILENO);
     return dr_fault_parse(c->fault, &cfg->fault, err);
 }

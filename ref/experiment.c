@@ -60,4 +60,6 @@ void dr_run_config_defaults(dr_run_config *c)
     strcpy(c->auto_shard_policy, "auto");
     strcpy(c->variant, "ref");
     strcpy(c->numerics, "exact");
+    c->tpu_hbm_scale = 1.0;
+    c->staleness = 2;
 }

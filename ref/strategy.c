@@ -9,6 +9,7 @@
  *                     or on the GPU itself when there is exactly one
  */
 #include "distref/strategy.h"
+#include "ref/strategy_kinds.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -117,11 +118,8 @@ int dr_strategy_create(const dr_strategy_spec *spec, const dr_strategy_options *
     s->spec = *spec;
     s->num_workers = 1;
     switch (spec->kind) {
-    case DR_STRATEGY_PARAMETER_SERVER:
-    case DR_STRATEGY_TPU:
-        return dr_fail(err, DR_EUNSUPPORTED, "--distribution_strategy=%s: not built yet in distref "
-                       "(the reference has off, one_device, mirrored, central_storage and "
-                       "multi_worker_mirrored)", dr_strategy_kind_name(spec->kind));
+    case DR_STRATEGY_PARAMETER_SERVER: return dr_strategy_create_ps(spec, opt, s, err);
+    case DR_STRATEGY_TPU: return dr_strategy_create_tpu(spec, opt, s, err);
     default: break;
     }
     if (spec->num_gpus < 0 || gpus > DR_MAX_DEVICES - 1)

@@ -183,8 +183,9 @@ static bool more_steps(const trainer *t)
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     trainer t;
-    int rc = dr_trainer_open(&t, cfg, err);
-    if (rc) return rc;
+    int rc;
+    if (cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER) return dr_ps_run_train(cfg, res, err);
+    if ((rc = dr_trainer_open(&t, cfg, err))) return rc;
     while (rc == DR_OK && more_steps(&t)) {
         if (!dr_dist_iter_next(&t.it, &t.batch)) {
             dr_dist_iter_next_epoch(&t.it);

@@ -89,6 +89,10 @@ uint32_t dr_trainer_divisor(const trainer *t);
 void     dr_trainer_drop_short(trainer *t);
 int      dr_trainer_end_step(trainer *t, dr_err *err);
 
+/* parameter_server training: the coordinator, its seeded asynchronous
+ * schedule and the ps tasks (ref/ps.c). dr_run_train hands such runs over. */
+int  dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
 /* The engine's step (strategies/engine.c). */
 int  dr_engine_step(trainer *t, dr_err *err);
 

@@ -53,7 +53,10 @@ float dr_scaled_round(const dr_scaled *s);
 typedef struct dr_strategy_options {
     uint64_t gpu_memory_bytes;   /* capacity of each emulated GPU; 0 = unlimited */
     uint64_t cpu_memory_bytes;   /* capacity of the host CPU; 0 = unlimited */
-    uint32_t num_workers;        /* multi_worker_mirrored: workers (from TF_CONFIG); 0 = 1 */
+    uint32_t num_workers;        /* multi_worker_mirrored, parameter_server: workers (TF_CONFIG); 0 = 1 */
+    uint32_t num_ps;             /* parameter_server: ps tasks (TF_CONFIG) */
+    const struct dr_tpu_system *tpu_system;   /* tpu: an initialized system (tpu.h) */
+    int      tpu_computation_shape[4];        /* tpu: cores per replica; zeros = [1,1,1,1] */
 } dr_strategy_options;
 
 typedef struct dr_strategy {

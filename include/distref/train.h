@@ -77,6 +77,16 @@ typedef struct dr_run_config {
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
     bool     progress;            /* a progress bar on stderr */
+    /* tpu (the TPU address is strategy.tpu_address) */
+    char     tpu_platform[8];     /* "" or v2, v3, v4 */
+    char     input_partition_dims[32]; /* spatial partitioning, e.g. "2,2"; "" = none */
+    double   tpu_hbm_scale;       /* multiplies each core's HBM (tests provoke OOM); 1 = real */
+    /* parameter_server */
+    uint64_t schedule_seed;       /* seed of the emulated asynchronous interleaving */
+    uint32_t staleness;           /* most updates a worker's read of the variables may miss; 0 = lock-step */
+    char     ps_partitioner[48];  /* "" = none; fixed:N, min_size:BYTES[:MAX], max_size:BYTES[:MAX] */
+    char     fail_worker[32];     /* "" = none; "W:K": worker W fails while running step K */
+    char     fail_ps[32];         /* "" = none; "P:K": ps task P fails at step K */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);
