@@ -218,9 +218,11 @@ static void report(const char *what, const dr_run_result *r)
 {
     uint32_t bits;
     memcpy(&bits, &r->loss, sizeof bits);
-    printf("%s: steps=%llu examples=%llu loss=%.9g (0x%08x) accuracy=%.4f weights_sha256=%s (%.2f s)\n",
+    printf("%s: steps=%llu examples=%llu loss=%.9g (0x%08x) accuracy=%.4f weights_sha256=%s (%.2f s",
            what, (unsigned long long)r->steps, (unsigned long long)r->examples, (double)r->loss, bits,
            (double)r->accuracy, r->weights_sha256, r->seconds);
+    if (r->emulated_seconds > 0) printf("; emulated TPU time %.6g s", r->emulated_seconds);
+    printf(")\n");
 }
 
 /* Model Garden's train_and_eval: train an epoch, evaluate, repeat. Each

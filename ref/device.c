@@ -257,6 +257,24 @@ void dr_device_init(dr_device *d, const dr_device_spec *spec, uint64_t capacity)
     d->capacity = capacity;
 }
 
+int dr_device_reserve(dr_device *d, uint64_t bytes, dr_err *err)
+{
+    if (d->capacity != 0 && (d->in_use > d->capacity || bytes > d->capacity - d->in_use))
+        return dr_fail(err, DR_EDEVICE_OOM,
+                       "%s: out of memory: requested %llu bytes, %llu of %llu in use",
+                       d->name, (unsigned long long)bytes, (unsigned long long)d->in_use,
+                       (unsigned long long)d->capacity);
+    d->in_use += bytes;
+    if (d->in_use > d->peak)
+        d->peak = d->in_use;
+    return DR_OK;
+}
+
+void dr_device_unreserve(dr_device *d, uint64_t bytes)
+{
+    d->in_use = bytes > d->in_use ? 0 : d->in_use - bytes;
+}
+
 int dr_device_alloc(dr_device *d, size_t bytes, void **out, dr_err *err)
 {
     *out = NULL;

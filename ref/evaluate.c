@@ -25,6 +25,7 @@ typedef struct evaluator {
     uint8_t      *labels;
     uint32_t     *pred;
     uint32_t      G;
+    dr_tpu_system tpu;
 } evaluator;
 
 static void ev_close(evaluator *e)
@@ -32,6 +33,29 @@ static void ev_close(evaluator *e)
     free(e->params); free(e->x); free(e->targets); free(e->loss); free(e->labels); free(e->pred);
     dr_work_free(&e->work);
     dr_dataset_free(&e->data);
+}
+
+/* The strategy that splits the test set: the run's, except that
+ * parameter_server evaluates inline on the coordinator (one replica), and
+ * tpu initializes its own emulated system. */
+static int ev_strategy(evaluator *e, const dr_run_config *cfg, dr_err *err)
+{
+    dr_strategy_spec spec = cfg->strategy;
+    dr_strategy_options opt = cfg->memory;
+    if (spec.kind == DR_STRATEGY_PARAMETER_SERVER) {
+        spec.kind = DR_STRATEGY_ONE_DEVICE;
+        spec.num_gpus = 0;
+    } else if (spec.kind == DR_STRATEGY_TPU) {
+        static const int image[2] = { 28, 28 };
+        int dims[2], prod, rc = dr_tpu_initialize_system(&e->tpu, spec.tpu_address, cfg->tpu_platform,
+                                                         cfg->tpu_hbm_scale, err);
+        if (rc == DR_OK && cfg->input_partition_dims[0])
+            rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, dims, opt.tpu_computation_shape,
+                                        &prod, err);
+        if (rc) return rc;
+        opt.tpu_system = &e->tpu;
+    }
+    return dr_strategy_create(&spec, &opt, &e->strat, err);
 }
 
 static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
@@ -44,7 +68,7 @@ static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
     bool engine;
     if ((rc = dr_trainer_resolve(cfg, &e->exp, err))) return rc;
     if ((rc = dr_trainer_ops(cfg, &e->ops, &engine, err))) return rc;
-    if ((rc = dr_strategy_create(&cfg->strategy, &cfg->memory, &e->strat, err))) return rc;
+    if ((rc = ev_strategy(e, cfg, err))) return rc;
     if ((rc = dr_checkpoint_load(cfg->model_dir, &c, &found, err))) return rc;
     if (!found)
         return dr_fail(err, DR_EUSAGE, "--model_dir %s: no checkpoint (%s) to evaluate; train first",

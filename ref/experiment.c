@@ -29,7 +29,7 @@ int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
 
 static const char *const fault_names[] = {
     "none", "reg_not_scaled", "reg_scaled_twice", "mean_not_sum",
-    "wrong_split", "drop_short", "round_partial"
+    "wrong_split", "drop_short", "round_partial", "pad_unmasked"
 };
 
 int dr_fault_parse(const char *name, dr_fault *out, dr_err *err)
@@ -39,7 +39,7 @@ int dr_fault_parse(const char *name, dr_fault *out, dr_err *err)
     }
     return dr_fail(err, DR_EUSAGE, "--inject_fault: unknown fault '%s'; expected one of none, "
                    "reg_not_scaled, reg_scaled_twice, mean_not_sum, wrong_split, drop_short, "
-                   "round_partial", name);
+                   "round_partial, pad_unmasked", name);
 }
 
 void dr_run_config_defaults(dr_run_config *c)

@@ -159,18 +159,29 @@ static void activate(const dr_model_ops *ops, const dr_dense *d, const float *pr
     }
 }
 
-void dr_model_forward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
-                      const float *x, uint32_t b, dr_work *w)
+void dr_model_activate(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, uint32_t b, dr_work *w)
 {
-    const float *in = x;
-    for (uint32_t l = 0; l < m->nlayers; l++) {
+    activate(ops, &m->layer[l], w->pre[l], w->act[l + 1], b, w->aux);
+}
+
+void dr_model_forward_layers(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                             const float *x, uint32_t first, uint32_t b, dr_work *w)
+{
+    const float *in = first ? w->act[first] : x;
+    for (uint32_t l = first; l < m->nlayers; l++) {
         const dr_dense *d = &m->layer[l];
         const float *W = params + dr_model_kernel_offset(m, l), *bias = W + (size_t)d->in * d->out;
         if (b) ops->gemm_f32(DR_NO_TRANS, DR_NO_TRANS, b, d->out, d->in, in, d->in, W, d->out,
                              bias, w->pre[l], d->out);
-        activate(ops, d, w->pre[l], w->act[l + 1], b, w->aux);
+        dr_model_activate(m, ops, l, b, w);
         in = w->act[l + 1];
     }
+}
+
+void dr_model_forward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                      const float *x, uint32_t b, dr_work *w)
+{
+    dr_model_forward_layers(m, ops, params, x, 0, b, w);
 }
 
 /* ---- losses ------------------------------------------------------------- */
@@ -223,15 +234,14 @@ void dr_model_example_losses(const dr_model_spec *m, const dr_model_ops *ops, co
 
 /* ---- backward ----------------------------------------------------------- */
 
-void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const float *params, const float *x,
-                        const uint8_t *labels, const float *targets, uint32_t b,
-                        dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct)
+const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                               const float *x, const uint8_t *labels, const float *targets, uint32_t n,
+                               dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct,
+                               bool kernel0)
 {
     uint32_t L = m->nlayers, nout = m->layer[L - 1].out;
     float *dz = w->delta[0];
-    if (b == 0) return;
-    dr_model_forward(m, ops, params, x, b, w);
-    for (uint32_t r = 0; r < b; r++) {
+    for (uint32_t r = 0; r < n; r++) {
         const float *pre = w->pre[L - 1] + (size_t)r * nout, *out = w->act[L] + (size_t)r * nout;
         uint8_t label = labels ? labels[r] : 0;
         dr_acc_add(loss_sum, example_loss(m, ops, pre, out, label, targets ? targets + (size_t)r * nout : NULL,
@@ -243,14 +253,25 @@ void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const f
         const float *in = l ? w->act[l] : x, *W = params + dr_model_kernel_offset(m, l);
         dr_acc *gW = grad_sum + dr_model_kernel_offset(m, l), *gb = gW + (size_t)d->in * d->out;
         float *dprev = w->delta[(L - l) & 1];
-        ops->gemm_acc(DR_TRANS, DR_NO_TRANS, d->in, d->out, b, in, d->in, dz, d->out, gW);
-        for (uint32_t r = 0; r < b; r++)
+        if (l > 0 || kernel0)
+            ops->gemm_acc(DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW);
+        for (uint32_t r = 0; r < n; r++)
             for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&gb[j], dz[(size_t)r * d->out + j]);
         if (l == 0) break;
         /* delta of the layer below: dz W^T, through its ReLU (hidden layers are ReLU or linear). */
-        ops->gemm_f32(DR_NO_TRANS, DR_TRANS, b, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
+        ops->gemm_f32(DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
         if (m->layer[l - 1].act == DR_ACT_RELU)
-            for (size_t i = 0; i < (size_t)b * d->in; i++) if (!(w->pre[l - 1][i] > 0.0f)) dprev[i] = 0.0f;
+            for (size_t i = 0; i < (size_t)n * d->in; i++) if (!(w->pre[l - 1][i] > 0.0f)) dprev[i] = 0.0f;
         dz = dprev;
     }
+    return dz;
+}
+
+void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const float *params, const float *x,
+                        const uint8_t *labels, const float *targets, uint32_t b,
+                        dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct)
+{
+    if (b == 0) return;
+    dr_model_forward(m, ops, params, x, b, w);
+    dr_model_backward(m, ops, params, x, labels, targets, b, w, loss_sum, grad_sum, correct, true);
 }

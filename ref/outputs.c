@@ -96,7 +96,12 @@ int dr_trainer_log_step(trainer *t, float loss, dr_err *err)
         ids_hash(t->ids + t->off[r], t->off[r + 1] - t->off[r], h);
         rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
     }
-    return rc ? rc : append(t, err, "]}\n");
+    if (rc == DR_OK && t->tpu.on)
+        rc = append(t, err, "],\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,\"merge_s\":%.9g,"
+                    "\"allreduce_s\":%.9g}}\n", t->tpu.step_s, t->tpu.compute_s, t->tpu.merge_s, t->tpu.allreduce_s);
+    else if (rc == DR_OK)
+        rc = append(t, err, "]}\n");
+    return rc;
 }
 
 int dr_trainer_load_metrics(trainer *t, dr_err *err)
@@ -168,6 +173,25 @@ static json_object *device_report(const dr_strategy *s)
     return arr;
 }
 
+static json_object *tpu_report(const trainer *t)
+{
+    const tpu_run *tp = &t->tpu;
+    const dr_tpu_topology *top = &tp->sys.topology;
+    json_object *o = json_object_new_object(), *mesh = json_object_new_array();
+    uint64_t steps = t->step - t->start_step;
+    for (int d = 0; d < DR_TPU_RANK; d++) json_object_array_add(mesh, json_object_new_int(top->mesh[d]));
+    json_object_object_add(o, "topology", json_object_new_string(top->name));
+    json_object_object_add(o, "mesh_shape", mesh);
+    json_object_object_add(o, "hbm_bytes_per_core", json_object_new_int64((int64_t)top->hbm_bytes_per_core));
+    json_object_object_add(o, "num_cores_per_replica", json_object_new_int((int)tp->tiles));
+    json_object_object_add(o, "static_batch_per_replica", json_object_new_int((int)tp->local));
+    json_object_object_add(o, "emulated_seconds_total", json_object_new_double(tp->total_s));
+    json_object_object_add(o, "emulated_step_seconds_mean", json_object_new_double(steps ? tp->total_s / (double)steps : 0.0));
+    json_object_object_add(o, "link_model", json_object_new_string("alpha 1e-6 s per hop, 50e9 bytes/s per link; "
+                           "compute at an assumed 2e13 flop/s per core"));
+    return o;
+}
+
 int dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err)
 {
     json_object *o = json_object_new_object();
@@ -182,6 +206,7 @@ int dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err)
     res->accuracy = t->epoch_examples ? (float)t->epoch_correct / (float)t->epoch_examples : 0.0f;
     res->examples = t->epoch_examples;
     res->seconds = dr_now() - t->t_start;
+    res->emulated_seconds = t->tpu.total_s;
     dr_weights_sha256(params, t->P, res->weights_sha256);
     json_object_object_add(o, "experiment", json_object_new_string(t->exp.name));
     json_object_object_add(o, "distribution_strategy", json_object_new_string(dr_strategy_kind_name(t->strat.spec.kind)));
@@ -199,6 +224,7 @@ int dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err)
     json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(replicas_identical(t)));
     json_object_object_add(o, "wall_seconds", json_object_new_double(res->seconds));
     json_object_object_add(o, "devices", device_report(&t->strat));
+    if (t->tpu.on) json_object_object_add(o, "tpu", tpu_report(t));
     text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
     snprintf(path, sizeof path, "%s/summary.json", t->cfg->model_dir);
     rc = dr_write_atomic(path, text, strlen(text), err);

@@ -460,3 +460,24 @@ int dr_tpu_partition_shape(const char *dims, const int input_shape[2], int ndims
     *product = (int)prod;
     return DR_OK;
 }
+
+/* ---- the system ----------------------------------------------------------- */
+
+int dr_tpu_initialize_system(dr_tpu_system *sys, const char *tpu, const char *platform,
+                             double hbm_scale, dr_err *err)
+{
+    dr_tpu_topology t;
+    int rc = dr_tpu_topology_resolve(tpu, platform, hbm_scale, &t, err);
+    if (rc != DR_OK)
+        return rc;
+    sys->topology = t;
+    sys->initialized = true;
+    sys->generation++;
+    return DR_OK;
+}
+
+double dr_tpu_transfer_seconds(const dr_tpu_topology *t, int core_a, int core_b, uint64_t bytes)
+{
+    int hops = dr_tpu_hops(t, core_a, core_b);
+    return (hops > 0 ? hops : 0) * t->link_latency_s + (double)bytes / t->link_bytes_per_s;
+}

@@ -71,7 +71,7 @@ uint32_t dr_trainer_divisor(const trainer *t)
     return d;
 }
 
-static void apply_update(trainer *t, const dr_acc *total, float *params, float *slots)
+void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots)
 {
     dr_acc_round_array(total, t->P, dr_trainer_divisor(t), t->grad);
     dr_optimizer_apply(&t->exp.optimizer, t->step, params, t->grad, slots, t->P);
@@ -87,13 +87,13 @@ static int reduce_and_apply(trainer *t, dr_err *err)
         memset(t->central, 0, t->P * sizeof *t->central);
         rc = dr_reduce_to_device(&t->strat, acc, t->P, t->strat.variable_device, t->central, err);
         if (rc) return rc;
-        apply_update(t, t->central, t->var, t->var_slots);
+        dr_trainer_apply(t, t->central, t->var, t->var_slots);
         return DR_OK;
     }
     rc = dr_all_reduce(&t->strat, acc, t->P, t->tensor_len, t->ntensors, err);
     if (rc) return rc;
     for (uint32_t r = 0; r < R; r++)   /* mirrored: every replica updates its own copy */
-        apply_update(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
+        dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     return DR_OK;
 }
 
@@ -117,7 +117,7 @@ int dr_trainer_end_step(trainer *t, dr_err *err)
 /* ---- step 1 and the loop ------------------------------------------------ */
 
 /* Offsets of the replicas' examples; the planted split faults bend them. */
-static void split(trainer *t)
+void dr_trainer_split(trainer *t)
 {
     uint32_t R = t->strat.num_replicas;
     t->ids = t->batch.ids;
@@ -166,7 +166,7 @@ static int one_step(trainer *t, dr_err *err)
 {
     int rc;
     t->count = t->batch.count;
-    split(t);
+    dr_trainer_split(t);
     if ((rc = dr_trainer_begin_step(t, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
         (rc = reduce_and_apply(t, err)))
@@ -192,7 +192,7 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
             if (more_steps(&t)) t.epoch_correct = t.epoch_examples = 0;   /* keep the last epoch's */
             continue;
         }
-        rc = t.engine ? dr_engine_step(&t, err) : one_step(&t, err);
+        rc = t.tpu.on ? dr_tpu_step(&t, err) : t.engine ? dr_engine_step(&t, err) : one_step(&t, err);
         if (rc == DR_OK && cfg->checkpoint_every && t.step % cfg->checkpoint_every == 0)
             rc = dr_trainer_save(&t, err);
         dr_trainer_progress(&t);

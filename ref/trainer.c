@@ -171,20 +171,30 @@ static void release(dr_device *d, void *p, size_t bytes)
     if (p) dr_device_free(d, p, bytes ? bytes : 1);
 }
 
+/* Where a replica's buffers are allocated: its device, except under the
+ * tpu strategy, whose cores' HBM is reserved per core (ref/tpu_step.c) and
+ * backed by host memory. */
+static dr_device *home(trainer *t, replica *rp)
+{
+    return t->tpu.on ? &t->tpu.backing : rp->dev;
+}
+
 static int alloc_replica(trainer *t, uint32_t r, uint32_t local, dr_err *err)
 {
     replica *rp = &t->rep[r];
     size_t P = t->P, f = t->data.features;
     bool holds = t->strat.mirrored_variables || t->strat.num_replicas == 1;
+    dr_device *h;
     int rc;
     rp->dev = &t->strat.device[t->placed ? t->layer_dev[0] : t->strat.replica_device[r]];
-    if ((rc = alloc_on(rp->dev, P * sizeof(float), &rp->params, err))) return rc;
+    h = home(t, rp);
+    if ((rc = alloc_on(h, P * sizeof(float), &rp->params, err))) return rc;
     if (holds && t->strat.spec.kind != DR_STRATEGY_CENTRAL_STORAGE)
-        if ((rc = alloc_on(rp->dev, P * t->nslots * sizeof(float), &rp->slots, err))) return rc;
-    if ((rc = alloc_on(rp->dev, P * sizeof(dr_acc), &rp->grad, err))) return rc;
-    if ((rc = alloc_on(rp->dev, (size_t)local * f * sizeof(float), &rp->x, err))) return rc;
-    if (t->data.labels && (rc = alloc_on(rp->dev, local, &rp->labels, err))) return rc;
-    if (t->data.targets && (rc = alloc_on(rp->dev, (size_t)local * sizeof(float), &rp->targets, err))) return rc;
+        if ((rc = alloc_on(h, P * t->nslots * sizeof(float), &rp->slots, err))) return rc;
+    if ((rc = alloc_on(h, P * sizeof(dr_acc), &rp->grad, err))) return rc;
+    if ((rc = alloc_on(h, (size_t)local * f * sizeof(float), &rp->x, err))) return rc;
+    if (t->data.labels && (rc = alloc_on(h, local, &rp->labels, err))) return rc;
+    if (t->data.targets && (rc = alloc_on(h, (size_t)local * sizeof(float), &rp->targets, err))) return rc;
     return dr_work_init(&rp->work, &t->exp.model, local, err);
 }
 
@@ -354,7 +364,14 @@ int dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err)
     spec = cfg->strategy;
     sopt = cfg->memory;
     if ((rc = cluster_setup(t, &spec, &sopt, err))) goto fail;
+    if (cfg->input_partition_dims[0] && spec.kind != DR_STRATEGY_TPU) {
+        rc = dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
+                     "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(spec.kind));
+        goto fail;
+    }
+    if (spec.kind == DR_STRATEGY_TPU && (rc = dr_tpu_run_init(t, &sopt, err))) goto fail;
     if ((rc = dr_strategy_create(&spec, &sopt, &t->strat, err))) goto fail;
+    if (t->tpu.on && (rc = dr_tpu_run_open(t, err))) goto fail;
     t->nslots = dr_optimizer_num_slots(&t->exp.optimizer);
     for (uint32_t l = 0; l < t->exp.model.nlayers; l++) {
         t->tensor_len[t->ntensors++] = (size_t)t->exp.model.layer[l].in * t->exp.model.layer[l].out;
@@ -383,13 +400,15 @@ void dr_trainer_close(trainer *t)
     for (uint32_t r = 0; r < t->strat.num_replicas; r++) {
         replica *rp = &t->rep[r];
         size_t f = t->data.features, local = (t->G + t->strat.num_replicas - 1) / t->strat.num_replicas;
+        dr_device *h;
         if (!rp->dev) continue;
-        release(rp->dev, rp->params, t->P * sizeof(float));
-        release(rp->dev, rp->slots, t->P * t->nslots * sizeof(float));
-        release(rp->dev, rp->grad, t->P * sizeof(dr_acc));
-        release(rp->dev, rp->x, local * f * sizeof(float));
-        release(rp->dev, rp->labels, local);
-        release(rp->dev, rp->targets, local * sizeof(float));
+        h = home(t, rp);
+        release(h, rp->params, t->P * sizeof(float));
+        release(h, rp->slots, t->P * t->nslots * sizeof(float));
+        release(h, rp->grad, t->P * sizeof(dr_acc));
+        release(h, rp->x, local * f * sizeof(float));
+        release(h, rp->labels, local);
+        release(h, rp->targets, local * sizeof(float));
         dr_work_free(&rp->work);
     }
     if (t->var) {
@@ -400,6 +419,7 @@ void dr_trainer_close(trainer *t)
     }
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++)
         release(&t->strat.device[t->layer_dev[l]], t->layer_reserve[l], t->layer_bytes[l]);
+    if (t->tpu.on) dr_tpu_run_close(t);
     free(t->grad); free(t->host_x); free(t->host_labels); free(t->host_targets); free(t->staging);
     free(t->metrics);
     free(t->sharded);

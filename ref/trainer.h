@@ -10,6 +10,7 @@
 #include "distref/input.h"
 #include "distref/multiworker.h"
 #include "distref/train.h"
+#include "ref/tpu_collective.h"
 
 #include <stdio.h>
 
@@ -25,6 +26,28 @@ typedef struct replica {
     dr_acc     loss;
     uint64_t   correct;
 } replica;
+
+/* The tpu strategy's part of a run (ref/tpu_step.c). */
+typedef struct tpu_run {
+    bool          on;
+    dr_tpu_system sys;             /* initialized by this run */
+    dr_device     backing;         /* host memory standing in for the cores' HBM */
+    uint32_t      local;           /* static per-replica batch, G / R */
+    uint32_t      tiles;           /* logical cores per replica (spatial partitioning) */
+    int           part[2];         /* input_partition_dims */
+    uint32_t      tile_len;        /* pixels per tile = rows of layer 0's kernel */
+    uint32_t     *tile_pixels;     /* tiles x tile_len */
+    float        *tile_x, *tile_w; /* every tile's inputs; one tile's kernel rows */
+    float        *tile_stage;      /* a tile gathered on the host */
+    dr_wire       wire;
+    dr_acc       *tile_z, *z, *tile_g;  /* partial pre-activations, their merge, kernel-row gradients */
+    size_t       *ranges;          /* per logical core: [lo, hi) pairs of the parameters it holds */
+    uint32_t     *nranges, max_ranges;
+    void         *reserve[DR_MAX_DEVICES];   /* HBM reserved per core */
+    size_t        reserve_bytes[DR_MAX_DEVICES];
+    double        compute_s, merge_s, allreduce_s;   /* this step's emulated parts */
+    double        step_s, total_s;                   /* this step's and the run's emulated time */
+} tpu_run;
 
 typedef struct trainer {
     const dr_run_config *cfg;
@@ -64,6 +87,7 @@ typedef struct trainer {
     size_t        metrics_len, metrics_cap;
     double        t_start;
     uint64_t      start_step;
+    tpu_run       tpu;
 } trainer;
 
 int  dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err);
@@ -84,6 +108,8 @@ int  dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err);
  * (where MEAN-for-SUM acts), the drop-short fault, and the loss and metrics
  * at the end. */
 int      dr_trainer_begin_step(trainer *t, dr_err *err);
+void     dr_trainer_split(trainer *t);
+void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots);
 void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G);
 uint32_t dr_trainer_divisor(const trainer *t);
 void     dr_trainer_drop_short(trainer *t);
@@ -92,6 +118,13 @@ int      dr_trainer_end_step(trainer *t, dr_err *err);
 /* parameter_server training: the coordinator, its seeded asynchronous
  * schedule and the ps tasks (ref/ps.c). dr_run_train hands such runs over. */
 int  dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
+/* The tpu strategy (ref/tpu_step.c): setup after the strategy is built,
+ * the step, and teardown. */
+int  dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err);
+int  dr_tpu_run_open(trainer *t, dr_err *err);
+int  dr_tpu_step(trainer *t, dr_err *err);
+void dr_tpu_run_close(trainer *t);
 
 /* The engine's step (strategies/engine.c). */
 int  dr_engine_step(trainer *t, dr_err *err);

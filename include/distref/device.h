@@ -51,6 +51,12 @@ void  dr_device_init(dr_device *d, const dr_device_spec *spec, uint64_t capacity
 int   dr_device_alloc(dr_device *d, size_t bytes, void **out, dr_err *err);
 void  dr_device_free(dr_device *d, void *p, size_t bytes);
 
+/* Capacity accounting without host memory, for buffers that live elsewhere
+ * in the emulation (the tpu strategy's HBM): the same checks and message as
+ * dr_device_alloc. */
+int   dr_device_reserve(dr_device *d, uint64_t bytes, dr_err *err);
+void  dr_device_unreserve(dr_device *d, uint64_t bytes);
+
 /* memcpy with accounting: src's bytes_out and dst's bytes_in grow by bytes
  * unless src == dst (a copy within one device is free and not counted). */
 void  dr_device_copy(dr_device *dst, void *to, dr_device *src, const void *from, size_t bytes);

@@ -99,6 +99,23 @@ void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const f
                         const uint8_t *labels, const float *targets, uint32_t b,
                         dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct);
 
+/* The pieces of the two, for callers that compute a layer themselves (the
+ * tpu strategy's spatial partitioning computes layer 0 tile by tile):
+ * forward_layers runs layers first..L-1, layer `first` reading x when it is
+ * 0 and w->act[first] otherwise; activate turns w->pre[l] into w->act[l+1].
+ * backward takes the loss and gradients of the last forward pass over its
+ * first n rows only: rows beyond n are static-shape padding, masked, and add
+ * nothing (not even a signed zero). With kernel0 false, layer 0's kernel
+ * gradient is left to the caller; the return value is then layer 0's
+ * delta (n x out of layer 0), from which it is x^T delta. */
+void dr_model_forward_layers(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                             const float *x, uint32_t first, uint32_t b, dr_work *w);
+void dr_model_activate(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, uint32_t b, dr_work *w);
+const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                               const float *x, const uint8_t *labels, const float *targets, uint32_t n,
+                               dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct,
+                               bool kernel0);
+
 /* Per-example losses and argmax predictions of the last forward pass. */
 void dr_model_example_losses(const dr_model_spec *m, const dr_model_ops *ops, const dr_work *w, uint32_t b,
                              const uint8_t *labels, const float *targets,

@@ -31,6 +31,7 @@
 #include "distref/error.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
+#include "distref/tpu.h"
 
 #define DR_MAX_DEVICES 65   /* the host CPU and up to 64 emulated accelerators */
 
@@ -55,7 +56,7 @@ typedef struct dr_strategy_options {
     uint64_t cpu_memory_bytes;   /* capacity of the host CPU; 0 = unlimited */
     uint32_t num_workers;        /* multi_worker_mirrored, parameter_server: workers (TF_CONFIG); 0 = 1 */
     uint32_t num_ps;             /* parameter_server: ps tasks (TF_CONFIG) */
-    const struct dr_tpu_system *tpu_system;   /* tpu: an initialized system (tpu.h) */
+    const dr_tpu_system *tpu_system;          /* tpu: an initialized system (tpu.h) */
     int      tpu_computation_shape[4];        /* tpu: cores per replica; zeros = [1,1,1,1] */
 } dr_strategy_options;
 
@@ -70,13 +71,24 @@ typedef struct dr_strategy {
     uint32_t   variable_device;            /* central_storage: where variables live */
     bool       mirrored_variables;         /* each replica keeps its own copy */
     bool       distributes_input;          /* false for the default strategy */
+    /* tpu: device[1 + c] is core c; replica r's logical core l runs on
+     * physical core tpu_assignment.core[r * cores_per_replica + l]. */
+    const dr_tpu_system *tpu_system;
+    uint32_t   tpu_generation;             /* the system's generation when built */
+    dr_device_assignment tpu_assignment;
 } dr_strategy;
+
+/* tpu: the device index of replica r's logical core l. */
+static inline uint32_t dr_strategy_tpu_device(const dr_strategy *s, uint32_t r, uint32_t l)
+{
+    return 1u + (uint32_t)s->tpu_assignment.core[r * (uint32_t)s->tpu_assignment.num_cores_per_replica + l];
+}
 
 /* Builds the emulated devices and replica placement of a validated spec.
  * multi_worker_mirrored emulates opt->num_workers workers, each with its
  * CPU (/job:worker/replica:0/task:w/device:CPU:0) and num_gpus GPUs, in one
- * process. Strategies that are not built yet (parameter_server, tpu) return
- * DR_EUNSUPPORTED with a message saying so. */
+ * process. tpu needs opt->tpu_system initialized (DR_ESTATE otherwise) and
+ * places replicas by DeviceAssignment.build(topology, computation_shape). */
 int  dr_strategy_create(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                         dr_strategy *s, dr_err *err);
 
@@ -97,7 +109,9 @@ typedef struct dr_replica_ctx {
 typedef int (*dr_replica_fn)(const dr_replica_ctx *ctx, void *arg, dr_err *err);
 
 /* Calls fn once per replica, in replica order (the reference is sequential;
- * engine variants run replicas concurrently and must not care). */
+ * engine variants run replicas concurrently and must not care). A tpu
+ * strategy whose system was initialized again since (its HBM wiped) is
+ * refused with DR_ESTATE. */
 int  dr_strategy_run(dr_strategy *s, uint32_t global_batch_count, dr_replica_fn fn,
                      void *arg, dr_err *err);
 

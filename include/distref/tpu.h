@@ -97,4 +97,28 @@ int dr_tpu_partition_shape(const char *dims, const int input_shape[2], int ndims
  * min(|a-b|, m-|a-b|). -1 for a core out of range. */
 int dr_tpu_hops(const dr_tpu_topology *t, int core_a, int core_b);
 
+/* ---- the TPU system: initialize_tpu_system ---------------------------- */
+
+/* tf.tpu.experimental.initialize_tpu_system(resolver). The emulated system
+ * must be initialized before a tpu strategy is built on it (DR_ESTATE
+ * otherwise), and every initialization wipes the emulated HBM: each one
+ * starts a new generation, and a strategy (with every buffer it placed on
+ * the cores) built in an earlier generation is refused from then on. */
+typedef struct dr_tpu_system {
+    dr_tpu_topology topology;
+    bool            initialized;
+    uint32_t        generation;      /* counts initializations */
+} dr_tpu_system;
+
+/* Resolves the topology (dr_tpu_topology_resolve: grpc:// and unknown names
+ * are DR_EUSAGE) and initializes. On error the system is left as it was. */
+int dr_tpu_initialize_system(dr_tpu_system *sys, const char *tpu, const char *platform,
+                             double hbm_scale, dr_err *err);
+
+/* ---- collectives and the emulated step time ----------------------------- */
+
+/* An alpha-beta estimate for moving bytes between two cores: hops * alpha +
+ * bytes / beta (cores on one chip: no link, only the bandwidth term). */
+double dr_tpu_transfer_seconds(const dr_tpu_topology *t, int core_a, int core_b, uint64_t bytes);
+
 #endif

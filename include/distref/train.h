@@ -43,7 +43,8 @@ typedef enum dr_fault {
     DR_FAULT_MEAN_NOT_SUM,       /* gradients all-reduced with MEAN instead of SUM */
     DR_FAULT_WRONG_SPLIT,        /* extras of an uneven batch go to the last replicas */
     DR_FAULT_DROP_SHORT,         /* one example dropped from a final short batch */
-    DR_FAULT_ROUND_PARTIAL       /* each replica's partial gradient rounded before the all-reduce */
+    DR_FAULT_ROUND_PARTIAL,      /* each replica's partial gradient rounded before the all-reduce */
+    DR_FAULT_PAD_UNMASKED        /* tpu: the padding of a short final batch counted as examples */
 } dr_fault;
 
 int dr_fault_parse(const char *name, dr_fault *out, dr_err *err);
@@ -98,6 +99,7 @@ typedef struct dr_run_result {
     uint64_t examples;
     char     weights_sha256[65];
     double   seconds;
+    double   emulated_seconds;    /* tpu: the emulated time of this run's steps (alpha-beta model) */
 } dr_run_result;
 
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);

@@ -1,0 +1,326 @@
+/* distref reference — training under the tpu strategy.
+ *
+ * What is particular to a TPU, and where it happens here:
+ *   static shapes    every replica computes on exactly G/R rows; a short
+ *                    final batch is split by TensorFlow's rule and each
+ *                    replica's rows beyond its share are padding, masked:
+ *                    they run through the forward pass and add nothing to
+ *                    the loss or the gradients (replica_step). With
+ *                    --drop_remainder the short batch is never formed.
+ *   HBM              each core's share of weights, slots, gradient
+ *                    accumulators, inputs and activations is reserved on
+ *                    that core; what does not fit fails naming the core
+ *                    (reserve_hbm).
+ *   spatial          --input_partition_dims splits each replica's 28x28
+ *   partitioning     input into tiles, one per logical core; each core
+ *                    multiplies its tile by its rows of the first kernel
+ *                    into exact partial sums, the partials merge exactly on
+ *                    logical core 0 and are rounded once with the bias, so
+ *                    the pre-activations are the unpartitioned bits
+ *                    (partitioned_layer0); the kernel's gradient rows are
+ *                    computed where they live (tile_gradients).
+ *   collectives      gradients are all-reduced by rings along the torus,
+ *                    one per logical core (ref/tpu_collective.c).
+ *   step time        an alpha-beta estimate of each step (compute at an
+ *                    assumed rate, the partial-sum merge, the rings) is
+ *                    written to metrics.jsonl and summary.json.
+ */
+#include "ref/trainer.h"
+#include "ref/tpu_collective.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define IMAGE_SIDE 28
+/* An emulation assumption, not a hardware figure: one TensorCore does
+ * 2e13 float operations per second. */
+#define CORE_FLOPS 2e13
+
+/* ---- setup -------------------------------------------------------------- */
+
+int dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err)
+{
+    const dr_run_config *cfg = t->cfg;
+    tpu_run *tp = &t->tpu;
+    int cs[DR_TPU_RANK] = { 0 }, prod = 1, rc;
+    if (t->engine)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: the tpu strategy runs in the reference; "
+                       "use --variant=ref", cfg->variant);
+    if (cfg->layer_devices[0])
+        return dr_fail(err, DR_EUSAGE, "--layer_devices: not with the tpu strategy (it places a "
+                       "replica over several cores with --input_partition_dims)");
+    if ((rc = dr_tpu_initialize_system(&tp->sys, cfg->strategy.tpu_address, cfg->tpu_platform,
+                                       cfg->tpu_hbm_scale, err)))
+        return rc;
+    tp->part[0] = tp->part[1] = 1;
+    if (cfg->input_partition_dims[0]) {
+        static const int image[2] = { IMAGE_SIDE, IMAGE_SIDE };
+        if (t->data.features != IMAGE_SIDE * IMAGE_SIDE)
+            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input has %u "
+                           "features, not a %dx%d image", t->exp.name, t->data.features, IMAGE_SIDE, IMAGE_SIDE);
+        if (t->exp.model.layer[0].in != IMAGE_SIDE * IMAGE_SIDE)
+            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: the first layer must read the image");
+        if ((rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, tp->part, cs, &prod, err)))
+            return rc;
+    }
+    tp->tiles = (uint32_t)prod;
+    memcpy(opt->tpu_computation_shape, cs, sizeof cs);
+    opt->tpu_system = &tp->sys;
+    tp->on = true;
+    return DR_OK;
+}
+
+/* Tile l = (i, j) of the image, row-major over the partition grid: its
+ * pixels, which are also its rows of the first kernel. */
+static void tile_pixels(tpu_run *tp)
+{
+    uint32_t th = IMAGE_SIDE / (uint32_t)tp->part[0], tw = IMAGE_SIDE / (uint32_t)tp->part[1], q = 0;
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        uint32_t i = l / (uint32_t)tp->part[1], j = l % (uint32_t)tp->part[1];
+        for (uint32_t y = 0; y < th; y++)
+            for (uint32_t x = 0; x < tw; x++) tp->tile_pixels[q++] = (i * th + y) * IMAGE_SIDE + j * tw + x;
+    }
+}
+
+/* Logical core l holds the kernel rows of its tile; core 0 also everything
+ * after the first kernel. Adjacent rows merge into one range. */
+static void core_ranges(trainer *t)
+{
+    tpu_run *tp = &t->tpu;
+    size_t out0 = t->exp.model.layer[0].out, k0 = (size_t)t->exp.model.layer[0].in * out0;
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
+        uint32_t n = 0;
+        if (tp->tiles == 1) { rg[0] = 0; rg[1] = t->P; tp->nranges[l] = 1; continue; }
+        for (uint32_t q = 0; q < tp->tile_len; q++) {
+            size_t lo = tp->tile_pixels[l * tp->tile_len + q] * out0;
+            if (n && rg[2 * n - 1] == lo) rg[2 * n - 1] = lo + out0;
+            else { rg[2 * n] = lo; rg[2 * n + 1] = lo + out0; n++; }
+        }
+        if (l == 0) { rg[2 * n] = k0; rg[2 * n + 1] = t->P; n++; }
+        tp->nranges[l] = n;
+    }
+}
+
+/* What logical core l of a replica keeps in HBM: its parameters with their
+ * slots and gradient accumulators, its inputs, and on core 0 the
+ * activations; with partitioning also the partial sums of layer 0. */
+static void core_bytes(const trainer *t, uint32_t l, uint64_t *weights, uint64_t *data)
+{
+    const tpu_run *tp = &t->tpu;
+    const dr_model_spec *m = &t->exp.model;
+    uint64_t per_param = sizeof(float) * (1 + (uint64_t)t->nslots) + sizeof(dr_acc), params = 0, act = 0;
+    for (uint32_t i = 0; i < tp->nranges[l]; i++)
+        params += tp->ranges[2 * ((size_t)l * tp->max_ranges + i) + 1] - tp->ranges[2 * ((size_t)l * tp->max_ranges + i)];
+    *weights = params * per_param;
+    *data = (uint64_t)tp->local * (tp->tiles > 1 ? tp->tile_len : t->data.features) * sizeof(float);
+    if (tp->tiles > 1) *data += (uint64_t)tp->local * m->layer[0].out * sizeof(dr_acc);
+    if (l != 0) return;
+    for (uint32_t i = 0; i < m->nlayers; i++) act += 2ull * m->layer[i].out;   /* pre + act */
+    *data += (uint64_t)tp->local * act * sizeof(float);
+}
+
+static int reserve_hbm(trainer *t, dr_err *err)
+{
+    tpu_run *tp = &t->tpu;
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
+        for (uint32_t l = 0; l < tp->tiles; l++) {
+            uint32_t d = dr_strategy_tpu_device(&t->strat, r, l);
+            uint64_t w, x;
+            core_bytes(t, l, &w, &x);
+            if (dr_device_reserve(&t->strat.device[d], w + x, err))
+                return dr_fail_wrap(err, "tpu: replica %u, logical core %u needs %llu bytes (weights, slots "
+                                    "and gradients %llu, inputs and activations %llu)%s", r, l,
+                                    (unsigned long long)(w + x), (unsigned long long)w, (unsigned long long)x,
+                                    tp->tiles == 1 ? "; --input_partition_dims spreads the first layer "
+                                    "over more cores" : "");
+            tp->reserve_bytes[d] = w + x;
+        }
+    return DR_OK;
+}
+
+int dr_tpu_run_open(trainer *t, dr_err *err)
+{
+    tpu_run *tp = &t->tpu;
+    uint32_t R = t->strat.num_replicas, out0 = t->exp.model.layer[0].out;
+    dr_device_spec host;
+    if (t->G % R)
+        return dr_fail(err, DR_EUSAGE, "--global_batch_size=%u: the tpu strategy needs static shapes, "
+                       "the same batch on each of its %u replicas; give a multiple of %u", t->G, R, R);
+    tp->local = t->G / R;
+    tp->tile_len = t->exp.model.layer[0].in / tp->tiles;
+    tp->max_ranges = tp->tile_len + 1;
+    memset(&host, 0, sizeof host);
+    host.replica = host.task = -1;
+    host.has_type = 1;
+    dr_device_init(&tp->backing, &host, 0);
+    tp->tile_pixels = malloc((size_t)tp->tiles * tp->tile_len * sizeof *tp->tile_pixels + 1);
+    tp->ranges = malloc(2 * (size_t)tp->tiles * tp->max_ranges * sizeof *tp->ranges + 1);
+    tp->nranges = calloc(tp->tiles, sizeof *tp->nranges);
+    tp->tile_x = malloc((size_t)t->G * t->data.features * sizeof(float) + 1);
+    tp->tile_w = malloc((size_t)tp->tile_len * out0 * sizeof(float) + 1);
+    tp->tile_stage = malloc((size_t)tp->local * tp->tile_len * sizeof(float) + 1);
+    tp->tile_z = malloc((size_t)tp->local * out0 * sizeof(dr_acc) + 1);
+    tp->z = malloc((size_t)tp->local * out0 * sizeof(dr_acc) + 1);
+    tp->tile_g = malloc((size_t)tp->tile_len * out0 * sizeof(dr_acc) + 1);
+    if (!tp->tile_pixels || !tp->ranges || !tp->nranges || !tp->tile_x || !tp->tile_w || !tp->tile_stage ||
+        !tp->tile_z || !tp->z || !tp->tile_g)
+        return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the partitioning buffers");
+    if (tp->tiles > 1) tile_pixels(tp);
+    core_ranges(t);
+    if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
+    return reserve_hbm(t, err);
+}
+
+void dr_tpu_run_close(trainer *t)
+{
+    tpu_run *tp = &t->tpu;
+    for (uint32_t d = 0; d < DR_MAX_DEVICES; d++)
+        if (tp->reserve_bytes[d]) dr_device_unreserve(&t->strat.device[d], tp->reserve_bytes[d]);
+    free(tp->tile_pixels); free(tp->ranges); free(tp->nranges); free(tp->tile_x); free(tp->tile_w); free(tp->tile_stage);
+    free(tp->tile_z); free(tp->z); free(tp->tile_g);
+    dr_wire_free(&tp->wire);
+}
+
+/* ---- the step ----------------------------------------------------------- */
+
+/* The replica's n examples and local - n rows of padding (zero inputs,
+ * label 0), on its cores: whole rows to core 0, or each tile's columns to
+ * the core of the tile. */
+static void load_static_batch(trainer *t, replica *rp, uint32_t r, const uint32_t *ids, uint32_t n)
+{
+    tpu_run *tp = &t->tpu;
+    size_t f = t->data.features, pad = (size_t)(tp->local - n);
+    dr_device *host = &t->strat.device[0];
+    dr_trainer_load_batch(t, rp, ids, n);
+    memset(rp->x + (size_t)n * f, 0, pad * f * sizeof(float));
+    if (rp->labels) memset(rp->labels + n, 0, pad);
+    if (rp->targets) memset(rp->targets + n, 0, pad * sizeof(float));
+    for (uint32_t l = 0; tp->tiles > 1 && l < tp->tiles; l++) {
+        float *xt = tp->tile_x + (size_t)l * tp->local * tp->tile_len;
+        for (uint32_t e = 0; e < tp->local; e++)
+            for (uint32_t q = 0; q < tp->tile_len; q++)
+                tp->tile_stage[(size_t)e * tp->tile_len + q] = rp->x[(size_t)e * f + tp->tile_pixels[l * tp->tile_len + q]];
+        /* The tile travels from the host to its core; the row-wise copy
+         * dr_trainer_load_batch counted to core 0 stands in for the tile
+         * of core 0 and the labels. */
+        dr_device_copy(&t->strat.device[dr_strategy_tpu_device(&t->strat, r, l)], xt, host, tp->tile_stage,
+                       (size_t)tp->local * tp->tile_len * sizeof(float));
+    }
+}
+
+/* Layer 0's pre-activations from the tiles: partial sums on each core,
+ * merged exactly on core 0, the bias added, rounded once. */
+static int partitioned_layer0(trainer *t, replica *rp, uint32_t r, dr_err *err)
+{
+    tpu_run *tp = &t->tpu;
+    const dr_dense *d = &t->exp.model.layer[0];
+    const float *W = rp->params, *bias = W + (size_t)d->in * d->out;
+    size_t cells = (size_t)tp->local * d->out;
+    dr_device *core0 = &t->strat.device[dr_strategy_tpu_device(&t->strat, r, 0)];
+    double slowest = 0;
+    memset(tp->z, 0, cells * sizeof *tp->z);
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        const uint32_t *pix = tp->tile_pixels + l * tp->tile_len;
+        uint32_t dev = dr_strategy_tpu_device(&t->strat, r, l);
+        for (uint32_t q = 0; q < tp->tile_len; q++)
+            memcpy(tp->tile_w + (size_t)q * d->out, W + (size_t)pix[q] * d->out, d->out * sizeof(float));
+        memset(tp->tile_z, 0, cells * sizeof *tp->tile_z);
+        t->ops->gemm_acc(DR_NO_TRANS, DR_NO_TRANS, tp->local, d->out, tp->tile_len,
+                         tp->tile_x + (size_t)l * tp->local * tp->tile_len, tp->tile_len,
+                         tp->tile_w, d->out, tp->tile_z);
+        int rc = dr_wire_send(&tp->wire, &t->strat.device[dev], tp->tile_z, core0, tp->z, cells, false, err);
+        if (rc) return rc;
+        double ts = dr_tpu_transfer_seconds(&tp->sys.topology, (int)dev - 1, (int)(core0 - t->strat.device) - 1,
+                                            (uint64_t)cells * DR_ACC_BYTES);
+        if (l > 0 && ts > slowest) slowest = ts;
+    }
+    tp->merge_s = slowest > tp->merge_s ? slowest : tp->merge_s;
+    for (size_t i = 0; i < cells; i++) {
+        dr_acc_add(&tp->z[i], bias[i % d->out]);
+        rp->work.pre[0][i] = dr_acc_round(&tp->z[i]);
+    }
+    dr_model_activate(&t->exp.model, t->ops, 0, tp->local, &rp->work);
+    dr_model_forward_layers(&t->exp.model, t->ops, rp->params, NULL, 1, tp->local, &rp->work);
+    return DR_OK;
+}
+
+/* Each core's rows of the first kernel's gradient: its tile^T * delta. */
+static void tile_gradients(trainer *t, replica *rp, const float *dz0, uint32_t n)
+{
+    tpu_run *tp = &t->tpu;
+    size_t out0 = t->exp.model.layer[0].out;
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        const uint32_t *pix = tp->tile_pixels + l * tp->tile_len;
+        memset(tp->tile_g, 0, (size_t)tp->tile_len * out0 * sizeof *tp->tile_g);
+        t->ops->gemm_acc(DR_TRANS, DR_NO_TRANS, tp->tile_len, out0, n,
+                         tp->tile_x + (size_t)l * tp->local * tp->tile_len, tp->tile_len, dz0, out0, tp->tile_g);
+        for (uint32_t q = 0; q < tp->tile_len; q++)
+            for (size_t j = 0; j < out0; j++)
+                dr_acc_merge(&rp->grad[(size_t)pix[q] * out0 + j], &tp->tile_g[(size_t)q * out0 + j]);
+    }
+}
+
+static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
+{
+    trainer *t = arg;
+    tpu_run *tp = &t->tpu;
+    uint32_t r = ctx->replica_id_in_sync_group, n = t->off[r + 1] - t->off[r];
+    replica *rp = &t->rep[r];
+    /* The planted fault: the padding counted as examples. */
+    uint32_t rows = t->cfg->fault == DR_FAULT_PAD_UNMASKED ? tp->local : n;
+    load_static_batch(t, rp, r, t->ids + t->off[r], n);
+    memset(rp->grad, 0, t->P * sizeof *rp->grad);
+    dr_acc_init(&rp->loss);
+    rp->correct = 0;
+    if (tp->tiles > 1) {
+        int rc = partitioned_layer0(t, rp, r, err);
+        if (rc) return rc;
+    } else {
+        dr_model_forward(&t->exp.model, t->ops, rp->params, rp->x, tp->local, &rp->work);
+    }
+    if (rows > 0) {
+        const float *dz0 = dr_model_backward(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets,
+                                             rows, &rp->work, &rp->loss, rp->grad, &rp->correct, tp->tiles == 1);
+        if (tp->tiles > 1) tile_gradients(t, rp, dz0, rows);
+    }
+    dr_trainer_scale_share(t, rp, ctx->global_batch_count);
+    return DR_OK;
+}
+
+/* Forward and backward at the assumed rate: 2 flops per multiply-add, the
+ * backward pass twice the forward; layer 0 split over the tiles. */
+static double compute_seconds(const trainer *t)
+{
+    const dr_model_spec *m = &t->exp.model;
+    double macs = (double)m->layer[0].in * m->layer[0].out / t->tpu.tiles;
+    for (uint32_t l = 1; l < m->nlayers; l++) macs += (double)m->layer[l].in * m->layer[l].out;
+    return 6.0 * t->tpu.local * macs / CORE_FLOPS;
+}
+
+int dr_tpu_step(trainer *t, dr_err *err)
+{
+    tpu_run *tp = &t->tpu;
+    dr_acc *acc[DR_MAX_DEVICES];
+    int rc;
+    t->count = t->batch.count;
+    dr_trainer_split(t);
+    tp->merge_s = tp->allreduce_s = 0;
+    if ((rc = dr_trainer_begin_step(t, err)) ||
+        (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)))
+        return rc;
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
+    /* One all-reduce per logical core, over its own links, at once. */
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        double s = 0;
+        rc = dr_tpu_all_reduce(&t->strat, acc, tp->ranges + 2 * (size_t)l * tp->max_ranges, tp->nranges[l], l, &s, err);
+        if (rc) return rc;
+        if (s > tp->allreduce_s) tp->allreduce_s = s;
+    }
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
+        dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
+    tp->compute_s = compute_seconds(t);
+    tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
+    tp->total_s += tp->step_s;
+    return dr_trainer_end_step(t, err);
+}
