@@ -179,9 +179,44 @@ static int fashion(results *r, double l2)
     return fails;
 }
 
+/* The tpu strategy (reference only: no engine variant has it yet) on three
+ * slices, with and without spatial partitioning. 70 examples at G=32 end in
+ * a short batch of 6, padded and masked on every slice. These cases carry
+ * the planted fault too: the tpu step shares the split, the share scaling
+ * and the divisor with the other strategies, and pad_unmasked lives here. */
+static int tpu_identity(results *r, double l2)
+{
+    static const struct { const char *tpu, *dims; int replicas; } cases[] = {
+        { "v2-8", "", 8 }, { "v3-8", "2,2", 2 }, { "v3-32", "2,2", 8 }, { "v3-32", "4,4", 2 },
+    };
+    dr_run_config c;
+    outcome ref, got;
+    int fails = 0;
+    base_config(&c, 70, 32, l2);
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    size_t n = r->quick ? 2 : sizeof cases / sizeof cases[0];   /* planted faults: two slices */
+    for (size_t i = 0; i < n; i++) {
+        dr_err err;
+        base_config(&c, 70, 32, l2);
+        c.fault = r->fault_code;
+        if (dr_get_distribution_strategy("tpu", 0, NULL, 1, cases[i].tpu, &c.strategy, &err)) continue;
+        snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", cases[i].dims);
+        run_case(&c, &got);
+        fails += !outcome_same(&got, &ref);
+        record(r, "loss_curves", &c, cases[i].replicas, outcome_same(&got, &ref), got.seconds,
+               "ref tpu %s partition=[%s] R=%d l2=%g%s%s", cases[i].tpu, cases[i].dims[0] ? cases[i].dims : "1,1",
+               cases[i].replicas, l2 < 0 ? 0 : l2, got.error[0] ? ": " : "", got.error);
+        outcome_free(&got);
+    }
+    outcome_free(&ref);
+    return fails;
+}
+
 int suite_loss_curves(results *r, const char *outdir)
 {
     int fails = bit_identity(r, -1) + bit_identity(r, 1e-3);
+    fails += tpu_identity(r, -1) + tpu_identity(r, 1e-3);
     if (r->full && !r->fault) fails += fashion(r, -1) + fashion(r, 1e-3);
     dr_run_config c;
     outcome ref, got;
