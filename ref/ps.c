@@ -1,16 +1,534 @@
-/* distref reference — parameter_server (being built). */
+/* distref reference — parameter_server: the strategy's devices and the
+ * training program, written the way TensorFlow's parameter-server tutorial
+ * writes it: a coordinator, per-worker datasets, a step function scheduled
+ * N times, a join (and a checkpoint) every --checkpoint_every steps.
+ *
+ * One scheduled step function, on worker w: the next batch of w's own
+ * shard of the data; the exact sum of its losses and gradients on the
+ * variables w read (dr_acc), plus count * the regularization, rounded once
+ * over count: exactly what one_device computes for a step of R = 1 (the
+ * shared pieces dr_trainer_scale_share and dr_trainer_divisor). When it
+ * lands, the ps tasks apply it as optimizer step version + 1. With one
+ * worker the schedule is sequential, the data order is one_device's, and
+ * so are the bits.
+ */
+#include "distref/ps.h"
+#include "distref/checkpoint.h"
+#include "distref/cluster.h"
+#include "distref/fileio.h"
 #include "ref/strategy_kinds.h"
 #include "ref/trainer.h"
+
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the strategy ------------------------------------------------------- */
+
+static void add_task_device(dr_strategy *s, const char *job, int task, uint64_t capacity)
+{
+    dr_device_spec spec;
+    memset(&spec, 0, sizeof spec);
+    snprintf(spec.job, sizeof spec.job, "%s", job);
+    spec.replica = 0;
+    spec.task = task;
+    spec.type = DR_DEV_CPU;
+    spec.has_type = 1;
+    dr_device_init(&s->device[s->num_devices++], &spec, capacity);
+}
 
 int dr_strategy_create_ps(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                           dr_strategy *s, dr_err *err)
 {
-    (void)spec; (void)opt; (void)s;
-    return dr_fail(err, DR_EUNSUPPORTED, "--distribution_strategy=parameter_server: not built yet");
+    uint32_t W = opt ? opt->num_workers : 0, P = opt ? opt->num_ps : 0;
+    uint64_t cap = opt ? opt->cpu_memory_bytes : 0;
+    if (spec->num_gpus != 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "--num_gpus=%d with parameter_server: GPUs on the workers are "
+                       "not emulated yet (workers compute on their CPUs); use --num_gpus=0", spec->num_gpus);
+    if (W == 0 || P == 0)
+        return dr_fail(err, DR_EUSAGE, "parameter_server needs at least one worker and one ps task "
+                       "(TF_CONFIG's cluster); got %u workers and %u ps tasks", W, P);
+    if (W > DR_PS_MAX_WORKERS || 1 + (uint64_t)W + P > DR_MAX_DEVICES)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers and %u ps tasks: distref emulates at most "
+                       "%d tasks besides the coordinator", W, P, DR_MAX_DEVICES - 1);
+    /* TensorFlow runs the coordinator in the task named "chief". */
+    add_task_device(s, "chief", 0, cap);
+    for (uint32_t w = 0; w < W; w++) add_task_device(s, "worker", (int)w, cap);
+    for (uint32_t p = 0; p < P; p++) add_task_device(s, "ps", (int)p, cap);
+    s->num_workers = W;
+    s->num_replicas = 1;                      /* num_replicas_in_sync with CPU workers */
+    s->replica_device[0] = dr_ps_worker_device(0);
+    s->input_device[0] = dr_ps_worker_device(0);
+    s->variable_device = dr_ps_task_device(s, 0);
+    s->distributes_input = true;
+    return DR_OK;
+}
+
+/* ---- the run's state ---------------------------------------------------- */
+
+typedef struct ps_worker {
+    replica   rp;            /* its buffers, on its CPU; rp.params is the copy it read */
+    uint32_t *ids;           /* the batch of the closure it runs (G ids) */
+    uint32_t  count, used;   /* its examples (after the planted drop-short fault) */
+    uint32_t  epoch, position, pass_size;   /* its iterator after that batch */
+} ps_worker;
+
+typedef struct ps_run {
+    trainer         t;        /* the shared plumbing: data, metrics, save, summary */
+    uint32_t        W, P;
+    dr_partitioner  part;
+    dr_coordinator_options copt;
+    dr_coordinator *coord;
+    dr_per_worker_dataset *ds;
+    ps_worker       wk[DR_PS_MAX_WORKERS];
+    uint64_t        N;        /* step functions this run schedules */
+    uint64_t        resumed;  /* the checkpoint's step (0: fresh) */
+    uint64_t        saved;    /* the last checkpoint in model_dir */
+    bool            have_ckpt;
+    uint32_t        acc_epoch;
+    uint64_t        lost_closure;   /* the closure a failed worker lost, until it lands */
+    uint32_t        lost_worker;
+} ps_run;
+
+/* ---- setup -------------------------------------------------------------- */
+
+static int cluster(ps_run *r, dr_err *err)
+{
+    const dr_run_config *cfg = r->t.cfg;
+    dr_cluster cl;
+    int rc;
+    const char *blank = cfg->tf_config + strspn(cfg->tf_config, " \t\r\n");
+    if (!blank[0] || strcmp(blank, "{}") == 0)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: parameter_server needs a cluster with at least one 'worker' "
+                       "and one 'ps' task, e.g. {\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],"
+                       "\"ps\":[\"p:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}; it is empty");
+    if ((rc = dr_cluster_parse(cfg->tf_config, &cl, err)) ||
+        (rc = dr_cluster_check(&cl, DR_STRATEGY_PARAMETER_SERVER, err)))
+        return rc;
+    r->W = cl.job[DR_TASK_WORKER].n;
+    r->P = cl.job[DR_TASK_PS].n;
+    if (r->W > DR_PS_MAX_WORKERS)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers; distref emulates at most %d", r->W, DR_PS_MAX_WORKERS);
+    return DR_OK;
+}
+
+/* train_steps, or the epochs one_device would run: ceil(n/G) steps each
+ * (floor with drop_remainder). */
+static uint64_t total_steps(const trainer *t)
+{
+    uint64_t per = t->cfg->drop_remainder ? t->data.n / t->G : (t->data.n + t->G - 1) / t->G;
+    return t->cfg->train_steps ? t->cfg->train_steps : (uint64_t)t->epochs * per;
+}
+
+static int flags(ps_run *r, dr_err *err)
+{
+    const dr_run_config *cfg = r->t.cfg;
+    dr_coordinator_options *o = &r->copt;
+    int rc;
+    memset(o, 0, sizeof *o);
+    o->staleness = cfg->staleness;
+    o->schedule_seed = cfg->schedule_seed;
+    if ((rc = dr_partitioner_parse(cfg->ps_partitioner, &r->part, err)) ||
+        (rc = dr_ps_parse_failure("fail_worker", cfg->fail_worker, r->W, &o->fail_worker, &o->fail_worker_step, err)) ||
+        (rc = dr_ps_parse_failure("fail_ps", cfg->fail_ps, r->P, &o->fail_ps, &o->fail_ps_step, err)))
+        return rc;
+    o->partitioner = r->part;
+    if (o->fail_worker_step > r->N)
+        return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
+                       "schedules", cfg->fail_worker, (unsigned long long)o->fail_worker_step, (unsigned long long)r->N);
+    if (o->fail_ps_step > r->N)
+        return dr_fail(err, DR_EUSAGE, "--fail_ps=%s: step %llu is beyond the %llu steps this run takes",
+                       cfg->fail_ps, (unsigned long long)o->fail_ps_step, (unsigned long long)r->N);
+    return DR_OK;
+}
+
+static int check_field(dr_err *err, const char *dir, const char *field, bool same, const char *saved, const char *now)
+{
+    if (same) return DR_OK;
+    return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: %s is %s, this run has %s; "
+                   "use another --model_dir or the same settings", dir, field, saved, now);
+}
+
+/* The checkpoint's variables and step. The data positions are not read
+ * from it: the coordinator replays the plan up to its step. */
+static int resume(ps_run *r, dr_err *err)
+{
+    trainer *t = &r->t;
+    const char *dir = t->cfg->model_dir;
+    dr_checkpoint c;
+    bool found;
+    char a[48], b[48];
+    int rc = dr_checkpoint_load(dir, &c, &found, err);
+    if (rc || !found) return rc;
+    rc = check_field(err, dir, "experiment", strcmp(c.experiment, t->exp.name) == 0, c.experiment, t->exp.name);
+    snprintf(a, sizeof a, "%u parameters", c.nparams); snprintf(b, sizeof b, "%zu", t->P);
+    if (!rc) rc = check_field(err, dir, "the model", c.nparams == t->P, a, b);
+    snprintf(a, sizeof a, "%u slots/optimizer %u", c.nslots, c.optimizer);
+    snprintf(b, sizeof b, "%d slots/optimizer %d", t->nslots, (int)t->exp.optimizer.kind);
+    if (!rc) rc = check_field(err, dir, "the optimizer", c.nslots == (uint32_t)t->nslots &&
+                              c.optimizer == (uint32_t)t->exp.optimizer.kind, a, b);
+    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c.seed); snprintf(b, sizeof b, "seed %llu", (unsigned long long)t->cfg->seed);
+    if (!rc) rc = check_field(err, dir, "the data order", c.seed == t->cfg->seed, a, b);
+    snprintf(a, sizeof a, "%u", c.global_batch); snprintf(b, sizeof b, "%u", t->G);
+    if (!rc) rc = check_field(err, dir, "global_batch_size", c.global_batch == t->G, a, b);
+    snprintf(a, sizeof a, "%u examples", c.examples); snprintf(b, sizeof b, "%u", t->data.n);
+    if (!rc) rc = check_field(err, dir, "the training set", c.examples == t->data.n, a, b);
+    snprintf(a, sizeof a, "step %llu", (unsigned long long)c.step); snprintf(b, sizeof b, "%llu steps", (unsigned long long)r->N);
+    if (!rc) rc = check_field(err, dir, "the progress", c.step <= r->N, a, b);
+    if (!rc) {
+        memcpy(t->var, c.params, t->P * sizeof(float));
+        memcpy(t->var_slots, c.slots, t->P * t->nslots * sizeof(float));
+        t->step = t->start_step = r->resumed = r->saved = c.step;
+        r->have_ckpt = true;
+    }
+    dr_checkpoint_free(&c);
+    return rc;
+}
+
+static int alloc_workers(ps_run *r, dr_err *err)
+{
+    trainer *t = &r->t;
+    size_t f = t->data.features;
+    int rc = DR_OK;
+    for (uint32_t w = 0; rc == DR_OK && w < r->W; w++) {
+        ps_worker *k = &r->wk[w];
+        dr_device *d = &t->strat.device[dr_ps_worker_device(w)];
+        k->rp.dev = d;
+        if (!(k->ids = malloc((size_t)t->G * sizeof *k->ids))) return dr_fail(err, DR_ENOMEM, "no memory for a batch");
+        rc = dr_device_alloc(d, t->P * sizeof(dr_acc), (void **)&k->rp.grad, err);
+        if (!rc) rc = dr_device_alloc(d, (size_t)t->G * f * sizeof(float), (void **)&k->rp.x, err);
+        if (!rc && t->data.labels) rc = dr_device_alloc(d, t->G, (void **)&k->rp.labels, err);
+        if (!rc && t->data.targets) rc = dr_device_alloc(d, (size_t)t->G * sizeof(float), (void **)&k->rp.targets, err);
+        if (!rc) rc = dr_work_init(&k->rp.work, &t->exp.model, t->G, err);
+    }
+    return rc;
+}
+
+/* ---- the per-worker dataset and the step function ----------------------- */
+
+/* dataset_fn(input_context): shard input_pipeline_id of num_input_pipelines
+ * (examples w, w + W, ...), shuffled per epoch with the run's seed, the
+ * short final batch dropped with --drop_remainder. With W = 1 this is
+ * exactly one_device's order. */
+static int shard_fn(const dr_input_context *ctx, uint32_t epoch, void *user,
+                    uint32_t **ids, uint32_t *n_ids, dr_err *err)
+{
+    const trainer *t = user;
+    uint32_t W = ctx->num_input_pipelines, w = ctx->input_pipeline_id;
+    uint32_t n = t->data.n / W + (w < t->data.n % W ? 1 : 0);
+    uint32_t *order = malloc((size_t)n * sizeof *order + 4);
+    if (!order) return dr_fail(err, DR_ENOMEM, "dataset_fn: no memory for %u ids", n);
+    dr_epoch_order(n, t->cfg->seed, epoch, t->cfg->shuffle, order);
+    for (uint32_t i = 0; i < n; i++) order[i] = w + W * order[i];
+    if (t->cfg->drop_remainder) n -= n % t->G;
+    if (n == 0 && t->cfg->drop_remainder)
+        return free(order), dr_fail(err, DR_EUSAGE, "--drop_remainder: worker %u's shard of the data "
+                                    "holds fewer than --global_batch_size=%u examples", w, t->G);
+    *ids = order;
+    *n_ids = n;
+    return DR_OK;
+}
+
+static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *err)
+{
+    ps_run *r = arg;
+    trainer *t = &r->t;
+    ps_worker *k = &r->wk[ctx->worker];
+    replica *rp = &k->rp;
+    dr_worker_batch b;
+    uint32_t n;
+    int rc = dr_per_worker_dataset_next(r->ds, ctx, &b, err);
+    if (rc) return rc;
+    memcpy(k->ids, b.ids, b.count * sizeof *k->ids);
+    k->epoch = b.epoch;
+    k->position = b.position;
+    k->pass_size = b.pass_size;
+    if (ctx->replay) return DR_OK;
+    /* as one_device's step with R = 1: the planted drop-short fault, the
+     * divisor count, the share with count * reg */
+    t->count = b.count;
+    t->off[0] = 0;
+    t->off[1] = b.count;
+    dr_trainer_drop_short(t);
+    n = t->off[1];
+    dr_dataset_gather(&t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
+    rp->params = (float *)ctx->variables;
+    memset(rp->grad, 0, t->P * sizeof *rp->grad);
+    dr_acc_init(&rp->loss);
+    rp->correct = 0;
+    dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
+                       &rp->work, &rp->loss, rp->grad, &rp->correct);
+    dr_trainer_scale_share(t, rp, t->count);
+    t->den = t->count;
+    dr_acc_round_array(rp->grad, t->P, dr_trainer_divisor(t), ctx->gradient);
+    *result = dr_acc_round_div(&rp->loss, dr_trainer_divisor(t));
+    k->count = t->count;     /* what its metrics line will say when it lands */
+    k->used = n;
+    return DR_OK;
+}
+
+/* ---- metrics: one line per landed update --------------------------------- */
+
+/* Adds fields to the metrics line dr_trainer_log_step just ended with "}\n". */
+static int extend_line(trainer *t, dr_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    int need;
+    if (t->metrics_len < 2 || memcmp(t->metrics + t->metrics_len - 2, "}\n", 2) != 0)
+        return dr_fail(err, DR_ESTATE, "metrics.jsonl: the last line does not end with '}'");
+    va_start(ap, fmt);
+    need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->metrics_len + (size_t)need + 2 > t->metrics_cap) {
+        size_t cap = (t->metrics_cap + (size_t)need + 2) * 2;
+        char *p = realloc(t->metrics, cap);
+        if (!p) return dr_fail(err, DR_ENOMEM, "no memory for metrics");
+        t->metrics = p;
+        t->metrics_cap = cap;
+    }
+    t->metrics_len -= 2;
+    va_start(ap, fmt);
+    vsnprintf(t->metrics + t->metrics_len, t->metrics_cap - t->metrics_len, fmt, ap);
+    va_end(ap);
+    t->metrics_len += (size_t)need;
+    memcpy(t->metrics + t->metrics_len, "}\n", 3);
+    t->metrics_len += 2;
+    return DR_OK;
+}
+
+static int log_landing(ps_run *r, const dr_ps_event *ev, float loss, dr_err *err)
+{
+    trainer *t = &r->t;
+    ps_worker *k = &r->wk[ev->worker];
+    int rc;
+    t->step = ev->version;
+    t->batch.epoch = k->epoch;
+    t->count = k->count;
+    t->off[0] = 0;
+    t->off[1] = k->used;
+    t->ids = k->ids;
+    if (k->epoch > r->acc_epoch) {   /* accuracy of the last epoch, as one_device keeps it */
+        r->acc_epoch = k->epoch;
+        t->epoch_correct = t->epoch_examples = 0;
+    }
+    t->epoch_correct += k->rp.correct;
+    t->epoch_examples += k->count;
+    t->last_loss = loss;
+    if ((rc = dr_trainer_log_step(t, loss, err)) ||
+        (rc = extend_line(t, err, ",\"closure\":%llu,\"worker\":%u,\"read_version\":%llu,\"staleness\":%llu",
+                          (unsigned long long)ev->closure, ev->worker, (unsigned long long)ev->read_version,
+                          (unsigned long long)ev->staleness)))
+        return rc;
+    if (ev->closure == r->lost_closure) {
+        rc = extend_line(t, err, ",\"rerun_after_failure_of_worker\":%u", r->lost_worker);
+        r->lost_closure = 0;
+    }
+    dr_trainer_progress(t);
+    return rc;
+}
+
+static int on_event(const dr_ps_event *ev, float result, void *user, dr_err *err)
+{
+    ps_run *r = user;
+    if (ev->kind == DR_PS_LAND) return log_landing(r, ev, result, err);
+    if (ev->kind == DR_PS_FAIL) { r->lost_closure = ev->closure; r->lost_worker = ev->worker; }
+    return DR_OK;
+}
+
+/* ---- checkpoints, summary ------------------------------------------------ */
+
+/* At a join: nothing in flight. The checkpoint's data position is worker
+ * 0's (one_device's with one worker, so either strategy can resume it);
+ * parameter_server itself recomputes every worker's position by replay. */
+static int save(ps_run *r, dr_err *err)
+{
+    trainer *t = &r->t;
+    const ps_worker *k0 = &r->wk[0];
+    dr_coordinator_stats st;
+    int rc;
+    dr_coordinator_get_stats(r->coord, &st);
+    dr_coordinator_read_variables(r->coord, t->var, t->var_slots);
+    t->step = st.version;
+    t->it.epoch = k0->epoch;
+    t->it.position = k0->position;
+    if (k0->pass_size != t->data.n && k0->position == k0->pass_size && k0->position % t->G) {
+        t->it.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
+        t->it.position = 0;
+    }
+    if ((rc = dr_trainer_save(t, err))) return rc;
+    r->saved = t->step;
+    r->have_ckpt = true;
+    return DR_OK;
+}
+
+static json_object *shards_json(const dr_ps_layout *l)
+{
+    json_object *a = json_object_new_array();
+    for (uint32_t i = 0; i < l->num_shards; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "variable", json_object_new_int((int)l->shard[i].variable));
+        json_object_object_add(o, "part", json_object_new_int((int)l->shard[i].part));
+        json_object_object_add(o, "ps_task", json_object_new_int((int)l->shard[i].ps_task));
+        json_object_object_add(o, "floats", json_object_new_int64((int64_t)l->shard[i].length));
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+/* summary.json as every strategy writes it, plus what parameter_server adds. */
+static int add_summary(ps_run *r, dr_err *err)
+{
+    const dr_run_config *cfg = r->t.cfg;
+    char path[1100];
+    dr_coordinator_stats st;
+    json_object *o;
+    const char *text;
+    int rc;
+    snprintf(path, sizeof path, "%s/summary.json", cfg->model_dir);
+    if (!(o = json_object_from_file(path))) return dr_fail(err, DR_EIO, "%s: cannot read it back", path);
+    dr_coordinator_get_stats(r->coord, &st);
+    json_object_object_add(o, "num_ps", json_object_new_int((int)r->P));
+    json_object_object_add(o, "staleness_bound", json_object_new_int64((int64_t)cfg->staleness));
+    json_object_object_add(o, "schedule_seed", json_object_new_int64((int64_t)cfg->schedule_seed));
+    json_object_object_add(o, "ps_partitioner", json_object_new_string(cfg->ps_partitioner));
+    json_object_object_add(o, "updates_applied", json_object_new_int64((int64_t)st.version));
+    json_object_object_add(o, "worker_failures", json_object_new_int64((int64_t)st.worker_failures));
+    json_object_object_add(o, "rerun_closures", json_object_new_int64((int64_t)st.rerun_closures));
+    json_object_object_add(o, "worker_recoveries", json_object_new_int64((int64_t)st.recoveries));
+    json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)st.max_staleness));
+    json_object_object_add(o, "mean_staleness", json_object_new_double(st.version ? (double)st.staleness_sum / (double)st.version : 0.0));
+    json_object_object_add(o, "variable_shards", shards_json(dr_coordinator_layout(r->coord)));
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    rc = dr_write_atomic(path, text, strlen(text), err);
+    json_object_put(o);
+    return rc;
+}
+
+/* ---- the program --------------------------------------------------------- */
+
+/* Closures are scheduled up to the next join: a multiple of
+ * --checkpoint_every, the resumed step (a join of the run that wrote it) or
+ * the end. */
+static uint64_t next_join(const ps_run *r, uint64_t done)
+{
+    uint64_t E = r->t.cfg->checkpoint_every, next = E ? (done / E + 1) * E : r->N;
+    if (r->resumed > done && r->resumed < next) next = r->resumed;
+    return next < r->N ? next : r->N;
+}
+
+static int ps_failed(ps_run *r, dr_err *err)
+{
+    char was[sizeof err->msg];
+    snprintf(was, sizeof was, "%s", err->msg);
+    if (r->have_ckpt)
+        return dr_fail(err, DR_EFAULT, "%s; training stopped; rerun without the fault to resume from the last "
+                       "checkpoint in %s (step %llu)", was, r->t.cfg->model_dir, (unsigned long long)r->saved);
+    return dr_fail(err, DR_EFAULT, "%s; training stopped; %s has no checkpoint yet (use --checkpoint_every): "
+                   "a rerun starts from step 0", was, r->t.cfg->model_dir);
+}
+
+static int train_loop(ps_run *r, dr_err *err)
+{
+    uint64_t done = 0, E = r->t.cfg->checkpoint_every;
+    int rc = DR_OK;
+    while (rc == DR_OK && done < r->N) {
+        uint64_t until = next_join(r, done), id;
+        for (; rc == DR_OK && done < until; done++) rc = dr_coordinator_schedule(r->coord, ps_step, r, &id, err);
+        if (rc == DR_OK) rc = dr_coordinator_join(r->coord, err);
+        if (rc == DR_EFAULT && r->copt.fail_ps_step) return ps_failed(r, err);
+        if (rc == DR_OK && E && done % E == 0 && done > r->resumed && done < r->N) rc = save(r, err);
+    }
+    return rc;
+}
+
+static int open_run(ps_run *r, const dr_run_config *cfg, dr_err *err)
+{
+    trainer *t = &r->t;
+    dr_strategy_spec spec = cfg->strategy;
+    dr_strategy_options sopt = cfg->memory;
+    dr_device *coord;
+    int rc;
+    t->cfg = cfg;
+    t->t_start = dr_now();
+    if ((rc = dr_trainer_resolve(cfg, &t->exp, err)) || (rc = dr_trainer_ops(cfg, &t->ops, &t->engine, err))) return rc;
+    if (t->engine)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only; "
+                       "use --variant=ref", cfg->variant);
+    t->G = cfg->global_batch_size ? cfg->global_batch_size : t->exp.global_batch;
+    t->epochs = cfg->epochs ? cfg->epochs : t->exp.epochs;
+    if ((rc = cluster(r, err)) || (rc = dr_trainer_load_data(cfg, t->exp.dataset, 0, &t->data, err))) return rc;
+    t->P = dr_model_num_params(&t->exp.model);
+    t->nslots = dr_optimizer_num_slots(&t->exp.optimizer);
+    r->N = total_steps(t);
+    sopt.num_workers = r->W;
+    sopt.num_ps = r->P;
+    if ((rc = flags(r, err)) || (rc = dr_strategy_create(&spec, &sopt, &t->strat, err))) return rc;
+    /* the coordinator's copy of the variables: initial values, checkpoints */
+    coord = &t->strat.device[0];
+    if ((rc = dr_device_alloc(coord, t->P * sizeof(float), (void **)&t->var, err)) ||
+        (rc = dr_device_alloc(coord, t->P * t->nslots * sizeof(float) + 1, (void **)&t->var_slots, err)))
+        return rc;
+    dr_model_init(&t->exp.model, cfg->seed, t->var);
+    if ((rc = dr_trainer_load_metrics(t, err)) || (rc = resume(r, err))) return rc;
+    dr_trainer_trim_metrics(t);
+    return alloc_workers(r, err);
+}
+
+static int start_coordinator(ps_run *r, dr_err *err)
+{
+    dr_ps_variable vars[2 * DR_MAX_LAYERS];
+    uint32_t nvars = dr_ps_model_variables(&r->t.exp.model, vars);
+    int rc;
+    r->copt.replay_until = r->resumed;
+    r->copt.on_event = on_event;
+    r->copt.user = r;
+    if ((rc = dr_coordinator_create(&r->t.strat, &r->copt, &r->coord, err)) ||
+        (rc = dr_coordinator_create_variables(r->coord, vars, nvars, &r->t.exp.optimizer, r->t.var,
+                                              r->t.var_slots, err)))
+        return rc;
+    return dr_coordinator_create_per_worker_dataset(r->coord, shard_fn, &r->t, r->t.G, &r->ds, err);
+}
+
+static void close_run(ps_run *r)
+{
+    trainer *t = &r->t;
+    size_t f = t->data.features;
+    dr_coordinator_free(r->coord);
+    for (uint32_t w = 0; w < r->W; w++) {
+        ps_worker *k = &r->wk[w];
+        if (!k->rp.dev) continue;
+        dr_device_free(k->rp.dev, k->rp.grad, t->P * sizeof(dr_acc));
+        dr_device_free(k->rp.dev, k->rp.x, (size_t)t->G * f * sizeof(float));
+        dr_device_free(k->rp.dev, k->rp.labels, t->G);
+        dr_device_free(k->rp.dev, k->rp.targets, (size_t)t->G * sizeof(float));
+        dr_work_free(&k->rp.work);
+        free(k->ids);
+    }
+    if (t->var) {
+        dr_device_free(&t->strat.device[0], t->var, t->P * sizeof(float));
+        dr_device_free(&t->strat.device[0], t->var_slots, t->P * t->nslots * sizeof(float) + 1);
+        t->var = t->var_slots = NULL;
+    }
+    dr_trainer_close(t);
 }
 
 int dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
-    (void)cfg; (void)res;
-    return dr_fail(err, DR_EUNSUPPORTED, "--distribution_strategy=parameter_server: not built yet");
+    ps_run *r = calloc(1, sizeof *r);
+    int rc;
+    if (!r) return dr_fail(err, DR_ENOMEM, "parameter_server: no memory for the run");
+    rc = open_run(r, cfg, err);
+    if (rc == DR_OK) rc = start_coordinator(r, err);
+    if (rc == DR_OK) rc = train_loop(r, err);
+    if (rc == DR_OK) rc = save(r, err);
+    if (rc == DR_OK) {
+        r->t.step = r->N;
+        rc = dr_trainer_finish(&r->t, res, err);
+    }
+    if (rc == DR_OK) rc = add_summary(r, err);
+    close_run(r);
+    free(r);
+    return rc;
 }
