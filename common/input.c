@@ -116,8 +116,62 @@ int dr_dist_iter_init(dr_dist_iter *it, uint32_t n, uint32_t global_batch,
     return DR_OK;
 }
 
+int dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t W, dr_err *err)
+{
+    uint32_t N = it->num_replicas, R;
+    uint32_t *ids;
+    if (W == 0 || N % W != 0)
+        return dr_fail(err, DR_EUSAGE, "num_workers: %u does not divide the %u replicas", W, N);
+    R = N / W;
+    it->wsizes = malloc(sizeof(uint32_t) * (size_t)W * N);
+    it->wpos = calloc(W, sizeof(uint32_t));
+    /* A step takes at most ceil(G/N) per replica. */
+    ids = realloc(it->ids, sizeof(uint32_t) * ((size_t)(it->global_batch / N + 1) * N));
+    if (ids) it->ids = ids;
+    if (!it->wsizes || !it->wpos || !ids)
+        return dr_fail(err, DR_ENOMEM, "input iterator: out of memory for %u workers", W);
+    for (uint32_t w = 0; w < W; w++)
+        dr_batch_sizes_for_worker(it->global_batch, W, R, w, it->wsizes + (size_t)w * N, NULL);
+    it->num_workers = W;
+    return DR_OK;
+}
+
+/* The stream every worker reads: the epoch, cut to whole batches of G with
+ * drop_remainder. */
+static uint32_t stream_length(const dr_dist_iter *it)
+{
+    return it->drop_remainder ? it->n - it->n % it->global_batch : it->n;
+}
+
+static bool next_unsharded(dr_dist_iter *it, dr_dist_batch *out)
+{
+    uint32_t W = it->num_workers, N = it->num_replicas, R = N / W, len = stream_length(it), count = 0;
+    it->offset[0] = 0;
+    for (uint32_t w = 0; w < W; w++)
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t want = it->wsizes[(size_t)w * N + ((size_t)it->estep * R + r) % N];
+            uint32_t take = want < len - it->wpos[w] ? want : len - it->wpos[w];
+            memcpy(it->ids + count, it->order + it->wpos[w], sizeof(uint32_t) * take);
+            it->wpos[w] += take;
+            count += take;
+            it->offset[w * R + r + 1] = count;
+        }
+    if (count == 0) return false;
+    out->step = it->step;
+    out->epoch = it->epoch;
+    out->num_replicas = N;
+    out->count = count;
+    out->ids = it->ids;
+    out->offset = it->offset;
+    it->position += count;
+    it->estep++;
+    it->step++;
+    return true;
+}
+
 bool dr_dist_iter_next(dr_dist_iter *it, dr_dist_batch *out)
 {
+    if (it->num_workers > 1) return next_unsharded(it, out);
     const uint32_t left = it->n - it->position;
     const uint32_t count = left < it->global_batch ? left : it->global_batch;
     if (count == 0 || (count < it->global_batch && it->drop_remainder))
@@ -139,6 +193,8 @@ void dr_dist_iter_next_epoch(dr_dist_iter *it)
 {
     it->epoch++;
     it->position = 0;
+    it->estep = 0;
+    if (it->wpos) memset(it->wpos, 0, sizeof(uint32_t) * it->num_workers);
     dr_epoch_order(it->n, it->seed, it->epoch, it->shuffle, it->order);
 }
 
@@ -162,8 +218,32 @@ static int check_seek(const dr_dist_iter *it, uint32_t position, uint64_t step, 
     return DR_OK;
 }
 
+/* Unsharded: replay the epoch from its start up to position. */
+static int seek_unsharded(dr_dist_iter *it, uint32_t epoch, uint32_t position, uint64_t step, dr_err *err)
+{
+    dr_dist_batch b;
+    uint64_t steps = 0;
+    it->epoch = epoch;
+    it->position = 0;
+    it->estep = 0;
+    memset(it->wpos, 0, sizeof(uint32_t) * it->num_workers);
+    dr_epoch_order(it->n, it->seed, epoch, it->shuffle, it->order);
+    while (it->position < position && next_unsharded(it, &b)) steps++;
+    if (it->position != position)
+        return dr_fail(err, DR_EUSAGE, "position: %u is not where a step of the unsharded input "
+                       "ends (%u examples are read in epoch %u)", (unsigned)position,
+                       (unsigned)it->position, (unsigned)epoch);
+    if (step < steps)
+        return dr_fail(err, DR_EUSAGE, "step: %llu is fewer than the %llu steps it takes "
+                       "to reach position %u", (unsigned long long)step,
+                       (unsigned long long)steps, (unsigned)position);
+    it->step = step;
+    return DR_OK;
+}
+
 int dr_dist_iter_seek(dr_dist_iter *it, uint32_t epoch, uint32_t position, uint64_t step, dr_err *err)
 {
+    if (it->num_workers > 1) return seek_unsharded(it, epoch, position, step, err);
     int rc = check_seek(it, position, step, err);
     if (rc != DR_OK)
         return rc;
@@ -183,6 +263,8 @@ void dr_dist_iter_free(dr_dist_iter *it)
     free(it->sizes);
     free(it->ids);
     free(it->offset);
+    free(it->wsizes);
+    free(it->wpos);
     memset(it, 0, sizeof *it);
 }
 

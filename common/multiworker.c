@@ -13,9 +13,6 @@ int dr_shard_policy_parse(const char *name, dr_shard_policy *out, dr_err *err)
 
 int dr_shard_policy_resolve(dr_shard_policy p, uint32_t files, uint32_t W, dr_shard_policy *out, dr_err *err)
 {
-    if (p == DR_SHARD_OFF)
-        return dr_fail(err, DR_EUNSUPPORTED, "--auto_shard_policy=off: not built yet (every worker "
-                       "training on all the data); use auto or data");
     if (p == DR_SHARD_FILE && W > 1 && files < W)
         return dr_fail(err, DR_EUSAGE, "--auto_shard_policy=file: %u workers but the input has %u file%s; "
                        "FILE sharding needs at least one file per worker (use auto or data)",

@@ -128,7 +128,7 @@ void dr_trainer_split(trainer *t)
     } else {
         memcpy(t->off, t->batch.offset, (R + 1) * sizeof *t->off);
     }
-    if (t->cfg->fault == DR_FAULT_WRONG_SPLIT && !t->shard_data && t->batch.count % R) {
+    if (t->cfg->fault == DR_FAULT_WRONG_SPLIT && t->strat.num_workers == 1 && t->batch.count % R) {
         /* the extras to the last replicas instead of the first */
         uint32_t pos = 0;
         for (uint32_t r = 0; r < R; r++) {

@@ -338,6 +338,7 @@ static int cluster_setup(trainer *t, dr_strategy_spec *spec, dr_strategy_options
         (rc = dr_shard_policy_resolve(policy, files, opt->num_workers, &policy, err)))
         return rc;
     t->shard_data = policy == DR_SHARD_DATA && opt->num_workers > 1;
+    t->unsharded = policy == DR_SHARD_OFF && opt->num_workers > 1;
     if (cfg->bytes_per_pack) {   /* CommunicationOptions(bytes_per_pack): float gradients per pack */
         uint64_t per = cfg->bytes_per_pack / sizeof(float);
         uint64_t packs = per ? (t->P + per - 1) / per : t->P;
@@ -381,6 +382,7 @@ int dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err)
     /* DATA sharding arranges each global batch itself: the iterator only batches. */
     if ((rc = dr_dist_iter_init(&t->it, t->data.n, t->G, t->shard_data ? 1 : t->strat.num_replicas,
                                 cfg->seed, cfg->shuffle, cfg->drop_remainder, err))) goto fail;
+    if (t->unsharded && (rc = dr_dist_iter_unsharded(&t->it, t->strat.num_workers, err))) goto fail;
     if (t->shard_data && !(t->sharded = malloc((size_t)t->G * sizeof *t->sharded + 4))) {
         rc = dr_fail(err, DR_ENOMEM, "out of memory for the sharded batch");
         goto fail;

@@ -79,6 +79,7 @@ typedef struct trainer {
     const uint32_t *ids;                      /* this step's examples, replica by replica */
     uint32_t     *sharded;                    /* DATA-sharded arrangement (multi-worker) */
     bool          shard_data;                 /* multi_worker_mirrored with DATA sharding */
+    bool          unsharded;                  /* multi_worker_mirrored with auto-shard OFF */
     uint32_t      count, den;
     uint64_t      step;
     uint64_t      epoch_correct, epoch_examples;

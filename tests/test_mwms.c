@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "distref/factory.h"
+#include "distref/input.h"
 #include "distref/multiworker.h"
 #include "distref/train.h"
 
@@ -61,14 +62,64 @@ static void policies(void **state)
     assert_int_equal(p, DR_SHARD_DATA);
     assert_int_equal(dr_shard_policy_resolve(DR_SHARD_FILE, 1, 2, &p, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "at least one file per worker"));
-    assert_int_equal(dr_shard_policy_resolve(DR_SHARD_OFF, 0, 2, &p, &err), DR_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "not built yet"));
+    assert_int_equal(dr_shard_policy_resolve(DR_SHARD_OFF, 0, 2, &p, &err), DR_OK);
+    assert_int_equal(p, DR_SHARD_OFF);
+}
+
+/* Auto-shard OFF with TensorFlow's documented sizes for G=7, W=2, R=2:
+ * worker 0 cycles [2,2,2,1], worker 1 [2,1,2,2]. Each worker reads all 20
+ * examples itself, its two replicas taking the next two sizes each step. */
+static void unsharded_tf_example(void **state)
+{
+    static const uint32_t cycle[2][4] = { { 2, 2, 2, 1 }, { 2, 1, 2, 2 } };
+    dr_dist_iter it, again;
+    dr_dist_batch b;
+    dr_err err;
+    uint32_t pos[2] = { 0, 0 }, steps = 0, seen[2] = { 0, 0 };
+    (void)state;
+    assert_int_equal(dr_dist_iter_init(&it, 20, 7, 4, 1, false, false, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_unsharded(&it, 2, &err), DR_OK);
+    while (dr_dist_iter_next(&it, &b)) {
+        for (uint32_t w = 0; w < 2; w++)
+            for (uint32_t r = 0; r < 2; r++) {
+                uint32_t k = w * 2 + r, want = cycle[w][(steps * 2 + r) % 4];
+                if (want > 20 - pos[w]) want = 20 - pos[w];
+                assert_int_equal(b.offset[k + 1] - b.offset[k], want);
+                for (uint32_t i = 0; i < want; i++) assert_int_equal(b.ids[b.offset[k] + i], pos[w] + i);
+                pos[w] += want;
+                seen[w] += want;
+            }
+        steps++;
+    }
+    assert_int_equal(seen[0], 20);   /* every worker read the whole epoch once */
+    assert_int_equal(seen[1], 20);
+    assert_int_equal(steps, 6);      /* worker 1 (7 per two steps) runs one step longer */
+    /* Seeking replays the epoch: after 3 steps the next batch is the same. */
+    dr_dist_iter_next_epoch(&it);
+    for (int i = 0; i < 3; i++) assert_true(dr_dist_iter_next(&it, &b));
+    assert_int_equal(dr_dist_iter_init(&again, 20, 7, 4, 1, false, false, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_unsharded(&again, 2, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_seek(&again, it.epoch, it.position, it.step, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_seek(&again, it.epoch, it.position + 1, it.step, &err), DR_EUSAGE);
+    assert_non_null(strstr(err.msg, "position"));
+    assert_int_equal(dr_dist_iter_seek(&again, it.epoch, it.position, it.step, &err), DR_OK);
+    {
+        dr_dist_batch b2;
+        assert_true(dr_dist_iter_next(&it, &b));
+        assert_true(dr_dist_iter_next(&again, &b2));
+        assert_int_equal(b.count, b2.count);
+        assert_memory_equal(b.ids, b2.ids, b.count * sizeof *b.ids);
+        assert_memory_equal(b.offset, b2.offset, 5 * sizeof *b.offset);
+    }
+    assert_int_equal(dr_dist_iter_unsharded(&again, 3, &err), DR_EUSAGE);
+    dr_dist_iter_free(&it);
+    dr_dist_iter_free(&again);
 }
 
 typedef struct run { char sha[65]; char curve[1024]; int rc; char msg[512]; } run;
 
-static void train(const char *strategy, int gpus, const char *alg, const char *tf_config, double l2,
-                  uint64_t bytes_per_pack, run *out)
+static void train_ex(const char *strategy, int gpus, const char *alg, const char *tf_config, double l2,
+                     uint64_t bytes_per_pack, uint32_t G, const char *policy, run *out)
 {
     dr_run_config c;
     dr_run_result res;
@@ -77,9 +128,10 @@ static void train(const char *strategy, int gpus, const char *alg, const char *t
     FILE *f;
     dr_run_config_defaults(&c);
     c.synthetic_examples = 63;
-    c.global_batch_size = 20;
+    c.global_batch_size = G;
     c.epochs = 1;
     c.l2 = l2;
+    snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "%s", policy);
     c.bytes_per_pack = bytes_per_pack;
     snprintf(c.tf_config, sizeof c.tf_config, "%s", tf_config);
     assert_int_equal(dr_get_distribution_strategy(strategy, gpus, alg, 1, NULL, &c.strategy, &err), DR_OK);
@@ -97,6 +149,12 @@ static void train(const char *strategy, int gpus, const char *alg, const char *t
     }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+static void train(const char *strategy, int gpus, const char *alg, const char *tf_config, double l2,
+                  uint64_t bytes_per_pack, run *out)
+{
+    train_ex(strategy, gpus, alg, tf_config, l2, bytes_per_pack, 20, "auto", out);
 }
 
 static void cluster_of(uint32_t workers, bool chief, char *buf, size_t n)
@@ -131,6 +189,38 @@ static void identity(double l2)
 static void identity_plain(void **state) { (void)state; identity(-1); }
 static void identity_l2(void **state) { (void)state; identity(1e-3); }
 
+/* Auto-shard OFF: W workers each train on all the data, so a global batch
+ * of W*B holds every example of a B batch W times. The loss and gradients
+ * are then exactly one_device's at batch B (the duplicates scale sum and
+ * count alike), whatever the split over replicas. */
+static void unsharded_identity(void **state)
+{
+    run ref, got;
+    char tf[1024];
+    (void)state;
+    for (int l = 0; l < 2; l++) {
+        double l2 = l ? 1e-3 : -1;
+        train("one_device", 0, NULL, "", l2, 0, &ref);
+        for (uint32_t W = 2; W <= 3; W++)
+            for (int g = 0; g <= 2; g += 2) {
+                cluster_of(W, false, tf, sizeof tf);
+                train_ex("multi_worker_mirrored", g, "ring", tf, l2, 0, 20 * W, "off", &got);
+                if (got.rc) print_error("W=%u gpus=%d: %s\n", W, g, got.msg);
+                assert_int_equal(got.rc, DR_OK);
+                if (strcmp(got.sha, ref.sha) || strcmp(got.curve, ref.curve)) {
+                    print_error("OFF W=%u gpus=%d l2=%g differs from one_device at G=20\n", W, g, l2);
+                    fail();
+                }
+            }
+    }
+    /* The same data DATA-sharded is a different run: batches of 40 distinct examples. */
+    cluster_of(2, false, tf, sizeof tf);
+    train_ex("multi_worker_mirrored", 0, "ring", tf, -1, 0, 40, "data", &got);
+    assert_int_equal(got.rc, DR_OK);
+    train("one_device", 0, NULL, "", -1, 0, &ref);
+    assert_string_not_equal(got.sha, ref.sha);
+}
+
 static void cluster_errors(void **state)
 {
     run got;
@@ -151,6 +241,8 @@ int main(void)
         cmocka_unit_test(data_sharding_tf_example),
         cmocka_unit_test(legacy_slices),
         cmocka_unit_test(policies),
+        cmocka_unit_test(unsharded_tf_example),
+        cmocka_unit_test(unsharded_identity),
         cmocka_unit_test(identity_plain),
         cmocka_unit_test(identity_l2),
         cmocka_unit_test(cluster_errors),

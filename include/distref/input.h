@@ -48,6 +48,12 @@ typedef struct dr_dist_iter {
     uint32_t *order;         /* this epoch's order (n) */
     uint32_t *sizes;         /* per-replica sizes (num_replicas) */
     uint32_t *ids, *offset;  /* the current batch */
+    /* Unsharded multi-worker input (auto-shard OFF): every one of W workers
+     * streams the whole epoch itself. */
+    uint32_t  num_workers;   /* 0 or 1: a single stream */
+    uint32_t *wsizes;        /* W x num_replicas: batch_sizes_for_worker of each worker */
+    uint32_t *wpos;          /* W: examples each worker has consumed this epoch */
+    uint32_t  estep;         /* steps taken this epoch */
 } dr_dist_iter;
 
 /* A single-worker iterator (W = 1) over n examples. DR_EUSAGE for G == 0,
@@ -71,6 +77,18 @@ void dr_dist_iter_next_epoch(dr_dist_iter *it);
  * smaller than the steps needed to reach position. Any epoch is valid. */
 int  dr_dist_iter_seek(dr_dist_iter *it, uint32_t epoch, uint32_t position, uint64_t step, dr_err *err);
 void dr_dist_iter_free(dr_dist_iter *it);
+
+/* Auto-shard OFF for W workers (num_replicas = W*R, R each): every worker
+ * iterates the whole epoch in the same order, batched by G and rebatched
+ * with its own batch_sizes_for_worker(G, W, R, w) cycle, its R replicas
+ * taking the next R sizes each step; a worker whose stream is spent hands
+ * its replicas empty batches, and the epoch ends when every stream is.
+ * Examples are therefore seen W times per epoch (duplicated, as in
+ * TensorFlow when data is not sharded). A step's ids are worker-major;
+ * position counts the examples all workers consumed, and seek replays the
+ * epoch up to it. With drop_remainder each stream is cut to whole batches
+ * of G. DR_EUSAGE when num_replicas is not a multiple of W. */
+int  dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t num_workers, dr_err *err);
 
 /* tf.distribute.InputContext, for distribute_datasets_from_function. */
 typedef struct dr_input_context {

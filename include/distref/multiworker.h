@@ -15,7 +15,9 @@
  *         global batch of B examples is cut into N slices of ceil(B/N)
  *         (trailing slices may be short or empty) and replica r of worker w
  *         takes slice r*W + w.
- *   OFF   no sharding: every worker trains on all the data (not built yet).
+ *   OFF   no sharding: every worker reads all the data, in the same order,
+ *         and rebatches its own stream (dr_dist_iter_unsharded): each
+ *         example is trained on W times per epoch.
  *
  * Replicas are numbered worker-major: replica w*R + r is local replica r of
  * worker w (/job:worker/replica:0/task:w/device:GPU:r).
@@ -31,7 +33,7 @@ typedef enum dr_shard_policy { DR_SHARD_AUTO = 0, DR_SHARD_FILE, DR_SHARD_DATA, 
 int dr_shard_policy_parse(const char *name, dr_shard_policy *out, dr_err *err);
 
 /* The policy in effect for a dataset read from `files` input files (0 for
- * in-memory data) by W workers: DATA or FILE, or an error. */
+ * in-memory data) by W workers: DATA, FILE or OFF, or an error. */
 int dr_shard_policy_resolve(dr_shard_policy p, uint32_t files, uint32_t W, dr_shard_policy *out, dr_err *err);
 
 /* DATA sharding of one global batch ids[0..count): out_ids gets the examples
