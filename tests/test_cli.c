@@ -215,12 +215,68 @@ static void test_strategy_lower_cased(void **s)
     expect(&r, 0, "train: steps=2");
     assert_true(exists(tmp_path(p, sizeof p, "upper/summary.json")));
 }
-static void test_ps_not_built(void **s)
+static void test_ps_without_tf_config(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--experiment=linear_ones");
-    expect(&r, 1, "not built yet");
-    assert_non_null(strstr(r.out, "parameter_server"));
+    expect(&r, 2, "TF_CONFIG: parameter_server needs a cluster with at least one 'worker' and one 'ps' task");
+}
+static void test_ps_flag_with_mirrored(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--fail_worker=1:3");
+    expect(&r, 2, "--fail_worker is only for --distribution_strategy=parameter_server");
+    RUN(&r, "train", MD, "--distribution_strategy=one_device", "--schedule_seed=7");
+    expect(&r, 2, "--schedule_seed is only for --distribution_strategy=parameter_server");
+}
+static void test_tpu_grpc(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=grpc://10.0.0.2:8470");
+    expect(&r, 2, "--tpu=grpc://10.0.0.2:8470: no remote TPU in emulation");
+}
+static void test_tpu_flags_without_tpu(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--input_partition_dims=2,2");
+    expect(&r, 2, "--input_partition_dims is only for --distribution_strategy=tpu");
+    RUN(&r, "train", MD, "--distribution_strategy=one_device", "--tpu_hbm_scale=0.5");
+    expect(&r, 2, "--tpu_hbm_scale is only for --distribution_strategy=tpu");
+}
+static void test_tpu_static_batch(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v3-8", "--global_batch_size=20");
+    expect(&r, 2, "--global_batch_size=20: the tpu strategy needs static shapes");
+}
+static void test_tpu_partition_dims_bad(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--input_partition_dims=2,2,2");
+    expect(&r, 2, "expected 2 dims");
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v2-8", "--input_partition_dims=4,4");
+    expect(&r, 2, "does not fit in TPU topology shape [2 2 1 2]");
+}
+/* Out of HBM is not a usage error: status 1, the core and the sizes named. */
+static void test_tpu_out_of_hbm(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v3-8", "--tpu_hbm_scale=0.0007",
+        "--synthetic_examples=64", "--global_batch_size=32");
+    expect(&r, 1, "device:TPU:0: out of memory");
+    assert_non_null(strstr(r.out, "logical core 0 needs"));
+}
+static void test_tpu_trains_and_reports_time(void **s)
+{
+    (void)s; result r;
+    char f[1100], p[1100];
+    RUN(&r, "train", model_dir_flag(f, sizeof f, "tpu"), "--distribution_strategy=tpu", "--tpu=v2-8",
+        "--input_partition_dims=1,2", "--synthetic_examples=40", "--global_batch_size=16", "--epochs=1");
+    expect(&r, 0, "emulated TPU time");
+    assert_true(exists(tmp_path(p, sizeof p, "tpu/summary.json")));
+    RUN(&r, "evaluate", f, "--distribution_strategy=tpu", "--tpu=v2-8", "--input_partition_dims=1,2",
+        "--synthetic_examples=40", "--global_batch_size=16");
+    expect(&r, 0, "evaluate: steps=0");
 }
 /* TF_CONFIG comes from the environment; a bad one is a usage error naming it. */
 static void test_tf_config_error(void **s)
@@ -476,7 +532,14 @@ int main(void)
         cmocka_unit_test(test_mwm_hierarchical_copy),
         cmocka_unit_test(test_unrecognized_strategy),
         cmocka_unit_test(test_strategy_lower_cased),
-        cmocka_unit_test(test_ps_not_built),
+        cmocka_unit_test(test_ps_without_tf_config),
+        cmocka_unit_test(test_ps_flag_with_mirrored),
+        cmocka_unit_test(test_tpu_grpc),
+        cmocka_unit_test(test_tpu_flags_without_tpu),
+        cmocka_unit_test(test_tpu_static_batch),
+        cmocka_unit_test(test_tpu_partition_dims_bad),
+        cmocka_unit_test(test_tpu_out_of_hbm),
+        cmocka_unit_test(test_tpu_trains_and_reports_time),
         cmocka_unit_test(test_tf_config_error),
         cmocka_unit_test(test_shard_policy_file_needs_files),
         cmocka_unit_test(test_bad_variant),
