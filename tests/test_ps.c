@@ -296,10 +296,23 @@ static int tiny_fn(const dr_input_context *ctx, uint32_t epoch, void *user, uint
     return DR_OK;
 }
 
-typedef struct tiny { dr_per_worker_dataset *ds; uint32_t seen[64]; uint32_t nseen; } tiny;
+typedef struct tiny { dr_per_worker_dataset *ds; uint32_t seen[64]; uint32_t nseen; uint32_t lands, stale; } tiny;
 
-/* gradient = -1 everywhere (SGD, lr 1: every landing adds 1); result = the
- * first id of its batch. */
+/* Every landing's value is what its step function read: the variables of
+ * its read version (not the fresher ones it lands on). */
+static int tiny_event(const dr_ps_event *ev, float result, void *user, dr_err *err)
+{
+    tiny *t = user;
+    (void)err;
+    if (ev->kind != DR_PS_LAND) return DR_OK;
+    assert_true(result == (float)ev->read_version);
+    t->lands++;
+    t->stale += ev->staleness > 0;
+    return DR_OK;
+}
+
+/* gradient = -1 everywhere (SGD, lr 1: every landing adds 1, so variable 0
+ * counts applied updates); result = variable 0 as the worker read it. */
 static int tiny_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *err)
 {
     tiny *t = arg;
@@ -309,7 +322,7 @@ static int tiny_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err 
     if (ctx->replay) return DR_OK;
     for (uint32_t i = 0; i < b.count; i++) assert_int_equal(b.ids[i] % 100 % ctx->num_workers, ctx->worker);
     for (int p = 0; p < 4; p++) ctx->gradient[p] = -1.0f;
-    *result = (float)b.ids[0];
+    *result = ctx->variables[0];   /* what it read: the number of updates applied before its read */
     t->seen[t->nseen++] = b.ids[0];
     return DR_OK;
 }
@@ -341,6 +354,8 @@ static void coordinator_api(void **state)
     assert_int_equal(dr_strategy_num_replicas(&s), 1);
     o.staleness = 1;
     o.schedule_seed = 5;
+    o.on_event = tiny_event;
+    o.user = &t;
     assert_int_equal(dr_coordinator_create(&s, &o, &c, &err), DR_OK);
     assert_int_equal(dr_coordinator_schedule(c, tiny_step, &t, &id[0], &err), DR_ESTATE);   /* no variables yet */
     assert_int_equal(dr_coordinator_create_variables(c, &var, 1, &sgd, params, slots, &err), DR_OK);
@@ -354,6 +369,8 @@ static void coordinator_api(void **state)
     dr_coordinator_read_variables(c, params, slots);
     for (int p = 0; p < 4; p++) assert_true(params[p] == 6.0f);   /* six updates landed, none lost */
     assert_int_equal(t.nseen, 6);
+    assert_int_equal(t.lands, 6);
+    assert_true(t.stale > 0);   /* some update landed on variables newer than it read */
     for (int i = 1; i <= 6; i++) assert_int_equal(dr_remote_value_fetch(c, (uint64_t)i, &v, &err), DR_OK);
     assert_int_equal(dr_remote_value_fetch(c, 7, &v, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "remote value id 7"));
