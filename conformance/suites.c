@@ -287,6 +287,54 @@ static int multi_worker(results *r)
     return bad != 0;
 }
 
+/* Auto-shard OFF: each of W=2 workers (2 GPUs each) reads all n=20
+ * examples and rebatches G=7 with its own size cycle, TensorFlow's
+ * batch_sizes_for_worker: worker 0 [2,2,2,1], worker 1 the same rotated left
+ * by R, [2,1,2,2]. Its replicas take the next R sizes each step until its
+ * stream is spent. Then the identity that OFF implies: G = 2*20 with every
+ * example twice is one_device at G = 20. */
+static int unsharded(results *r)
+{
+    dr_run_config c;
+    outcome ref, got;
+    uint32_t bad = 0, pos[2] = { 0, 0 };
+    static const uint32_t base[4] = { 2, 2, 2, 1 };
+    const char *tf = "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}";
+    base_config(&c, 20, 7, -1);
+    set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
+    snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
+    snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
+    run_case(&c, &got);
+    for (uint32_t st = 0; st < got.nsteps; st++)
+        for (uint32_t w = 0; w < 2; w++)
+            for (uint32_t k = 0; k < 2; k++) {
+                uint32_t want = base[(st * 2 + k + w * 2) % 4];
+                if (want > 20 - pos[w]) want = 20 - pos[w];
+                bad += got.sizes[st][w * 2 + k] != want;
+                pos[w] += want;
+            }
+    bad += pos[0] != 20 || pos[1] != 20 || got.nsteps != 6;
+    record(r, "batch_splitting", &c, 4, bad == 0 && !got.error[0], got.seconds,
+           "ref multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=7: each worker's own cycle (%u mismatches)%s%s",
+           bad, got.error[0] ? ": " : "", got.error);
+    outcome_free(&got);
+    base_config(&c, 63, 20, 1e-3);
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    base_config(&c, 63, 40, 1e-3);
+    set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
+    snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
+    snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
+    run_case(&c, &got);
+    record(r, "loss_curves", &c, 4, outcome_same(&got, &ref), got.seconds,
+           "ref multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=40 vs one_device G=20, l2=0.001%s%s",
+           got.error[0] ? ": " : "", got.error);
+    bad += !outcome_same(&got, &ref);
+    outcome_free(&ref);
+    outcome_free(&got);
+    return bad != 0;
+}
+
 int suite_batch_splitting(results *r, const char *outdir)
 {
     static const struct { uint32_t n, G, R; const char *what; } cases[] = {
@@ -330,7 +378,7 @@ int suite_batch_splitting(results *r, const char *outdir)
         outcome_free(&ref);
         outcome_free(&got);
     }
-    if (!r->fault) fails += multi_worker(r);
+    if (!r->fault) fails += multi_worker(r) + unsharded(r);
     return fails;
 }
 

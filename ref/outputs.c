@@ -96,11 +96,8 @@ int dr_trainer_log_step(trainer *t, float loss, dr_err *err)
         ids_hash(t->ids + t->off[r], t->off[r + 1] - t->off[r], h);
         rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
     }
-    if (rc == DR_OK && t->tpu.on)
-        rc = append(t, err, "],\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,\"merge_s\":%.9g,"
-                    "\"allreduce_s\":%.9g}}\n", t->tpu.step_s, t->tpu.compute_s, t->tpu.merge_s, t->tpu.allreduce_s);
-    else if (rc == DR_OK)
-        rc = append(t, err, "]}\n");
+    if (rc == DR_OK) rc = append(t, err, "]%s}\n", t->line_extra);
+    t->line_extra[0] = 0;
     return rc;
 }
 
@@ -225,6 +222,12 @@ int dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err)
     json_object_object_add(o, "wall_seconds", json_object_new_double(res->seconds));
     json_object_object_add(o, "devices", device_report(&t->strat));
     if (t->tpu.on) json_object_object_add(o, "tpu", tpu_report(t));
+    if (t->summary_extra) {
+        json_object_object_foreach(t->summary_extra, key, val)
+            json_object_object_add(o, key, json_object_get(val));
+        json_object_put(t->summary_extra);
+        t->summary_extra = NULL;
+    }
     text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
     snprintf(path, sizeof path, "%s/summary.json", t->cfg->model_dir);
     rc = dr_write_atomic(path, text, strlen(text), err);

@@ -20,10 +20,10 @@
 #include "ref/trainer.h"
 
 #include <json-c/json.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the strategy ------------------------------------------------------- */
 
@@ -144,11 +144,42 @@ static int flags(ps_run *r, dr_err *err)
     return DR_OK;
 }
 
-static int check_field(dr_err *err, const char *dir, const char *field, bool same, const char *saved, const char *now)
+/* What decides the plan a resumed run replays. DRCKPT02 has no room for
+ * it, so it goes into model_dir/ps_schedule.json beside the checkpoint; a
+ * rerun with other settings would replay another plan and continue from
+ * data positions that were never reached, so it is refused. --fail_ps is
+ * not in it: a ps failure ends the plan, it does not change it. */
+static void schedule_settings(const ps_run *r, char *buf, size_t n)
 {
-    if (same) return DR_OK;
-    return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: %s is %s, this run has %s; "
-                   "use another --model_dir or the same settings", dir, field, saved, now);
+    const dr_run_config *cfg = r->t.cfg;
+    snprintf(buf, n, "{\"workers\":%u,\"ps\":%u,\"staleness\":%u,\"schedule_seed\":%llu,"
+             "\"checkpoint_every\":%llu,\"fail_worker\":\"%s\",\"ps_partitioner\":\"%s\",\"steps\":%llu}\n",
+             r->W, r->P, cfg->staleness, (unsigned long long)cfg->schedule_seed,
+             (unsigned long long)cfg->checkpoint_every, cfg->fail_worker, cfg->ps_partitioner,
+             (unsigned long long)r->N);
+}
+
+static int check_schedule(const ps_run *r, dr_err *err)
+{
+    char path[1100], now[512];
+    uint8_t *saved;
+    size_t n;
+    int rc;
+    snprintf(path, sizeof path, "%s/ps_schedule.json", r->t.cfg->model_dir);
+    /* Another strategy's checkpoint: with one worker and no failure the
+     * plan is sequential whatever the seed and staleness. */
+    if (access(path, F_OK) != 0 && r->W == 1 && !r->t.cfg->fail_worker[0]) return DR_OK;
+    if ((rc = dr_read_file(path, 4096, &saved, &n, err)))
+        return dr_fail_wrap(err, "checkpoint %s/ckpt.bin was written by parameter_server with its schedule "
+                            "settings in ps_schedule.json", r->t.cfg->model_dir);
+    schedule_settings(r, now, sizeof now);
+    if (n != strlen(now) || memcmp(saved, now, n) != 0)
+        rc = dr_fail(err, DR_EFORMAT, "%s: the checkpoint's schedule was %.*s, this run's is %.*s; "
+                     "resume with the same TF_CONFIG, --staleness, --schedule_seed, --checkpoint_every, "
+                     "--fail_worker, --ps_partitioner and steps, or use another --model_dir",
+                     path, (int)(n ? n - 1 : 0), (const char *)saved, (int)strlen(now) - 1, now);
+    free(saved);
+    return rc;
 }
 
 /* The checkpoint's variables and step. The data positions are not read
@@ -156,27 +187,16 @@ static int check_field(dr_err *err, const char *dir, const char *field, bool sam
 static int resume(ps_run *r, dr_err *err)
 {
     trainer *t = &r->t;
-    const char *dir = t->cfg->model_dir;
     dr_checkpoint c;
     bool found;
-    char a[48], b[48];
-    int rc = dr_checkpoint_load(dir, &c, &found, err);
+    int rc = dr_checkpoint_load(t->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
-    rc = check_field(err, dir, "experiment", strcmp(c.experiment, t->exp.name) == 0, c.experiment, t->exp.name);
-    snprintf(a, sizeof a, "%u parameters", c.nparams); snprintf(b, sizeof b, "%zu", t->P);
-    if (!rc) rc = check_field(err, dir, "the model", c.nparams == t->P, a, b);
-    snprintf(a, sizeof a, "%u slots/optimizer %u", c.nslots, c.optimizer);
-    snprintf(b, sizeof b, "%d slots/optimizer %d", t->nslots, (int)t->exp.optimizer.kind);
-    if (!rc) rc = check_field(err, dir, "the optimizer", c.nslots == (uint32_t)t->nslots &&
-                              c.optimizer == (uint32_t)t->exp.optimizer.kind, a, b);
-    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c.seed); snprintf(b, sizeof b, "seed %llu", (unsigned long long)t->cfg->seed);
-    if (!rc) rc = check_field(err, dir, "the data order", c.seed == t->cfg->seed, a, b);
-    snprintf(a, sizeof a, "%u", c.global_batch); snprintf(b, sizeof b, "%u", t->G);
-    if (!rc) rc = check_field(err, dir, "global_batch_size", c.global_batch == t->G, a, b);
-    snprintf(a, sizeof a, "%u examples", c.examples); snprintf(b, sizeof b, "%u", t->data.n);
-    if (!rc) rc = check_field(err, dir, "the training set", c.examples == t->data.n, a, b);
-    snprintf(a, sizeof a, "step %llu", (unsigned long long)c.step); snprintf(b, sizeof b, "%llu steps", (unsigned long long)r->N);
-    if (!rc) rc = check_field(err, dir, "the progress", c.step <= r->N, a, b);
+    rc = dr_trainer_check_checkpoint(t, &c, err);
+    if (!rc && c.step > r->N)
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: step %llu is past this run's %llu steps; "
+                     "use another --model_dir or more steps", t->cfg->model_dir, (unsigned long long)c.step,
+                     (unsigned long long)r->N);
+    if (!rc) rc = check_schedule(r, err);
     if (!rc) {
         memcpy(t->var, c.params, t->P * sizeof(float));
         memcpy(t->var_slots, c.slots, t->P * t->nslots * sizeof(float));
@@ -271,33 +291,6 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
 
 /* ---- metrics: one line per landed update --------------------------------- */
 
-/* Adds fields to the metrics line dr_trainer_log_step just ended with "}\n". */
-static int extend_line(trainer *t, dr_err *err, const char *fmt, ...)
-{
-    va_list ap;
-    int need;
-    if (t->metrics_len < 2 || memcmp(t->metrics + t->metrics_len - 2, "}\n", 2) != 0)
-        return dr_fail(err, DR_ESTATE, "metrics.jsonl: the last line does not end with '}'");
-    va_start(ap, fmt);
-    need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (t->metrics_len + (size_t)need + 2 > t->metrics_cap) {
-        size_t cap = (t->metrics_cap + (size_t)need + 2) * 2;
-        char *p = realloc(t->metrics, cap);
-        if (!p) return dr_fail(err, DR_ENOMEM, "no memory for metrics");
-        t->metrics = p;
-        t->metrics_cap = cap;
-    }
-    t->metrics_len -= 2;
-    va_start(ap, fmt);
-    vsnprintf(t->metrics + t->metrics_len, t->metrics_cap - t->metrics_len, fmt, ap);
-    va_end(ap);
-    t->metrics_len += (size_t)need;
-    memcpy(t->metrics + t->metrics_len, "}\n", 3);
-    t->metrics_len += 2;
-    return DR_OK;
-}
-
 static int log_landing(ps_run *r, const dr_ps_event *ev, float loss, dr_err *err)
 {
     trainer *t = &r->t;
@@ -316,15 +309,17 @@ static int log_landing(ps_run *r, const dr_ps_event *ev, float loss, dr_err *err
     t->epoch_correct += k->rp.correct;
     t->epoch_examples += k->count;
     t->last_loss = loss;
-    if ((rc = dr_trainer_log_step(t, loss, err)) ||
-        (rc = extend_line(t, err, ",\"closure\":%llu,\"worker\":%u,\"read_version\":%llu,\"staleness\":%llu",
-                          (unsigned long long)ev->closure, ev->worker, (unsigned long long)ev->read_version,
-                          (unsigned long long)ev->staleness)))
-        return rc;
-    if (ev->closure == r->lost_closure) {
-        rc = extend_line(t, err, ",\"rerun_after_failure_of_worker\":%u", r->lost_worker);
-        r->lost_closure = 0;
+    {
+        int len = snprintf(t->line_extra, sizeof t->line_extra, ",\"closure\":%llu,\"worker\":%u,"
+                           "\"read_version\":%llu,\"staleness\":%llu", (unsigned long long)ev->closure, ev->worker,
+                           (unsigned long long)ev->read_version, (unsigned long long)ev->staleness);
+        if (ev->closure == r->lost_closure) {
+            snprintf(t->line_extra + len, sizeof t->line_extra - (size_t)len,
+                     ",\"rerun_after_failure_of_worker\":%u", r->lost_worker);
+            r->lost_closure = 0;
+        }
     }
+    rc = dr_trainer_log_step(t, loss, err);
     dr_trainer_progress(t);
     return rc;
 }
@@ -357,7 +352,13 @@ static int save(ps_run *r, dr_err *err)
         t->it.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
         t->it.position = 0;
     }
-    if ((rc = dr_trainer_save(t, err))) return rc;
+    {
+        char path[1100], settings[512];
+        snprintf(path, sizeof path, "%s/ps_schedule.json", t->cfg->model_dir);
+        schedule_settings(r, settings, sizeof settings);
+        if ((rc = dr_trainer_save(t, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
+            return rc;
+    }
     r->saved = t->step;
     r->have_ckpt = true;
     return DR_OK;
@@ -377,17 +378,12 @@ static json_object *shards_json(const dr_ps_layout *l)
     return a;
 }
 
-/* summary.json as every strategy writes it, plus what parameter_server adds. */
-static int add_summary(ps_run *r, dr_err *err)
+/* What parameter_server adds to summary.json. */
+static json_object *summary_fields(ps_run *r)
 {
     const dr_run_config *cfg = r->t.cfg;
-    char path[1100];
     dr_coordinator_stats st;
-    json_object *o;
-    const char *text;
-    int rc;
-    snprintf(path, sizeof path, "%s/summary.json", cfg->model_dir);
-    if (!(o = json_object_from_file(path))) return dr_fail(err, DR_EIO, "%s: cannot read it back", path);
+    json_object *o = json_object_new_object();
     dr_coordinator_get_stats(r->coord, &st);
     json_object_object_add(o, "num_ps", json_object_new_int((int)r->P));
     json_object_object_add(o, "staleness_bound", json_object_new_int64((int64_t)cfg->staleness));
@@ -400,10 +396,7 @@ static int add_summary(ps_run *r, dr_err *err)
     json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)st.max_staleness));
     json_object_object_add(o, "mean_staleness", json_object_new_double(st.version ? (double)st.staleness_sum / (double)st.version : 0.0));
     json_object_object_add(o, "variable_shards", shards_json(dr_coordinator_layout(r->coord)));
-    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-    rc = dr_write_atomic(path, text, strlen(text), err);
-    json_object_put(o);
-    return rc;
+    return o;
 }
 
 /* ---- the program --------------------------------------------------------- */
@@ -525,9 +518,9 @@ int dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     if (rc == DR_OK) rc = save(r, err);
     if (rc == DR_OK) {
         r->t.step = r->N;
+        r->t.summary_extra = summary_fields(r);
         rc = dr_trainer_finish(&r->t, res, err);
     }
-    if (rc == DR_OK) rc = add_summary(r, err);
     close_run(r);
     free(r);
     return rc;

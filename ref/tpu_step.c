@@ -28,6 +28,7 @@
 #include "ref/trainer.h"
 #include "ref/tpu_collective.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -322,5 +323,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     tp->compute_s = compute_seconds(t);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
+    snprintf(t->line_extra, sizeof t->line_extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
+             "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
     return dr_trainer_end_step(t, err);
 }

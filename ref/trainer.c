@@ -259,26 +259,34 @@ static int check_field(dr_err *err, const char *dir, const char *field, int same
                    "use another --model_dir or the same settings", dir, field, saved, now);
 }
 
+int dr_trainer_check_checkpoint(const trainer *t, const dr_checkpoint *c, dr_err *err)
+{
+    const char *dir = t->cfg->model_dir;
+    char a[48], b[48];
+    int rc = check_field(err, dir, "experiment", strcmp(c->experiment, t->exp.name) == 0, c->experiment, t->exp.name);
+    snprintf(a, sizeof a, "%u parameters", c->nparams); snprintf(b, sizeof b, "%zu", t->P);
+    if (!rc) rc = check_field(err, dir, "the model", c->nparams == t->P, a, b);
+    snprintf(a, sizeof a, "%u slots/optimizer %u", c->nslots, c->optimizer);
+    snprintf(b, sizeof b, "%d slots/optimizer %d", t->nslots, (int)t->exp.optimizer.kind);
+    if (!rc) rc = check_field(err, dir, "the optimizer",
+                              c->nslots == (uint32_t)t->nslots && c->optimizer == (uint32_t)t->exp.optimizer.kind, a, b);
+    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c->seed);
+    snprintf(b, sizeof b, "seed %llu", (unsigned long long)t->cfg->seed);
+    if (!rc) rc = check_field(err, dir, "the data order", c->seed == t->cfg->seed, a, b);
+    snprintf(a, sizeof a, "%u", c->global_batch); snprintf(b, sizeof b, "%u", t->G);
+    if (!rc) rc = check_field(err, dir, "global_batch_size", c->global_batch == t->G, a, b);
+    snprintf(a, sizeof a, "%u examples", c->examples); snprintf(b, sizeof b, "%u", t->data.n);
+    if (!rc) rc = check_field(err, dir, "the training set", c->examples == t->data.n, a, b);
+    return rc;
+}
+
 static int resume(trainer *t, dr_err *err)
 {
     dr_checkpoint c;
     bool found;
-    char a[40], b[40];
     int rc = dr_checkpoint_load(t->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
-    rc = check_field(err, t->cfg->model_dir, "experiment", strcmp(c.experiment, t->exp.name) == 0, c.experiment, t->exp.name);
-    snprintf(a, sizeof a, "%u parameters", c.nparams); snprintf(b, sizeof b, "%zu", t->P);
-    if (!rc) rc = check_field(err, t->cfg->model_dir, "the model", c.nparams == t->P, a, b);
-    snprintf(a, sizeof a, "%u slots/optimizer %u", c.nslots, c.optimizer);
-    snprintf(b, sizeof b, "%d slots/optimizer %d", t->nslots, (int)t->exp.optimizer.kind);
-    if (!rc) rc = check_field(err, t->cfg->model_dir, "the optimizer",
-                              c.nslots == (uint32_t)t->nslots && c.optimizer == (uint32_t)t->exp.optimizer.kind, a, b);
-    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c.seed); snprintf(b, sizeof b, "seed %llu", (unsigned long long)t->cfg->seed);
-    if (!rc) rc = check_field(err, t->cfg->model_dir, "the data order", c.seed == t->cfg->seed, a, b);
-    snprintf(a, sizeof a, "%u", c.global_batch); snprintf(b, sizeof b, "%u", t->G);
-    if (!rc) rc = check_field(err, t->cfg->model_dir, "global_batch_size", c.global_batch == t->G, a, b);
-    snprintf(a, sizeof a, "%u examples", c.examples); snprintf(b, sizeof b, "%u", t->data.n);
-    if (!rc) rc = check_field(err, t->cfg->model_dir, "the training set", c.examples == t->data.n, a, b);
+    rc = dr_trainer_check_checkpoint(t, &c, err);
     if (!rc && dr_dist_iter_seek(&t->it, c.epoch, c.position, c.step, err) != DR_OK)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: data position is invalid (%s); "
                      "nothing was loaded", t->cfg->model_dir, err->msg);
@@ -425,6 +433,7 @@ void dr_trainer_close(trainer *t)
     free(t->grad); free(t->host_x); free(t->host_labels); free(t->host_targets); free(t->staging);
     free(t->metrics);
     free(t->sharded);
+    if (t->summary_extra) json_object_put(t->summary_extra);
     dr_dist_iter_free(&t->it);
     dr_dataset_free(&t->data);
     memset(t, 0, sizeof *t);

@@ -12,6 +12,7 @@
 #include "distref/train.h"
 #include "ref/tpu_collective.h"
 
+#include <json-c/json.h>
 #include <stdio.h>
 
 typedef struct replica {
@@ -89,18 +90,26 @@ typedef struct trainer {
     double        t_start;
     uint64_t      start_step;
     tpu_run       tpu;
+    char          line_extra[512];   /* JSON fields (",\"k\":v") for the next metrics line */
+    json_object  *summary_extra;     /* fields summary.json adds (owned; put by finish) */
 } trainer;
 
 int  dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err);
 void dr_trainer_close(trainer *t);
 void dr_trainer_load_batch(trainer *t, replica *rp, const uint32_t *ids, uint32_t n);
 void dr_trainer_count_layer_copies(trainer *t, replica *rp, uint32_t n);
+/* One metrics.jsonl line; t->line_extra is appended to it and cleared. */
 int  dr_trainer_log_step(trainer *t, float loss, dr_err *err);
 /* metrics.jsonl of an earlier run in model_dir, cut back to the resumed step. */
 int  dr_trainer_load_metrics(trainer *t, dr_err *err);
 void dr_trainer_trim_metrics(trainer *t);
 int  dr_trainer_save(trainer *t, dr_err *err);
+/* A loaded checkpoint belongs to this run: experiment, model, optimizer,
+ * seed, global batch and training set agree (DR_EFORMAT naming the field). */
+struct dr_checkpoint;
+int  dr_trainer_check_checkpoint(const trainer *t, const struct dr_checkpoint *c, dr_err *err);
 void dr_trainer_progress(const trainer *t);
+/* summary.json, with t->summary_extra's fields added. */
 int  dr_trainer_finish(trainer *t, dr_run_result *res, dr_err *err);
 
 /* Pieces of a step that every variant shares (ref/train.c): the count check

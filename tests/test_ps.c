@@ -692,6 +692,12 @@ static void ps_failure_resume(void **state)
     dr_checkpoint_free(&ck);
     assert_int_equal(count_lines(broken.metrics), 4);
     c.fail_ps[0] = 0;
+    c.schedule_seed = 8;   /* another plan would continue from positions never reached: refused */
+    train_in(&c, &broken, true);
+    assert_int_equal(broken.rc, DR_EFORMAT);
+    assert_non_null(strstr(broken.msg, "ps_schedule.json: the checkpoint's schedule was"));
+    assert_non_null(strstr(broken.msg, "\"schedule_seed\":7"));
+    c.schedule_seed = 7;
     train_in(&c, &broken, true);
     assert_int_equal(broken.rc, DR_OK);
     assert_string_equal(broken.sha, whole.sha);
