@@ -57,6 +57,8 @@ double now(void);   /* monotonic seconds */
 
 /* Runs cfg into a fresh temporary directory; fills out (out->error on failure). */
 void run_case(const dr_run_config *cfg, outcome *out);
+/* The same, never from the runner's memo: for reproducibility checks. */
+void run_fresh_case(const dr_run_config *cfg, outcome *out);
 void outcome_free(outcome *o);
 /* Same loss_bits at every step and the same weights_sha256. */
 bool outcome_same(const outcome *a, const outcome *b);

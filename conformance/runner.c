@@ -100,6 +100,8 @@ static bool cache_lookup(cached *cache, size_t n, const dr_run_config *cfg, outc
 
 static void run_fresh(const dr_run_config *cfg, outcome *out);
 
+void run_fresh_case(const dr_run_config *cfg, outcome *out) { run_fresh(cfg, out); }
+
 void run_case(const dr_run_config *cfg, outcome *out)
 {
     static cached cache[CACHE_MAX];   /* the runner's own memo, not library state */

@@ -213,10 +213,61 @@ static int tpu_identity(results *r, double l2)
     return fails;
 }
 
+/* parameter_server (reference only): one worker is one_device's bits at
+ * any staleness, sharding and ps count; three workers with stale reads are
+ * not, but the same --schedule_seed must give the same bits twice. */
+static int parameter_server(results *r)
+{
+    static const struct { uint32_t W, P, S; const char *part; } cases[] = {
+        { 1, 1, 0, "" }, { 1, 2, 3, "fixed:3" }, { 1, 3, 1, "max_size:20000" },
+    };
+    dr_run_config c;
+    outcome ref, got, again;
+    int fails = 0;
+    base_config(&c, 63, 20, 1e-3);
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] + 1; i++) {
+        bool async = i == sizeof cases / sizeof cases[0];
+        uint32_t W = async ? 3 : cases[i].W, P = async ? 2 : cases[i].P;
+        size_t len;
+        bool pass;
+        base_config(&c, 63, 20, 1e-3);
+        set_strategy(&c, "parameter_server", 0, NULL, 1);
+        len = (size_t)snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[");
+        for (uint32_t w = 0; w < W; w++) len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "%s\"w%u:1\"", w ? "," : "", w);
+        len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "],\"ps\":[");
+        for (uint32_t p = 0; p < P; p++) len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "%s\"p%u:1\"", p ? "," : "", p);
+        snprintf(c.tf_config + len, sizeof c.tf_config - len, "]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+        c.staleness = async ? 2 : cases[i].S;
+        c.schedule_seed = 5;
+        snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "%s", async ? "fixed:2" : cases[i].part);
+        run_case(&c, &got);
+        if (async) {
+            run_fresh_case(&c, &again);
+            pass = !got.error[0] && outcome_same(&got, &again) && !outcome_same(&got, &ref);
+            record(r, "loss_curves", &c, 1, pass, got.seconds, "ref parameter_server W=3 P=2 staleness 2: "
+                   "schedule_seed 5 twice gives the same bits (and not one_device's)%s%s",
+                   got.error[0] ? ": " : "", got.error);
+            outcome_free(&again);
+        } else {
+            pass = outcome_same(&got, &ref);
+            record(r, "loss_curves", &c, 1, pass, got.seconds, "ref parameter_server W=1 P=%u staleness %u "
+                   "partitioner '%s' vs one_device, l2=0.001%s%s", P, c.staleness, c.ps_partitioner,
+                   got.error[0] ? ": " : "", got.error);
+        }
+        fails += !pass;
+        outcome_free(&got);
+    }
+    outcome_free(&ref);
+    return fails;
+}
+
 int suite_loss_curves(results *r, const char *outdir)
 {
     int fails = bit_identity(r, -1) + bit_identity(r, 1e-3);
     fails += tpu_identity(r, -1) + tpu_identity(r, 1e-3);
+    if (!r->fault) fails += parameter_server(r);
     if (r->full && !r->fault) fails += fashion(r, -1) + fashion(r, 1e-3);
     dr_run_config c;
     outcome ref, got;
