@@ -11,14 +11,14 @@
  * the sender, copies it to the receiver's device, and deserializes there.
  */
 #include "distref/strategy.h"
+#include "ref/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct link {
     dr_strategy *s;
-    uint8_t     *wire;      /* staging buffer for one chunk */
-    uint8_t     *landing;   /* the receiver's copy */
+    dr_wire      wire;      /* the sender's staging and the receiver's landing buffer */
 } link;
 
 static dr_device *dev_of(link *l, uint32_t replica)
@@ -30,16 +30,7 @@ static dr_device *dev_of(link *l, uint32_t replica)
 static int send(link *l, uint32_t from, const dr_acc *src, uint32_t to, dr_acc *dst,
                 size_t n, bool overwrite, dr_err *err)
 {
-    for (size_t i = 0; i < n; i++) dr_acc_serialize(&src[i], l->wire + i * DR_ACC_BYTES);
-    dr_device_copy(dev_of(l, to), l->landing, dev_of(l, from), l->wire, n * DR_ACC_BYTES);
-    for (size_t i = 0; i < n; i++) {
-        dr_acc in;
-        if (!dr_acc_deserialize(&in, l->landing + i * DR_ACC_BYTES))
-            return dr_fail(err, DR_EFAULT, "all-reduce: corrupt accumulator arrived at replica %u", to);
-        if (overwrite) dst[i] = in;
-        else dr_acc_merge(&dst[i], &in);
-    }
-    return DR_OK;
+    return dr_wire_send(&l->wire, dev_of(l, from), src, dev_of(l, to), dst, n, overwrite, err);
 }
 
 /* Ring all-reduce of acc[r][off .. off+len): chunk c = [c*len/R, (c+1)*len/R).
@@ -117,17 +108,12 @@ static int reduce_pack(link *l, dr_acc *const *acc, size_t off, size_t len, uint
 int dr_all_reduce(dr_strategy *s, dr_acc *const *acc, size_t n,
                   const size_t *tensor_len, uint32_t ntensors, dr_err *err)
 {
-    link l = { s, NULL, NULL };
+    link l = { s, { 0 } };
     uint32_t packs = s->spec.num_packs > 0 ? (uint32_t)s->spec.num_packs : ntensors;
     size_t off = 0;
     int rc = DR_OK;
     if (s->num_replicas == 1) return DR_OK;
-    l.wire = malloc(n * DR_ACC_BYTES + 1);
-    l.landing = malloc(n * DR_ACC_BYTES + 1);
-    if (!l.wire || !l.landing) {
-        free(l.wire); free(l.landing);
-        return dr_fail(err, DR_ENOMEM, "all-reduce: no memory for %zu accumulators", n);
-    }
+    if (dr_wire_init(&l.wire, n, err)) return dr_fail_wrap(err, "all-reduce");
     /* num_packs == 0: one pack per tensor. Otherwise _ConcatAndSplitPacker:
      * the concatenation split into packs of n/k, the last taking the rest. */
     for (uint32_t p = 0; p < packs && rc == DR_OK; p++) {
@@ -135,31 +121,18 @@ int dr_all_reduce(dr_strategy *s, dr_acc *const *acc, size_t n,
         rc = reduce_pack(&l, acc, off, len, p, err);
         off += len;
     }
-    free(l.wire);
-    free(l.landing);
+    dr_wire_free(&l.wire);
     return rc;
 }
 
 int dr_reduce_to_device(dr_strategy *s, dr_acc *const *acc, size_t n,
                         uint32_t dst_dev, dr_acc *dst, dr_err *err)
 {
-    uint8_t *wire = malloc(n * DR_ACC_BYTES + 1), *landing = malloc(n * DR_ACC_BYTES + 1);
-    int rc = DR_OK;
-    if (!wire || !landing) {
-        free(wire); free(landing);
-        return dr_fail(err, DR_ENOMEM, "reduce: no memory for %zu accumulators", n);
-    }
-    for (uint32_t r = 0; r < s->num_replicas && rc == DR_OK; r++) {
-        for (size_t i = 0; i < n; i++) dr_acc_serialize(&acc[r][i], wire + i * DR_ACC_BYTES);
-        dr_device_copy(&s->device[dst_dev], landing, &s->device[s->replica_device[r]], wire, n * DR_ACC_BYTES);
-        for (size_t i = 0; i < n && rc == DR_OK; i++) {
-            dr_acc in;
-            if (!dr_acc_deserialize(&in, landing + i * DR_ACC_BYTES))
-                rc = dr_fail(err, DR_EFAULT, "reduce: corrupt accumulator from replica %u", r);
-            else dr_acc_merge(&dst[i], &in);
-        }
-    }
-    free(wire);
-    free(landing);
+    dr_wire w;
+    int rc = dr_wire_init(&w, n, err);
+    if (rc) return dr_fail_wrap(err, "reduce");
+    for (uint32_t r = 0; r < s->num_replicas && rc == DR_OK; r++)
+        rc = dr_wire_send(&w, &s->device[s->replica_device[r]], acc[r], &s->device[dst_dev], dst, n, false, err);
+    dr_wire_free(&w);
     return rc;
 }

@@ -275,12 +275,7 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     n = t->off[1];
     dr_dataset_gather(&t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
     rp->params = (float *)ctx->variables;
-    memset(rp->grad, 0, t->P * sizeof *rp->grad);
-    dr_acc_init(&rp->loss);
-    rp->correct = 0;
-    dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
-                       &rp->work, &rp->loss, rp->grad, &rp->correct);
-    dr_trainer_scale_share(t, rp, t->count);
+    dr_trainer_compute_share(t, rp, n, t->count);
     t->den = t->count;
     dr_acc_round_array(rp->grad, t->P, dr_trainer_divisor(t), ctx->gradient);
     *result = dr_acc_round_div(&rp->loss, dr_trainer_divisor(t));

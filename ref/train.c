@@ -42,6 +42,16 @@ void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G)
     dr_acc_add_prod(&rp->loss, (float)G, reg);
 }
 
+void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t G)
+{
+    memset(rp->grad, 0, t->P * sizeof *rp->grad);
+    dr_acc_init(&rp->loss);
+    rp->correct = 0;
+    dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
+                       &rp->work, &rp->loss, rp->grad, &rp->correct);
+    dr_trainer_scale_share(t, rp, G);
+}
+
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 {
     trainer *t = arg;
@@ -52,13 +62,8 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     dr_trainer_load_batch(t, rp, ids, n);
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
-    memset(rp->grad, 0, t->P * sizeof *rp->grad);
-    dr_acc_init(&rp->loss);
-    rp->correct = 0;
-    dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
-                       &rp->work, &rp->loss, rp->grad, &rp->correct);
+    dr_trainer_compute_share(t, rp, n, ctx->global_batch_count);
     dr_trainer_count_layer_copies(t, rp, n);
-    dr_trainer_scale_share(t, rp, ctx->global_batch_count);
     return DR_OK;
 }
 

@@ -10,7 +10,7 @@
 #include "distref/input.h"
 #include "distref/multiworker.h"
 #include "distref/train.h"
-#include "ref/tpu_collective.h"
+#include "ref/wire.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -121,6 +121,9 @@ int      dr_trainer_begin_step(trainer *t, dr_err *err);
 void     dr_trainer_split(trainer *t);
 void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots);
 void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G);
+/* A replica's share: the exact loss and gradient sums of its n examples
+ * (rp->x etc. already loaded), then dr_trainer_scale_share over G. */
+void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t G);
 uint32_t dr_trainer_divisor(const trainer *t);
 void     dr_trainer_drop_short(trainer *t);
 int      dr_trainer_end_step(trainer *t, dr_err *err);

@@ -46,13 +46,7 @@ static void stage(trainer *t)
 static void compute(trainer *t, uint32_t r)
 {
     replica *rp = &t->rep[r];
-    uint32_t n = t->off[r + 1] - t->off[r];
-    memset(rp->grad, 0, t->P * sizeof *rp->grad);
-    dr_acc_init(&rp->loss);
-    rp->correct = 0;
-    dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
-                       &rp->work, &rp->loss, rp->grad, &rp->correct);
-    dr_trainer_scale_share(t, rp, t->count);
+    dr_trainer_compute_share(t, rp, t->off[r + 1] - t->off[r], t->count);
 }
 
 /* ---- reduce and apply ---------------------------------------------------- */
