@@ -123,6 +123,8 @@ int dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t W, dr_err *err)
     if (W == 0 || N % W != 0)
         return dr_fail(err, DR_EUSAGE, "num_workers: %u does not divide the %u replicas", W, N);
     R = N / W;
+    free(it->wsizes);
+    free(it->wpos);
     it->wsizes = malloc(sizeof(uint32_t) * (size_t)W * N);
     it->wpos = calloc(W, sizeof(uint32_t));
     /* A step takes at most ceil(G/N) per replica. */

@@ -49,6 +49,9 @@ static int ev_strategy(evaluator *e, const dr_run_config *cfg, dr_err *err)
         static const int image[2] = { 28, 28 };
         int dims[2], prod, rc = dr_tpu_initialize_system(&e->tpu, spec.tpu_address, cfg->tpu_platform,
                                                          cfg->tpu_hbm_scale, err);
+        if (rc == DR_OK && cfg->input_partition_dims[0] && e->exp.model.layer[0].in != (uint32_t)(image[0] * image[1]))
+            rc = dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input is not a 28x28 image",
+                         e->exp.name);
         if (rc == DR_OK && cfg->input_partition_dims[0])
             rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, dims, opt.tpu_computation_shape,
                                         &prod, err);

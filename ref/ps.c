@@ -145,38 +145,43 @@ static int flags(ps_run *r, dr_err *err)
 }
 
 /* What decides the plan a resumed run replays. DRCKPT02 has no room for
- * it, so it goes into model_dir/ps_schedule.json beside the checkpoint; a
- * rerun with other settings would replay another plan and continue from
- * data positions that were never reached, so it is refused. --fail_ps is
- * not in it: a ps failure ends the plan, it does not change it. */
-static void schedule_settings(const ps_run *r, char *buf, size_t n)
+ * it, so every save writes it to model_dir/ps_schedule.json beside the
+ * checkpoint, with the checkpoint's step; a rerun with other settings would
+ * replay another plan and continue from data positions that were never
+ * reached, so it is refused. Not in it: --fail_ps (a ps failure ends the
+ * plan, it does not change it) and the step count (the resumed step is a
+ * join of both plans, so more or fewer steps share the prefix). */
+static void schedule_settings(const ps_run *r, uint64_t step, char *buf, size_t n)
 {
     const dr_run_config *cfg = r->t.cfg;
-    snprintf(buf, n, "{\"workers\":%u,\"ps\":%u,\"staleness\":%u,\"schedule_seed\":%llu,"
-             "\"checkpoint_every\":%llu,\"fail_worker\":\"%s\",\"ps_partitioner\":\"%s\",\"steps\":%llu}\n",
-             r->W, r->P, cfg->staleness, (unsigned long long)cfg->schedule_seed,
-             (unsigned long long)cfg->checkpoint_every, cfg->fail_worker, cfg->ps_partitioner,
-             (unsigned long long)r->N);
+    snprintf(buf, n, "{\"checkpoint_step\":%llu,\"workers\":%u,\"ps\":%u,\"staleness\":%u,"
+             "\"schedule_seed\":%llu,\"checkpoint_every\":%llu,\"fail_worker\":\"%s\",\"ps_partitioner\":\"%s\"}\n",
+             (unsigned long long)step, r->W, r->P, cfg->staleness, (unsigned long long)cfg->schedule_seed,
+             (unsigned long long)cfg->checkpoint_every, cfg->fail_worker, cfg->ps_partitioner);
 }
 
-static int check_schedule(const ps_run *r, dr_err *err)
+static int check_schedule(const ps_run *r, uint64_t step, dr_err *err)
 {
     char path[1100], now[512];
     uint8_t *saved;
     size_t n;
     int rc;
     snprintf(path, sizeof path, "%s/ps_schedule.json", r->t.cfg->model_dir);
-    /* Another strategy's checkpoint: with one worker and no failure the
-     * plan is sequential whatever the seed and staleness. */
-    if (access(path, F_OK) != 0 && r->W == 1 && !r->t.cfg->fail_worker[0]) return DR_OK;
-    if ((rc = dr_read_file(path, 4096, &saved, &n, err)))
-        return dr_fail_wrap(err, "checkpoint %s/ckpt.bin was written by parameter_server with its schedule "
-                            "settings in ps_schedule.json", r->t.cfg->model_dir);
-    schedule_settings(r, now, sizeof now);
+    if (access(path, F_OK) != 0) {
+        /* Another strategy's checkpoint: with one worker and no failure the
+         * plan is sequential whatever the seed and staleness. */
+        if (r->W == 1 && !r->t.cfg->fail_worker[0]) return DR_OK;
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin has no ps_schedule.json beside it: it was not "
+                       "written by a parameter_server run, and one with %u workers%s resumes only its own "
+                       "checkpoints; use another --model_dir", r->t.cfg->model_dir, r->W,
+                       r->t.cfg->fail_worker[0] ? " or a --fail_worker" : "");
+    }
+    if ((rc = dr_read_file(path, 4096, &saved, &n, err))) return rc;
+    schedule_settings(r, step, now, sizeof now);
     if (n != strlen(now) || memcmp(saved, now, n) != 0)
         rc = dr_fail(err, DR_EFORMAT, "%s: the checkpoint's schedule was %.*s, this run's is %.*s; "
                      "resume with the same TF_CONFIG, --staleness, --schedule_seed, --checkpoint_every, "
-                     "--fail_worker, --ps_partitioner and steps, or use another --model_dir",
+                     "--fail_worker and --ps_partitioner, or use another --model_dir",
                      path, (int)(n ? n - 1 : 0), (const char *)saved, (int)strlen(now) - 1, now);
     free(saved);
     return rc;
@@ -196,7 +201,7 @@ static int resume(ps_run *r, dr_err *err)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: step %llu is past this run's %llu steps; "
                      "use another --model_dir or more steps", t->cfg->model_dir, (unsigned long long)c.step,
                      (unsigned long long)r->N);
-    if (!rc) rc = check_schedule(r, err);
+    if (!rc) rc = check_schedule(r, c.step, err);
     if (!rc) {
         memcpy(t->var, c.params, t->P * sizeof(float));
         memcpy(t->var_slots, c.slots, t->P * t->nslots * sizeof(float));
@@ -350,7 +355,7 @@ static int save(ps_run *r, dr_err *err)
     {
         char path[1100], settings[512];
         snprintf(path, sizeof path, "%s/ps_schedule.json", t->cfg->model_dir);
-        schedule_settings(r, settings, sizeof settings);
+        schedule_settings(r, t->step, settings, sizeof settings);
         if ((rc = dr_trainer_save(t, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
             return rc;
     }

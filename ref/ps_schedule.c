@@ -104,13 +104,26 @@ typedef struct actions {
     bool     land[2 * DR_PS_MAX_WORKERS];
 } actions;
 
+/* The injected failure happens on closure K itself: from the moment K is
+ * at the front of the queue, only worker W may take it. W is never down
+ * before its one failure and always becomes idle (landing the oldest
+ * closure is always valid), so this cannot stall. */
+static bool reserved_for_failure(const dr_ps_schedule *s, uint32_t w)
+{
+    return s->opt.fail_step && !s->failure_injected && s->qlen > 0 &&
+           s->queue[s->qhead] >= s->opt.fail_step && w != s->opt.fail_worker;
+}
+
 static void valid_actions(const dr_ps_schedule *s, actions *a)
 {
     uint32_t W = s->opt.num_workers;
     bool can_dispatch = s->qlen > 0 && dr_ps_schedule_in_flight(s) <= s->opt.staleness;
     a->n = 0;
     for (uint32_t w = 0; can_dispatch && w < W; w++)
-        if (!s->busy[w] && !s->down[w]) { a->worker[a->n] = w; a->land[a->n++] = false; }
+        if (!s->busy[w] && !s->down[w] && !reserved_for_failure(s, w)) {
+            a->worker[a->n] = w;
+            a->land[a->n++] = false;
+        }
     for (uint32_t w = 0; w < W; w++)
         if (s->busy[w] && feasible(s, s->version + 1, w)) { a->worker[a->n] = w; a->land[a->n++] = true; }
 }
@@ -130,7 +143,7 @@ static void dispatch(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
     s->busy[w] = true;
     s->closure[w] = c;
     s->read[w] = s->version;
-    /* the injected failure: the first closure >= K that worker W runs */
+    /* the injected failure: closure K, which only W may take (valid_actions) */
     if (s->opt.fail_step && !s->failure_injected && w == s->opt.fail_worker && c >= s->opt.fail_step) {
         s->doomed[w] = true;
         s->failure_injected = true;

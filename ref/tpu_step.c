@@ -155,21 +155,23 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
     host.replica = host.task = -1;
     host.has_type = 1;
     dr_device_init(&tp->backing, &host, 0);
-    tp->tile_pixels = malloc((size_t)tp->tiles * tp->tile_len * sizeof *tp->tile_pixels + 1);
     tp->ranges = malloc(2 * (size_t)tp->tiles * tp->max_ranges * sizeof *tp->ranges + 1);
     tp->nranges = calloc(tp->tiles, sizeof *tp->nranges);
-    tp->tile_x = malloc((size_t)t->G * t->data.features * sizeof(float) + 1);
-    tp->tile_w = malloc((size_t)tp->tile_len * out0 * sizeof(float) + 1);
-    tp->tile_stage = malloc((size_t)tp->local * tp->tile_len * sizeof(float) + 1);
-    tp->tile_z = malloc((size_t)tp->local * out0 * sizeof(dr_acc) + 1);
-    tp->z = malloc((size_t)tp->local * out0 * sizeof(dr_acc) + 1);
-    tp->tile_g = malloc((size_t)tp->tile_len * out0 * sizeof(dr_acc) + 1);
-    if (!tp->tile_pixels || !tp->ranges || !tp->nranges || !tp->tile_x || !tp->tile_w || !tp->tile_stage ||
-        !tp->tile_z || !tp->z || !tp->tile_g)
-        return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the partitioning buffers");
+    if (!tp->ranges || !tp->nranges) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory");
+    if (tp->tiles > 1) {   /* the partitioning's buffers */
+        tp->tile_pixels = malloc((size_t)tp->tiles * tp->tile_len * sizeof *tp->tile_pixels);
+        tp->tile_x = malloc((size_t)tp->local * t->data.features * sizeof(float) + 1);
+        tp->tile_w = malloc((size_t)tp->tile_len * out0 * sizeof(float));
+        tp->tile_stage = malloc((size_t)tp->local * (tp->tile_len > out0 ? tp->tile_len : out0) * sizeof(float));
+        tp->tile_z = malloc((size_t)tp->local * out0 * sizeof(dr_acc));
+        tp->z = malloc((size_t)tp->local * out0 * sizeof(dr_acc));
+        tp->tile_g = malloc((size_t)tp->tile_len * out0 * sizeof(dr_acc));
+        if (!tp->tile_pixels || !tp->tile_x || !tp->tile_w || !tp->tile_stage || !tp->tile_z || !tp->z || !tp->tile_g)
+            return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the partitioning buffers");
+        if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
+    }
     if (tp->tiles > 1) tile_pixels(tp);
     core_ranges(t);
-    if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
     return reserve_hbm(t, err);
 }
 
@@ -186,14 +188,22 @@ void dr_tpu_run_close(trainer *t)
 /* ---- the step ----------------------------------------------------------- */
 
 /* The replica's n examples and local - n rows of padding (zero inputs,
- * label 0), on its cores: whole rows to core 0, or each tile's columns to
- * the core of the tile. */
+ * label 0), on its cores: whole rows to core 0, or, partitioned, the labels
+ * to core 0 and each tile's columns to the core of the tile. */
 static void load_static_batch(trainer *t, replica *rp, uint32_t r, const uint32_t *ids, uint32_t n)
 {
     tpu_run *tp = &t->tpu;
     size_t f = t->data.features, pad = (size_t)(tp->local - n);
     dr_device *host = &t->strat.device[0];
-    dr_trainer_load_batch(t, rp, ids, n);
+    if (tp->tiles == 1) {
+        dr_trainer_load_batch(t, rp, ids, n);
+    } else {
+        /* rp->x is the host's view of the rows, from which the tiles are cut. */
+        dr_dataset_gather(&t->data, ids, n, rp->x, t->data.labels ? t->host_labels : NULL,
+                          t->data.targets ? t->host_targets : NULL);
+        if (rp->labels) dr_device_copy(rp->dev, rp->labels, host, t->host_labels, n);
+        if (rp->targets) dr_device_copy(rp->dev, rp->targets, host, t->host_targets, (size_t)n * sizeof(float));
+    }
     memset(rp->x + (size_t)n * f, 0, pad * f * sizeof(float));
     if (rp->labels) memset(rp->labels + n, 0, pad);
     if (rp->targets) memset(rp->targets + n, 0, pad * sizeof(float));
@@ -202,9 +212,6 @@ static void load_static_batch(trainer *t, replica *rp, uint32_t r, const uint32_
         for (uint32_t e = 0; e < tp->local; e++)
             for (uint32_t q = 0; q < tp->tile_len; q++)
                 tp->tile_stage[(size_t)e * tp->tile_len + q] = rp->x[(size_t)e * f + tp->tile_pixels[l * tp->tile_len + q]];
-        /* The tile travels from the host to its core; the row-wise copy
-         * dr_trainer_load_batch counted to core 0 stands in for the tile
-         * of core 0 and the labels. */
         dr_device_copy(&t->strat.device[dr_strategy_tpu_device(&t->strat, r, l)], xt, host, tp->tile_stage,
                        (size_t)tp->local * tp->tile_len * sizeof(float));
     }
@@ -246,20 +253,32 @@ static int partitioned_layer0(trainer *t, replica *rp, uint32_t r, dr_err *err)
     return DR_OK;
 }
 
-/* Each core's rows of the first kernel's gradient: its tile^T * delta. */
-static void tile_gradients(trainer *t, replica *rp, const float *dz0, uint32_t n)
+/* Each core's rows of the first kernel's gradient: its tile^T * delta.
+ * Layer 0's delta is computed on core 0 and travels to the other cores. */
+static void tile_gradients(trainer *t, replica *rp, uint32_t r, const float *dz0, uint32_t n)
 {
     tpu_run *tp = &t->tpu;
-    size_t out0 = t->exp.model.layer[0].out;
+    size_t out0 = t->exp.model.layer[0].out, bytes = (size_t)n * out0 * sizeof(float);
+    uint32_t dev0 = dr_strategy_tpu_device(&t->strat, r, 0);
+    double slowest = 0;
     for (uint32_t l = 0; l < tp->tiles; l++) {
         const uint32_t *pix = tp->tile_pixels + l * tp->tile_len;
+        uint32_t dev = dr_strategy_tpu_device(&t->strat, r, l);
+        const float *dz = dz0;
+        if (l > 0) {
+            double ts = dr_tpu_transfer_seconds(&tp->sys.topology, (int)dev0 - 1, (int)dev - 1, bytes);
+            dr_device_copy(&t->strat.device[dev], tp->tile_stage, &t->strat.device[dev0], dz0, bytes);
+            dz = tp->tile_stage;
+            if (ts > slowest) slowest = ts;
+        }
         memset(tp->tile_g, 0, (size_t)tp->tile_len * out0 * sizeof *tp->tile_g);
         t->ops->gemm_acc(DR_TRANS, DR_NO_TRANS, tp->tile_len, out0, n,
-                         tp->tile_x + (size_t)l * tp->local * tp->tile_len, tp->tile_len, dz0, out0, tp->tile_g);
+                         tp->tile_x + (size_t)l * tp->local * tp->tile_len, tp->tile_len, dz, out0, tp->tile_g);
         for (uint32_t q = 0; q < tp->tile_len; q++)
             for (size_t j = 0; j < out0; j++)
                 dr_acc_merge(&rp->grad[(size_t)pix[q] * out0 + j], &tp->tile_g[(size_t)q * out0 + j]);
     }
+    tp->backward_s = slowest > tp->backward_s ? slowest : tp->backward_s;
 }
 
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
@@ -283,7 +302,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     if (rows > 0) {
         const float *dz0 = dr_model_backward(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets,
                                              rows, &rp->work, &rp->loss, rp->grad, &rp->correct, tp->tiles == 1);
-        if (tp->tiles > 1) tile_gradients(t, rp, dz0, rows);
+        if (tp->tiles > 1) tile_gradients(t, rp, r, dz0, rows);
     }
     dr_trainer_scale_share(t, rp, ctx->global_batch_count);
     return DR_OK;
@@ -306,7 +325,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     int rc;
     t->count = t->batch.count;
     dr_trainer_split(t);
-    tp->merge_s = tp->allreduce_s = 0;
+    tp->merge_s = tp->backward_s = tp->allreduce_s = 0;
     if ((rc = dr_trainer_begin_step(t, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)))
         return rc;
@@ -321,6 +340,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     for (uint32_t r = 0; r < t->strat.num_replicas; r++)
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     tp->compute_s = compute_seconds(t);
+    tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
     snprintf(t->line_extra, sizeof t->line_extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"

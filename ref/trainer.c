@@ -369,7 +369,13 @@ int dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err)
     t->G = cfg->global_batch_size ? cfg->global_batch_size : t->exp.global_batch;
     t->epochs = cfg->epochs ? cfg->epochs : t->exp.epochs;
     if ((rc = dr_trainer_load_data(cfg, t->exp.dataset, 0, &t->data, err))) return rc;
+    if (cfg->drop_remainder && t->data.n < t->G) {
+        rc = dr_fail(err, DR_EUSAGE, "--drop_remainder with --global_batch_size=%u: the training set has only "
+                     "%u examples, so every batch would be dropped", t->G, t->data.n);
+        goto fail;
+    }
     t->P = dr_model_num_params(&t->exp.model);
+    t->nslots = dr_optimizer_num_slots(&t->exp.optimizer);   /* the tpu setup reserves HBM for them */
     spec = cfg->strategy;
     sopt = cfg->memory;
     if ((rc = cluster_setup(t, &spec, &sopt, err))) goto fail;
@@ -381,7 +387,6 @@ int dr_trainer_open(trainer *t, const dr_run_config *cfg, dr_err *err)
     if (spec.kind == DR_STRATEGY_TPU && (rc = dr_tpu_run_init(t, &sopt, err))) goto fail;
     if ((rc = dr_strategy_create(&spec, &sopt, &t->strat, err))) goto fail;
     if (t->tpu.on && (rc = dr_tpu_run_open(t, err))) goto fail;
-    t->nslots = dr_optimizer_num_slots(&t->exp.optimizer);
     for (uint32_t l = 0; l < t->exp.model.nlayers; l++) {
         t->tensor_len[t->ntensors++] = (size_t)t->exp.model.layer[l].in * t->exp.model.layer[l].out;
         t->tensor_len[t->ntensors++] = t->exp.model.layer[l].out;

@@ -39,14 +39,14 @@ typedef struct tpu_run {
     uint32_t      tile_len;        /* pixels per tile = rows of layer 0's kernel */
     uint32_t     *tile_pixels;     /* tiles x tile_len */
     float        *tile_x, *tile_w; /* every tile's inputs; one tile's kernel rows */
-    float        *tile_stage;      /* a tile gathered on the host */
+    float        *tile_stage;      /* a tile gathered on the host; the delta landing on a core */
     dr_wire       wire;
     dr_acc       *tile_z, *z, *tile_g;  /* partial pre-activations, their merge, kernel-row gradients */
     size_t       *ranges;          /* per logical core: [lo, hi) pairs of the parameters it holds */
     uint32_t     *nranges, max_ranges;
-    void         *reserve[DR_MAX_DEVICES];   /* HBM reserved per core */
-    size_t        reserve_bytes[DR_MAX_DEVICES];
+    size_t        reserve_bytes[DR_MAX_DEVICES];   /* HBM reserved per core */
     double        compute_s, merge_s, allreduce_s;   /* this step's emulated parts */
+    double        backward_s;                        /* (merge_s includes it: the delta to the tiles) */
     double        step_s, total_s;                   /* this step's and the run's emulated time */
 } tpu_run;
 

@@ -24,6 +24,8 @@ void dr_wire_free(dr_wire *w)
 int dr_wire_send(dr_wire *w, dr_device *a, const dr_acc *src, dr_device *b, dr_acc *dst,
                  size_t n, bool overwrite, dr_err *err)
 {
+    if (n > w->cap)
+        return dr_fail(err, DR_EFAULT, "wire: %zu accumulators for a buffer of %zu", n, w->cap);
     for (size_t i = 0; i < n; i++) dr_acc_serialize(&src[i], w->out + i * DR_ACC_BYTES);
     dr_device_copy(b, w->in, a, w->out, n * DR_ACC_BYTES);
     for (size_t i = 0; i < n; i++) {

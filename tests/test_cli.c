@@ -249,6 +249,13 @@ static void test_tpu_static_batch(void **s)
     RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v3-8", "--global_batch_size=20");
     expect(&r, 2, "--global_batch_size=20: the tpu strategy needs static shapes");
 }
+static void test_drop_remainder_drops_everything(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=one_device", "--drop_remainder", "--synthetic_examples=10",
+        "--global_batch_size=16", "--train_steps=3");
+    expect(&r, 2, "--drop_remainder with --global_batch_size=16: the training set has only 10 examples");
+}
 static void test_tpu_partition_dims_bad(void **s)
 {
     (void)s; result r;
@@ -538,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_tpu_flags_without_tpu),
         cmocka_unit_test(test_tpu_static_batch),
         cmocka_unit_test(test_tpu_partition_dims_bad),
+        cmocka_unit_test(test_drop_remainder_drops_everything),
         cmocka_unit_test(test_tpu_out_of_hbm),
         cmocka_unit_test(test_tpu_trains_and_reports_time),
         cmocka_unit_test(test_tf_config_error),

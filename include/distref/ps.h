@@ -155,7 +155,7 @@ typedef struct dr_ps_schedule_options {
     uint32_t staleness;      /* S: the most updates a read may miss */
     uint64_t seed;           /* --schedule_seed */
     uint32_t fail_worker;    /* --fail_worker=W:K: worker W ... */
-    uint64_t fail_step;      /* ... fails running the first closure >= K it runs; 0 = never */
+    uint64_t fail_step;      /* ... fails running closure K (kept for W); 0 = never */
 } dr_ps_schedule_options;
 
 /* The schedule's state (fields are read-only to callers). The rule, at each

@@ -57,7 +57,7 @@ typedef struct dr_strategy_options {
     uint32_t num_workers;        /* multi_worker_mirrored, parameter_server: workers (TF_CONFIG); 0 = 1 */
     uint32_t num_ps;             /* parameter_server: ps tasks (TF_CONFIG) */
     const dr_tpu_system *tpu_system;          /* tpu: an initialized system (tpu.h) */
-    int      tpu_computation_shape[4];        /* tpu: cores per replica; zeros = [1,1,1,1] */
+    int      tpu_computation_shape[DR_TPU_RANK];        /* tpu: cores per replica; zeros = [1,1,1,1] */
 } dr_strategy_options;
 
 typedef struct dr_strategy {
