@@ -445,6 +445,11 @@ static int open_run(ps_run *r, const dr_run_config *cfg, dr_err *err)
     int rc;
     t->cfg = cfg;
     t->t_start = dr_now();
+    /* What other strategies read and this one would silently ignore. */
+    if (cfg->input_partition_dims[0] || cfg->tpu_platform[0] || cfg->layer_devices[0])
+        return dr_fail(err, DR_EUSAGE, "--%s: not with --distribution_strategy=parameter_server",
+                       cfg->input_partition_dims[0] ? "input_partition_dims"
+                       : cfg->tpu_platform[0] ? "tpu_platform" : "layer_devices");
     if ((rc = dr_trainer_resolve(cfg, &t->exp, err)) || (rc = dr_trainer_ops(cfg, &t->ops, &t->engine, err))) return rc;
     if (t->engine)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only; "

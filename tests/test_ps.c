@@ -412,6 +412,8 @@ static void run_errors(void **state)
         { "ps_partitioner", "fixed:0", DR_EUSAGE, "--ps_partitioner=fixed:0" },
         { "variant", "openmp", DR_EUNSUPPORTED, "--variant=openmp: parameter_server is built in the reference only" },
         { "num_gpus", "1", DR_EUNSUPPORTED, "--num_gpus=1 with parameter_server" },
+        { "input_partition_dims", "2,2", DR_EUSAGE, "--input_partition_dims: not with --distribution_strategy=parameter_server" },
+        { "layer_devices", "/gpu:0,/gpu:1", DR_EUSAGE, "--layer_devices: not with --distribution_strategy=parameter_server" },
     };
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -424,6 +426,9 @@ static void run_errors(void **state)
         if (!strcmp(bad[i].field, "ps_partitioner")) snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "%s", bad[i].value);
         if (!strcmp(bad[i].field, "variant")) snprintf(c.variant, sizeof c.variant, "%s", bad[i].value);
         if (!strcmp(bad[i].field, "num_gpus")) c.strategy.num_gpus = 1;
+        if (!strcmp(bad[i].field, "input_partition_dims"))
+            snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", bad[i].value);
+        if (!strcmp(bad[i].field, "layer_devices")) snprintf(c.layer_devices, sizeof c.layer_devices, "%s", bad[i].value);
         train(&c, &r);
         if (r.rc != bad[i].code || !strstr(r.msg, bad[i].says)) {
             print_error("%s=%s: got %d '%s'\n", bad[i].field, bad[i].value, r.rc, r.msg);
