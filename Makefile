@@ -90,7 +90,7 @@ $(CLI): $(BUILD)/cli/main.o $(MODE_LIB) build/.mode
 
 $(BUILD)/tests/%: tests/%.c $(MODE_LIB) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(MODE_LIB) $(TEST_LIBS) $(LDLIBS_COMMON)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(MODE_LIB) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
@@ -131,4 +131,4 @@ conformance: deps
 clean:
 	rm -rf build lib bin
 
--include $(LIB_OBJ:.o=.d) $(CONF_OBJ:.o=.d) $(BUILD)/cli/main.d
+-include $(LIB_OBJ:.o=.d) $(CONF_OBJ:.o=.d) $(BUILD)/cli/main.d $(TEST_BIN:=.d)

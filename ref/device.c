@@ -259,6 +259,7 @@ void dr_device_init(dr_device *d, const dr_device_spec *spec, uint64_t capacity)
 
 int dr_device_reserve(dr_device *d, uint64_t bytes, dr_err *err)
 {
+    /* Written as a subtraction so a huge request cannot wrap around. */
     if (d->capacity != 0 && (d->in_use > d->capacity || bytes > d->capacity - d->in_use))
         return dr_fail(err, DR_EDEVICE_OOM,
                        "%s: out of memory: requested %llu bytes, %llu of %llu in use",
@@ -270,6 +271,9 @@ int dr_device_reserve(dr_device *d, uint64_t bytes, dr_err *err)
     return DR_OK;
 }
 
+/* The caller passes the size it reserved. A larger one is a caller bug;
+ * clamping keeps in_use from wrapping to 2^64 and failing every later
+ * allocation with a misleading out-of-memory error. */
 void dr_device_unreserve(dr_device *d, uint64_t bytes)
 {
     d->in_use = bytes > d->in_use ? 0 : d->in_use - bytes;
@@ -278,22 +282,17 @@ void dr_device_unreserve(dr_device *d, uint64_t bytes)
 int dr_device_alloc(dr_device *d, size_t bytes, void **out, dr_err *err)
 {
     *out = NULL;
-    uint64_t want = (uint64_t)bytes;
-    /* Written as a subtraction so a huge request cannot wrap around. */
-    if (d->capacity != 0 && (d->in_use > d->capacity || want > d->capacity - d->in_use))
-        return dr_fail(err, DR_EDEVICE_OOM,
-                       "%s: out of memory: requested %zu bytes, %llu of %llu in use",
-                       d->name, bytes, (unsigned long long)d->in_use,
-                       (unsigned long long)d->capacity);
+    int rc = dr_device_reserve(d, (uint64_t)bytes, err);
+    if (rc != DR_OK)
+        return rc;
     /* calloc(0) may return NULL; one byte keeps a zero-size buffer a real,
      * freeable pointer while the accounting still says 0. */
     void *p = calloc(bytes != 0 ? bytes : 1, 1);
-    if (p == NULL)
+    if (p == NULL) {
+        dr_device_unreserve(d, (uint64_t)bytes);
         return dr_fail(err, DR_ENOMEM, "%s: host allocation of %zu bytes failed",
                        d->name, bytes);
-    d->in_use += want;
-    if (d->in_use > d->peak)
-        d->peak = d->in_use;
+    }
     *out = p;
     return DR_OK;
 }
@@ -303,10 +302,7 @@ void dr_device_free(dr_device *d, void *p, size_t bytes)
     if (p == NULL)                          /* like free(NULL): nothing was allocated */
         return;
     free(p);
-    /* The caller passes the size it allocated. A larger one is a caller bug;
-     * clamping keeps in_use from wrapping to 2^64 and failing every later
-     * allocation with a misleading out-of-memory error. */
-    d->in_use -= (uint64_t)bytes <= d->in_use ? (uint64_t)bytes : d->in_use;
+    dr_device_unreserve(d, (uint64_t)bytes);
 }
 
 void dr_device_copy(dr_device *dst, void *to, dr_device *src, const void *from, size_t bytes)

@@ -46,17 +46,10 @@ static int ev_strategy(evaluator *e, const dr_run_config *cfg, dr_err *err)
         spec.kind = DR_STRATEGY_ONE_DEVICE;
         spec.num_gpus = 0;
     } else if (spec.kind == DR_STRATEGY_TPU) {
-        static const int image[2] = { 28, 28 };
-        int dims[2], prod, rc = dr_tpu_initialize_system(&e->tpu, spec.tpu_address, cfg->tpu_platform,
-                                                         cfg->tpu_hbm_scale, err);
-        if (rc == DR_OK && cfg->input_partition_dims[0] && e->exp.model.layer[0].in != (uint32_t)(image[0] * image[1]))
-            rc = dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input is not a 28x28 image",
-                         e->exp.name);
-        if (rc == DR_OK && cfg->input_partition_dims[0])
-            rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, dims, opt.tpu_computation_shape,
-                                        &prod, err);
+        int part[2];
+        uint32_t tiles;
+        int rc = dr_tpu_options(cfg, &e->exp, &e->tpu, &opt, part, &tiles, err);
         if (rc) return rc;
-        opt.tpu_system = &e->tpu;
     }
     return dr_strategy_create(&spec, &opt, &e->strat, err);
 }

@@ -168,9 +168,8 @@ const dr_strategy *dr_get_strategy(void)
 int dr_strategy_run(dr_strategy *s, uint32_t global_batch_count, dr_replica_fn fn,
                     void *arg, dr_err *err)
 {
-    if (s->tpu_system && s->tpu_system->generation != s->tpu_generation)
-        return dr_fail(err, DR_ESTATE, "tpu strategy: the TPU system was initialized again after this "
-                       "strategy was built, which wiped its HBM; build the strategy again");
+    int live = dr_strategy_check_tpu_live(s, err);
+    if (live) return live;
     for (uint32_t r = 0; r < s->num_replicas; r++) {
         dr_replica_ctx ctx = { s, r, s->num_replicas, &s->device[s->replica_device[r]], global_batch_count };
         int rc = fn(&ctx, arg, err);

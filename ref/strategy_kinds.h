@@ -10,6 +10,10 @@
 int dr_strategy_create_tpu(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                            dr_strategy *s, dr_err *err);
 
+/* DR_ESTATE once the TPU system under a tpu strategy was initialized again
+ * (its HBM wiped); DR_OK for any other strategy. */
+int dr_strategy_check_tpu_live(const dr_strategy *s, dr_err *err);
+
 /* parameter_server: a coordinator, workers and ps tasks (ref/ps.c). */
 int dr_strategy_create_ps(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                           dr_strategy *s, dr_err *err);

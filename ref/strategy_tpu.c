@@ -11,6 +11,14 @@
 
 #include <string.h>
 
+int dr_strategy_check_tpu_live(const dr_strategy *s, dr_err *err)
+{
+    if (s->tpu_system && s->tpu_system->generation != s->tpu_generation)
+        return dr_fail(err, DR_ESTATE, "tpu strategy: the TPU system was initialized again after this "
+                       "strategy was built, which wiped its HBM; build the strategy again");
+    return DR_OK;
+}
+
 static void add_core(dr_strategy *s, dr_device_type type, int index, uint64_t capacity)
 {
     dr_device_spec spec;

@@ -8,6 +8,7 @@
  * reduce-scatter and an all-gather, as ref/cross_device.c's ring does.
  */
 #include "ref/tpu_collective.h"
+#include "ref/strategy_kinds.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,9 +98,7 @@ int dr_tpu_all_reduce(dr_strategy *s, dr_acc *const *acc, const size_t *ranges, 
     dr_wire w = { 0 };
     size_t len = 0;
     int rc = DR_OK;
-    if (s->tpu_system->generation != s->tpu_generation)
-        return dr_fail(err, DR_ESTATE, "tpu all-reduce: the TPU system was initialized again after this "
-                       "strategy was built, which wiped its HBM; build the strategy again");
+    if ((rc = dr_strategy_check_tpu_live(s, err))) return rc;
     if (R == 1) return DR_OK;
     for (uint32_t i = 0; i < nranges; i++) len += ranges[2 * i + 1] - ranges[2 * i];
     place(s, l, &g);

@@ -39,34 +39,38 @@
 
 /* ---- setup -------------------------------------------------------------- */
 
+int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
+                   dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err)
+{
+    static const int image[2] = { IMAGE_SIDE, IMAGE_SIDE };
+    int cs[DR_TPU_RANK] = { 0 }, prod = 1;
+    int rc = dr_tpu_initialize_system(sys, cfg->strategy.tpu_address, cfg->tpu_platform, cfg->tpu_hbm_scale, err);
+    if (rc) return rc;
+    part[0] = part[1] = 1;
+    if (cfg->input_partition_dims[0]) {
+        if (exp->model.layer[0].in != IMAGE_SIDE * IMAGE_SIDE)
+            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input has %u "
+                           "features, not a %dx%d image", exp->name, exp->model.layer[0].in, IMAGE_SIDE, IMAGE_SIDE);
+        if ((rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, part, cs, &prod, err))) return rc;
+    }
+    *tiles = (uint32_t)prod;
+    memcpy(opt->tpu_computation_shape, cs, sizeof cs);
+    opt->tpu_system = sys;
+    return DR_OK;
+}
+
 int dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err)
 {
     const dr_run_config *cfg = t->cfg;
     tpu_run *tp = &t->tpu;
-    int cs[DR_TPU_RANK] = { 0 }, prod = 1, rc;
+    int rc;
     if (t->engine)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: the tpu strategy runs in the reference; "
                        "use --variant=ref", cfg->variant);
     if (cfg->layer_devices[0])
         return dr_fail(err, DR_EUSAGE, "--layer_devices: not with the tpu strategy (it places a "
                        "replica over several cores with --input_partition_dims)");
-    if ((rc = dr_tpu_initialize_system(&tp->sys, cfg->strategy.tpu_address, cfg->tpu_platform,
-                                       cfg->tpu_hbm_scale, err)))
-        return rc;
-    tp->part[0] = tp->part[1] = 1;
-    if (cfg->input_partition_dims[0]) {
-        static const int image[2] = { IMAGE_SIDE, IMAGE_SIDE };
-        if (t->data.features != IMAGE_SIDE * IMAGE_SIDE)
-            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input has %u "
-                           "features, not a %dx%d image", t->exp.name, t->data.features, IMAGE_SIDE, IMAGE_SIDE);
-        if (t->exp.model.layer[0].in != IMAGE_SIDE * IMAGE_SIDE)
-            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: the first layer must read the image");
-        if ((rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, tp->part, cs, &prod, err)))
-            return rc;
-    }
-    tp->tiles = (uint32_t)prod;
-    memcpy(opt->tpu_computation_shape, cs, sizeof cs);
-    opt->tpu_system = &tp->sys;
+    if ((rc = dr_tpu_options(cfg, &t->exp, &tp->sys, opt, tp->part, &tp->tiles, err))) return rc;
     tp->on = true;
     return DR_OK;
 }
@@ -83,6 +87,12 @@ static void tile_pixels(tpu_run *tp)
     }
 }
 
+/* Logical core l's [lo, hi) pairs of parameters. */
+static size_t *core_range(const tpu_run *tp, uint32_t l)
+{
+    return tp->ranges + 2 * (size_t)l * tp->max_ranges;
+}
+
 /* Logical core l holds the kernel rows of its tile; core 0 also everything
  * after the first kernel. Adjacent rows merge into one range. */
 static void core_ranges(trainer *t)
@@ -90,7 +100,7 @@ static void core_ranges(trainer *t)
     tpu_run *tp = &t->tpu;
     size_t out0 = t->exp.model.layer[0].out, k0 = (size_t)t->exp.model.layer[0].in * out0;
     for (uint32_t l = 0; l < tp->tiles; l++) {
-        size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
+        size_t *rg = core_range(tp, l);
         uint32_t n = 0;
         if (tp->tiles == 1) { rg[0] = 0; rg[1] = t->P; tp->nranges[l] = 1; continue; }
         for (uint32_t q = 0; q < tp->tile_len; q++) {
@@ -111,8 +121,8 @@ static void core_bytes(const trainer *t, uint32_t l, uint64_t *weights, uint64_t
     const tpu_run *tp = &t->tpu;
     const dr_model_spec *m = &t->exp.model;
     uint64_t per_param = sizeof(float) * (1 + (uint64_t)t->nslots) + sizeof(dr_acc), params = 0, act = 0;
-    for (uint32_t i = 0; i < tp->nranges[l]; i++)
-        params += tp->ranges[2 * ((size_t)l * tp->max_ranges + i) + 1] - tp->ranges[2 * ((size_t)l * tp->max_ranges + i)];
+    const size_t *rg = core_range(tp, l);
+    for (uint32_t i = 0; i < tp->nranges[l]; i++) params += rg[2 * i + 1] - rg[2 * i];
     *weights = params * per_param;
     *data = (uint64_t)tp->local * (tp->tiles > 1 ? tp->tile_len : t->data.features) * sizeof(float);
     if (tp->tiles > 1) *data += (uint64_t)tp->local * m->layer[0].out * sizeof(dr_acc);
@@ -169,8 +179,8 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
         if (!tp->tile_pixels || !tp->tile_x || !tp->tile_w || !tp->tile_stage || !tp->tile_z || !tp->z || !tp->tile_g)
             return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the partitioning buffers");
         if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
+        tile_pixels(tp);
     }
-    if (tp->tiles > 1) tile_pixels(tp);
     core_ranges(t);
     return reserve_hbm(t, err);
 }
@@ -333,7 +343,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     /* One all-reduce per logical core, over its own links, at once. */
     for (uint32_t l = 0; l < tp->tiles; l++) {
         double s = 0;
-        rc = dr_tpu_all_reduce(&t->strat, acc, tp->ranges + 2 * (size_t)l * tp->max_ranges, tp->nranges[l], l, &s, err);
+        rc = dr_tpu_all_reduce(&t->strat, acc, core_range(tp, l), tp->nranges[l], l, &s, err);
         if (rc) return rc;
         if (s > tp->allreduce_s) tp->allreduce_s = s;
     }

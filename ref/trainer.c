@@ -136,11 +136,10 @@ static int parse_placement(trainer *t, dr_err *err)
 static int reserve_layers(trainer *t, dr_err *err)
 {
     for (uint32_t l = 0; t->placed && l < t->exp.model.nlayers; l++) {
-        size_t p = dr_model_layer_params(&t->exp.model, l);
-        int rc;
-        t->layer_bytes[l] = p * (sizeof(float) * (1 + (size_t)t->nslots) + sizeof(dr_acc));
-        rc = dr_device_alloc(&t->strat.device[t->layer_dev[l]], t->layer_bytes[l], &t->layer_reserve[l], err);
+        size_t bytes = dr_model_layer_params(&t->exp.model, l) * (sizeof(float) * (1 + (size_t)t->nslots) + sizeof(dr_acc));
+        int rc = dr_device_reserve(&t->strat.device[t->layer_dev[l]], bytes, err);
         if (rc) return rc;
+        t->layer_bytes[l] = bytes;   /* what close gives back */
     }
     return DR_OK;
 }
@@ -433,7 +432,7 @@ void dr_trainer_close(trainer *t)
         release(vd, t->central, t->P * sizeof(dr_acc));
     }
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++)
-        release(&t->strat.device[t->layer_dev[l]], t->layer_reserve[l], t->layer_bytes[l]);
+        if (t->layer_bytes[l]) dr_device_unreserve(&t->strat.device[t->layer_dev[l]], t->layer_bytes[l]);
     if (t->tpu.on) dr_tpu_run_close(t);
     free(t->grad); free(t->host_x); free(t->host_labels); free(t->host_targets); free(t->staging);
     free(t->metrics);

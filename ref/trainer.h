@@ -71,8 +71,7 @@ typedef struct trainer {
     uint32_t      ntensors;
     uint32_t      layer_dev[DR_MAX_LAYERS];   /* explicit placement */
     bool          placed;
-    void         *layer_reserve[DR_MAX_LAYERS];
-    size_t        layer_bytes[DR_MAX_LAYERS];
+    size_t        layer_bytes[DR_MAX_LAYERS];   /* reserved on each layer's device */
     float        *staging;                    /* activations landing on the next layer's device */
     dr_dist_iter  it;
     dr_dist_batch batch;
@@ -134,6 +133,11 @@ int  dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
 /* The tpu strategy (ref/tpu_step.c): setup after the strategy is built,
  * the step, and teardown. */
+/* The tpu options of a run (shared with evaluate): initializes sys, maps
+ * --input_partition_dims to Model Garden's computation shape in opt, and
+ * gives the partition grid and the cores per replica. */
+int  dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
+                    dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err);
 int  dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err);
 int  dr_tpu_run_open(trainer *t, dr_err *err);
 int  dr_tpu_step(trainer *t, dr_err *err);

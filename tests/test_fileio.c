@@ -11,50 +11,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/tmpdir.h"
+
 #include "distref/error.h"
 #include "distref/fileio.h"
 
 /* ---- a fresh temp directory per test ----------------------------------- */
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char child[4096];
-        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-        remove_tree(child);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
-static int make_temp_dir(void **state)
-{
-    char *dir = malloc(64);
-    if (dir == NULL)
-        return -1;
-    strcpy(dir, "/tmp/distref_fileio_XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        free(dir);
-        return -1;
-    }
-    *state = dir;
-    return 0;
-}
-
-static int drop_temp_dir(void **state)
-{
-    remove_tree(*state);
-    free(*state);
-    return 0;
-}
+static int make_temp_dir(void **state) { return temp_dir_from(state, "/tmp/distref_fileio_XXXXXX"); }
 
 /* Number of entries in dir other than . and .. */
 static int count_entries(const char *dir)

@@ -12,51 +12,15 @@
 #include <zlib.h>
 #include <cmocka.h>
 
+#include "tests/tmpdir.h"
+
 #include "distref/idx.h"
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---- a fresh temp directory per test ----------------------------------- */
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char child[4096];
-        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-        remove_tree(child);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
-static int make_temp_dir(void **state)
-{
-    char *dir = malloc(64);
-    if (dir == NULL)
-        return -1;
-    strcpy(dir, "/tmp/distref_idx_XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        free(dir);
-        return -1;
-    }
-    *state = dir;
-    return 0;
-}
-
-static int drop_temp_dir(void **state)
-{
-    remove_tree(*state);
-    free(*state);
-    return 0;
-}
+static int make_temp_dir(void **state) { return temp_dir_from(state, "/tmp/distref_idx_XXXXXX"); }
 
 /* ---- building IDX files ------------------------------------------------- */
 

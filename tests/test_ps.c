@@ -17,16 +17,9 @@
 #include "distref/ps.h"
 #include "distref/rng.h"
 #include "distref/train.h"
+#include "tests/ps_plan.h"
+#include "tests/tmpdir.h"
 
-static size_t plan(uint32_t W, uint32_t S, uint64_t seed, uint32_t fw, uint64_t fk, uint64_t n, uint64_t every,
-                   dr_ps_event **ev)
-{
-    dr_ps_schedule_options o = { W, S, seed, fw, fk };
-    size_t count;
-    dr_err err;
-    assert_int_equal(dr_ps_plan(&o, n, every, ev, &count, &err), DR_OK);
-    return count;
-}
 
 /* ---- training runs ------------------------------------------------------ */
 
@@ -109,9 +102,7 @@ static void train(dr_run_config *c, run *out) { train_in(c, out, false); }
 
 static void done_with(run *r)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(r->dir);
     free(r->metrics);
     r->metrics = NULL;
 }

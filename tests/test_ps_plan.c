@@ -17,6 +17,7 @@
 #include "distref/ps.h"
 #include "distref/rng.h"
 #include "distref/train.h"
+#include "tests/ps_plan.h"
 
 /* ---- partitioners ------------------------------------------------------- */
 
@@ -155,15 +156,6 @@ static void failure_flag_errors(void **state)
 
 /* ---- the schedule ------------------------------------------------------- */
 
-static size_t plan(uint32_t W, uint32_t S, uint64_t seed, uint32_t fw, uint64_t fk, uint64_t n, uint64_t every,
-                   dr_ps_event **ev)
-{
-    dr_ps_schedule_options o = { W, S, seed, fw, fk };
-    size_t count;
-    dr_err err;
-    assert_int_equal(dr_ps_plan(&o, n, every, ev, &count, &err), DR_OK);
-    return count;
-}
 
 static void schedule_seeded(void **state)
 {

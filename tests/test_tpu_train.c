@@ -24,6 +24,7 @@
 #include "distref/strategy.h"
 #include "distref/train.h"
 #include "ref/tpu_collective.h"
+#include "tests/tmpdir.h"
 
 #define EXAMPLES 70    /* two steps of 32, then 6 */
 #define BATCH 32
@@ -81,13 +82,6 @@ static void parse_metrics(const char *dir, run *out)
     fclose(f);
 }
 
-static void rm_rf(const char *dir)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 /* Trains into a fresh directory; returns the code and, on success, the run. */
 static int try_train(dr_run_config *c, run *out, dr_err *err)
 {
@@ -101,7 +95,7 @@ static int try_train(dr_run_config *c, run *out, dr_err *err)
         memcpy(out->sha, res.weights_sha256, 65);
         parse_metrics(dir, out);
     }
-    rm_rf(dir);
+    remove_tree(dir);
     return rc;
 }
 
