@@ -229,6 +229,22 @@ static void test_ps_flag_with_mirrored(void **s)
     RUN(&r, "train", MD, "--distribution_strategy=one_device", "--schedule_seed=7");
     expect(&r, 2, "--schedule_seed is only for --distribution_strategy=parameter_server");
 }
+/* The parameter_server flags' own errors, with a valid cluster. */
+static void test_ps_flag_values(void **s)
+{
+    (void)s; result r;
+    setenv("TF_CONFIG", "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+           "\"task\":{\"type\":\"chief\",\"index\":0}}", 1);
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--fail_worker=x");
+    expect(&r, 2, "--fail_worker: expected INDEX:STEP");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--fail_ps=3:1");
+    expect(&r, 2, "--fail_ps=3:1: ps task 3 does not exist");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--ps_partitioner=bogus");
+    unsetenv("TF_CONFIG");
+    expect(&r, 2, "--ps_partitioner: expected fixed:N, min_size:BYTES[:MAX_SHARDS] or max_size:BYTES[:MAX_SHARDS], got 'bogus'");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--staleness=-1");
+    expect(&r, 2, "--staleness");
+}
 static void test_tpu_grpc(void **s)
 {
     (void)s; result r;
@@ -242,6 +258,8 @@ static void test_tpu_flags_without_tpu(void **s)
     expect(&r, 2, "--input_partition_dims is only for --distribution_strategy=tpu");
     RUN(&r, "train", MD, "--distribution_strategy=one_device", "--tpu_hbm_scale=0.5");
     expect(&r, 2, "--tpu_hbm_scale is only for --distribution_strategy=tpu");
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu_hbm_scale=0");
+    expect(&r, 2, "--tpu_hbm_scale");
 }
 static void test_tpu_static_batch(void **s)
 {
@@ -541,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_strategy_lower_cased),
         cmocka_unit_test(test_ps_without_tf_config),
         cmocka_unit_test(test_ps_flag_with_mirrored),
+        cmocka_unit_test(test_ps_flag_values),
         cmocka_unit_test(test_tpu_grpc),
         cmocka_unit_test(test_tpu_flags_without_tpu),
         cmocka_unit_test(test_tpu_static_batch),
