@@ -17,7 +17,7 @@ CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
                 -D_POSIX_C_SOURCE=200809L -Iinclude -I. \
                 $(shell pkg-config --cflags json-c openblas 2>/dev/null)
-LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lz -lm -fopenmp
+LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lz -lm -lpthread -fopenmp
 
 ifeq ($(CI),true)
 WERROR ?= 1
@@ -37,14 +37,40 @@ endif
 CFLAGS  += $(CFLAGS_COMMON)
 BUILD   = build/$(MODE)
 
-# The library: everything but the CLI's main. One folder per layer.
-LIB_DIRS = numerics common ref strategies devices
-LIB_SRC  = $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+# The library, one folder per layer and one archive per layer
+# (docs/ARCHITECTURE.md):
+#
+#   core        core/                  numerics, RNG, data, flags, TF_CONFIG, formats, specs
+#   ref         ref/                   the oracle: imports core only
+#   engine      strategies/ devices/   the optimized variants: import core only
+#   harness     harness/               the training loop and the variant registry: imports all
+#
+# Each layer's files are compiled with -DDR_LAYER_<name>; a header of a
+# layer that file may not import #errors, so an upward or sideways include
+# fails to build. `make check-layers` also reads every include (naming file
+# and line) and links each archive against the archives below it only.
+CORE_SRC    = $(wildcard core/*.c)
+REF_SRC     = $(wildcard ref/*.c)
+ENGINE_SRC  = $(wildcard strategies/*.c devices/*.c)
+HARNESS_SRC = $(wildcard harness/*.c)
+LAYERS      = core ref engine harness
+LIB_SRC  = $(CORE_SRC) $(REF_SRC) $(ENGINE_SRC) $(HARNESS_SRC)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+CORE_A    = $(BUILD)/libcore.a
+REF_A     = $(BUILD)/libref.a
+ENGINE_A  = $(BUILD)/libengine.a
+HARNESS_A = $(BUILD)/libharness.a
+# Link order: each archive before the ones it imports.
+LAYER_LIBS = $(HARNESS_A) $(ENGINE_A) $(REF_A) $(CORE_A)
 LIB      = lib/libdistref.a
-# Tests and benches link their mode's own archive, never the other mode's.
+# Tests and benches link their mode's own archives, never the other mode's.
 MODE_LIB = $(BUILD)/libdistref.a
 CLI      = bin/distref
+
+$(CORE_SRC:%.c=$(BUILD)/%.o):    LAYER_FLAG = -DDR_LAYER_CORE
+$(REF_SRC:%.c=$(BUILD)/%.o):     LAYER_FLAG = -DDR_LAYER_REF
+$(ENGINE_SRC:%.c=$(BUILD)/%.o):  LAYER_FLAG = -DDR_LAYER_ENGINE
+$(HARNESS_SRC:%.c=$(BUILD)/%.o): LAYER_FLAG = -DDR_LAYER_HARNESS
 
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -55,7 +81,7 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench clean mutants
+.PHONY: all deps test conformance bench clean mutants check-layers
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
@@ -74,43 +100,62 @@ FORCE:
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(LAYER_FLAG) -MMD -MP -c $< -o $@
 
+$(CORE_A): $(CORE_SRC:%.c=$(BUILD)/%.o)
+$(REF_A): $(REF_SRC:%.c=$(BUILD)/%.o)
+$(ENGINE_A): $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+$(HARNESS_A): $(HARNESS_SRC:%.c=$(BUILD)/%.o)
+$(LAYER_LIBS):
+	@rm -f $@
+	@ar rcs $@ $^
+
+# lib/libdistref.a for users: every layer in one archive.
 $(MODE_LIB): $(LIB_OBJ)
-	rm -f $@
-	ar rcs $@ $(LIB_OBJ)
+	@rm -f $@
+	@ar rcs $@ $(LIB_OBJ)
+
+# The layer rules, read from the includes and proven by linking each layer
+# against the archives below it only (an empty main, every object forced in).
+check-layers: $(LAYER_LIBS)
+	@sh scripts/check_layers.sh
+	@printf 'int main(void) { return 0; }\n' > $(BUILD)/empty_main.c
+	@$(CC) -o $(BUILD)/link_core $(BUILD)/empty_main.c -Wl,--whole-archive $(CORE_A) -Wl,--no-whole-archive $(LDFLAGS) $(LDLIBS_COMMON)
+	@$(CC) -o $(BUILD)/link_ref $(BUILD)/empty_main.c -Wl,--whole-archive $(REF_A) -Wl,--no-whole-archive $(CORE_A) $(LDFLAGS) $(LDLIBS_COMMON)
+	@$(CC) -o $(BUILD)/link_engine $(BUILD)/empty_main.c -Wl,--whole-archive $(ENGINE_A) -Wl,--no-whole-archive $(CORE_A) $(LDFLAGS) $(LDLIBS_COMMON)
+	@echo "check-layers: core <- ref, core <- engine, all <- harness: includes and links OK"
 
 $(LIB): $(MODE_LIB) build/.mode
 	@mkdir -p lib
 	cp $(MODE_LIB) $@
 
-$(CLI): $(BUILD)/cli/main.o $(MODE_LIB) build/.mode
+$(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS) build/.mode
 	@mkdir -p bin
-	$(CC) $(LDFLAGS) -o $@ $< $(MODE_LIB) $(LDLIBS_COMMON)
+	$(CC) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 
-$(BUILD)/tests/%: tests/%.c $(MODE_LIB) $(BUILD)/.flags
+$(BUILD)/tests/%: tests/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(MODE_LIB) $(TEST_LIBS) $(LDLIBS_COMMON)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
 MUTANTS = naive_float double_accum
 MUTANT_BIN = $(MUTANTS:%=$(BUILD)/tests/mutant_%)
-$(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(MODE_LIB) $(BUILD)/.flags
+$(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(MODE_LIB) $(TEST_LIBS) $(LDLIBS_COMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 mutants: $(MUTANT_BIN)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 
 test: deps
-	@$(MAKE) --no-print-directory $(CLI) $(TEST_BIN) $(MUTANT_BIN)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN)
 	@sh scripts/run_tests.sh $(TEST_BIN)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 
-$(BUILD)/bench/%: bench/%.c $(MODE_LIB) $(BUILD)/.flags
+$(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(MODE_LIB) $(BLAS_LIBS) $(LDLIBS_COMMON)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
@@ -119,9 +164,9 @@ bench: deps
 CONF_SRC = $(wildcard conformance/*.c)
 CONF_OBJ = $(CONF_SRC:%.c=$(BUILD)/%.o)
 CONF_BIN = bin/conformance
-$(CONF_BIN): $(CONF_OBJ) $(MODE_LIB) build/.mode
+$(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS) build/.mode
 	@mkdir -p bin
-	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(MODE_LIB) $(LDLIBS_COMMON)
+	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 # The main job: every variant against ref/, planted faults, reports/out/index.html.
 conformance: deps

@@ -9,6 +9,7 @@
  */
 #include "distref/factory.h"
 #include "distref/flags.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 
 #include <malloc.h>
@@ -22,7 +23,7 @@ typedef struct cli {
     char    strategy[DR_FLAG_STR_MAX], all_reduce_alg[DR_FLAG_STR_MAX], tpu[DR_FLAG_STR_MAX];
     char    tpu_platform[DR_FLAG_STR_MAX], mode[DR_FLAG_STR_MAX], experiment[DR_FLAG_STR_MAX];
     char    model_dir[DR_FLAG_STR_MAX], data_dir[DR_FLAG_STR_MAX], optimizer[DR_FLAG_STR_MAX];
-    char    layer_devices[DR_FLAG_STR_MAX], fault[DR_FLAG_STR_MAX];
+    char    layer_devices[DR_FLAG_STR_MAX];
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX];
@@ -68,7 +69,6 @@ static int table(cli *c, dr_flag *f)
         INT("checkpoint_every", checkpoint_every, 0, (double)(1LL << 40), "checkpoint every N steps (0 = at the end)"),
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
-        STR("inject_fault", fault, "planted fault for conformance tests (none)"),
         STR("variant", variant, "ref|openmp: the reference or the engine's OpenMP variant"),
         STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
@@ -95,7 +95,6 @@ static void defaults(cli *c)
     strcpy(c->strategy, "mirrored");   /* Model Garden's RuntimeConfig default */
     strcpy(c->experiment, d.experiment);
     strcpy(c->data_dir, d.data_dir);
-    strcpy(c->fault, "none");
     strcpy(c->variant, d.variant);
     strcpy(c->auto_shard_policy, d.auto_shard_policy);
     strcpy(c->numerics, d.numerics);
@@ -117,7 +116,7 @@ static void usage(FILE *out, cli *c)
 {
     dr_flag f[64];
     int n = table(c, f);
-    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n\n"
+    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
     dr_flags_usage(out, f, n);
@@ -196,7 +195,7 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
     cfg->schedule_seed = (uint64_t)c->schedule_seed;
     cfg->staleness = (uint32_t)c->staleness;
     cfg->progress = isatty(STDERR_FILENO);
-    return dr_fault_parse(c->fault, &cfg->fault, err);
+    return DR_OK;
 }
 
 /* The command comes first, or --mode names it (Model Garden's spelling). */
@@ -204,7 +203,7 @@ static int pick_command(cli *c, dr_err *err)
 {
     const char *m = c->mode;
     if (!m[0]) {
-        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected train, evaluate or predict (see --help)");
+        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected train, evaluate, predict or variants (see --help)");
         return DR_OK;
     }
     if (c->command[0]) return dr_fail(err, DR_EUSAGE, "--mode=%s and the command %s: give one of them", m, c->command);
@@ -255,6 +254,10 @@ static int run(cli *c, dr_err *err)
     dr_run_result res;
     int rc;
     dr_run_config_defaults(&cfg);
+    if (strcmp(c->command, "variants") == 0) {
+        dr_variants_print(stdout);
+        return DR_OK;
+    }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, &cfg, err))) return rc;
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
@@ -272,7 +275,7 @@ static int run(cli *c, dr_err *err)
         report("predict", &res);
         return DR_OK;
     }
-    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected train, evaluate or predict", c->command);
+    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected train, evaluate, predict or variants", c->command);
 }
 
 int main(int argc, char **argv)
@@ -290,7 +293,7 @@ int main(int argc, char **argv)
     defaults(&c);
     if (argc > 1 && argv[1][0] != '-') {
         if (strlen(argv[1]) >= sizeof c.command) {
-            fprintf(stderr, "distref: error: unknown command '%s': expected train, evaluate or predict\n", argv[1]);
+            fprintf(stderr, "distref: error: unknown command '%s': expected train, evaluate, predict or variants\n", argv[1]);
             return 2;
         }
         strcpy(c.command, argv[1]);

@@ -3,8 +3,8 @@
  * dr_gemm_acc in tests/test_fastgemm.c and in bench/bench_exact.c.
  */
 #include "distref/fastgemm.h"
-#include "numerics/acc_internal.h"
-#include "numerics/bins.h"
+#include "core/acc_internal.h"
+#include "core/bins.h"
 
 #include <cblas.h>
 #include <math.h>

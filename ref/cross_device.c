@@ -11,7 +11,8 @@
  * the sender, copies it to the receiver's device, and deserializes there.
  */
 #include "distref/strategy.h"
-#include "ref/wire.h"
+#include "distref/ref.h"
+#include "distref/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,7 @@
  * regularization loss, rounded once; accuracy is correct / total.
  */
 #include "ref/trainer.h"
+#include "distref/plan.h"
 #include "distref/checkpoint.h"
 #include "distref/fileio.h"
 
@@ -61,9 +62,8 @@ static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
     size_t f;
     int rc;
     memset(e, 0, sizeof *e);
-    bool engine;
-    if ((rc = dr_trainer_resolve(cfg, &e->exp, err))) return rc;
-    if ((rc = dr_trainer_ops(cfg, &e->ops, &engine, err))) return rc;
+    if ((rc = dr_experiment_resolve(cfg, &e->exp, err))) return rc;
+    e->ops = dr_model_ops_ref();
     if ((rc = ev_strategy(e, cfg, err))) return rc;
     if ((rc = dr_checkpoint_load(cfg->model_dir, &c, &found, err))) return rc;
     if (!found)
@@ -78,7 +78,7 @@ static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
     e->params = c.params;
     free(c.slots);
     e->G = cfg->global_batch_size ? cfg->global_batch_size : e->exp.global_batch;
-    if ((rc = dr_trainer_load_data(cfg, e->exp.dataset, 1, &e->data, err))) { ev_close(e); return rc; }
+    if ((rc = dr_load_dataset(cfg, e->exp.dataset, 1, &e->data, err))) { ev_close(e); return rc; }
     f = e->data.features;
     e->x = malloc((size_t)e->G * f * sizeof(float) + 1);
     e->targets = malloc((size_t)e->G * sizeof(float) + 1);
@@ -130,7 +130,7 @@ static int eval_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *arg, 
     return DR_OK;
 }
 
-int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+int dr_ref_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     evaluator e;
     totals t;
@@ -199,7 +199,7 @@ static int predict_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *ar
     return DR_OK;
 }
 
-int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+int dr_ref_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     evaluator e;
     sink s = { NULL, 0, 0, 0 };

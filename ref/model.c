@@ -10,6 +10,7 @@
  * kernel W is (in, out), bias is (out), outputs are (b, out).
  */
 #include "distref/model.h"
+#include "distref/ref.h"
 #include "distref/elem.h"
 #include "distref/rng.h"
 
@@ -18,40 +19,6 @@
 #include <string.h>
 
 #define XENT_EPS 1e-7f   /* Keras' epsilon() for clipping probabilities */
-
-size_t dr_model_kernel_offset(const dr_model_spec *m, uint32_t layer)
-{
-    size_t off = 0;
-    for (uint32_t l = 0; l < layer; l++) off += dr_model_layer_params(m, l);
-    return off;
-}
-
-size_t dr_model_bias_offset(const dr_model_spec *m, uint32_t layer)
-{
-    return dr_model_kernel_offset(m, layer) + (size_t)m->layer[layer].in * m->layer[layer].out;
-}
-
-size_t dr_model_layer_params(const dr_model_spec *m, uint32_t layer)
-{
-    return (size_t)m->layer[layer].in * m->layer[layer].out + m->layer[layer].out;
-}
-
-size_t dr_model_num_params(const dr_model_spec *m)
-{
-    return dr_model_kernel_offset(m, m->nlayers);
-}
-
-void dr_model_init(const dr_model_spec *m, uint64_t seed, float *params)
-{
-    for (uint32_t l = 0; l < m->nlayers; l++) {
-        size_t nk = (size_t)m->layer[l].in * m->layer[l].out;
-        float *w = params + dr_model_kernel_offset(m, l);
-        float limit = sqrtf(6.0f / (float)(m->layer[l].in + m->layer[l].out));
-        for (size_t k = 0; k < nk; k++)
-            w[k] = (2.0f * dr_rng_uniform(seed, DR_STREAM_INIT + l, k) - 1.0f) * limit;
-        memset(w + nk, 0, m->layer[l].out * sizeof *w);
-    }
-}
 
 float dr_model_reg_loss(const dr_model_spec *m, const float *params)
 {

@@ -6,15 +6,10 @@
  * function of the step, so a resumed run needs no saved running product.
  */
 #include "distref/model.h"
+#include "distref/ref.h"
 #include "distref/elem.h"
 
 #include <math.h>
-
-int dr_optimizer_num_slots(const dr_optimizer *o)
-{
-    if (o->kind == DR_OPT_ADAM) return 2;
-    return o->momentum != 0.0f ? 1 : 0;
-}
 
 /* ApplyGradientDescent: var -= lr * grad. */
 static void sgd(const dr_optimizer *o, float *w, const float *g, size_t n)

@@ -16,7 +16,7 @@
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/fileio.h"
-#include "ref/strategy_kinds.h"
+#include "core/strategy_kinds.h"
 #include "ref/trainer.h"
 
 #include <json-c/json.h>
@@ -75,8 +75,11 @@ typedef struct ps_worker {
     uint32_t  epoch, position, pass_size;   /* its iterator after that batch */
 } ps_worker;
 
-typedef struct ps_run {
-    trainer         t;        /* the shared plumbing: data, metrics, save, summary */
+struct ps_run {
+    trainer         t;        /* the shared pieces: plan, data, strategy, variables */
+    dr_run_log     *log;      /* the harness's metrics.jsonl and checkpoints */
+    uint64_t        epoch_correct, epoch_examples;
+    float           last_loss;
     uint32_t        W, P;
     dr_partitioner  part;
     dr_coordinator_options copt;
@@ -90,7 +93,7 @@ typedef struct ps_run {
     uint32_t        acc_epoch;
     uint64_t        lost_closure;   /* the closure a failed worker lost, until it lands */
     uint32_t        lost_worker;
-} ps_run;
+};
 
 /* ---- setup -------------------------------------------------------------- */
 
@@ -118,8 +121,8 @@ static int cluster(ps_run *r, dr_err *err)
  * (floor with drop_remainder). */
 static uint64_t total_steps(const trainer *t)
 {
-    uint64_t per = t->cfg->drop_remainder ? t->data.n / t->G : (t->data.n + t->G - 1) / t->G;
-    return t->cfg->train_steps ? t->cfg->train_steps : (uint64_t)t->epochs * per;
+    uint64_t per = t->cfg->drop_remainder ? t->data->n / t->G : (t->data->n + t->G - 1) / t->G;
+    return t->cfg->train_steps ? t->cfg->train_steps : (uint64_t)t->plan->epochs * per;
 }
 
 static int flags(ps_run *r, dr_err *err)
@@ -196,7 +199,8 @@ static int resume(ps_run *r, dr_err *err)
     bool found;
     int rc = dr_checkpoint_load(t->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
-    rc = dr_trainer_check_checkpoint(t, &c, err);
+    rc = dr_checkpoint_check(&c, t->cfg->model_dir, t->exp.name, t->P, t->nslots, (int)t->exp.optimizer.kind,
+                             t->cfg->seed, t->G, t->data->n, err);
     if (!rc && c.step > r->N)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: step %llu is past this run's %llu steps; "
                      "use another --model_dir or more steps", t->cfg->model_dir, (unsigned long long)c.step,
@@ -205,7 +209,7 @@ static int resume(ps_run *r, dr_err *err)
     if (!rc) {
         memcpy(t->var, c.params, t->P * sizeof(float));
         memcpy(t->var_slots, c.slots, t->P * t->nslots * sizeof(float));
-        t->step = t->start_step = r->resumed = r->saved = c.step;
+        t->step = r->resumed = r->saved = c.step;
         r->have_ckpt = true;
     }
     dr_checkpoint_free(&c);
@@ -215,7 +219,7 @@ static int resume(ps_run *r, dr_err *err)
 static int alloc_workers(ps_run *r, dr_err *err)
 {
     trainer *t = &r->t;
-    size_t f = t->data.features;
+    size_t f = t->data->features;
     int rc = DR_OK;
     for (uint32_t w = 0; rc == DR_OK && w < r->W; w++) {
         ps_worker *k = &r->wk[w];
@@ -224,8 +228,8 @@ static int alloc_workers(ps_run *r, dr_err *err)
         if (!(k->ids = malloc((size_t)t->G * sizeof *k->ids))) return dr_fail(err, DR_ENOMEM, "no memory for a batch");
         rc = dr_device_alloc(d, t->P * sizeof(dr_acc), (void **)&k->rp.grad, err);
         if (!rc) rc = dr_device_alloc(d, (size_t)t->G * f * sizeof(float), (void **)&k->rp.x, err);
-        if (!rc && t->data.labels) rc = dr_device_alloc(d, t->G, (void **)&k->rp.labels, err);
-        if (!rc && t->data.targets) rc = dr_device_alloc(d, (size_t)t->G * sizeof(float), (void **)&k->rp.targets, err);
+        if (!rc && t->data->labels) rc = dr_device_alloc(d, t->G, (void **)&k->rp.labels, err);
+        if (!rc && t->data->targets) rc = dr_device_alloc(d, (size_t)t->G * sizeof(float), (void **)&k->rp.targets, err);
         if (!rc) rc = dr_work_init(&k->rp.work, &t->exp.model, t->G, err);
     }
     return rc;
@@ -242,7 +246,7 @@ static int shard_fn(const dr_input_context *ctx, uint32_t epoch, void *user,
 {
     const trainer *t = user;
     uint32_t W = ctx->num_input_pipelines, w = ctx->input_pipeline_id;
-    uint32_t n = t->data.n / W + (w < t->data.n % W ? 1 : 0);
+    uint32_t n = t->data->n / W + (w < t->data->n % W ? 1 : 0);
     uint32_t *order = malloc((size_t)n * sizeof *order + 4);
     if (!order) return dr_fail(err, DR_ENOMEM, "dataset_fn: no memory for %u ids", n);
     dr_epoch_order(n, t->cfg->seed, epoch, t->cfg->shuffle, order);
@@ -273,17 +277,13 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     if (ctx->replay) return DR_OK;
     /* as one_device's step with R = 1: the planted drop-short fault, the
      * divisor count, the share with count * reg */
-    t->count = b.count;
-    t->off[0] = 0;
-    t->off[1] = b.count;
-    dr_trainer_drop_short(t);
-    n = t->off[1];
-    dr_dataset_gather(&t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
+    t->count = n = b.count;
+    t->den = t->count;
+    dr_dataset_gather(t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
     rp->params = (float *)ctx->variables;
     dr_trainer_compute_share(t, rp, n, t->count);
-    t->den = t->count;
-    dr_acc_round_array(rp->grad, t->P, dr_trainer_divisor(t), ctx->gradient);
-    *result = dr_acc_round_div(&rp->loss, dr_trainer_divisor(t));
+    dr_acc_round_array(rp->grad, t->P, t->den, ctx->gradient);
+    *result = dr_acc_round_div(&rp->loss, t->den);
     k->count = t->count;     /* what its metrics line will say when it lands */
     k->used = n;
     return DR_OK;
@@ -295,32 +295,33 @@ static int log_landing(ps_run *r, const dr_ps_event *ev, float loss, dr_err *err
 {
     trainer *t = &r->t;
     ps_worker *k = &r->wk[ev->worker];
-    int rc;
+    dr_step_report rep;
+    int rc, len;
+    memset(&rep, 0, sizeof rep);
     t->step = ev->version;
-    t->batch.epoch = k->epoch;
-    t->count = k->count;
-    t->off[0] = 0;
-    t->off[1] = k->used;
-    t->ids = k->ids;
+    rep.loss = loss;
+    rep.count = k->count;
+    rep.num_replicas = 1;
+    rep.off[1] = k->used;
+    rep.ids = k->ids;
+    rep.correct = k->rp.correct;
     if (k->epoch > r->acc_epoch) {   /* accuracy of the last epoch, as one_device keeps it */
         r->acc_epoch = k->epoch;
-        t->epoch_correct = t->epoch_examples = 0;
+        r->epoch_correct = r->epoch_examples = 0;
     }
-    t->epoch_correct += k->rp.correct;
-    t->epoch_examples += k->count;
-    t->last_loss = loss;
-    {
-        int len = snprintf(t->line_extra, sizeof t->line_extra, ",\"closure\":%llu,\"worker\":%u,"
-                           "\"read_version\":%llu,\"staleness\":%llu", (unsigned long long)ev->closure, ev->worker,
-                           (unsigned long long)ev->read_version, (unsigned long long)ev->staleness);
-        if (ev->closure == r->lost_closure) {
-            snprintf(t->line_extra + len, sizeof t->line_extra - (size_t)len,
-                     ",\"rerun_after_failure_of_worker\":%u", r->lost_worker);
-            r->lost_closure = 0;
-        }
+    r->epoch_correct += k->rp.correct;
+    r->epoch_examples += k->count;
+    r->last_loss = loss;
+    len = snprintf(rep.extra, sizeof rep.extra, ",\"closure\":%llu,\"worker\":%u,"
+                   "\"read_version\":%llu,\"staleness\":%llu", (unsigned long long)ev->closure, ev->worker,
+                   (unsigned long long)ev->read_version, (unsigned long long)ev->staleness);
+    if (ev->closure == r->lost_closure) {
+        snprintf(rep.extra + len, sizeof rep.extra - (size_t)len,
+                 ",\"rerun_after_failure_of_worker\":%u", r->lost_worker);
+        r->lost_closure = 0;
     }
-    rc = dr_trainer_log_step(t, loss, err);
-    dr_trainer_progress(t);
+    rc = dr_run_log_step(r->log, t->step, k->epoch, &rep, err);
+    dr_run_log_progress(r->log, t->step, k->epoch, t->plan->epochs, loss);
     return rc;
 }
 
@@ -343,20 +344,32 @@ static int save(ps_run *r, dr_err *err)
     const ps_worker *k0 = &r->wk[0];
     dr_coordinator_stats st;
     int rc;
+    dr_checkpoint c;
     dr_coordinator_get_stats(r->coord, &st);
     dr_coordinator_read_variables(r->coord, t->var, t->var_slots);
     t->step = st.version;
-    t->it.epoch = k0->epoch;
-    t->it.position = k0->position;
-    if (k0->pass_size != t->data.n && k0->position == k0->pass_size && k0->position % t->G) {
-        t->it.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
-        t->it.position = 0;
+    memset(&c, 0, sizeof c);
+    snprintf(c.experiment, sizeof c.experiment, "%s", t->exp.name);
+    c.seed = t->cfg->seed;
+    c.global_batch = t->G;
+    c.optimizer = (uint32_t)t->exp.optimizer.kind;
+    c.step = t->step;
+    c.examples = t->data->n;
+    c.epoch = k0->epoch;
+    c.position = k0->position;
+    if (k0->pass_size != t->data->n && k0->position == k0->pass_size && k0->position % t->G) {
+        c.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
+        c.position = 0;
     }
+    c.nparams = (uint32_t)t->P;
+    c.nslots = (uint32_t)t->nslots;
+    c.params = t->var;
+    c.slots = t->var_slots;
     {
         char path[1100], settings[512];
         snprintf(path, sizeof path, "%s/ps_schedule.json", t->cfg->model_dir);
         schedule_settings(r, t->step, settings, sizeof settings);
-        if ((rc = dr_trainer_save(t, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
+        if ((rc = dr_run_log_save(r->log, &c, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
             return rc;
     }
     r->saved = t->step;
@@ -379,11 +392,10 @@ static json_object *shards_json(const dr_ps_layout *l)
 }
 
 /* What parameter_server adds to summary.json. */
-static json_object *summary_fields(ps_run *r)
+void dr_ps_summarize(ps_run *r, json_object *o)
 {
     const dr_run_config *cfg = r->t.cfg;
     dr_coordinator_stats st;
-    json_object *o = json_object_new_object();
     dr_coordinator_get_stats(r->coord, &st);
     json_object_object_add(o, "num_ps", json_object_new_int((int)r->P));
     json_object_object_add(o, "staleness_bound", json_object_new_int64((int64_t)cfg->staleness));
@@ -396,7 +408,6 @@ static json_object *summary_fields(ps_run *r)
     json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)st.max_staleness));
     json_object_object_add(o, "mean_staleness", json_object_new_double(st.version ? (double)st.staleness_sum / (double)st.version : 0.0));
     json_object_object_add(o, "variable_shards", shards_json(dr_coordinator_layout(r->coord)));
-    return o;
 }
 
 /* ---- the program --------------------------------------------------------- */
@@ -436,29 +447,28 @@ static int train_loop(ps_run *r, dr_err *err)
     return rc;
 }
 
-static int open_run(ps_run *r, const dr_run_config *cfg, dr_err *err)
+static int open_run(ps_run *r, const dr_run_plan *plan, const dr_dataset *data, dr_err *err)
 {
     trainer *t = &r->t;
-    dr_strategy_spec spec = cfg->strategy;
-    dr_strategy_options sopt = cfg->memory;
+    const dr_run_config *cfg = plan->cfg;
+    dr_strategy_spec spec = plan->spec;
+    dr_strategy_options sopt = plan->sopt;
     dr_device *coord;
     int rc;
+    t->plan = plan;
     t->cfg = cfg;
-    t->t_start = dr_now();
+    t->exp = plan->exp;
+    t->ops = dr_model_ops_ref();
+    t->data = data;
+    t->G = plan->G;
+    t->P = plan->P;
+    t->nslots = plan->nslots;
     /* What other strategies read and this one would silently ignore. */
     if (cfg->input_partition_dims[0] || cfg->tpu_platform[0] || cfg->layer_devices[0])
         return dr_fail(err, DR_EUSAGE, "--%s: not with --distribution_strategy=parameter_server",
                        cfg->input_partition_dims[0] ? "input_partition_dims"
                        : cfg->tpu_platform[0] ? "tpu_platform" : "layer_devices");
-    if ((rc = dr_trainer_resolve(cfg, &t->exp, err)) || (rc = dr_trainer_ops(cfg, &t->ops, &t->engine, err))) return rc;
-    if (t->engine)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only; "
-                       "use --variant=ref", cfg->variant);
-    t->G = cfg->global_batch_size ? cfg->global_batch_size : t->exp.global_batch;
-    t->epochs = cfg->epochs ? cfg->epochs : t->exp.epochs;
-    if ((rc = cluster(r, err)) || (rc = dr_trainer_load_data(cfg, t->exp.dataset, 0, &t->data, err))) return rc;
-    t->P = dr_model_num_params(&t->exp.model);
-    t->nslots = dr_optimizer_num_slots(&t->exp.optimizer);
+    if ((rc = cluster(r, err))) return rc;
     r->N = total_steps(t);
     sopt.num_workers = r->W;
     sopt.num_ps = r->P;
@@ -469,8 +479,7 @@ static int open_run(ps_run *r, const dr_run_config *cfg, dr_err *err)
         (rc = dr_device_alloc(coord, t->P * t->nslots * sizeof(float) + 1, (void **)&t->var_slots, err)))
         return rc;
     dr_model_init(&t->exp.model, cfg->seed, t->var);
-    if ((rc = dr_trainer_load_metrics(t, err)) || (rc = resume(r, err))) return rc;
-    dr_trainer_trim_metrics(t);
+    if ((rc = resume(r, err))) return rc;
     return alloc_workers(r, err);
 }
 
@@ -492,7 +501,7 @@ static int start_coordinator(ps_run *r, dr_err *err)
 static void close_run(ps_run *r)
 {
     trainer *t = &r->t;
-    size_t f = t->data.features;
+    size_t f = t->data->features;
     dr_coordinator_free(r->coord);
     for (uint32_t w = 0; w < r->W; w++) {
         ps_worker *k = &r->wk[w];
@@ -512,21 +521,43 @@ static void close_run(ps_run *r)
     dr_trainer_close(t);
 }
 
-int dr_ps_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+int dr_ps_open(const dr_run_plan *plan, const dr_dataset *data, ps_run **out, dr_err *err)
 {
     ps_run *r = calloc(1, sizeof *r);
     int rc;
     if (!r) return dr_fail(err, DR_ENOMEM, "parameter_server: no memory for the run");
-    rc = open_run(r, cfg, err);
+    rc = open_run(r, plan, data, err);
     if (rc == DR_OK) rc = start_coordinator(r, err);
-    if (rc == DR_OK) rc = train_loop(r, err);
+    if (rc) { dr_ps_close(r); return rc; }
+    *out = r;
+    return DR_OK;
+}
+
+int dr_ps_train(ps_run *r, dr_run_log *log, dr_train_totals *out, dr_err *err)
+{
+    int rc;
+    r->log = log;
+    dr_run_log_trim(log, r->resumed);
+    rc = train_loop(r, err);
     if (rc == DR_OK) rc = save(r, err);
-    if (rc == DR_OK) {
-        r->t.step = r->N;
-        r->t.summary_extra = summary_fields(r);
-        rc = dr_trainer_finish(&r->t, res, err);
-    }
+    out->steps = r->N;
+    out->last_loss = r->last_loss;
+    out->epoch_correct = r->epoch_correct;
+    out->epoch_examples = r->epoch_examples;
+    return rc;
+}
+
+const dr_strategy *dr_ps_strategy(const ps_run *r) { return &r->t.strat; }
+
+int dr_ps_variables(ps_run *r, float *params, float *slots)
+{
+    memcpy(params, r->t.var, r->t.P * sizeof(float));
+    memcpy(slots, r->t.var_slots, r->t.P * (size_t)r->t.nslots * sizeof(float));
+    return DR_OK;
+}
+
+void dr_ps_close(ps_run *r)
+{
     close_run(r);
     free(r);
-    return rc;
 }

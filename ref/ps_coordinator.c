@@ -11,6 +11,7 @@
  * are elementwise, so sharding never changes a bit.
  */
 #include "distref/ps.h"
+#include "distref/ref.h"
 
 #include <stdlib.h>
 #include <string.h>

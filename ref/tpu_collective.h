@@ -4,7 +4,7 @@
 #define DISTREF_REF_TPU_COLLECTIVE_H
 
 #include "distref/strategy.h"
-#include "ref/wire.h"
+#include "distref/wire.h"
 
 /* All-reduces, over the replicas of a tpu strategy, the parameters that
  * logical core l holds: ranges[0..2*nranges) are [lo, hi) pairs into every

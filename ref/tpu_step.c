@@ -32,59 +32,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IMAGE_SIDE 28
 /* An emulation assumption, not a hardware figure: one TensorCore does
  * 2e13 float operations per second. */
 #define CORE_FLOPS 2e13
 
 /* ---- setup -------------------------------------------------------------- */
 
-int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
-                   dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err)
-{
-    static const int image[2] = { IMAGE_SIDE, IMAGE_SIDE };
-    int cs[DR_TPU_RANK] = { 0 }, prod = 1;
-    int rc = dr_tpu_initialize_system(sys, cfg->strategy.tpu_address, cfg->tpu_platform, cfg->tpu_hbm_scale, err);
-    if (rc) return rc;
-    part[0] = part[1] = 1;
-    if (cfg->input_partition_dims[0]) {
-        if (exp->model.layer[0].in != IMAGE_SIDE * IMAGE_SIDE)
-            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input has %u "
-                           "features, not a %dx%d image", exp->name, exp->model.layer[0].in, IMAGE_SIDE, IMAGE_SIDE);
-        if ((rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, part, cs, &prod, err))) return rc;
-    }
-    *tiles = (uint32_t)prod;
-    memcpy(opt->tpu_computation_shape, cs, sizeof cs);
-    opt->tpu_system = sys;
-    return DR_OK;
-}
-
 int dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err)
 {
     const dr_run_config *cfg = t->cfg;
     tpu_run *tp = &t->tpu;
     int rc;
-    if (t->engine)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: the tpu strategy runs in the reference; "
-                       "use --variant=ref", cfg->variant);
     if (cfg->layer_devices[0])
         return dr_fail(err, DR_EUSAGE, "--layer_devices: not with the tpu strategy (it places a "
                        "replica over several cores with --input_partition_dims)");
     if ((rc = dr_tpu_options(cfg, &t->exp, &tp->sys, opt, tp->part, &tp->tiles, err))) return rc;
     tp->on = true;
     return DR_OK;
-}
-
-/* Tile l = (i, j) of the image, row-major over the partition grid: its
- * pixels, which are also its rows of the first kernel. */
-static void tile_pixels(tpu_run *tp)
-{
-    uint32_t th = IMAGE_SIDE / (uint32_t)tp->part[0], tw = IMAGE_SIDE / (uint32_t)tp->part[1], q = 0;
-    for (uint32_t l = 0; l < tp->tiles; l++) {
-        uint32_t i = l / (uint32_t)tp->part[1], j = l % (uint32_t)tp->part[1];
-        for (uint32_t y = 0; y < th; y++)
-            for (uint32_t x = 0; x < tw; x++) tp->tile_pixels[q++] = (i * th + y) * IMAGE_SIDE + j * tw + x;
-    }
 }
 
 /* Logical core l's [lo, hi) pairs of parameters. */
@@ -124,7 +88,7 @@ static void core_bytes(const trainer *t, uint32_t l, uint64_t *weights, uint64_t
     const size_t *rg = core_range(tp, l);
     for (uint32_t i = 0; i < tp->nranges[l]; i++) params += rg[2 * i + 1] - rg[2 * i];
     *weights = params * per_param;
-    *data = (uint64_t)tp->local * (tp->tiles > 1 ? tp->tile_len : t->data.features) * sizeof(float);
+    *data = (uint64_t)tp->local * (tp->tiles > 1 ? tp->tile_len : t->data->features) * sizeof(float);
     if (tp->tiles > 1) *data += (uint64_t)tp->local * m->layer[0].out * sizeof(dr_acc);
     if (l != 0) return;
     for (uint32_t i = 0; i < m->nlayers; i++) act += 2ull * m->layer[i].out;   /* pre + act */
@@ -170,7 +134,7 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
     if (!tp->ranges || !tp->nranges) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory");
     if (tp->tiles > 1) {   /* the partitioning's buffers */
         tp->tile_pixels = malloc((size_t)tp->tiles * tp->tile_len * sizeof *tp->tile_pixels);
-        tp->tile_x = malloc((size_t)tp->local * t->data.features * sizeof(float) + 1);
+        tp->tile_x = malloc((size_t)tp->local * t->data->features * sizeof(float) + 1);
         tp->tile_w = malloc((size_t)tp->tile_len * out0 * sizeof(float));
         tp->tile_stage = malloc((size_t)tp->local * (tp->tile_len > out0 ? tp->tile_len : out0) * sizeof(float));
         tp->tile_z = malloc((size_t)tp->local * out0 * sizeof(dr_acc));
@@ -179,7 +143,7 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
         if (!tp->tile_pixels || !tp->tile_x || !tp->tile_w || !tp->tile_stage || !tp->tile_z || !tp->z || !tp->tile_g)
             return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the partitioning buffers");
         if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
-        tile_pixels(tp);
+        dr_tpu_tile_pixels(tp->part, tp->tile_pixels);
     }
     core_ranges(t);
     return reserve_hbm(t, err);
@@ -203,14 +167,14 @@ void dr_tpu_run_close(trainer *t)
 static void load_static_batch(trainer *t, replica *rp, uint32_t r, const uint32_t *ids, uint32_t n)
 {
     tpu_run *tp = &t->tpu;
-    size_t f = t->data.features, pad = (size_t)(tp->local - n);
+    size_t f = t->data->features, pad = (size_t)(tp->local - n);
     dr_device *host = &t->strat.device[0];
     if (tp->tiles == 1) {
         dr_trainer_load_batch(t, rp, ids, n);
     } else {
         /* rp->x is the host's view of the rows, from which the tiles are cut. */
-        dr_dataset_gather(&t->data, ids, n, rp->x, t->data.labels ? t->host_labels : NULL,
-                          t->data.targets ? t->host_targets : NULL);
+        dr_dataset_gather(t->data, ids, n, rp->x, t->data->labels ? t->host_labels : NULL,
+                          t->data->targets ? t->host_targets : NULL);
         if (rp->labels) dr_device_copy(rp->dev, rp->labels, host, t->host_labels, n);
         if (rp->targets) dr_device_copy(rp->dev, rp->targets, host, t->host_targets, (size_t)n * sizeof(float));
     }
@@ -297,8 +261,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     tpu_run *tp = &t->tpu;
     uint32_t r = ctx->replica_id_in_sync_group, n = t->off[r + 1] - t->off[r];
     replica *rp = &t->rep[r];
-    /* The planted fault: the padding counted as examples. */
-    uint32_t rows = t->cfg->fault == DR_FAULT_PAD_UNMASKED ? tp->local : n;
+    uint32_t rows = n;   /* the rows that count: the rest is padding, masked */
     load_static_batch(t, rp, r, t->ids + t->off[r], n);
     memset(rp->grad, 0, t->P * sizeof *rp->grad);
     dr_acc_init(&rp->loss);
@@ -333,12 +296,8 @@ int dr_tpu_step(trainer *t, dr_err *err)
     tpu_run *tp = &t->tpu;
     dr_acc *acc[DR_MAX_DEVICES];
     int rc;
-    t->count = t->batch.count;
-    dr_trainer_split(t);
     tp->merge_s = tp->backward_s = tp->allreduce_s = 0;
-    if ((rc = dr_trainer_begin_step(t, err)) ||
-        (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)))
-        return rc;
+    if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err))) return rc;
     for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
     /* One all-reduce per logical core, over its own links, at once. */
     for (uint32_t l = 0; l < tp->tiles; l++) {
@@ -353,7 +312,27 @@ int dr_tpu_step(trainer *t, dr_err *err)
     tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
-    snprintf(t->line_extra, sizeof t->line_extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
+    dr_trainer_end_step(t);
+    snprintf(t->report->extra, sizeof t->report->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
              "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
-    return dr_trainer_end_step(t, err);
+    return DR_OK;
+}
+
+/* What the tpu strategy adds to summary.json. */
+json_object *dr_tpu_report(const trainer *t, uint64_t steps)
+{
+    const tpu_run *tp = &t->tpu;
+    const dr_tpu_topology *top = &tp->sys.topology;
+    json_object *o = json_object_new_object(), *mesh = json_object_new_array();
+    for (int d = 0; d < DR_TPU_RANK; d++) json_object_array_add(mesh, json_object_new_int(top->mesh[d]));
+    json_object_object_add(o, "topology", json_object_new_string(top->name));
+    json_object_object_add(o, "mesh_shape", mesh);
+    json_object_object_add(o, "hbm_bytes_per_core", json_object_new_int64((int64_t)top->hbm_bytes_per_core));
+    json_object_object_add(o, "num_cores_per_replica", json_object_new_int((int)tp->tiles));
+    json_object_object_add(o, "static_batch_per_replica", json_object_new_int((int)tp->local));
+    json_object_object_add(o, "emulated_seconds_total", json_object_new_double(tp->total_s));
+    json_object_object_add(o, "emulated_step_seconds_mean", json_object_new_double(steps ? tp->total_s / (double)steps : 0.0));
+    json_object_object_add(o, "link_model", json_object_new_string("alpha 1e-6 s per hop, 50e9 bytes/s per link; "
+                           "compute at an assumed 2e13 flop/s per core"));
+    return o;
 }

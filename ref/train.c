@@ -1,4 +1,4 @@
-/* distref reference — the training loop (see train.h and docs/SEMANTICS.md).
+/* distref reference — one training step (see docs/SEMANTICS.md).
  *
  * One step, in the order a reader should follow it:
  *   1. the iterator hands out a global batch split over the replicas
@@ -27,18 +27,9 @@ void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G)
     for (size_t p = 0; p < t->P; p++) {
         float g = dr_model_reg_grad(&t->exp.model, rp->params, p);
         if (R > 1) dr_acc_mul_u32(&rp->grad[p], R);
-        if (t->cfg->fault == DR_FAULT_REG_NOT_SCALED) g = g * (float)R;
-        if (t->cfg->fault == DR_FAULT_REG_SCALED_TWICE) g = g / (float)R;
         if (g != 0.0f) dr_acc_add_prod(&rp->grad[p], (float)G, g);
-        if (t->cfg->fault == DR_FAULT_ROUND_PARTIAL) {
-            float v = dr_acc_round_div(&rp->grad[p], G * R);   /* the bug: an early rounding */
-            dr_acc_init(&rp->grad[p]);
-            dr_acc_add_prod(&rp->grad[p], v, (float)(G * R));
-        }
     }
     if (R > 1) dr_acc_mul_u32(&rp->loss, R);
-    if (t->cfg->fault == DR_FAULT_REG_NOT_SCALED) reg = reg * (float)R;
-    if (t->cfg->fault == DR_FAULT_REG_SCALED_TWICE) reg = reg / (float)R;
     dr_acc_add_prod(&rp->loss, (float)G, reg);
 }
 
@@ -69,16 +60,9 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 
 /* ---- steps 3 and 4 ------------------------------------------------------ */
 
-uint32_t dr_trainer_divisor(const trainer *t)
-{
-    uint32_t d = t->den;
-    if (t->cfg->fault == DR_FAULT_MEAN_NOT_SUM) d *= t->strat.num_replicas;
-    return d;
-}
-
 void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots)
 {
-    dr_acc_round_array(total, t->P, dr_trainer_divisor(t), t->grad);
+    dr_acc_round_array(total, t->P, t->den, t->grad);
     dr_optimizer_apply(&t->exp.optimizer, t->step, params, t->grad, slots, t->P);
 }
 
@@ -95,17 +79,18 @@ static int reduce_and_apply(trainer *t, dr_err *err)
         dr_trainer_apply(t, t->central, t->var, t->var_slots);
         return DR_OK;
     }
-    rc = dr_all_reduce(&t->strat, acc, t->P, t->tensor_len, t->ntensors, err);
+    rc = dr_all_reduce(&t->strat, acc, t->P, t->plan->tensor_len, t->plan->ntensors, err);
     if (rc) return rc;
     for (uint32_t r = 0; r < R; r++)   /* mirrored: every replica updates its own copy */
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     return DR_OK;
 }
 
-/* The step's loss: the replicas' shares summed on the host, rounded once;
- * then the epoch's counters and the metrics line. */
-int dr_trainer_end_step(trainer *t, dr_err *err)
+/* The step's loss: the replicas' shares summed on the host, rounded once
+ * over the same denominator; the report for the harness. */
+void dr_trainer_end_step(trainer *t)
 {
+    dr_step_report *rep = t->report;
     dr_acc total;
     uint64_t correct = 0;
     dr_acc_init(&total);
@@ -113,97 +98,51 @@ int dr_trainer_end_step(trainer *t, dr_err *err)
         dr_acc_merge(&total, &t->rep[r].loss);
         correct += t->rep[r].correct;
     }
-    t->last_loss = dr_acc_round_div(&total, dr_trainer_divisor(t));
-    t->epoch_correct += correct;
-    t->epoch_examples += t->count;
-    return dr_trainer_log_step(t, t->last_loss, err);
+    rep->loss = dr_acc_round_div(&total, t->den);
+    rep->correct = correct;
+    rep->count = t->count;
+    rep->num_replicas = t->strat.num_replicas;
+    rep->ids = t->ids;
+    memcpy(rep->off, t->off, (t->strat.num_replicas + 1) * sizeof *t->off);
 }
 
-/* ---- step 1 and the loop ------------------------------------------------ */
+/* ---- step 1 ------------------------------------------------------------- */
 
-/* Offsets of the replicas' examples; the planted split faults bend them. */
-void dr_trainer_split(trainer *t)
+/* TensorFlow's split of this global batch (common to all strategies but
+ * tpu's static shapes, which split the same way), the common denominator
+ * G*R of this step, and the step's number. */
+int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     uint32_t R = t->strat.num_replicas;
-    t->ids = t->batch.ids;
-    if (t->shard_data) {   /* multi_worker_mirrored: every worker keeps its DATA shard */
-        dr_shard_data(t->batch.ids, t->batch.count, t->strat.num_workers, R / t->strat.num_workers,
-                      t->sharded, t->off);
+    t->batch = b;
+    t->report = rep;
+    t->count = b->count;
+    t->ids = b->ids;
+    if (t->sharded) {   /* multi_worker_mirrored: every worker keeps its DATA shard */
+        dr_shard_data(b->ids, b->count, t->strat.num_workers, R / t->strat.num_workers, t->sharded, t->off);
         t->ids = t->sharded;
     } else {
-        memcpy(t->off, t->batch.offset, (R + 1) * sizeof *t->off);
+        memcpy(t->off, b->offset, (R + 1) * sizeof *t->off);
     }
-    if (t->cfg->fault == DR_FAULT_WRONG_SPLIT && t->strat.num_workers == 1 && t->batch.count % R) {
-        /* the extras to the last replicas instead of the first */
-        uint32_t pos = 0;
-        for (uint32_t r = 0; r < R; r++) {
-            uint32_t want = t->batch.offset[R - r] - t->batch.offset[R - r - 1];
-            t->off[r] = pos;
-            pos += want;
-        }
-        t->off[R] = pos;
-    }
-    dr_trainer_drop_short(t);
-}
-
-/* The planted fault: one example dropped from a final short batch. */
-void dr_trainer_drop_short(trainer *t)
-{
-    uint32_t R = t->strat.num_replicas, last = R;
-    if (t->cfg->fault != DR_FAULT_DROP_SHORT || t->count >= t->G) return;
-    while (last > 0 && t->off[last] == t->off[last - 1]) last--;
-    for (uint32_t r = last; r <= R; r++) if (r > 0) t->off[r]--;
-    t->count--;
-}
-
-/* After the split: the common denominator G*R of this step. */
-int dr_trainer_begin_step(trainer *t, dr_err *err)
-{
-    if ((uint64_t)t->count * t->strat.num_replicas > (1u << 30))
+    if ((uint64_t)t->count * R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
-                       t->G, t->strat.num_replicas);
-    t->den = t->count * t->strat.num_replicas;
-    t->step++;
+                       t->G, R);
+    t->den = t->count * R;
+    t->step = step;
     return DR_OK;
 }
 
-static int one_step(trainer *t, dr_err *err)
+int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     int rc;
-    t->count = t->batch.count;
-    dr_trainer_split(t);
-    if ((rc = dr_trainer_begin_step(t, err)) ||
+    if (t->tpu.on) {
+        if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
+        return dr_tpu_step(t, err);
+    }
+    if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
         (rc = reduce_and_apply(t, err)))
         return rc;
-    return dr_trainer_end_step(t, err);
-}
-
-static bool more_steps(const trainer *t)
-{
-    if (t->cfg->train_steps) return t->step < t->cfg->train_steps;
-    return t->it.epoch < t->epochs;
-}
-
-int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
-{
-    trainer t;
-    int rc;
-    if (cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER) return dr_ps_run_train(cfg, res, err);
-    if ((rc = dr_trainer_open(&t, cfg, err))) return rc;
-    while (rc == DR_OK && more_steps(&t)) {
-        if (!dr_dist_iter_next(&t.it, &t.batch)) {
-            dr_dist_iter_next_epoch(&t.it);
-            if (more_steps(&t)) t.epoch_correct = t.epoch_examples = 0;   /* keep the last epoch's */
-            continue;
-        }
-        rc = t.tpu.on ? dr_tpu_step(&t, err) : t.engine ? dr_engine_step(&t, err) : one_step(&t, err);
-        if (rc == DR_OK && cfg->checkpoint_every && t.step % cfg->checkpoint_every == 0)
-            rc = dr_trainer_save(&t, err);
-        dr_trainer_progress(&t);
-    }
-    if (rc == DR_OK) rc = dr_trainer_save(&t, err);
-    if (rc == DR_OK) rc = dr_trainer_finish(&t, res, err);
-    dr_trainer_close(&t);
-    return rc;
+    dr_trainer_end_step(t);
+    return DR_OK;
 }

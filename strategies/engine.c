@@ -1,102 +1,226 @@
-/* distref engine — one training step of the OpenMP variant.
+/* distref engine — the OpenMP variant: opening a run and the variant table.
  *
- * The same step as ref/train.c (see docs/SEMANTICS.md), written for speed:
- * the split is the engine's own (strategies/split.c), replicas compute
- * concurrently on threads with the backend's kernels, the all-reduce runs
- * on threads over replica buffers, and every mirrored replica applies its
- * update concurrently. The planted faults are compiled in here too, off by
- * default, so that the conformance suites can show they catch them.
+ * A run builds the strategy's emulated devices (core), opens the backend
+ * (devices/openmp_backend.c) and the comm's endpoints (devices/
+ * comm_threads.c: one per worker), and allocates each replica's tensors on
+ * the backend. The step is step.c's (tpu: tpu.c).
  */
-#include "distref/engine.h"
-#include "ref/trainer.h"
+#include "strategies/engine_internal.h"
+#include "distref/run_log.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the split and its faults (a replica's share, the divisor and the
- * step's bookkeeping are the harness's: ref/train.c) ------------------------ */
+void openblas_set_num_threads(int);   /* OpenBLAS extension */
 
-static void split(trainer *t)
+static int engine_supports(const dr_run_plan *plan, dr_err *err)
 {
-    uint32_t R = t->strat.num_replicas;
-    dr_engine_split(t->batch.count, t->G, R, t->off);
-    t->ids = t->batch.ids;
-    t->count = t->batch.count;
-    if (t->cfg->fault == DR_FAULT_WRONG_SPLIT && t->count % R) {
-        uint32_t nominal[DR_MAX_DEVICES];                 /* the extras to the last replicas */
-        for (uint32_t r = 0; r < R; r++) nominal[r] = t->off[R - r] - t->off[R - r - 1];
-        for (uint32_t r = 0; r < R; r++) t->off[r + 1] = t->off[r] + nominal[r];
-    }
-    dr_trainer_drop_short(t);
+    dr_backend_query q;
+    memset(&q, 0, sizeof q);
+    q.strategy = plan->spec.kind;
+    q.numerics = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
+    q.num_replicas = 1;
+    q.tiles = 1;
+    q.layer_placement = plan->cfg->layer_devices[0] != 0;
+    if (q.layer_placement)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: --layer_devices (model parallelism) runs in the "
+                       "reference only; use --variant=ref");
+    if (plan->num_workers > ENGINE_MAX_WORKERS)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: %u workers; the threads comm runs at most %d",
+                       plan->num_workers, ENGINE_MAX_WORKERS);
+    return dr_backend_openmp()->supports(&q, err);
 }
 
-/* Input and (central_storage) variables reach the replicas' devices first,
- * one after another: the byte counters are not shared between threads. */
-static void stage(trainer *t)
+static dr_comm_alg comm_alg(const dr_strategy *st)
 {
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++) {
-        replica *rp = &t->rep[r];
-        dr_trainer_load_batch(t, rp, t->ids + t->off[r], t->off[r + 1] - t->off[r]);
-        if (t->var)
-            dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var,
-                           t->P * sizeof(float));
-    }
+    dr_cross_device_op op = st->spec.cross_device_op;
+    if (op == DR_XDEV_DEFAULT) op = st->spec.num_gpus ? DR_XDEV_NCCL : DR_XDEV_REDUCTION_TO_ONE_DEVICE;
+    if (st->spec.kind == DR_STRATEGY_TPU) return DR_COMM_TORUS;
+    if (op == DR_XDEV_HIERARCHICAL_COPY) return DR_COMM_HIERARCHICAL;
+    if (op == DR_XDEV_REDUCTION_TO_ONE_DEVICE) return DR_COMM_ONE_DEVICE;
+    return DR_COMM_RING;
 }
 
-static void compute(trainer *t, uint32_t r)
+static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
 {
-    replica *rp = &t->rep[r];
-    dr_trainer_compute_share(t, rp, t->off[r + 1] - t->off[r], t->count);
-}
-
-/* ---- reduce and apply ---------------------------------------------------- */
-
-static void apply(trainer *t, const dr_acc *total, float *params, float *slots, float *grad)
-{
-    dr_acc_round_array(total, t->P, dr_trainer_divisor(t), grad);
-    dr_optimizer_apply(&t->exp.optimizer, t->step, params, grad, slots, t->P);
-}
-
-static int reduce_and_apply(trainer *t, dr_err *err)
-{
-    uint32_t R = t->strat.num_replicas;
-    dr_acc *acc[DR_MAX_DEVICES];
+    const dr_backend_ops *b = s->bo;
+    dr_replica_bufs *rb = &s->rb[r];
+    size_t P = s->plan->P, f = s->data->features, out = s->plan->exp.model.layer[s->plan->exp.model.nlayers - 1].out;
+    bool holds = s->strat.spec.kind != DR_STRATEGY_CENTRAL_STORAGE;
     int rc;
-    for (uint32_t r = 0; r < R; r++) acc[r] = t->rep[r].grad;
-    if (t->var) {
-        memset(t->central, 0, t->P * sizeof *t->central);
-        rc = dr_openmp_reduce_to(&t->strat, acc, t->P, t->strat.variable_device, t->central);
-        if (rc == DR_OK) apply(t, t->central, t->var, t->var_slots, t->grad);
+    if ((rc = b->alloc(s->be, P * sizeof(float), &rb->params, err)) ||
+        (holds && (rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
+        (rc = b->alloc(s->be, P * sizeof(dr_acc), &rb->grad, err)) ||
+        (rc = b->alloc(s->be, sizeof(dr_acc), &rb->loss, err)) ||
+        (rc = b->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
+        (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
+        (s->data->targets && (rc = b->alloc(s->be, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
-    }
-    rc = dr_openmp_all_reduce(&t->strat, acc, t->P, t->tensor_len, t->ntensors, err);
-    if (rc) return rc;
-    /* Every replica holds the same total, so it is rounded once, in parallel,
-     * and each replica applies the same floats to its own variables. */
-    {
-        uint32_t d = dr_trainer_divisor(t);
-        const dr_acc *total = t->rep[0].grad;
-        float *g = t->grad;
-        size_t P = t->P;
-        #pragma omp parallel for schedule(static)
-        for (size_t p = 0; p < P; p++) g[p] = dr_acc_round_div(&total[p], d);
-    }
-    #pragma omp parallel for schedule(static) if (R > 1)
-    for (uint32_t r = 0; r < R; r++)
-        dr_optimizer_apply(&t->exp.optimizer, t->step, t->rep[r].params, t->grad, t->rep[r].slots, t->P);
-    return DR_OK;
+    return b->replica_open(s->be, rb, s->rows, err);
 }
 
-int dr_engine_step(trainer *t, dr_err *err)
+static void engine_close(dr_session *s)
 {
-    uint32_t R = t->strat.num_replicas;
-    int rc;
-    split(t);
-    if ((rc = dr_trainer_begin_step(t, err))) return rc;
-    stage(t);
-    #pragma omp parallel for schedule(dynamic) if (R > 1)
-    for (uint32_t r = 0; r < R; r++) compute(t, r);
-    if (t->placed) dr_trainer_count_layer_copies(t, &t->rep[0], t->off[1]);
-    if ((rc = reduce_and_apply(t, err))) return rc;
-    return dr_trainer_end_step(t, err);
+    for (uint32_t r = 0; s->be && r < s->R; r++) {
+        dr_replica_bufs *rb = &s->rb[r];
+        dr_buffer *bufs[] = { rb->params, rb->slots, rb->grad, rb->loss, rb->x, rb->labels, rb->targets };
+        if (rb->scratch) s->bo->replica_close(s->be, rb);
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) s->bo->release(s->be, bufs[i]);
+    }
+    if (s->be) {
+        if (s->var) s->bo->release(s->be, s->var);
+        if (s->var_slots) s->bo->release(s->be, s->var_slots);
+        if (s->central) s->bo->release(s->be, s->central);
+        engine_tpu_close(s);
+        s->bo->close(s->be);
+    }
+    if (s->neps) s->co->close(s->ep, s->neps);
+    free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
+    free(s);
 }
+
+static int set_all(dr_session *s, const float *params, const float *slots, dr_err *err)
+{
+    size_t P = s->plan->P, S = P * (size_t)s->plan->nslots;
+    int rc = DR_OK;
+    if (s->var) {
+        if ((rc = s->bo->upload(s->be, s->var, 0, params, P * sizeof(float), err))) return rc;
+        return S ? s->bo->upload(s->be, s->var_slots, 0, slots, S * sizeof(float), err) : DR_OK;
+    }
+    for (uint32_t r = 0; rc == DR_OK && r < s->R; r++) {   /* mirrored: every replica its own copy */
+        rc = s->bo->upload(s->be, s->rb[r].params, 0, params, P * sizeof(float), err);
+        if (rc == DR_OK && S) rc = s->bo->upload(s->be, s->rb[r].slots, 0, slots, S * sizeof(float), err);
+        if (r > 0) {
+            engine_count(&s->strat, s->strat.replica_device[0], s->strat.replica_device[r], (P + S) * sizeof(float));
+        }
+    }
+    return rc;
+}
+
+static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    dr_session *s = calloc(1, sizeof *s);
+    dr_strategy_spec spec = plan->spec;
+    dr_strategy_options sopt = plan->sopt;
+    dr_comm_config cc;
+    dr_numerics num = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
+    size_t f = data->features, out0 = plan->exp.model.layer[plan->exp.model.nlayers - 1].out;
+    float *init = NULL;
+    int rc;
+    if (!s) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
+    s->plan = plan;
+    s->cfg = plan->cfg;
+    s->data = data;
+    s->bo = dr_backend_openmp();
+    s->co = dr_comm_threads();
+    if (plan->cfg->threads > 0) omp_set_num_threads(plan->cfg->threads);
+    if (spec.kind == DR_STRATEGY_TPU && (rc = engine_tpu_open(s, &sopt, err))) goto fail;
+    if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err))) goto fail;
+    s->R = s->strat.num_replicas;
+    s->W = s->strat.num_workers ? s->strat.num_workers : 1;
+    s->L = s->R / s->W;
+    s->rows = (plan->G + s->R - 1) / s->R;
+    if (s->tpu.on && plan->G % s->R) {
+        rc = dr_fail(err, DR_EUSAGE, "--global_batch_size=%u: the tpu strategy needs static shapes, "
+                     "the same batch on each of its %u replicas; give a multiple of %u", plan->G, s->R, s->R);
+        goto fail;
+    }
+    if (plan->shard_data || plan->unsharded) s->rows = plan->G;   /* a worker's stream may fill one replica */
+    if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
+    for (uint32_t r = 0; r < s->R; r++)
+        if ((rc = alloc_replica(s, r, err))) goto fail;
+    if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
+        ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * sizeof(dr_acc), &s->central, err))))
+        goto fail;
+    if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
+    memset(&cc, 0, sizeof cc);
+    cc.num_ranks = s->W;
+    cc.local_replicas = s->L;
+    cc.alg = comm_alg(&s->strat);
+    cc.num_packs = s->strat.spec.num_packs;
+    cc.tensor_len = plan->tensor_len;
+    cc.ntensors = plan->ntensors;
+    cc.strategy = &s->strat;
+    if ((rc = s->co->open(&cc, s->ep, &s->neps, err))) goto fail;
+    s->host_x = malloc((size_t)s->rows * f * sizeof(float) + 1);
+    s->host_labels = malloc(s->rows + 1);
+    s->host_targets = malloc((size_t)s->rows * out0 * sizeof(float) + 1);
+    s->arranged = malloc((size_t)plan->G * sizeof(uint32_t) + 4);
+    init = calloc(plan->P * (size_t)(1 + plan->nslots) + 1, sizeof(float));
+    if (!s->host_x || !s->host_labels || !s->host_targets || !s->arranged || !init) {
+        rc = dr_fail(err, DR_ENOMEM, "out of host memory for the staging buffers");
+        goto fail;
+    }
+    dr_model_init(&plan->exp.model, plan->cfg->seed, init);
+    if ((rc = set_all(s, init, init + plan->P, err))) goto fail;
+    free(init);
+    /* Replicas already use the cores; BLAS threads inside them would only contend. */
+    openblas_set_num_threads(s->R > 1 ? 1 : omp_get_max_threads());
+    *out = s;
+    return DR_OK;
+fail:
+    free(init);
+    engine_close(s);
+    return rc;
+}
+
+static const dr_strategy *engine_strategy(const dr_session *s) { return &s->strat; }
+
+static int engine_get(dr_session *s, float *params, float *slots, dr_err *err)
+{
+    size_t P = s->plan->P, S = P * (size_t)s->plan->nslots;
+    dr_buffer *p = s->var ? s->var : s->rb[0].params, *sl = s->var ? s->var_slots : s->rb[0].slots;
+    int rc = s->bo->sync(s->be, err);
+    if (rc == DR_OK) rc = s->bo->download(s->be, params, p, 0, P * sizeof(float), err);
+    if (rc == DR_OK && S) rc = s->bo->download(s->be, slots, sl, 0, S * sizeof(float), err);
+    return rc;
+}
+
+static int engine_set(dr_session *s, const float *params, const float *slots, dr_err *err)
+{
+    return set_all(s, params, slots, err);
+}
+
+static int engine_step_fn(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
+{
+    int rc = engine_step(s, b, step, out, err);
+    s->steps += rc == DR_OK;
+    return rc;
+}
+
+/* Mirrored replicas must hold the same variables after every step. */
+static bool replicas_identical(dr_session *s)
+{
+    size_t P = s->plan->P;
+    float *a = malloc(P * sizeof(float) + 1), *b = malloc(P * sizeof(float) + 1);
+    dr_err err;
+    bool same = a && b;
+    for (uint32_t r = 1; same && !s->var && r < s->R; r++) {
+        if (s->bo->download(s->be, a, s->rb[0].params, 0, P * sizeof(float), &err) ||
+            s->bo->download(s->be, b, s->rb[r].params, 0, P * sizeof(float), &err))
+            same = false;
+        else same = memcmp(a, b, P * sizeof(float)) == 0;
+    }
+    free(a); free(b);
+    return same;
+}
+
+static void engine_summarize(dr_session *s, json_object *o)
+{
+    json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(replicas_identical(s)));
+    json_object_object_add(o, "devices", dr_devices_json(&s->strat));
+    json_object_object_add(o, "backend", json_object_new_string(s->bo->name));
+    json_object_object_add(o, "comm", json_object_new_string(s->co->name));
+    if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
+}
+
+const dr_variant dr_variant_openmp = {
+    "openmp",
+    "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
+    "",
+    engine_supports, engine_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    engine_close, NULL,
+};

@@ -19,3 +19,18 @@ void dr_engine_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *off)
         left -= take;
     }
 }
+
+void dr_engine_shard_data(const uint32_t *ids, uint32_t count, uint32_t W, uint32_t R,
+                          uint32_t *out, uint32_t *off)
+{
+    uint32_t N = W * R, slice = (count + N - 1) / N, pos = 0;
+    for (uint32_t w = 0; w < W; w++)
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t j = r * W + w;                      /* the slice this replica takes */
+            uint32_t lo = j * slice < count ? j * slice : count;
+            uint32_t hi = lo + slice < count ? lo + slice : count;
+            off[w * R + r] = pos;
+            for (uint32_t i = lo; i < hi; i++) out[pos++] = ids[i];
+        }
+    off[N] = pos;
+}

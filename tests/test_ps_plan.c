@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "distref/checkpoint.h"
+#include "distref/ref.h"
 #include "distref/factory.h"
 #include "distref/ps.h"
 #include "distref/rng.h"

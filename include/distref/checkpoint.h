@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include "distref/error.h"
 
 #define DR_CHECKPOINT_FILE "ckpt.bin"
@@ -43,5 +44,12 @@ int  dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *e
  * arrays are malloc'd; free them with dr_checkpoint_free. */
 int  dr_checkpoint_load(const char *model_dir, dr_checkpoint *c, bool *found, dr_err *err);
 void dr_checkpoint_free(dr_checkpoint *c);
+
+/* A loaded checkpoint belongs to this run: experiment, model, optimizer,
+ * seed, global batch and training set agree (DR_EFORMAT naming the field
+ * and both values). */
+int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const char *experiment,
+                         size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
+                         uint32_t examples, dr_err *err);
 
 #endif

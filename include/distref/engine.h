@@ -1,39 +1,36 @@
-/* distref — the engine: variants of the strategy layer written for speed.
+/* distref engine — the optimized variants, written for speed and
+ * independently of the reference (docs/ARCHITECTURE.md).
  *
- * A variant is chosen with --variant (ref, openmp; opencl and mpi later) and
- * --numerics (exact, fast). The engine reuses the harness (data, outputs,
- * checkpoints: I/O) and the per-example layer code, and brings its own
- * kernels (devices/), its own split of the global batch, its own
- * concurrency and its own all-reduce (strategies/), so `make conformance`
- * can judge each of them against the reference.
+ * The engine's step lives in strategies/ (split, staging, the step of each
+ * strategy) and runs on two interfaces: a backend for a replica's tensors
+ * and kernels (distref/backend.h; devices/openmp_backend.c) and a comm for
+ * collectives that sees only its own rank's replicas (distref/comm.h;
+ * devices/comm_threads.c). It imports the core only, never ref/.
  */
 #ifndef DISTREF_ENGINE_H
 #define DISTREF_ENGINE_H
 
-#include <stdint.h>
-#include "distref/error.h"
-#include "distref/exact.h"
-#include "distref/model.h"
-#include "distref/strategy.h"
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
+#error "distref/engine.h is the engine's: core/ and ref/ may not include it (docs/ARCHITECTURE.md)"
+#endif
 
-/* Kernels of the OpenMP CPU backend: exact (same bits as ref, faster) and
- * fast (sgemm and libm; gradients still accumulated exactly across replicas). */
-const dr_model_ops *dr_openmp_ops_exact(void);
-const dr_model_ops *dr_openmp_ops_fast(void);
+#include <stdint.h>
+#include "distref/variant.h"
+
+/* --variant=openmp: the OpenMP CPU backend and the threads comm; exact
+ * numerics give the reference's bits, fast numerics (sgemm, libm) are held
+ * to docs/CONFORMANCE.md's bounds. */
+extern const dr_variant dr_variant_openmp;
 
 /* TensorFlow's split of a global step of `count` examples (nominal batch G)
- * over R replicas, written independently of common/input.c: off[0..R]. */
+ * over R replicas, written independently of core/input.c: off[0..R]. */
 void dr_engine_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *off);
 
-/* The all-reduce of the OpenMP backend: the same algorithms as the
- * reference's (ring, hierarchical copy, reduction to one device; packs), run
- * with threads, merging accumulators directly between replica buffers.
- * Bytes are counted on the strategy's devices as DR_ACC_BYTES per element. */
-int dr_openmp_all_reduce(dr_strategy *s, dr_acc *const *acc, size_t n,
-                         const size_t *tensor_len, uint32_t ntensors, dr_err *err);
-
-/* central_storage: dst[0..n) += every replica's array, element ranges on
- * threads, into the variable device dst_dev. */
-int dr_openmp_reduce_to(dr_strategy *s, dr_acc *const *acc, size_t n, uint32_t dst_dev, dr_acc *dst);
+/* DATA sharding over W workers of R replicas each (TensorFlow's legacy
+ * rebatch): the batch of `count` ids is cut into N = W*R slices of
+ * ceil(count/N); local replica r of worker w takes slice r*W + w. out gets
+ * the ids replica by replica (worker-major), off[0..N] the boundaries. */
+void dr_engine_shard_data(const uint32_t *ids, uint32_t count, uint32_t W, uint32_t R,
+                          uint32_t *out, uint32_t *off);
 
 #endif

@@ -40,12 +40,17 @@
 #ifndef DISTREF_PS_H
 #define DISTREF_PS_H
 
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_ENGINE)
+#error "distref/ps.h is the reference's parameter_server: core/ and the engine may not include it"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "distref/error.h"
 #include "distref/input.h"
 #include "distref/model.h"
+#include "distref/ref.h"
 #include "distref/strategy.h"
 
 #define DR_PS_MAX_WORKERS 64

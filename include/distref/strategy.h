@@ -141,20 +141,4 @@ dr_scaled dr_compute_average_loss(const dr_replica_ctx *ctx, const float *per_ex
 /* tf.nn.scale_regularization_loss: reg / num_replicas_in_sync, exactly. */
 dr_scaled dr_scale_regularization_loss(const dr_replica_ctx *ctx, float reg_loss);
 
-/* ---- cross-device all-reduce -------------------------------------------- */
-
-/* Sums the replicas' accumulator arrays acc[r][0..n) in place, exactly, with
- * the strategy's cross-device op: every replica ends with the total. Tensors
- * are the consecutive pieces of length tensor_len[0..ntensors) (for
- * num_packs == 0 each is its own pack; otherwise the concatenation is split
- * into num_packs packs as TensorFlow's _ConcatAndSplitPacker does). Bytes
- * move between devices in dr_acc wire format and are counted. */
-int  dr_all_reduce(dr_strategy *s, dr_acc *const *acc, size_t n,
-                   const size_t *tensor_len, uint32_t ntensors, dr_err *err);
-
-/* Sums the replicas' arrays into dst (length n) on device dst_dev: the
- * reduction to a variable device of central_storage. */
-int  dr_reduce_to_device(dr_strategy *s, dr_acc *const *acc, size_t n,
-                         uint32_t dst_dev, dr_acc *dst, dr_err *err);
-
 #endif

@@ -1,5 +1,6 @@
-/* distref — experiments and the reference training loop.
+/* distref core — experiments, run configurations and results as data.
  *
+ * The training loop that consumes them is the harness's (distref/harness.h):
  * dr_run_train is a custom training loop in the tf.distribute style: per
  * step, the strategy distributes a global batch, every replica computes its
  * share of the loss and gradient as exact accumulators over the common
@@ -34,21 +35,6 @@ typedef struct dr_experiment {
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
 
-/* Planted faults (off by default): each breaks one rule the conformance
- * comparison must notice. */
-typedef enum dr_fault {
-    DR_FAULT_NONE = 0,
-    DR_FAULT_REG_NOT_SCALED,     /* regularization not scaled by 1/R */
-    DR_FAULT_REG_SCALED_TWICE,   /* scaled by 1/R^2 */
-    DR_FAULT_MEAN_NOT_SUM,       /* gradients all-reduced with MEAN instead of SUM */
-    DR_FAULT_WRONG_SPLIT,        /* extras of an uneven batch go to the last replicas */
-    DR_FAULT_DROP_SHORT,         /* one example dropped from a final short batch */
-    DR_FAULT_ROUND_PARTIAL,      /* each replica's partial gradient rounded before the all-reduce */
-    DR_FAULT_PAD_UNMASKED        /* tpu: the padding of a short final batch counted as examples */
-} dr_fault;
-
-int dr_fault_parse(const char *name, dr_fault *out, dr_err *err);
-
 typedef struct dr_run_config {
     char     experiment[32];
     dr_strategy_spec    strategy;
@@ -70,7 +56,6 @@ typedef struct dr_run_config {
     bool     drop_remainder;
     bool     shuffle;
     uint64_t checkpoint_every;    /* steps; 0 = at the end only */
-    dr_fault fault;
     char     tf_config[4096];     /* TF_CONFIG JSON ("" = one machine) */
     char     auto_shard_policy[8];/* auto (default), file, data, off */
     uint64_t bytes_per_pack;      /* multi_worker_mirrored: 0 = one pack */
@@ -102,11 +87,6 @@ typedef struct dr_run_result {
     double   emulated_seconds;    /* tpu: the emulated time of this run's steps (alpha-beta model) */
 } dr_run_result;
 
-int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
-
-/* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
- * or writes model_dir/predictions.jsonl (predict), distributed the same way. */
-int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
-int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+/* Training, evaluation and prediction are the harness's (distref/harness.h). */
 
 #endif

@@ -6,8 +6,8 @@
  * (mantissa, exponent) pairs, row-major for op(A) and column-major for op(B),
  * so the inner loop is one integer multiply and one bin update per product.
  */
-#include "numerics/acc_internal.h"
-#include "numerics/bins.h"
+#include "core/acc_internal.h"
+#include "core/bins.h"
 
 #include <stdlib.h>
 

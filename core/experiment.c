@@ -1,4 +1,4 @@
-/* distref reference — the experiments by name, run defaults, planted faults. */
+/* distref core — the experiments by name and the run defaults. */
 #include "distref/train.h"
 
 #include <string.h>
@@ -25,21 +25,6 @@ int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
     }
     return dr_fail(err, DR_EUSAGE, "--experiment: unknown experiment '%s'; expected one of "
                    "linear_ones, mlp_synthetic, mlp_fashion_mnist", name);
-}
-
-static const char *const fault_names[] = {
-    "none", "reg_not_scaled", "reg_scaled_twice", "mean_not_sum",
-    "wrong_split", "drop_short", "round_partial", "pad_unmasked"
-};
-
-int dr_fault_parse(const char *name, dr_fault *out, dr_err *err)
-{
-    for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++) {
-        if (strcmp(name, fault_names[i]) == 0) { *out = (dr_fault)i; return DR_OK; }
-    }
-    return dr_fail(err, DR_EUSAGE, "--inject_fault: unknown fault '%s'; expected one of none, "
-                   "reg_not_scaled, reg_scaled_twice, mean_not_sum, wrong_split, drop_short, "
-                   "round_partial, pad_unmasked", name);
 }
 
 void dr_run_config_defaults(dr_run_config *c)

@@ -1,4 +1,4 @@
-/* distref reference — checkpoint files (format in checkpoint.h). */
+/* distref core — checkpoint files (format in checkpoint.h). */
 #include "distref/checkpoint.h"
 #include "distref/fileio.h"
 #include "distref/sha256.h"
@@ -121,4 +121,34 @@ void dr_checkpoint_free(dr_checkpoint *c)
     free(c->params);
     free(c->slots);
     c->params = c->slots = NULL;
+}
+
+static int check_field(dr_err *err, const char *dir, const char *field, int same,
+                       const char *saved, const char *now)
+{
+    if (same) return DR_OK;
+    return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: %s is %s, this run has %s; "
+                   "use another --model_dir or the same settings", dir, field, saved, now);
+}
+
+int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *experiment,
+                        size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
+                        uint32_t examples, dr_err *err)
+{
+    char a[48], b[48];
+    int rc = check_field(err, dir, "experiment", strcmp(c->experiment, experiment) == 0, c->experiment, experiment);
+    snprintf(a, sizeof a, "%u parameters", c->nparams); snprintf(b, sizeof b, "%zu", nparams);
+    if (!rc) rc = check_field(err, dir, "the model", c->nparams == nparams, a, b);
+    snprintf(a, sizeof a, "%u slots/optimizer %u", c->nslots, c->optimizer);
+    snprintf(b, sizeof b, "%d slots/optimizer %d", nslots, optimizer);
+    if (!rc) rc = check_field(err, dir, "the optimizer",
+                              c->nslots == (uint32_t)nslots && c->optimizer == (uint32_t)optimizer, a, b);
+    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c->seed);
+    snprintf(b, sizeof b, "seed %llu", (unsigned long long)seed);
+    if (!rc) rc = check_field(err, dir, "the data order", c->seed == seed, a, b);
+    snprintf(a, sizeof a, "%u", c->global_batch); snprintf(b, sizeof b, "%u", G);
+    if (!rc) rc = check_field(err, dir, "global_batch_size", c->global_batch == G, a, b);
+    snprintf(a, sizeof a, "%u examples", c->examples); snprintf(b, sizeof b, "%u", examples);
+    if (!rc) rc = check_field(err, dir, "the training set", c->examples == examples, a, b);
+    return rc;
 }

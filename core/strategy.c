@@ -9,7 +9,7 @@
  *                     or on the GPU itself when there is exactly one
  */
 #include "distref/strategy.h"
-#include "ref/strategy_kinds.h"
+#include "core/strategy_kinds.h"
 
 #include <math.h>
 #include <stdio.h>

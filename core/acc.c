@@ -6,7 +6,7 @@
  * complement in spirit): a canonical form, so equality, serialization and
  * rounding all work on it.
  */
-#include "numerics/acc_internal.h"
+#include "core/acc_internal.h"
 
 #include <string.h>
 

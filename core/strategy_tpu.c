@@ -7,7 +7,7 @@
  * its capacity. Variables are mirrored: every replica holds a copy on its
  * first logical core (TPUStrategy's TPUMirroredVariable).
  */
-#include "ref/strategy_kinds.h"
+#include "core/strategy_kinds.h"
 
 #include <string.h>
 

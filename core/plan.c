@@ -1,0 +1,126 @@
+/* distref core — a run as data (see include/distref/plan.h). */
+#include "distref/plan.h"
+#include "distref/cluster.h"
+#include "distref/multiworker.h"
+
+#include <string.h>
+
+int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *err)
+{
+    dr_model_spec *m;
+    int rc = dr_experiment_lookup(cfg->experiment, exp, err);
+    if (rc) return rc;
+    m = &exp->model;
+    if (cfg->optimizer[0]) {
+        if (strcmp(cfg->optimizer, "sgd") == 0) exp->optimizer.kind = DR_OPT_SGD;
+        else if (strcmp(cfg->optimizer, "adam") == 0) exp->optimizer.kind = DR_OPT_ADAM;
+        else return dr_fail(err, DR_EUSAGE, "--optimizer: expected sgd or adam, got '%s'", cfg->optimizer);
+        if (exp->optimizer.kind == DR_OPT_ADAM) exp->optimizer.momentum = 0.0f;
+    }
+    if (cfg->learning_rate >= 0) exp->optimizer.lr = (float)cfg->learning_rate;
+    if (cfg->momentum >= 0) exp->optimizer.momentum = (float)cfg->momentum;
+    exp->optimizer.nesterov = cfg->nesterov;
+    if (cfg->nesterov && exp->optimizer.momentum == 0.0f)
+        return dr_fail(err, DR_EUSAGE, "--nesterov needs --momentum > 0 (SGD)");
+    if (cfg->l2 >= 0) m->l2 = (float)cfg->l2;
+    if (!cfg->from_logits) {
+        if (m->loss != DR_LOSS_XENT_LOGITS)
+            return dr_fail(err, DR_EUSAGE, "--from_logits=false: experiment %s has no classification loss", exp->name);
+        m->layer[m->nlayers - 1].act = DR_ACT_SOFTMAX;
+        m->loss = DR_LOSS_XENT_PROBS;
+    }
+    return DR_OK;
+}
+
+int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err)
+{
+    if (strcmp(dataset, "toy") == 0) return dr_dataset_toy(out, err);
+    if (strcmp(dataset, "synthetic") == 0) {
+        uint32_t n = split ? (cfg->synthetic_examples + 3) / 4 : cfg->synthetic_examples;
+        return dr_dataset_synthetic(cfg->seed, split, n, out, err);
+    }
+    return dr_dataset_fashion_mnist(cfg->data_dir, split, out, err);
+}
+
+int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
+                   dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err)
+{
+    static const int image[2] = { DR_IMAGE_SIDE, DR_IMAGE_SIDE };
+    int cs[DR_TPU_RANK] = { 0 }, prod = 1;
+    int rc = dr_tpu_initialize_system(sys, cfg->strategy.tpu_address, cfg->tpu_platform, cfg->tpu_hbm_scale, err);
+    if (rc) return rc;
+    part[0] = part[1] = 1;
+    if (cfg->input_partition_dims[0]) {
+        if (exp->model.layer[0].in != DR_IMAGE_SIDE * DR_IMAGE_SIDE)
+            return dr_fail(err, DR_EUSAGE, "--input_partition_dims: experiment %s's input has %u "
+                           "features, not a %dx%d image", exp->name, exp->model.layer[0].in, DR_IMAGE_SIDE, DR_IMAGE_SIDE);
+        if ((rc = dr_tpu_partition_shape(cfg->input_partition_dims, image, part, cs, &prod, err))) return rc;
+    }
+    *tiles = (uint32_t)prod;
+    memcpy(opt->tpu_computation_shape, cs, sizeof cs);
+    opt->tpu_system = sys;
+    return DR_OK;
+}
+
+void dr_tpu_tile_pixels(const int part[2], uint32_t *pix)
+{
+    uint32_t th = DR_IMAGE_SIDE / (uint32_t)part[0], tw = DR_IMAGE_SIDE / (uint32_t)part[1], q = 0;
+    uint32_t tiles = (uint32_t)(part[0] * part[1]);
+    for (uint32_t l = 0; l < tiles; l++) {
+        uint32_t i = l / (uint32_t)part[1], j = l % (uint32_t)part[1];
+        for (uint32_t y = 0; y < th; y++)
+            for (uint32_t x = 0; x < tw; x++) pix[q++] = (i * th + y) * DR_IMAGE_SIDE + j * tw + x;
+    }
+}
+
+/* TF_CONFIG and, for multi_worker_mirrored, the workers, the shard policy
+ * and the packing (CommunicationOptions(bytes_per_pack): floats per pack). */
+static int cluster_setup(dr_run_plan *p, dr_err *err)
+{
+    const dr_run_config *cfg = p->cfg;
+    dr_cluster cl;
+    dr_shard_policy policy;
+    uint32_t files = strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0;
+    int rc = dr_cluster_parse(cfg->tf_config, &cl, err);
+    if (rc == DR_OK && cl.has_task) rc = dr_cluster_check(&cl, p->spec.kind, err);
+    if (rc || p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED) return rc;
+    p->num_workers = p->sopt.num_workers = dr_cluster_worker_count(&cl);
+    if ((rc = dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err)) ||
+        (rc = dr_shard_policy_resolve(policy, files, p->num_workers, &policy, err)))
+        return rc;
+    p->shard_data = policy == DR_SHARD_DATA && p->num_workers > 1;
+    p->unsharded = policy == DR_SHARD_OFF && p->num_workers > 1;
+    if (cfg->bytes_per_pack) {
+        uint64_t per = cfg->bytes_per_pack / sizeof(float);
+        uint64_t packs = per ? (p->P + per - 1) / per : p->P;
+        p->spec.num_packs = (int)(packs < 1 ? 1 : packs > (1u << 20) ? (1u << 20) : packs);
+    }
+    return DR_OK;
+}
+
+int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
+{
+    int rc;
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    if ((rc = dr_experiment_resolve(cfg, &p->exp, err))) return rc;
+    p->exact = strcmp(cfg->numerics, "exact") == 0;
+    if (!p->exact && strcmp(cfg->numerics, "fast") != 0)
+        return dr_fail(err, DR_EUSAGE, "--numerics: expected exact or fast, got '%s'", cfg->numerics);
+    p->G = cfg->global_batch_size ? cfg->global_batch_size : p->exp.global_batch;
+    p->epochs = cfg->epochs ? cfg->epochs : p->exp.epochs;
+    p->P = dr_model_num_params(&p->exp.model);
+    p->nslots = dr_optimizer_num_slots(&p->exp.optimizer);
+    p->spec = cfg->strategy;
+    p->sopt = cfg->memory;
+    p->num_workers = 1;
+    for (uint32_t l = 0; l < p->exp.model.nlayers; l++) {
+        p->tensor_len[p->ntensors++] = (size_t)p->exp.model.layer[l].in * p->exp.model.layer[l].out;
+        p->tensor_len[p->ntensors++] = p->exp.model.layer[l].out;
+    }
+    if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
+                       "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(p->spec.kind));
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return DR_OK;   /* its cluster is the ps run's */
+    return cluster_setup(p, err);
+}

@@ -1,0 +1,204 @@
+/* distref core — what a run writes: metrics.jsonl, summary.json, the
+ * progress bar (include/distref/run_log.h). */
+#include "distref/run_log.h"
+#include "distref/fileio.h"
+#include "distref/sha256.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double dr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+void dr_weights_sha256(const float *params, size_t n, char hex[65])
+{
+    dr_sha256_ctx h;
+    uint8_t d[32];
+    dr_sha256_init(&h);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t le[4];
+        dr_put_u32le(le, bits_of(params[i]));
+        dr_sha256_update(&h, le, 4);
+    }
+    dr_sha256_final(&h, d);
+    dr_sha256_to_hex(d, hex);
+}
+
+/* ---- metrics.jsonl ------------------------------------------------------ */
+
+static int append(dr_run_log *t, dr_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    int need;
+    va_start(ap, fmt);
+    need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)need + 1 > t->cap) {
+        size_t cap = (t->cap + (size_t)need + 1) * 2;
+        char *p = realloc(t->metrics, cap);
+        if (!p) return dr_fail(err, DR_ENOMEM, "no memory for metrics");
+        t->metrics = p;
+        t->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->metrics + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)need;
+    return DR_OK;
+}
+/* First 16 hex digits of SHA-256 over the ids' little-endian bytes. */
+static void ids_hash(const uint32_t *ids, uint32_t n, char out[17])
+{
+    dr_sha256_ctx h;
+    uint8_t d[32];
+    char hex[65];
+    dr_sha256_init(&h);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t le[4];
+        dr_put_u32le(le, ids[i]);
+        dr_sha256_update(&h, le, 4);
+    }
+    dr_sha256_final(&h, d);
+    dr_sha256_to_hex(d, hex);
+    memcpy(out, hex, 16);
+    out[16] = 0;
+}
+
+const char *dr_json_float(float x, char *buf, size_t n)
+{
+    if (!isfinite(x)) return "null";   /* JSON has no inf or NaN; loss_bits still tells */
+    snprintf(buf, n, "%.9g", (double)x);
+    return buf;
+}
+
+int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_report *rep, dr_err *err)
+{
+    uint32_t R = rep->num_replicas;
+    char num[32];
+    int rc = append(t, err, "{\"step\":%llu,\"epoch\":%u,\"loss\":%s,\"loss_bits\":\"0x%08x\",\"examples\":%u,"
+                    "\"replica_batch_sizes\":[", (unsigned long long)step, epoch,
+                    dr_json_float(rep->loss, num, sizeof num), bits_of(rep->loss), rep->count);
+    for (uint32_t r = 0; rc == DR_OK && r < R; r++)
+        rc = append(t, err, "%s%u", r ? "," : "", rep->off[r + 1] - rep->off[r]);
+    if (rc == DR_OK) rc = append(t, err, "],\"replica_ids\":[");
+    for (uint32_t r = 0; rc == DR_OK && r < R; r++) {
+        char h[17];
+        ids_hash(rep->ids + rep->off[r], rep->off[r + 1] - rep->off[r], h);
+        rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
+    }
+    if (rc == DR_OK) rc = append(t, err, "]%s}\n", rep->extra);
+    return rc;
+}
+
+int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
+{
+    char path[1100];
+    uint8_t *buf;
+    size_t n;
+    int rc;
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->t_start = dr_now();
+    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
+    if (access(path, F_OK) != 0) return DR_OK;   /* no earlier run */
+    rc = dr_read_file(path, (size_t)1 << 30, &buf, &n, err);
+    if (rc) return rc;
+    t->metrics = (char *)buf;
+    t->len = n;
+    t->cap = n + 1;
+    return DR_OK;
+}
+
+void dr_run_log_free(dr_run_log *t)
+{
+    free(t->metrics);
+    memset(t, 0, sizeof *t);
+}
+
+/* Keep the lines of steps the checkpoint covers; later ones will be redone. */
+void dr_run_log_trim(dr_run_log *t, uint64_t upto)
+{
+    size_t keep = 0;
+    while (keep < t->len) {
+        unsigned long long step;
+        char *nl = memchr(t->metrics + keep, '\n', t->len - keep);
+        if (!nl || sscanf(t->metrics + keep, "{\"step\":%llu", &step) != 1 || step > upto) break;
+        keep = (size_t)(nl - t->metrics) + 1;
+    }
+    t->len = keep;
+    if (t->metrics) t->metrics[keep] = 0;
+}
+
+int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
+{
+    char path[1100];
+    int rc = dr_mkdirs(t->cfg->model_dir, err);
+    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
+    if (rc == DR_OK) {
+        snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->model_dir);
+        rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
+    }
+    return rc;
+}
+
+/* ---- progress and summary ----------------------------------------------- */
+
+void dr_run_log_progress(const dr_run_log *t, uint64_t step, uint32_t epoch, uint32_t epochs, float loss)
+{
+    uint64_t total = t->cfg->train_steps;
+    if (!t->cfg->progress) return;
+    if (total) {
+        int w = (int)(30 * step / total);
+        fprintf(stderr, "\r[%-30.*s] step %llu/%llu loss %.4f", w, "==============================",
+                (unsigned long long)step, (unsigned long long)total, (double)loss);
+    } else {
+        fprintf(stderr, "\repoch %u/%u step %llu loss %.4f", epoch + 1, epochs,
+                (unsigned long long)step, (double)loss);
+    }
+    if (!total || step == total) fflush(stderr);
+}
+
+json_object *dr_devices_json(const dr_strategy *s)
+{
+    json_object *arr = json_object_new_array();
+    for (uint32_t d = 0; d < s->num_devices; d++) {
+        const dr_device *dv = &s->device[d];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "device", json_object_new_string(dv->name));
+        json_object_object_add(o, "peak_bytes", json_object_new_int64((int64_t)dv->peak));
+        json_object_object_add(o, "bytes_in", json_object_new_int64((int64_t)dv->bytes_in));
+        json_object_object_add(o, "bytes_out", json_object_new_int64((int64_t)dv->bytes_out));
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+int dr_run_log_summary(dr_run_log *t, json_object *o, dr_err *err)
+{
+    char path[1100];
+    const char *text;
+    int rc;
+    if (t->cfg->progress) fputc('\n', stderr);
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    snprintf(path, sizeof path, "%s/summary.json", t->cfg->model_dir);
+    rc = dr_write_atomic(path, text, strlen(text), err);
+    json_object_put(o);
+    return rc;
+}

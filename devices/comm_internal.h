@@ -1,0 +1,71 @@
+/* distref devices — internals of the threads comm (devices/comm_threads.c,
+ * devices/comm_torus.c). Not a public header: nothing outside devices/comm_*
+ * includes it. */
+#ifndef DISTREF_DEVICES_COMM_INTERNAL_H
+#define DISTREF_DEVICES_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distref/comm.h"
+
+/* Elements per unit of parallel work: a block of one replica's accumulators
+ * is 43 KB, so a ring's chain over a block stays in cache. */
+#define DR_CT_BLOCK 256
+
+/* What a rank publishes on entering a collective, for the others to read
+ * between the entry barrier and the last one. */
+typedef struct ct_slot {
+    dr_acc *const *local;   /* the caller's array of local_replicas pointers */
+    size_t   n;
+    dr_acc  *dst;           /* reduce_to: rank 0's destination */
+    uint32_t dst_device;
+    int      rc;            /* DR_OK, or why this rank refused the call */
+    dr_err   err;
+} ct_slot;
+
+/* Shared by every endpoint of one open(). */
+typedef struct ct_hub {
+    dr_comm_config    cfg;           /* cfg.tensor_len points at tensor_len below */
+    size_t           *tensor_len;    /* the hub's own copy */
+    pthread_barrier_t bar;           /* num_ranks > 1 only */
+    ct_slot          *slot;          /* [num_ranks] */
+    struct dr_comm   *ep;            /* [num_ranks] */
+    atomic_uint       open_eps;      /* endpoints not yet closed */
+} ct_hub;
+
+struct dr_comm {
+    ct_hub  *hub;
+    uint32_t rank;
+};
+
+/* Chunk c of a ring of n members over len elements: [c*len/n, (c+1)*len/n). */
+void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi);
+
+/* DR_ACC_BYTES per element from device index `from` to `to` of s (bytes_out
+ * on the sender, bytes_in on the receiver); nothing when they are equal or s
+ * is NULL. Callers make sure one thread counts at a time. */
+void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems);
+
+/* dst[0..k) += src[0..k), on the calling thread. */
+void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
+
+/* The ring's whole data flow for elements [at, at+k) of chunk c, ring[j]
+ * being member j's array: the reduce-scatter carries the chunk from member c
+ * around to member c-1 (each merging what it holds), the all-gather copies
+ * the total from c-1 around to c-2. Exactly the merges and copies of the
+ * step-by-step ring, for these elements. */
+void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
+
+/* DR_ESTATE once the TPU system under tpu strategy s was initialized again. */
+int  dr_ct_tpu_live(const dr_strategy *s, dr_err *err);
+
+/* The tpu strategy's torus all-reduce for the one rank of hub h
+ * (devices/comm_torus.c); the arguments as all_reduce_ranges's. */
+int  dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
+                 uint32_t l, double *seconds, dr_err *err);
+
+#endif

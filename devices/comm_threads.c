@@ -1,0 +1,567 @@
+/* distref devices — the threads comm: collectives over exact accumulators,
+ * ranks being thread groups of one process (distref/comm.h).
+ *
+ * The hub. open() builds every rank's endpoint around one shared hub (the
+ * config, a pthread barrier for num_ranks threads, and one slot per rank).
+ * A collective starts with each rank publishing its arguments in its slot
+ * and its own verdict on them; after the entry barrier every rank reads all
+ * slots, so either all ranks go on or all return the same error (a rank
+ * that returned alone would leave the others waiting forever). Slots are
+ * read only between the entry barrier and the collective's last barrier, so
+ * a rank that has returned may enter the next collective at once. A group
+ * of one rank never touches the barrier.
+ *
+ * Algorithms. Merging accumulators is exact, so no schedule can change a
+ * bit; what an algorithm decides is which replica's array merges into which
+ * and which links carry bytes.
+ *   Within a rank (num_ranks == 1), TensorFlow's cross-device ops, per pack:
+ *     RING          chunks [c*len/R, (c+1)*len/R) go around the replicas:
+ *                   reduce-scatter, then all-gather (NcclAllReduce);
+ *     HIERARCHICAL  halves [0, R/2) and [R/2, R) onto a root each (roots
+ *                   rotate with the pack), the roots exchange, then copy
+ *                   back (HierarchicalCopyAllReduce);
+ *     ONE_DEVICE    everything onto replica 0, then copied back.
+ *   The replicas share this address space, so the element range is cut into
+ *   blocks of DR_CT_BLOCK, one OpenMP iteration each, and a block runs the
+ *   algorithm's whole data flow for its elements (every merge and copy the
+ *   algorithm makes, in its order) while the block is in cache. A nested
+ *   OpenMP region that gets one thread computes the same thing.
+ *   Across ranks (num_ranks > 1): each rank merges its replicas onto its
+ *   local[0], the ranks' local[0] run a ring (reduce-scatter, all-gather;
+ *   chunks [c*len/W, (c+1)*len/W) of every pack), one barrier per step, each
+ *   rank pulling the chunk its predecessor sends; then each rank copies the
+ *   total into its other replicas. cfg.alg does not apply there.
+ *   reduce_to: rank w sums every replica of every rank into its share
+ *   [w*n/W, (w+1)*n/W) of rank 0's destination.
+ *   TORUS (the tpu strategy): devices/comm_torus.c.
+ * Packs: num_packs 0, one per tensor; k > 0, the concatenation cut into k
+ * packs of n/k, the last taking the rest (_ConcatAndSplitPacker).
+ *
+ * Byte accounting, as ref/cross_device.c counts the same algorithm:
+ * DR_ACC_BYTES per element that moves between two distinct devices
+ * (cfg.strategy->device[replica_device[global replica]]), bytes_out on the
+ * sender's device and bytes_in on the receiver's; a copy within one device
+ * is free. Counts are a function of (config, n) alone, so one thread adds
+ * them for everybody: the only rank with num_ranks == 1, rank 0 before the
+ * collective's last barrier otherwise. With no strategy nothing is counted.
+ */
+#include "devices/comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pieces shared with comm_torus.c ------------------------------------ */
+
+void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi)
+{
+    *lo = (size_t)c * len / n;
+    *hi = ((size_t)c + 1) * len / n;
+#if defined(DR_MUTANT_CHUNK_OFF_BY_ONE)
+    if (c + 1 < n && *hi > *lo) (*hi)--;   /* mutant: chunk ends one short, its last element never reduced */
+#endif
+}
+
+void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems)
+{
+    if (!s || from == to || elems == 0) return;
+    s->device[from].bytes_out += (uint64_t)elems * DR_ACC_BYTES;
+    s->device[to].bytes_in += (uint64_t)elems * DR_ACC_BYTES;
+}
+
+void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k)
+{
+    for (size_t i = 0; i < k; i++) dr_acc_merge(&dst[i], &src[i]);
+}
+
+void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k)
+{
+    /* Reduce-scatter step s: member c+s sends what it holds of chunk c on. */
+    for (uint32_t s = 0; s + 1 < n; s++) {
+        uint32_t j = (c + s) % n;
+        dr_ct_merge(ring[(j + 1) % n] + at, ring[j] + at, k);
+    }
+    /* All-gather step s: member c-1+s passes the total on. */
+    for (uint32_t s = 0; s + 1 < n; s++) {
+        uint32_t j = (c + s + n - 1) % n;
+        memcpy(ring[(j + 1) % n] + at, ring[j] + at, k * sizeof(dr_acc));
+    }
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+/* The device index of local replica r of rank w. */
+static uint32_t dev_of(const ct_hub *h, uint32_t w, uint32_t r)
+{
+    return h->cfg.strategy ? h->cfg.strategy->replica_device[w * h->cfg.local_replicas + r] : 0;
+}
+
+static uint32_t num_packs(const ct_hub *h)
+{
+    return h->cfg.num_packs > 0 ? (uint32_t)h->cfg.num_packs : h->cfg.ntensors;
+}
+
+/* Pack p's length, the packs before it taking [0, off) of n. */
+static size_t pack_len(const ct_hub *h, uint32_t p, size_t n, size_t off)
+{
+    if (h->cfg.num_packs == 0) return h->cfg.tensor_len[p];
+    return p + 1 < num_packs(h) ? n / num_packs(h) : n - off;
+}
+
+static size_t nblocks(size_t len)
+{
+    return (len + DR_CT_BLOCK - 1) / DR_CT_BLOCK;
+}
+
+int dr_ct_tpu_live(const dr_strategy *s, dr_err *err)
+{
+    if (s->tpu_system->generation != s->tpu_generation)
+        return dr_fail(err, DR_ESTATE, "comm threads: the TPU system was initialized again after this "
+                       "strategy was built, which wiped its HBM; build the strategy again");
+    return DR_OK;
+}
+
+static int check_config(const dr_comm_config *cfg, dr_err *err)
+{
+    const dr_strategy *s = cfg->strategy;
+    if (cfg->num_ranks == 0)
+        return dr_fail(err, DR_EUSAGE, "comm threads: num_ranks must be at least 1, got 0");
+    if (cfg->local_replicas == 0)
+        return dr_fail(err, DR_EUSAGE, "comm threads: local_replicas must be at least 1, got 0");
+    if ((unsigned)cfg->alg > (unsigned)DR_COMM_TORUS)
+        return dr_fail(err, DR_EUSAGE, "comm threads: unknown algorithm %d", (int)cfg->alg);
+    if (cfg->num_packs < 0)
+        return dr_fail(err, DR_EUSAGE, "comm threads: num_packs must be >= 0, got %d", cfg->num_packs);
+    if (cfg->ntensors > 0 && !cfg->tensor_len)
+        return dr_fail(err, DR_EUSAGE, "comm threads: %u tensors but no tensor lengths (NULL)", cfg->ntensors);
+    if (s && (uint64_t)cfg->num_ranks * cfg->local_replicas != s->num_replicas)
+        return dr_fail(err, DR_EUSAGE, "comm threads: %u ranks x %u local replicas, but the strategy has %u "
+                       "replicas", cfg->num_ranks, cfg->local_replicas, s->num_replicas);
+    if (cfg->alg != DR_COMM_TORUS) return DR_OK;
+    if (!s || !s->tpu_system)
+        return dr_fail(err, DR_EUSAGE, "comm threads: algorithm TORUS needs a tpu strategy");
+    if (cfg->num_ranks != 1)
+        return dr_fail(err, DR_EUNSUPPORTED, "comm threads: algorithm TORUS runs in one rank, not %u",
+                       cfg->num_ranks);
+    return dr_ct_tpu_live(s, err);
+}
+
+/* n accumulators in tensors summing to n (when tensors are given). */
+static int check_lengths(const ct_hub *h, const char *what, size_t n, dr_err *err)
+{
+    size_t sum = 0;
+    if (h->cfg.ntensors == 0) {
+        if (h->cfg.num_packs == 0 && n > 0)
+            return dr_fail(err, DR_EUSAGE, "comm threads %s: %zu accumulators but no tensor lengths "
+                           "(num_packs 0 reduces tensor by tensor)", what, n);
+        return DR_OK;
+    }
+    for (uint32_t t = 0; t < h->cfg.ntensors; t++) sum += h->cfg.tensor_len[t];
+    if (sum != n)
+        return dr_fail(err, DR_EUSAGE, "comm threads %s: the %u tensor lengths sum to %zu, but the arrays "
+                       "hold %zu accumulators", what, h->cfg.ntensors, sum, n);
+    return DR_OK;
+}
+
+static int check_arrays(const ct_hub *h, const char *what, dr_acc *const *local, size_t n, dr_err *err)
+{
+    if (n == 0) return DR_OK;
+    if (!local) return dr_fail(err, DR_EUSAGE, "comm threads %s: no local arrays (NULL)", what);
+    for (uint32_t r = 0; r < h->cfg.local_replicas; r++)
+        if (!local[r]) return dr_fail(err, DR_EUSAGE, "comm threads %s: local replica %u's array is NULL", what, r);
+    return DR_OK;
+}
+
+/* ---- the hub: barrier and agreement ------------------------------------- */
+
+static int sync_ranks(ct_hub *h, dr_err *err)
+{
+    int rc;
+    if (h->cfg.num_ranks == 1) return DR_OK;
+    rc = pthread_barrier_wait(&h->bar);
+    if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+        return dr_fail(err, DR_EFAULT, "comm threads: barrier failed (error %d)", rc);
+    return DR_OK;
+}
+
+/* After each rank filled its slot: waits for all, then fails every rank
+ * alike if any refused its arguments or the ranks disagree on n. */
+static int agree(dr_comm *c, const char *what, dr_err *err)
+{
+    ct_hub *h = c->hub;
+    uint32_t W = h->cfg.num_ranks;
+    int rc = sync_ranks(h, err);
+    if (rc) return rc;
+    for (uint32_t q = 0; q < W && rc == DR_OK; q++) {
+        const ct_slot *s = &h->slot[q];
+        if (s->rc && W == 1) rc = dr_fail(err, s->rc, "%s", s->err.msg);
+        else if (s->rc) rc = dr_fail(err, s->rc, "rank %u: %s", q, s->err.msg);
+        else if (s->n != h->slot[0].n)
+            rc = dr_fail(err, DR_EUSAGE, "comm threads %s: rank %u passed %zu accumulators, rank 0 %zu",
+                         what, q, s->n, h->slot[0].n);
+    }
+    if (rc) sync_ranks(h, NULL);   /* no slot is reused before every rank has read them */
+    return rc;
+}
+
+/* Fills this rank's slot; its verdict comes after, in me->rc. */
+static ct_slot *publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device)
+{
+    ct_slot *me = &c->hub->slot[c->rank];
+    me->local = local;
+    me->n = n;
+    me->dst = dst;
+    me->dst_device = dst_device;
+    me->rc = DR_OK;
+    me->err.code = DR_OK;
+    me->err.msg[0] = '\0';
+    return me;
+}
+
+/* ---- within a rank ------------------------------------------------------ */
+
+static void to_root(dr_acc *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at, size_t k)
+{
+    for (uint32_t r = lo; r < hi; r++)
+        if (r != root) dr_ct_merge(acc[root] + at, acc[r] + at, k);
+}
+
+static void from_root(dr_acc *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at, size_t k)
+{
+    for (uint32_t r = lo; r < hi; r++)
+        if (r != root) memcpy(acc[r] + at, acc[root] + at, k * sizeof(dr_acc));
+}
+
+/* HierarchicalCopyAllReduce's roots of the two halves for a pack. */
+static void roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1)
+{
+    uint32_t h = R / 2;
+    *r0 = h ? pack % h : 0;
+    *r1 = h + pack % (R - h);
+}
+
+/* The algorithm's data flow for elements [a, e) of the pack [off, off+len). */
+static void local_block(const ct_hub *h, dr_acc *const *acc, size_t off, size_t len, uint32_t pack,
+                        size_t a, size_t e)
+{
+    uint32_t R = h->cfg.local_replicas, half = R / 2, r0, r1;
+    switch (h->cfg.alg) {
+    case DR_COMM_RING:
+        for (uint32_t c = 0; c < R; c++) {
+            size_t lo, hi;
+            dr_ct_chunk(len, R, c, &lo, &hi);
+            if (lo < a) lo = a;
+            if (hi > e) hi = e;
+            if (lo < hi) dr_ct_ring_chain(acc, R, c, off + lo, hi - lo);
+        }
+        break;
+    case DR_COMM_HIERARCHICAL:
+        roots(R, pack, &r0, &r1);
+        to_root(acc, 0, half, r0, off + a, e - a);
+        to_root(acc, half, R, r1, off + a, e - a);
+        if (half) {
+            dr_ct_merge(acc[r0] + off + a, acc[r1] + off + a, e - a);
+            memcpy(acc[r1] + off + a, acc[r0] + off + a, (e - a) * sizeof(dr_acc));
+        }
+        from_root(acc, 0, half, r0, off + a, e - a);
+        from_root(acc, half, R, r1, off + a, e - a);
+        break;
+    default:   /* ONE_DEVICE */
+        to_root(acc, 0, R, 0, off + a, e - a);
+        from_root(acc, 0, R, 0, off + a, e - a);
+        break;
+    }
+}
+
+static void local_pack(const ct_hub *h, dr_acc *const *acc, size_t off, size_t len, uint32_t pack)
+{
+    size_t nb = nblocks(len);
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t a = b * DR_CT_BLOCK, e = len - a > DR_CT_BLOCK ? a + DR_CT_BLOCK : len;
+        local_block(h, acc, off, len, pack, a, e);
+    }
+}
+
+/* The bytes of one pack's reduction within rank 0 (num_ranks == 1). */
+static void count_local_pack(const ct_hub *h, size_t len, uint32_t pack)
+{
+    dr_strategy *s = h->cfg.strategy;
+    uint32_t R = h->cfg.local_replicas, half = R / 2, r0, r1;
+    switch (h->cfg.alg) {
+    case DR_COMM_RING:
+        for (uint32_t phase = 0; phase < 2; phase++)
+            for (uint32_t step = 0; step + 1 < R; step++)
+                for (uint32_t r = 0; r < R; r++) {
+                    size_t lo, hi;
+                    dr_ct_chunk(len, R, (r + R - step + phase) % R, &lo, &hi);
+                    dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, (r + 1) % R), hi - lo);
+                }
+        break;
+    case DR_COMM_HIERARCHICAL:
+        roots(R, pack, &r0, &r1);
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t root = r < half ? r0 : r1;
+            if (r == root) continue;
+            dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, root), len);
+            dr_ct_count(s, dev_of(h, 0, root), dev_of(h, 0, r), len);
+        }
+        if (half) {
+            dr_ct_count(s, dev_of(h, 0, r1), dev_of(h, 0, r0), len);
+            dr_ct_count(s, dev_of(h, 0, r0), dev_of(h, 0, r1), len);
+        }
+        break;
+    default:
+        for (uint32_t r = 1; r < R; r++) {
+            dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, 0), len);
+            dr_ct_count(s, dev_of(h, 0, 0), dev_of(h, 0, r), len);
+        }
+        break;
+    }
+}
+
+static void local_all_reduce(const ct_hub *h, dr_acc *const *acc, size_t n)
+{
+    size_t off = 0;
+    if (h->cfg.local_replicas == 1) return;
+    for (uint32_t p = 0; p < num_packs(h); p++) {
+        size_t len = pack_len(h, p, n, off);
+        local_pack(h, acc, off, len, p);
+        count_local_pack(h, len, p);
+        off += len;
+    }
+}
+
+/* ---- across ranks ------------------------------------------------------- */
+
+/* A rank's replicas onto its local[0] (back: local[0] onto the others). */
+static void rank_gather(const ct_hub *h, dr_acc *const *local, size_t n, bool back)
+{
+    uint32_t R = h->cfg.local_replicas;
+    size_t nb = nblocks(n);
+    if (R == 1) return;
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t a = b * DR_CT_BLOCK, k = n - a > DR_CT_BLOCK ? DR_CT_BLOCK : n - a;
+        if (back) from_root(local, 0, R, 0, a, k);
+        else to_root(local, 0, R, 0, a, k);
+    }
+}
+
+/* dst[0..k) += src[0..k), or = src with copy. */
+static void par_move(dr_acc *dst, const dr_acc *src, size_t k, bool copy)
+{
+    size_t nb = nblocks(k);
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t a = b * DR_CT_BLOCK, m = k - a > DR_CT_BLOCK ? DR_CT_BLOCK : k - a;
+        if (copy) memcpy(dst + a, src + a, m * sizeof(dr_acc));
+        else dr_ct_merge(dst + a, src + a, m);
+    }
+}
+
+/* Step `step` of the ring over ranks, as rank w receives it: rank w-1 sends
+ * chunk (w-1 - step + phase) mod W of every pack of its local[0]; in the
+ * same step rank w sends a different chunk, so nothing is read and written
+ * at once. */
+static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step, uint32_t phase)
+{
+    uint32_t W = h->cfg.num_ranks, prev = (w + W - 1) % W, c = (prev + W - step + phase) % W;
+    dr_acc *dst = h->slot[w].local[0];
+    const dr_acc *src = h->slot[prev].local[0];
+    size_t off = 0;
+    for (uint32_t p = 0; p < num_packs(h); p++) {
+        size_t len = pack_len(h, p, n, off), lo, hi;
+        dr_ct_chunk(len, W, c, &lo, &hi);
+        par_move(dst + off + lo, src + off + lo, hi - lo, phase == 1);
+        off += len;
+    }
+}
+
+/* Every rank's bytes: gather, the ring of the local[0]s, copy back. */
+static void count_ranks(const ct_hub *h, size_t n)
+{
+    dr_strategy *s = h->cfg.strategy;
+    uint32_t W = h->cfg.num_ranks, R = h->cfg.local_replicas;
+    size_t off = 0;
+    for (uint32_t w = 0; w < W; w++)
+        for (uint32_t r = 1; r < R; r++) {
+            dr_ct_count(s, dev_of(h, w, r), dev_of(h, w, 0), n);
+            dr_ct_count(s, dev_of(h, w, 0), dev_of(h, w, r), n);
+        }
+    for (uint32_t p = 0; p < num_packs(h); p++) {
+        size_t len = pack_len(h, p, n, off);
+        for (uint32_t phase = 0; phase < 2; phase++)
+            for (uint32_t step = 0; step + 1 < W; step++)
+                for (uint32_t w = 0; w < W; w++) {
+                    size_t lo, hi;
+                    dr_ct_chunk(len, W, (w + W - step + phase) % W, &lo, &hi);
+                    dr_ct_count(s, dev_of(h, w, 0), dev_of(h, (w + 1) % W, 0), hi - lo);
+                }
+        off += len;
+    }
+}
+
+static int ranks_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+{
+    ct_hub *h = c->hub;
+    uint32_t W = h->cfg.num_ranks;
+    int rc;
+    if (n) rank_gather(h, local, n, false);
+    if (c->rank == 0) count_ranks(h, n);
+    if ((rc = sync_ranks(h, err))) return rc;
+    for (uint32_t phase = 0; phase < 2; phase++)
+        for (uint32_t step = 0; step + 1 < W; step++) {
+            if (n) rank_ring_recv(h, c->rank, n, step, phase);
+            if ((rc = sync_ranks(h, err))) return rc;
+        }
+    if (n) rank_gather(h, local, n, true);
+    return DR_OK;
+}
+
+/* ---- the operations ----------------------------------------------------- */
+
+static void free_hub(ct_hub *h)
+{
+    if (h->cfg.num_ranks > 1) pthread_barrier_destroy(&h->bar);
+    free(h->tensor_len);
+    free(h->slot);
+    free(h->ep);
+    free(h);
+}
+
+static int ct_open(const dr_comm_config *cfg, dr_comm **eps, uint32_t *neps, dr_err *err)
+{
+    ct_hub *h;
+    int rc;
+    if (!cfg || !eps || !neps)
+        return dr_fail(err, DR_EUSAGE, "comm threads: open needs a config, an endpoint array and a count");
+    if ((rc = check_config(cfg, err))) return rc;
+    if (!(h = calloc(1, sizeof *h))) return dr_fail(err, DR_ENOMEM, "comm threads: no memory");
+    h->cfg = *cfg;
+    h->tensor_len = malloc((size_t)cfg->ntensors * sizeof *h->tensor_len + 1);
+    h->slot = calloc(cfg->num_ranks, sizeof *h->slot);
+    h->ep = calloc(cfg->num_ranks, sizeof *h->ep);
+    if (!h->tensor_len || !h->slot || !h->ep) {
+        h->cfg.num_ranks = 1;   /* no barrier to destroy */
+        free_hub(h);
+        return dr_fail(err, DR_ENOMEM, "comm threads: no memory for %u ranks", cfg->num_ranks);
+    }
+    if (cfg->ntensors) memcpy(h->tensor_len, cfg->tensor_len, (size_t)cfg->ntensors * sizeof *h->tensor_len);
+    h->cfg.tensor_len = h->tensor_len;
+    if (cfg->num_ranks > 1 && (rc = pthread_barrier_init(&h->bar, NULL, cfg->num_ranks)) != 0) {
+        h->cfg.num_ranks = 1;
+        free_hub(h);
+        return dr_fail(err, DR_ENOMEM, "comm threads: no barrier for %u ranks (error %d)", cfg->num_ranks, rc);
+    }
+    atomic_init(&h->open_eps, cfg->num_ranks);
+    for (uint32_t w = 0; w < cfg->num_ranks; w++) {
+        h->ep[w].hub = h;
+        h->ep[w].rank = w;
+        eps[w] = &h->ep[w];
+    }
+    *neps = cfg->num_ranks;
+    return DR_OK;
+}
+
+/* Endpoints may be closed all at once or one by one; the last frees the hub. */
+static void ct_close(dr_comm **eps, uint32_t neps)
+{
+    if (!eps) return;
+    for (uint32_t i = 0; i < neps; i++) {
+        ct_hub *h;
+        if (!eps[i]) continue;
+        h = eps[i]->hub;
+        eps[i] = NULL;
+        if (atomic_fetch_sub(&h->open_eps, 1) == 1) free_hub(h);
+    }
+}
+
+static uint32_t ct_rank(const dr_comm *c) { return c->rank; }
+static uint32_t ct_num_ranks(const dr_comm *c) { return c->hub->cfg.num_ranks; }
+
+static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+{
+    ct_slot *me;
+    int rc;
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce: no endpoint (NULL)");
+    me = publish(c, local, n, NULL, 0);
+    if (c->hub->cfg.alg == DR_COMM_TORUS)
+        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads all_reduce: algorithm TORUS reduces by "
+                         "all_reduce_ranges");
+    if (me->rc == DR_OK) me->rc = check_lengths(c->hub, "all_reduce", n, &me->err);
+    if (me->rc == DR_OK) me->rc = check_arrays(c->hub, "all_reduce", local, n, &me->err);
+    if ((rc = agree(c, "all_reduce", err))) return rc;
+    if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, local, n, err);
+    local_all_reduce(c->hub, local, n);
+    return DR_OK;
+}
+
+static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
+                        dr_err *err)
+{
+    ct_hub *h;
+    ct_slot *me;
+    uint32_t W, R, w;
+    size_t lo, hi, nb;
+    int rc;
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads reduce_to: no endpoint (NULL)");
+    h = c->hub;
+    me = publish(c, local, n, dst, dst_device);
+    me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
+    if (me->rc == DR_OK && c->rank == 0 && n > 0 && !dst)
+        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: no destination array (NULL) on rank 0");
+    if (me->rc == DR_OK && c->rank == 0 && h->cfg.strategy && dst_device >= h->cfg.strategy->num_devices)
+        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: device %u; the strategy has %u",
+                         dst_device, h->cfg.strategy->num_devices);
+    if ((rc = agree(c, "reduce_to", err))) return rc;
+    W = h->cfg.num_ranks;
+    R = h->cfg.local_replicas;
+    w = c->rank;
+    lo = (size_t)w * n / W;
+    hi = ((size_t)w + 1) * n / W;
+    dst = h->slot[0].dst;
+    nb = nblocks(hi - lo);
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t a = lo + b * DR_CT_BLOCK, k = hi - a > DR_CT_BLOCK ? DR_CT_BLOCK : hi - a;
+        for (uint32_t q = 0; q < W; q++)
+            for (uint32_t r = 0; r < R; r++) dr_ct_merge(dst + a, h->slot[q].local[r] + a, k);
+    }
+    if (w == 0)
+        for (uint32_t q = 0; q < W; q++)
+            for (uint32_t r = 0; r < R; r++) dr_ct_count(h->cfg.strategy, dev_of(h, q, r), h->slot[0].dst_device, n);
+    return sync_ranks(h, err);
+}
+
+static int ct_all_reduce_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
+                                uint32_t l, double *seconds, dr_err *err)
+{
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: no endpoint (NULL)");
+    if (c->hub->cfg.alg != DR_COMM_TORUS)
+        return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: needs algorithm TORUS (the tpu "
+                       "strategy); use all_reduce");
+    return dr_ct_torus(c->hub, local, ranges, nranges, l, seconds, err);
+}
+
+static int ct_barrier(dr_comm *c, dr_err *err)
+{
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads barrier: no endpoint (NULL)");
+    return sync_ranks(c->hub, err);
+}
+
+static const dr_comm_ops threads_ops = {
+    .name = "threads",
+    .open = ct_open,
+    .close = ct_close,
+    .rank = ct_rank,
+    .num_ranks = ct_num_ranks,
+    .all_reduce = ct_all_reduce,
+    .reduce_to = ct_reduce_to,
+    .all_reduce_ranges = ct_all_reduce_ranges,
+    .barrier = ct_barrier,
+};
+
+const dr_comm_ops *dr_comm_threads(void)
+{
+    return &threads_ops;
+}

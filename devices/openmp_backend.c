@@ -1,0 +1,419 @@
+/* distref devices — the OpenMP CPU backend (distref/backend.h).
+ *
+ * Device memory is host memory: a dr_buffer is a calloc'd block, host_ptr()
+ * hands it out, upload/download/copy are memcpy, sync() has nothing to wait
+ * for. Each replica gets its own workspace (devices/openmp_backend.h), so
+ * the engine may run replicas' kernels concurrently on threads.
+ *
+ * This file holds the table and the parameter-wise kernels:
+ *   share   grad = R * grad + G * reg'(w), loss = R * loss + G * reg(w),
+ *           exactly (dr_acc_mul_u32, dr_acc_add_prod), in parallel over
+ *           parameters;
+ *   apply   per parameter: round(total / divisor) once, then the optimizer
+ *           (TensorFlow's ApplyGradientDescent / ApplyMomentum / ApplyAdam,
+ *           one rounded operation per statement, nothing contracted), fused
+ *           into one parallel pass with no scratch.
+ * The forward, loss and gradient kernels are in devices/openmp_kernels.c.
+ *
+ * Compile-time mutants (DR_MUTANT_*; never built by default) plant the
+ * faults the conformance suites must catch; each is marked where it lives.
+ */
+#include "devices/openmp_backend.h"
+#include "distref/elem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR_PARAMS 4096   /* parameters below which share/apply stay on one thread */
+
+int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
+{
+    if (!b) return dr_fail(err, DR_EUSAGE, "openmp backend: no %s buffer", what);
+    if (b->bytes < bytes)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: the %s buffer holds %zu bytes, %zu needed",
+                       what, b->bytes, bytes);
+    return DR_OK;
+}
+
+/* ---- what is supported ----------------------------------------------------- */
+
+static int omp_supports(const dr_backend_query *q, dr_err *err)
+{
+    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: parameter_server is built in the reference only; "
+                       "the MPI variant will bring it");
+    if ((unsigned)q->strategy > DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown strategy kind %d", (int)q->strategy);
+    if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown numerics %d", (int)q->numerics);
+    if (q->tiles < 1)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: %u tiles per replica; at least 1 is needed", q->tiles);
+    return DR_OK;   /* every other strategy, any replica count, layer placement */
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int check_model(const dr_model_spec *m, dr_err *err)
+{
+    if (m->nlayers < 1 || m->nlayers > DR_MAX_LAYERS)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: %u layers; 1..%d supported", m->nlayers, DR_MAX_LAYERS);
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        const dr_dense *d = &m->layer[l];
+        if (d->in < 1 || d->out < 1)
+            return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u is %u x %u", l, d->in, d->out);
+        if (l > 0 && d->in != m->layer[l - 1].out)
+            return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u takes %u inputs, layer %u gives %u",
+                           l, d->in, l - 1, m->layer[l - 1].out);
+        if ((unsigned)d->act > DR_ACT_SOFTMAX)
+            return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u has unknown activation %d", l, (int)d->act);
+    }
+    if ((unsigned)m->loss > DR_LOSS_MSE)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: unknown loss %d", (int)m->loss);
+    return DR_OK;
+}
+
+static int omp_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num, dr_backend **out, dr_err *err)
+{
+    dr_backend *b;
+    int rc;
+    *out = NULL;
+    if ((rc = check_model(m, err))) return rc;
+    if (num != DR_NUMERICS_EXACT && num != DR_NUMERICS_FAST)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown numerics %d", (int)num);
+    if (o->kind != DR_OPT_SGD && o->kind != DR_OPT_ADAM)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: unknown optimizer %d", (int)o->kind);
+    if (!(b = calloc(1, sizeof *b))) return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory");
+    b->m = *m;
+    b->o = *o;
+    b->num = num;
+    b->P = dr_model_num_params(m);
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        const dr_dense *d = &m->layer[l];
+        b->koff[l] = dr_model_kernel_offset(m, l);
+        if (d->in > b->widest) b->widest = d->in;
+        if (d->out > b->widest) b->widest = d->out;
+        if ((size_t)d->in * d->out > b->max_kernel) b->max_kernel = (size_t)d->in * d->out;
+    }
+    *out = b;
+    return DR_OK;
+}
+
+static void omp_close(dr_backend *b)
+{
+    free(b);
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static int in_range(const dr_buffer *buf, size_t off, size_t bytes, const char *what, dr_err *err)
+{
+    if (!buf) return dr_fail(err, DR_EUSAGE, "openmp backend: %s: no buffer", what);
+    if (off > buf->bytes || bytes > buf->bytes - off)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: %s of %zu bytes at offset %zu outside a buffer of %zu",
+                       what, bytes, off, buf->bytes);
+    return DR_OK;
+}
+
+static int omp_alloc(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err)
+{
+    dr_buffer *buf = calloc(1, sizeof *buf);
+    (void)b;
+    *out = NULL;
+    if (buf) buf->data = calloc(bytes ? bytes : 1, 1);
+    if (!buf || !buf->data) {
+        free(buf);
+        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a buffer of %zu bytes", bytes);
+    }
+    buf->bytes = bytes;
+    *out = buf;
+    return DR_OK;
+}
+
+static void omp_release(dr_backend *b, dr_buffer *buf)
+{
+    (void)b;
+    if (!buf) return;
+    free(buf->data);
+    free(buf);
+}
+
+static int omp_upload(dr_backend *b, dr_buffer *dst, size_t off, const void *src, size_t bytes, dr_err *err)
+{
+    int rc = in_range(dst, off, bytes, "upload", err);
+    (void)b;
+    if (rc == DR_OK && bytes) memcpy((char *)dst->data + off, src, bytes);
+    return rc;
+}
+
+static int omp_download(dr_backend *b, void *dst, const dr_buffer *src, size_t off, size_t bytes, dr_err *err)
+{
+    int rc = in_range(src, off, bytes, "download", err);
+    (void)b;
+    if (rc == DR_OK && bytes) memcpy(dst, (const char *)src->data + off, bytes);
+    return rc;
+}
+
+static int omp_copy(dr_backend *b, dr_buffer *dst, size_t dst_off, const dr_buffer *src, size_t src_off,
+                    size_t bytes, dr_err *err)
+{
+    int rc;
+    (void)b;
+    if ((rc = in_range(dst, dst_off, bytes, "copy (destination)", err)) ||
+        (rc = in_range(src, src_off, bytes, "copy (source)", err)))
+        return rc;
+    if (bytes) memmove((char *)dst->data + dst_off, (const char *)src->data + src_off, bytes);
+    return DR_OK;
+}
+
+static int omp_fill_zero(dr_backend *b, dr_buffer *dst, size_t off, size_t bytes, dr_err *err)
+{
+    int rc = in_range(dst, off, bytes, "fill_zero", err);
+    (void)b;
+    if (rc == DR_OK && bytes) memset((char *)dst->data + off, 0, bytes);
+    return rc;
+}
+
+static int omp_sync(dr_backend *b, dr_err *err)
+{
+    (void)b; (void)err;
+    return DR_OK;   /* every kernel has finished when it returns */
+}
+
+static void *omp_host_ptr(dr_buffer *buf)
+{
+    return buf ? buf->data : NULL;
+}
+
+/* ---- a replica's workspace -------------------------------------------------- */
+
+static void scratch_free(dr_omp_scratch *s)
+{
+    if (!s) return;
+    for (int l = 0; l < DR_MAX_LAYERS; l++) { free(s->pre[l]); free(s->act[l]); }
+    free(s->dz[0]); free(s->dz[1]); free(s->colT); free(s->aux);
+    free(s->ex_loss); free(s->hit); free(s->gtmp);
+    free(s);
+}
+
+static int omp_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    size_t cap = rows ? rows : 1, wide = cap * b->widest;
+    dr_omp_scratch *s = calloc(1, sizeof *s);
+    bool ok = s != NULL;
+    rb->scratch = NULL;
+    rb->correct = 0;
+    if (ok) {
+        s->cap = rows;
+        for (uint32_t l = 0; l < m->nlayers; l++) {
+            s->pre[l] = malloc(cap * m->layer[l].out * sizeof(float));
+            s->act[l] = malloc(cap * m->layer[l].out * sizeof(float));
+            ok = ok && s->pre[l] && s->act[l];
+        }
+        s->dz[0] = malloc(wide * sizeof(float));
+        s->dz[1] = malloc(wide * sizeof(float));
+        s->colT = malloc(wide * sizeof(float));
+        s->aux = malloc(cap * m->layer[m->nlayers - 1].out * sizeof(float));
+        s->ex_loss = malloc(cap * sizeof(float));
+        s->hit = malloc(cap);
+        if (b->num == DR_NUMERICS_FAST) ok = ok && (s->gtmp = malloc(b->max_kernel * sizeof(float)));
+        ok = ok && s->dz[0] && s->dz[1] && s->colT && s->aux && s->ex_loss && s->hit;
+    }
+    if (!ok) {
+        scratch_free(s);
+        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a replica of %u rows", rows);
+    }
+    s->delta0 = s->dz[0];
+    rb->scratch = s;
+    return DR_OK;
+}
+
+static void omp_replica_close(dr_backend *b, dr_replica_bufs *rb)
+{
+    (void)b;
+    scratch_free(rb->scratch);
+    rb->scratch = NULL;
+}
+
+/* ---- share: the replica's part over the common denominator G*R ------------- */
+
+/* One parameter: a = R a + G g, g its regularization gradient (0 for none). */
+static inline void share_one(dr_acc *a, uint32_t R, uint32_t G, float g)
+{
+    if (R > 1) dr_acc_mul_u32(a, R);
+#if defined(DR_MUTANT_REG_NOT_SCALED)
+    g = g * (float)R;   /* fault: the regularization gradient is not scaled by 1/R */
+#elif defined(DR_MUTANT_REG_SCALED_TWICE)
+    g = g / (float)R;   /* fault: the regularization gradient is scaled by 1/R twice */
+#endif
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+    (void)G; (void)g;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
+#else
+    if (g != 0.0f) dr_acc_add_prod(a, (float)G, g);
+#endif
+#if defined(DR_MUTANT_ROUND_PARTIAL)
+    {   /* fault: the partial share is rounded to a float before the reduction */
+        float v = dr_acc_round_div(a, G * R);
+        dr_acc_init(a);
+        dr_acc_add_prod(a, v, (float)(G * R));
+    }
+#endif
+}
+
+static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t R, uint32_t G, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const float *w;
+    dr_acc *grad, *loss;
+    float reg = 0.0f, c = 2.0f * m->l2;
+    int rc;
+    if (R < 1 || R > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "openmp backend: share over %u replicas; 1..2^30 supported", R);
+    if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
+        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+        return rc;
+    w = dr_omp_f32(rb->params);
+    grad = dr_omp_acc(rb->grad);
+    loss = dr_omp_acc(rb->loss);
+    if (m->l2 != 0.0f) {   /* reg = l2 * round(sum of w^2 over the kernels) */
+        dr_acc sq;
+        dr_acc_init(&sq);
+        for (uint32_t l = 0; l < m->nlayers; l++)
+            dr_acc_add_dot(&sq, w + b->koff[l], w + b->koff[l], (size_t)m->layer[l].in * m->layer[l].out);
+        reg = m->l2 * dr_acc_round(&sq);
+    }
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out, nb = m->layer[l].out;
+        if (m->l2 != 0.0f) {
+            #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
+            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], R, G, c * w[p]);
+        } else {
+            #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
+            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], R, G, 0.0f);
+        }
+        for (size_t p = k0 + nk; p < k0 + nk + nb; p++) share_one(&grad[p], R, G, 0.0f);   /* biases */
+    }
+    if (R > 1) dr_acc_mul_u32(loss, R);
+#if defined(DR_MUTANT_REG_NOT_SCALED)
+    reg = reg * (float)R;   /* fault: the regularization loss is not scaled by 1/R */
+#elif defined(DR_MUTANT_REG_SCALED_TWICE)
+    reg = reg / (float)R;   /* fault: the regularization loss is scaled by 1/R twice */
+#endif
+    dr_acc_add_prod(loss, (float)G, reg);
+    return DR_OK;
+}
+
+/* ---- apply: round once, then the optimizer -------------------------------- */
+
+static void apply_sgd(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, size_t P)
+{
+    const float lr = o->lr;
+    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    for (size_t p = 0; p < P; p++) {
+        float g = dr_acc_round_div(&t[p], d);
+        w[p] = w[p] - lr * g;
+    }
+}
+
+static void apply_momentum(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, float *v, size_t P)
+{
+    const float lr = o->lr, mu = o->momentum;
+    const bool nesterov = o->nesterov;
+    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    for (size_t p = 0; p < P; p++) {
+        float g = dr_acc_round_div(&t[p], d);
+        v[p] = mu * v[p] - lr * g;
+        w[p] = nesterov ? w[p] + (mu * v[p] - lr * g) : w[p] + v[p];
+    }
+}
+
+static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, uint32_t d,
+                       float *w, float *m, float *v, size_t P)
+{
+    unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
+    const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
+    const float lr_t = o->lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
+    const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
+    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    for (size_t p = 0; p < P; p++) {
+        float g = dr_acc_round_div(&t[p], d);
+        m[p] = m[p] + (g - m[p]) * one_b1;
+        v[p] = v[p] + (g * g - v[p]) * one_b2;
+        w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
+    }
+}
+
+static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
+                     dr_buffer *params, dr_buffer *slots, dr_err *err)
+{
+    const dr_optimizer *o = &b->o;
+    size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
+    const dr_acc *t;
+    float *w, *s;
+    int rc;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: apply with divisor 0");
+    if ((rc = dr_omp_need(total, P * sizeof(dr_acc), "gradient total", err)) ||
+        (rc = dr_omp_need(params, P * sizeof(float), "params", err)) ||
+        (nslots && (rc = dr_omp_need(slots, nslots * P * sizeof(float), "slots", err))))
+        return rc;
+    t = dr_omp_acc(total);
+    w = dr_omp_f32(params);
+    s = dr_omp_f32(slots);
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, t, divisor, w, s, s + P, P);
+    else if (o->momentum != 0.0f) apply_momentum(o, t, divisor, w, s, P);
+    else apply_sgd(o, t, divisor, w, P);
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+    if (b->m.l2 != 0.0f) {   /* fault: L2 as weight decay after the optimizer step (see share_one) */
+        const float decay = o->lr * (2.0f * b->m.l2);
+        for (uint32_t l = 0; l < b->m.nlayers; l++) {
+            size_t k0 = b->koff[l], nk = (size_t)b->m.layer[l].in * b->m.layer[l].out;
+            for (size_t p = k0; p < k0 + nk; p++) w[p] = w[p] - decay * w[p];
+        }
+    }
+#endif
+    return DR_OK;
+}
+
+static int omp_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
+{
+    int rc;
+    (void)b;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: round_loss with divisor 0");
+    if ((rc = dr_omp_need(loss, sizeof(dr_acc), "loss", err))) return rc;
+    *out = dr_acc_round_div(dr_omp_acc(loss), divisor);
+    return DR_OK;
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+const dr_backend_ops *dr_backend_openmp(void)
+{
+    static const dr_backend_ops ops = {
+        .name = "openmp",
+        .supports = omp_supports,
+        .open = omp_open,
+        .close = omp_close,
+        .alloc = omp_alloc,
+        .release = omp_release,
+        .upload = omp_upload,
+        .download = omp_download,
+        .copy = omp_copy,
+        .fill_zero = omp_fill_zero,
+        .sync = omp_sync,
+        .host_ptr = omp_host_ptr,
+        .replica_open = omp_replica_open,
+        .replica_close = omp_replica_close,
+        .forward = dr_omp_forward,
+        .loss_grad = dr_omp_loss_grad,
+        .share = omp_share,
+        .apply = omp_apply,
+        .round_loss = omp_round_loss,
+        .layer0_partial = dr_omp_layer0_partial,
+        .layer0_finish = dr_omp_layer0_finish,
+        .layer0_delta = dr_omp_layer0_delta,
+        .layer0_grad_rows = dr_omp_layer0_grad_rows,
+    };
+    return &ops;
+}

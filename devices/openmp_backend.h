@@ -1,0 +1,84 @@
+/* distref devices — the OpenMP CPU backend's private declarations.
+ *
+ * Shared by devices/openmp_backend.c (the table: memory, share, apply) and
+ * devices/openmp_kernels.c (forward, loss and gradients, spatial
+ * partitioning of layer 0). Not a public header: the engine sees only
+ * distref/backend.h. Tests may include it to look at a replica's
+ * activations.
+ *
+ * Buffers are plain host memory (calloc'd), so host_ptr() is the data.
+ *
+ * A replica's workspace (dr_omp_scratch, made by replica_open for batches of
+ * up to `cap` rows; every array is row-major, one row per example):
+ *
+ *   pre[l]   cap x out_l   layer l's pre-activations
+ *   act[l]   cap x out_l   layer l's output (act[0] is unused: layer 0 reads
+ *                          rb->x, or act comes from layer0_finish)
+ *            -- act[l] here is the output OF layer l, i.e. the reference's
+ *               act[l+1]; the input of layer l > 0 is act[l-1].
+ *   dz[2]    cap x widest  backward ping-pong: d loss / d pre of the layer
+ *                          being processed, and the delta of the one below
+ *   colT     widest x cap  dz transposed, so that a bias gradient is one
+ *                          contiguous exact sum per unit (dr_acc_add_sum)
+ *   aux      cap x out_L   per-example loss terms (exp(z - max), out - target)
+ *   ex_loss  cap           per-example losses, summed exactly at the end
+ *   hit      cap           per-example "argmax == label"
+ *   gtmp     max in*out    fast numerics only: an sgemm gradient before it
+ *                          enters the accumulators
+ *
+ * Nothing in it is shared between replicas, so the engine may run different
+ * replicas' kernels concurrently; each kernel may also use OpenMP itself
+ * (nested regions simply run on one thread).
+ */
+#ifndef DISTREF_DEVICES_OPENMP_BACKEND_H
+#define DISTREF_DEVICES_OPENMP_BACKEND_H
+
+#include "distref/backend.h"
+
+struct dr_buffer {
+    size_t bytes;
+    void  *data;
+};
+
+struct dr_backend {
+    dr_model_spec m;
+    dr_optimizer  o;
+    dr_numerics   num;
+    size_t        P;                       /* parameters */
+    size_t        koff[DR_MAX_LAYERS];     /* kernel offsets; bias = koff + in*out */
+    uint32_t      widest;                  /* widest layer input or output */
+    size_t        max_kernel;              /* largest in*out */
+};
+
+typedef struct dr_omp_scratch {
+    uint32_t cap;                          /* rows the workspace holds */
+    uint32_t fwd_rows;                     /* rows of the last forward pass */
+    uint32_t grad_n;                       /* n of the last loss_grad */
+    float   *pre[DR_MAX_LAYERS];
+    float   *act[DR_MAX_LAYERS];
+    float   *dz[2];
+    const float *delta0;                   /* layer 0's delta after loss_grad */
+    float   *colT;
+    float   *aux;
+    float   *ex_loss;
+    unsigned char *hit;
+    float   *gtmp;                         /* NULL in exact numerics */
+} dr_omp_scratch;
+
+static inline float *dr_omp_f32(const dr_buffer *b) { return b ? (float *)b->data : NULL; }
+static inline dr_acc *dr_omp_acc(const dr_buffer *b) { return b ? (dr_acc *)b->data : NULL; }
+
+/* Checks that a buffer holds at least `bytes`; names it in the error. */
+int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
+
+/* devices/openmp_kernels.c */
+int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
+int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
+int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                          uint32_t rows, const dr_buffer *params, dr_buffer *z, dr_err *err);
+int dr_omp_layer0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err);
+int dr_omp_layer0_delta(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *out, dr_err *err);
+int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                            uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err);
+
+#endif

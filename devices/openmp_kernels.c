@@ -1,0 +1,410 @@
+/* distref devices — the OpenMP backend's step kernels: forward, loss and
+ * gradients, and the spatial partitioning of layer 0.
+ *
+ * Written for the contract of distref/backend.h, independently of the
+ * reference. Layer by layer, on the whole batch at once:
+ *
+ *   forward     pre[l] = bias + in W, one exact GEMM rounded once per
+ *               element (dr_gemm_f32_fast: Ozaki slices over DGEMM), then
+ *               the activation over the rows (softmax: exact normalizer).
+ *   loss        one pass over the examples (rows in parallel): each row's
+ *               loss, d loss / d pre of the last layer, and whether its
+ *               argmax is its label; the losses are then summed exactly.
+ *   backward    per layer from the top: gW += in^T dz exactly straight into
+ *               the accumulators (dr_gemm_acc_fast), gb += the column sums
+ *               of dz (dz transposed, one exact dr_acc_add_sum per unit),
+ *               and the delta below, round(dz W^T), masked by the ReLU.
+ *
+ * Only the first n rows enter the backward pass: the GEMMs read n rows, the
+ * loss loop stops at n, so the padding rows of a static shape add nothing.
+ * In fast numerics the GEMMs are sgemm (a gradient goes through a float
+ * scratch into its accumulators) and exp/log are libm's; everything else is
+ * the same code.
+ */
+#include "devices/openmp_backend.h"
+#include "distref/elem.h"
+#include "distref/fastgemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XENT_EPS 1e-7f          /* Keras' epsilon(): the clip of probabilities */
+#define PAR_MIN  (1u << 14)     /* elements below which a loop stays on one thread */
+
+/* ---- the two GEMMs, exact or fast ---------------------------------------- */
+
+static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb, const float *bias,
+                    float *C, size_t ldc)
+{
+    if (M == 0 || N == 0) return DR_OK;
+    if (b->num == DR_NUMERICS_FAST) {
+        dr_gemm_f32_sgemm(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+        return DR_OK;
+    }
+    return dr_gemm_f32_fast(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+}
+
+/* Cacc[M x N] += op(A) op(B): exact, or (fast) an sgemm result through tmp
+ * (M*N floats; allocated here when NULL). */
+static int gemm_acc(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc, float *tmp)
+{
+    float *own = NULL;
+    size_t MN = M * N;
+    if (MN == 0 || K == 0) return DR_OK;
+    if (b->num != DR_NUMERICS_FAST) return dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, Cacc);
+    if (!tmp && !(tmp = own = malloc(MN * sizeof *tmp))) return DR_ENOMEM;
+    dr_gemm_f32_sgemm(ta, tb, M, N, K, A, lda, B, ldb, NULL, tmp, N);
+    #pragma omp parallel for schedule(static) if (MN >= PAR_MIN)
+    for (size_t i = 0; i < MN; i++) dr_acc_add(&Cacc[i], tmp[i]);
+    free(own);
+    return DR_OK;
+}
+
+static inline float exp_of(int fast, float x) { return fast ? expf(x) : dr_expf(x); }
+static inline float log_of(int fast, float x) { return fast ? logf(x) : dr_logf(x); }
+
+/* First index of the largest element (NaNs never win, as in `v > best`). */
+static inline uint32_t argmax(const float *v, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++) if (v[i] > v[best]) best = i;
+    return best;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+/* p = softmax(z) for one row: e = exp(z - max) written into p, p /= sum(e). */
+static void softmax_row(int fast, const float *z, uint32_t n, float *p)
+{
+    float mx = z[argmax(z, n)], s;
+    for (uint32_t i = 0; i < n; i++) p[i] = exp_of(fast, z[i] - mx);
+    s = dr_sum_f32(p, n);
+    for (uint32_t i = 0; i < n; i++) p[i] = p[i] / s;
+}
+
+/* act[l] = activation(pre[l]) over `rows` rows. */
+static void activate(const dr_backend *b, dr_omp_scratch *s, uint32_t l, uint32_t rows)
+{
+    const dr_dense *d = &b->m.layer[l];
+    const float *pre = s->pre[l];
+    float *out = s->act[l];
+    size_t cells = (size_t)rows * d->out;
+    int fast = b->num == DR_NUMERICS_FAST;
+    switch (d->act) {
+    case DR_ACT_LINEAR:
+        memcpy(out, pre, cells * sizeof *out);
+        break;
+    case DR_ACT_RELU:
+        for (size_t i = 0; i < cells; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+        break;
+    case DR_ACT_SOFTMAX:
+        #pragma omp parallel for schedule(static) if (cells >= PAR_MIN)
+        for (uint32_t r = 0; r < rows; r++)
+            softmax_row(fast, pre + (size_t)r * d->out, d->out, out + (size_t)r * d->out);
+        break;
+    }
+}
+
+static int need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
+{
+    const dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    if (!s) return dr_fail(err, DR_ESTATE, "openmp backend: replica workspace not opened (replica_open)");
+    if (rows > s->cap)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: %u rows, but the replica's workspace holds %u", rows, s->cap);
+    return DR_OK;
+}
+
+int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    dr_omp_scratch *s;
+    const float *params;
+    int rc;
+    if ((rc = need_scratch(rb, rows, err))) return rc;
+    s = rb->scratch;
+    if (first >= m->nlayers)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: forward from layer %u of a %u-layer model", first, m->nlayers);
+    if ((rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err))) return rc;
+    if (first == 0 && (rc = dr_omp_need(rb->x, (size_t)rows * m->layer[0].in * sizeof(float), "x", err)))
+        return rc;
+    params = dr_omp_f32(rb->params);
+    for (uint32_t l = first; l < m->nlayers; l++) {
+        const dr_dense *d = &m->layer[l];
+        const float *in = l ? s->act[l - 1] : dr_omp_f32(rb->x);
+        const float *W = params + b->koff[l], *bias = W + (size_t)d->in * d->out;
+        rc = gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->out, d->in, in, d->in, W, d->out,
+                      bias, s->pre[l], d->out);
+        if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's forward GEMM", l);
+        activate(b, s, l, rows);
+    }
+    s->fwd_rows = rows;
+    return DR_OK;
+}
+
+/* ---- loss ---------------------------------------------------------------- */
+
+/* One example: its loss, and dz = d loss / d pre of the last layer. */
+static float example(const dr_backend *b, const float *pre, const float *out, uint32_t label,
+                     const float *target, float *dz, float *aux)
+{
+    uint32_t n = b->m.layer[b->m.nlayers - 1].out;
+    int fast = b->num == DR_NUMERICS_FAST;
+    switch (b->m.loss) {
+    case DR_LOSS_XENT_LOGITS: {
+        /* log sum exp(z - max) - (z_y - max); dz = softmax(z) - onehot(y) */
+        float mx = pre[argmax(pre, n)], sum;
+        for (uint32_t i = 0; i < n; i++) aux[i] = exp_of(fast, pre[i] - mx);
+        sum = dr_sum_f32(aux, n);
+        for (uint32_t i = 0; i < n; i++) dz[i] = aux[i] / sum - (i == label ? 1.0f : 0.0f);
+        return log_of(fast, sum) - (pre[label] - mx);
+    }
+    case DR_LOSS_XENT_PROBS: {
+        /* -log(clip(p_y)); through the softmax: dz_i = p_i (g_i - p_y g_y) */
+        float py = out[label];
+        float q = py < XENT_EPS ? XENT_EPS : py > 1.0f - XENT_EPS ? 1.0f - XENT_EPS : py;
+        float gy = (q == py) ? -1.0f / py : 0.0f, t = py * gy;
+        for (uint32_t i = 0; i < n; i++) dz[i] = out[i] * ((i == label ? gy : 0.0f) - t);
+        return -log_of(fast, q);
+    }
+    case DR_LOSS_MSE:
+    default:
+        /* mean over the outputs of (out - target)^2; dz = 2 (out - target) / n */
+        for (uint32_t i = 0; i < n; i++) aux[i] = out[i] - target[i];
+        for (uint32_t i = 0; i < n; i++) dz[i] = (2.0f * aux[i]) / (float)n;
+        return dr_dot_f32(aux, aux, n) / (float)n;
+    }
+}
+
+/* Per-example losses, the top delta into s->dz[0], and the hits. */
+static void loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n,
+                      const uint8_t *labels, const float *targets)
+{
+    uint32_t L = b->m.nlayers, nout = b->m.layer[L - 1].out;
+    #pragma omp parallel for schedule(static) if ((size_t)n * nout >= PAR_MIN / 4)
+    for (uint32_t r = 0; r < n; r++) {
+        size_t o = (size_t)r * nout;
+        uint32_t label = labels ? labels[r] : 0;
+        s->ex_loss[r] = example(b, s->pre[L - 1] + o, s->act[L - 1] + o, label,
+                                targets ? targets + o : NULL, s->dz[0] + o, s->aux + o);
+        s->hit[r] = labels && argmax(s->act[L - 1] + o, nout) == label;
+    }
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* gb[j] += sum over the n rows of dz[.][j], exactly. */
+static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, float *colT)
+{
+#if defined(DR_MUTANT_BIAS_GRAD_AXIS)
+    /* fault: the sum runs over the wrong axis (row j of dz, not column j) */
+    (void)colT;
+    for (uint32_t j = 0; j < out && j < n; j++) dr_acc_add_sum(&gb[j], dz + (size_t)j * out, out);
+#else
+    for (uint32_t r = 0; r < n; r++)
+        for (uint32_t j = 0; j < out; j++) colT[(size_t)j * n + r] = dz[(size_t)r * out + j];
+    #pragma omp parallel for schedule(static) if ((size_t)n * out >= PAR_MIN)
+    for (uint32_t j = 0; j < out; j++) dr_acc_add_sum(&gb[j], colT + (size_t)j * n, n);
+#endif
+}
+
+/* The delta of a ReLU layer's output is zero where the unit was inactive. */
+static void relu_mask(float *delta, const float *pre, size_t cells)
+{
+    for (size_t i = 0; i < cells; i++) {
+#if defined(DR_MUTANT_RELU_AT_ZERO)
+        /* fault: a unit with pre == 0 counts as active */
+        if (!(pre[i] >= 0.0f)) delta[i] = 0.0f;
+#else
+        if (!(pre[i] > 0.0f)) delta[i] = 0.0f;
+#endif
+    }
+}
+
+static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params, const float *x,
+                    uint32_t n, bool kernel0, dr_acc *grad, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    float *dz = s->dz[0];
+    int rc;
+    for (uint32_t l = m->nlayers; l-- > 0;) {
+        const dr_dense *d = &m->layer[l];
+        const float *in = l ? s->act[l - 1] : x, *W = params + b->koff[l];
+        dr_acc *gW = grad + b->koff[l], *gb = gW + (size_t)d->in * d->out;
+        float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
+        if (l > 0 || kernel0) {
+            rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, s->gtmp);
+            if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
+        }
+        bias_grad(gb, dz, n, d->out, s->colT);
+        if (l == 0) break;
+        rc = gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
+        if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);
+        if (m->layer[l - 1].act == DR_ACT_RELU) relu_mask(dprev, s->pre[l - 1], (size_t)n * d->in);
+        dz = dprev;
+    }
+    s->delta0 = dz;
+    return DR_OK;
+}
+
+int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    uint32_t nout = m->layer[m->nlayers - 1].out;
+    dr_omp_scratch *s;
+    const uint8_t *labels;
+    const float *targets;
+    dr_acc *grad, *loss;
+    uint64_t correct = 0;
+    int rc;
+    if ((rc = need_scratch(rb, n, err))) return rc;
+    s = rb->scratch;
+    if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
+        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+        return rc;
+    if (n > s->fwd_rows)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
+                       n, s->fwd_rows);
+    grad = dr_omp_acc(rb->grad);
+    loss = dr_omp_acc(rb->loss);
+    memset(grad, 0, b->P * sizeof *grad);
+    dr_acc_init(loss);
+    rb->correct = 0;
+    s->grad_n = 0;
+    s->delta0 = s->dz[0];
+    if (n == 0) return DR_OK;
+
+    labels = rb->labels ? (const uint8_t *)rb->labels->data : NULL;
+    targets = dr_omp_f32(rb->targets);
+    if (labels && (rc = dr_omp_need(rb->labels, n, "labels", err))) return rc;
+    if (m->loss == DR_LOSS_MSE) {
+        if ((rc = dr_omp_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) return rc;
+    } else {
+        if (!labels) return dr_fail(err, DR_EUSAGE, "openmp backend: a cross-entropy loss needs labels");
+        for (uint32_t r = 0; r < n; r++)
+            if (labels[r] >= nout)
+                return dr_fail(err, DR_EUSAGE, "openmp backend: example %u has label %u, outside 0..%u",
+                               r, labels[r], nout - 1);
+    }
+    if (kernel0 && (rc = dr_omp_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err))) return rc;
+
+    loss_rows(b, s, n, labels, targets);
+    dr_acc_add_sum(loss, s->ex_loss, n);
+    for (uint32_t r = 0; r < n; r++) correct += s->hit[r];
+    rb->correct = correct;
+    rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0, grad, err);
+    if (rc == DR_OK) s->grad_n = n;
+    return rc;
+}
+
+/* ---- spatial partitioning of layer 0 -------------------------------------- */
+
+static int check_pixels(const dr_backend *b, const uint32_t *pix, uint32_t len, dr_err *err)
+{
+    if (len && !pix) return dr_fail(err, DR_EUSAGE, "openmp backend: a tile of %u pixels without its list", len);
+    for (uint32_t q = 0; q < len; q++)
+        if (pix[q] >= b->m.layer[0].in)
+            return dr_fail(err, DR_EUSAGE, "openmp backend: pixel %u of a tile is %u, outside 0..%u",
+                           q, pix[q], b->m.layer[0].in - 1);
+    return DR_OK;
+}
+
+int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                          uint32_t rows, const dr_buffer *params, dr_buffer *z, dr_err *err)
+{
+    uint32_t out0 = b->m.layer[0].out;
+    const float *W;
+    float *Wt;
+    int rc;
+    if ((rc = check_pixels(b, pix, len, err)) ||
+        (rc = dr_omp_need(xt, (size_t)rows * len * sizeof(float), "tile", err)) ||
+        (rc = dr_omp_need(params, b->P * sizeof(float), "params", err)) ||
+        (rc = dr_omp_need(z, (size_t)rows * out0 * sizeof(dr_acc), "z", err)))
+        return rc;
+    if (rows == 0 || len == 0) return DR_OK;
+    /* the tile's rows of the kernel, gathered: one GEMM for the tile */
+    W = dr_omp_f32(params) + b->koff[0];
+    if (!(Wt = malloc((size_t)len * out0 * sizeof *Wt)))
+        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's kernel rows");
+    for (uint32_t q = 0; q < len; q++)
+        memcpy(Wt + (size_t)q * out0, W + (size_t)pix[q] * out0, out0 * sizeof *Wt);
+    rc = gemm_acc(b, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0,
+                  dr_omp_acc(z), NULL);
+    free(Wt);
+    if (rc) return dr_fail(err, rc, "openmp backend: out of memory in a tile's GEMM");
+    return DR_OK;
+}
+
+int dr_omp_layer0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err)
+{
+    uint32_t out0 = b->m.layer[0].out;
+    size_t cells = (size_t)rows * out0;
+    dr_omp_scratch *s;
+    const dr_acc *zz;
+    const float *bias;
+    int rc;
+    if ((rc = need_scratch(rb, rows, err)) ||
+        (rc = dr_omp_need(z, cells * sizeof(dr_acc), "z", err)) ||
+        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+        return rc;
+    s = rb->scratch;
+    zz = dr_omp_acc(z);
+    bias = dr_omp_f32(rb->params) + b->koff[0] + (size_t)b->m.layer[0].in * out0;
+    #pragma omp parallel for schedule(static) if (cells >= PAR_MIN / 8)
+    for (size_t i = 0; i < cells; i++) {
+        dr_acc a = zz[i];                    /* the bias joins the exact sum: one rounding */
+        dr_acc_add(&a, bias[i % out0]);
+        s->pre[0][i] = dr_acc_round(&a);
+    }
+    activate(b, s, 0, rows);
+    s->fwd_rows = rows;
+    return DR_OK;
+}
+
+int dr_omp_layer0_delta(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *out, dr_err *err)
+{
+    dr_omp_scratch *s;
+    int rc;
+    if ((rc = need_scratch(rb, n, err))) return rc;
+    s = rb->scratch;
+    if (n > s->grad_n)
+        return dr_fail(err, DR_ESTATE, "openmp backend: layer 0's delta of %u rows asked, the last loss_grad had %u",
+                       n, s->grad_n);
+    if (n) memcpy(out, s->delta0, (size_t)n * b->m.layer[0].out * sizeof *out);
+    return DR_OK;
+}
+
+int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                            uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err)
+{
+    uint32_t out0 = b->m.layer[0].out;
+    dr_acc *g, *tmp;
+    bool run = true;
+    int rc;
+    if ((rc = check_pixels(b, pix, len, err)) ||
+        (rc = dr_omp_need(xt, (size_t)n * len * sizeof(float), "tile", err)) ||
+        (rc = dr_omp_need(delta, (size_t)n * out0 * sizeof(float), "delta", err)) ||
+        (rc = dr_omp_need(grad, b->P * sizeof(dr_acc), "grad", err)))
+        return rc;
+    if (n == 0 || len == 0) return DR_OK;
+    g = dr_omp_acc(grad) + b->koff[0];
+    for (uint32_t q = 1; q < len && run; q++) run = pix[q] == pix[0] + q;
+    if (run) {   /* consecutive pixels: their gradient rows are one block */
+        rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
+                      g + (size_t)pix[0] * out0, NULL);
+        return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
+    }
+    /* otherwise one GEMM into a block of the tile's rows, merged row by row */
+    if (!(tmp = calloc((size_t)len * out0, sizeof *tmp)))
+        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's gradient rows");
+    rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, NULL);
+    if (rc == DR_OK)
+        for (uint32_t q = 0; q < len; q++)
+            for (uint32_t j = 0; j < out0; j++)
+                dr_acc_merge(&g[(size_t)pix[q] * out0 + j], &tmp[(size_t)q * out0 + j]);
+    free(tmp);
+    return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
+}

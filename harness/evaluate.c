@@ -1,0 +1,28 @@
+/* distref harness — evaluate and predict: the reference's forward pass over
+ * the test split, whichever variant trained the checkpoint (its variables
+ * are the same numbers under every variant and strategy). */
+#include "distref/harness.h"
+#include "distref/ref.h"
+
+#include <string.h>
+
+/* --variant and --numerics are checked as for training, then ignored. */
+static int check(const dr_run_config *cfg, dr_err *err)
+{
+    const dr_variant *v;
+    if (strcmp(cfg->numerics, "exact") != 0 && strcmp(cfg->numerics, "fast") != 0)
+        return dr_fail(err, DR_EUSAGE, "--numerics: expected exact or fast, got '%s'", cfg->numerics);
+    return dr_variant_lookup(cfg->variant, &v, err);
+}
+
+int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+{
+    int rc = check(cfg, err);
+    return rc ? rc : dr_ref_evaluate(cfg, res, err);
+}
+
+int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+{
+    int rc = check(cfg, err);
+    return rc ? rc : dr_ref_predict(cfg, res, err);
+}

@@ -1,0 +1,215 @@
+/* distref harness — the training loop, for any variant.
+ *
+ *   plan        dr_run_plan_make: the experiment after the flags, the
+ *               strategy spec, the sharding mode (core/plan.c)
+ *   variant     looked up by --variant; it must support the plan, then it
+ *               builds its devices and variables (open)
+ *   input       the core's iterator: the epoch's order from (seed, epoch),
+ *               global batches of G
+ *   resume      ckpt.bin in model_dir: checked against the plan, the
+ *               iterator moved to its position, the variables set
+ *   the loop    one variant step per global batch; a metrics.jsonl line
+ *               per step; a checkpoint every --checkpoint_every steps
+ *   the end     a checkpoint, and summary.json with weights_sha256
+ */
+#include "distref/harness.h"
+#include "distref/checkpoint.h"
+#include "distref/run_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run {
+    const dr_run_config *cfg;
+    const dr_variant *v;
+    dr_run_plan   plan;
+    dr_dataset    data;
+    dr_session   *s;
+    dr_run_log    log;
+    dr_dist_iter  it;
+    bool          it_open;
+    uint64_t      step, start_step;
+    uint64_t      epoch_correct, epoch_examples;
+    float         last_loss;
+    float        *params, *slots;
+} run;
+
+static int resume(run *r, dr_err *err)
+{
+    dr_checkpoint c;
+    bool found;
+    const dr_run_plan *p = &r->plan;
+    int rc = dr_checkpoint_load(r->cfg->model_dir, &c, &found, err);
+    if (rc || !found) return rc;
+    rc = dr_checkpoint_check(&c, r->cfg->model_dir, p->exp.name, p->P, p->nslots, (int)p->exp.optimizer.kind,
+                             r->cfg->seed, p->G, r->data.n, err);
+    if (!rc && dr_dist_iter_seek(&r->it, c.epoch, c.position, c.step, err) != DR_OK)
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: data position is invalid (%s); "
+                     "nothing was loaded", r->cfg->model_dir, err->msg);
+    if (!rc) rc = r->v->set_variables(r->s, c.params, c.slots, err);
+    if (!rc) r->step = r->start_step = c.step;
+    dr_checkpoint_free(&c);
+    return rc;
+}
+
+static int save(run *r, dr_err *err)
+{
+    dr_checkpoint c;
+    int rc = r->v->get_variables(r->s, r->params, r->slots, err);
+    if (rc) return rc;
+    memset(&c, 0, sizeof c);
+    snprintf(c.experiment, sizeof c.experiment, "%s", r->plan.exp.name);
+    c.seed = r->cfg->seed;
+    c.global_batch = r->plan.G;
+    c.optimizer = (uint32_t)r->plan.exp.optimizer.kind;
+    c.step = r->step;
+    c.examples = r->data.n;
+    c.epoch = r->it.epoch;
+    c.position = r->it.position;
+    c.nparams = (uint32_t)r->plan.P;
+    c.nslots = (uint32_t)r->plan.nslots;
+    c.params = r->params;
+    c.slots = r->slots;
+    return dr_run_log_save(&r->log, &c, err);
+}
+
+static bool more_steps(const run *r)
+{
+    if (r->cfg->train_steps) return r->step < r->cfg->train_steps;
+    return r->it.epoch < r->plan.epochs;
+}
+
+static int loop(run *r, dr_err *err)
+{
+    dr_dist_batch batch;
+    int rc = DR_OK;
+    while (rc == DR_OK && more_steps(r)) {
+        dr_step_report rep;
+        if (!dr_dist_iter_next(&r->it, &batch)) {
+            dr_dist_iter_next_epoch(&r->it);
+            if (more_steps(r)) r->epoch_correct = r->epoch_examples = 0;   /* keep the last epoch's */
+            continue;
+        }
+        memset(&rep, 0, sizeof rep);
+        if ((rc = r->v->step(r->s, &batch, r->step + 1, &rep, err))) break;
+        r->step++;
+        r->last_loss = rep.loss;
+        r->epoch_correct += rep.correct;
+        r->epoch_examples += rep.count;
+        rc = dr_run_log_step(&r->log, r->step, batch.epoch, &rep, err);
+        if (rc == DR_OK && r->cfg->checkpoint_every && r->step % r->cfg->checkpoint_every == 0) rc = save(r, err);
+        dr_run_log_progress(&r->log, r->step, r->it.epoch, r->plan.epochs, r->last_loss);
+    }
+    if (rc == DR_OK) rc = save(r, err);
+    return rc;
+}
+
+static int finish(run *r, dr_run_result *res, dr_err *err)
+{
+    const dr_strategy *st = r->v->strategy(r->s);
+    json_object *o = json_object_new_object(), *tpu;
+    char num[32];
+    uint32_t bits;
+    int rc = r->v->get_variables(r->s, r->params, r->slots, err);
+    if (rc) { json_object_put(o); return rc; }
+    memset(res, 0, sizeof *res);
+    res->steps = r->step;
+    res->loss = r->last_loss;
+    res->accuracy = r->epoch_examples ? (float)r->epoch_correct / (float)r->epoch_examples : 0.0f;
+    res->examples = r->epoch_examples;
+    res->seconds = dr_now() - r->log.t_start;
+    dr_weights_sha256(r->params, r->plan.P, res->weights_sha256);
+    memcpy(&bits, &res->loss, sizeof bits);
+    json_object_object_add(o, "experiment", json_object_new_string(r->plan.exp.name));
+    json_object_object_add(o, "variant", json_object_new_string(r->v->name));
+    json_object_object_add(o, "numerics", json_object_new_string(r->plan.exact ? "exact" : "fast"));
+    json_object_object_add(o, "distribution_strategy", json_object_new_string(dr_strategy_kind_name(st->spec.kind)));
+    json_object_object_add(o, "num_replicas_in_sync", json_object_new_int((int)st->num_replicas));
+    json_object_object_add(o, "num_workers", json_object_new_int((int)st->num_workers));
+    json_object_object_add(o, "cross_device_op", json_object_new_string(dr_cross_device_op_name(st->spec.cross_device_op)));
+    json_object_object_add(o, "num_packs", json_object_new_int(st->spec.num_packs));
+    json_object_object_add(o, "global_batch_size", json_object_new_int((int)r->plan.G));
+    json_object_object_add(o, "steps", json_object_new_int64((int64_t)r->step));
+    json_object_object_add(o, "final_loss", json_object_new_double_s((double)res->loss, dr_json_float(res->loss, num, sizeof num)));
+    snprintf(num, sizeof num, "0x%08x", bits);
+    json_object_object_add(o, "final_loss_bits", json_object_new_string(num));
+    json_object_object_add(o, "train_accuracy_last_epoch", json_object_new_double((double)res->accuracy));
+    json_object_object_add(o, "weights_sha256", json_object_new_string(res->weights_sha256));
+    json_object_object_add(o, "wall_seconds", json_object_new_double(res->seconds));
+    r->v->summarize(r->s, o);
+    if (json_object_object_get_ex(o, "tpu", &tpu)) {
+        json_object *t;
+        if (json_object_object_get_ex(tpu, "emulated_seconds_total", &t)) res->emulated_seconds = json_object_get_double(t);
+    }
+    return dr_run_log_summary(&r->log, o, err);
+}
+
+/* parameter_server's coordinator schedules its own steps (variant.h). */
+static bool self_scheduled(const run *r)
+{
+    return r->v->train && r->plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER;
+}
+
+static int open_run(run *r, dr_err *err)
+{
+    const dr_run_config *cfg = r->cfg;
+    const dr_strategy *st;
+    int rc;
+    if ((rc = dr_variant_lookup(cfg->variant, &r->v, err)) || (rc = dr_run_plan_make(cfg, &r->plan, err)) ||
+        (rc = r->v->supports(&r->plan, err)) ||
+        (rc = dr_load_dataset(cfg, r->plan.exp.dataset, 0, &r->data, err)))
+        return rc;
+    if (cfg->drop_remainder && r->data.n < r->plan.G)
+        return dr_fail(err, DR_EUSAGE, "--drop_remainder with --global_batch_size=%u: the training set has only "
+                       "%u examples, so every batch would be dropped", r->plan.G, r->data.n);
+    r->params = malloc(r->plan.P * sizeof(float) + 1);
+    r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
+    if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
+    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
+    if (self_scheduled(r)) return DR_OK;   /* it iterates its own input */
+    st = r->v->strategy(r->s);
+    /* DATA sharding arranges each global batch itself: the iterator only batches. */
+    if ((rc = dr_dist_iter_init(&r->it, r->data.n, r->plan.G, r->plan.shard_data ? 1 : st->num_replicas,
+                                cfg->seed, cfg->shuffle, cfg->drop_remainder, err)))
+        return rc;
+    r->it_open = true;
+    if (r->plan.unsharded && (rc = dr_dist_iter_unsharded(&r->it, st->num_workers, err))) return rc;
+    if ((rc = resume(r, err))) return rc;
+    dr_run_log_trim(&r->log, r->step);
+    return DR_OK;
+}
+
+static void close_run(run *r)
+{
+    if (r->s) r->v->close(r->s);
+    if (r->it_open) dr_dist_iter_free(&r->it);
+    dr_run_log_free(&r->log);
+    dr_dataset_free(&r->data);
+    free(r->params);
+    free(r->slots);
+}
+
+int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+{
+    run *r = calloc(1, sizeof *r);
+    int rc;
+    if (!r) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
+    r->cfg = cfg;
+    rc = open_run(r, err);
+    if (rc == DR_OK && self_scheduled(r)) {
+        dr_train_totals tot;
+        memset(&tot, 0, sizeof tot);
+        rc = r->v->train(r->s, &r->log, &tot, err);
+        r->step = tot.steps;
+        r->last_loss = tot.last_loss;
+        r->epoch_correct = tot.epoch_correct;
+        r->epoch_examples = tot.epoch_examples;
+        if (rc == DR_OK) rc = finish(r, res, err);
+    } else if (rc == DR_OK) {
+        rc = loop(r, err);
+        if (rc == DR_OK) rc = finish(r, res, err);
+    }
+    close_run(r);
+    free(r);
+    return rc;
+}

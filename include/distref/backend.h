@@ -1,0 +1,149 @@
+/* distref engine — a backend: where a replica's tensors live and the kernels
+ * of one training step run.
+ *
+ * A backend is a table of functions (as in ggml's backend interface): the
+ * engine's step (strategies/) never touches a replica's memory except
+ * through it. Buffers are device-resident: the engine uploads a staged
+ * batch, runs kernels on buffers, and downloads only what must leave the
+ * device (the step's loss, gradients for a collective when the comm cannot
+ * read device memory, variables for a checkpoint). Kernels may be
+ * asynchronous; sync() waits for everything issued so far.
+ *
+ * The model is the core's spec (distref/model.h): a stack of Dense layers,
+ * parameters in one flat array (per layer its kernel, in x out row-major,
+ * then its bias). A replica's gradient share is kept as exact accumulators
+ * (distref/exact.h), one per parameter, plus one for the loss: the
+ * backend's kernels compute *sums* over examples, never means (see
+ * docs/SEMANTICS.md and docs/ARCHITECTURE.md).
+ *
+ * What each kernel must return, bit for bit in exact numerics:
+ *   forward     pre[l] = round(bias + act[l] W) per element (one rounding),
+ *               act[l+1] = relu / identity / softmax of pre[l]; softmax and
+ *               the losses use dr_expf / dr_logf (distref/elem.h) and exact
+ *               sums (dr_sum_f32) for the normalizers.
+ *   loss_grad   over the first n of the rows forwarded (the rest are
+ *               static-shape padding and add nothing): the exact sum of
+ *               per-example losses, and per parameter the exact sum of
+ *               per-example gradients (kernel: act^T dz exact; bias: sum of
+ *               dz exact; the delta of the layer below: round(dz W^T) per
+ *               element, masked by pre > 0 for a ReLU layer).
+ *   share       grad = R * grad + G * reg'(w), loss = R * loss + G * reg(w):
+ *               the replica's share over the common denominator G*R, exact.
+ *   apply       grad_f = round(total / divisor) once per parameter, then the
+ *               optimizer (TensorFlow's kernels, operation by operation).
+ * In fast numerics (sgemm, libm exp/log) results may differ within the
+ * bounds of docs/CONFORMANCE.md.
+ */
+#ifndef DISTREF_BACKEND_H
+#define DISTREF_BACKEND_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
+#error "distref/backend.h is the engine's: core/ and ref/ may not include it (docs/ARCHITECTURE.md)"
+#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "distref/error.h"
+#include "distref/exact.h"
+#include "distref/factory.h"
+#include "distref/model.h"
+
+typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST } dr_numerics;
+
+typedef struct dr_backend dr_backend;   /* an opened backend */
+typedef struct dr_buffer  dr_buffer;    /* device-resident memory of a backend */
+
+/* What a run asks of a backend; supports() answers yes, or no and why. */
+typedef struct dr_backend_query {
+    dr_strategy_kind strategy;
+    dr_numerics      numerics;
+    uint32_t         num_replicas;    /* in this process */
+    uint32_t         tiles;           /* tpu spatial partitioning: cores per replica (1 = none) */
+    bool             layer_placement; /* --layer_devices */
+} dr_backend_query;
+
+/* One replica's tensors on its device. The engine allocates them with
+ * alloc() and hands them to the kernels; sizes in elements:
+ *   params  P floats             slots   P * nslots floats (or NULL)
+ *   grad    P dr_acc             loss    1 dr_acc
+ *   x       rows * in0 floats    labels  rows bytes (or NULL)
+ *   targets rows * out floats (or NULL)
+ * `rows` is the largest batch the replica computes (its static shape).
+ * The activations' scratch is the backend's own (per replica), made by
+ * replica_open. */
+typedef struct dr_replica_bufs {
+    dr_buffer *params, *slots, *grad, *loss, *x, *labels, *targets;
+    void      *scratch;   /* backend-owned per-replica workspace */
+    uint64_t   correct;   /* set by loss_grad: correct predictions of the n examples */
+} dr_replica_bufs;
+
+typedef struct dr_backend_ops {
+    const char *name;
+
+    /* DR_OK, or DR_EUNSUPPORTED with err saying what is not supported. */
+    int   (*supports)(const dr_backend_query *q, dr_err *err);
+
+    int   (*open)(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num,
+                  dr_backend **out, dr_err *err);
+    void  (*close)(dr_backend *b);
+
+    /* memory: zero-filled on alloc; offsets and sizes in bytes */
+    int   (*alloc)(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err);
+    void  (*release)(dr_backend *b, dr_buffer *buf);
+    int   (*upload)(dr_backend *b, dr_buffer *dst, size_t off, const void *src, size_t bytes, dr_err *err);
+    int   (*download)(dr_backend *b, void *dst, const dr_buffer *src, size_t off, size_t bytes, dr_err *err);
+    int   (*copy)(dr_backend *b, dr_buffer *dst, size_t dst_off, const dr_buffer *src, size_t src_off,
+                  size_t bytes, dr_err *err);
+    int   (*fill_zero)(dr_backend *b, dr_buffer *dst, size_t off, size_t bytes, dr_err *err);
+    int   (*sync)(dr_backend *b, dr_err *err);
+    /* The host address of a buffer when the device shares host memory (a CPU
+     * backend), else NULL: collectives then work through download/upload. */
+    void *(*host_ptr)(dr_buffer *buf);
+
+    /* per-replica workspace for batches of up to `rows` examples */
+    int   (*replica_open)(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, dr_err *err);
+    void  (*replica_close)(dr_backend *b, dr_replica_bufs *rb);
+
+    /* ---- the step's kernels ---------------------------------------------- */
+
+    /* Forward layers first..L-1 on `rows` rows: layer 0 reads rb->x; a
+     * later first layer reads the activations left by layer0_finish. */
+    int   (*forward)(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
+    /* Zeroes rb->grad and rb->loss, then the loss and gradient sums of the
+     * first n rows of the last forward pass (n <= rows; n == 0 adds nothing).
+     * With kernel0 false, layer 0's kernel gradient is left to the caller
+     * (spatial partitioning: layer0_grad_rows). */
+    int   (*loss_grad)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
+    /* The share over G*R: see the header comment. */
+    int   (*share)(dr_backend *b, dr_replica_bufs *rb, uint32_t R, uint32_t G, dr_err *err);
+    /* grad_f = round(total[p] / divisor), then the optimizer at 1-based step
+     * on params/slots (total may be another replica's grad: the all-reduced
+     * sum; several replicas may apply the same total concurrently). */
+    int   (*apply)(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
+                   dr_buffer *params, dr_buffer *slots, dr_err *err);
+    /* round(loss / divisor) of an accumulator buffer, synchronously. */
+    int   (*round_loss)(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);
+
+    /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
+
+    /* z[rows x out0] += exact xt W0[rows `pix` of the kernel]: xt is a
+     * rows x len tile (row-major) of the input, pix[0..len) the pixels it
+     * holds, i.e. its rows of layer 0's kernel read from params. */
+    int   (*layer0_partial)(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                            uint32_t rows, const dr_buffer *params, dr_buffer *z, dr_err *err);
+    /* pre0 = round(z + bias0), act1 = the activation: what forward(first=1) reads. */
+    int   (*layer0_finish)(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err);
+    /* Layer 0's delta (n x out0) left by loss_grad(kernel0 = false). */
+    int   (*layer0_delta)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *out, dr_err *err);
+    /* grad rows pix of layer 0's kernel += exact xt^T delta (delta n x out0 floats on the device). */
+    int   (*layer0_grad_rows)(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
+                              uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err);
+} dr_backend_ops;
+
+/* The OpenMP CPU backend (devices/openmp_backend.c): host memory, exact
+ * kernels by error-free splitting over DGEMM (distref/fastgemm.h), fast
+ * kernels on sgemm and libm. */
+const dr_backend_ops *dr_backend_openmp(void);
+
+#endif

@@ -1,0 +1,44 @@
+/* distref harness — running training through a variant, and the registry
+ * of variants.
+ *
+ * The harness sits above the reference and the engine (docs/ARCHITECTURE.md)
+ * and reaches both only through their dr_variant tables (distref/variant.h):
+ * it resolves the plan, loads the data, iterates the epochs, resumes from
+ * and writes checkpoints, writes metrics.jsonl and summary.json, and asks
+ * the variant for each step. cli/, conformance/ and bench/ use it.
+ */
+#ifndef DISTREF_HARNESS_H
+#define DISTREF_HARNESS_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF) || defined(DR_LAYER_ENGINE)
+#error "distref/harness.h is the harness's: core/, ref/, strategies/ and devices/ may not include it"
+#endif
+
+#include <stdio.h>
+#include "distref/error.h"
+#include "distref/train.h"
+#include "distref/variant.h"
+
+/* The registered variants, in order (ref first); *n gets their count. */
+const dr_variant *const *dr_variants(size_t *n);
+/* The variant named by --variant; DR_EUSAGE listing the names otherwise. */
+int  dr_variant_lookup(const char *name, const dr_variant **out, dr_err *err);
+/* `distref variants`: each variant, how it is launched, and the
+ * strategy x numerics cells it supports (or why not). */
+void dr_variants_print(FILE *out);
+
+/* Trains cfg with cfg->variant into cfg->model_dir, resuming from a
+ * checkpoint there. Outputs: metrics.jsonl (a line per step: loss,
+ * loss_bits, per-replica batch sizes and example-id hashes), summary.json
+ * (final metrics, weights_sha256, bytes moved and peak memory per emulated
+ * device), ckpt.bin. */
+int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
+/* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
+ * or writes model_dir/predictions.jsonl (predict), distributed the same
+ * way. Both run the reference's forward pass: a checkpoint is the same
+ * numbers whichever variant trained it. */
+int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
+#endif

@@ -1,0 +1,62 @@
+/* distref core — a run as data: what every layer needs to know about a
+ * training run before anything is allocated.
+ *
+ * dr_run_plan_make turns a dr_run_config (flags, TF_CONFIG) into the
+ * experiment after the flags, the global batch, the strategy spec and its
+ * options, the multi-worker sharding mode and the gradient's tensor layout.
+ * The reference (ref/), the engine (strategies/, devices/) and the harness
+ * (harness/) all start from the same plan, so they agree on what is being
+ * computed while each computes it its own way.
+ */
+#ifndef DISTREF_PLAN_H
+#define DISTREF_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "distref/data.h"
+#include "distref/error.h"
+#include "distref/model.h"
+#include "distref/strategy.h"
+#include "distref/train.h"
+
+typedef struct dr_run_plan {
+    const dr_run_config *cfg;
+    dr_experiment       exp;          /* model and optimizer after the flags */
+    uint32_t            G;            /* global batch size */
+    uint32_t            epochs;
+    size_t              P;            /* parameters */
+    int                 nslots;       /* optimizer slots per parameter */
+    bool                exact;        /* --numerics=exact */
+    dr_strategy_spec    spec;         /* for dr_strategy_create */
+    dr_strategy_options sopt;
+    uint32_t            num_workers;  /* multi_worker_mirrored (TF_CONFIG); else 1 */
+    bool                shard_data;   /* multi_worker_mirrored with DATA sharding */
+    bool                unsharded;    /* multi_worker_mirrored with auto-shard OFF */
+    size_t              tensor_len[2 * DR_MAX_LAYERS];   /* kernel, bias, kernel, bias, ... */
+    uint32_t            ntensors;
+} dr_run_plan;
+
+/* DR_EUSAGE naming the flag or TF_CONFIG field for anything inconsistent. */
+int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err);
+
+/* The experiment named by cfg with --optimizer, --learning_rate, --momentum,
+ * --nesterov, --l2 and --from_logits applied. */
+int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *err);
+
+/* The training (split 0) or test (split 1) set of a dataset name. */
+int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err);
+
+/* The tpu options of a run: initializes sys, maps --input_partition_dims
+ * to Model Garden's computation shape in opt, and gives the partition grid
+ * part (rows x columns of tiles of the 28x28 input) and the cores per
+ * replica. */
+#define DR_IMAGE_SIDE 28
+int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
+                   dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err);
+
+/* Tile l of a part[0] x part[1] partitioning of the 28x28 image, row-major
+ * over the grid: pix[l * len + q] for its len = 784 / tiles pixels. */
+void dr_tpu_tile_pixels(const int part[2], uint32_t *pix);
+
+#endif

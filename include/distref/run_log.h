@@ -1,0 +1,57 @@
+/* distref core — the files a training run writes, and the rules for them.
+ *
+ *   metrics.jsonl  one line per step: step, epoch, loss (a decimal that
+ *                  round-trips, %.9g) and loss_bits (the float's bits, so
+ *                  bit identity is visible at a glance), examples, the
+ *                  per-replica batch sizes and a hash of each replica's
+ *                  example ids, plus the variant's extra fields
+ *   ckpt.bin       the variables, slots and data position (checkpoint.h);
+ *                  written together with metrics.jsonl, each atomically
+ *   summary.json   final metrics and weights_sha256
+ *
+ * A dr_run_log keeps metrics.jsonl in memory (an earlier run's lines are
+ * loaded and cut back to the resumed step) and writes it with each
+ * checkpoint. Used by the harness's training loop and by variants that
+ * schedule their own steps (parameter_server).
+ */
+#ifndef DISTREF_RUN_LOG_H
+#define DISTREF_RUN_LOG_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+#include "distref/checkpoint.h"
+#include "distref/error.h"
+#include "distref/strategy.h"
+#include "distref/train.h"
+#include "distref/variant.h"
+
+typedef struct dr_run_log {
+    const dr_run_config *cfg;
+    char    *metrics;            /* metrics.jsonl so far */
+    size_t   len, cap;
+    double   t_start;
+} dr_run_log;
+
+/* Loads model_dir/metrics.jsonl of an earlier run, if any. */
+int  dr_run_log_open(dr_run_log *l, const dr_run_config *cfg, dr_err *err);
+void dr_run_log_free(dr_run_log *l);
+/* Keeps the lines of steps up to `step` (what the checkpoint covers). */
+void dr_run_log_trim(dr_run_log *l, uint64_t step);
+/* One metrics.jsonl line. */
+int  dr_run_log_step(dr_run_log *l, uint64_t step, uint32_t epoch, const dr_step_report *rep, dr_err *err);
+/* ckpt.bin, then metrics.jsonl, each written atomically. */
+int  dr_run_log_save(dr_run_log *l, const dr_checkpoint *c, dr_err *err);
+/* The progress bar on stderr (--progress). */
+void dr_run_log_progress(const dr_run_log *l, uint64_t step, uint32_t epoch, uint32_t epochs, float loss);
+/* Writes summary.json (takes ownership of o). */
+int  dr_run_log_summary(dr_run_log *l, json_object *o, dr_err *err);
+
+/* The per-device report of summary.json: name, peak bytes, bytes in/out. */
+json_object *dr_devices_json(const dr_strategy *s);
+/* SHA-256 of the parameters' little-endian bits. */
+void dr_weights_sha256(const float *params, size_t n, char hex[65]);
+/* "%.9g", or "null" for inf and NaN (JSON has neither). */
+const char *dr_json_float(float x, char *buf, size_t n);
+double dr_now(void);   /* monotonic seconds */
+
+#endif

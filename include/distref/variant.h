@@ -1,0 +1,90 @@
+/* distref core — what a variant is: the contract between the harness that
+ * runs training (harness/) and an implementation of the step (the
+ * reference in ref/, the engine's OpenMP variant in strategies/ + devices/,
+ * later OpenCL and MPI).
+ *
+ * The harness owns everything around the step: the plan, the dataset, the
+ * input iterator (the order of examples is a pure function of the seed and
+ * the epoch, so it is shared), metrics.jsonl, checkpoints, resume and
+ * summary.json. A variant owns the step itself: its own split of a global
+ * batch over replicas, its buffers and devices, forward and backward, the
+ * loss and regularization scaling, the collectives, the one rounding and the
+ * optimizer. It reports what it did in a dr_step_report, which the harness
+ * writes to metrics.jsonl; conformance compares those reports and the final
+ * weights between variants.
+ *
+ * The registry of variants is the harness's (include/distref/harness.h:
+ * dr_variant_lookup, dr_variants); `bin/distref variants` lists it.
+ */
+#ifndef DISTREF_VARIANT_H
+#define DISTREF_VARIANT_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "distref/data.h"
+#include "distref/error.h"
+#include "distref/input.h"
+#include "distref/plan.h"
+#include "distref/strategy.h"
+
+/* What one step did, as the variant computed it. */
+typedef struct dr_step_report {
+    float           loss;                        /* the step's loss, rounded once */
+    uint64_t        correct;                     /* correct predictions (classification) */
+    uint32_t        count;                       /* examples the step trained on */
+    uint32_t        num_replicas;
+    const uint32_t *ids;                         /* the examples, replica by replica */
+    uint32_t        off[DR_MAX_DEVICES];         /* replica r: ids[off[r] .. off[r+1]) */
+    char            extra[512];                  /* JSON fields (",\"k\":v") for the metrics line */
+} dr_step_report;
+
+/* What a self-scheduling variant reports at the end of train(). */
+typedef struct dr_train_totals {
+    uint64_t steps;                              /* updates applied */
+    float    last_loss;
+    uint64_t epoch_correct, epoch_examples;      /* of the last epoch */
+} dr_train_totals;
+
+typedef struct dr_session dr_session;           /* a variant's open run */
+struct dr_run_log;
+
+typedef struct dr_variant {
+    const char *name;
+    const char *about;          /* one line for `distref variants` */
+    const char *launcher;       /* how it is started: "" (directly) or e.g. "mpirun -np N" */
+
+    /* DR_OK, or DR_EUNSUPPORTED with err saying what this variant cannot
+     * run (a strategy, a numerics mode, an option) and what can. */
+    int  (*supports)(const dr_run_plan *plan, dr_err *err);
+
+    /* Builds the strategy's devices and the variables (initialized from
+     * the seed, the same on every replica). data outlives the session. */
+    int  (*open)(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err);
+    /* The strategy as built: replicas, devices and their byte counters. */
+    const dr_strategy *(*strategy)(const dr_session *s);
+
+    /* One synchronous step on a global batch from the harness's iterator
+     * (batch->ids in the epoch's order; batch->offset is the core's split,
+     * which a variant may not use except for auto-shard OFF, where every
+     * worker's pipeline already rebatched its own stream). step is 1-based. */
+    int  (*step)(dr_session *s, const dr_dist_batch *batch, uint64_t step, dr_step_report *out, dr_err *err);
+
+    /* The variables as of now (P floats) and the optimizer slots
+     * (P * nslots), and setting them on every replica (resume). */
+    int  (*get_variables)(dr_session *s, float *params, float *slots, dr_err *err);
+    int  (*set_variables)(dr_session *s, const float *params, const float *slots, dr_err *err);
+
+    /* Adds the variant's fields to summary.json (devices, replicas_in_sync,
+     * tpu timing, ...). */
+    void (*summarize)(dr_session *s, json_object *summary);
+    void (*close)(dr_session *s);
+
+    /* Optional: a variant that schedules its own steps (parameter_server's
+     * coordinator) trains here instead of through step(), logging and
+     * checkpointing through log; it resumes from model_dir itself. NULL for
+     * synchronous variants. */
+    int  (*train)(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err);
+} dr_variant;
+
+#endif

@@ -1,0 +1,102 @@
+/* distref reference — the reference as a variant: the table the harness
+ * reaches ref/ through (distref/variant.h). */
+#include "ref/trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct dr_session {
+    trainer   t;
+    ps_run   *ps;        /* parameter_server: the coordinator's run instead */
+    uint64_t  steps;     /* steps taken by this session (for the tpu's mean step time) */
+};
+
+static int ref_supports(const dr_run_plan *plan, dr_err *err)
+{
+    if (!plan->exact)
+        return dr_fail(err, DR_EUNSUPPORTED, "--numerics=fast: the reference is exact only; use --variant=openmp");
+    return DR_OK;
+}
+
+static int ref_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    dr_session *s = calloc(1, sizeof *s);
+    int rc;
+    if (!s) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
+    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) rc = dr_ps_open(plan, data, &s->ps, err);
+    else rc = dr_trainer_open(&s->t, plan, data, err);
+    if (rc) { free(s); return rc; }
+    *out = s;
+    return DR_OK;
+}
+
+static const dr_strategy *ref_strategy(const dr_session *s)
+{
+    return s->ps ? dr_ps_strategy(s->ps) : &s->t.strat;
+}
+
+static int ref_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
+{
+    int rc = dr_ref_step(&s->t, b, step, out, err);
+    s->steps += rc == DR_OK;
+    return rc;
+}
+
+static int ref_get(dr_session *s, float *params, float *slots, dr_err *err)
+{
+    (void)err;
+    if (s->ps) return dr_ps_variables(s->ps, params, slots);
+    memcpy(params, dr_trainer_params(&s->t), s->t.P * sizeof(float));
+    memcpy(slots, dr_trainer_slots(&s->t), s->t.P * (size_t)s->t.nslots * sizeof(float));
+    return DR_OK;
+}
+
+static int ref_set(dr_session *s, const float *params, const float *slots, dr_err *err)
+{
+    if (s->ps) return dr_fail(err, DR_ESTATE, "parameter_server resumes its own checkpoints");
+    memcpy(dr_trainer_params(&s->t), params, s->t.P * sizeof(float));
+    memcpy(dr_trainer_slots(&s->t), slots, s->t.P * (size_t)s->t.nslots * sizeof(float));
+    dr_trainer_broadcast(&s->t);
+    return DR_OK;
+}
+
+/* Mirrored replicas must hold the same variables after every step. */
+static bool replicas_identical(const trainer *t)
+{
+    for (uint32_t r = 1; t->strat.mirrored_variables && r < t->strat.num_replicas; r++)
+        if (memcmp(t->rep[0].params, t->rep[r].params, t->P * sizeof(float))) return false;
+    return true;
+}
+
+static void ref_summarize(dr_session *s, json_object *o)
+{
+    if (s->ps) {
+        json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(true));
+        json_object_object_add(o, "devices", dr_devices_json(dr_ps_strategy(s->ps)));
+        dr_ps_summarize(s->ps, o);
+        return;
+    }
+    json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(replicas_identical(&s->t)));
+    json_object_object_add(o, "devices", dr_devices_json(&s->t.strat));
+    if (s->t.tpu.on) json_object_object_add(o, "tpu", dr_tpu_report(&s->t, s->steps));
+}
+
+static void ref_close(dr_session *s)
+{
+    if (s->ps) dr_ps_close(s->ps);
+    else dr_trainer_close(&s->t);
+    free(s);
+}
+
+static int ref_train(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err)
+{
+    if (!s->ps) return dr_fail(err, DR_ESTATE, "the reference schedules its own steps for parameter_server only");
+    return dr_ps_train(s->ps, log, out, err);
+}
+
+const dr_variant dr_variant_ref = {
+    "ref",
+    "the reference: every strategy and device type emulated in one process with plain loops; exact only",
+    "",
+    ref_supports, ref_open, ref_strategy, ref_step, ref_get, ref_set, ref_summarize, ref_close, ref_train,
+};

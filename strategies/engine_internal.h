@@ -1,0 +1,78 @@
+/* distref engine — the OpenMP variant's run state (internal to strategies/).
+ *
+ * engine.c opens and closes a run (devices, backend, comm, buffers) and is
+ * the variant table; step.c is one synchronous step; tpu.c the tpu
+ * strategy's static shapes, spatial partitioning and torus all-reduce.
+ */
+#ifndef DISTREF_ENGINE_INTERNAL_H
+#define DISTREF_ENGINE_INTERNAL_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
+#error "strategies/engine_internal.h is the engine's"
+#endif
+
+#include "distref/backend.h"
+#include "distref/comm.h"
+#include "distref/engine.h"
+#include "distref/plan.h"
+
+#define ENGINE_MAX_WORKERS 16
+
+typedef struct engine_tpu {
+    bool          on;
+    dr_tpu_system sys;
+    uint32_t      tiles;            /* logical cores per replica */
+    int           part[2];          /* the partition grid */
+    uint32_t      tile_len;         /* pixels per tile */
+    uint32_t     *pix;              /* tiles x tile_len */
+    dr_buffer    *tile_x[DR_MAX_DEVICES - 1];   /* per replica: every tile's inputs, tiles x rows x tile_len */
+    dr_buffer    *z[DR_MAX_DEVICES - 1];        /* per replica: layer 0's merged partial sums (rows x out0 acc) */
+    dr_buffer    *delta[DR_MAX_DEVICES - 1];    /* per replica: layer 0's delta landing on the tiles */
+    size_t       *ranges;           /* per logical core: [lo, hi) pairs of the parameters it holds */
+    uint32_t     *nranges, max_ranges;
+    double        compute_s, merge_s, allreduce_s, step_s, total_s;
+} engine_tpu;
+
+struct dr_session {
+    const dr_run_plan   *plan;
+    const dr_run_config *cfg;
+    const dr_dataset    *data;
+    dr_strategy          strat;
+    const dr_backend_ops *bo;
+    dr_backend          *be;
+    const dr_comm_ops   *co;
+    dr_comm             *ep[ENGINE_MAX_WORKERS];
+    uint32_t             neps;
+    uint32_t             R, W, L;            /* replicas, workers, replicas per worker */
+    uint32_t             rows;               /* the largest batch a replica computes */
+    dr_replica_bufs      rb[DR_MAX_DEVICES - 1];
+    dr_buffer           *var, *var_slots, *central;   /* central_storage */
+    float               *host_x;             /* staging: the batch gathered on the host, per replica */
+    uint8_t             *host_labels;
+    float               *host_targets;
+    uint32_t            *arranged;           /* DATA-sharded ids */
+    const uint32_t      *ids;                /* this step's examples, replica by replica */
+    uint32_t             off[DR_MAX_DEVICES];
+    uint32_t             count, den;
+    uint64_t             step, steps;
+    int                  rc[ENGINE_MAX_WORKERS];
+    dr_err               err[ENGINE_MAX_WORKERS];
+    engine_tpu           tpu;
+};
+
+/* step.c */
+int  engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err);
+/* bytes from one emulated device to another (a copy within one is free) */
+void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
+/* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */
+int  engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uint32_t pad, dr_err *err);
+void engine_report(dr_session *s, dr_step_report *out);
+
+/* tpu.c */
+int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);
+int  engine_tpu_buffers(dr_session *s, dr_err *err);
+int  engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err);
+void engine_tpu_close(dr_session *s);
+json_object *engine_tpu_report(const dr_session *s);
+
+#endif

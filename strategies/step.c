@@ -1,0 +1,214 @@
+/* distref engine — one synchronous step of the OpenMP variant.
+ *
+ *   split    the engine's own TensorFlow split (split.c): by the nominal
+ *            sizes of batch_sizes_for_worker, or DATA sharding's slices
+ *            over the workers; auto-shard OFF keeps each worker's own
+ *            rebatched stream (the iterator's offsets)
+ *   stage    each replica's examples gathered on its input CPU and uploaded
+ *            to its device (counted)
+ *   compute  every replica concurrently on the backend: forward, the exact
+ *            loss and gradient sums, the share over G*R
+ *   reduce   the comm: all-reduce within and across workers (one thread per
+ *            worker), or the reduction to central_storage's variable device
+ *   apply    one rounding of the total over G*R, then the optimizer, on every
+ *            holder of the variables concurrently
+ */
+#include "strategies/engine_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes)
+{
+    if (from == to || bytes == 0) return;
+    st->device[from].bytes_out += bytes;
+    st->device[to].bytes_in += bytes;
+}
+
+/* ---- split ---------------------------------------------------------------- */
+
+static void split(dr_session *s, const dr_dist_batch *b)
+{
+    s->count = b->count;
+    s->ids = b->ids;
+    if (s->plan->shard_data) {
+        dr_engine_shard_data(b->ids, b->count, s->W, s->L, s->arranged, s->off);
+        s->ids = s->arranged;
+    } else if (s->plan->unsharded) {
+        memcpy(s->off, b->offset, (s->R + 1) * sizeof *s->off);
+    } else {
+        dr_engine_split(b->count, s->plan->G, s->R, s->off);
+#if defined(DR_MUTANT_WRONG_SPLIT)
+        /* planted fault: the extras of an uneven batch go to the last replicas */
+        if (s->count % s->R) {
+            uint32_t nominal[DR_MAX_DEVICES];
+            for (uint32_t r = 0; r < s->R; r++) nominal[r] = s->off[s->R - r] - s->off[s->R - r - 1];
+            for (uint32_t r = 0; r < s->R; r++) s->off[r + 1] = s->off[r] + nominal[r];
+        }
+#endif
+    }
+#if defined(DR_MUTANT_DROP_SHORT)
+    /* planted fault: one example dropped from a final short batch */
+    if (s->count < s->plan->G && s->count > 0) {
+        uint32_t last = s->R;
+        while (last > 0 && s->off[last] == s->off[last - 1]) last--;
+        for (uint32_t r = last; r <= s->R; r++) if (r > 0) s->off[r]--;
+        s->count--;
+    }
+#endif
+}
+
+/* ---- stage ---------------------------------------------------------------- */
+
+int engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uint32_t pad, dr_err *err)
+{
+    const dr_backend_ops *b = s->bo;
+    dr_replica_bufs *rb = &s->rb[r];
+    size_t f = s->data->features, out = s->plan->exp.model.layer[s->plan->exp.model.nlayers - 1].out;
+    uint32_t from = s->strat.input_device[r], to = s->strat.replica_device[r];
+    int rc;
+#if defined(DR_MUTANT_STAGE_WRONG_REPLICA)
+    /* planted fault: replica r is staged with its neighbour's first examples */
+    if (r == 0 && s->R > 1 && n > 0 && s->off[2] - s->off[1] >= n) ids = s->ids + s->off[1];
+#endif
+    dr_dataset_gather(s->data, ids, n, s->host_x, s->data->labels ? s->host_labels : NULL,
+                      s->data->targets ? s->host_targets : NULL);
+    memset(s->host_x + (size_t)n * f, 0, (size_t)pad * f * sizeof(float));
+    if (s->data->labels) memset(s->host_labels + n, 0, pad);
+    if (s->data->targets) memset(s->host_targets + (size_t)n * out, 0, (size_t)pad * out * sizeof(float));
+    if ((rc = b->upload(s->be, rb->x, 0, s->host_x, (size_t)(n + pad) * f * sizeof(float), err))) return rc;
+    if (rb->labels && (rc = b->upload(s->be, rb->labels, 0, s->host_labels, n + pad, err))) return rc;
+    if (rb->targets && (rc = b->upload(s->be, rb->targets, 0, s->host_targets, (size_t)(n + pad) * out * sizeof(float), err)))
+        return rc;
+    engine_count(&s->strat, from, to, (size_t)n * f * sizeof(float) + (rb->labels ? n : 0) +
+                 (rb->targets ? (size_t)n * out * sizeof(float) : 0));
+    return DR_OK;
+}
+
+/* ---- compute, reduce, apply ----------------------------------------------- */
+
+static int compute(dr_session *s, uint32_t r, dr_err *err)
+{
+    const dr_backend_ops *b = s->bo;
+    dr_replica_bufs *rb = &s->rb[r];
+    uint32_t n = s->off[r + 1] - s->off[r];
+    int rc;
+    if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
+        return rc;
+    return b->share(s->be, rb, s->R, s->count, err);
+}
+
+static uint32_t divisor(const dr_session *s)
+{
+#if defined(DR_MUTANT_MEAN_NOT_SUM)
+    /* planted fault: gradients all-reduced with MEAN instead of SUM */
+    return s->den * s->R;
+#else
+    return s->den;
+#endif
+}
+
+/* Worker w: its replicas' shares, the collective, its replicas' updates. */
+static int worker(dr_session *s, uint32_t w, dr_err *err)
+{
+    const dr_backend_ops *b = s->bo;
+    dr_acc *local[DR_MAX_DEVICES];
+    uint32_t lo = w * s->L, L = s->L;
+    int rc = DR_OK, rcs[DR_MAX_DEVICES];
+    dr_err errs[DR_MAX_DEVICES];
+    #pragma omp parallel for schedule(dynamic) if (L > 1)
+    for (uint32_t k = 0; k < L; k++) rcs[k] = compute(s, lo + k, &errs[k]);
+    for (uint32_t k = 0; k < L; k++)
+        if (rcs[k]) { *err = errs[k]; return rcs[k]; }
+    for (uint32_t k = 0; k < L; k++) {
+        local[k] = b->host_ptr(s->rb[lo + k].grad);
+        if (!local[k]) return dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
+    }
+    if (s->var) {   /* central_storage: reduce to the variable device, one update there */
+        dr_acc *dst = b->host_ptr(s->central);
+        if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) ||
+            (rc = s->co->reduce_to(s->ep[w], local, s->plan->P, s->strat.variable_device, dst, err)))
+            return rc;
+        return b->apply(s->be, s->central, divisor(s), s->step, s->var, s->var_slots, err);
+    }
+    if ((rc = s->co->all_reduce(s->ep[w], local, s->plan->P, err))) return rc;
+    #pragma omp parallel for schedule(static) if (L > 1)
+    for (uint32_t k = 0; k < L; k++)
+        rcs[k] = b->apply(s->be, s->rb[lo + k].grad, divisor(s), s->step, s->rb[lo + k].params,
+                          s->rb[lo + k].slots, &errs[k]);
+    for (uint32_t k = 0; k < L; k++)
+        if (rcs[k]) { *err = errs[k]; return rcs[k]; }
+    return DR_OK;
+}
+
+typedef struct worker_arg { dr_session *s; uint32_t w; } worker_arg;
+
+static void *worker_thread(void *p)
+{
+    worker_arg *a = p;
+    a->s->rc[a->w] = worker(a->s, a->w, &a->s->err[a->w]);
+    return NULL;
+}
+
+/* Workers are thread groups: one thread each, meeting in the comm. */
+static int run_workers(dr_session *s, dr_err *err)
+{
+    pthread_t th[ENGINE_MAX_WORKERS];
+    worker_arg arg[ENGINE_MAX_WORKERS];
+    if (s->W == 1) return worker(s, 0, err);
+    for (uint32_t w = 0; w < s->W; w++) {
+        arg[w].s = s;
+        arg[w].w = w;
+        if (pthread_create(&th[w], NULL, worker_thread, &arg[w]) != 0) {
+            /* the comm's barriers would wait for the missing worker forever */
+            for (uint32_t k = 0; k < w; k++) pthread_cancel(th[k]);
+            return dr_fail(err, DR_ENOMEM, "could not start worker thread %u", w);
+        }
+    }
+    for (uint32_t w = 0; w < s->W; w++) pthread_join(th[w], NULL);
+    for (uint32_t w = 0; w < s->W; w++)
+        if (s->rc[w]) { *err = s->err[w]; return s->rc[w]; }
+    return DR_OK;
+}
+
+/* The step's loss: the replicas' shares summed, rounded once. */
+void engine_report(dr_session *s, dr_step_report *out)
+{
+    dr_acc total;
+    dr_acc_init(&total);
+    out->correct = 0;
+    for (uint32_t r = 0; r < s->R; r++) {
+        dr_acc l;
+        dr_err e;
+        if (s->bo->download(s->be, &l, s->rb[r].loss, 0, sizeof l, &e) == DR_OK) dr_acc_merge(&total, &l);
+        out->correct += s->rb[r].correct;
+    }
+    out->loss = dr_acc_round_div(&total, divisor(s));
+    out->count = s->count;
+    out->num_replicas = s->R;
+    out->ids = s->ids;
+    memcpy(out->off, s->off, (s->R + 1) * sizeof *s->off);
+}
+
+int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
+{
+    int rc;
+    split(s, b);
+    if ((uint64_t)s->count * s->R > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
+                       s->plan->G, s->R);
+    s->den = s->count * s->R;
+    s->step = step;
+    if (s->tpu.on) return engine_tpu_step(s, out, err);
+    for (uint32_t r = 0; r < s->R; r++) {
+        if ((rc = engine_stage(s, r, s->ids + s->off[r], s->off[r + 1] - s->off[r], 0, err))) return rc;
+        if (s->var) {   /* central_storage: the variables come to the replica */
+            if ((rc = s->bo->copy(s->be, s->rb[r].params, 0, s->var, 0, s->plan->P * sizeof(float), err))) return rc;
+            engine_count(&s->strat, s->strat.variable_device, s->strat.replica_device[r], s->plan->P * sizeof(float));
+        }
+    }
+    if ((rc = run_workers(s, err))) return rc;
+    engine_report(s, out);
+    return DR_OK;
+}

@@ -1,0 +1,601 @@
+/* distref tests — the OpenMP backend (devices/openmp_*.c) against the
+ * reference (ref/model.c, ref/optim.c), bit for bit in exact numerics.
+ *
+ * Each case computes one replica's share (forward, loss_grad, share) or a
+ * whole training run (share, all-reduce by merging, apply) with both, and
+ * compares every accumulator with dr_acc_equal and every float by its bits:
+ * 784-128-10 ReLU + logits, 784-128-10 softmax + probabilities (also
+ * saturated, so that the clip acts), 784-64-32-10, the Dense(1) MSE toy and
+ * a small MSE net; l2 0 and 1e-3; R 1 and 3 with G 20; padding rows holding
+ * NaN, inf and huge values; n == 0; examples whose ReLU inputs are exactly
+ * 0; SGD, momentum, Nesterov and Adam for 7 steps (R = 3 against the
+ * reference, and against R = 1); layer 0 partitioned into 2x2 and 4x1 tiles
+ * of the 28x28 image. Fast numerics: runs, loss within 1e-4 relative.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distref/backend.h"
+#include "distref/ref.h"
+#include "distref/rng.h"
+#include "devices/openmp_backend.h"   /* the replica workspace, to read activations */
+
+#define SEED 20240607u
+
+static const dr_optimizer SGD = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
+
+static dr_model_spec mlp(dr_activation last, dr_loss_kind loss, float l2)
+{
+    dr_model_spec m = { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, last } }, loss, l2 };
+    return m;
+}
+
+static void must(int rc, const dr_err *e)
+{
+    if (rc) fail_msg("backend error %d: %s", rc, e->msg);
+}
+
+/* ---- data ------------------------------------------------------------------ */
+
+static uint32_t nout_of(const dr_model_spec *m) { return m->layer[m->nlayers - 1].out; }
+
+/* Weights from dr_model_init, small random biases (or zero), the last
+ * kernel scaled by wscale. */
+static void init_params(const dr_model_spec *m, uint64_t seed, bool zero_bias, float wscale, float *params)
+{
+    uint32_t L = m->nlayers;
+    dr_model_init(m, seed, params);
+    for (uint32_t l = 0; l < L && !zero_bias; l++)
+        for (uint32_t j = 0; j < m->layer[l].out; j++)
+            params[dr_model_bias_offset(m, l) + j] = (dr_rng_uniform(seed, 77 + l, j) - 0.5f) * 0.1f;
+    for (size_t k = 0; k < (size_t)m->layer[L - 1].in * m->layer[L - 1].out; k++)
+        params[dr_model_kernel_offset(m, L - 1) + k] *= wscale;
+}
+
+/* n real examples (image-like: 30% zeros), then rows - n padding rows of garbage. */
+static void gen_batch(const dr_model_spec *m, uint64_t seed, uint32_t n, uint32_t rows,
+                      float *x, uint8_t *labels, float *targets)
+{
+    static const float junk[] = { NAN, INFINITY, -INFINITY, -1e30f, 3.5f, -0.0f, 1e-40f };
+    uint32_t in0 = m->layer[0].in, nout = nout_of(m);
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t k = 0; k < in0; k++) {
+            size_t i = (size_t)r * in0 + k;
+            float u = dr_rng_uniform(seed, DR_STREAM_DATA, i);
+            x[i] = r < n ? (u < 0.3f ? 0.0f : u) : junk[i % 7];
+        }
+        if (labels) labels[r] = r < n ? (uint8_t)dr_rng_below(seed, DR_STREAM_TEACHER, r, nout) : 255;
+        for (uint32_t j = 0; targets && j < nout; j++)
+            targets[(size_t)r * nout + j] = r < n ? 2.0f * dr_rng_uniform(seed, 0x6000, (size_t)r * nout + j) - 1.0f
+                                                  : junk[j % 7];
+    }
+}
+
+/* ---- the backend side ------------------------------------------------------ */
+
+typedef struct bk {
+    const dr_backend_ops *ops;
+    dr_backend *b;
+    dr_model_spec m;
+    dr_optimizer o;
+    size_t P;
+    bool mse;
+} bk;
+
+static bk bk_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num)
+{
+    bk k = { dr_backend_openmp(), NULL, *m, *o, dr_model_num_params(m), m->loss == DR_LOSS_MSE };
+    dr_err e = { 0, "" };
+    must(k.ops->open(m, o, num, &k.b, &e), &e);
+    return k;
+}
+
+static dr_buffer *bk_alloc(bk *k, size_t bytes)
+{
+    dr_buffer *buf;
+    dr_err e = { 0, "" };
+    must(k->ops->alloc(k->b, bytes, &buf, &e), &e);
+    return buf;
+}
+
+static void rep_open(bk *k, dr_replica_bufs *rb, uint32_t rows)
+{
+    size_t nslots = (size_t)dr_optimizer_num_slots(&k->o);
+    dr_err e = { 0, "" };
+    memset(rb, 0, sizeof *rb);
+    rb->params = bk_alloc(k, k->P * sizeof(float));
+    rb->slots = nslots ? bk_alloc(k, nslots * k->P * sizeof(float)) : NULL;
+    rb->grad = bk_alloc(k, k->P * sizeof(dr_acc));
+    rb->loss = bk_alloc(k, sizeof(dr_acc));
+    rb->x = bk_alloc(k, (size_t)rows * k->m.layer[0].in * sizeof(float));
+    if (k->mse) rb->targets = bk_alloc(k, (size_t)rows * nout_of(&k->m) * sizeof(float));
+    else rb->labels = bk_alloc(k, rows);
+    must(k->ops->replica_open(k->b, rb, rows, &e), &e);
+}
+
+static void rep_close(bk *k, dr_replica_bufs *rb)
+{
+    dr_buffer *bufs[] = { rb->params, rb->slots, rb->grad, rb->loss, rb->x, rb->labels, rb->targets };
+    k->ops->replica_close(k->b, rb);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) k->ops->release(k->b, bufs[i]);
+}
+
+static void bk_close(bk *k) { k->ops->close(k->b); }
+
+/* Stages a batch (rows, padding included) and runs forward + loss_grad(n) + share. */
+static int bk_step(bk *k, dr_replica_bufs *rb, const float *x, const uint8_t *labels, const float *targets,
+                   uint32_t n, uint32_t rows, uint32_t R, uint32_t G, dr_err *e)
+{
+    const dr_backend_ops *o = k->ops;
+    int rc = o->upload(k->b, rb->x, 0, x, (size_t)rows * k->m.layer[0].in * sizeof(float), e);
+    if (!rc && k->mse) rc = o->upload(k->b, rb->targets, 0, targets, (size_t)rows * nout_of(&k->m) * sizeof(float), e);
+    if (!rc && !k->mse) rc = o->upload(k->b, rb->labels, 0, labels, rows, e);
+    if (!rc) rc = o->forward(k->b, rb, rows, 0, e);
+    if (!rc) rc = o->loss_grad(k->b, rb, n, true, e);
+    if (!rc) rc = o->share(k->b, rb, R, G, e);
+    return rc;
+}
+
+/* ---- the reference side ---------------------------------------------------- */
+
+static void ref_scale(const dr_model_spec *m, const float *params, uint32_t R, uint32_t G, dr_acc *grad, dr_acc *loss)
+{
+    size_t P = dr_model_num_params(m);
+    for (size_t p = 0; p < P; p++) {
+        float g = dr_model_reg_grad(m, params, p);
+        if (R > 1) dr_acc_mul_u32(&grad[p], R);
+        if (g != 0.0f) dr_acc_add_prod(&grad[p], (float)G, g);
+    }
+    if (R > 1) dr_acc_mul_u32(loss, R);
+    dr_acc_add_prod(loss, (float)G, dr_model_reg_loss(m, params));
+}
+
+static void ref_share(const dr_model_spec *m, const float *params, const float *x, const uint8_t *labels,
+                      const float *targets, uint32_t n, uint32_t R, uint32_t G,
+                      dr_acc *grad, dr_acc *loss, uint64_t *correct)
+{
+    dr_work w;
+    dr_err e = { 0, "" };
+    memset(grad, 0, dr_model_num_params(m) * sizeof *grad);
+    dr_acc_init(loss);
+    *correct = 0;
+    must(dr_work_init(&w, m, n, &e), &e);
+    dr_model_loss_grad(m, dr_model_ops_ref(), params, x, labels, targets, n, &w, loss, grad, correct);
+    dr_work_free(&w);
+    ref_scale(m, params, R, G, grad, loss);
+}
+
+static void expect_same_acc(const dr_acc *want, const dr_acc *got, size_t n, const char *what)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) if (!dr_acc_equal(&want[i], &got[i]) && !bad++) first = i;
+    if (bad) fail_msg("%s: %zu of %zu accumulators differ, first at %zu (ref %a, backend %a)", what, bad, n,
+                      first, (double)dr_acc_round(&want[first]), (double)dr_acc_round(&got[first]));
+}
+
+static void expect_same_f32(const float *want, const float *got, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&want[i], &got[i], sizeof(float)))
+            fail_msg("%s: element %zu of %zu differs (ref %a, backend %a)", what, i, n, (double)want[i], (double)got[i]);
+}
+
+/* ---- one replica's share ------------------------------------------------------ */
+
+typedef struct share_case {
+    dr_model_spec m;
+    uint32_t n, rows, R, G;
+    bool zero_bias;          /* with zero_rows: pre-activations exactly 0 */
+    uint32_t zero_rows;      /* the first examples all-zero */
+    float wscale;            /* last kernel scale (saturates a softmax) */
+} share_case;
+
+static void check_share(const share_case *c)
+{
+    const dr_model_spec *m = &c->m;
+    uint32_t L = m->nlayers, nout = nout_of(m), in0 = m->layer[0].in, rows = c->rows;
+    bk k = bk_open(m, &SGD, DR_NUMERICS_EXACT);
+    dr_replica_bufs rb;
+    float *params = malloc(k.P * sizeof(float)), *x = calloc((size_t)rows * in0 + 1, sizeof(float));
+    float *targets = k.mse ? malloc((size_t)rows * nout * sizeof(float)) : NULL;
+    uint8_t *labels = k.mse ? NULL : malloc(rows + 1);
+    dr_acc *grad = malloc(k.P * sizeof(dr_acc)), loss;
+    uint64_t correct;
+    dr_err e = { 0, "" };
+    dr_work w;
+    const dr_omp_scratch *s;
+
+    init_params(m, SEED + c->n, c->zero_bias, c->wscale ? c->wscale : 1.0f, params);
+    gen_batch(m, SEED + rows, c->n, rows, x, labels, targets);
+    memset(x, 0, (size_t)c->zero_rows * in0 * sizeof(float));
+    rep_open(&k, &rb, rows);
+    must(k.ops->upload(k.b, rb.params, 0, params, k.P * sizeof(float), &e), &e);
+    must(bk_step(&k, &rb, x, labels, targets, c->n, rows, c->R, c->G, &e), &e);
+
+    ref_share(m, params, x, labels, targets, c->n, c->R, c->G, grad, &loss, &correct);
+    expect_same_acc(grad, k.ops->host_ptr(rb.grad), k.P, "gradient share");
+    expect_same_acc(&loss, k.ops->host_ptr(rb.loss), 1, "loss share");
+    assert_int_equal(rb.correct, correct);
+
+    /* the forward pass itself, row by row, for the n real examples */
+    s = rb.scratch;
+    must(dr_work_init(&w, m, c->n, &e), &e);
+    dr_model_forward(m, dr_model_ops_ref(), params, x, c->n, &w);
+    for (uint32_t l = 0; l < L; l++) {
+        expect_same_f32(w.pre[l], s->pre[l], (size_t)c->n * m->layer[l].out, "pre-activations");
+        expect_same_f32(w.act[l + 1], s->act[l], (size_t)c->n * m->layer[l].out, "activations");
+    }
+    if (c->zero_rows && c->zero_bias && c->n) {   /* the case is what it says: some pre == 0 exactly */
+        size_t zeros = 0;
+        for (size_t i = 0; i < (size_t)c->n * m->layer[0].out; i++) zeros += s->pre[0][i] == 0.0f;
+        assert_true(zeros >= (size_t)c->zero_rows * m->layer[0].out);
+    }
+    dr_work_free(&w);
+    rep_close(&k, &rb);
+    bk_close(&k);
+    free(params); free(x); free(targets); free(labels); free(grad);
+}
+
+/* n = 20 in one replica, n = 7 of G = 20 in one of three; l2 0 and 1e-3. */
+static void check_grid(dr_model_spec m, uint32_t pad, float wscale)
+{
+    for (int reg = 0; reg < 2; reg++) {
+        for (uint32_t R = 1; R <= 3; R += 2) {
+            share_case c = { m, R == 1 ? 20 : 7, 0, R, 20, false, 0, wscale };
+            c.m.l2 = reg ? 1e-3f : 0.0f;
+            c.rows = c.n + pad;
+            check_share(&c);
+        }
+    }
+}
+
+static void relu_logits(void **st) { (void)st; check_grid(mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0), 0, 1); }
+static void softmax_probs(void **st) { (void)st; check_grid(mlp(DR_ACT_SOFTMAX, DR_LOSS_XENT_PROBS, 0), 0, 1); }
+/* Logits in the hundreds: p_y is 0 or 1 to float precision and the clip acts. */
+static void softmax_probs_saturated(void **st) { (void)st; check_grid(mlp(DR_ACT_SOFTMAX, DR_LOSS_XENT_PROBS, 0), 3, 400); }
+
+static void three_layers(void **st)
+{
+    dr_model_spec m = { 3, { { 784, 64, DR_ACT_RELU }, { 64, 32, DR_ACT_RELU }, { 32, 10, DR_ACT_LINEAR } },
+                        DR_LOSS_XENT_LOGITS, 0 };
+    (void)st;
+    check_grid(m, 5, 1);
+}
+
+static void mse_toy_and_net(void **st)
+{
+    dr_model_spec toy = { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0 };
+    dr_model_spec net = { 2, { { 5, 4, DR_ACT_RELU }, { 4, 3, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0 };
+    (void)st;
+    check_grid(toy, 0, 1);
+    check_grid(toy, 2, 1);
+    check_grid(net, 4, 1);
+}
+
+/* Padding rows (NaN, inf, 1e30, labels 255) change nothing, in every loss. */
+static void padding_rows(void **st)
+{
+    (void)st;
+    check_grid(mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0), 4, 1);
+    check_grid(mlp(DR_ACT_SOFTMAX, DR_LOSS_XENT_PROBS, 0), 11, 1);
+}
+
+/* An empty batch still carries its regularization share. */
+static void empty_batch(void **st)
+{
+    (void)st;
+    for (int reg = 0; reg < 2; reg++)
+        for (uint32_t R = 1; R <= 3; R += 2) {
+            share_case c = { mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, reg ? 1e-3f : 0.0f), 0, 6, R, 20, false, 0, 1 };
+            check_share(&c);
+        }
+}
+
+/* All-zero examples with zero biases: ReLU inputs exactly 0, whose delta
+ * must be masked (0 is inactive). */
+static void relu_at_zero(void **st)
+{
+    share_case c = { mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0), 10, 12, 1, 10, true, 3, 1 };
+    (void)st;
+    check_share(&c);
+    c.m.l2 = 1e-3f; c.R = 3; c.G = 30;
+    check_share(&c);
+}
+
+/* ---- training: share, all-reduce, apply ------------------------------------- */
+
+#define MAX_R 4
+
+/* `steps` steps of G examples over R replicas, each step compared with the
+ * reference (params, slots and loss bits); the final weights into out. */
+static void train(const dr_model_spec *m, const dr_optimizer *o, uint32_t R, uint32_t G, uint32_t steps, float *out)
+{
+    bk k = bk_open(m, o, DR_NUMERICS_EXACT);
+    size_t P = k.P, nslots = (size_t)dr_optimizer_num_slots(o), in0 = m->layer[0].in;
+    uint32_t per = (G + R - 1) / R, rows = per + 2;
+    dr_replica_bufs rb[MAX_R];
+    dr_buffer *total = bk_alloc(&k, P * sizeof(dr_acc)), *ltotal = bk_alloc(&k, sizeof(dr_acc));
+    float *p_ref = malloc(P * sizeof(float)), *s_ref = calloc(nslots * P + 1, sizeof(float));
+    float *g_ref = malloc(P * sizeof(float)), *got = malloc((nslots * P + P) * sizeof(float));
+    float *x = malloc((size_t)G * in0 * sizeof(float)), *xr[MAX_R];
+    uint8_t *labels = malloc(G), *lr[MAX_R];
+    dr_acc *t_ref = malloc(P * sizeof(dr_acc)), *g_rep = malloc(P * sizeof(dr_acc));
+    dr_err e = { 0, "" };
+
+    init_params(m, SEED, false, 1.0f, p_ref);
+    for (uint32_t r = 0; r < R; r++) {
+        rep_open(&k, &rb[r], rows);
+        must(k.ops->upload(k.b, rb[r].params, 0, p_ref, P * sizeof(float), &e), &e);
+        xr[r] = malloc((size_t)rows * in0 * sizeof(float));
+        lr[r] = malloc(rows);
+    }
+    for (uint32_t step = 1; step <= steps; step++) {
+        dr_acc l_ref, *tot = k.ops->host_ptr(total), *lt = k.ops->host_ptr(ltotal);
+        float loss_b, loss_r;
+        int bad = 0;
+        gen_batch(m, SEED * 31u + step, G, G, x, labels, NULL);
+        for (uint32_t r = 0; r < R; r++) {   /* the replica's examples, then garbage padding */
+            uint32_t a = r * per < G ? r * per : G, n = G - a < per ? G - a : per;
+            gen_batch(m, step, 0, rows, xr[r], lr[r], NULL);
+            memcpy(xr[r], x + (size_t)a * in0, (size_t)n * in0 * sizeof(float));
+            memcpy(lr[r], labels + a, n);
+        }
+        #pragma omp parallel for schedule(dynamic) reduction(+ : bad)
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t a = r * per < G ? r * per : G, n = G - a < per ? G - a : per;
+            dr_err le = { 0, "" };
+            bad += bk_step(&k, &rb[r], xr[r], lr[r], NULL, n, rows, R, G, &le) != DR_OK;
+        }
+        assert_int_equal(bad, 0);
+        memset(tot, 0, P * sizeof *tot);
+        dr_acc_init(lt);
+        memset(t_ref, 0, P * sizeof *t_ref);
+        dr_acc_init(&l_ref);
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t a = r * per < G ? r * per : G, n = G - a < per ? G - a : per;
+            const dr_acc *g = k.ops->host_ptr(rb[r].grad);
+            dr_acc lrep;
+            uint64_t c;
+            for (size_t p = 0; p < P; p++) dr_acc_merge(&tot[p], &g[p]);
+            dr_acc_merge(lt, k.ops->host_ptr(rb[r].loss));
+            ref_share(m, p_ref, x + (size_t)a * in0, labels + a, NULL, n, R, G, g_rep, &lrep, &c);
+            for (size_t p = 0; p < P; p++) dr_acc_merge(&t_ref[p], &g_rep[p]);
+            dr_acc_merge(&l_ref, &lrep);
+        }
+        expect_same_acc(t_ref, tot, P, "all-reduced gradient");
+        #pragma omp parallel for schedule(dynamic) reduction(+ : bad)
+        for (uint32_t r = 0; r < R; r++) {
+            dr_err le = { 0, "" };
+            bad += k.ops->apply(k.b, total, G * R, step, rb[r].params, rb[r].slots, &le) != DR_OK;
+        }
+        assert_int_equal(bad, 0);
+        must(k.ops->round_loss(k.b, ltotal, G * R, &loss_b, &e), &e);
+        dr_acc_round_array(t_ref, P, G * R, g_ref);
+        dr_optimizer_apply(o, step, p_ref, g_ref, s_ref, P);
+        loss_r = dr_acc_round_div(&l_ref, G * R);
+        if (memcmp(&loss_b, &loss_r, sizeof loss_b)) fail_msg("step %u: loss %a, reference %a", step, (double)loss_b, (double)loss_r);
+        for (uint32_t r = 0; r < R; r++) {
+            must(k.ops->download(k.b, got, rb[r].params, 0, P * sizeof(float), &e), &e);
+            expect_same_f32(p_ref, got, P, step == 1 ? "weights after step 1" : "weights after a later step");
+            if (nslots) {
+                must(k.ops->download(k.b, got, rb[r].slots, 0, nslots * P * sizeof(float), &e), &e);
+                expect_same_f32(s_ref, got, nslots * P, "optimizer slots");
+            }
+        }
+    }
+    memcpy(out, p_ref, P * sizeof(float));
+    for (uint32_t r = 0; r < R; r++) { rep_close(&k, &rb[r]); free(xr[r]); free(lr[r]); }
+    k.ops->release(k.b, total);
+    k.ops->release(k.b, ltotal);
+    bk_close(&k);
+    free(p_ref); free(s_ref); free(g_ref); free(got); free(x); free(labels); free(t_ref); free(g_rep);
+}
+
+static void optimizers(void **st)
+{
+    const dr_optimizer opt[] = {
+        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f },
+        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f },
+        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f },
+        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f },
+    };
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
+    size_t P = dr_model_num_params(&m);
+    float *w3 = malloc(P * sizeof(float)), *w1 = malloc(P * sizeof(float));
+    (void)st;
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        train(&m, &opt[i], 3, 20, 7, w3);
+        train(&m, &opt[i], 1, 20, 7, w1);
+        expect_same_f32(w1, w3, P, "R = 1 and R = 3 after 7 steps");
+    }
+    free(w3); free(w1);
+}
+
+/* ---- spatial partitioning of layer 0 ----------------------------------------- */
+
+/* tiles along y and x of the 28x28 image; also in fast numerics (loss only). */
+static void check_tiles(uint32_t ty, uint32_t tx, dr_numerics num)
+{
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
+    const uint32_t n = 9, rows = 12, R = 2, G = 18, out0 = 128, T = ty * tx, len = 784 / T;
+    bk k = bk_open(&m, &SGD, num);
+    dr_replica_bufs whole, tiled;
+    float *params = malloc(k.P * sizeof(float)), *x = malloc(rows * 784 * sizeof(float));
+    float *xt = malloc((size_t)rows * len * sizeof(float)), *delta = malloc(n * out0 * sizeof(float));
+    uint8_t labels[12];
+    uint32_t *pix = malloc(784 * sizeof *pix);
+    dr_buffer *z = bk_alloc(&k, (size_t)rows * out0 * sizeof(dr_acc)), *xtb[16], *dbuf = bk_alloc(&k, n * out0 * sizeof(float));
+    dr_err e = { 0, "" };
+    float lw, lt;
+
+    init_params(&m, SEED, false, 1.0f, params);
+    gen_batch(&m, SEED + 5, n, rows, x, labels, NULL);
+    rep_open(&k, &whole, rows);
+    rep_open(&k, &tiled, rows);   /* its x stays zero: the tiled path must not read it */
+    must(k.ops->upload(k.b, whole.params, 0, params, k.P * sizeof(float), &e), &e);
+    must(k.ops->upload(k.b, tiled.params, 0, params, k.P * sizeof(float), &e), &e);
+    must(k.ops->upload(k.b, tiled.labels, 0, labels, rows, &e), &e);
+    must(bk_step(&k, &whole, x, labels, NULL, n, rows, R, G, &e), &e);
+
+    for (uint32_t t = 0, q = 0; t < T; t++) {   /* tile t: its pixels, its columns of x */
+        uint32_t th = 28 / ty, tw = 28 / tx, i = t / tx, j = t % tx;
+        for (uint32_t yy = 0; yy < th; yy++)
+            for (uint32_t xx = 0; xx < tw; xx++) pix[q++] = (i * th + yy) * 28 + j * tw + xx;
+        for (uint32_t r = 0; r < rows; r++)
+            for (uint32_t c = 0; c < len; c++) xt[r * len + c] = x[r * 784 + pix[t * len + c]];
+        xtb[t] = bk_alloc(&k, (size_t)rows * len * sizeof(float));
+        must(k.ops->upload(k.b, xtb[t], 0, xt, (size_t)rows * len * sizeof(float), &e), &e);
+        must(k.ops->layer0_partial(k.b, xtb[t], pix + t * len, len, rows, tiled.params, z, &e), &e);
+    }
+    must(k.ops->layer0_finish(k.b, &tiled, z, rows, &e), &e);
+    must(k.ops->forward(k.b, &tiled, rows, 1, &e), &e);
+    must(k.ops->loss_grad(k.b, &tiled, n, false, &e), &e);
+    must(k.ops->layer0_delta(k.b, &tiled, n, delta, &e), &e);
+    must(k.ops->upload(k.b, dbuf, 0, delta, n * out0 * sizeof(float), &e), &e);
+    for (uint32_t t = 0; t < T; t++)
+        must(k.ops->layer0_grad_rows(k.b, xtb[t], pix + t * len, len, n, dbuf, tiled.grad, &e), &e);
+    must(k.ops->share(k.b, &tiled, R, G, &e), &e);
+    must(k.ops->round_loss(k.b, whole.loss, G * R, &lw, &e), &e);
+    must(k.ops->round_loss(k.b, tiled.loss, G * R, &lt, &e), &e);
+
+    if (num == DR_NUMERICS_EXACT) {
+        dr_work w;
+        dr_acc lref, *g0 = calloc(k.P, sizeof(dr_acc));
+        uint64_t c = 0;
+        const float *d0;
+        expect_same_acc(k.ops->host_ptr(whole.grad), k.ops->host_ptr(tiled.grad), k.P, "tiled gradient share");
+        expect_same_acc(k.ops->host_ptr(whole.loss), k.ops->host_ptr(tiled.loss), 1, "tiled loss share");
+        expect_same_f32(((dr_omp_scratch *)whole.scratch)->pre[0], ((dr_omp_scratch *)tiled.scratch)->pre[0],
+                        (size_t)rows * out0, "layer 0 pre-activations (padding rows included)");
+        assert_int_equal(whole.correct, tiled.correct);
+        must(dr_work_init(&w, &m, n, &e), &e);   /* the reference's delta of layer 0 */
+        dr_acc_init(&lref);
+        dr_model_forward(&m, dr_model_ops_ref(), params, x, n, &w);
+        d0 = dr_model_backward(&m, dr_model_ops_ref(), params, x, labels, NULL, n, &w, &lref, g0, &c, false);
+        expect_same_f32(d0, delta, n * out0, "layer 0 delta");
+        dr_work_free(&w);
+        free(g0);
+    }
+    if (!(fabsf(lw - lt) <= 1e-4f * fabsf(lw))) fail_msg("tiled loss %g, whole %g", (double)lt, (double)lw);
+    for (uint32_t t = 0; t < T; t++) k.ops->release(k.b, xtb[t]);
+    k.ops->release(k.b, z);
+    k.ops->release(k.b, dbuf);
+    rep_close(&k, &whole);
+    rep_close(&k, &tiled);
+    bk_close(&k);
+    free(params); free(x); free(xt); free(delta); free(pix);
+}
+
+static void tiles_2x2(void **st) { (void)st; check_tiles(2, 2, DR_NUMERICS_EXACT); }
+static void tiles_4x1(void **st) { (void)st; check_tiles(4, 1, DR_NUMERICS_EXACT); }   /* contiguous rows */
+
+/* ---- fast numerics ------------------------------------------------------------- */
+
+static void fast_mode(void **st)
+{
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
+    const dr_optimizer adam = { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
+    bk k = bk_open(&m, &adam, DR_NUMERICS_FAST);
+    dr_replica_bufs rb;
+    float *params = malloc(k.P * sizeof(float)), *x = malloc(24 * 784 * sizeof(float)), lf, lr;
+    uint8_t labels[24];
+    dr_acc *grad = malloc(k.P * sizeof(dr_acc)), lref;
+    uint64_t c;
+    dr_err e = { 0, "" };
+    (void)st;
+    init_params(&m, SEED, false, 1.0f, params);
+    gen_batch(&m, SEED + 9, 20, 24, x, labels, NULL);
+    rep_open(&k, &rb, 24);
+    must(k.ops->upload(k.b, rb.params, 0, params, k.P * sizeof(float), &e), &e);
+    must(bk_step(&k, &rb, x, labels, NULL, 20, 24, 1, 20, &e), &e);
+    must(k.ops->round_loss(k.b, rb.loss, 20, &lf, &e), &e);
+    ref_share(&m, params, x, labels, NULL, 20, 1, 20, grad, &lref, &c);
+    lr = dr_acc_round_div(&lref, 20);
+    if (!(fabsf(lf - lr) <= 1e-4f * fabsf(lr))) fail_msg("fast loss %.9g, exact %.9g", (double)lf, (double)lr);
+    must(k.ops->apply(k.b, rb.grad, 20, 1, rb.params, rb.slots, &e), &e);
+    for (size_t p = 0; p < k.P; p++) assert_true(isfinite(((float *)k.ops->host_ptr(rb.params))[p]));
+    rep_close(&k, &rb);
+    bk_close(&k);
+    free(params); free(x); free(grad);
+    check_tiles(2, 2, DR_NUMERICS_FAST);
+}
+
+/* ---- the table's plumbing --------------------------------------------------------- */
+
+static void api(void **st)
+{
+    const dr_backend_ops *o = dr_backend_openmp();
+    dr_backend_query q = { DR_STRATEGY_MIRRORED, DR_NUMERICS_EXACT, 4, 1, true };
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0);
+    bk k = bk_open(&m, &SGD, DR_NUMERICS_EXACT);
+    dr_replica_bufs rb;
+    dr_buffer *a = bk_alloc(&k, 16), *b = bk_alloc(&k, 16);
+    unsigned char buf[16], zero[16] = { 0 };
+    uint8_t bad_label = 10;
+    dr_err e = { 0, "" };
+    (void)st;
+    assert_string_equal(o->name, "openmp");
+    for (int s = DR_STRATEGY_OFF; s <= DR_STRATEGY_TPU; s++) {
+        q.strategy = (dr_strategy_kind)s;
+        assert_int_equal(o->supports(&q, &e), s == DR_STRATEGY_PARAMETER_SERVER ? DR_EUNSUPPORTED : DR_OK);
+    }
+    assert_non_null(strstr(e.msg, "parameter_server"));
+    q.strategy = DR_STRATEGY_TPU; q.numerics = DR_NUMERICS_FAST; q.tiles = 4;
+    assert_int_equal(o->supports(&q, &e), DR_OK);
+    q.tiles = 0;
+    assert_int_equal(o->supports(&q, &e), DR_EUNSUPPORTED);
+
+    assert_memory_equal(o->host_ptr(a), zero, 16);   /* zero-filled */
+    for (int i = 0; i < 16; i++) buf[i] = (unsigned char)i;
+    must(o->upload(k.b, a, 0, buf, 16, &e), &e);
+    must(o->copy(k.b, b, 4, a, 0, 8, &e), &e);
+    must(o->fill_zero(k.b, a, 8, 8, &e), &e);
+    must(o->download(k.b, buf, b, 0, 16, &e), &e);
+    assert_int_equal(buf[4], 0); assert_int_equal(buf[11], 7); assert_int_equal(buf[12], 0);
+    assert_int_equal(((unsigned char *)o->host_ptr(a))[9], 0);
+    assert_int_equal(o->upload(k.b, a, 9, buf, 8, &e), DR_EUSAGE);
+    assert_int_equal(o->download(k.b, buf, a, 17, 0, &e), DR_EUSAGE);
+    assert_int_equal(o->sync(k.b, &e), DR_OK);
+    o->release(k.b, a);
+    o->release(k.b, b);
+
+    rep_open(&k, &rb, 4);
+    assert_int_equal(o->forward(k.b, &rb, 5, 0, &e), DR_EUSAGE);      /* beyond the workspace */
+    must(o->forward(k.b, &rb, 2, 0, &e), &e);
+    assert_int_equal(o->loss_grad(k.b, &rb, 3, true, &e), DR_EUSAGE); /* beyond the forward pass */
+    must(o->upload(k.b, rb.labels, 0, &bad_label, 1, &e), &e);
+    assert_int_equal(o->loss_grad(k.b, &rb, 1, true, &e), DR_EUSAGE); /* label outside 0..9 */
+    assert_int_equal(o->layer0_delta(k.b, &rb, 1, (float *)buf, &e), DR_ESTATE);
+    rep_close(&k, &rb);
+    bk_close(&k);
+    m.layer[1].in = 64;
+    assert_int_equal(o->open(&m, &SGD, DR_NUMERICS_EXACT, &k.b, &e), DR_EUSAGE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(api),
+        cmocka_unit_test(relu_logits),
+        cmocka_unit_test(softmax_probs),
+        cmocka_unit_test(softmax_probs_saturated),
+        cmocka_unit_test(three_layers),
+        cmocka_unit_test(mse_toy_and_net),
+        cmocka_unit_test(padding_rows),
+        cmocka_unit_test(empty_batch),
+        cmocka_unit_test(relu_at_zero),
+        cmocka_unit_test(optimizers),
+        cmocka_unit_test(tiles_2x2),
+        cmocka_unit_test(tiles_4x1),
+        cmocka_unit_test(fast_mode),
+    };
+    return cmocka_run_group_tests_name("backend", tests, NULL, NULL);
+}
