@@ -168,10 +168,14 @@ $(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS) build/.mode
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
 
-# The main job: every variant against ref/, planted faults, reports/out/index.html.
+# The main job: every variant of the registry against ref/, then every
+# planted fault as a mutant build that must fail its suite
+# (scripts/run_conformance_mutants.sh); reports/out/index.html.
 conformance: deps
 	@$(MAKE) --no-print-directory $(CLI) $(CONF_BIN)
 	@$(CONF_BIN) $(if $(FULL),--full,)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
+	    sh scripts/run_conformance_mutants.sh
 
 clean:
 	rm -rf build lib bin

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "distref/factory.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 
 typedef struct row { const char *variant, *numerics, *strategy; int gpus, threads; } row;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "distref/harness.h"
 #include "distref/train.h"
 
 #define MAX_STEPS 400
@@ -44,8 +45,7 @@ typedef struct verdict {
 typedef struct results {
     verdict *v;
     size_t   n, cap;
-    const char *fault;           /* non-NULL while a planted fault runs */
-    dr_fault fault_code;         /* applied to the engine's cases only */
+    const char *fault;           /* non-NULL in a mutant build: the planted fault's name */
     size_t   fault_failures;     /* failures recorded under the current fault */
     char     fault_suites[256];  /* which suites noticed it */
     FILE    *faults_dat;         /* fault x suite matrix for the report */
@@ -69,6 +69,12 @@ bool set_strategy(dr_run_config *c, const char *name, int gpus, const char *alg,
 
 void record(results *r, const char *suite, const dr_run_config *c, int replicas,
             bool pass, double seconds, const char *fmt, ...);
+/* A (variant, configuration) cell the variant does not support: recorded
+ * as "not supported" with the variant's reason, never skipped silently.
+ * Returns true when c is supported (and records nothing). */
+bool supported(results *r, const char *suite, const dr_run_config *c, int replicas);
+/* The engine variants of the registry (every variant but the reference). */
+const dr_variant *const *engine_variants(size_t *n);
 
 /* Suites: each returns the number of failures it recorded. */
 int suite_loss_curves(results *r, const char *outdir);

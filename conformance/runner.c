@@ -190,3 +190,28 @@ void record(results *r, const char *suite, const dr_run_config *c, int replicas,
     va_end(ap);
     printf("%-6s %-20s %s\n", pass ? "PASS" : "FAIL", suite, v->name);
 }
+
+bool supported(results *r, const char *suite, const dr_run_config *c, int replicas)
+{
+    const dr_variant *v;
+    dr_run_plan plan;
+    dr_err err;
+    memset(&err, 0, sizeof err);
+    if (dr_variant_lookup(c->variant, &v, &err) == DR_OK && dr_run_plan_make(c, &plan, &err) == DR_OK &&
+        v->supports(&plan, &err) == DR_OK)
+        return true;
+    if (err.code == DR_EUNSUPPORTED)
+        record(r, suite, c, replicas, true, 0, "%s %s: not supported (%s)", c->variant,
+               dr_strategy_kind_name(c->strategy.kind), err.msg);
+    else
+        record(r, suite, c, replicas, false, 0, "%s %s: %s", c->variant, dr_strategy_kind_name(c->strategy.kind), err.msg);
+    return false;
+}
+
+const dr_variant *const *engine_variants(size_t *n)
+{
+    size_t all;
+    const dr_variant *const *v = dr_variants(&all);
+    *n = all - 1;   /* the registry lists the reference first */
+    return v + 1;
+}

@@ -10,8 +10,10 @@
  *   reductions       all-reduce results across threads, algorithms, packings;
  *                    one training step's gradient reduction
  *   checkpoints      save under one variant/strategy, resume under another
- * Cases of the engine (--variant=openmp) carry r->fault_code, so a planted
- * fault runs in the engine while the reference stays honest.
+ * Every engine variant of the registry runs every cell; a cell a variant
+ * does not support is recorded as "not supported" with its reason. In a
+ * mutant build (make conformance builds one per planted fault) the same
+ * suites run in quick mode and the fault's target suite must fail.
  */
 #include "conformance/conformance.h"
 #include "distref/engine.h"
@@ -40,9 +42,9 @@ static const strat matrix_quick[] = {
 
 static void engine(results *r, dr_run_config *c, const char *numerics)
 {
+    (void)r;
     strcpy(c->variant, "openmp");
     strcpy(c->numerics, numerics);
-    c->fault = r->fault_code;
 }
 
 static void write_curve(const char *outdir, const char *name, const outcome *o)
@@ -68,11 +70,14 @@ static int bit_identity(results *r, double l2)
     base_config(&c, 63, 20, l2);
     set_strategy(&c, "one_device", 0, NULL, 1);
     run_case(&c, &ref);
-    for (int v = r->quick || r->fault ? 1 : 0; v < 2; v++) {
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(&nv);
+    for (size_t v = r->quick || r->fault ? 1 : 0; v < nv + 1; v++) {
         for (size_t i = 0; i < nm; i++) {
             base_config(&c, 63, 20, l2);
-            if (v) engine(r, &c, "exact");
+            if (v) { engine(r, &c, "exact"); strcpy(c.variant, ev[v - 1]->name); }
             if (!set_strategy(&c, m[i].name, m[i].gpus, m[i].alg, m[i].packs)) continue;
+            if (!supported(r, "loss_curves", &c, m[i].replicas)) continue;
             run_case(&c, &got);
             fails += !outcome_same(&got, &ref);
             record(r, "loss_curves", &c, m[i].replicas, outcome_same(&got, &ref), got.seconds,
@@ -179,7 +184,7 @@ static int fashion(results *r, double l2)
     return fails;
 }
 
-/* The tpu strategy (reference only: no engine variant has it yet) on three
+/* The tpu strategy, the reference and every engine variant, on three
  * slices, with and without spatial partitioning. 70 examples at G=32 end in
  * a short batch of 6, padded and masked on every slice. These cases carry
  * the planted fault too: the tpu step shares the split, the share scaling
@@ -196,20 +201,24 @@ static int tpu_identity(results *r, double l2)
     set_strategy(&c, "one_device", 0, NULL, 1);
     run_case(&c, &ref);
     size_t n = r->quick ? 2 : sizeof cases / sizeof cases[0];   /* planted faults: two slices */
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(&nv);
+    for (size_t v = r->fault ? 1 : 0; v < nv + 1; v++)
     for (size_t i = 0; i < n; i++) {
         dr_err err;
         base_config(&c, 70, 32, l2);
-        c.fault = r->fault_code;
+        if (v) strcpy(c.variant, ev[v - 1]->name);
         if (dr_get_distribution_strategy("tpu", 0, NULL, 1, cases[i].tpu, &c.strategy, &err)) {
-            record(r, "loss_curves", NULL, cases[i].replicas, false, 0, "ref tpu %s: %s", cases[i].tpu, err.msg);
+            record(r, "loss_curves", NULL, cases[i].replicas, false, 0, "tpu %s: %s", cases[i].tpu, err.msg);
             fails++;
             continue;
         }
         snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", cases[i].dims);
+        if (!supported(r, "loss_curves", &c, cases[i].replicas)) continue;
         run_case(&c, &got);
         fails += !outcome_same(&got, &ref);
         record(r, "loss_curves", &c, cases[i].replicas, outcome_same(&got, &ref), got.seconds,
-               "ref tpu %s partition=[%s] R=%d l2=%g%s%s", cases[i].tpu, cases[i].dims[0] ? cases[i].dims : "1,1",
+               "%s tpu %s partition=[%s] R=%d l2=%g%s%s", c.variant, cases[i].tpu, cases[i].dims[0] ? cases[i].dims : "1,1",
                cases[i].replicas, l2 < 0 ? 0 : l2, got.error[0] ? ": " : "", got.error);
         outcome_free(&got);
     }
@@ -271,7 +280,36 @@ int suite_loss_curves(results *r, const char *outdir)
 {
     int fails = bit_identity(r, -1) + bit_identity(r, 1e-3);
     fails += tpu_identity(r, -1) + tpu_identity(r, 1e-3);
-    if (!r->fault) fails += parameter_server(r);
+    if (!r->fault) {
+        size_t nv;
+        const dr_variant *const *ev = engine_variants(&nv);
+        fails += parameter_server(r);
+        for (size_t v = 0; v < nv; v++) {   /* shown in the matrix, supported or not */
+            dr_run_config c;
+            base_config(&c, 63, 20, 1e-3);
+            set_strategy(&c, "parameter_server", 0, NULL, 1);
+            snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+            snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],"
+                     "\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+            if (supported(r, "loss_curves", &c, 1)) {
+                outcome ref, got;
+                set_strategy(&c, "one_device", 0, NULL, 1);
+                c.tf_config[0] = 0;
+                snprintf(c.variant, sizeof c.variant, "ref");
+                run_case(&c, &ref);
+                set_strategy(&c, "parameter_server", 0, NULL, 1);
+                snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+                snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],"
+                         "\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+                run_case(&c, &got);
+                fails += !outcome_same(&got, &ref);
+                record(r, "loss_curves", &c, 1, outcome_same(&got, &ref), got.seconds,
+                       "%s parameter_server W=1 vs one_device", c.variant);
+                outcome_free(&ref);
+                outcome_free(&got);
+            }
+        }
+    }
     if (r->full && !r->fault) fails += fashion(r, -1) + fashion(r, 1e-3);
     dr_run_config c;
     outcome ref, got;
@@ -306,12 +344,11 @@ static void tf_sizes(uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
     }
 }
 
-/* multi_worker_mirrored (reference only: the engine has no multi-worker
- * variant yet): W=2 workers x 2 GPUs, DATA sharding. Each global batch of B
+/* multi_worker_mirrored, the reference and every engine variant: W=2 workers x 2 GPUs, DATA sharding. Each global batch of B
  * is cut into N=4 slices of ceil(B/4); replica r of worker w takes slice
  * r*W + w (TensorFlow's legacy rebatch + shard). The weights must still be
  * one_device's. */
-static int multi_worker(results *r)
+static int multi_worker(results *r, const char *variant)
 {
     dr_run_config c;
     outcome ref, got;
@@ -322,6 +359,8 @@ static int multi_worker(results *r)
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
     snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},"
              "\"task\":{\"type\":\"worker\",\"index\":0}}");
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
+    if (!supported(r, "loss_curves", &c, 4)) { outcome_free(&ref); return 0; }
     run_case(&c, &got);
     for (uint32_t s = 0; s < got.nsteps; s++) {
         uint32_t B = s + 1 < got.nsteps ? 20 : 3, slice = (B + 3) / 4;
@@ -332,10 +371,10 @@ static int multi_worker(results *r)
             }
     }
     record(r, "batch_splitting", &c, 4, bad == 0 && !got.error[0], got.seconds,
-           "ref multi_worker_mirrored W=2 x 2 GPUs: DATA shard slices r*W+w of ceil(B/N) (%u mismatches)%s%s",
-           bad, got.error[0] ? ": " : "", got.error);
+           "%s multi_worker_mirrored W=2 x 2 GPUs: DATA shard slices r*W+w of ceil(B/N) (%u mismatches)%s%s",
+           variant, bad, got.error[0] ? ": " : "", got.error);
     record(r, "loss_curves", &c, 4, outcome_same(&got, &ref), got.seconds,
-           "ref multi_worker_mirrored W=2 x 2 GPUs (ring) vs one_device, l2=0.001");
+           "%s multi_worker_mirrored W=2 x 2 GPUs (ring) vs one_device, l2=0.001", variant);
     bad += !outcome_same(&got, &ref);
     outcome_free(&ref);
     outcome_free(&got);
@@ -348,7 +387,7 @@ static int multi_worker(results *r)
  * by R, [2,1,2,2]. Its replicas take the next R sizes each step until its
  * stream is spent. Then the identity that OFF implies: G = 2*20 with every
  * example twice is one_device at G = 20. */
-static int unsharded(results *r)
+static int unsharded(results *r, const char *variant)
 {
     dr_run_config c;
     outcome ref, got;
@@ -359,6 +398,8 @@ static int unsharded(results *r)
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
     snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
     snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
+    if (!supported(r, "batch_splitting", &c, 4)) return 0;
     run_case(&c, &got);
     for (uint32_t st = 0; st < got.nsteps; st++)
         for (uint32_t w = 0; w < 2; w++)
@@ -370,8 +411,8 @@ static int unsharded(results *r)
             }
     bad += pos[0] != 20 || pos[1] != 20 || got.nsteps != 6;
     record(r, "batch_splitting", &c, 4, bad == 0 && !got.error[0], got.seconds,
-           "ref multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=7: each worker's own cycle (%u mismatches)%s%s",
-           bad, got.error[0] ? ": " : "", got.error);
+           "%s multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=7: each worker's own cycle (%u mismatches)%s%s",
+           variant, bad, got.error[0] ? ": " : "", got.error);
     outcome_free(&got);
     base_config(&c, 63, 20, 1e-3);
     set_strategy(&c, "one_device", 0, NULL, 1);
@@ -380,10 +421,11 @@ static int unsharded(results *r)
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
     snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
     snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
     run_case(&c, &got);
     record(r, "loss_curves", &c, 4, outcome_same(&got, &ref), got.seconds,
-           "ref multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=40 vs one_device G=20, l2=0.001%s%s",
-           got.error[0] ? ": " : "", got.error);
+           "%s multi_worker_mirrored W=2 x 2 GPUs, auto-shard OFF, G=40 vs one_device G=20, l2=0.001%s%s",
+           variant, got.error[0] ? ": " : "", got.error);
     bad += !outcome_same(&got, &ref);
     outcome_free(&ref);
     outcome_free(&got);
@@ -433,7 +475,12 @@ int suite_batch_splitting(results *r, const char *outdir)
         outcome_free(&ref);
         outcome_free(&got);
     }
-    if (!r->fault) fails += multi_worker(r) + unsharded(r);
+    {
+        size_t nv;
+        const dr_variant *const *ev = engine_variants(&nv);
+        if (!r->fault) fails += multi_worker(r, "ref") + unsharded(r, "ref");
+        for (size_t v = 0; v < nv; v++) fails += multi_worker(r, ev[v]->name) + unsharded(r, ev[v]->name);
+    }
     return fails;
 }
 

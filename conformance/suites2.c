@@ -1,5 +1,6 @@
 /* distref conformance — suites 4 and 5: reductions and checkpoints. */
 #include "conformance/conformance.h"
+#include "distref/comm.h"
 #include "distref/engine.h"
 #include "distref/rng.h"
 
@@ -52,9 +53,23 @@ static int allreduce_matrix(results *r)
                     dr_acc **work = random_shares(R, n, 11 + R);
                     dr_get_distribution_strategy("mirrored", (int)R, algs[a], packs, NULL, &spec, &err);
                     if (!algs[a]) spec.cross_device_op = DR_XDEV_REDUCTION_TO_ONE_DEVICE;
+                    dr_comm_config cc;
+                    dr_comm *ep[1];
+                    uint32_t neps = 0;
                     dr_strategy_create(&spec, NULL, &s, &err);
                     omp_set_num_threads(threads);
-                    dr_openmp_all_reduce(&s, work, n, tensors, 2, &err);
+                    memset(&cc, 0, sizeof cc);
+                    cc.num_ranks = 1;
+                    cc.local_replicas = R;
+                    cc.alg = a == 0 ? DR_COMM_RING : a == 1 ? DR_COMM_HIERARCHICAL : DR_COMM_ONE_DEVICE;
+                    cc.num_packs = spec.num_packs;
+                    cc.tensor_len = tensors;
+                    cc.ntensors = 2;
+                    cc.strategy = &s;
+                    if (dr_comm_threads()->open(&cc, ep, &neps, &err) == DR_OK) {
+                        dr_comm_threads()->all_reduce(ep[0], work, n, &err);
+                        dr_comm_threads()->close(ep, neps);
+                    } else bad++;
                     for (uint32_t q = 0; q < R; q++)
                         for (size_t k = 0; k < n; k++) bad += !dr_acc_equal(&work[q][k], &total[k]);
                     cases++;
@@ -64,7 +79,7 @@ static int allreduce_matrix(results *r)
         }
         omp_set_num_threads(omp_get_num_procs());
         fails += bad != 0;
-        record(r, "reductions", NULL, (int)R, bad == 0, 0, "openmp all-reduce R=%u: %u algorithm/packing/thread "
+        record(r, "reductions", NULL, (int)R, bad == 0, 0, "threads comm all-reduce R=%u: %u algorithm/packing/thread "
                "combinations vs serial merge (%u accumulators differ)", R, cases, bad);
         free(total);
         free_shares(src, R);
@@ -89,7 +104,6 @@ static int step_reduction(results *r)
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         bool pass;
         strcpy(c.variant, "openmp");
-        c.fault = r->fault_code;
         set_strategy(&c, "mirrored", cs[i].R, cs[i].alg, cs[i].packs);
         run_case(&c, &got);
         pass = !got.error[0] && strcmp(got.sha, ref.sha) == 0 && got.loss_bits[0] == ref.loss_bits[0];
@@ -164,13 +178,11 @@ int suite_checkpoints(results *r)
         c.epochs = 0; c.train_steps = 4;
         snprintf(c.model_dir, sizeof c.model_dir, "%s", dir);
         strcpy(c.variant, pairs[i].v1);
-        if (!strcmp(pairs[i].v1, "openmp")) c.fault = r->fault_code;
         set_strategy(&c, pairs[i].s1, pairs[i].g1, NULL, 1);
         run_case(&c, &got);
         outcome_free(&got);
         c.train_steps = 7;
         strcpy(c.variant, pairs[i].v2);
-        c.fault = !strcmp(pairs[i].v2, "openmp") ? r->fault_code : DR_FAULT_NONE;
         set_strategy(&c, pairs[i].s2, pairs[i].g2, NULL, 1);
         run_case(&c, &got);
         pass = outcome_same(&got, &ref);

@@ -125,7 +125,7 @@ int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t f
     int rc;
     if ((rc = need_scratch(rb, rows, err))) return rc;
     s = rb->scratch;
-    if (first >= m->nlayers)
+    if (first > m->nlayers)   /* first == nlayers: layer0_finish already made the output */
         return dr_fail(err, DR_EUSAGE, "openmp backend: forward from layer %u of a %u-layer model", first, m->nlayers);
     if ((rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err))) return rc;
     if (first == 0 && (rc = dr_omp_need(rb->x, (size_t)rows * m->layer[0].in * sizeof(float), "x", err)))

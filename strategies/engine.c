@@ -23,6 +23,9 @@ static int engine_supports(const dr_run_plan *plan, dr_err *err)
     q.num_replicas = 1;
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
+    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: parameter_server is built in the reference only "
+                       "(the MPI variant will bring it); use --variant=ref");
     if (q.layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: --layer_devices (model parallelism) runs in the "
                        "reference only; use --variant=ref");

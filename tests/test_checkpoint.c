@@ -21,6 +21,7 @@
 
 #include "distref/checkpoint.h"
 #include "distref/factory.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 
 #define BIN "./bin/distref"

@@ -380,7 +380,6 @@ static void test_unknown_experiment(void **s)
     expect(&r, 2, "unknown experiment 'nope'");
     assert_non_null(strstr(r.out, "linear_ones, mlp_synthetic, mlp_fashion_mnist"));
 }
-static void test_unknown_fault(void **s) { (void)s; result r; RUN(&r, "train", MD, "--inject_fault=nope"); expect(&r, 2, "--inject_fault: unknown fault 'nope'"); }
 static void test_unknown_optimizer(void **s) { (void)s; result r; RUN(&r, "train", MD, "--optimizer=rmsprop"); expect(&r, 2, "--optimizer: expected sgd or adam, got 'rmsprop'"); }
 
 /* ---- placement and TPU flags ---------------------------------------------- */
@@ -582,7 +581,6 @@ int main(void)
         cmocka_unit_test(test_bad_mode),
         cmocka_unit_test(test_mode_and_command),
         cmocka_unit_test(test_unknown_experiment),
-        cmocka_unit_test(test_unknown_fault),
         cmocka_unit_test(test_unknown_optimizer),
         cmocka_unit_test(test_layer_devices_count),
         cmocka_unit_test(test_layer_devices_bad_string),

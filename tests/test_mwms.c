@@ -15,6 +15,7 @@
 #include "distref/factory.h"
 #include "distref/input.h"
 #include "distref/multiworker.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 
 /* TensorFlow's input_lib test: 2 workers x 1 replica, batch(2) over 9

@@ -16,6 +16,7 @@
 #include "distref/factory.h"
 #include "distref/ps.h"
 #include "distref/rng.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 #include "tests/ps_plan.h"
 #include "tests/tmpdir.h"

@@ -23,6 +23,7 @@
 #include "distref/factory.h"
 #include "distref/fileio.h"
 #include "distref/input.h"
+#include "distref/harness.h"
 #include "distref/train.h"
 
 #define EXAMPLES 63    /* 3 steps of 20, then a final batch of 3 */
@@ -175,66 +176,6 @@ static void fashion(double l2)
     }
 }
 
-/* TensorFlow's split, computed here independently of common/input.c: the
- * first G mod R replicas get one more, and a short batch fills replicas in
- * order with the same size cycle. */
-static void tf_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
-{
-    for (uint32_t r = 0; r < R; r++) {
-        uint32_t want = G / R + (r < G % R);
-        out[r] = want < count ? want : count;
-        count -= out[r];
-    }
-}
-
-static int split_mismatches(const run *got, uint32_t R)
-{
-    int bad = 0;
-    for (uint32_t s = 0; s < got->nsteps && s < 16; s++) {
-        uint32_t want[8], left = EXAMPLES - s * BATCH;
-        tf_split(left < BATCH ? left : BATCH, BATCH, R, want);
-        for (uint32_t r = 0; r < R; r++) bad += got->sizes[s][r] != want[r];
-    }
-    return bad;
-}
-
-/* A fault must make the comparison fail: a different loss curve or weights,
- * or (for a split fault, which exact sums cannot see) a split that is not
- * TensorFlow's. */
-static void faults_are_caught(void **state)
-{
-    static const struct { const char *name; bool visible_in_bits; } faults[] = {
-        { "reg_not_scaled", true }, { "reg_scaled_twice", true }, { "mean_not_sum", true },
-        { "drop_short", true }, { "round_partial", true }, { "wrong_split", false },
-    };
-    dr_run_config c;
-    run ref, got;
-    dr_err err;
-    (void)state;
-    base_config(&c, "mlp_synthetic", 1e-3);
-    set_strategy(&c, "one_device", 0, NULL, 1);
-    train(&c, &ref);
-    set_strategy(&c, "mirrored", 3, "nccl", 1);
-    train(&c, &got);
-    assert_int_equal(split_mismatches(&got, 3), 0);      /* the honest run passes both checks */
-    assert_string_equal(got.sha, ref.sha);
-    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
-        assert_int_equal(dr_fault_parse(faults[i].name, &c.fault, &err), DR_OK);
-        train(&c, &got);
-        if (faults[i].visible_in_bits) {
-            if (strcmp(got.sha, ref.sha) == 0 && strcmp(got.losses, ref.losses) == 0) {
-                print_error("fault %s went unnoticed\n", faults[i].name);
-                fail();
-            }
-        } else {
-            assert_string_equal(got.sha, ref.sha);           /* exact sums do not care... */
-            assert_true(split_mismatches(&got, 3) > 0);      /* ...the split check does */
-        }
-    }
-    assert_int_equal(dr_fault_parse("bogus", &c.fault, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "--inject_fault"));
-}
-
 static void identity_fashion(void **state) { (void)state; fashion(-1); }
 static void identity_fashion_l2(void **state) { (void)state; fashion(1e-3); }
 static void identity_synthetic_l2(void **state) { (void)state; matrix("mlp_synthetic", 1e-3); }
@@ -244,7 +185,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identity_synthetic),
         cmocka_unit_test(identity_synthetic_l2),
-        cmocka_unit_test(faults_are_caught),
         cmocka_unit_test(identity_fashion),
         cmocka_unit_test(identity_fashion_l2),
     };

@@ -1,0 +1,84 @@
+#!/bin/sh
+# Planted faults, as compile-time mutants: each is the conformance program
+# linked against an engine (or a reference) with one fault compiled in, and
+# it must fail the suite that targets the fault. Only the files that carry
+# the fault are recompiled; every other object is the release build's.
+#
+#   engine mutants   a `#if defined(DR_MUTANT_X)` seam in strategies/ or
+#                    devices/, compiled in with -DDR_MUTANT_X
+#   ref mutant       a wrong softmax gradient: a sed patch applied to a copy
+#                    of ref/model.c in the build folder (ref/ itself carries
+#                    no fault code)
+#
+# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, CONF_OBJ.
+set -u
+: "${CC:?}" "${BUILD:?}" "${CONF_OBJ:?}"
+MUT="$BUILD/mutants"
+mkdir -p "$MUT"
+
+# name:macro:suite that must fail
+ENGINE_MUTANTS="
+reg_not_scaled:DR_MUTANT_REG_NOT_SCALED:regularization
+reg_scaled_twice:DR_MUTANT_REG_SCALED_TWICE:regularization
+mean_not_sum:DR_MUTANT_MEAN_NOT_SUM:reductions
+wrong_split:DR_MUTANT_WRONG_SPLIT:batch_splitting
+drop_short:DR_MUTANT_DROP_SHORT:batch_splitting
+round_partial:DR_MUTANT_ROUND_PARTIAL:reductions
+pad_unmasked:DR_MUTANT_PAD_UNMASKED:loss_curves
+relu_at_zero:DR_MUTANT_RELU_AT_ZERO:loss_curves
+bias_grad_axis:DR_MUTANT_BIAS_GRAD_AXIS:loss_curves
+momentum_before_l2:DR_MUTANT_MOMENTUM_BEFORE_L2:regularization
+chunk_off_by_one:DR_MUTANT_CHUNK_OFF_BY_ONE:reductions
+stage_wrong_replica:DR_MUTANT_STAGE_WRONG_REPLICA:loss_curves
+"
+
+link() {   # link DIR: the conformance program against DIR's archives
+    d=$1
+    $CC -o "$d/conformance" $CONF_OBJ "$BUILD/libharness.a" "$d/libengine.a" "$d/libref.a" "$BUILD/libcore.a" $LDLIBS
+}
+
+build_engine_mutant() {   # name macro
+    d="$MUT/$1"; mkdir -p "$d"
+    cp "$BUILD/libengine.a" "$d/libengine.a"; cp "$BUILD/libref.a" "$d/libref.a"
+    files=$(grep -l "defined($2)" strategies/*.c devices/*.c 2>/dev/null)
+    [ -n "$files" ] || { echo "mutant $1: no seam $2 in strategies/ or devices/" >&2; return 1; }
+    for f in $files; do
+        o="$d/$(basename "$f" .c).o"
+        $CC $CFLAGS -DDR_LAYER_ENGINE -D"$2" -c "$f" -o "$o" || return 1
+        ar r "$d/libengine.a" "$o" 2>/dev/null || return 1
+    done
+    link "$d"
+}
+
+build_ref_mutant() {   # the wrong softmax gradient: dz = softmax - onehot loses its 1/sum
+    d="$MUT/ref_softmax_grad"; mkdir -p "$d"
+    cp "$BUILD/libengine.a" "$d/libengine.a"; cp "$BUILD/libref.a" "$d/libref.a"
+    sed 's|dz\[i\] = aux\[i\] / s - (i == label ? 1.0f : 0.0f);|dz[i] = aux[i] - (i == label ? 1.0f : 0.0f);|' \
+        ref/model.c > "$d/model.c"
+    if cmp -s ref/model.c "$d/model.c"; then
+        echo "mutant ref_softmax_grad: the patch no longer applies to ref/model.c" >&2; return 1
+    fi
+    $CC $CFLAGS -DDR_LAYER_REF -c "$d/model.c" -o "$d/model.o" && ar r "$d/libref.a" "$d/model.o" 2>/dev/null && link "$d"
+}
+
+run_one() {   # name suite
+    "$MUT/$1/conformance" --mutant "$1" --expect "$2" --out "$MUT/$1/out" 2>/dev/null | tail -1
+}
+
+list=""
+for m in $ENGINE_MUTANTS; do
+    name=${m%%:*}; rest=${m#*:}; macro=${rest%%:*}; suite=${rest#*:}
+    build_engine_mutant "$name" "$macro" || { echo "mutant $name: build failed" >&2; exit 1; }
+    list="$list $name:$suite"
+done
+build_ref_mutant || { echo "mutant ref_softmax_grad: build failed" >&2; exit 1; }
+list="$list ref_softmax_grad:loss_curves"
+
+# Two at a time (2-core CI machines); each line says caught or MISSED.
+out="$MUT/results.txt"
+printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; "'"$MUT"'/$n/conformance" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
+sort "$out"
+caught=$(grep -c ' caught ' "$out"); total=$(printf '%s\n' $list | wc -l)
+missed=$((total - caught))
+echo "mutants (conformance): $caught caught, $missed missed"
+[ "$missed" -eq 0 ]
