@@ -118,7 +118,7 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         p->tensor_len[p->ntensors++] = (size_t)p->exp.model.layer[l].in * p->exp.model.layer[l].out;
         p->tensor_len[p->ntensors++] = p->exp.model.layer[l].out;
     }
-    if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
+    if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU && p->spec.kind != DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
                        "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(p->spec.kind));
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return DR_OK;   /* its cluster is the ps run's */

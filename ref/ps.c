@@ -32,7 +32,7 @@
 typedef struct ps_worker {
     replica   rp;            /* its buffers, on its CPU; rp.params is the copy it read */
     uint32_t *ids;           /* the batch of the closure it runs (G ids) */
-    uint32_t  count, used;   /* its examples (after the planted drop-short fault) */
+    uint32_t  count, used;   /* its examples, and how many it trained on */
     uint32_t  epoch, position, pass_size;   /* its iterator after that batch */
 } ps_worker;
 
@@ -236,8 +236,8 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     k->position = b.position;
     k->pass_size = b.pass_size;
     if (ctx->replay) return DR_OK;
-    /* as one_device's step with R = 1: the planted drop-short fault, the
-     * divisor count, the share with count * reg */
+    /* as one_device's step with R = 1: the divisor count, the share with
+     * count * reg */
     t->count = n = b.count;
     t->den = t->count;
     dr_dataset_gather(t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */

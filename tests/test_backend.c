@@ -233,6 +233,14 @@ static void check_share(const share_case *c)
         expect_same_f32(w.pre[l], s->pre[l], (size_t)c->n * m->layer[l].out, "pre-activations");
         expect_same_f32(w.act[l + 1], s->act[l], (size_t)c->n * m->layer[l].out, "activations");
     }
+    if (m->loss == DR_LOSS_XENT_PROBS && c->wscale > 1.0f) {   /* the clip acts on some example */
+        uint32_t clipped = 0;
+        for (uint32_t r = 0; r < c->n; r++) {
+            float py = s->act[L - 1][(size_t)r * nout + labels[r]];
+            clipped += py < 1e-7f || py > 1.0f - 1e-7f;
+        }
+        assert_true(clipped > 0);
+    }
     if (c->zero_rows && c->zero_bias && c->n) {   /* the case is what it says: some pre == 0 exactly */
         size_t zeros = 0;
         for (size_t i = 0; i < (size_t)c->n * m->layer[0].out; i++) zeros += s->pre[0][i] == 0.0f;
@@ -422,10 +430,9 @@ static void optimizers(void **st)
 /* ---- spatial partitioning of layer 0 ----------------------------------------- */
 
 /* tiles along y and x of the 28x28 image; also in fast numerics (loss only). */
-static void check_tiles(uint32_t ty, uint32_t tx, dr_numerics num)
+static void check_tiles(dr_model_spec m, uint32_t ty, uint32_t tx, dr_numerics num)
 {
-    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
-    const uint32_t n = 9, rows = 12, R = 2, G = 18, out0 = 128, T = ty * tx, len = 784 / T;
+    const uint32_t n = 9, rows = 12, R = 2, G = 18, out0 = m.layer[0].out, T = ty * tx, len = 784 / T;
     bk k = bk_open(&m, &SGD, num);
     dr_replica_bufs whole, tiled;
     float *params = malloc(k.P * sizeof(float)), *x = malloc(rows * 784 * sizeof(float));
@@ -471,6 +478,9 @@ static void check_tiles(uint32_t ty, uint32_t tx, dr_numerics num)
         dr_acc lref, *g0 = calloc(k.P, sizeof(dr_acc));
         uint64_t c = 0;
         const float *d0;
+        ref_share(&m, params, x, labels, NULL, n, R, G, g0, &lref, &c);
+        expect_same_acc(g0, k.ops->host_ptr(tiled.grad), k.P, "tiled gradient share vs the reference");
+        expect_same_acc(&lref, k.ops->host_ptr(tiled.loss), 1, "tiled loss share vs the reference");
         expect_same_acc(k.ops->host_ptr(whole.grad), k.ops->host_ptr(tiled.grad), k.P, "tiled gradient share");
         expect_same_acc(k.ops->host_ptr(whole.loss), k.ops->host_ptr(tiled.loss), 1, "tiled loss share");
         expect_same_f32(((dr_omp_scratch *)whole.scratch)->pre[0], ((dr_omp_scratch *)tiled.scratch)->pre[0],
@@ -478,6 +488,7 @@ static void check_tiles(uint32_t ty, uint32_t tx, dr_numerics num)
         assert_int_equal(whole.correct, tiled.correct);
         must(dr_work_init(&w, &m, n, &e), &e);   /* the reference's delta of layer 0 */
         dr_acc_init(&lref);
+        memset(g0, 0, k.P * sizeof *g0);
         dr_model_forward(&m, dr_model_ops_ref(), params, x, n, &w);
         d0 = dr_model_backward(&m, dr_model_ops_ref(), params, x, labels, NULL, n, &w, &lref, g0, &c, false);
         expect_same_f32(d0, delta, n * out0, "layer 0 delta");
@@ -494,8 +505,19 @@ static void check_tiles(uint32_t ty, uint32_t tx, dr_numerics num)
     free(params); free(x); free(xt); free(delta); free(pix);
 }
 
-static void tiles_2x2(void **st) { (void)st; check_tiles(2, 2, DR_NUMERICS_EXACT); }
-static void tiles_4x1(void **st) { (void)st; check_tiles(4, 1, DR_NUMERICS_EXACT); }   /* contiguous rows */
+static void tiles_2x2(void **st)
+{
+    dr_model_spec one = { 1, { { 784, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 1e-3f };
+    (void)st;
+    check_tiles(mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f), 2, 2, DR_NUMERICS_EXACT);
+    check_tiles(one, 2, 2, DR_NUMERICS_EXACT);   /* layer0_finish makes the output */
+}
+
+static void tiles_4x1(void **st)   /* bands of whole image rows: contiguous pixels */
+{
+    (void)st;
+    check_tiles(mlp(DR_ACT_SOFTMAX, DR_LOSS_XENT_PROBS, 0), 4, 1, DR_NUMERICS_EXACT);
+}
 
 /* ---- fast numerics ------------------------------------------------------------- */
 
@@ -525,7 +547,7 @@ static void fast_mode(void **st)
     rep_close(&k, &rb);
     bk_close(&k);
     free(params); free(x); free(grad);
-    check_tiles(2, 2, DR_NUMERICS_FAST);
+    check_tiles(m, 2, 2, DR_NUMERICS_FAST);
 }
 
 /* ---- the table's plumbing --------------------------------------------------------- */
