@@ -1,4 +1,4 @@
-/* distref reference — strategy objects: devices, replica placement, run,
+/* distref core — strategy objects: devices, replica placement, run,
  * reduce, and the exact loss-scaling helpers.
  *
  * Placement, as TensorFlow does it (research notes §7, Model Garden §4):

@@ -6,7 +6,7 @@
 #include "distref/strategy.h"
 
 /* tpu: replicas on the cores of an initialized emulated TPU system
- * (ref/strategy_tpu.c). */
+ * (core/strategy_tpu.c). */
 int dr_strategy_create_tpu(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                            dr_strategy *s, dr_err *err);
 

@@ -1,8 +1,8 @@
 /* distref reference — optimizers, as TensorFlow's training kernels write them.
  *
  * Each statement is one rounded operation in a fixed order (-ffp-contract=off
- * keeps the compiler from fusing any), so every variant and device that runs
- * this code gets the same bits. Adam's beta^t is dr_powi_f32, a pure
+ * keeps the compiler from fusing any), so the engine's own optimizer
+ * (devices/openmp_backend.c), written the same way, gets the same bits. Adam's beta^t is dr_powi_f32, a pure
  * function of the step, so a resumed run needs no saved running product.
  */
 #include "distref/model.h"

@@ -7,7 +7,7 @@
  * shard of the data; the exact sum of its losses and gradients on the
  * variables w read (dr_acc), plus count * the regularization, rounded once
  * over count: exactly what one_device computes for a step of R = 1 (the
- * shared pieces dr_trainer_scale_share and dr_trainer_divisor). When it
+ * shared pieces dr_trainer_scale_share and the divisor count). When it
  * lands, the ps tasks apply it as optimizer step version + 1. With one
  * worker the schedule is sequential, the data order is one_device's, and
  * so are the bits.

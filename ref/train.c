@@ -2,7 +2,7 @@
  *
  * One step, in the order a reader should follow it:
  *   1. the iterator hands out a global batch split over the replicas
- *      (TensorFlow's rule, common/input.c);
+ *      (TensorFlow's rule, core/input.c);
  *   2. every replica copies its examples to its device and computes, as
  *      exact accumulators, R * sum(its losses) + G * reg and, per parameter,
  *      R * sum(its gradients) + G * reg' -- its share over the common

@@ -3,7 +3,7 @@
  * TensorFlow (batch_sizes_for_worker, one worker): replica r nominally takes
  * floor(G/R) + (r < G mod R) examples; the examples of a step are consumed
  * as a stream, so a short final batch fills replicas in order. Written here
- * from the rule, not from common/input.c, so that the batch-splitting suite
+ * from the rule, not from core/input.c, so that the batch-splitting suite
  * compares two implementations.
  */
 #include "distref/engine.h"

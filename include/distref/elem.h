@@ -1,8 +1,9 @@
 /* distref — deterministic float32 elementary functions.
  *
  * One source, two dialects: this header compiles as C11 and as OpenCL C 1.2,
- * and gives the same bits in both, on every platform and device (DESIGN.md,
- * "Elementwise math is the same code everywhere"). It uses only
+ * and gives the same bits in both, on every platform and device
+ * (docs/ARCHITECTURE.md, "Elementwise math is the same code everywhere").
+ * It uses only
  *   + - * /  (each correctly rounded, round-to-nearest-even),
  *   explicit fma (fmaf in C, fma in OpenCL C; correctly rounded),
  *   comparisons, float<->int conversions of exact integers and

@@ -32,8 +32,8 @@ float dr_model_reg_loss(const dr_model_spec *m, const float *params);
 float dr_model_reg_grad(const dr_model_spec *m, const float *params, size_t p);
 
 /* The kernels a model runs on. The reference's are plain exact loops
- * (dr_gemm_f32, dr_gemm_acc, dr_expf, dr_logf); the engine's exact kernels
- * return the same bits faster; its fast-mode kernels (sgemm, libm) do not. */
+ * (dr_gemm_f32, dr_gemm_acc, dr_expf, dr_logf). The engine does not use
+ * this table: it has its own kernels behind distref/backend.h. */
 typedef struct dr_model_ops {
     const char *name;
     int   (*gemm_f32)(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,

@@ -1,5 +1,5 @@
 /* distref reference — moving exact accumulators between emulated devices
- * (internal to ref/). Every transfer serializes into the DR_ACC_BYTES wire
+ * (core: used by the reference and available to the engine). Every transfer serializes into the DR_ACC_BYTES wire
  * format on the sender, is copied (and counted) to the receiver's device
  * and deserialized there: what a real interconnect would carry. */
 #ifndef DISTREF_REF_WIRE_H
