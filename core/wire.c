@@ -1,5 +1,5 @@
 /* distref core — accumulators on the wire (see distref/wire.h). */
-#include "distdistref/wire.h"
+#include "distref/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
