@@ -73,6 +73,31 @@ void dr_tpu_tile_pixels(const int part[2], uint32_t *pix)
     }
 }
 
+void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *pix, uint32_t tile_len,
+                        size_t *ranges, uint32_t *nranges)
+{
+    size_t out0 = m->layer[0].out, k0 = (size_t)m->layer[0].in * out0, P = dr_model_num_params(m);
+    for (uint32_t l = 0; l < tiles; l++) {
+        size_t *rg = ranges + 2 * (size_t)l * (tile_len + 1);
+        uint32_t n = 0;
+        if (tiles == 1) { rg[0] = 0; rg[1] = P; nranges[l] = 1; continue; }
+        for (uint32_t q = 0; q < tile_len; q++) {
+            size_t lo = pix[l * tile_len + q] * out0;
+            if (n && rg[2 * n - 1] == lo) rg[2 * n - 1] = lo + out0;
+            else { rg[2 * n] = lo; rg[2 * n + 1] = lo + out0; n++; }
+        }
+        if (l == 0) { rg[2 * n] = k0; rg[2 * n + 1] = P; n++; }
+        nranges[l] = n;
+    }
+}
+
+double dr_tpu_compute_seconds(const dr_model_spec *m, uint32_t rows, uint32_t tiles)
+{
+    double macs = (double)m->layer[0].in * m->layer[0].out / tiles;
+    for (uint32_t l = 1; l < m->nlayers; l++) macs += (double)m->layer[l].in * m->layer[l].out;
+    return 6.0 * rows * macs / 2e13;
+}
+
 /* TF_CONFIG and, for multi_worker_mirrored, the workers, the shard policy
  * and the packing (CommunicationOptions(bytes_per_pack): floats per pack). */
 static int cluster_setup(dr_run_plan *p, dr_err *err)

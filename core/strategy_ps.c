@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DR_PS_MAX_WORKERS_CORE 64
+
 static void add_task_device(dr_strategy *s, const char *job, int task, uint64_t capacity)
 {
     dr_device_spec spec;
@@ -31,7 +31,7 @@ int dr_strategy_create_ps(const dr_strategy_spec *spec, const dr_strategy_option
     if (W == 0 || P == 0)
         return dr_fail(err, DR_EUSAGE, "parameter_server needs at least one worker and one ps task "
                        "(TF_CONFIG's cluster); got %u workers and %u ps tasks", W, P);
-    if (W > DR_PS_MAX_WORKERS_CORE || 1 + (uint64_t)W + P > DR_MAX_DEVICES)
+    if (W > DR_PS_MAX_WORKERS || 1 + (uint64_t)W + P > DR_MAX_DEVICES)
         return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers and %u ps tasks: distref emulates at most "
                        "%d tasks besides the coordinator", W, P, DR_MAX_DEVICES - 1);
     /* TensorFlow runs the coordinator in the task named "chief". */
@@ -40,9 +40,9 @@ int dr_strategy_create_ps(const dr_strategy_spec *spec, const dr_strategy_option
     for (uint32_t p = 0; p < P; p++) add_task_device(s, "ps", (int)p, cap);
     s->num_workers = W;
     s->num_replicas = 1;                      /* num_replicas_in_sync with CPU workers */
-    s->replica_device[0] = 1u;
-    s->input_device[0] = 1u;
-    s->variable_device = 1u + W;
+    s->replica_device[0] = dr_ps_worker_device(0);
+    s->input_device[0] = dr_ps_worker_device(0);
+    s->variable_device = dr_ps_task_device(s, 0);
     s->distributes_input = true;
     return DR_OK;
 }

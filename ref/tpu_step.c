@@ -32,9 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An emulation assumption, not a hardware figure: one TensorCore does
- * 2e13 float operations per second. */
-#define CORE_FLOPS 2e13
 
 /* ---- setup -------------------------------------------------------------- */
 
@@ -55,26 +52,6 @@ int dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err)
 static size_t *core_range(const tpu_run *tp, uint32_t l)
 {
     return tp->ranges + 2 * (size_t)l * tp->max_ranges;
-}
-
-/* Logical core l holds the kernel rows of its tile; core 0 also everything
- * after the first kernel. Adjacent rows merge into one range. */
-static void core_ranges(trainer *t)
-{
-    tpu_run *tp = &t->tpu;
-    size_t out0 = t->exp.model.layer[0].out, k0 = (size_t)t->exp.model.layer[0].in * out0;
-    for (uint32_t l = 0; l < tp->tiles; l++) {
-        size_t *rg = core_range(tp, l);
-        uint32_t n = 0;
-        if (tp->tiles == 1) { rg[0] = 0; rg[1] = t->P; tp->nranges[l] = 1; continue; }
-        for (uint32_t q = 0; q < tp->tile_len; q++) {
-            size_t lo = tp->tile_pixels[l * tp->tile_len + q] * out0;
-            if (n && rg[2 * n - 1] == lo) rg[2 * n - 1] = lo + out0;
-            else { rg[2 * n] = lo; rg[2 * n + 1] = lo + out0; n++; }
-        }
-        if (l == 0) { rg[2 * n] = k0; rg[2 * n + 1] = t->P; n++; }
-        tp->nranges[l] = n;
-    }
 }
 
 /* What logical core l of a replica keeps in HBM: its parameters with their
@@ -145,7 +122,7 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
         if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
         dr_tpu_tile_pixels(tp->part, tp->tile_pixels);
     }
-    core_ranges(t);
+    dr_tpu_core_ranges(&t->exp.model, tp->tiles, tp->tile_pixels, tp->tile_len, tp->ranges, tp->nranges);
     return reserve_hbm(t, err);
 }
 
@@ -281,16 +258,6 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     return DR_OK;
 }
 
-/* Forward and backward at the assumed rate: 2 flops per multiply-add, the
- * backward pass twice the forward; layer 0 split over the tiles. */
-static double compute_seconds(const trainer *t)
-{
-    const dr_model_spec *m = &t->exp.model;
-    double macs = (double)m->layer[0].in * m->layer[0].out / t->tpu.tiles;
-    for (uint32_t l = 1; l < m->nlayers; l++) macs += (double)m->layer[l].in * m->layer[l].out;
-    return 6.0 * t->tpu.local * macs / CORE_FLOPS;
-}
-
 int dr_tpu_step(trainer *t, dr_err *err)
 {
     tpu_run *tp = &t->tpu;
@@ -308,7 +275,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     }
     for (uint32_t r = 0; r < t->strat.num_replicas; r++)
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
-    tp->compute_s = compute_seconds(t);
+    tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
     tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;

@@ -25,7 +25,8 @@ typedef struct engine_tpu {
     int           part[2];          /* the partition grid */
     uint32_t      tile_len;         /* pixels per tile */
     uint32_t     *pix;              /* tiles x tile_len */
-    dr_buffer    *tile_x[DR_MAX_DEVICES - 1];   /* per replica: every tile's inputs, tiles x rows x tile_len */
+    dr_buffer   **tile_x;           /* replica r's tile l (rows x tile_len) on its core: [r * tiles + l] */
+    float        *tile_stage;       /* a tile cut from the staged rows on the host */
     dr_buffer    *z[DR_MAX_DEVICES - 1];        /* per replica: layer 0's merged partial sums (rows x out0 acc) */
     dr_buffer    *delta[DR_MAX_DEVICES - 1];    /* per replica: layer 0's delta landing on the tiles */
     size_t       *ranges;           /* per logical core: [lo, hi) pairs of the parameters it holds */

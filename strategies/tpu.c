@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An emulation assumption, not a hardware figure: one TensorCore does
- * 2e13 float operations per second. */
-#define CORE_FLOPS 2e13
 
 int engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err)
 {
@@ -30,26 +27,6 @@ int engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err)
     if (rc) return rc;
     tp->on = true;
     return DR_OK;
-}
-
-/* Logical core l holds its tile's rows of the first kernel; core 0 also
- * everything after the first kernel. Adjacent rows merge into one range. */
-static void core_ranges(dr_session *s)
-{
-    engine_tpu *tp = &s->tpu;
-    size_t out0 = s->plan->exp.model.layer[0].out, k0 = (size_t)s->plan->exp.model.layer[0].in * out0;
-    for (uint32_t l = 0; l < tp->tiles; l++) {
-        size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
-        uint32_t n = 0;
-        if (tp->tiles == 1) { rg[0] = 0; rg[1] = s->plan->P; tp->nranges[l] = 1; continue; }
-        for (uint32_t q = 0; q < tp->tile_len; q++) {
-            size_t lo = tp->pix[l * tp->tile_len + q] * out0;
-            if (n && rg[2 * n - 1] == lo) rg[2 * n - 1] = lo + out0;
-            else { rg[2 * n] = lo; rg[2 * n + 1] = lo + out0; n++; }
-        }
-        if (l == 0) { rg[2 * n] = k0; rg[2 * n + 1] = s->plan->P; n++; }
-        tp->nranges[l] = n;
-    }
 }
 
 int engine_tpu_buffers(dr_session *s, dr_err *err)
@@ -65,25 +42,31 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
     if (!tp->ranges || !tp->nranges || !tp->pix) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory");
     if (tp->tiles > 1) {
         dr_tpu_tile_pixels(tp->part, tp->pix);
+        tp->tile_x = calloc((size_t)s->R * tp->tiles, sizeof *tp->tile_x);
+        tp->tile_stage = malloc((size_t)s->rows * tp->tile_len * sizeof(float) + 1);
+        if (!tp->tile_x || !tp->tile_stage) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the tiles");
+        for (uint32_t i = 0; i < s->R * tp->tiles; i++)
+            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i], err)))
+                return rc;
         for (uint32_t r = 0; r < s->R; r++)
-            if ((rc = s->bo->alloc(s->be, (size_t)tp->tiles * s->rows * tp->tile_len * sizeof(float), &tp->tile_x[r], err)) ||
-                (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(dr_acc), &tp->z[r], err)) ||
+            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(dr_acc), &tp->z[r], err)) ||
                 (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
                 return rc;
     }
-    core_ranges(s);
+    dr_tpu_core_ranges(&s->plan->exp.model, tp->tiles, tp->pix, tp->tile_len, tp->ranges, tp->nranges);
     return DR_OK;
 }
 
 void engine_tpu_close(dr_session *s)
 {
     engine_tpu *tp = &s->tpu;
+    for (uint32_t i = 0; tp->tile_x && i < s->R * tp->tiles; i++)
+        if (tp->tile_x[i]) s->bo->release(s->be, tp->tile_x[i]);
     for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) {
-        if (tp->tile_x[r]) s->bo->release(s->be, tp->tile_x[r]);
         if (tp->z[r]) s->bo->release(s->be, tp->z[r]);
         if (tp->delta[r]) s->bo->release(s->be, tp->delta[r]);
     }
-    free(tp->ranges); free(tp->nranges); free(tp->pix);
+    free(tp->ranges); free(tp->nranges); free(tp->pix); free(tp->tile_x); free(tp->tile_stage);
 }
 
 /* Each tile's columns of the staged rows, uploaded to the tile's core. */
@@ -91,26 +74,15 @@ static int stage_tiles(dr_session *s, uint32_t r, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
     size_t f = s->data->features, len = tp->tile_len, rows = s->rows;
-    float *t = malloc(rows * len * sizeof *t + 1);
+    float *t = tp->tile_stage;
     int rc = DR_OK;
-    if (!t) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for a tile");
     for (uint32_t l = 0; rc == DR_OK && l < tp->tiles; l++) {
         const uint32_t *pix = tp->pix + l * len;
         for (size_t e = 0; e < rows; e++)
             for (size_t q = 0; q < len; q++) t[e * len + q] = s->host_x[e * f + pix[q]];
-        rc = s->bo->upload(s->be, tp->tile_x[r], l * rows * len * sizeof(float), t, rows * len * sizeof(float), err);
+        rc = s->bo->upload(s->be, tp->tile_x[r * tp->tiles + l], 0, t, rows * len * sizeof(float), err);
         engine_count(&s->strat, 0, dr_strategy_tpu_device(&s->strat, r, l), rows * len * sizeof(float));
     }
-    free(t);
-    return rc;
-}
-
-/* A view of tile l of replica r's tile buffer, for the backend. */
-static int tile_view(dr_session *s, uint32_t r, uint32_t l, dr_buffer **out, dr_err *err)
-{
-    size_t bytes = (size_t)s->rows * s->tpu.tile_len * sizeof(float);
-    int rc = s->bo->alloc(s->be, bytes, out, err);
-    if (rc == DR_OK) rc = s->bo->copy(s->be, *out, 0, s->tpu.tile_x[r], l * bytes, bytes, err);
     return rc;
 }
 
@@ -134,11 +106,9 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
     /* layer 0 from the tiles: partial sums on each core, merged on core 0 */
     if ((rc = b->fill_zero(s->be, tp->z[r], 0, (size_t)rows * out0 * sizeof(dr_acc), err))) return rc;
     for (uint32_t l = 0; l < tp->tiles; l++) {
-        dr_buffer *xt;
         uint32_t dev = dr_strategy_tpu_device(&s->strat, r, l);
-        if ((rc = tile_view(s, r, l, &xt, err))) return rc;
-        rc = b->layer0_partial(s->be, xt, tp->pix + l * tp->tile_len, tp->tile_len, rows, rb->params, tp->z[r], err);
-        b->release(s->be, xt);
+        rc = b->layer0_partial(s->be, tp->tile_x[r * tp->tiles + l], tp->pix + l * tp->tile_len, tp->tile_len, rows,
+                               rb->params, tp->z[r], err);
         if (rc) return rc;
         if (l > 0) {
             double t = dr_tpu_transfer_seconds(top, (int)dev - 1, (int)dev0 - 1, (uint64_t)rows * out0 * DR_ACC_BYTES);
@@ -155,29 +125,17 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
         if (rc == DR_OK) rc = b->upload(s->be, tp->delta[r], 0, d, (size_t)n * out0 * sizeof(float), err);
         free(d);
         for (uint32_t l = 0; rc == DR_OK && l < tp->tiles; l++) {
-            dr_buffer *xt;
             uint32_t dev = dr_strategy_tpu_device(&s->strat, r, l);
             if (l > 0) {
                 double t = dr_tpu_transfer_seconds(top, (int)dev0 - 1, (int)dev - 1, (uint64_t)n * out0 * sizeof(float));
                 if (t > merge_s[1]) merge_s[1] = t;
             }
-            if ((rc = tile_view(s, r, l, &xt, err))) break;
-            rc = b->layer0_grad_rows(s->be, xt, tp->pix + l * tp->tile_len, tp->tile_len, n, tp->delta[r], rb->grad, err);
-            b->release(s->be, xt);
+            rc = b->layer0_grad_rows(s->be, tp->tile_x[r * tp->tiles + l], tp->pix + l * tp->tile_len, tp->tile_len, n,
+                                     tp->delta[r], rb->grad, err);
         }
         if (rc) return rc;
     }
     return b->share(s->be, rb, s->R, s->count, err);
-}
-
-/* Forward and backward at the assumed rate: 2 flops per multiply-add, the
- * backward pass twice the forward; layer 0 split over the tiles. */
-static double compute_seconds(const dr_session *s)
-{
-    const dr_model_spec *m = &s->plan->exp.model;
-    double macs = (double)m->layer[0].in * m->layer[0].out / s->tpu.tiles;
-    for (uint32_t l = 1; l < m->nlayers; l++) macs += (double)m->layer[l].in * m->layer[l].out;
-    return 6.0 * s->rows * macs / CORE_FLOPS;
 }
 
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
@@ -224,7 +182,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         rcs[r] = b->apply(s->be, s->rb[r].grad, s->den, s->step, s->rb[r].params, s->rb[r].slots, &errs[r]);
     for (uint32_t r = 0; r < R; r++)
         if (rcs[r]) { *err = errs[r]; return rcs[r]; }
-    tp->compute_s = compute_seconds(s);
+    tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
     engine_report(s, out);

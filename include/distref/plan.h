@@ -59,4 +59,18 @@ int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_sy
  * over the grid: pix[l * len + q] for its len = 784 / tiles pixels. */
 void dr_tpu_tile_pixels(const int part[2], uint32_t *pix);
 
+/* The parameters each logical core of a replica holds: core l its tile's
+ * rows of the first kernel (pix[l * tile_len ..], adjacent rows merged into
+ * one range), core 0 also everything after the first kernel; without
+ * partitioning (tiles == 1) core 0 holds all P. Core l's [lo, hi) pairs are
+ * ranges[2 * l * (tile_len + 1) ..], nranges[l] of them. */
+void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *pix, uint32_t tile_len,
+                        size_t *ranges, uint32_t *nranges);
+
+/* The emulated compute time of one step of `rows` rows per replica: forward
+ * and backward at an assumed 2e13 flop/s per core (an emulation assumption,
+ * not a hardware figure), 2 flops per multiply-add, the backward pass twice
+ * the forward, layer 0 split over the tiles. */
+double dr_tpu_compute_seconds(const dr_model_spec *m, uint32_t rows, uint32_t tiles);
+
 #endif

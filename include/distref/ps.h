@@ -53,7 +53,6 @@
 #include "distref/ref.h"
 #include "distref/strategy.h"
 
-#define DR_PS_MAX_WORKERS 64
 /* A failed worker rejoins after this many landings of other workers' updates
  * (or at once when no live worker is left to make progress). */
 #define DR_PS_RECOVERY_LANDINGS 2
@@ -325,13 +324,7 @@ int  dr_coordinator_done(dr_coordinator *c, bool *done, dr_err *err);
 int  dr_remote_value_fetch(dr_coordinator *c, uint64_t id, float *value, dr_err *err);
 void dr_coordinator_get_stats(const dr_coordinator *c, dr_coordinator_stats *out);
 
-/* Device indices of a parameter_server dr_strategy: 0 is the coordinator
- * (/job:chief/replica:0/task:0/device:CPU:0), then worker w
- * (/job:worker/replica:0/task:w/device:CPU:0), then ps task p
- * (/job:ps/replica:0/task:p/device:CPU:0). */
-static inline uint32_t dr_ps_worker_device(uint32_t w) { return 1 + w; }
-static inline uint32_t dr_ps_task_device(const dr_strategy *s, uint32_t p) { return 1 + s->num_workers + p; }
-static inline uint32_t dr_ps_num_ps(const dr_strategy *s) { return s->num_devices - 1 - s->num_workers; }
+/* Device indices of a parameter_server strategy: distref/strategy.h. */
 
 /* --fail_worker=W:K and --fail_ps=P:K: "" gives *step = 0 (none); DR_EUSAGE,
  * naming the flag, for anything but two decimal integers with K >= 1 and

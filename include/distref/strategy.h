@@ -78,6 +78,15 @@ typedef struct dr_strategy {
     dr_device_assignment tpu_assignment;
 } dr_strategy;
 
+/* parameter_server (core/strategy_ps.c): device 0 is the coordinator
+ * (/job:chief/replica:0/task:0/device:CPU:0), then worker w
+ * (/job:worker/replica:0/task:w/device:CPU:0), then ps task p
+ * (/job:ps/replica:0/task:p/device:CPU:0). */
+#define DR_PS_MAX_WORKERS 64
+static inline uint32_t dr_ps_worker_device(uint32_t w) { return 1 + w; }
+static inline uint32_t dr_ps_task_device(const dr_strategy *s, uint32_t p) { return 1 + s->num_workers + p; }
+static inline uint32_t dr_ps_num_ps(const dr_strategy *s) { return s->num_devices - 1 - s->num_workers; }
+
 /* tpu: the device index of replica r's logical core l. */
 static inline uint32_t dr_strategy_tpu_device(const dr_strategy *s, uint32_t r, uint32_t l)
 {
