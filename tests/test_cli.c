@@ -328,6 +328,15 @@ static void test_bad_variant(void **s)
     RUN(&r, "train", MD, "--variant=cuda", "--experiment=linear_ones");
     expect(&r, 2, "--variant: expected ref or openmp, got 'cuda'");
 }
+/* What a variant cannot run is refused by name, and listed by `variants`. */
+static void test_variant_refusals(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=one_device", "--layer_devices=/gpu:0,/gpu:1");
+    expect(&r, 1, "--variant=openmp: --layer_devices (model parallelism) runs in the reference only");
+    RUN(&r, "variants");
+    expect(&r, 0, "parameter_server       exact  not supported: --variant=openmp: parameter_server is built in the reference only");
+}
 static void test_fast_needs_engine(void **s)
 {
     (void)s; result r;
@@ -569,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_tf_config_error),
         cmocka_unit_test(test_shard_policy_file_needs_files),
         cmocka_unit_test(test_bad_variant),
+        cmocka_unit_test(test_variant_refusals),
         cmocka_unit_test(test_fast_needs_engine),
         cmocka_unit_test(test_bad_numerics),
         cmocka_unit_test(test_bad_threads),
