@@ -81,6 +81,8 @@ int suite_loss_curves(results *r, const char *outdir);
 int suite_batch_splitting(results *r, const char *outdir);
 int suite_regularization(results *r, const char *outdir);
 int suite_reductions(results *r);
+/* Part of loss_curves: a third of the images blank (conformance/blank_images.c). */
+int loss_curves_blank_images(results *r);
 int suite_checkpoints(results *r);
 
 /* Report */

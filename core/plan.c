@@ -91,6 +91,32 @@ void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *
     }
 }
 
+int dr_tpu_reserve_hbm(dr_strategy *s, const dr_model_spec *m, uint32_t nslots, uint32_t local, uint32_t tiles,
+                       const size_t *ranges, const uint32_t *nranges, uint64_t *reserved, dr_err *err)
+{
+    uint32_t tile_len = m->layer[0].in / tiles;
+    uint64_t per_param = sizeof(float) * (1 + (uint64_t)nslots) + sizeof(dr_acc), act = 0;
+    for (uint32_t i = 0; i < m->nlayers; i++) act += 2ull * m->layer[i].out;   /* pre + act */
+    for (uint32_t r = 0; r < s->num_replicas; r++)
+        for (uint32_t l = 0; l < tiles; l++) {
+            const size_t *rg = ranges + 2 * (size_t)l * (tile_len + 1);
+            uint32_t d = dr_strategy_tpu_device(s, r, l);
+            uint64_t params = 0, w, x = (uint64_t)local * tile_len * sizeof(float);
+            for (uint32_t i = 0; i < nranges[l]; i++) params += rg[2 * i + 1] - rg[2 * i];
+            w = params * per_param;
+            if (tiles > 1) x += (uint64_t)local * m->layer[0].out * sizeof(dr_acc);
+            if (l == 0) x += (uint64_t)local * act * sizeof(float);
+            if (dr_device_reserve(&s->device[d], w + x, err))
+                return dr_fail_wrap(err, "tpu: replica %u, logical core %u needs %llu bytes (weights, slots "
+                                    "and gradients %llu, inputs and activations %llu)%s", r, l,
+                                    (unsigned long long)(w + x), (unsigned long long)w, (unsigned long long)x,
+                                    tiles == 1 ? "; --input_partition_dims spreads the first layer "
+                                    "over more cores" : "");
+            reserved[d] += w + x;
+        }
+    return DR_OK;
+}
+
 double dr_tpu_compute_seconds(const dr_model_spec *m, uint32_t rows, uint32_t tiles)
 {
     double macs = (double)m->layer[0].in * m->layer[0].out / tiles;

@@ -54,41 +54,14 @@ static size_t *core_range(const tpu_run *tp, uint32_t l)
     return tp->ranges + 2 * (size_t)l * tp->max_ranges;
 }
 
-/* What logical core l of a replica keeps in HBM: its parameters with their
- * slots and gradient accumulators, its inputs, and on core 0 the
- * activations; with partitioning also the partial sums of layer 0. */
-static void core_bytes(const trainer *t, uint32_t l, uint64_t *weights, uint64_t *data)
-{
-    const tpu_run *tp = &t->tpu;
-    const dr_model_spec *m = &t->exp.model;
-    uint64_t per_param = sizeof(float) * (1 + (uint64_t)t->nslots) + sizeof(dr_acc), params = 0, act = 0;
-    const size_t *rg = core_range(tp, l);
-    for (uint32_t i = 0; i < tp->nranges[l]; i++) params += rg[2 * i + 1] - rg[2 * i];
-    *weights = params * per_param;
-    *data = (uint64_t)tp->local * (tp->tiles > 1 ? tp->tile_len : t->data->features) * sizeof(float);
-    if (tp->tiles > 1) *data += (uint64_t)tp->local * m->layer[0].out * sizeof(dr_acc);
-    if (l != 0) return;
-    for (uint32_t i = 0; i < m->nlayers; i++) act += 2ull * m->layer[i].out;   /* pre + act */
-    *data += (uint64_t)tp->local * act * sizeof(float);
-}
-
 static int reserve_hbm(trainer *t, dr_err *err)
 {
     tpu_run *tp = &t->tpu;
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
-        for (uint32_t l = 0; l < tp->tiles; l++) {
-            uint32_t d = dr_strategy_tpu_device(&t->strat, r, l);
-            uint64_t w, x;
-            core_bytes(t, l, &w, &x);
-            if (dr_device_reserve(&t->strat.device[d], w + x, err))
-                return dr_fail_wrap(err, "tpu: replica %u, logical core %u needs %llu bytes (weights, slots "
-                                    "and gradients %llu, inputs and activations %llu)%s", r, l,
-                                    (unsigned long long)(w + x), (unsigned long long)w, (unsigned long long)x,
-                                    tp->tiles == 1 ? "; --input_partition_dims spreads the first layer "
-                                    "over more cores" : "");
-            tp->reserve_bytes[d] = w + x;
-        }
-    return DR_OK;
+    uint64_t got[DR_MAX_DEVICES] = { 0 };
+    int rc = dr_tpu_reserve_hbm(&t->strat, &t->exp.model, (uint32_t)t->nslots, tp->local, tp->tiles, tp->ranges,
+                                tp->nranges, got, err);
+    for (uint32_t d = 0; d < DR_MAX_DEVICES; d++) tp->reserve_bytes[d] = got[d];
+    return rc;
 }
 
 int dr_tpu_run_open(trainer *t, dr_err *err)

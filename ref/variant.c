@@ -14,7 +14,7 @@ struct dr_session {
 static int ref_supports(const dr_run_plan *plan, dr_err *err)
 {
     if (!plan->exact)
-        return dr_fail(err, DR_EUSAGE, "--numerics=fast: the reference is exact only; use --variant=openmp");
+        return dr_fail(err, DR_EUNSUPPORTED, "--numerics=fast: the reference is exact only; use --variant=openmp");
     return DR_OK;
 }
 

@@ -10,13 +10,9 @@
 #                    of ref/model.c in the build folder (ref/ itself carries
 #                    no fault code)
 #
-# Not here: DR_MUTANT_RELU_AT_ZERO (devices/openmp_kernels.c) differs only
-# where a pre-activation is exactly 0, which the suites' random data never
-# produces; tests/test_backend.c's relu_at_zero case (all-zero examples,
-# zero biases) is what catches it. A conformance case with such inputs is
-# still to be written.
-#
-# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, CONF_OBJ.
+# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, CONF_OBJ;
+# REPORT, the conformance report's folder (reports/out), gets faults.dat
+# and the faults plot.
 set -u
 : "${CC:?}" "${BUILD:?}" "${CONF_OBJ:?}"
 MUT="$BUILD/mutants"
@@ -35,6 +31,7 @@ bias_grad_axis:DR_MUTANT_BIAS_GRAD_AXIS:loss_curves
 momentum_before_l2:DR_MUTANT_MOMENTUM_BEFORE_L2:regularization
 chunk_off_by_one:DR_MUTANT_CHUNK_OFF_BY_ONE:reductions
 stage_wrong_replica:DR_MUTANT_STAGE_WRONG_REPLICA:loss_curves
+relu_at_zero:DR_MUTANT_RELU_AT_ZERO:loss_curves
 "
 
 link() {   # link DIR: the conformance program against DIR's archives
@@ -83,6 +80,12 @@ list="$list ref_softmax_grad:loss_curves"
 out="$MUT/results.txt"
 printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; "'"$MUT"'/$n/conformance" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
 sort "$out"
+# The report's fault matrix (reports/plots.gp: "fault suite caught failed_suites").
+rep="${REPORT:-reports/out}"
+if [ -d "$rep" ]; then
+    sort "$out" | awk '{ f = $NF; sub(/\)$/, "", f); print $2, $5, ($6 == "caught"), f }' > "$rep/faults.dat"
+    gnuplot -e "outdir='$rep'" reports/plots.gp >/dev/null 2>&1 || echo "mutants: gnuplot failed; no faults.png" >&2
+fi
 caught=$(grep -c ' caught ' "$out"); total=$(printf '%s\n' $list | wc -l)
 missed=$((total - caught))
 echo "mutants (conformance): $caught caught, $missed missed"

@@ -60,6 +60,13 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
         (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
         (s->data->targets && (rc = b->alloc(s->be, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
+    if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in tpu.c */
+        uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + sizeof(dr_acc)) +
+                         sizeof(dr_acc) + (uint64_t)s->rows * (f * sizeof(float) + (s->data->labels ? 1 : 0) +
+                         (s->data->targets ? out * sizeof(float) : 0));
+        if ((rc = dr_device_reserve(&s->strat.device[s->strat.replica_device[r]], bytes, err)))
+            return dr_fail_wrap(err, "replica %u's variables, gradients and batch", r);
+    }
     return b->replica_open(s->be, rb, s->rows, err);
 }
 
@@ -136,7 +143,9 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
         ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
          (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * sizeof(dr_acc), &s->central, err))))
+         (rc = s->bo->alloc(s->be, plan->P * sizeof(dr_acc), &s->central, err)) ||
+         (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
+                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + sizeof(dr_acc)), err))))
         goto fail;
     if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
     memset(&cc, 0, sizeof cc);

@@ -109,22 +109,28 @@ static uint32_t divisor(const dr_session *s)
 #endif
 }
 
-/* Worker w: its replicas' shares, the collective, its replicas' updates. */
-static int worker(dr_session *s, uint32_t w, dr_err *err)
+/* Phase 1 of worker w: its replicas' shares. */
+static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
 {
-    const dr_backend_ops *b = s->bo;
-    dr_acc *local[DR_MAX_DEVICES];
     uint32_t lo = w * s->L, L = s->L;
-    int rc = DR_OK, rcs[DR_MAX_DEVICES];
+    int rcs[DR_MAX_DEVICES];
     dr_err errs[DR_MAX_DEVICES];
     #pragma omp parallel for schedule(dynamic) if (L > 1)
     for (uint32_t k = 0; k < L; k++) rcs[k] = compute(s, lo + k, &errs[k]);
     for (uint32_t k = 0; k < L; k++)
         if (rcs[k]) { *err = errs[k]; return rcs[k]; }
-    for (uint32_t k = 0; k < L; k++) {
-        local[k] = b->host_ptr(s->rb[lo + k].grad);
-        if (!local[k]) return dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
-    }
+    return DR_OK;
+}
+
+/* Phase 2 of worker w: the collective, then its replicas' updates. */
+static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
+{
+    const dr_backend_ops *b = s->bo;
+    dr_acc *local[DR_MAX_DEVICES];
+    uint32_t lo = w * s->L, L = s->L;
+    int rc, rcs[DR_MAX_DEVICES];
+    dr_err errs[DR_MAX_DEVICES];
+    for (uint32_t k = 0; k < L; k++) local[k] = b->host_ptr(s->rb[lo + k].grad);
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         dr_acc *dst = b->host_ptr(s->central);
         if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) ||
@@ -142,34 +148,49 @@ static int worker(dr_session *s, uint32_t w, dr_err *err)
     return DR_OK;
 }
 
-typedef struct worker_arg { dr_session *s; uint32_t w; } worker_arg;
+typedef int (*phase_fn)(dr_session *s, uint32_t w, dr_err *err);
+typedef struct worker_arg { dr_session *s; uint32_t w; phase_fn fn; } worker_arg;
 
 static void *worker_thread(void *p)
 {
     worker_arg *a = p;
-    a->s->rc[a->w] = worker(a->s, a->w, &a->s->err[a->w]);
+    a->s->rc[a->w] = a->fn(a->s, a->w, &a->s->err[a->w]);
     return NULL;
 }
 
-/* Workers are thread groups: one thread each, meeting in the comm. */
-static int run_workers(dr_session *s, dr_err *err)
+/* One phase on every worker: one thread each (a worker is a thread group). */
+static int run_phase(dr_session *s, phase_fn fn, dr_err *err)
 {
     pthread_t th[ENGINE_MAX_WORKERS];
     worker_arg arg[ENGINE_MAX_WORKERS];
-    if (s->W == 1) return worker(s, 0, err);
-    for (uint32_t w = 0; w < s->W; w++) {
-        arg[w].s = s;
-        arg[w].w = w;
-        if (pthread_create(&th[w], NULL, worker_thread, &arg[w]) != 0) {
-            /* the comm's barriers would wait for the missing worker forever */
-            for (uint32_t k = 0; k < w; k++) pthread_cancel(th[k]);
-            return dr_fail(err, DR_ENOMEM, "could not start worker thread %u", w);
+    uint32_t started = 0;
+    int rc = DR_OK;
+    if (s->W == 1) return fn(s, 0, err);
+    for (; started < s->W; started++) {
+        arg[started] = (worker_arg){ s, started, fn };
+        s->rc[started] = DR_OK;
+        if (pthread_create(&th[started], NULL, worker_thread, &arg[started]) != 0) {
+            rc = dr_fail(err, DR_ENOMEM, "could not start worker thread %u", started);
+            break;
         }
     }
-    for (uint32_t w = 0; w < s->W; w++) pthread_join(th[w], NULL);
-    for (uint32_t w = 0; w < s->W; w++)
-        if (s->rc[w]) { *err = s->err[w]; return s->rc[w]; }
-    return DR_OK;
+    for (uint32_t w = 0; w < started; w++) pthread_join(th[w], NULL);
+    for (uint32_t w = 0; rc == DR_OK && w < s->W; w++)
+        if (s->rc[w]) { *err = s->err[w]; rc = s->rc[w]; }
+    return rc;
+}
+
+/* Every worker computes; only when all succeeded do they meet in the
+ * collective. A worker that failed alone would otherwise leave the others
+ * waiting in the comm for a partner that never comes (an MPI rank does the
+ * same with an agreement before its all-reduce). */
+static int run_workers(dr_session *s, dr_err *err)
+{
+    int rc = run_phase(s, worker_compute, err);
+    for (uint32_t r = 0; rc == DR_OK && r < s->R; r++)
+        if (!s->bo->host_ptr(s->rb[r].grad))
+            rc = dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
+    return rc ? rc : run_phase(s, worker_reduce, err);
 }
 
 /* The step's loss: the replicas' shares summed, rounded once. */

@@ -54,7 +54,10 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
                 return rc;
     }
     dr_tpu_core_ranges(&s->plan->exp.model, tp->tiles, tp->pix, tp->tile_len, tp->ranges, tp->nranges);
-    return DR_OK;
+    /* each core's share of the replica's memory, against the core's HBM */
+    uint64_t got[DR_MAX_DEVICES] = { 0 };
+    return dr_tpu_reserve_hbm(&s->strat, &s->plan->exp.model, s->plan->nslots, s->rows, tp->tiles, tp->ranges,
+                              tp->nranges, got, err);
 }
 
 void engine_tpu_close(dr_session *s)

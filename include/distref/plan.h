@@ -67,6 +67,16 @@ void dr_tpu_tile_pixels(const int part[2], uint32_t *pix);
 void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *pix, uint32_t tile_len,
                         size_t *ranges, uint32_t *nranges);
 
+/* Reserves each logical core's HBM for every replica of a tpu strategy:
+ * core l of a replica keeps its parameters (ranges as above) with their
+ * slots and gradient accumulators, its `local` rows of input (its tile's
+ * pixels when tiles > 1, plus layer 0's partial sums), and core 0 also the
+ * activations (pre and post) of every layer. reserved[d] gets the bytes
+ * taken on strategy device d (the caller unreserves them). An error names
+ * the replica, the logical core and the sizes. */
+int dr_tpu_reserve_hbm(dr_strategy *s, const dr_model_spec *m, uint32_t nslots, uint32_t local, uint32_t tiles,
+                       const size_t *ranges, const uint32_t *nranges, uint64_t *reserved, dr_err *err);
+
 /* The emulated compute time of one step of `rows` rows per replica: forward
  * and backward at an assumed 2e13 flop/s per core (an emulation assumption,
  * not a hardware figure), 2 flops per multiply-add, the backward pass twice
