@@ -81,7 +81,7 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench clean mutants check-layers
+.PHONY: all deps test conformance bench clean mutants check-layers tf-crosscheck
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
@@ -152,6 +152,8 @@ test: deps
 	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN)
 	@sh scripts/run_tests.sh $(TEST_BIN)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
+	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -176,6 +178,18 @@ conformance: deps
 	@$(CONF_BIN) $(if $(FULL),--full,)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
 	    sh scripts/run_conformance_mutants.sh
+
+# TensorFlow itself, live (optional, never part of make test): a virtualenv
+# under build/ with tensorflow-cpu from pip, golden values made now from it
+# (scripts/tf_golden.py), and tests/test_golden.c's comparison against them
+# instead of the committed tests/golden/tensorflow.json.
+TF_VENV = build/tfvenv
+tf-crosscheck: deps
+	@$(MAKE) --no-print-directory $(CLI) $(BUILD)/tests/test_golden
+	@test -x $(TF_VENV)/bin/python || python3 -m venv $(TF_VENV)
+	@$(TF_VENV)/bin/python -c 'import tensorflow' 2>/dev/null || $(TF_VENV)/bin/pip install -q tensorflow-cpu numpy
+	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
+	@$(BUILD)/tests/test_golden --golden $(BUILD)/golden_live.json
 
 clean:
 	rm -rf build lib bin

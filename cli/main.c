@@ -26,7 +26,8 @@ typedef struct cli {
     char    layer_devices[DR_FLAG_STR_MAX];
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
-    char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX];
+    char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
+    char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX];
     int64_t threads, bytes_per_pack, schedule_seed, staleness;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
@@ -72,7 +73,10 @@ static int table(cli *c, dr_flag *f)
         STR("variant", variant, "ref|openmp: the reference or the engine's OpenMP variant"),
         STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
-        STR("auto_shard_policy", auto_shard_policy, "multi_worker_mirrored input sharding: auto|file|data|off"),
+        STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
+        STR("what", what, "export: init|data|batches|all"),
+        STR("format", format, "export: npy|json"),
+        STR("loss_reduction", loss_reduction, "the loss's divisor: global_batch_size (G, also for a short final batch)|examples_in_step"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
         STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
         DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),
@@ -97,6 +101,9 @@ static void defaults(cli *c)
     strcpy(c->data_dir, d.data_dir);
     strcpy(c->variant, d.variant);
     strcpy(c->auto_shard_policy, d.auto_shard_policy);
+    strcpy(c->loss_reduction, d.loss_reduction);
+    strcpy(c->what, "all");
+    strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
     c->num_packs = 1;
     c->seed = (int64_t)d.seed;
@@ -116,7 +123,8 @@ static void usage(FILE *out, cli *c)
 {
     dr_flag f[64];
     int n = table(c, f);
-    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n\n"
+    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n"
+                 "       distref export --what=init|data|batches|all --format=npy|json --model_dir=DIR [run flags]\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
     dr_flags_usage(out, f, n);
@@ -166,6 +174,8 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
         (rc = copy_flag(cfg->numerics, sizeof cfg->numerics, c->numerics, "numerics", err)) ||
         (rc = copy_flag(cfg->auto_shard_policy, sizeof cfg->auto_shard_policy, c->auto_shard_policy,
                         "auto_shard_policy", err)) ||
+        (rc = copy_flag(cfg->loss_reduction, sizeof cfg->loss_reduction, c->loss_reduction,
+                        "loss_reduction", err)) ||
         (rc = copy_flag(cfg->tpu_platform, sizeof cfg->tpu_platform, c->tpu_platform, "tpu_platform", err)) ||
         (rc = copy_flag(cfg->input_partition_dims, sizeof cfg->input_partition_dims, c->input_partition_dims,
                         "input_partition_dims", err)) ||
@@ -203,7 +213,7 @@ static int pick_command(cli *c, dr_err *err)
 {
     const char *m = c->mode;
     if (!m[0]) {
-        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected train, evaluate, predict or variants (see --help)");
+        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected train, evaluate, predict, export or variants (see --help)");
         return DR_OK;
     }
     if (c->command[0]) return dr_fail(err, DR_EUSAGE, "--mode=%s and the command %s: give one of them", m, c->command);
@@ -275,7 +285,12 @@ static int run(cli *c, dr_err *err)
         report("predict", &res);
         return DR_OK;
     }
-    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected train, evaluate, predict or variants", c->command);
+    if (strcmp(c->command, "export") == 0) {
+        if ((rc = dr_run_export(&cfg, c->what, c->format, err))) return rc;
+        printf("export: %s as %s in %s\n", c->what, c->format, cfg.model_dir);
+        return DR_OK;
+    }
+    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected train, evaluate, predict, export or variants", c->command);
 }
 
 int main(int argc, char **argv)
@@ -293,7 +308,7 @@ int main(int argc, char **argv)
     defaults(&c);
     if (argc > 1 && argv[1][0] != '-') {
         if (strlen(argv[1]) >= sizeof c.command) {
-            fprintf(stderr, "distref: error: unknown command '%s': expected train, evaluate, predict or variants\n", argv[1]);
+            fprintf(stderr, "distref: error: unknown command '%s': expected train, evaluate, predict, export or variants\n", argv[1]);
             return 2;
         }
         strcpy(c.command, argv[1]);

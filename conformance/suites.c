@@ -334,12 +334,16 @@ int suite_loss_curves(results *r, const char *outdir)
 
 /* ---- 2. batch splitting -------------------------------------------------- */
 
-/* TensorFlow's rule, a third time: the first G mod R replicas get one more;
- * a short step fills replicas in order. */
-static void tf_sizes(uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
+/* TensorFlow 2.21's rule, a third time (docs/SEMANTICS.md §6). Under the
+ * default policy (AUTO on in-memory data = DATA) a step of `count` examples
+ * is cut into slices of ceil(count/R), trailing slices short or empty; under
+ * OFF (FILE, HINT) the first G mod R replicas get one more and a short step
+ * fills replicas in order. */
+static void tf_sizes(bool legacy, uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
 {
+    uint32_t slice = (count + R - 1) / R;
     for (uint32_t i = 0; i < R; i++) {
-        uint32_t want = G / R + (i < G % R);
+        uint32_t want = legacy ? slice : G / R + (i < G % R);
         out[i] = want < count ? want : count;
         count -= out[i];
     }
@@ -437,28 +441,32 @@ int suite_batch_splitting(results *r, const char *outdir)
 {
     static const struct { uint32_t n, G, R; const char *what; } cases[] = {
         { 63, 20, 3, "G=20 over 3 replicas, final batch 3" },
-        { 23, 10, 4, "G=10 over 4 (3,3,2,2), final batch 3 < R" },
+        { 23, 10, 4, "G=10 over 4, final batch 3 < R" },
         { 15, 3, 5, "G=3 < R=5: empty replicas every step" },
     };
+    static const char *const policies[] = { "auto", "off" };
     int fails = 0;
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (size_t q = 0; q < 2 * sizeof cases / sizeof cases[0]; q++) {
+        size_t k = q / 2;
+        bool legacy = q % 2 == 0;
         dr_run_config c;
         outcome ref, got;
         uint32_t R = cases[k].R, bad = 0, steps = (cases[k].n + cases[k].G - 1) / cases[k].G;
         char path[1200];
         FILE *f;
         base_config(&c, cases[k].n, cases[k].G, -1);
+        snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "%s", policies[q % 2]);
         set_strategy(&c, "mirrored", (int)R, "nccl", 1);
         run_case(&c, &ref);
         engine(r, &c, "exact");
         run_case(&c, &got);
         snprintf(path, sizeof path, "%s/split_%zu.dat", outdir, k);
-        f = r->fault ? NULL : fopen(path, "w");
+        f = r->fault || !legacy ? NULL : fopen(path, "w");   /* the plot shows the default policy */
         if (f) fprintf(f, "# step examples_of_replica_0..%u (%s)\n", R - 1, cases[k].what);
         bad += got.nsteps != steps || ref.nsteps != steps;
         for (uint32_t s = 0; s < got.nsteps && s < ref.nsteps; s++) {
             uint32_t want[MAX_REPLICAS], left = cases[k].n - s * cases[k].G;
-            tf_sizes(left < cases[k].G ? left : cases[k].G, cases[k].G, R, want);
+            tf_sizes(legacy, left < cases[k].G ? left : cases[k].G, cases[k].G, R, want);
             for (uint32_t i = 0; i < R; i++) {
                 bad += got.sizes[s][i] != want[i] || ref.sizes[s][i] != want[i];
                 bad += strcmp(got.ids[s][i], ref.ids[s][i]) != 0;
@@ -471,8 +479,8 @@ int suite_batch_splitting(results *r, const char *outdir)
         }
         if (f) fclose(f);
         fails += bad != 0;
-        record(r, "batch_splitting", &c, (int)R, bad == 0, got.seconds, "openmp vs TF rule and ref: %s (%u mismatches)",
-               cases[k].what, bad);
+        record(r, "batch_splitting", &c, (int)R, bad == 0, got.seconds, "openmp vs TF rule and ref, policy %s: %s "
+               "(%u mismatches)", policies[q % 2], cases[k].what, bad);
         outcome_free(&ref);
         outcome_free(&got);
     }

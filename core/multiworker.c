@@ -5,10 +5,10 @@
 
 int dr_shard_policy_parse(const char *name, dr_shard_policy *out, dr_err *err)
 {
-    static const char *const names[] = { "auto", "file", "data", "off" };
-    for (int i = 0; i < 4; i++)
+    static const char *const names[] = { "auto", "file", "data", "off", "hint" };
+    for (int i = 0; i < 5; i++)
         if (strcmp(name, names[i]) == 0) { *out = (dr_shard_policy)i; return DR_OK; }
-    return dr_fail(err, DR_EUSAGE, "--auto_shard_policy: expected auto, file, data or off, got '%s'", name);
+    return dr_fail(err, DR_EUSAGE, "--auto_shard_policy: expected auto, file, data, off or hint, got '%s'", name);
 }
 
 int dr_shard_policy_resolve(dr_shard_policy p, uint32_t files, uint32_t W, dr_shard_policy *out, dr_err *err)
@@ -18,7 +18,7 @@ int dr_shard_policy_resolve(dr_shard_policy p, uint32_t files, uint32_t W, dr_sh
                        "FILE sharding needs at least one file per worker (use auto or data)",
                        W, files, files == 1 ? "" : "s");
     /* AUTO tries FILE and falls back to DATA; one file cannot feed W > 1 workers. */
-    if (p == DR_SHARD_AUTO) p = (files >= W && W == 1) ? DR_SHARD_FILE : DR_SHARD_DATA;
+    if (p == DR_SHARD_AUTO) p = (files >= 1 && files >= W) ? DR_SHARD_FILE : DR_SHARD_DATA;
     *out = p;
     return DR_OK;
 }

@@ -124,23 +124,41 @@ double dr_tpu_compute_seconds(const dr_model_spec *m, uint32_t rows, uint32_t ti
     return 6.0 * rows * macs / 2e13;
 }
 
-/* TF_CONFIG and, for multi_worker_mirrored, the workers, the shard policy
- * and the packing (CommunicationOptions(bytes_per_pack): floats per pack). */
+/* The auto-shard policy of the strategies that distribute a dataset
+ * (experimental_distribute_dataset: mirrored, central_storage,
+ * multi_worker_mirrored, tpu), for one worker as for many. Measured on
+ * TensorFlow 2.21 (docs/SEMANTICS.md §1): AUTO and DATA cut each global
+ * batch into legacy ceil(B/N) slices; FILE, OFF and HINT keep
+ * batch_sizes_for_worker. distref's synthetic and toy data are in memory
+ * (from_tensor_slices: AUTO means DATA); Fashion-MNIST is read from one IDX
+ * file pair (a file-based pipeline: AUTO means FILE for one worker and falls
+ * back to DATA for more). */
+static int input_setup(dr_run_plan *p, dr_err *err)
+{
+    dr_shard_policy policy;
+    dr_strategy_kind k = p->spec.kind;
+    uint32_t files = strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0, W = p->num_workers;
+    int rc;
+    if ((rc = dr_shard_policy_parse(p->cfg->auto_shard_policy, &policy, err))) return rc;
+    if (k != DR_STRATEGY_MIRRORED && k != DR_STRATEGY_CENTRAL_STORAGE && k != DR_STRATEGY_MULTI_WORKER_MIRRORED &&
+        k != DR_STRATEGY_TPU)
+        return DR_OK;   /* one replica, or parameter_server's own per-worker input */
+    if ((rc = dr_shard_policy_resolve(policy, files, W, &policy, err))) return rc;
+    p->shard_data = policy == DR_SHARD_DATA;
+    p->unsharded = policy != DR_SHARD_DATA && W > 1;
+    return DR_OK;
+}
+
+/* TF_CONFIG and, for multi_worker_mirrored, the workers and the packing
+ * (CommunicationOptions(bytes_per_pack): floats per pack). */
 static int cluster_setup(dr_run_plan *p, dr_err *err)
 {
     const dr_run_config *cfg = p->cfg;
     dr_cluster cl;
-    dr_shard_policy policy;
-    uint32_t files = strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0;
     int rc = dr_cluster_parse(cfg->tf_config, &cl, err);
     if (rc == DR_OK && cl.has_task) rc = dr_cluster_check(&cl, p->spec.kind, err);
     if (rc || p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED) return rc;
     p->num_workers = p->sopt.num_workers = dr_cluster_worker_count(&cl);
-    if ((rc = dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err)) ||
-        (rc = dr_shard_policy_resolve(policy, files, p->num_workers, &policy, err)))
-        return rc;
-    p->shard_data = policy == DR_SHARD_DATA && p->num_workers > 1;
-    p->unsharded = policy == DR_SHARD_OFF && p->num_workers > 1;
     if (cfg->bytes_per_pack) {
         uint64_t per = cfg->bytes_per_pack / sizeof(float);
         uint64_t packs = per ? (p->P + per - 1) / per : p->P;
@@ -172,6 +190,19 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU && p->spec.kind != DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
                        "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(p->spec.kind));
-    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return DR_OK;   /* its cluster is the ps run's */
-    return cluster_setup(p, err);
+    if (strcmp(cfg->loss_reduction, "examples_in_step") == 0) p->divide_by_count = true;
+    else if (strcmp(cfg->loss_reduction, "global_batch_size") != 0)
+        return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size or examples_in_step, got '%s'",
+                       cfg->loss_reduction);
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
+        dr_shard_policy policy;
+        return dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err);
+    }
+    if ((rc = cluster_setup(p, err))) return rc;
+    return input_setup(p, err);
+}
+
+uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)
+{
+    return p->divide_by_count ? count : p->G;
 }

@@ -4,12 +4,14 @@
  *   1. the iterator hands out a global batch split over the replicas
  *      (TensorFlow's rule, core/input.c);
  *   2. every replica copies its examples to its device and computes, as
- *      exact accumulators, R * sum(its losses) + G * reg and, per parameter,
- *      R * sum(its gradients) + G * reg' -- its share over the common
- *      denominator G*R (replica_step);
+ *      exact accumulators, R * sum(its losses) + D * reg and, per parameter,
+ *      R * sum(its gradients) + D * reg' -- its share over the common
+ *      denominator D*R, where D is the loss's divisor: G, as the seeds'
+ *      compute_average_loss(global_batch_size=G), or the examples in the
+ *      step (--loss_reduction) (replica_step);
  *   3. the shares are all-reduced (mirrored) or reduced to the variable
  *      device (central_storage), still exact;
- *   4. each holder of the variables rounds once, divides by G*R in the same
+ *   4. each holder of the variables rounds once, divides by D*R in the same
  *      rounding, and applies the optimizer (apply_update).
  */
 #include "ref/trainer.h"
@@ -20,27 +22,27 @@
 
 /* ---- step 2: one replica's share ---------------------------------------- */
 
-void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G)
+void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t D)
 {
     uint32_t R = t->strat.num_replicas;
     float reg = dr_model_reg_loss(&t->exp.model, rp->params);
     for (size_t p = 0; p < t->P; p++) {
         float g = dr_model_reg_grad(&t->exp.model, rp->params, p);
         if (R > 1) dr_acc_mul_u32(&rp->grad[p], R);
-        if (g != 0.0f) dr_acc_add_prod(&rp->grad[p], (float)G, g);
+        if (g != 0.0f) dr_acc_add_prod(&rp->grad[p], (float)D, g);
     }
     if (R > 1) dr_acc_mul_u32(&rp->loss, R);
-    dr_acc_add_prod(&rp->loss, (float)G, reg);
+    dr_acc_add_prod(&rp->loss, (float)D, reg);
 }
 
-void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t G)
+void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t D)
 {
     memset(rp->grad, 0, t->P * sizeof *rp->grad);
     dr_acc_init(&rp->loss);
     rp->correct = 0;
     dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
                        &rp->work, &rp->loss, rp->grad, &rp->correct);
-    dr_trainer_scale_share(t, rp, G);
+    dr_trainer_scale_share(t, rp, D);
 }
 
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
@@ -53,7 +55,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     dr_trainer_load_batch(t, rp, ids, n);
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
-    dr_trainer_compute_share(t, rp, n, ctx->global_batch_count);
+    dr_trainer_compute_share(t, rp, n, t->D);
     dr_trainer_count_layer_copies(t, rp, n);
     return DR_OK;
 }
@@ -108,9 +110,9 @@ void dr_trainer_end_step(trainer *t)
 
 /* ---- step 1 ------------------------------------------------------------- */
 
-/* TensorFlow's split of this global batch (common to all strategies but
- * tpu's static shapes, which split the same way), the common denominator
- * G*R of this step, and the step's number. */
+/* TensorFlow's split of this global batch under the input's auto-shard
+ * policy (common to all strategies; tpu's static shapes split the same
+ * way), the common denominator D*R of this step, and the step's number. */
 int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     uint32_t R = t->strat.num_replicas;
@@ -118,16 +120,18 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
     t->report = rep;
     t->count = b->count;
     t->ids = b->ids;
-    if (t->sharded) {   /* multi_worker_mirrored: every worker keeps its DATA shard */
-        dr_shard_data(b->ids, b->count, t->strat.num_workers, R / t->strat.num_workers, t->sharded, t->off);
+    if (t->sharded) {   /* DATA: legacy ceil(B/N) slices; worker w keeps its own */
+        uint32_t W = t->strat.num_workers ? t->strat.num_workers : 1;
+        dr_shard_data(b->ids, b->count, W, R / W, t->sharded, t->off);
         t->ids = t->sharded;
     } else {
         memcpy(t->off, b->offset, (R + 1) * sizeof *t->off);
     }
-    if ((uint64_t)t->count * R > (1u << 30))
+    if ((uint64_t)t->G * R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
                        t->G, R);
-    t->den = t->count * R;
+    t->D = dr_plan_divisor(t->plan, t->count);
+    t->den = t->D * R;
     t->step = step;
     return DR_OK;
 }

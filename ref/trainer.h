@@ -29,7 +29,7 @@ typedef struct replica {
     dr_device *dev;
     float     *params;     /* mirrored: this replica's variables; else a working copy */
     float     *slots;      /* mirrored: this replica's optimizer slots; else NULL */
-    dr_acc    *grad;       /* P numerators over the step's denominator G*R */
+    dr_acc    *grad;       /* P numerators over the step's denominator D*R */
     float     *x;          /* the replica's batch on its device */
     uint8_t   *labels;
     float     *targets;
@@ -85,7 +85,7 @@ typedef struct trainer {
     uint32_t      off[DR_MAX_DEVICES];        /* this step's replica offsets into ids */
     const uint32_t *ids;                      /* this step's examples, replica by replica */
     uint32_t     *sharded;                    /* DATA-sharded arrangement (multi-worker) */
-    uint32_t      count, den;
+    uint32_t      count, D, den;   /* examples in the step; the loss's divisor D; D*R */
     uint64_t      step;
     dr_step_report *report;                   /* what this step tells the harness */
     tpu_run       tpu;
@@ -102,15 +102,15 @@ float *dr_trainer_slots(trainer *t);
 void  dr_trainer_broadcast(trainer *t);
 
 /* Pieces of a step shared by the strategies (ref/train.c): the split, the
- * count check and the denominator G*R, a replica's share over it, the
+ * count check and the denominator D*R, a replica's share over it, the
  * divisor of the one rounding, and the loss and the report at the end. */
 int      dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep,
                                dr_err *err);
 void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots);
-void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t G);
+void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t D);
 /* A replica's share: the exact loss and gradient sums of its n examples
- * (rp->x etc. already loaded), then dr_trainer_scale_share over G. */
-void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t G);
+ * (rp->x etc. already loaded), then dr_trainer_scale_share over D. */
+void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t D);
 void     dr_trainer_end_step(trainer *t);
 /* One synchronous step of the reference (train.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);

@@ -136,7 +136,7 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
                      "the same batch on each of its %u replicas; give a multiple of %u", plan->G, s->R, s->R);
         goto fail;
     }
-    if (plan->shard_data || plan->unsharded) s->rows = plan->G;   /* a worker's stream may fill one replica */
+    if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
     if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
     for (uint32_t r = 0; r < s->R; r++)
         if ((rc = alloc_replica(s, r, err))) goto fail;

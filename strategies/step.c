@@ -96,7 +96,7 @@ static int compute(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
-    return b->share(s->be, rb, s->R, s->count, err);
+    return b->share(s->be, rb, s->R, s->D, err);
 }
 
 static uint32_t divisor(const dr_session *s)
@@ -216,10 +216,13 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
 {
     int rc;
     split(s, b);
-    if ((uint64_t)s->count * s->R > (1u << 30))
+    if ((uint64_t)s->plan->G * s->R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
                        s->plan->G, s->R);
-    s->den = s->count * s->R;
+    /* the loss's divisor: G (compute_average_loss(global_batch_size=G)) or,
+     * with --loss_reduction=examples_in_step, the examples in this step */
+    s->D = s->plan->divide_by_count ? s->count : s->plan->G;
+    s->den = s->D * s->R;
     s->step = step;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     for (uint32_t r = 0; r < s->R; r++) {

@@ -380,9 +380,23 @@ static void test_bad_bytes_per_pack(void **s)
 static void test_bad_shard_policy(void **s)
 {
     (void)s; result r;
-    RUN(&r, "train", MD, "--distribution_strategy=multi_worker_mirrored", "--auto_shard_policy=hint",
+    RUN(&r, "train", MD, "--distribution_strategy=multi_worker_mirrored", "--auto_shard_policy=sharded",
         "--experiment=linear_ones");
-    expect(&r, 2, "--auto_shard_policy: expected auto, file, data or off, got 'hint'");
+    expect(&r, 2, "--auto_shard_policy: expected auto, file, data, off or hint, got 'sharded'");
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--num_gpus=2", "--loss_reduction=mean",
+        "--experiment=linear_ones");
+    expect(&r, 2, "--loss_reduction: expected global_batch_size or examples_in_step, got 'mean'");
+}
+/* export: bad --what and --format are usage errors naming the flag */
+static void test_export_errors(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "export", MD, "--what=weights");
+    expect(&r, 2, "--what: expected init, data, batches or all, got 'weights'");
+    RUN(&r, "export", MD, "--format=csv");
+    expect(&r, 2, "--format: expected npy or json, got 'csv'");
+    RUN(&r, "export", MD, "--what=batches", "--distribution_strategy=parameter_server");
+    expect(&r, 1, "export --what=batches: parameter_server");
 }
 static void test_negative_num_packs(void **s)
 {
@@ -601,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_bad_threads),
         cmocka_unit_test(test_bad_bytes_per_pack),
         cmocka_unit_test(test_bad_shard_policy),
+        cmocka_unit_test(test_export_errors),
         cmocka_unit_test(test_negative_num_packs),
         cmocka_unit_test(test_missing_model_dir),
         cmocka_unit_test(test_unknown_command),

@@ -41,4 +41,11 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
+/* `distref export`: writes into cfg->model_dir what another framework needs
+ * to reproduce the run (harness/export.c): what = init (the initial
+ * variables, Keras layout), data (x and y as the model sees them), batches
+ * (every step's example ids per replica after the split, batches.json) or
+ * all; format = npy or json. */
+int dr_run_export(const dr_run_config *cfg, const char *what, const char *format, dr_err *err);
+
 #endif

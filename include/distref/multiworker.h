@@ -6,8 +6,9 @@
  * workers divide the data (research notes §1):
  *
  *   AUTO  FILE sharding when the input comes from enough files, else DATA.
- *         distref's inputs are in memory (synthetic) or one file pair
- *         (Fashion-MNIST), so AUTO means DATA here.
+ *         distref's synthetic and toy inputs are in memory (DATA);
+ *         Fashion-MNIST is one file pair: FILE for one worker, DATA for
+ *         more.
  *   FILE  shard the input files over workers; fewer files than workers is an
  *         error, as in TensorFlow. One worker needs no sharding.
  *   DATA  every worker reads everything, in the same order, and keeps its
@@ -18,6 +19,12 @@
  *   OFF   no sharding: every worker reads all the data, in the same order,
  *         and rebatches its own stream (dr_dist_iter_unsharded): each
  *         example is trained on W times per epoch.
+ *   HINT  shards where the pipeline calls shard(SHARD_HINT); distref's
+ *         pipelines never do, so HINT shards nothing (as OFF).
+ *
+ * The same policy decides the split for one worker too (TensorFlow 2.21,
+ * measured): DATA (so AUTO on in-memory data) cuts every global batch into
+ * ceil(B/R) slices; FILE, OFF and HINT keep batch_sizes_for_worker.
  *
  * Replicas are numbered worker-major: replica w*R + r is local replica r of
  * worker w (/job:worker/replica:0/task:w/device:GPU:r).
@@ -28,7 +35,7 @@
 #include <stdint.h>
 #include "distref/error.h"
 
-typedef enum dr_shard_policy { DR_SHARD_AUTO = 0, DR_SHARD_FILE, DR_SHARD_DATA, DR_SHARD_OFF } dr_shard_policy;
+typedef enum dr_shard_policy { DR_SHARD_AUTO = 0, DR_SHARD_FILE, DR_SHARD_DATA, DR_SHARD_OFF, DR_SHARD_HINT } dr_shard_policy;
 
 int dr_shard_policy_parse(const char *name, dr_shard_policy *out, dr_err *err);
 

@@ -31,14 +31,24 @@ typedef struct dr_run_plan {
     dr_strategy_spec    spec;         /* for dr_strategy_create */
     dr_strategy_options sopt;
     uint32_t            num_workers;  /* multi_worker_mirrored (TF_CONFIG); else 1 */
-    bool                shard_data;   /* multi_worker_mirrored with DATA sharding */
-    bool                unsharded;    /* multi_worker_mirrored with auto-shard OFF */
+    /* The input's auto-shard policy, resolved (docs/SEMANTICS.md §1): */
+    bool                shard_data;   /* DATA: each global batch cut into W*R slices of ceil(B/(W*R)) */
+    bool                unsharded;    /* OFF with W > 1: every worker streams the whole epoch */
+                                      /* neither: batch_sizes_for_worker, filled in order */
+    /* The loss's divisor D: every step divides the summed losses and
+     * gradients by D (and the regularization by R). */
+    bool                divide_by_count;   /* D = the examples in the step, not G */
     size_t              tensor_len[2 * DR_MAX_LAYERS];   /* kernel, bias, kernel, bias, ... */
     uint32_t            ntensors;
 } dr_run_plan;
 
 /* DR_EUSAGE naming the flag or TF_CONFIG field for anything inconsistent. */
 int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err);
+
+/* D for a step of `count` examples: G (the seeds' compute_average_loss(l,
+ * global_batch_size=G)), or count with --loss_reduction=examples_in_step.
+ * Any D that does not depend on R keeps every replica count's bits. */
+uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count);
 
 /* The experiment named by cfg with --optimizer, --learning_rate, --momentum,
  * --nesterov, --l2 and --from_logits applied. */

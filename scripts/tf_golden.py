@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""TensorFlow as the outside truth for distref's reference.
+
+    tf_golden.py generate OUT.json   run TensorFlow, write the golden values
+
+`make tf-crosscheck` generates them live from the installed TensorFlow and
+runs tests/test_golden.c's comparison against that file instead of the
+committed one.
+
+Needs tensorflow (make tf-crosscheck installs tensorflow-cpu into a
+virtualenv under build/) and bin/distref. Never part of `make test`: the
+committed tests/golden/tensorflow.json is what tests/test_golden.c holds the
+reference to without TensorFlow.
+
+What is recorded:
+  splits    tf.data.Dataset.range(n).batch(G) through
+            MirroredStrategy(R logical CPUs).experimental_distribute_dataset
+            under each AutoShardPolicy: the example ids of every replica at
+            every step.
+  training  the same initial weights, data and example order as distref
+            (from `bin/distref export`), trained by a custom loop in the
+            seeds' recipe: per replica
+              loss = tf.nn.compute_average_loss(per_example, global_batch_size=G)
+                   + tf.nn.scale_regularization_loss(l2 * sum of squared kernels)
+            gradients by GradientTape, optimizer.apply_gradients inside
+            strategy.run; the step's loss is strategy.reduce(SUM). Per-step
+            losses and a sample of the final weights (every 97th parameter
+            in distref's flat order, and all of them for small models).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTREF = os.path.join(ROOT, "bin", "distref")
+MAX_R = 4
+
+SPLIT_CASES = [(23, 10, 4), (50, 50, 8), (8, 4, 3), (10, 3, 4), (64, 16, 3)]
+POLICIES = ["auto", "data", "off", "file", "hint"]
+
+TRAIN_CASES = []
+for R in (1, 2, 4):
+    TRAIN_CASES.append({"name": "toy_R%d" % R, "experiment": "linear_ones", "global_batch_size": 16,
+                        "epochs": 2, "num_gpus": R})
+for R in (1, 2, 4):
+    for l2 in (0.0, 1e-3):
+        TRAIN_CASES.append({"name": "mlp_R%d_l2_%g" % (R, l2), "experiment": "mlp_synthetic",
+                            "synthetic_examples": 70, "global_batch_size": 16, "epochs": 2, "num_gpus": R, "l2": l2})
+TRAIN_CASES.append({"name": "mlp_adam_R2_l2", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 2, "l2": 1e-3, "optimizer": "adam",
+                    "learning_rate": 1e-3})
+TRAIN_CASES.append({"name": "mlp_nesterov_R4", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 4, "nesterov": True})
+
+# distref's experiments (core/experiment.c), as the TensorFlow side needs them
+EXPERIMENTS = {
+    "linear_ones": {"layers": [(1, 1, "linear")], "loss": "mse", "opt": "sgd", "lr": 0.01, "momentum": 0.0},
+    "mlp_synthetic": {"layers": [(784, 128, "relu"), (128, 10, "linear")], "loss": "xent", "opt": "sgd",
+                      "lr": 0.01, "momentum": 0.9},
+}
+
+
+def flags_of(case):
+    f = ["--experiment=" + case["experiment"], "--global_batch_size=%d" % case["global_batch_size"],
+         "--epochs=%d" % case["epochs"], "--distribution_strategy=mirrored", "--num_gpus=%d" % case["num_gpus"]]
+    for k in ("synthetic_examples", "l2", "optimizer", "learning_rate"):
+        if k in case:
+            f.append("--%s=%s" % (k, case[k]))
+    if case.get("nesterov"):
+        f.append("--nesterov=true")
+    return f
+
+
+def tf_setup():
+    import tensorflow as tf
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 8)
+    return tf
+
+
+def strategy(tf, R):
+    return tf.distribute.MirroredStrategy(["/cpu:%d" % i for i in range(R)])
+
+
+def tf_splits(tf):
+    P = tf.data.experimental.AutoShardPolicy
+    names = {"auto": P.AUTO, "data": P.DATA, "off": P.OFF, "file": P.FILE, "hint": P.HINT}
+    out = []
+    for n, G, R in SPLIT_CASES:
+        s = strategy(tf, R)
+        for pol in POLICIES:
+            ds = tf.data.Dataset.range(n).batch(G)
+            o = tf.data.Options()
+            o.experimental_distribute.auto_shard_policy = names[pol]
+            ds = ds.with_options(o)
+            steps = [[v.numpy().tolist() for v in s.experimental_local_results(x)]
+                     for x in s.experimental_distribute_dataset(ds)]
+            out.append({"n": n, "global_batch_size": G, "num_replicas": R, "policy": pol, "ids": steps})
+    return out
+
+
+def export(case, what, folder):
+    subprocess.run([DISTREF, "export", "--what=" + what, "--format=npy", "--model_dir=" + folder] + flags_of(case),
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def tf_train(tf, case):
+    import numpy as np
+    exp = EXPERIMENTS[case["experiment"]]
+    with tempfile.TemporaryDirectory() as d:
+        export(case, "all", d)
+        x = np.load(os.path.join(d, "x.npy"))
+        y = np.load(os.path.join(d, "y.npy"))
+        order = np.load(os.path.join(d, "order.npy"))
+        init = []
+        for l in range(len(exp["layers"])):
+            init.append(np.load(os.path.join(d, "dense_%d_kernel.npy" % l)))
+            init.append(np.load(os.path.join(d, "dense_%d_bias.npy" % l)))
+    R, G = case["num_gpus"], case["global_batch_size"]
+    l2 = case.get("l2", 0.0)
+    lr = case.get("learning_rate", exp["lr"])
+    s = strategy(tf, R)
+    with s.scope():
+        layers = [tf.keras.layers.Dense(o, activation=None if a == "linear" else a) for (_, o, a) in exp["layers"]]
+        model = tf.keras.Sequential([tf.keras.Input((exp["layers"][0][0],))] + layers)
+        model.set_weights(init)
+        if case.get("optimizer", exp["opt"]) == "adam":
+            opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+        else:
+            opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=exp["momentum"], nesterov=case.get("nesterov", False))
+    if exp["loss"] == "xent":
+        per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    else:
+        per_example = tf.keras.losses.MeanSquaredError(reduction="none")
+
+    def step_fn(xb, yb):
+        with tf.GradientTape() as tape:
+            out = model(xb, training=True)
+            loss = tf.nn.compute_average_loss(per_example(yb, out), global_batch_size=G)
+            if l2:
+                reg = l2 * tf.add_n([tf.reduce_sum(tf.square(k)) for k in model.trainable_variables[0::2]])
+                loss += tf.nn.scale_regularization_loss(reg)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def dist_step(batch):   # eager: a tf.function retraced for the short batch trips Keras 3's SGD (TF 2.21)
+        per = s.run(step_fn, args=batch)
+        return s.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+    losses = []
+    ycol = y.astype(np.int32) if exp["loss"] == "xent" else y.reshape(-1, 1)
+    for e in range(case["epochs"]):
+        ds = tf.data.Dataset.from_tensor_slices((x[order[e]], ycol[order[e]])).batch(G)
+        for batch in s.experimental_distribute_dataset(ds):
+            losses.append(float(dist_step(batch).numpy()))
+    flat = np.concatenate([w.reshape(-1) for w in model.get_weights()]).astype(np.float32)
+    idx = list(range(flat.size)) if flat.size <= 64 else list(range(0, flat.size, 97))
+    return {"name": case["name"], "flags": flags_of(case), "losses": losses,
+            "weight_index": idx, "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size)}
+
+
+def train_in_child(case):
+    """One training case per process: strategies of different sizes in one
+    process collide in TensorFlow's collective groups ("joining a group
+    with size 4, but that group has size 2")."""
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "_train", json.dumps(case)],
+                       check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def generate(path):
+    tf = tf_setup()
+    doc = {"tensorflow": tf.__version__, "generated_by": "scripts/tf_golden.py generate",
+           "devices": "MirroredStrategy over logical CPU devices",
+           "splits": tf_splits(tf), "training": [train_in_child(c) for c in TRAIN_CASES]}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    print("wrote %s (TensorFlow %s: %d split cases, %d training cases)" %
+          (path, tf.__version__, len(doc["splits"]), len(doc["training"])))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "generate":
+        generate(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "_train":
+        print(json.dumps(tf_train(tf_setup(), json.loads(sys.argv[2]))))
+    else:
+        sys.stderr.write(__doc__)
+        sys.exit(2)
