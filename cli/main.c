@@ -27,7 +27,7 @@ typedef struct cli {
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
-    char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX];
+    char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     int64_t threads, bytes_per_pack, schedule_seed, staleness;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
@@ -74,6 +74,7 @@ static int table(cli *c, dr_flag *f)
         STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
         STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
+        STR("input_mode", input_mode, "dataset (experimental_distribute_dataset)|function (distribute_datasets_from_function)"),
         STR("what", what, "export: init|data|batches|all"),
         STR("format", format, "export: npy|json"),
         STR("loss_reduction", loss_reduction, "the loss's divisor: global_batch_size (G, also for a short final batch)|examples_in_step"),
@@ -102,6 +103,7 @@ static void defaults(cli *c)
     strcpy(c->variant, d.variant);
     strcpy(c->auto_shard_policy, d.auto_shard_policy);
     strcpy(c->loss_reduction, d.loss_reduction);
+    strcpy(c->input_mode, d.input_mode);
     strcpy(c->what, "all");
     strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
@@ -176,6 +178,7 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
                         "auto_shard_policy", err)) ||
         (rc = copy_flag(cfg->loss_reduction, sizeof cfg->loss_reduction, c->loss_reduction,
                         "loss_reduction", err)) ||
+        (rc = copy_flag(cfg->input_mode, sizeof cfg->input_mode, c->input_mode, "input_mode", err)) ||
         (rc = copy_flag(cfg->tpu_platform, sizeof cfg->tpu_platform, c->tpu_platform, "tpu_platform", err)) ||
         (rc = copy_flag(cfg->input_partition_dims, sizeof cfg->input_partition_dims, c->input_partition_dims,
                         "input_partition_dims", err)) ||

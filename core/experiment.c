@@ -44,6 +44,7 @@ void dr_run_config_defaults(dr_run_config *c)
     c->shuffle = true;
     strcpy(c->auto_shard_policy, "auto");
     strcpy(c->loss_reduction, "global_batch_size");
+    strcpy(c->input_mode, "dataset");
     strcpy(c->variant, "ref");
     strcpy(c->numerics, "exact");
     c->tpu_hbm_scale = 1.0;

@@ -138,26 +138,47 @@ int dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t W, dr_err *err)
     return DR_OK;
 }
 
+int dr_dist_iter_from_function(dr_dist_iter *it, uint32_t W, dr_err *err)
+{
+    if (it->global_batch % it->num_replicas)
+        return dr_fail(err, DR_EUSAGE, "--global_batch_size=%u with --input_mode=function: the global_batch_size "
+                       "%u is not divisible by num_replicas_in_sync %u (InputContext.get_per_replica_batch_size)",
+                       it->global_batch, it->global_batch, it->num_replicas);
+    int rc = dr_dist_iter_unsharded(it, W, err);
+    it->shard_pipelines = W > 1;
+    return rc;
+}
+
 /* The stream every worker reads: the epoch, cut to whole batches of G with
- * drop_remainder. */
+ * drop_remainder; with sharded pipelines, worker w's share of it. */
 static uint32_t stream_length(const dr_dist_iter *it)
 {
     return it->drop_remainder ? it->n - it->n % it->global_batch : it->n;
 }
 
+static uint32_t worker_length(const dr_dist_iter *it, uint32_t w)
+{
+    uint32_t len = stream_length(it), W = it->num_workers;
+    if (!it->shard_pipelines) return len;
+    return len > w ? (len - w + W - 1) / W : 0;
+}
+
 static bool next_unsharded(dr_dist_iter *it, dr_dist_batch *out)
 {
-    uint32_t W = it->num_workers, N = it->num_replicas, R = N / W, len = stream_length(it), count = 0;
+    uint32_t W = it->num_workers, N = it->num_replicas, R = N / W, count = 0;
     it->offset[0] = 0;
-    for (uint32_t w = 0; w < W; w++)
+    for (uint32_t w = 0; w < W; w++) {
+        uint32_t len = worker_length(it, w);
         for (uint32_t r = 0; r < R; r++) {
             uint32_t want = it->wsizes[(size_t)w * N + ((size_t)it->estep * R + r) % N];
             uint32_t take = want < len - it->wpos[w] ? want : len - it->wpos[w];
-            memcpy(it->ids + count, it->order + it->wpos[w], sizeof(uint32_t) * take);
+            for (uint32_t k = 0; k < take; k++)   /* the k-th element of worker w's stream */
+                it->ids[count + k] = it->order[it->shard_pipelines ? w + (size_t)W * (it->wpos[w] + k) : it->wpos[w] + k];
             it->wpos[w] += take;
             count += take;
             it->offset[w * R + r + 1] = count;
         }
+    }
     if (count == 0) return false;
     out->step = it->step;
     out->epoch = it->epoch;

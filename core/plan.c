@@ -140,9 +140,16 @@ static int input_setup(dr_run_plan *p, dr_err *err)
     uint32_t files = strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0, W = p->num_workers;
     int rc;
     if ((rc = dr_shard_policy_parse(p->cfg->auto_shard_policy, &policy, err))) return rc;
+    if (strcmp(p->cfg->input_mode, "function") == 0) p->from_function = true;
+    else if (strcmp(p->cfg->input_mode, "dataset") != 0)
+        return dr_fail(err, DR_EUSAGE, "--input_mode: expected dataset or function, got '%s'", p->cfg->input_mode);
     if (k != DR_STRATEGY_MIRRORED && k != DR_STRATEGY_CENTRAL_STORAGE && k != DR_STRATEGY_MULTI_WORKER_MIRRORED &&
         k != DR_STRATEGY_TPU)
         return DR_OK;   /* one replica, or parameter_server's own per-worker input */
+    if (p->from_function) {   /* the dataset_fn shards and batches itself: no auto-sharding, no rebatch */
+        p->unsharded = W > 1;
+        return DR_OK;
+    }
     if ((rc = dr_shard_policy_resolve(policy, files, W, &policy, err))) return rc;
     p->shard_data = policy == DR_SHARD_DATA;
     p->unsharded = policy != DR_SHARD_DATA && W > 1;
@@ -191,9 +198,10 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
                        "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(p->spec.kind));
     if (strcmp(cfg->loss_reduction, "examples_in_step") == 0) p->divide_by_count = true;
+    else if (strcmp(cfg->loss_reduction, "tf_default") == 0) p->divide_locally = true;
     else if (strcmp(cfg->loss_reduction, "global_batch_size") != 0)
-        return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size or examples_in_step, got '%s'",
-                       cfg->loss_reduction);
+        return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
+                       "got '%s'", cfg->loss_reduction);
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
         dr_shard_policy policy;
         return dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err);
@@ -204,5 +212,35 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)
 {
-    return p->divide_by_count ? count : p->G;
+    return p->divide_by_count || p->divide_locally ? count : p->G;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) { uint64_t t = a % b; a = b; b = t; }
+    return a;
+}
+
+int dr_plan_step_scale(const dr_run_plan *p, const uint32_t *sizes, uint32_t R, uint32_t count, uint32_t *mult,
+                       uint32_t *coef, uint32_t *den, dr_err *err)
+{
+    uint64_t L = 1;
+    if (!p->divide_locally) {
+        uint32_t D = dr_plan_divisor(p, count);
+        for (uint32_t r = 0; r < R; r++) mult[r] = R;
+        *coef = D;
+        *den = D * R;
+        return DR_OK;
+    }
+    for (uint32_t r = 0; r < R; r++) {
+        if (sizes[r]) L = L / gcd64(L, sizes[r]) * sizes[r];
+        if (L * R > (1u << 30))
+            return dr_fail(err, DR_EUNSUPPORTED, "--loss_reduction=tf_default: the replicas' batch sizes need a "
+                           "common denominator (their lcm %llu times %u replicas) above 2^30; use "
+                           "global_batch_size", (unsigned long long)L, R);
+    }
+    for (uint32_t r = 0; r < R; r++) mult[r] = sizes[r] ? (uint32_t)(L / sizes[r]) : 1;
+    *coef = (uint32_t)L;
+    *den = (uint32_t)L * R;
+    return DR_OK;
 }

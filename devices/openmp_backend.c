@@ -236,40 +236,42 @@ static void omp_replica_close(dr_backend *b, dr_replica_bufs *rb)
     rb->scratch = NULL;
 }
 
-/* ---- share: the replica's part over the common denominator G*R ------------- */
+/* ---- share: the replica's part over the step's denominator ------------------ */
+/* mult * sums + coef * reg: mult = R and coef = D (the loss's divisor) over
+ * D*R; tf_default gives each replica its own mult (include/distref/plan.h). */
 
-/* One parameter: a = R a + G g, g its regularization gradient (0 for none). */
-static inline void share_one(dr_acc *a, uint32_t R, uint32_t G, float g)
+/* One parameter: a = mult a + coef g, g its regularization gradient (0 for none). */
+static inline void share_one(dr_acc *a, uint32_t mult, uint32_t coef, float g)
 {
-    if (R > 1) dr_acc_mul_u32(a, R);
+    if (mult > 1) dr_acc_mul_u32(a, mult);
 #if defined(DR_MUTANT_REG_NOT_SCALED)
-    g = g * (float)R;   /* fault: the regularization gradient is not scaled by 1/R */
+    g = g * (float)mult;   /* fault: the regularization gradient is not scaled by 1/R */
 #elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    g = g / (float)R;   /* fault: the regularization gradient is scaled by 1/R twice */
+    g = g / (float)mult;   /* fault: the regularization gradient is scaled by 1/R twice */
 #endif
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
-    (void)G; (void)g;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
+    (void)coef; (void)g;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
 #else
-    if (g != 0.0f) dr_acc_add_prod(a, (float)G, g);
+    if (g != 0.0f) dr_acc_add_prod(a, (float)coef, g);
 #endif
 #if defined(DR_MUTANT_ROUND_PARTIAL)
     {   /* fault: the partial share is rounded to a float before the reduction */
-        float v = dr_acc_round_div(a, G * R);
+        float v = dr_acc_round_div(a, coef * mult);
         dr_acc_init(a);
-        dr_acc_add_prod(a, v, (float)(G * R));
+        dr_acc_add_prod(a, v, (float)(coef * mult));
     }
 #endif
 }
 
-static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t R, uint32_t G, dr_err *err)
+static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     const float *w;
     dr_acc *grad, *loss;
     float reg = 0.0f, c = 2.0f * m->l2;
     int rc;
-    if (R < 1 || R > (1u << 30))
-        return dr_fail(err, DR_EUSAGE, "openmp backend: share over %u replicas; 1..2^30 supported", R);
+    if (mult < 1 || mult > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "openmp backend: share multiplier %u; 1..2^30 supported", mult);
     if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
         (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
@@ -288,20 +290,20 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t R, uint32_t G,
         size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out, nb = m->layer[l].out;
         if (m->l2 != 0.0f) {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
-            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], R, G, c * w[p]);
+            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], mult, coef, c * w[p]);
         } else {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
-            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], R, G, 0.0f);
+            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], mult, coef, 0.0f);
         }
-        for (size_t p = k0 + nk; p < k0 + nk + nb; p++) share_one(&grad[p], R, G, 0.0f);   /* biases */
+        for (size_t p = k0 + nk; p < k0 + nk + nb; p++) share_one(&grad[p], mult, coef, 0.0f);   /* biases */
     }
-    if (R > 1) dr_acc_mul_u32(loss, R);
+    if (mult > 1) dr_acc_mul_u32(loss, mult);
 #if defined(DR_MUTANT_REG_NOT_SCALED)
-    reg = reg * (float)R;   /* fault: the regularization loss is not scaled by 1/R */
+    reg = reg * (float)mult;   /* fault: the regularization loss is not scaled by 1/R */
 #elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    reg = reg / (float)R;   /* fault: the regularization loss is scaled by 1/R twice */
+    reg = reg / (float)mult;   /* fault: the regularization loss is scaled by 1/R twice */
 #endif
-    dr_acc_add_prod(loss, (float)G, reg);
+    dr_acc_add_prod(loss, (float)coef, reg);
     return DR_OK;
 }
 

@@ -227,7 +227,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
                                              rows, &rp->work, &rp->loss, rp->grad, &rp->correct, tp->tiles == 1);
         if (tp->tiles > 1) tile_gradients(t, rp, r, dz0, rows);
     }
-    dr_trainer_scale_share(t, rp, t->D);
+    dr_trainer_scale_share(t, rp, t->mult[r], t->coef);
     return DR_OK;
 }
 

@@ -8,7 +8,8 @@
  *      R * sum(its gradients) + D * reg' -- its share over the common
  *      denominator D*R, where D is the loss's divisor: G, as the seeds'
  *      compute_average_loss(global_batch_size=G), or the examples in the
- *      step (--loss_reduction) (replica_step);
+ *      step (--loss_reduction; tf_default scales each replica by its own
+ *      size instead, core/plan.c's dr_plan_step_scale) (replica_step);
  *   3. the shares are all-reduced (mirrored) or reduced to the variable
  *      device (central_storage), still exact;
  *   4. each holder of the variables rounds once, divides by D*R in the same
@@ -22,27 +23,26 @@
 
 /* ---- step 2: one replica's share ---------------------------------------- */
 
-void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t D)
+void dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t coef)
 {
-    uint32_t R = t->strat.num_replicas;
     float reg = dr_model_reg_loss(&t->exp.model, rp->params);
     for (size_t p = 0; p < t->P; p++) {
         float g = dr_model_reg_grad(&t->exp.model, rp->params, p);
-        if (R > 1) dr_acc_mul_u32(&rp->grad[p], R);
-        if (g != 0.0f) dr_acc_add_prod(&rp->grad[p], (float)D, g);
+        if (mult > 1) dr_acc_mul_u32(&rp->grad[p], mult);
+        if (g != 0.0f) dr_acc_add_prod(&rp->grad[p], (float)coef, g);
     }
-    if (R > 1) dr_acc_mul_u32(&rp->loss, R);
-    dr_acc_add_prod(&rp->loss, (float)D, reg);
+    if (mult > 1) dr_acc_mul_u32(&rp->loss, mult);
+    dr_acc_add_prod(&rp->loss, (float)coef, reg);
 }
 
-void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t D)
+void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult, uint32_t coef)
 {
     memset(rp->grad, 0, t->P * sizeof *rp->grad);
     dr_acc_init(&rp->loss);
     rp->correct = 0;
     dr_model_loss_grad(&t->exp.model, t->ops, rp->params, rp->x, rp->labels, rp->targets, n,
                        &rp->work, &rp->loss, rp->grad, &rp->correct);
-    dr_trainer_scale_share(t, rp, D);
+    dr_trainer_scale_share(t, rp, mult, coef);
 }
 
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
@@ -55,7 +55,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     dr_trainer_load_batch(t, rp, ids, n);
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
-    dr_trainer_compute_share(t, rp, n, t->D);
+    dr_trainer_compute_share(t, rp, n, t->mult[r], t->coef);
     dr_trainer_count_layer_copies(t, rp, n);
     return DR_OK;
 }
@@ -115,7 +115,8 @@ void dr_trainer_end_step(trainer *t)
  * way), the common denominator D*R of this step, and the step's number. */
 int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
-    uint32_t R = t->strat.num_replicas;
+    uint32_t R = t->strat.num_replicas, sizes[DR_MAX_DEVICES];
+    int rc;
     t->batch = b;
     t->report = rep;
     t->count = b->count;
@@ -130,8 +131,9 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
     if ((uint64_t)t->G * R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
                        t->G, R);
-    t->D = dr_plan_divisor(t->plan, t->count);
-    t->den = t->D * R;
+    for (uint32_t r = 0; r < R; r++) sizes[r] = t->off[r + 1] - t->off[r];
+    if ((rc = dr_plan_step_scale(t->plan, sizes, R, t->count, t->mult, &t->coef, &t->den, err))) return rc;
+    t->D = t->den / R;
     t->step = step;
     return DR_OK;
 }

@@ -86,6 +86,7 @@ typedef struct trainer {
     const uint32_t *ids;                      /* this step's examples, replica by replica */
     uint32_t     *sharded;                    /* DATA-sharded arrangement (multi-worker) */
     uint32_t      count, D, den;   /* examples in the step; the loss's divisor D; D*R */
+    uint32_t      mult[DR_MAX_DEVICES], coef;   /* share r = (mult[r] sum_r + coef reg) / den */
     uint64_t      step;
     dr_step_report *report;                   /* what this step tells the harness */
     tpu_run       tpu;
@@ -107,10 +108,11 @@ void  dr_trainer_broadcast(trainer *t);
 int      dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep,
                                dr_err *err);
 void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots);
-void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t D);
+void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t coef);
 /* A replica's share: the exact loss and gradient sums of its n examples
- * (rp->x etc. already loaded), then dr_trainer_scale_share over D. */
-void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t D);
+ * (rp->x etc. already loaded), then dr_trainer_scale_share: mult * sums +
+ * coef * reg, over the step's denominator. */
+void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult, uint32_t coef);
 void     dr_trainer_end_step(trainer *t);
 /* One synchronous step of the reference (train.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);

@@ -22,6 +22,7 @@ What is recorded:
             seeds' recipe: per replica
               loss = tf.nn.compute_average_loss(per_example, global_batch_size=G)
                    + tf.nn.scale_regularization_loss(l2 * sum of squared kernels)
+            (global_batch_size=None in the tf_default cases)
             gradients by GradientTape, optimizer.apply_gradients inside
             strategy.run; the step's loss is strategy.reduce(SUM). Per-step
             losses and a sample of the final weights (every 97th parameter
@@ -40,6 +41,7 @@ MAX_R = 4
 
 SPLIT_CASES = [(23, 10, 4), (50, 50, 8), (8, 4, 3), (10, 3, 4), (64, 16, 3)]
 POLICIES = ["auto", "data", "off", "file", "hint"]
+FUNCTION_CASES = [(23, 12, 4), (64, 16, 4), (10, 4, 4), (23, 10, 4)]
 
 TRAIN_CASES = []
 for R in (1, 2, 4):
@@ -52,6 +54,9 @@ for R in (1, 2, 4):
 TRAIN_CASES.append({"name": "mlp_adam_R2_l2", "experiment": "mlp_synthetic", "synthetic_examples": 70,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 2, "l2": 1e-3, "optimizer": "adam",
                     "learning_rate": 1e-3})
+for R, l2 in ((3, 0.0), (4, 1e-3)):   # TensorFlow's default divisor: each replica's own size x R
+    TRAIN_CASES.append({"name": "mlp_tf_default_R%d" % R, "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                        "global_batch_size": 16, "epochs": 2, "num_gpus": R, "l2": l2, "loss_reduction": "tf_default"})
 TRAIN_CASES.append({"name": "mlp_nesterov_R4", "experiment": "mlp_synthetic", "synthetic_examples": 70,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 4, "nesterov": True})
 
@@ -66,7 +71,7 @@ EXPERIMENTS = {
 def flags_of(case):
     f = ["--experiment=" + case["experiment"], "--global_batch_size=%d" % case["global_batch_size"],
          "--epochs=%d" % case["epochs"], "--distribution_strategy=mirrored", "--num_gpus=%d" % case["num_gpus"]]
-    for k in ("synthetic_examples", "l2", "optimizer", "learning_rate"):
+    for k in ("synthetic_examples", "l2", "optimizer", "learning_rate", "loss_reduction"):
         if k in case:
             f.append("--%s=%s" % (k, case[k]))
     if case.get("nesterov"):
@@ -99,6 +104,20 @@ def tf_splits(tf):
             steps = [[v.numpy().tolist() for v in s.experimental_local_results(x)]
                      for x in s.experimental_distribute_dataset(ds)]
             out.append({"n": n, "global_batch_size": G, "num_replicas": R, "policy": pol, "ids": steps})
+    # distribute_datasets_from_function with the guide's dataset_fn
+    for n, G, R in FUNCTION_CASES:
+        s = strategy(tf, R)
+
+        def fn(ctx, n=n, G=G):
+            return tf.data.Dataset.range(n).shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(
+                ctx.get_per_replica_batch_size(G))
+        case = {"n": n, "global_batch_size": G, "num_replicas": R, "policy": "auto", "input_mode": "function"}
+        try:
+            case["ids"] = [[v.numpy().tolist() for v in s.experimental_local_results(x)]
+                           for x in s.distribute_datasets_from_function(fn)]
+        except ValueError as e:
+            case["error"] = str(e).strip()
+        out.append(case)
     return out
 
 
@@ -139,7 +158,8 @@ def tf_train(tf, case):
     def step_fn(xb, yb):
         with tf.GradientTape() as tape:
             out = model(xb, training=True)
-            loss = tf.nn.compute_average_loss(per_example(yb, out), global_batch_size=G)
+            gbs = None if case.get("loss_reduction") == "tf_default" else G
+            loss = tf.nn.compute_average_loss(per_example(yb, out), global_batch_size=gbs)
             if l2:
                 reg = l2 * tf.add_n([tf.reduce_sum(tf.square(k)) for k in model.trainable_variables[0::2]])
                 loss += tf.nn.scale_regularization_loss(reg)

@@ -54,7 +54,8 @@ struct dr_session {
     uint32_t            *arranged;           /* DATA-sharded ids */
     const uint32_t      *ids;                /* this step's examples, replica by replica */
     uint32_t             off[DR_MAX_DEVICES];
-    uint32_t             count, D, den;     /* examples in the step; the loss's divisor D; D*R */
+    uint32_t             count, den;        /* examples in the step; the shares' common denominator */
+    uint32_t             mult[DR_MAX_DEVICES], coef;   /* share r = mult[r] * sums + coef * reg */
     uint64_t             step, steps;
     int                  rc[ENGINE_MAX_WORKERS];
     dr_err               err[ENGINE_MAX_WORKERS];

@@ -96,7 +96,7 @@ static int compute(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
-    return b->share(s->be, rb, s->R, s->D, err);
+    return b->share(s->be, rb, s->mult[r], s->coef, err);
 }
 
 static uint32_t divisor(const dr_session *s)
@@ -212,6 +212,39 @@ void engine_report(dr_session *s, dr_step_report *out)
     memcpy(out->off, s->off, (s->R + 1) * sizeof *s->off);
 }
 
+/* The shares' scaling (docs/SEMANTICS.md §2). The loss's divisor D is G
+ * (compute_average_loss(global_batch_size=G)) or, with
+ * --loss_reduction=examples_in_step, the examples in this step: share r =
+ * R * sums + D * reg over D*R. tf_default divides each replica by its own
+ * size n_r times R: with L the lcm of the nonzero n_r, share r =
+ * (L/n_r) * sums + L * reg over L*R. */
+static int scale(dr_session *s, dr_err *err)
+{
+    uint64_t L = 1;
+    if (!s->plan->divide_locally) {
+        uint32_t D = s->plan->divide_by_count ? s->count : s->plan->G;
+        for (uint32_t r = 0; r < s->R; r++) s->mult[r] = s->R;
+        s->coef = D;
+        s->den = D * s->R;
+        return DR_OK;
+    }
+    for (uint32_t r = 0; r < s->R; r++) {
+        uint64_t n = s->off[r + 1] - s->off[r], a = L, b = n;
+        while (b) { uint64_t t = a % b; a = b; b = t; }   /* a = gcd(L, n) */
+        if (n) L = L / a * n;
+        if (L * s->R > (1u << 30))
+            return dr_fail(err, DR_EUNSUPPORTED, "--loss_reduction=tf_default: the replicas' batch sizes need a "
+                           "common denominator (%llu x %u replicas) above 2^30", (unsigned long long)L, s->R);
+    }
+    for (uint32_t r = 0; r < s->R; r++) {
+        uint32_t n = s->off[r + 1] - s->off[r];
+        s->mult[r] = n ? (uint32_t)(L / n) : 1;
+    }
+    s->coef = (uint32_t)L;
+    s->den = (uint32_t)L * s->R;
+    return DR_OK;
+}
+
 int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
 {
     int rc;
@@ -219,10 +252,7 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     if ((uint64_t)s->plan->G * s->R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
                        s->plan->G, s->R);
-    /* the loss's divisor: G (compute_average_loss(global_batch_size=G)) or,
-     * with --loss_reduction=examples_in_step, the examples in this step */
-    s->D = s->plan->divide_by_count ? s->count : s->plan->G;
-    s->den = s->D * s->R;
+    if ((rc = scale(s, err))) return rc;
     s->step = step;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     for (uint32_t r = 0; r < s->R; r++) {

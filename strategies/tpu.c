@@ -104,7 +104,7 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
 #endif
     if (tp->tiles == 1) {
         if ((rc = b->forward(s->be, rb, rows, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err))) return rc;
-        return b->share(s->be, rb, s->R, s->D, err);
+        return b->share(s->be, rb, s->mult[r], s->coef, err);
     }
     /* layer 0 from the tiles: partial sums on each core, merged on core 0 */
     if ((rc = b->fill_zero(s->be, tp->z[r], 0, (size_t)rows * out0 * sizeof(dr_acc), err))) return rc;
@@ -138,7 +138,7 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
         }
         if (rc) return rc;
     }
-    return b->share(s->be, rb, s->R, s->D, err);
+    return b->share(s->be, rb, s->mult[r], s->coef, err);
 }
 
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)

@@ -385,7 +385,9 @@ static void test_bad_shard_policy(void **s)
     expect(&r, 2, "--auto_shard_policy: expected auto, file, data, off or hint, got 'sharded'");
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--num_gpus=2", "--loss_reduction=mean",
         "--experiment=linear_ones");
-    expect(&r, 2, "--loss_reduction: expected global_batch_size or examples_in_step, got 'mean'");
+    expect(&r, 2, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, got 'mean'");
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--num_gpus=2", "--input_mode=generator");
+    expect(&r, 2, "--input_mode: expected dataset or function, got 'generator'");
 }
 /* export: bad --what and --format are usage errors naming the flag */
 static void test_export_errors(void **s)

@@ -70,6 +70,38 @@ static void policies(void **state)
 /* Auto-shard OFF with TensorFlow's documented sizes for G=7, W=2, R=2:
  * worker 0 cycles [2,2,2,1], worker 1 [2,1,2,2]. Each worker reads all 20
  * examples itself, its two replicas taking the next two sizes each step. */
+/* input_mode=function over W=2 workers x 1 replica, n=10, G=4: each
+ * pipeline keeps shard(2, w) and batches it by G/N = 2; the workers'
+ * replicas dequeue side by side (distribute_datasets_from_function with
+ * the guide's dataset_fn). */
+static void from_function_sharded(void **state)
+{
+    static const uint32_t want[3][2][2] = { { { 0, 2 }, { 1, 3 } }, { { 4, 6 }, { 5, 7 } }, { { 8, 99 }, { 9, 99 } } };
+    static const uint32_t sizes[3] = { 2, 2, 1 };
+    dr_dist_iter it;
+    dr_dist_batch b;
+    dr_err err;
+    uint32_t steps = 0;
+    (void)state;
+    assert_int_equal(dr_dist_iter_init(&it, 10, 4, 2, 1, false, false, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_from_function(&it, 2, &err), DR_OK);
+    while (dr_dist_iter_next(&it, &b)) {
+        assert_true(steps < 3);
+        for (uint32_t w = 0; w < 2; w++) {
+            assert_int_equal(b.offset[w + 1] - b.offset[w], sizes[steps]);
+            for (uint32_t i = 0; i < sizes[steps]; i++) assert_int_equal(b.ids[b.offset[w] + i], want[steps][w][i]);
+        }
+        steps++;
+    }
+    assert_int_equal(steps, 3);
+    dr_dist_iter_free(&it);
+    /* G not divisible by the replicas is TensorFlow's ValueError */
+    assert_int_equal(dr_dist_iter_init(&it, 10, 5, 2, 1, false, false, &err), DR_OK);
+    assert_int_equal(dr_dist_iter_from_function(&it, 2, &err), DR_EUSAGE);
+    assert_non_null(strstr(err.msg, "not divisible by num_replicas_in_sync 2"));
+    dr_dist_iter_free(&it);
+}
+
 static void unsharded_tf_example(void **state)
 {
     static const uint32_t cycle[2][4] = { { 2, 2, 2, 1 }, { 2, 1, 2, 2 } };
@@ -243,6 +275,7 @@ int main(void)
         cmocka_unit_test(legacy_slices),
         cmocka_unit_test(policies),
         cmocka_unit_test(unsharded_tf_example),
+        cmocka_unit_test(from_function_sharded),
         cmocka_unit_test(unsharded_identity),
         cmocka_unit_test(identity_plain),
         cmocka_unit_test(identity_l2),

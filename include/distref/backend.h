@@ -27,8 +27,11 @@
  *               per-example gradients (kernel: act^T dz exact; bias: sum of
  *               dz exact; the delta of the layer below: round(dz W^T) per
  *               element, masked by pre > 0 for a ReLU layer).
- *   share       grad = R * grad + G * reg'(w), loss = R * loss + G * reg(w):
- *               the replica's share over the common denominator G*R, exact.
+ *   share       grad = mult * grad + coef * reg'(w), loss = mult * loss +
+ *               coef * reg(w): the replica's share over the step's common
+ *               denominator, exact. mult = R and coef = D (the loss's
+ *               divisor) over D*R; --loss_reduction=tf_default scales each
+ *               replica by its own size (include/distref/plan.h).
  *   apply       grad_f = round(total / divisor) once per parameter, then the
  *               optimizer (TensorFlow's kernels, operation by operation).
  * In fast numerics (sgemm, libm exp/log) results may differ within the
@@ -115,8 +118,8 @@ typedef struct dr_backend_ops {
      * With kernel0 false, layer 0's kernel gradient is left to the caller
      * (spatial partitioning: layer0_grad_rows). */
     int   (*loss_grad)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
-    /* The share over G*R: see the header comment. */
-    int   (*share)(dr_backend *b, dr_replica_bufs *rb, uint32_t R, uint32_t G, dr_err *err);
+    /* The share: see the header comment. */
+    int   (*share)(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, dr_err *err);
     /* grad_f = round(total[p] / divisor), then the optimizer at 1-based step
      * on params/slots (total may be another replica's grad: the all-reduced
      * sum; several replicas may apply the same total concurrently). */

@@ -54,6 +54,7 @@ typedef struct dr_dist_iter {
     uint32_t *wsizes;        /* W x num_replicas: batch_sizes_for_worker of each worker */
     uint32_t *wpos;          /* W: examples each worker has consumed this epoch */
     uint32_t  estep;         /* steps taken this epoch */
+    bool      shard_pipelines; /* input_mode=function: worker w streams elements w, w+W, ... */
 } dr_dist_iter;
 
 /* A single-worker iterator (W = 1) over n examples. DR_EUSAGE for G == 0,
@@ -89,6 +90,14 @@ void dr_dist_iter_free(dr_dist_iter *it);
  * epoch up to it. With drop_remainder each stream is cut to whole batches
  * of G. DR_EUSAGE when num_replicas is not a multiple of W. */
 int  dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t num_workers, dr_err *err);
+/* distribute_datasets_from_function with distref's dataset_fn, the guide's
+ * example: each of W input pipelines keeps shard(W, w) of the epoch
+ * (elements w, w + W, ...) and batches it by
+ * InputContext.get_per_replica_batch_size(G) = G / N; each local replica
+ * dequeues the next batch of its worker's pipeline. DR_EUSAGE when N does
+ * not divide G (TensorFlow's ValueError). With W = 1 this is the single
+ * stream dr_dist_iter_next already gives. */
+int  dr_dist_iter_from_function(dr_dist_iter *it, uint32_t num_workers, dr_err *err);
 
 /* tf.distribute.InputContext, for distribute_datasets_from_function. */
 typedef struct dr_input_context {

@@ -33,11 +33,14 @@ typedef struct dr_run_plan {
     uint32_t            num_workers;  /* multi_worker_mirrored (TF_CONFIG); else 1 */
     /* The input's auto-shard policy, resolved (docs/SEMANTICS.md §1): */
     bool                shard_data;   /* DATA: each global batch cut into W*R slices of ceil(B/(W*R)) */
-    bool                unsharded;    /* OFF with W > 1: every worker streams the whole epoch */
+    bool                unsharded;    /* OFF with W > 1: every worker streams the whole epoch;
+                                         input_mode=function with W > 1: its shard */
+    bool                from_function;/* --input_mode=function (distribute_datasets_from_function) */
                                       /* neither: batch_sizes_for_worker, filled in order */
     /* The loss's divisor D: every step divides the summed losses and
      * gradients by D (and the regularization by R). */
     bool                divide_by_count;   /* D = the examples in the step, not G */
+    bool                divide_locally;    /* tf_default: each replica by its own size x R */
     size_t              tensor_len[2 * DR_MAX_LAYERS];   /* kernel, bias, kernel, bias, ... */
     uint32_t            ntensors;
 } dr_run_plan;
@@ -49,6 +52,18 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err);
  * global_batch_size=G)), or count with --loss_reduction=examples_in_step.
  * Any D that does not depend on R keeps every replica count's bits. */
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count);
+
+/* The step's scaling as exact integers: replica r's share of the loss (and
+ * of every gradient) is (mult[r] * its sum + coef * reg) / den, so that the
+ * shares add up to the step's loss over one denominator:
+ *   global_batch_size, examples_in_step   mult = R, coef = D, den = D R
+ *   tf_default (compute_average_loss with global_batch_size=None: each
+ *   replica divides by its own size n_r times R, an empty one adds 0)
+ *                                         L = lcm of the nonzero n_r,
+ *                                         mult = L / n_r, coef = L, den = L R
+ * sizes[r] = replica r's examples. DR_EUNSUPPORTED when L R exceeds 2^30. */
+int dr_plan_step_scale(const dr_run_plan *p, const uint32_t *sizes, uint32_t R, uint32_t count, uint32_t *mult,
+                       uint32_t *coef, uint32_t *den, dr_err *err);
 
 /* The experiment named by cfg with --optimizer, --learning_rate, --momentum,
  * --nesterov, --l2 and --from_logits applied. */

@@ -58,6 +58,7 @@ typedef struct dr_run_config {
     uint64_t checkpoint_every;    /* steps; 0 = at the end only */
     char     tf_config[4096];     /* TF_CONFIG JSON ("" = one machine) */
     char     auto_shard_policy[8];/* auto (default), file, data, off, hint */
+    char     input_mode[16];      /* dataset (experimental_distribute_dataset, default) or function */
     char     loss_reduction[24];  /* the loss's divisor: global_batch_size (default) or examples_in_step */
     uint64_t bytes_per_pack;      /* multi_worker_mirrored: 0 = one pack */
     char     variant[16];         /* "ref" (default) or "openmp" */
