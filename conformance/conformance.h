@@ -83,6 +83,8 @@ int suite_regularization(results *r, const char *outdir);
 int suite_reductions(results *r);
 /* Part of loss_curves: a third of the images blank (conformance/blank_images.c). */
 int loss_curves_blank_images(results *r);
+/* Part of loss_curves: policies, input modes and divisors (conformance/policies.c). */
+int loss_curves_policies(results *r);
 int suite_checkpoints(results *r);
 
 /* Report */

@@ -281,6 +281,7 @@ int suite_loss_curves(results *r, const char *outdir)
     int fails = bit_identity(r, -1) + bit_identity(r, 1e-3);
     fails += tpu_identity(r, -1) + tpu_identity(r, 1e-3);
     fails += loss_curves_blank_images(r);
+    fails += loss_curves_policies(r);
     if (!r->fault) {
         size_t nv;
         const dr_variant *const *ev = engine_variants(&nv);

@@ -140,11 +140,11 @@ int dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t W, dr_err *err)
 
 int dr_dist_iter_from_function(dr_dist_iter *it, uint32_t W, dr_err *err)
 {
-    if (it->global_batch % it->num_replicas)
-        return dr_fail(err, DR_EUSAGE, "--global_batch_size=%u with --input_mode=function: the global_batch_size "
-                       "%u is not divisible by num_replicas_in_sync %u (InputContext.get_per_replica_batch_size)",
-                       it->global_batch, it->global_batch, it->num_replicas);
-    int rc = dr_dist_iter_unsharded(it, W, err);
+    dr_input_context ctx = { W, 0, it->num_replicas };
+    uint32_t b;
+    int rc = dr_input_context_per_replica_batch_size(&ctx, it->global_batch, &b, err);
+    if (rc) return dr_fail_wrap(err, "--global_batch_size=%u with --input_mode=function", it->global_batch);
+    rc = dr_dist_iter_unsharded(it, W, err);
     it->shard_pipelines = W > 1;
     return rc;
 }

@@ -49,11 +49,12 @@ dr_scaled dr_compute_average_loss(const dr_replica_ctx *ctx, const float *per_ex
                                   uint32_t n, uint32_t global_batch_size)
 {
     dr_scaled s;
-    dr_scaled_init(&s, global_batch_size ? global_batch_size : ctx->global_batch_count);
+    dr_scaled_init(&s, global_batch_size ? global_batch_size : n * ctx->num_replicas_in_sync);
     dr_acc_add_sum(&s.num, per_example_loss, n);
-    if (s.den == 0) s.den = 1;   /* an empty global step: 0, as div_no_nan gives */
+    if (s.den == 0) s.den = 1;   /* an empty replica: 0, as div_no_nan gives */
     return s;
 }
+
 
 dr_scaled dr_scale_regularization_loss(const dr_replica_ctx *ctx, float reg_loss)
 {

@@ -19,6 +19,8 @@
 #include "distref/sha256.h"
 #include "fuzz/fuzz_common.h"
 
+static volatile uint32_t sink;     /* volatile: the reads below must happen */
+
 static void check_batch(const dr_dist_batch *b, uint32_t n)
 {
     if (b->offset[0] != 0 || b->offset[b->num_replicas] != b->count)
@@ -62,7 +64,7 @@ static void load(const char *dir, const uint8_t *data, size_t size)
             __builtin_trap();                   /* "nothing of it is loaded" */
         return;
     }
-    volatile uint32_t sink = 0;                 /* the arrays are as long as the header says */
+    /* the arrays are as long as the header says */
     for (size_t i = 0; i < c.nparams; i++)
         sink += (uint32_t)(c.params[i] == 0.0f);
     for (size_t i = 0; i < (size_t)c.nparams * c.nslots; i++)

@@ -10,6 +10,8 @@
 #include "distref/idx.h"
 #include "fuzz/fuzz_common.h"
 
+static volatile uint32_t sink;     /* volatile: the reads below must happen */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *dir = fz_dir("idx");
@@ -30,9 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             count *= idx.dims[d];
         if (idx.ndim != ndim || count != idx.count || idx.data == NULL)
             __builtin_trap();
-        volatile unsigned sum = 0;      /* volatile: the reads must happen */
         for (size_t i = 0; i < idx.count; i++)
-            sum += idx.data[i];
+            sink += idx.data[i];
         dr_idx_free(&idx);
     }
     return 0;

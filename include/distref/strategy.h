@@ -140,14 +140,16 @@ typedef enum dr_reduce_op { DR_REDUCE_SUM = 0, DR_REDUCE_MEAN } dr_reduce_op;
 int  dr_strategy_reduce(const dr_strategy *s, dr_reduce_op op, const dr_per_replica *v,
                         int axis, float *out, dr_err *err);
 
-/* tf.nn.compute_average_loss: sum of n per-example losses over
- * global_batch_size, or, when it is 0, over the number of examples actually
- * in this global step (TensorFlow's default, local size * R, is wrong when
- * replicas hold different counts: docs/SEMANTICS.md). */
+/* tf.nn.compute_average_loss: the sum of this replica's n per-example
+ * losses over global_batch_size, as the seeds pass it; global_batch_size 0
+ * is TensorFlow's None: over n * num_replicas_in_sync, the replica's own
+ * size (0 for an empty replica, as div_no_nan gives). docs/SEMANTICS.md §2
+ * says why None weighs examples unevenly when the split is uneven. */
 dr_scaled dr_compute_average_loss(const dr_replica_ctx *ctx, const float *per_example_loss,
                                   uint32_t n, uint32_t global_batch_size);
 
 /* tf.nn.scale_regularization_loss: reg / num_replicas_in_sync, exactly. */
 dr_scaled dr_scale_regularization_loss(const dr_replica_ctx *ctx, float reg_loss);
+
 
 #endif
