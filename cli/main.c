@@ -13,6 +13,7 @@
 #include "distref/train.h"
 
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +57,12 @@ static int table(cli *c, dr_flag *f)
         INT("global_batch_size", global_batch_size, 0, 1 << 24, "global batch (0 = the experiment's)"),
         INT("train_steps", train_steps, 0, (double)(1LL << 40), "stop after this many steps (0 = run --epochs)"),
         INT("epochs", epochs, 0, 1000000, "epochs (0 = the experiment's)"),
-        DBL("learning_rate", learning_rate, -1, 1e6, "learning rate (-1 = the experiment's)"),
+        DBL("learning_rate", learning_rate, 0, 1e6, "learning rate (default: the experiment's)"),
         STR("optimizer", optimizer, "sgd|adam (empty = the experiment's)"),
-        DBL("momentum", momentum, -1, 1, "SGD momentum (-1 = the experiment's)"),
+        DBL("momentum", momentum, 0, 1, "SGD momentum (default: the experiment's)"),
         BOOL("nesterov", nesterov, "Nesterov momentum"),
         INT("seed", seed, 0, 9007199254740992.0, "seed of initialization, data and order"),
-        DBL("l2", l2, -1, 1e6, "L2 kernel regularization (-1 = none)"),
+        DBL("l2", l2, 0, 1e6, "L2 kernel regularization (default: none)"),
         BOOL("from_logits", from_logits, "cross-entropy from logits (false: softmax output)"),
         STR("data_dir", data_dir, "Fashion-MNIST IDX files"),
         INT("synthetic_examples", synthetic_examples, 1, 1000000, "training examples of the synthetic data"),
@@ -261,6 +262,24 @@ static int train_and_eval(dr_run_config *cfg, dr_err *err)
     return DR_OK;
 }
 
+/* SIGINT/SIGTERM: the first asks the training loop to checkpoint and stop
+ * after its current step; SA_RESETHAND gives the second the default action
+ * (exit at once), which atomic writes make safe for the last checkpoint. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static int run(cli *c, dr_err *err)
 {
     dr_run_config cfg;
@@ -272,6 +291,7 @@ static int run(cli *c, dr_err *err)
         return DR_OK;
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, &cfg, err))) return rc;
+    cfg.stop = &stop_signal;
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
         report("train", &res);
@@ -320,8 +340,13 @@ int main(int argc, char **argv)
     n = table(&c, f);
     rc = dr_flags_parse(f, n, argc - first, argv + first, &help, &err);
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
+    catch_signals();
     if (rc == DR_OK) rc = run(&c, &err);
     if (rc == DR_OK) return 0;
+    if (rc == DR_EINTERRUPTED) {
+        fprintf(stderr, "distref: %s\n", err.msg);
+        return 128 + (int)stop_signal;   /* 130 for SIGINT, 143 for SIGTERM */
+    }
     fprintf(stderr, "distref: error: %s\n", err.msg);
     return rc == DR_EUSAGE ? 2 : 1;
 }

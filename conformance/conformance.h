@@ -86,6 +86,7 @@ int loss_curves_blank_images(results *r);
 /* Part of loss_curves: policies, input modes and divisors (conformance/policies.c). */
 int loss_curves_policies(results *r);
 int suite_checkpoints(results *r);
+int suite_durability(results *r);
 
 /* Report */
 int write_report(const results *r, const char *outdir, double seconds);

@@ -23,7 +23,7 @@
 static int run_suites(results *r, const char *out)
 {
     return suite_loss_curves(r, out) + suite_batch_splitting(r, out) + suite_regularization(r, out) +
-           suite_reductions(r) + suite_checkpoints(r);
+           suite_reductions(r) + suite_checkpoints(r) + suite_durability(r);
 }
 
 int main(int argc, char **argv)

@@ -9,9 +9,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAGIC "DRCKPT02"
-#define HEADER_BYTES (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 4)
+#define MAGIC "DRCKPT03"
+#define HEADER_BYTES (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
 #define MAX_CHECKPOINT ((size_t)1 << 31)
+
+static void put_f64(uint8_t *p, double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    dr_put_u64le(p, u);
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t u = dr_get_u64le(p);
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 static void path_of(const char *dir, char *buf, size_t n)
 {
@@ -42,6 +57,14 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     dr_put_u32le(buf + off, c->examples); off += 4;
     dr_put_u32le(buf + off, c->epoch); off += 4;
     dr_put_u32le(buf + off, c->position); off += 4;
+    dr_put_u64le(buf + off, c->epoch_correct); off += 8;
+    dr_put_u64le(buf + off, c->epoch_examples); off += 8;
+    dr_put_u32le(buf + off, c->last_loss_bits); off += 4;
+    put_f64(buf + off, c->learning_rate); off += 8;
+    put_f64(buf + off, c->momentum); off += 8;
+    put_f64(buf + off, c->l2); off += 8;
+    dr_put_u32le(buf + off, c->flags); off += 4;
+    dr_put_u32le(buf + off, c->loss_reduction); off += 4;
     dr_put_u32le(buf + off, c->nparams); off += 4;
     dr_put_u32le(buf + off, c->nslots); off += 4;
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
@@ -68,7 +91,10 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     uint8_t digest[32];
     dr_sha256_ctx h;
     if (n < 12 + HEADER_BYTES + 32) return bad(err, path, "truncated (shorter than its header)");
-    if (memcmp(buf, MAGIC, 8) != 0) return bad(err, path, "not a distref checkpoint (magic is not DRCKPT02)");
+    if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0)
+        return bad(err, path, "written by another distref version (its magic is not " MAGIC "); resume it with "
+                   "that version or start a new --model_dir");
+    if (memcmp(buf, MAGIC, 8) != 0) return bad(err, path, "not a distref checkpoint (magic is not " MAGIC ")");
     if (dr_get_u32le(buf + 8) != HEADER_BYTES) return bad(err, path, "unsupported header size (written by another version)");
     memcpy(c->experiment, buf + off, 32); c->experiment[31] = 0; off += 32;
     c->seed = dr_get_u64le(buf + off); off += 8;
@@ -78,6 +104,14 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     c->examples = dr_get_u32le(buf + off); off += 4;
     c->epoch = dr_get_u32le(buf + off); off += 4;
     c->position = dr_get_u32le(buf + off); off += 4;
+    c->epoch_correct = dr_get_u64le(buf + off); off += 8;
+    c->epoch_examples = dr_get_u64le(buf + off); off += 8;
+    c->last_loss_bits = dr_get_u32le(buf + off); off += 4;
+    c->learning_rate = get_f64(buf + off); off += 8;
+    c->momentum = get_f64(buf + off); off += 8;
+    c->l2 = get_f64(buf + off); off += 8;
+    c->flags = dr_get_u32le(buf + off); off += 4;
+    c->loss_reduction = dr_get_u32le(buf + off); off += 4;
     c->nparams = dr_get_u32le(buf + off); off += 4;
     c->nslots = dr_get_u32le(buf + off); off += 4;
     if (c->nslots > 2 || c->nparams > (1u << 28) || n != file_size(c))
@@ -107,7 +141,9 @@ int dr_checkpoint_load(const char *model_dir, dr_checkpoint *c, bool *found, dr_
     memset(c, 0, sizeof *c);
     *found = false;
     path_of(model_dir, path, sizeof path);
-    if (stat(path, &st) != 0 && errno == ENOENT) return DR_OK;
+    if (lstat(path, &st) != 0 && errno == ENOENT) return DR_OK;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))   /* a FIFO would block open() forever */
+        return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the checkpoint distref writes", path);
     rc = dr_read_file(path, MAX_CHECKPOINT, &buf, &n, err);
     if (rc) return rc;
     rc = parse(path, buf, n, c, err);
@@ -151,4 +187,35 @@ int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *exp
     snprintf(a, sizeof a, "%u examples", c->examples); snprintf(b, sizeof b, "%u", examples);
     if (!rc) rc = check_field(err, dir, "the training set", c->examples == examples, a, b);
     return rc;
+}
+
+static const char *on_off(uint32_t flags, uint32_t bit) { return flags & bit ? "true" : "false"; }
+
+int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
+{
+    static const char *const divisors[] = { "global_batch_size", "examples_in_step", "tf_default" };
+    static const struct { const char *flag; uint32_t bit; } bits[] = {
+        { "--shuffle", DR_CKPT_SHUFFLE }, { "--drop_remainder", DR_CKPT_DROP_REMAINDER },
+        { "--nesterov", DR_CKPT_NESTEROV },
+    };
+    const struct { const char *flag; double saved, mine; } num[] = {
+        { "--learning_rate", c->learning_rate, now->learning_rate }, { "--momentum", c->momentum, now->momentum },
+        { "--l2", c->l2, now->l2 },
+    };
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
+        if (num[i].saved != num[i].mine)
+            return dr_fail(err, DR_EUSAGE, "%s=%.7g, but the checkpoint in %s was trained with %s=%.7g; resume "
+                           "with the same value or use another --model_dir", num[i].flag, num[i].mine, dir,
+                           num[i].flag, num[i].saved);
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if ((c->flags ^ now->flags) & bits[i].bit)
+            return dr_fail(err, DR_EUSAGE, "%s=%s, but the checkpoint in %s was trained with %s=%s; resume with "
+                           "the same value or use another --model_dir", bits[i].flag, on_off(now->flags, bits[i].bit),
+                           dir, bits[i].flag, on_off(c->flags, bits[i].bit));
+    if (c->loss_reduction != now->loss_reduction)
+        return dr_fail(err, DR_EUSAGE, "--loss_reduction=%s, but the checkpoint in %s was trained with "
+                       "--loss_reduction=%s; resume with the same value or use another --model_dir",
+                       now->loss_reduction < 3 ? divisors[now->loss_reduction] : "?", dir,
+                       c->loss_reduction < 3 ? divisors[c->loss_reduction] : "?");
+    return DR_OK;
 }

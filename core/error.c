@@ -61,6 +61,7 @@ const char *dr_code_name(int code)
     case DR_EDEVICE_OOM:  return "DR_EDEVICE_OOM";
     case DR_EUNSUPPORTED: return "DR_EUNSUPPORTED";
     case DR_ESTATE:       return "DR_ESTATE";
+    case DR_EINTERRUPTED: return "DR_EINTERRUPTED";
     case DR_EFAULT:       return "DR_EFAULT";
     default:              return "DR_E(unknown)";
     }

@@ -4,12 +4,14 @@
 #include "distref/fileio.h"
 #include "distref/sha256.h"
 
+#include <dirent.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,9 +109,32 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
     return rc;
 }
 
+/* Temp files of a write that a kill interrupted ("<name>.tmp.<pid>"): the
+ * rename never happened, so they hold nothing the run needs. */
+static void remove_stale_temps(const char *dir)
+{
+    static const char *const names[] = { "ckpt.bin.tmp.", "metrics.jsonl.tmp.", "summary.json.tmp.",
+                                         "predictions.jsonl.tmp." };
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d) return;
+    while ((e = readdir(d))) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            size_t k = strlen(names[i]);
+            const char *p = e->d_name + k;
+            if (strncmp(e->d_name, names[i], k) != 0 || !*p || strspn(p, "0123456789") != strlen(p)) continue;
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            (void)unlink(path);
+        }
+    }
+    closedir(d);
+}
+
 int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
 {
     char path[1100];
+    struct stat st;
     uint8_t *buf;
     size_t n;
     int rc;
@@ -117,7 +142,10 @@ int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
     t->cfg = cfg;
     t->t_start = dr_now();
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
-    if (access(path, F_OK) != 0) return DR_OK;   /* no earlier run */
+    remove_stale_temps(cfg->model_dir);
+    if (lstat(path, &st) != 0) return DR_OK;   /* no earlier run */
+    if (!S_ISREG(st.st_mode))
+        return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the metrics distref writes", path);
     rc = dr_read_file(path, (size_t)1 << 30, &buf, &n, err);
     if (rc) return rc;
     t->metrics = (char *)buf;
@@ -146,17 +174,29 @@ void dr_run_log_trim(dr_run_log *t, uint64_t upto)
     if (t->metrics) t->metrics[keep] = 0;
 }
 
+/* metrics.jsonl first, then ckpt.bin: the checkpoint's rename is the one
+ * commit. A kill before it leaves the old checkpoint with metrics lines
+ * beyond it, which a resume cuts back (dr_run_log_trim) and redoes; a kill
+ * after it leaves both new. Either way every step's line is there exactly
+ * once after the resume (the durability suite kills at every write, fsync
+ * and rename to show it). */
 int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
 {
     char path[1100];
     int rc = dr_mkdirs(t->cfg->model_dir, err);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->model_dir);
+#if defined(DR_MUTANT_CKPT_FIRST)
+    /* planted fault (the durability suite's mutant): the old order, the
+     * checkpoint renamed into place before the metrics that lead up to it */
     if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
-    if (rc == DR_OK) {
-        snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->model_dir);
-        rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
-    }
+    if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
+#else
+    if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
+    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
+#endif
     return rc;
 }
+
 
 /* ---- progress and summary ----------------------------------------------- */
 

@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct run {
     const dr_run_config *cfg;
@@ -34,20 +35,49 @@ typedef struct run {
     float        *params, *slots;
 } run;
 
+/* The settings of this run that change its trajectory, as a checkpoint
+ * records them. */
+static void settings(const run *r, dr_checkpoint *c)
+{
+    const dr_optimizer *o = &r->plan.exp.optimizer;
+    c->learning_rate = o->lr;
+    c->momentum = o->momentum;
+    c->l2 = r->plan.exp.model.l2;
+    c->flags = (r->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (r->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
+               (o->nesterov ? DR_CKPT_NESTEROV : 0);
+    c->loss_reduction = r->plan.divide_locally ? 2 : r->plan.divide_by_count ? 1 : 0;
+}
+
 static int resume(run *r, dr_err *err)
 {
-    dr_checkpoint c;
+    dr_checkpoint c, now;
     bool found;
     const dr_run_plan *p = &r->plan;
     int rc = dr_checkpoint_load(r->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
+    memset(&now, 0, sizeof now);
+    settings(r, &now);
     rc = dr_checkpoint_check(&c, r->cfg->model_dir, p->exp.name, p->P, p->nslots, (int)p->exp.optimizer.kind,
                              r->cfg->seed, p->G, r->data.n, err);
+    if (!rc) rc = dr_checkpoint_check_settings(&c, r->cfg->model_dir, &now, err);
+    if (!rc && r->cfg->train_steps && r->cfg->train_steps < c.step)
+        rc = dr_fail(err, DR_EUSAGE, "--train_steps=%llu: the checkpoint in %s is already at step %llu; give at "
+                     "least %llu to continue it, or another --model_dir", (unsigned long long)r->cfg->train_steps,
+                     r->cfg->model_dir, (unsigned long long)c.step, (unsigned long long)c.step);
+    /* (a run that finished its epochs saved epoch = epochs, position 0) */
+    if (!rc && !r->cfg->train_steps && (c.epoch > p->epochs || (c.epoch == p->epochs && c.position > 0)))
+        rc = dr_fail(err, DR_EUSAGE, "--epochs=%u: the checkpoint in %s has trained %u epochs; give at least %u to "
+                     "continue it, or another --model_dir", p->epochs, r->cfg->model_dir, c.epoch, c.epoch + 1);
     if (!rc && dr_dist_iter_seek(&r->it, c.epoch, c.position, c.step, err) != DR_OK)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: data position is invalid (%s); "
                      "nothing was loaded", r->cfg->model_dir, err->msg);
     if (!rc) rc = r->v->set_variables(r->s, c.params, c.slots, err);
-    if (!rc) r->step = r->start_step = c.step;
+    if (!rc) {
+        r->step = r->start_step = c.step;
+        r->epoch_correct = c.epoch_correct;
+        r->epoch_examples = c.epoch_examples;
+        memcpy(&r->last_loss, &c.last_loss_bits, sizeof r->last_loss);
+    }
     dr_checkpoint_free(&c);
     return rc;
 }
@@ -66,6 +96,10 @@ static int save(run *r, dr_err *err)
     c.examples = r->data.n;
     c.epoch = r->it.epoch;
     c.position = r->it.position;
+    c.epoch_correct = r->epoch_correct;
+    c.epoch_examples = r->epoch_examples;
+    memcpy(&c.last_loss_bits, &r->last_loss, sizeof c.last_loss_bits);
+    settings(r, &c);
     c.nparams = (uint32_t)r->plan.P;
     c.nslots = (uint32_t)r->plan.nslots;
     c.params = r->params;
@@ -99,8 +133,16 @@ static int loop(run *r, dr_err *err)
         rc = dr_run_log_step(&r->log, r->step, batch.epoch, &rep, err);
         if (rc == DR_OK && r->cfg->checkpoint_every && r->step % r->cfg->checkpoint_every == 0) rc = save(r, err);
         dr_run_log_progress(&r->log, r->step, r->it.epoch, r->plan.epochs, r->last_loss);
+        if (rc == DR_OK && r->cfg->stop && *r->cfg->stop) {   /* SIGINT/SIGTERM: checkpoint and stop */
+            if ((rc = save(r, err)) == DR_OK)
+                rc = dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
+                             "(the same command resumes it)", (int)*r->cfg->stop, (unsigned long long)r->step,
+                             r->cfg->model_dir);
+            return rc;
+        }
     }
-    if (rc == DR_OK) rc = save(r, err);
+    /* a finished run resumed: nothing trained, nothing to write */
+    if (rc == DR_OK && r->step != r->start_step) rc = save(r, err);
     return rc;
 }
 
@@ -140,6 +182,12 @@ static int finish(run *r, dr_run_result *res, dr_err *err)
     if (json_object_object_get_ex(o, "tpu", &tpu)) {
         json_object *t;
         if (json_object_object_get_ex(tpu, "emulated_seconds_total", &t)) res->emulated_seconds = json_object_get_double(t);
+    }
+    if (r->step == r->start_step && r->start_step > 0) {   /* a finished run, run again: report, touch nothing */
+        char path[1100];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/summary.json", r->cfg->model_dir);
+        if (stat(path, &sb) == 0) { json_object_put(o); return DR_OK; }
     }
     return dr_run_log_summary(&r->log, o, err);
 }

@@ -208,7 +208,7 @@ if (readable(rg)) {
 set output dat("faults.png")
 fl = dat("faults.dat")
 ptitle = "Planted faults"
-suites = "loss_curves batch_splitting regularization reductions checkpoints"
+suites = "loss_curves batch_splitting regularization reductions checkpoints durability"
 ns = words(suites)
 failed(list, s) = strstrt("," . list . ",", "," . s . ",") > 0
 suite_index(s) = sum [j = 1:ns] ((word(suites, j) eq s) ? j : 0)

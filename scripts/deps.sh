@@ -3,7 +3,7 @@
 # Called by `make deps` (and so by make, make test, make conformance, make bench).
 set -u
 PKGS="clang libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox ocl-icd-opencl-dev opencl-headers
-pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev dataset-fashion-mnist pkg-config"
+pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev dataset-fashion-mnist pkg-config strace"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps: dpkg-query not found; this is not a Debian system." >&2

@@ -14,7 +14,7 @@ set -u
 d="$BUILD/golden_mutants"; mkdir -p "$d"
 caught=0; missed=""
 for m in "fill_in_order|s/p->shard_data = policy == DR_SHARD_DATA;/p->shard_data = false;/" \
-         "divide_by_count|s/return p->divide_by_count ? count : p->G;/return (void)p, count;/"; do
+         "divide_by_count|s/return p->divide_by_count || p->divide_locally ? count : p->G;/return (void)p, count;/"; do
     name=${m%%|*}; patch=${m#*|}
     sed "$patch" core/plan.c > "$d/$name.c"
     if cmp -s core/plan.c "$d/$name.c"; then echo "golden mutant $name: the patch no longer applies to core/plan.c" >&2; exit 1; fi

@@ -76,9 +76,29 @@ done
 build_ref_mutant || { echo "mutant ref_softmax_grad: build failed" >&2; exit 1; }
 list="$list ref_softmax_grad:loss_curves"
 
+# The durability suite's mutant: distref itself (not the conformance
+# program) built with the old write order, the checkpoint renamed into place
+# before the metrics (core/run_log.c, DR_MUTANT_CKPT_FIRST); the kill sweep
+# must find a resume that differs.
+durability_mutant() {
+    d="$MUT/ckpt_first"; mkdir -p "$d"
+    cp "$BUILD/libcore.a" "$d/libcore.a"
+    $CC $CFLAGS -DDR_LAYER_CORE -DDR_MUTANT_CKPT_FIRST -c core/run_log.c -o "$d/run_log.o" &&
+        ar r "$d/libcore.a" "$d/run_log.o" 2>/dev/null &&
+        $CC -o "$d/distref" "$BUILD/cli/main.o" "$BUILD/libharness.a" "$BUILD/libengine.a" "$BUILD/libref.a" \
+            "$d/libcore.a" $LDLIBS || return 1
+    if sh scripts/durability.sh "$d/distref" 8 > "$d/out.txt" 2>&1; then
+        echo "mutant ckpt_first             must fail durability       MISSED (failed: nothing)"
+    else
+        echo "mutant ckpt_first             must fail durability       caught (failed: durability)"
+    fi
+}"
+
 # Two at a time (2-core CI machines); each line says caught or MISSED.
 out="$MUT/results.txt"
 printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; "'"$MUT"'/$n/conformance" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
+durability_mutant >> "$out" || { echo "mutant ckpt_first: build failed" >&2; exit 1; }
+list="$list ckpt_first:durability"
 sort "$out"
 # The report's fault matrix (reports/plots.gp: "fault suite caught failed_suites").
 rep="${REPORT:-reports/out}"

@@ -7,7 +7,9 @@
  * replicas restores under one_device or central_storage.
  *
  * File: model_dir/ckpt.bin, little-endian, written atomically:
- *   "DRCKPT02" | u32 header bytes | header fields | params | slots | SHA-256
+ *   "DRCKPT03" | u32 header bytes | header fields | params | slots | SHA-256
+ * (03 added the epoch's counters, the last loss and the settings that
+ * change the trajectory; an 02 file is refused naming its version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
  * mismatched file is rejected with a message naming the file and the field,
  * and nothing of it is loaded.
@@ -32,6 +34,13 @@ typedef struct dr_checkpoint {
     uint32_t epoch;          /* the epoch of the last step taken */
     uint32_t position;       /* examples of that epoch consumed (= examples at
                                 its end: the next step starts epoch + 1) */
+    uint64_t epoch_correct;  /* this epoch's correct predictions and examples */
+    uint64_t epoch_examples; /*   so far (train_accuracy_last_epoch on resume) */
+    uint32_t last_loss_bits; /* the loss of step `step` */
+    /* settings that change the trajectory: a resume must use the same */
+    double   learning_rate, momentum, l2;
+    uint32_t flags;          /* DR_CKPT_SHUFFLE | DR_CKPT_DROP_REMAINDER | DR_CKPT_NESTEROV */
+    uint32_t loss_reduction; /* 0 global_batch_size, 1 examples_in_step, 2 tf_default */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
     float   *params;         /* nparams */
@@ -45,11 +54,20 @@ int  dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *e
 int  dr_checkpoint_load(const char *model_dir, dr_checkpoint *c, bool *found, dr_err *err);
 void dr_checkpoint_free(dr_checkpoint *c);
 
+#define DR_CKPT_SHUFFLE        1u
+#define DR_CKPT_DROP_REMAINDER 2u
+#define DR_CKPT_NESTEROV       4u
+
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
  * seed, global batch and training set agree (DR_EFORMAT naming the field
  * and both values). */
 int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const char *experiment,
                          size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
                          uint32_t examples, dr_err *err);
+/* The trajectory's settings agree with `now`'s (learning rate, momentum,
+ * L2, shuffle, drop_remainder, Nesterov, the loss's divisor): DR_EUSAGE
+ * naming the flag and both values otherwise. */
+int  dr_checkpoint_check_settings(const dr_checkpoint *c, const char *model_dir, const dr_checkpoint *now,
+                                  dr_err *err);
 
 #endif

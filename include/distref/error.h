@@ -17,7 +17,8 @@ typedef enum dr_code {
     DR_EDEVICE_OOM,  /* an emulated device ran out of its configured memory */
     DR_EUNSUPPORTED, /* a valid request for something not built yet */
     DR_ESTATE,       /* an API called in the wrong state (e.g. TPU not initialized) */
-    DR_EFAULT        /* an injected or detected runtime fault (worker/ps failure) */
+    DR_EFAULT,       /* an injected or detected runtime fault (worker/ps failure) */
+    DR_EINTERRUPTED  /* stopped on request (SIGINT/SIGTERM) after a checkpoint */
 } dr_code;
 
 typedef struct dr_err {

@@ -16,6 +16,7 @@
 #define DISTREF_TRAIN_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 #include "distref/error.h"
 #include "distref/model.h"
@@ -65,6 +66,10 @@ typedef struct dr_run_config {
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
     bool     progress;            /* a progress bar on stderr */
+    /* Set (to a signal number) by the program's SIGINT/SIGTERM handler: the
+     * training loop finishes its step, checkpoints and returns
+     * DR_EINTERRUPTED. NULL: never stopped. */
+    const volatile sig_atomic_t *stop;
     /* tpu (the TPU address is strategy.tpu_address) */
     char     tpu_platform[8];     /* "" or v2, v3, v4 */
     char     input_partition_dims[32]; /* spatial partitioning, e.g. "2,2"; "" = none */
