@@ -92,7 +92,7 @@ durability_mutant() {
     else
         echo "mutant ckpt_first             must fail durability       caught (failed: durability)"
     fi
-}"
+}
 
 # Two at a time (2-core CI machines); each line says caught or MISSED.
 out="$MUT/results.txt"
