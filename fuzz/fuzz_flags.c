@@ -12,14 +12,15 @@
  *     dr_get_distribution_strategy, then the string fields, refused when
  *     they do not fit), but without its --model_dir requirement;
  *   - dr_run_plan_make (core/plan.c: experiment, optimizer, numerics, loss
- *     reduction, TF_CONFIG, auto-shard policy), then the strategy as the
- *     reference builds it: TF_CONFIG's workers and ps tasks for
+ *     reduction, input mode, TF_CONFIG, auto-shard policy), then the
+ *     strategy as the reference builds it: TF_CONFIG's workers and ps tasks for
  *     parameter_server, dr_tpu_options (topology, --input_partition_dims)
  *     for tpu, dr_strategy_create, --layer_devices through dr_device_parse,
  *     the tpu's per-core parameter ranges and HBM reservation
  *     (dr_tpu_core_ranges, dr_tpu_reserve_hbm as ref/tpu_step.c uses them),
  *     and the input iterator a run would use (at most 4096 examples, global
- *     batch at most 65536) with DATA sharding when the plan says so.
+ *     batch at most 65536): DATA sharding, unsharded or from_function
+ *     streams as the plan says (harness/train.c).
  * Checks: no crash, UB or leak; any error return is fine. Batches must hold
  * ids < n, replica offsets must be nondecreasing and end at the count.
  */
@@ -48,7 +49,7 @@ typedef struct cli {
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
-    char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX];
+    char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     int64_t threads, bytes_per_pack, schedule_seed, staleness;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
@@ -82,6 +83,7 @@ static int table(cli *c, dr_flag *f)
         STR("input_partition_dims", input_partition_dims), DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6),
         INT("schedule_seed", schedule_seed, 0, 9007199254740992.0), INT("staleness", staleness, 0, 1 << 20),
         STR("ps_partitioner", ps_partitioner), STR("fail_worker", fail_worker), STR("fail_ps", fail_ps),
+        STR("input_mode", input_mode),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     memcpy(f, all, sizeof all);
@@ -100,6 +102,7 @@ static void defaults(cli *c)
     snprintf(c->auto_shard_policy, sizeof c->auto_shard_policy, "%s", d.auto_shard_policy);
     snprintf(c->loss_reduction, sizeof c->loss_reduction, "%s", d.loss_reduction);
     snprintf(c->numerics, sizeof c->numerics, "%s", d.numerics);
+    snprintf(c->input_mode, sizeof c->input_mode, "%s", d.input_mode);
     strcpy(c->what, "all");
     strcpy(c->format, "npy");
     c->num_packs = 1;
@@ -145,6 +148,7 @@ static int to_config(const cli *c, const char *tf_config, dr_run_config *cfg, dr
         !copy(cfg->ps_partitioner, sizeof cfg->ps_partitioner, c->ps_partitioner) ||
         !copy(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker) ||
         !copy(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps) ||
+        !copy(cfg->input_mode, sizeof cfg->input_mode, c->input_mode) ||
         !copy(cfg->tf_config, sizeof cfg->tf_config, tf_config))
         return dr_fail(err, DR_EUSAGE, "a string flag is too long");
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
@@ -236,7 +240,12 @@ static void input(const dr_run_config *cfg, const dr_run_plan *plan, const dr_st
                           cfg->drop_remainder, err) != DR_OK)
         return;
     uint32_t *sharded = malloc((size_t)plan->G * sizeof *sharded + 4), off[DR_MAX_DEVICES + 1];
-    if (sharded && (!plan->unsharded || dr_dist_iter_unsharded(&it, W, err) == DR_OK)) {
+    int rc = DR_OK;
+    if (plan->from_function)
+        rc = dr_dist_iter_from_function(&it, W, err);
+    else if (plan->unsharded)
+        rc = dr_dist_iter_unsharded(&it, W, err);
+    if (sharded && rc == DR_OK) {
         for (int i = 0; i < 3; i++) {
             if (!dr_dist_iter_next(&it, &b)) {
                 dr_dist_iter_next_epoch(&it);

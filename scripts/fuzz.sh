@@ -82,7 +82,7 @@ for t in $targets; do
     # shellcheck disable=SC2086
     $CC $cflags $layer -fsanitize=fuzzer,address,undefined "fuzz/fuzz_$t.c" "$lib" $libs -o "$out/fuzz_$t"
 done
-echo "fuzz: built $(echo $targets | wc -w) targets in $out/"
+echo "fuzz: built $(echo "$targets" | wc -w | tr -d ' ') targets in $out/"
 
 # ---- run them, one at a time
 ntargets=0
