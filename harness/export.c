@@ -171,14 +171,14 @@ static int export_batches(const dr_run_config *cfg, const dr_run_plan *plan, con
     if ((rc = dr_dist_iter_init(&it, d->n, plan->G, plan->shard_data ? 1 : R, cfg->seed, cfg->shuffle,
                                 cfg->drop_remainder, err)))
         return rc;
-    if (plan->from_function && (rc = dr_dist_iter_from_function(&it, W, err))) goto out;
-    if (!plan->from_function && plan->unsharded && (rc = dr_dist_iter_unsharded(&it, W, err))) goto out;
+    if (plan->from_function) rc = dr_dist_iter_from_function(&it, W, err);
+    else if (plan->unsharded) rc = dr_dist_iter_unsharded(&it, W, err);
+    if (rc) goto out;
     if (!(arranged = malloc((size_t)plan->G * sizeof *arranged + 4))) { rc = dr_fail(err, DR_ENOMEM, "export: out of memory"); goto out; }
     putf(&j, "{\"global_batch_size\": %u, \"num_replicas\": %u, \"num_workers\": %u, ", plan->G, R, W);
     putf(&j, "\"split\": \"%s\", ", plan->from_function ? "function: per-replica batches of G/N" :
          plan->shard_data ? "data: ceil(B/N) slices" : "batch_sizes_for_worker");
     putf(&j, "\"loss_divisor\": \"%s\", \"steps\": [", plan->divide_by_count ? "examples_in_step" : "global_batch_size");
-    put(&ord, "", 0);
     while (cfg->train_steps ? steps < cfg->train_steps : it.epoch < plan->epochs) {
         if (it.position == 0 && it.epoch == epochs_seen) {   /* this epoch's order, once */
             put(&ord, it.order, (size_t)d->n * sizeof *it.order);

@@ -221,10 +221,9 @@ static int open_run(run *r, dr_err *err)
                                 cfg->seed, cfg->shuffle, cfg->drop_remainder, err)))
         return rc;
     r->it_open = true;
-    if (r->plan.from_function && (rc = dr_dist_iter_from_function(&r->it, st->num_workers ? st->num_workers : 1, err)))
-        return rc;
-    if (!r->plan.from_function && r->plan.unsharded && (rc = dr_dist_iter_unsharded(&r->it, st->num_workers, err)))
-        return rc;
+    if (r->plan.from_function) rc = dr_dist_iter_from_function(&r->it, st->num_workers ? st->num_workers : 1, err);
+    else if (r->plan.unsharded) rc = dr_dist_iter_unsharded(&r->it, st->num_workers, err);
+    if (rc) return rc;
     if ((rc = resume(r, err))) return rc;
     dr_run_log_trim(&r->log, r->step);
     return DR_OK;

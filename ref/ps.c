@@ -239,10 +239,10 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     /* as one_device's step with R = 1: the divisor D (G, or the count with
      * --loss_reduction=examples_in_step), the share with D * reg */
     t->count = n = b.count;
-    t->den = t->D = dr_plan_divisor(t->plan, t->count);
+    t->den = dr_plan_divisor(t->plan, t->count);
     dr_dataset_gather(t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
     rp->params = (float *)ctx->variables;
-    dr_trainer_compute_share(t, rp, n, 1, t->D);
+    dr_trainer_compute_share(t, rp, n, 1, t->den);
     dr_acc_round_array(rp->grad, t->P, t->den, ctx->gradient);
     *result = dr_acc_round_div(&rp->loss, t->den);
     k->count = t->count;     /* what its metrics line will say when it lands */

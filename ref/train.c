@@ -133,7 +133,6 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
                        t->G, R);
     for (uint32_t r = 0; r < R; r++) sizes[r] = t->off[r + 1] - t->off[r];
     if ((rc = dr_plan_step_scale(t->plan, sizes, R, t->count, t->mult, &t->coef, &t->den, err))) return rc;
-    t->D = t->den / R;
     t->step = step;
     return DR_OK;
 }

@@ -85,7 +85,7 @@ typedef struct trainer {
     uint32_t      off[DR_MAX_DEVICES];        /* this step's replica offsets into ids */
     const uint32_t *ids;                      /* this step's examples, replica by replica */
     uint32_t     *sharded;                    /* DATA-sharded arrangement (multi-worker) */
-    uint32_t      count, D, den;   /* examples in the step; the loss's divisor D; D*R */
+    uint32_t      count, den;      /* examples in the step; the shares' common denominator */
     uint32_t      mult[DR_MAX_DEVICES], coef;   /* share r = (mult[r] sum_r + coef reg) / den */
     uint64_t      step;
     dr_step_report *report;                   /* what this step tells the harness */
