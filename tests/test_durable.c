@@ -1,6 +1,7 @@
 /* Nothing lost (issue 11): bin/distref against a hostile run directory and
  * a user who interrupts it. Each test is one defect of the issue's list:
- *   fifo_checkpoint      ckpt.bin as a FIFO is refused, not waited on
+ *   fifo_checkpoint      ckpt.bin as a FIFO is refused, not waited on; a
+ *                        DRCKPT02 checkpoint is refused naming the version
  *   finished_run         running a finished run again reports its results
  *                        and changes no file; --train_steps below the
  *                        checkpoint is a usage error saying so
@@ -89,6 +90,11 @@ static void fifo_checkpoint(void **st)
     assert_int_equal(mkfifo(path, 0644), 0);
     assert_int_equal(sh("timeout 20 " BIN " train --model_dir=%s --experiment=linear_ones", dir), 1);
     assert_non_null(strstr(out, "ckpt.bin: not a regular file"));
+    /* a checkpoint of the previous format is refused naming its version */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(sh("head -c 400 /dev/zero | sed 's/^/DRCKPT02/' > %s", path), 0);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=linear_ones", dir), 1);
+    assert_non_null(strstr(out, "written by another distref version"));
 }
 
 static void finished_run(void **st)
