@@ -4,7 +4,9 @@
 #   make test         cmocka unit tests (+ the mutants they must catch)
 #   make conformance  the main job: variants against ref/, report in reports/
 #   make bench        micro and end-to-end benchmarks, ratios against baselines
-#   make SANITIZE=1   the same with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make SANITIZE=1   the same with AddressSanitizer + UndefinedBehaviorSanitizer,
+#                     built apart: build/san/bin/distref, never bin/distref
+#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (fuzz/README.md)
 #   make WERROR=1     warnings are errors (CI sets CI=true, which implies it)
 #
 # Every C file is compiled with -ffp-contract=off: an implicit a*b+c -> fma
@@ -62,10 +64,21 @@ ENGINE_A  = $(BUILD)/libengine.a
 HARNESS_A = $(BUILD)/libharness.a
 # Link order: each archive before the ones it imports.
 LAYER_LIBS = $(HARNESS_A) $(ENGINE_A) $(REF_A) $(CORE_A)
-LIB      = lib/libdistref.a
 # Tests and benches link their mode's own archives, never the other mode's.
+# The release build installs bin/ and lib/; the sanitizer build keeps its
+# programs under build/san/ so that neither can overwrite the other's.
 MODE_LIB = $(BUILD)/libdistref.a
-CLI      = bin/distref
+ifeq ($(MODE),rel)
+BINDIR   = bin
+LIB      = lib/libdistref.a
+else
+BINDIR   = $(BUILD)/bin
+LIB      = $(MODE_LIB)
+endif
+CLI      = $(BINDIR)/distref
+# Tests and conformance run the CLI of their own build.
+BIN_FLAG = -DDR_BIN='"$(CLI)"'
+
 
 $(CORE_SRC:%.c=$(BUILD)/%.o):    LAYER_FLAG = -DDR_LAYER_CORE
 $(REF_SRC:%.c=$(BUILD)/%.o):     LAYER_FLAG = -DDR_LAYER_REF
@@ -81,21 +94,17 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench clean mutants check-layers tf-crosscheck
+.PHONY: all deps test conformance bench clean mutants check-layers tf-crosscheck fuzz
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
 deps:
 	@sh scripts/deps.sh
 
-# Rebuild a mode's objects when its flags change, and relink lib/ and bin/
-# whenever the mode changes (they are shared by SANITIZE=1 and normal builds).
+# Rebuild a mode's objects when its flags change.
 $(BUILD)/.flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(CC) $(CFLAGS) $(LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LDFLAGS)' > $@
-build/.mode: FORCE
-	@mkdir -p build
-	@echo '$(MODE) $(CC) $(CFLAGS) $(LDFLAGS)' | cmp -s - $@ || echo '$(MODE) $(CC) $(CFLAGS) $(LDFLAGS)' > $@
 FORCE:
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
@@ -125,17 +134,19 @@ check-layers: $(LAYER_LIBS)
 	@$(CC) -o $(BUILD)/link_engine $(BUILD)/empty_main.c -Wl,--whole-archive $(ENGINE_A) -Wl,--no-whole-archive $(CORE_A) $(LDFLAGS) $(LDLIBS_COMMON)
 	@echo "check-layers: core <- ref, core <- engine, all <- harness: includes and links OK"
 
-$(LIB): $(MODE_LIB) build/.mode
+ifeq ($(MODE),rel)
+$(LIB): $(MODE_LIB)
 	@mkdir -p lib
 	cp $(MODE_LIB) $@
+endif
 
-$(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS) build/.mode
-	@mkdir -p bin
+$(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS)
+	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 $(BUILD)/tests/%: tests/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
+	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
@@ -165,9 +176,10 @@ bench: deps
 
 CONF_SRC = $(wildcard conformance/*.c)
 CONF_OBJ = $(CONF_SRC:%.c=$(BUILD)/%.o)
-CONF_BIN = bin/conformance
-$(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS) build/.mode
-	@mkdir -p bin
+CONF_BIN = $(BINDIR)/conformance
+$(CONF_OBJ): CFLAGS += $(BIN_FLAG)
+$(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS)
+	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 # The main job: every variant of the registry against ref/, then every
@@ -190,6 +202,12 @@ tf-crosscheck: deps
 	@$(TF_VENV)/bin/python -c 'import tensorflow' 2>/dev/null || $(TF_VENV)/bin/pip install -q tensorflow-cpu numpy
 	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
 	@$(BUILD)/tests/test_golden --golden $(BUILD)/golden_live.json
+
+# libFuzzer targets in fuzz/ (clang, ASan + UBSan), each for FUZZ_SECONDS on
+# a scratch copy of its seed corpus; fails on any crash (fuzz/README.md).
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build lib bin

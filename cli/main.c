@@ -109,10 +109,8 @@ static void defaults(cli *c)
     strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
     c->num_packs = 1;
+    c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */
     c->seed = (int64_t)d.seed;
-    c->learning_rate = -1;
-    c->momentum = -1;
-    c->l2 = -1;
     c->from_logits = true;
     c->shuffle = true;
     c->synthetic_examples = d.synthetic_examples;
@@ -142,32 +140,94 @@ static int copy_flag(char *dst, size_t size, const char *src, const char *name, 
     return DR_OK;
 }
 
-/* Flags that belong to one strategy are refused with any other. */
-static int strategy_flags(const cli *c, dr_strategy_kind kind, dr_err *err)
+/* Flags that apply only to some strategies, variants or commands. Given
+ * anywhere else they would be ignored, so they are refused, naming the flag
+ * and what it is for. A flag's value is checked where it applies (the
+ * factory, the plan), so "--all_reduce_alg=bogus" with one_device is refused
+ * here and with mirrored there. */
+#define S(k) (1u << DR_STRATEGY_##k)
+#define ALL_STRATEGIES 0x7fu
+#define CMD_TRAIN  1u   /* train, train_and_eval */
+#define CMD_EVAL   2u   /* evaluate, predict */
+#define CMD_EXPORT 4u
+#define ALL_COMMANDS 7u
+
+typedef struct scope {
+    const char *flag;
+    unsigned    strategies;   /* bit per dr_strategy_kind */
+    unsigned    commands;
+    bool        openmp_only;
+    const char *for_what;     /* the message's "is only for ..." */
+} scope;
+
+static const scope k_scopes[] = {
+    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false,
+      "--distribution_strategy=mirrored or multi_worker_mirrored" },
+    { "num_packs", S(MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=mirrored" },
+    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=multi_worker_mirrored" },
+    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, false,
+      "strategies that distribute a dataset (mirrored, central_storage, multi_worker_mirrored, tpu)" },
+    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, false,
+      "strategies that distribute a dataset (parameter_server's workers read their own)" },
+    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
+    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
+    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, false,
+      "single-replica strategies (layer placement), not tpu or parameter_server" },
+    { "tpu", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
+    { "tpu_platform", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
+    { "input_partition_dims", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
+    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
+    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
+    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
+    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
+    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
+    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
+    { "threads", ALL_STRATEGIES, ALL_COMMANDS, true, "--variant=openmp" },
+    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, false, "training (train, --mode=train_and_eval)" },
+    { "what", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
+    { "format", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
+};
+
+static bool given(const dr_flag *f, int n, const char *name)
 {
-    dr_run_config d;
-    const char *tpu_flag = c->tpu_platform[0] ? "tpu_platform" : c->input_partition_dims[0] ? "input_partition_dims"
-                         : c->tpu_hbm_scale != 1.0 ? "tpu_hbm_scale" : NULL;
-    const char *ps_flag = c->ps_partitioner[0] ? "ps_partitioner" : c->fail_worker[0] ? "fail_worker"
-                        : c->fail_ps[0] ? "fail_ps" : NULL;
-    dr_run_config_defaults(&d);
-    if (!ps_flag && c->staleness != (int64_t)d.staleness) ps_flag = "staleness";
-    if (!ps_flag && c->schedule_seed != (int64_t)d.schedule_seed) ps_flag = "schedule_seed";
-    if (tpu_flag && kind != DR_STRATEGY_TPU)
-        return dr_fail(err, DR_EUSAGE, "--%s is only for --distribution_strategy=tpu", tpu_flag);
-    if (ps_flag && kind != DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUSAGE, "--%s is only for --distribution_strategy=parameter_server", ps_flag);
+    for (int i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0) return f[i].seen;
+    return false;
+}
+
+static unsigned command_bit(const char *command)
+{
+    if (strcmp(command, "train") == 0 || strcmp(command, "train_and_eval") == 0) return CMD_TRAIN;
+    if (strcmp(command, "export") == 0) return CMD_EXPORT;
+    return CMD_EVAL;
+}
+
+static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind kind, dr_err *err)
+{
+    for (size_t i = 0; i < sizeof k_scopes / sizeof k_scopes[0]; i++) {
+        const scope *sc = &k_scopes[i];
+        if (!given(f, n, sc->flag)) continue;
+        if (!(sc->strategies & (1u << kind)))
+            return dr_fail(err, DR_EUSAGE, "--%s does not apply to --distribution_strategy=%s: it is only for %s",
+                           sc->flag, dr_strategy_kind_name(kind), sc->for_what);
+        if (!(sc->commands & command_bit(c->command)))
+            return dr_fail(err, DR_EUSAGE, "--%s does not apply to %s: it is only for %s", sc->flag, c->command,
+                           sc->for_what);
+        if (sc->openmp_only && strcmp(c->variant, "openmp") != 0)
+            return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
+                           c->variant, sc->for_what);
+    }
     return DR_OK;
 }
 
-static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
+static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
 {
     int rc = dr_get_distribution_strategy(c->strategy, (int)c->num_gpus,
                                           c->all_reduce_alg[0] ? c->all_reduce_alg : NULL,
                                           (int)c->num_packs, c->tpu, &cfg->strategy, err);
     if (rc) return rc;
     if (!c->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir is required");
-    if ((rc = strategy_flags(c, cfg->strategy.kind, err))) return rc;
+    if ((rc = check_scopes(c, f, n, cfg->strategy.kind, err))) return rc;
     if ((rc = copy_flag(cfg->experiment, sizeof cfg->experiment, c->experiment, "experiment", err)) ||
         (rc = copy_flag(cfg->model_dir, sizeof cfg->model_dir, c->model_dir, "model_dir", err)) ||
         (rc = copy_flag(cfg->data_dir, sizeof cfg->data_dir, c->data_dir, "data_dir", err)) ||
@@ -185,14 +245,13 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
                         "input_partition_dims", err)) ||
         (rc = copy_flag(cfg->ps_partitioner, sizeof cfg->ps_partitioner, c->ps_partitioner, "ps_partitioner", err)) ||
         (rc = copy_flag(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker, "fail_worker", err)) ||
-        (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)) ||
-        (rc = copy_flag(cfg->tf_config, sizeof cfg->tf_config, getenv("TF_CONFIG") ? getenv("TF_CONFIG") : "",
-                        "TF_CONFIG (environment)", err)))
+        (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)))
         return rc;
+    cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
     cfg->epochs = (uint32_t)c->epochs;
-    cfg->learning_rate = c->learning_rate;
+    cfg->learning_rate = c->learning_rate;   /* DR_UNSET unless given */
     cfg->momentum = c->momentum;
     cfg->nesterov = c->nesterov;
     cfg->seed = (uint64_t)c->seed;
@@ -212,13 +271,18 @@ static int to_config(cli *c, dr_run_config *cfg, dr_err *err)
     return DR_OK;
 }
 
+#define COMMANDS "train, evaluate, predict, export or variants"
+
 /* The command comes first, or --mode names it (Model Garden's spelling). */
 static int pick_command(cli *c, dr_err *err)
 {
     const char *m = c->mode;
     if (!m[0]) {
-        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected train, evaluate, predict, export or variants (see --help)");
-        return DR_OK;
+        static const char *const known[] = { "train", "evaluate", "predict", "export" };
+        if (!c->command[0]) return dr_fail(err, DR_EUSAGE, "no command: expected " COMMANDS " (see --help)");
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(c->command, known[i]) == 0) return DR_OK;
+        return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected " COMMANDS, c->command);
     }
     if (c->command[0]) return dr_fail(err, DR_EUSAGE, "--mode=%s and the command %s: give one of them", m, c->command);
     if (strcmp(m, "train") == 0 || strcmp(m, "train_and_eval") == 0) strcpy(c->command, m);
@@ -255,9 +319,10 @@ static int train_and_eval(dr_run_config *cfg, dr_err *err)
         if ((rc = dr_run_train(cfg, &res, err))) return rc;
         snprintf(what, sizeof what, "train epoch %u", e);
         report(what, &res);
-        if ((rc = dr_run_evaluate(cfg, &res, err))) return rc;
+        rc = dr_run_evaluate(cfg, &res, err);
         snprintf(what, sizeof what, "evaluate epoch %u", e);
-        report(what, &res);
+        if (rc == DR_OK || res.examples) report(what, &res);
+        if (rc) return rc;
     }
     return DR_OK;
 }
@@ -280,7 +345,7 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-static int run(cli *c, dr_err *err)
+static int run(cli *c, const dr_flag *f, int n, dr_err *err)
 {
     dr_run_config cfg;
     dr_run_result res;
@@ -290,7 +355,7 @@ static int run(cli *c, dr_err *err)
         dr_variants_print(stdout);
         return DR_OK;
     }
-    if ((rc = pick_command(c, err)) || (rc = to_config(c, &cfg, err))) return rc;
+    if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;
     cfg.stop = &stop_signal;
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
@@ -299,9 +364,9 @@ static int run(cli *c, dr_err *err)
     }
     if (strcmp(c->command, "train_and_eval") == 0) return train_and_eval(&cfg, err);
     if (strcmp(c->command, "evaluate") == 0) {
-        if ((rc = dr_run_evaluate(&cfg, &res, err))) return rc;
-        report("evaluate", &res);
-        return DR_OK;
+        rc = dr_run_evaluate(&cfg, &res, err);
+        if (rc == DR_OK || res.examples) report("evaluate", &res);   /* shown even if eval.json could not be written */
+        return rc;
     }
     if (strcmp(c->command, "predict") == 0) {
         if ((rc = dr_run_predict(&cfg, &res, err))) return rc;
@@ -313,7 +378,7 @@ static int run(cli *c, dr_err *err)
         printf("export: %s as %s in %s\n", c->what, c->format, cfg.model_dir);
         return DR_OK;
     }
-    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected train, evaluate, predict, export or variants", c->command);
+    return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected " COMMANDS, c->command);
 }
 
 int main(int argc, char **argv)
@@ -331,7 +396,7 @@ int main(int argc, char **argv)
     defaults(&c);
     if (argc > 1 && argv[1][0] != '-') {
         if (strlen(argv[1]) >= sizeof c.command) {
-            fprintf(stderr, "distref: error: unknown command '%s': expected train, evaluate, predict, export or variants\n", argv[1]);
+            fprintf(stderr, "distref: error: unknown command '%s': expected " COMMANDS "\n", argv[1]);
             return 2;
         }
         strcpy(c.command, argv[1]);
@@ -341,7 +406,7 @@ int main(int argc, char **argv)
     rc = dr_flags_parse(f, n, argc - first, argv + first, &help, &err);
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
     catch_signals();
-    if (rc == DR_OK) rc = run(&c, &err);
+    if (rc == DR_OK) rc = run(&c, f, n, &err);
     if (rc == DR_OK) return 0;
     if (rc == DR_EINTERRUPTED) {
         fprintf(stderr, "distref: %s\n", err.msg);

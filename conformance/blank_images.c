@@ -71,7 +71,7 @@ int loss_curves_blank_images(results *r)
         fails = 1;
         goto out;
     }
-    base_config(&c, 0, 16, -1);
+    base_config(&c, 0, 16, DR_UNSET);
     strcpy(c.experiment, "mlp_fashion_mnist");
     snprintf(c.data_dir, sizeof c.data_dir, "%s", dir);
     c.epochs = 0; c.train_steps = 3;

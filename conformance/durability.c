@@ -9,6 +9,9 @@
  * with the old write order (the checkpoint renamed before the metrics that
  * lead up to it: DR_MUTANT_CKPT_FIRST in core/run_log.c), which must fail.
  */
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI */
+#endif
 #include "conformance/conformance.h"
 
 #include <stdio.h>
@@ -20,7 +23,7 @@ int suite_durability(results *r)
     char line[512];
     int fails = 0, cases = 0;
     if (r->fault) return 0;   /* engine mutants do not reach the run directory's writes */
-    p = popen("sh scripts/durability.sh bin/distref 8 2>&1", "r");
+    p = popen("sh scripts/durability.sh " DR_BIN " 8 2>&1", "r");
     if (!p) {
         record(r, "durability", NULL, 2, false, 0, "could not start scripts/durability.sh");
         return 1;

@@ -80,12 +80,21 @@ static void read_weights(const char *dir, outcome *out)
 /* The reference's outcomes do not change while a fault is planted in the
  * engine, so each reference configuration runs once per process. */
 #define CACHE_MAX 32
-typedef struct cached { dr_run_config cfg; outcome out; } cached;
+typedef struct cached { dr_run_config cfg; char *tf_config; outcome out; } cached;
+
+/* Two configurations are the same run when their bytes are equal, except
+ * tf_config, a pointer to text: that is compared as text. */
+static bool same_config(const cached *c, const dr_run_config *cfg)
+{
+    dr_run_config a = c->cfg, b = *cfg;
+    a.tf_config = b.tf_config = NULL;
+    return memcmp(&a, &b, sizeof a) == 0 && strcmp(c->tf_config, cfg->tf_config ? cfg->tf_config : "") == 0;
+}
 
 static bool cache_lookup(cached *cache, size_t n, const dr_run_config *cfg, outcome *out)
 {
     for (size_t i = 0; i < n; i++) {
-        if (memcmp(&cache[i].cfg, cfg, sizeof *cfg) != 0) continue;
+        if (!same_config(&cache[i], cfg)) continue;
         *out = cache[i].out;
         out->weights = NULL;
         if (cache[i].out.weights) {
@@ -111,6 +120,7 @@ void run_case(const dr_run_config *cfg, outcome *out)
     if (cacheable && cache_lookup(cache, ncache, &key, out)) return;
     run_fresh(cfg, out);
     if (cacheable && ncache < CACHE_MAX && !out->error[0]) {
+        if (!(cache[ncache].tf_config = strdup(cfg->tf_config ? cfg->tf_config : ""))) return;
         cache[ncache].cfg = key;
         cache[ncache].out = *out;
         if (out->weights && (cache[ncache].out.weights = malloc(out->nweights * sizeof(float))))

@@ -82,7 +82,7 @@ static int bit_identity(results *r, double l2)
             fails += !outcome_same(&got, &ref);
             record(r, "loss_curves", &c, m[i].replicas, outcome_same(&got, &ref), got.seconds,
                    "%s %s gpus=%d R=%d alg=%s packs=%d l2=%g%s%s", c.variant, m[i].name, m[i].gpus, m[i].replicas,
-                   m[i].alg ? m[i].alg : "default", m[i].packs, l2 < 0 ? 0 : l2,
+                   m[i].alg ? m[i].alg : "default", m[i].packs, dr_is_unset(l2) ? 0 : l2,
                    got.error[0] ? ": " : "", got.error);
             outcome_free(&got);
         }
@@ -176,7 +176,7 @@ static int fashion(results *r, double l2)
         run_case(&c, &got);
         fails += !outcome_same(&got, &ref);
         record(r, "loss_curves", &c, cs[i].replicas, outcome_same(&got, &ref), got.seconds,
-               "fashion_mnist 50 steps openmp %s R=%d l2=%g%s%s", cs[i].name, cs[i].replicas, l2 < 0 ? 0 : l2,
+               "fashion_mnist 50 steps openmp %s R=%d l2=%g%s%s", cs[i].name, cs[i].replicas, dr_is_unset(l2) ? 0 : l2,
                got.error[0] ? ": " : "", got.error);
         outcome_free(&got);
     }
@@ -219,12 +219,14 @@ static int tpu_identity(results *r, double l2)
         fails += !outcome_same(&got, &ref);
         record(r, "loss_curves", &c, cases[i].replicas, outcome_same(&got, &ref), got.seconds,
                "%s tpu %s partition=[%s] R=%d l2=%g%s%s", c.variant, cases[i].tpu, cases[i].dims[0] ? cases[i].dims : "1,1",
-               cases[i].replicas, l2 < 0 ? 0 : l2, got.error[0] ? ": " : "", got.error);
+               cases[i].replicas, dr_is_unset(l2) ? 0 : l2, got.error[0] ? ": " : "", got.error);
         outcome_free(&got);
     }
     outcome_free(&ref);
     return fails;
 }
+
+#define PS_W1 "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}"
 
 /* parameter_server (reference only): one worker is one_device's bits at
  * any staleness, sharding and ps count; three workers with stale reads are
@@ -236,6 +238,7 @@ static int parameter_server(results *r)
     };
     dr_run_config c;
     outcome ref, got, again;
+    char tf[512];
     int fails = 0;
     base_config(&c, 63, 20, 1e-3);
     set_strategy(&c, "one_device", 0, NULL, 1);
@@ -247,11 +250,12 @@ static int parameter_server(results *r)
         bool pass;
         base_config(&c, 63, 20, 1e-3);
         set_strategy(&c, "parameter_server", 0, NULL, 1);
-        len = (size_t)snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[");
-        for (uint32_t w = 0; w < W; w++) len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "%s\"w%u:1\"", w ? "," : "", w);
-        len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "],\"ps\":[");
-        for (uint32_t p = 0; p < P; p++) len += (size_t)snprintf(c.tf_config + len, sizeof c.tf_config - len, "%s\"p%u:1\"", p ? "," : "", p);
-        snprintf(c.tf_config + len, sizeof c.tf_config - len, "]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+        len = (size_t)snprintf(tf, sizeof tf, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[");
+        for (uint32_t w = 0; w < W; w++) len += (size_t)snprintf(tf + len, sizeof tf - len, "%s\"w%u:1\"", w ? "," : "", w);
+        len += (size_t)snprintf(tf + len, sizeof tf - len, "],\"ps\":[");
+        for (uint32_t p = 0; p < P; p++) len += (size_t)snprintf(tf + len, sizeof tf - len, "%s\"p%u:1\"", p ? "," : "", p);
+        snprintf(tf + len, sizeof tf - len, "]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+        c.tf_config = tf;
         c.staleness = async ? 2 : cases[i].S;
         c.schedule_seed = 5;
         snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "%s", async ? "fixed:2" : cases[i].part);
@@ -278,8 +282,8 @@ static int parameter_server(results *r)
 
 int suite_loss_curves(results *r, const char *outdir)
 {
-    int fails = bit_identity(r, -1) + bit_identity(r, 1e-3);
-    fails += tpu_identity(r, -1) + tpu_identity(r, 1e-3);
+    int fails = bit_identity(r, DR_UNSET) + bit_identity(r, 1e-3);
+    fails += tpu_identity(r, DR_UNSET) + tpu_identity(r, 1e-3);
     fails += loss_curves_blank_images(r);
     fails += loss_curves_policies(r);
     if (!r->fault) {
@@ -291,18 +295,16 @@ int suite_loss_curves(results *r, const char *outdir)
             base_config(&c, 63, 20, 1e-3);
             set_strategy(&c, "parameter_server", 0, NULL, 1);
             snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-            snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],"
-                     "\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+            c.tf_config = PS_W1;
             if (supported(r, "loss_curves", &c, 1)) {
                 outcome ref, got;
                 set_strategy(&c, "one_device", 0, NULL, 1);
-                c.tf_config[0] = 0;
+                c.tf_config = NULL;
                 snprintf(c.variant, sizeof c.variant, "ref");
                 run_case(&c, &ref);
                 set_strategy(&c, "parameter_server", 0, NULL, 1);
                 snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-                snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],"
-                         "\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+                c.tf_config = PS_W1;
                 run_case(&c, &got);
                 fails += !outcome_same(&got, &ref);
                 record(r, "loss_curves", &c, 1, outcome_same(&got, &ref), got.seconds,
@@ -312,7 +314,7 @@ int suite_loss_curves(results *r, const char *outdir)
             }
         }
     }
-    if (r->full && !r->fault) fails += fashion(r, -1) + fashion(r, 1e-3);
+    if (r->full && !r->fault) fails += fashion(r, DR_UNSET) + fashion(r, 1e-3);
     dr_run_config c;
     outcome ref, got;
     base_config(&c, 2000, 64, 1e-3);       /* a longer run, for the plot and fast mode */
@@ -363,8 +365,7 @@ static int multi_worker(results *r, const char *variant)
     set_strategy(&c, "one_device", 0, NULL, 1);
     run_case(&c, &ref);
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
-    snprintf(c.tf_config, sizeof c.tf_config, "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},"
-             "\"task\":{\"type\":\"worker\",\"index\":0}}");
+    c.tf_config = "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}";
     snprintf(c.variant, sizeof c.variant, "%s", variant);
     if (!supported(r, "loss_curves", &c, 4)) { outcome_free(&ref); return 0; }
     run_case(&c, &got);
@@ -400,9 +401,9 @@ static int unsharded(results *r, const char *variant)
     uint32_t bad = 0, pos[2] = { 0, 0 };
     static const uint32_t base[4] = { 2, 2, 2, 1 };
     const char *tf = "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}";
-    base_config(&c, 20, 7, -1);
+    base_config(&c, 20, 7, DR_UNSET);
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
-    snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
+    c.tf_config = tf;
     snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
     snprintf(c.variant, sizeof c.variant, "%s", variant);
     if (!supported(r, "batch_splitting", &c, 4)) return 0;
@@ -425,7 +426,7 @@ static int unsharded(results *r, const char *variant)
     run_case(&c, &ref);
     base_config(&c, 63, 40, 1e-3);
     set_strategy(&c, "multi_worker_mirrored", 2, "ring", 1);
-    snprintf(c.tf_config, sizeof c.tf_config, "%s", tf);
+    c.tf_config = tf;
     snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "off");
     snprintf(c.variant, sizeof c.variant, "%s", variant);
     run_case(&c, &got);
@@ -455,7 +456,7 @@ int suite_batch_splitting(results *r, const char *outdir)
         uint32_t R = cases[k].R, bad = 0, steps = (cases[k].n + cases[k].G - 1) / cases[k].G;
         char path[1200];
         FILE *f;
-        base_config(&c, cases[k].n, cases[k].G, -1);
+        base_config(&c, cases[k].n, cases[k].G, DR_UNSET);
         snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "%s", policies[q % 2]);
         set_strategy(&c, "mirrored", (int)R, "nccl", 1);
         run_case(&c, &ref);
@@ -508,7 +509,7 @@ int suite_regularization(results *r, const char *outdir)
     c.epochs = 0; c.train_steps = 1;
     set_strategy(&c, "one_device", 0, NULL, 1);
     run_case(&c, &base_l2);
-    c.l2 = -1;
+    c.l2 = DR_UNSET;
     run_case(&c, &base_0);
     snprintf(path, sizeof path, "%s/reg.dat", outdir);
     f = r->fault ? NULL : fopen(path, "w");
@@ -522,7 +523,7 @@ int suite_regularization(results *r, const char *outdir)
         engine(r, &c, "exact");
         set_strategy(&c, "mirrored", reps[i], "nccl", 1);
         run_case(&c, &with);
-        c.l2 = -1;
+        c.l2 = DR_UNSET;
         run_case(&c, &without);
         term = (double)with.loss[0] - (double)without.loss[0];
         /* the term in the loss, and its gradient through the updated weights */

@@ -50,22 +50,26 @@ static bool blank(const char *s) { return s[strspn(s, " \t\n\r")] == '\0'; }
 static int parse_json(const char *text, json_object **out, dr_err *err)
 {
     size_t len = strlen(text);
-    if (len > (size_t)INT_MAX)
+    if (len >= (size_t)INT_MAX)
         return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %zu characters is too long", len);
     struct json_tokener *tok = json_tokener_new();
     if (tok == NULL)
         return dr_fail(err, DR_ENOMEM, "TF_CONFIG: out of memory creating a JSON parser");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
+    /* The terminating NUL is passed too: it tells json-c the text is
+     * complete, so "42" is a number (not a prefix of 421) and "null" null. */
+    json_object *obj = json_tokener_parse_ex(tok, text, (int)len + 1);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t at = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
-    if (jerr == json_tokener_success && obj != NULL) {
+    if (jerr == json_tokener_success && obj == NULL)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: expected a JSON object with \"cluster\" and \"task\", got null");
+    if (jerr == json_tokener_success) {
         *out = obj;
         return DR_OK;
     }
     json_object_put(obj);
-    const char *why = jerr == json_tokener_continue ? "unexpected end of input"
+    const char *why = jerr == json_tokener_continue || jerr == json_tokener_error_parse_eof ? "unexpected end of input"
                                                     : json_tokener_error_desc(jerr);
     return dr_fail(err, DR_EUSAGE, "TF_CONFIG: malformed JSON at character %zu: %s", at, why);
 }
@@ -173,6 +177,11 @@ static int parse_job(const char *name, json_object *list, dr_job *job, dr_err *e
     if (n > DR_CLUSTER_MAX_TASKS)
         return dr_fail(err, DR_EUSAGE, "TF_CONFIG: cluster.%s: %zu tasks; distref supports at "
                        "most %d per job", name, n, DR_CLUSTER_MAX_TASKS);
+    free(job->addr);   /* json-c keeps the last of duplicate keys; so do we */
+    job->addr = NULL;
+    job->n = 0;
+    if (n && !(job->addr = calloc(n, sizeof *job->addr)))
+        return dr_fail(err, DR_ENOMEM, "TF_CONFIG: cluster.%s: out of memory for %zu addresses", name, n);
     for (size_t i = 0; i < n; i++) {
         int rc = parse_address(name, i, json_object_array_get_idx(list, i), job->addr[i], err);
         if (rc != DR_OK)
@@ -210,23 +219,64 @@ static bool same_address(const char *a, const char *b)
     return *a == *b;
 }
 
-/* Positions in (type, index) order: chief, worker, ps, evaluator. */
+static int compare_address(const char *a, const char *b)
+{
+    for (; *a != '\0' && *b != '\0'; a++, b++) {
+        int x = (*a >= 'A' && *a <= 'Z') ? *a - 'A' + 'a' : *a;
+        int y = (*b >= 'A' && *b <= 'Z') ? *b - 'A' + 'a' : *b;
+        if (x != y)
+            return x - y;
+    }
+    return (unsigned char)*a - (unsigned char)*b;
+}
+
+/* A task's position in (type, index) order: chief, worker, ps, evaluator. */
+typedef struct task_pos { const char *addr; unsigned type, index; } task_pos;
+
+static bool before(const task_pos *p, const task_pos *q)
+{
+    return p->type != q->type ? p->type < q->type : p->index < q->index;
+}
+
+static int by_address(const void *a, const void *b)
+{
+    const task_pos *p = a, *q = b;
+    int d = compare_address(p->addr, q->addr);
+    return d ? d : before(p, q) ? -1 : before(q, p) ? 1 : 0;
+}
+
+/* Sorted by address (then position), duplicates are neighbours. Of all the
+ * duplicated addresses, the one whose first task comes first is reported,
+ * naming its second task and its first. */
 static int check_duplicates(const dr_cluster *c, dr_err *err)
 {
-    for (unsigned p = 0; p < 4u * DR_CLUSTER_MAX_TASKS; p++) {
-        unsigned pt = p / DR_CLUSTER_MAX_TASKS, pi = p % DR_CLUSTER_MAX_TASKS;
-        if (pi >= c->job[pt].n)
-            continue;
-        for (unsigned q = p + 1; q < 4u * DR_CLUSTER_MAX_TASKS; q++) {
-            unsigned qt = q / DR_CLUSTER_MAX_TASKS, qi = q % DR_CLUSTER_MAX_TASKS;
-            if (qi < c->job[qt].n && same_address(c->job[pt].addr[pi], c->job[qt].addr[qi]))
-                return dr_fail(err, DR_EUSAGE, "TF_CONFIG: cluster.%s[%u]: address '%s' is "
-                               "also cluster.%s[%u]; every task needs its own address",
-                               k_type_names[qt], qi, c->job[qt].addr[qi],
-                               k_type_names[pt], pi);
+    size_t n = 0, k = 0;
+    for (unsigned t = 0; t < 4u; t++)
+        n += c->job[t].n;
+    if (n < 2)
+        return DR_OK;
+    task_pos *all = malloc(n * sizeof *all);
+    const task_pos *first = NULL, *second = NULL;
+    if (all == NULL)
+        return dr_fail(err, DR_ENOMEM, "TF_CONFIG: out of memory checking %zu addresses", n);
+    for (unsigned t = 0; t < 4u; t++)
+        for (unsigned i = 0; i < c->job[t].n; i++)
+            all[k++] = (task_pos){ c->job[t].addr[i], t, i };
+    qsort(all, n, sizeof *all, by_address);
+    for (size_t i = 1; i < n; i++)
+        if (same_address(all[i - 1].addr, all[i].addr) &&
+            (i < 2 || !same_address(all[i - 2].addr, all[i].addr)) &&   /* a group's first two */
+            (first == NULL || before(&all[i - 1], first))) {
+            first = &all[i - 1];
+            second = &all[i];
         }
-    }
-    return DR_OK;
+    int rc = DR_OK;
+    if (first != NULL)
+        rc = dr_fail(err, DR_EUSAGE, "TF_CONFIG: cluster.%s[%u]: address '%s' is also cluster.%s[%u]; "
+                     "every task needs its own address", k_type_names[second->type], second->index,
+                     second->addr, k_type_names[first->type], first->index);
+    free(all);
+    return rc;
 }
 
 /* ---- task ------------------------------------------------------------- */
@@ -354,7 +404,19 @@ int dr_cluster_parse(const char *tf_config, dr_cluster *out, dr_err *err)
     }
     if (rc == DR_OK)
         *out = c;
+    else
+        dr_cluster_free(&c);
     return rc;
+}
+
+void dr_cluster_free(dr_cluster *c)
+{
+    if (c == NULL)
+        return;
+    for (unsigned t = 0; t < 4u; t++) {
+        free(c->job[t].addr);
+        c->job[t].addr = NULL;
+    }
 }
 
 /* ---- queries ---------------------------------------------------------- */

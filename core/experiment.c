@@ -34,9 +34,9 @@ void dr_run_config_defaults(dr_run_config *c)
     c->strategy.kind = DR_STRATEGY_ONE_DEVICE;
     c->strategy.num_packs = 1;
     c->memory.gpu_memory_bytes = (uint64_t)16 << 30;
-    c->learning_rate = -1.0;
-    c->momentum = -1.0;
-    c->l2 = -1.0;
+    c->learning_rate = DR_UNSET;
+    c->momentum = DR_UNSET;
+    c->l2 = DR_UNSET;
     c->seed = 42;
     c->from_logits = true;
     strcpy(c->data_dir, "/usr/share/datasets/fashion-mnist");

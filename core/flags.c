@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,16 @@ static bool in_range(const dr_flag *f, double v)
     return !bounded(f) || (v >= f->min && v <= f->max);
 }
 
+/* An integer against the bounds, compared as integers: (double)v rounds
+ * above 2^53, so 2^53 + 1 would pass a bound of 2^53 as a double. */
+static bool int_in_range(const dr_flag *f, long long v)
+{
+    if (!bounded(f)) return true;
+    long long lo = f->min <= (double)LLONG_MIN ? LLONG_MIN : (long long)ceil(f->min);
+    long long hi = f->max >= (double)LLONG_MAX ? LLONG_MAX : (long long)floor(f->max);
+    return v >= lo && v <= hi;
+}
+
 /* strtoll/strtod skip leading blanks and accept an empty string without
  * complaint; a value must be the number and nothing else. */
 static bool starts_cleanly(const char *s)
@@ -102,7 +113,7 @@ static int set_int(dr_flag *f, const char *s, dr_err *err)
         return fail_malformed(f, "an integer", s, err);
     if (errno == ERANGE && !bounded(f))
         return fail_malformed(f, "a 64-bit integer", s, err);
-    if (errno == ERANGE || !in_range(f, (double)v))
+    if (errno == ERANGE || !int_in_range(f, v))
         return fail_range(f, "an integer", s, err);
     *(int64_t *)f->dest = (int64_t)v;
     return DR_OK;
@@ -291,8 +302,9 @@ static void format_default(const dr_flag *f, char *buf, size_t n)
     case DR_FLAG_INT:
         snprintf(buf, n, "%" PRId64, *(const int64_t *)f->dest);
         return;
-    case DR_FLAG_DOUBLE:
-        format_double(buf, n, *(const double *)f->dest);
+    case DR_FLAG_DOUBLE:   /* NaN: no default of its own (the flag's help says whose) */
+        if (isnan(*(const double *)f->dest)) snprintf(buf, n, "unset");
+        else format_double(buf, n, *(const double *)f->dest);
         return;
     case DR_FLAG_BOOL:
         snprintf(buf, n, "%s", *(const bool *)f->dest ? "true" : "false");

@@ -5,6 +5,17 @@
 
 #include <string.h>
 
+/* An optional real setting: DR_UNSET keeps the experiment's value; anything
+ * else must lie in [0, max]. */
+static int setting(const char *name, double v, double max, float *dst, dr_err *err)
+{
+    if (dr_is_unset(v)) return DR_OK;
+    if (!(v >= 0 && v <= max))
+        return dr_fail(err, DR_EUSAGE, "--%s: expected a value in [0, %g], got %g", name, max, v);
+    *dst = (float)v;
+    return DR_OK;
+}
+
 int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *err)
 {
     dr_model_spec *m;
@@ -17,12 +28,16 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
         else return dr_fail(err, DR_EUSAGE, "--optimizer: expected sgd or adam, got '%s'", cfg->optimizer);
         if (exp->optimizer.kind == DR_OPT_ADAM) exp->optimizer.momentum = 0.0f;
     }
-    if (cfg->learning_rate >= 0) exp->optimizer.lr = (float)cfg->learning_rate;
-    if (cfg->momentum >= 0) exp->optimizer.momentum = (float)cfg->momentum;
+    if ((rc = setting("learning_rate", cfg->learning_rate, 1e6, &exp->optimizer.lr, err)) ||
+        (rc = setting("momentum", cfg->momentum, 1, &exp->optimizer.momentum, err)) ||
+        (rc = setting("l2", cfg->l2, 1e6, &m->l2, err)))
+        return rc;
+    if (exp->optimizer.kind == DR_OPT_ADAM && (!dr_is_unset(cfg->momentum) || cfg->nesterov))
+        return dr_fail(err, DR_EUSAGE, "--%s is for --optimizer=sgd; experiment %s trains with adam",
+                       cfg->nesterov ? "nesterov" : "momentum", exp->name);
     exp->optimizer.nesterov = cfg->nesterov;
     if (cfg->nesterov && exp->optimizer.momentum == 0.0f)
         return dr_fail(err, DR_EUSAGE, "--nesterov needs --momentum > 0 (SGD)");
-    if (cfg->l2 >= 0) m->l2 = (float)cfg->l2;
     if (!cfg->from_logits) {
         if (m->loss != DR_LOSS_XENT_LOGITS)
             return dr_fail(err, DR_EUSAGE, "--from_logits=false: experiment %s has no classification loss", exp->name);
@@ -163,9 +178,15 @@ static int cluster_setup(dr_run_plan *p, dr_err *err)
     const dr_run_config *cfg = p->cfg;
     dr_cluster cl;
     int rc = dr_cluster_parse(cfg->tf_config, &cl, err);
-    if (rc == DR_OK && cl.has_task) rc = dr_cluster_check(&cl, p->spec.kind, err);
-    if (rc || p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED) return rc;
-    p->num_workers = p->sopt.num_workers = dr_cluster_worker_count(&cl);
+    if (rc) return rc;
+    if (cl.has_task) rc = dr_cluster_check(&cl, p->spec.kind, err);
+    p->num_workers = dr_cluster_worker_count(&cl);
+    dr_cluster_free(&cl);
+    if (rc || p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED) {
+        p->num_workers = 1;
+        return rc;
+    }
+    p->sopt.num_workers = p->num_workers;
     if (cfg->bytes_per_pack) {
         uint64_t per = cfg->bytes_per_pack / sizeof(float);
         uint64_t packs = per ? (p->P + per - 1) / per : p->P;

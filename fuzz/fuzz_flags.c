@@ -71,9 +71,9 @@ static int table(cli *c, dr_flag *f)
         STR("tpu", tpu), STR("tpu_platform", tpu_platform), STR("model_dir", model_dir), STR("mode", mode),
         STR("experiment", experiment), INT("global_batch_size", global_batch_size, 0, 1 << 24),
         INT("train_steps", train_steps, 0, (double)(1LL << 40)), INT("epochs", epochs, 0, 1000000),
-        DBL("learning_rate", learning_rate, -1, 1e6), STR("optimizer", optimizer),
-        DBL("momentum", momentum, -1, 1), BOOL("nesterov", nesterov),
-        INT("seed", seed, 0, 9007199254740992.0), DBL("l2", l2, -1, 1e6), BOOL("from_logits", from_logits),
+        DBL("learning_rate", learning_rate, 0, 1e6), STR("optimizer", optimizer),
+        DBL("momentum", momentum, 0, 1), BOOL("nesterov", nesterov),
+        INT("seed", seed, 0, 9007199254740992.0), DBL("l2", l2, 0, 1e6), BOOL("from_logits", from_logits),
         STR("data_dir", data_dir), INT("synthetic_examples", synthetic_examples, 1, 1000000),
         BOOL("drop_remainder", drop_remainder), BOOL("shuffle", shuffle),
         INT("checkpoint_every", checkpoint_every, 0, (double)(1LL << 40)), STR("layer_devices", layer_devices),
@@ -107,7 +107,7 @@ static void defaults(cli *c)
     strcpy(c->format, "npy");
     c->num_packs = 1;
     c->seed = (int64_t)d.seed;
-    c->learning_rate = c->momentum = c->l2 = -1;
+    c->learning_rate = c->momentum = c->l2 = DR_UNSET;
     c->from_logits = c->shuffle = true;
     c->synthetic_examples = d.synthetic_examples;
     c->gpu_memory_mb = (int64_t)(d.memory.gpu_memory_bytes >> 20);
@@ -148,9 +148,9 @@ static int to_config(const cli *c, const char *tf_config, dr_run_config *cfg, dr
         !copy(cfg->ps_partitioner, sizeof cfg->ps_partitioner, c->ps_partitioner) ||
         !copy(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker) ||
         !copy(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps) ||
-        !copy(cfg->input_mode, sizeof cfg->input_mode, c->input_mode) ||
-        !copy(cfg->tf_config, sizeof cfg->tf_config, tf_config))
+        !copy(cfg->input_mode, sizeof cfg->input_mode, c->input_mode))
         return dr_fail(err, DR_EUSAGE, "a string flag is too long");
+    cfg->tf_config = tf_config;
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
     cfg->epochs = (uint32_t)c->epochs;
@@ -277,6 +277,7 @@ static void run(const dr_run_config *cfg, dr_err *err)
             return;
         opt.num_workers = cl.job[DR_TASK_WORKER].n;
         opt.num_ps = cl.job[DR_TASK_PS].n;
+        dr_cluster_free(&cl);
     }
     if (plan.spec.kind == DR_STRATEGY_TPU && dr_tpu_options(cfg, &plan.exp, &sys, &opt, part, &tiles, err) != DR_OK)
         return;

@@ -15,7 +15,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static dr_cluster c, before;        /* 33 KB each: off the stack */
+    static dr_cluster c, before;
     static dr_strategy s;
     dr_err err = { 0, "" };
     char *text = fz_cstr(data, size);
@@ -48,5 +48,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt.num_ps = c.job[DR_TASK_PS].n;
     spec.kind = DR_STRATEGY_PARAMETER_SERVER;
     (void)dr_strategy_create(&spec, &opt, &s, &err);
+    dr_cluster_free(&c);
     return 0;
 }

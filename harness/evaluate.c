@@ -18,6 +18,7 @@ static int check(const dr_run_config *cfg, dr_err *err)
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     int rc = check(cfg, err);
+    memset(res, 0, sizeof *res);   /* examples stays 0 unless a result was computed */
     return rc ? rc : dr_ref_evaluate(cfg, res, err);
 }
 

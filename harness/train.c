@@ -14,6 +14,7 @@
  */
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
+#include "distref/cluster.h"
 #include "distref/run_log.h"
 
 #include <stdlib.h>
@@ -68,9 +69,10 @@ static int resume(run *r, dr_err *err)
     if (!rc && !r->cfg->train_steps && (c.epoch > p->epochs || (c.epoch == p->epochs && c.position > 0)))
         rc = dr_fail(err, DR_EUSAGE, "--epochs=%u: the checkpoint in %s has trained %u epochs; give at least %u to "
                      "continue it, or another --model_dir", p->epochs, r->cfg->model_dir, c.epoch, c.epoch + 1);
-    if (!rc && dr_dist_iter_seek(&r->it, c.epoch, c.position, c.step, err) != DR_OK)
-        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: data position is invalid (%s); "
-                     "nothing was loaded", r->cfg->model_dir, err->msg);
+    if (!rc && dr_dist_iter_seek(&r->it, c.epoch, c.position, c.step, err) != DR_OK) {
+        dr_fail_wrap(err, "checkpoint %s/ckpt.bin: data position is invalid, nothing was loaded", r->cfg->model_dir);
+        rc = err->code = DR_EFORMAT;
+    }
     if (!rc) rc = r->v->set_variables(r->s, c.params, c.slots, err);
     if (!rc) {
         r->step = r->start_step = c.step;
@@ -198,12 +200,30 @@ static bool self_scheduled(const run *r)
     return r->v->train && r->plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER;
 }
 
+/* TF_CONFIG's evaluator is a side-car that evaluates the chief's
+ * checkpoints (multi_worker_util: it is not in the worker count); it never
+ * trains. */
+static int not_evaluator(const dr_run_config *cfg, dr_err *err)
+{
+    dr_cluster cl;
+    bool evaluator;
+    int rc = dr_cluster_parse(cfg->tf_config, &cl, err);
+    if (rc) return rc;
+    evaluator = cl.has_task && cl.task_type == DR_TASK_EVALUATOR;
+    dr_cluster_free(&cl);
+    if (evaluator)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: task.type is 'evaluator', which does not train (it evaluates "
+                       "the chief's checkpoints): run `distref evaluate` as this task, or give it a chief or "
+                       "worker task");
+    return DR_OK;
+}
+
 static int open_run(run *r, dr_err *err)
 {
     const dr_run_config *cfg = r->cfg;
     const dr_strategy *st;
     int rc;
-    if ((rc = dr_variant_lookup(cfg->variant, &r->v, err)) || (rc = dr_run_plan_make(cfg, &r->plan, err)) ||
+    if ((rc = not_evaluator(cfg, err)) || (rc = dr_variant_lookup(cfg->variant, &r->v, err)) || (rc = dr_run_plan_make(cfg, &r->plan, err)) ||
         (rc = r->v->supports(&r->plan, err)) ||
         (rc = dr_load_dataset(cfg, r->plan.exp.dataset, 0, &r->data, err)))
         return rc;

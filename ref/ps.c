@@ -63,16 +63,17 @@ static int cluster(ps_run *r, dr_err *err)
     const dr_run_config *cfg = r->t.cfg;
     dr_cluster cl;
     int rc;
-    const char *blank = cfg->tf_config + strspn(cfg->tf_config, " \t\r\n");
+    const char *tf = cfg->tf_config ? cfg->tf_config : "", *blank = tf + strspn(tf, " \t\r\n");
     if (!blank[0] || strcmp(blank, "{}") == 0)
         return dr_fail(err, DR_EUSAGE, "TF_CONFIG: parameter_server needs a cluster with at least one 'worker' "
                        "and one 'ps' task, e.g. {\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],"
                        "\"ps\":[\"p:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}; it is empty");
-    if ((rc = dr_cluster_parse(cfg->tf_config, &cl, err)) ||
-        (rc = dr_cluster_check(&cl, DR_STRATEGY_PARAMETER_SERVER, err)))
-        return rc;
+    if ((rc = dr_cluster_parse(cfg->tf_config, &cl, err))) return rc;
+    rc = dr_cluster_check(&cl, DR_STRATEGY_PARAMETER_SERVER, err);
     r->W = cl.job[DR_TASK_WORKER].n;
     r->P = cl.job[DR_TASK_PS].n;
+    dr_cluster_free(&cl);
+    if (rc) return rc;
     if (r->W > DR_PS_MAX_WORKERS)
         return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers; distref emulates at most %d", r->W, DR_PS_MAX_WORKERS);
     return DR_OK;
@@ -397,12 +398,23 @@ static int ps_failed(ps_run *r, dr_err *err)
 static int train_loop(ps_run *r, dr_err *err)
 {
     uint64_t done = 0, E = r->t.cfg->checkpoint_every;
+    const volatile sig_atomic_t *stop = r->t.cfg->stop;
     int rc = DR_OK;
     while (rc == DR_OK && done < r->N) {
         uint64_t until = next_join(r, done), id;
-        for (; rc == DR_OK && done < until; done++) rc = dr_coordinator_schedule(r->coord, ps_step, r, &id, err);
+        for (; rc == DR_OK && done < until && !(stop && *stop); done++)
+            rc = dr_coordinator_schedule(r->coord, ps_step, r, &id, err);
         if (rc == DR_OK) rc = dr_coordinator_join(r->coord, err);
         if (rc == DR_EFAULT && r->copt.fail_ps_step) return ps_failed(r, err);
+        if (rc == DR_OK && stop && *stop && done < r->N) {
+            /* SIGINT/SIGTERM: no new closures; the join above let those in
+             * flight land; checkpoint there (a join, as --checkpoint_every's) */
+            if ((rc = save(r, err)) == DR_OK)
+                rc = dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
+                             "(the same command resumes it)", (int)*stop, (unsigned long long)r->t.step,
+                             r->t.cfg->model_dir);
+            return rc;
+        }
         if (rc == DR_OK && E && done % E == 0 && done > r->resumed && done < r->N) rc = save(r, err);
     }
     return rc;

@@ -24,7 +24,10 @@
 #include "distref/harness.h"
 #include "distref/train.h"
 
-#define BIN "./bin/distref"
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
 /* 50 examples in batches of 20: 3 steps an epoch, the third one short (10). */
 #define EXAMPLES 50
 #define BATCH 20

@@ -19,7 +19,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define BIN "./bin/distref"
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
 
 static char g_tmp[64];              /* this file's temporary directory */
 
@@ -225,9 +228,9 @@ static void test_ps_flag_with_mirrored(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--fail_worker=1:3");
-    expect(&r, 2, "--fail_worker is only for --distribution_strategy=parameter_server");
+    expect(&r, 2, "--fail_worker does not apply to --distribution_strategy=mirrored: it is only for --distribution_strategy=parameter_server");
     RUN(&r, "train", MD, "--distribution_strategy=one_device", "--schedule_seed=7");
-    expect(&r, 2, "--schedule_seed is only for --distribution_strategy=parameter_server");
+    expect(&r, 2, "--schedule_seed does not apply to --distribution_strategy=one_device: it is only for --distribution_strategy=parameter_server");
 }
 /* The parameter_server flags' own errors, with a valid cluster. */
 static void test_ps_flag_values(void **s)
@@ -255,9 +258,9 @@ static void test_tpu_flags_without_tpu(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--input_partition_dims=2,2");
-    expect(&r, 2, "--input_partition_dims is only for --distribution_strategy=tpu");
+    expect(&r, 2, "--input_partition_dims does not apply to");
     RUN(&r, "train", MD, "--distribution_strategy=one_device", "--tpu_hbm_scale=0.5");
-    expect(&r, 2, "--tpu_hbm_scale is only for --distribution_strategy=tpu");
+    expect(&r, 2, "--tpu_hbm_scale does not apply to");
     RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu_hbm_scale=0");
     expect(&r, 2, "--tpu_hbm_scale");
 }
@@ -448,7 +451,7 @@ static void test_tpu_platform_without_tpu(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--tpu_platform=v3");
-    expect(&r, 2, "--tpu_platform is only for --distribution_strategy=tpu");
+    expect(&r, 2, "--tpu_platform does not apply to");
 }
 
 /* No error path above may have created the model_dir it was given. */

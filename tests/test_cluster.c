@@ -13,6 +13,10 @@
 
 #include "distref/cluster.h"
 
+/* Every cluster parse_ok makes, kept for the group's teardown to free. */
+static dr_cluster kept[64];
+static size_t nkept;
+
 static void parse_ok(const char *json, dr_cluster *c)
 {
     dr_err err = { 0, "" };
@@ -20,6 +24,15 @@ static void parse_ok(const char *json, dr_cluster *c)
     int rc = dr_cluster_parse(json, c, &err);
     if (rc != DR_OK)
         fail_msg("%s rejected: %s", json ? json : "NULL", err.msg);
+    assert_true(nkept < sizeof kept / sizeof kept[0]);
+    kept[nkept++] = *c;
+}
+
+static int free_kept(void **state)
+{
+    (void)state;
+    while (nkept) dr_cluster_free(&kept[--nkept]);
+    return 0;
 }
 
 /* Rejected with DR_EUSAGE, a "TF_CONFIG: " message containing want, and the
@@ -203,7 +216,23 @@ static void test_max_tasks(void **state)
     expect_queries(&c, DR_CLUSTER_MAX_TASKS, DR_CLUSTER_MAX_TASKS - 1, false);
     free(s);
     s = workers_json(DR_CLUSTER_MAX_TASKS + 1);
-    expect_err(s, "TF_CONFIG: cluster.worker: 65 tasks; distref supports at most 64");
+    expect_err(s, "TF_CONFIG: cluster.worker: 65537 tasks; distref supports at most 65536");
+    free(s);
+}
+
+/* TF_CONFIG has no length limit: a 1,000-worker cluster (about 20 KB, 5x
+ * the old 4,095-character cap), a duplicate found among them by address. */
+static void test_large_cluster(void **state)
+{
+    (void)state;
+    dr_cluster c;
+    char *s = workers_json(1000);
+    assert_true(strlen(s) > 4096 * 2);
+    parse_ok(s, &c);
+    expect_queries(&c, 1000, 999, false);
+    assert_string_equal(c.job[DR_TASK_WORKER].addr[999], "w999:1");
+    memcpy(strstr(s, "\"w998:1\""), "\"W117:1\"", 8);   /* a duplicate of w117, case aside */
+    expect_err(s, "TF_CONFIG: cluster.worker[998]: address 'W117:1' is also cluster.worker[117]");
     free(s);
 }
 
@@ -242,6 +271,13 @@ ERR_TEST(test_malformed_json,
     { "{\"cluster\": {", "malformed JSON at character 13: unexpected end of input" },
     { "{} x", "malformed JSON at character 3: unexpected character" },
     { "{\"task\": {},}", "malformed JSON at character 12" })
+
+/* A complete JSON value that is not an object names its type (it was
+ * "unexpected end of input" when json-c was not told the text had ended). */
+ERR_TEST(test_scalar_documents,
+    { "null", "TF_CONFIG: expected a JSON object with \"cluster\" and \"task\", got null" },
+    { "42", "TF_CONFIG: expected a JSON object with \"cluster\" and \"task\", got int" },
+    { " 4.5 ", "got double" }, { "true", "got boolean" })
 
 static void test_null_err(void **state)
 {
@@ -444,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_workers_only), cmocka_unit_test(test_ps_and_evaluator),
         cmocka_unit_test(test_evaluator_exempt), cmocka_unit_test(test_address_forms),
         cmocka_unit_test(test_extra_keys_and_empty_job), cmocka_unit_test(test_max_tasks),
+        cmocka_unit_test(test_large_cluster), cmocka_unit_test(test_scalar_documents),
         cmocka_unit_test(test_max_address_length), cmocka_unit_test(test_task_type_name),
         cmocka_unit_test(test_malformed_json), cmocka_unit_test(test_null_err),
         cmocka_unit_test(test_not_an_object), cmocka_unit_test(test_missing_cluster),
@@ -464,5 +501,5 @@ int main(void)
         cmocka_unit_test(test_check_parameter_server_needs_worker_and_ps),
         cmocka_unit_test(test_check_other_strategies),
     };
-    return cmocka_run_group_tests_name("cluster", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("cluster", tests, NULL, free_kept);
 }

@@ -14,8 +14,21 @@
  *                        counters are in the checkpoint)
  *   negative_values      --learning_rate, --momentum, --l2 below 0 are
  *                        refused, not read as "the default"
+ *   flag_scopes          a flag for another strategy, variant or command
+ *                        is refused naming the flag and what it is for
+ *   unknown_command      `distref fly` says "unknown command"
+ *   tf_config_text       TF_CONFIG null / 42 name their JSON type; 1,000
+ *                        workers (20 KB) are fine; no "--TF_CONFIG" prefix;
+ *                        an evaluator task does not train
+ *   evaluate_unwritable  evaluate prints its result even when eval.json
+ *                        cannot be written, then fails naming the file
+ *   position_message     a checkpoint with an impossible data position is
+ *                        refused with a readable message (it was formatted
+ *                        into itself)
  * The kill-at-every-write sweep is the durability suite of make
  * conformance (scripts/durability.sh). Run from the repository root. */
+#include "distref/checkpoint.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -32,7 +45,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BIN "./bin/distref"
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
 #define RUNF "--distribution_strategy=mirrored --num_gpus=2 --synthetic_examples=200 --global_batch_size=16"
 
 static char g_tmp[64];
@@ -211,6 +227,113 @@ static void negative_values(void **st)
     }
 }
 
+/* Item 7: every flag that does not apply is refused, naming it and the
+ * strategy, variant or command; where it applies it is accepted. */
+static void flag_scopes(void **st)
+{
+    static const struct { const char *args, *want; } bad[] = {
+        { "train --distribution_strategy=mirrored --tpu=v3-8",
+          "--tpu does not apply to --distribution_strategy=mirrored: it is only for --distribution_strategy=tpu" },
+        { "train --distribution_strategy=one_device --all_reduce_alg=bogus",
+          "--all_reduce_alg does not apply to --distribution_strategy=one_device" },
+        { "train --distribution_strategy=one_device --auto_shard_policy=weird",
+          "--auto_shard_policy does not apply to --distribution_strategy=one_device" },
+        { "train --distribution_strategy=mirrored --bytes_per_pack=100",
+          "--bytes_per_pack does not apply to --distribution_strategy=mirrored" },
+        { "train --distribution_strategy=multi_worker_mirrored --num_packs=2",
+          "--num_packs does not apply to --distribution_strategy=multi_worker_mirrored" },
+        { "train --distribution_strategy=tpu --num_gpus=2", "--num_gpus does not apply to --distribution_strategy=tpu" },
+        { "train --distribution_strategy=one_device --staleness=2",
+          "--staleness does not apply to --distribution_strategy=one_device" },
+        { "train --distribution_strategy=one_device --threads=2", "--threads does not apply to --variant=ref" },
+        { "train --distribution_strategy=one_device --what=init", "--what does not apply to train: it is only for export" },
+        { "evaluate --distribution_strategy=one_device --checkpoint_every=5", "--checkpoint_every does not apply to evaluate" },
+        { "train --distribution_strategy=one_device --optimizer=adam --momentum=0.9",
+          "--momentum is for --optimizer=sgd" },
+        { "train --distribution_strategy=mirrored --all_reduce_alg=bogus", "valid values for all_reduce_alg are" },
+    };
+    (void)st;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = sh(BIN " %s --model_dir=%s/scope --experiment=linear_ones", bad[i].args, g_tmp);
+        if (rc != 2 || !strstr(out, bad[i].want)) fail_msg("%s: status %d, output %s", bad[i].args, rc, out);
+    }
+    /* the same flags where they apply */
+    assert_int_equal(sh(BIN " train --model_dir=%s/scope_ok --experiment=linear_ones --train_steps=1 "
+                        "--distribution_strategy=mirrored --num_gpus=2 --all_reduce_alg=nccl --num_packs=2 "
+                        "--auto_shard_policy=off --variant=openmp --threads=1 --checkpoint_every=1", g_tmp), 0);
+}
+
+static void unknown_command(void **st)
+{
+    (void)st;
+    assert_int_equal(sh(BIN " fly --model_dir=%s/fly", g_tmp), 2);
+    assert_non_null(strstr(out, "unknown command 'fly'"));
+    assert_null(strstr(out, "--model_dir is required"));
+}
+
+static void tf_config_text(void **st)
+{
+    static char big[32768];
+    size_t n = 0;
+    (void)st;
+    assert_int_equal(sh("TF_CONFIG=null " BIN " train --model_dir=%s/tfc --experiment=linear_ones", g_tmp), 2);
+    assert_non_null(strstr(out, "distref: error: TF_CONFIG: expected a JSON object with \"cluster\" and \"task\", got null"));
+    assert_int_equal(sh("TF_CONFIG=42 " BIN " train --model_dir=%s/tfc --experiment=linear_ones", g_tmp), 2);
+    assert_non_null(strstr(out, "got int"));
+    n += (size_t)snprintf(big + n, sizeof big - n, "{\"cluster\":{\"worker\":[");
+    for (int w = 0; w < 1000; w++) n += (size_t)snprintf(big + n, sizeof big - n, "%s\"host%d:2222\"", w ? "," : "", w);
+    snprintf(big + n, sizeof big - n, "]},\"task\":{\"type\":\"worker\",\"index\":0}}");
+    assert_true(strlen(big) > 3 * 4096);   /* the old cap was 4,095 */
+    assert_int_equal(setenv("TF_CONFIG", big, 1), 0);
+    /* mirrored reads a cluster but runs on one machine, as TensorFlow's does */
+    int rc = sh(BIN " train --model_dir=%s/tfc_big --experiment=linear_ones --train_steps=1", g_tmp);
+    assert_int_equal(unsetenv("TF_CONFIG"), 0);
+    if (rc != 0) fail_msg("1,000-worker TF_CONFIG: status %d: %s", rc, out);
+    assert_int_equal(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"a:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+                        BIN " train --model_dir=%s/tfc --experiment=linear_ones", g_tmp), 2);
+    assert_null(strstr(out, "--TF_CONFIG"));
+    assert_non_null(strstr(out, "distref: error: TF_CONFIG: cluster.worker[1]"));
+    assert_int_equal(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:1\"]},\"task\":{\"type\":\"evaluator\",\"index\":0}}' "
+                        BIN " train --distribution_strategy=multi_worker_mirrored --model_dir=%s/tfc --experiment=linear_ones", g_tmp), 2);
+    assert_non_null(strstr(out, "task.type is 'evaluator', which does not train"));
+}
+
+static void evaluate_unwritable(void **st)
+{
+    char dir[128];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/eval", g_tmp);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=64 "
+                        "--global_batch_size=32 --train_steps=2", dir), 0);
+    /* eval.json a non-empty directory: the atomic rename cannot replace it
+     * (root ignores a read-only directory's mode, so this stands in for it) */
+    assert_int_equal(sh("mkdir -p %s/eval.json/x", dir), 0);
+    assert_int_equal(sh(BIN " evaluate --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=64 "
+                        "--global_batch_size=32", dir), 1);
+    assert_non_null(strstr(out, "evaluate: steps="));
+    assert_non_null(strstr(out, "distref: error:"));
+    assert_non_null(strstr(out, "eval.json"));
+}
+
+static void position_message(void **st)
+{
+    char dir[128];
+    dr_checkpoint c;
+    bool found = false;
+    dr_err err = { 0, "" };
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/pos", g_tmp);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=linear_ones --train_steps=2", dir), 0);
+    assert_int_equal(dr_checkpoint_load(dir, &c, &found, &err), DR_OK);
+    assert_true(found);
+    c.position = 3;   /* not a multiple of the global batch, not the epoch's end */
+    assert_int_equal(dr_checkpoint_save(dir, &c, &err), DR_OK);
+    dr_checkpoint_free(&c);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=linear_ones --train_steps=4", dir), 1);
+    assert_non_null(strstr(out, "ckpt.bin: data position is invalid, nothing was loaded: position: 3 is neither a "
+                                "multiple of global_batch_size"));
+}
+
 static int setup(void **st)
 {
     (void)st;
@@ -229,6 +352,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_checkpoint), cmocka_unit_test(finished_run), cmocka_unit_test(settings_on_resume),
         cmocka_unit_test(stale_temps), cmocka_unit_test(signals), cmocka_unit_test(negative_values),
+        cmocka_unit_test(flag_scopes), cmocka_unit_test(unknown_command), cmocka_unit_test(tf_config_text),
+        cmocka_unit_test(evaluate_unwritable), cmocka_unit_test(position_message),
     };
     return cmocka_run_group_tests_name("durable", tests, setup, teardown);
 }

@@ -198,6 +198,24 @@ static void test_int_range_and_bounds(void **state)
     EXPECT_ERR("--num_gpus: expected an integer in [0, 64], got '65'", "--num_gpus", "65");
 }
 
+/* Integers are compared with their bounds as integers: 2^53 + 1 is a
+ * double's 2^53, so a double comparison let it through a bound of 2^53. */
+static void test_int_bound_above_2_53(void **state)
+{
+    (void)state;
+    int64_t seed = 0;
+    dr_flag f[1] = { { "seed", DR_FLAG_INT, &seed, 0, 9007199254740992.0, "seed", false } };
+    char ok[] = "--seed=9007199254740992", over[] = "--seed=9007199254740993";
+    char *a1[] = { ok }, *a2[] = { over };
+    bool help;
+    dr_err err = { 0, "" };
+    assert_int_equal(dr_flags_parse(f, 1, 1, a1, &help, &err), DR_OK);
+    assert_true(seed == INT64_C(9007199254740992));
+    assert_int_equal(dr_flags_parse(f, 1, 1, a2, &help, &err), DR_EUSAGE);
+    assert_non_null(strstr(err.msg, "--seed: expected an integer in [0, 9007199254740992], got '9007199254740993'"));
+    assert_true(seed == INT64_C(9007199254740992));
+}
+
 static void test_int_malformed(void **state)
 {
     (void)state;
@@ -371,7 +389,7 @@ int main(void)
         cmocka_unit_test(test_string_empty_and_max_length),
         cmocka_unit_test(test_bool_forms),
         cmocka_unit_test(test_bool_does_not_take_next_arg),
-        cmocka_unit_test(test_int_range_and_bounds),
+        cmocka_unit_test(test_int_range_and_bounds), cmocka_unit_test(test_int_bound_above_2_53),
         cmocka_unit_test(test_int_malformed),
         cmocka_unit_test(test_double_values),
         cmocka_unit_test(test_bad_bool_value),

@@ -166,7 +166,7 @@ static void train_ex(const char *strategy, int gpus, const char *alg, const char
     c.l2 = l2;
     snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "%s", policy);
     c.bytes_per_pack = bytes_per_pack;
-    snprintf(c.tf_config, sizeof c.tf_config, "%s", tf_config);
+    c.tf_config = tf_config;
     assert_int_equal(dr_get_distribution_strategy(strategy, gpus, alg, 1, NULL, &c.strategy, &err), DR_OK);
     assert_non_null(mkdtemp(dir));
     strcpy(c.model_dir, dir);
@@ -219,7 +219,7 @@ static void identity(double l2)
     }
 }
 
-static void identity_plain(void **state) { (void)state; identity(-1); }
+static void identity_plain(void **state) { (void)state; identity(DR_UNSET); }
 static void identity_l2(void **state) { (void)state; identity(1e-3); }
 
 /* Auto-shard OFF: W workers each train on all the data, so a global batch
@@ -232,7 +232,7 @@ static void unsharded_identity(void **state)
     char tf[1024];
     (void)state;
     for (int l = 0; l < 2; l++) {
-        double l2 = l ? 1e-3 : -1;
+        double l2 = l ? 1e-3 : DR_UNSET;
         train("one_device", 0, NULL, "", l2, 0, &ref);
         for (uint32_t W = 2; W <= 3; W++)
             for (int g = 0; g <= 2; g += 2) {
@@ -248,9 +248,9 @@ static void unsharded_identity(void **state)
     }
     /* The same data DATA-sharded is a different run: batches of 40 distinct examples. */
     cluster_of(2, false, tf, sizeof tf);
-    train_ex("multi_worker_mirrored", 0, "ring", tf, -1, 0, 40, "data", &got);
+    train_ex("multi_worker_mirrored", 0, "ring", tf, DR_UNSET, 0, 40, "data", &got);
     assert_int_equal(got.rc, DR_OK);
-    train("one_device", 0, NULL, "", -1, 0, &ref);
+    train("one_device", 0, NULL, "", DR_UNSET, 0, &ref);
     assert_string_not_equal(got.sha, ref.sha);
 }
 
@@ -259,11 +259,11 @@ static void cluster_errors(void **state)
     run got;
     (void)state;
     train("multi_worker_mirrored", 0, NULL, "{\"cluster\":{\"worker\":[\"a:1\"],\"ps\":[\"p:1\"]},"
-          "\"task\":{\"type\":\"worker\",\"index\":0}}", -1, 0, &got);
+          "\"task\":{\"type\":\"worker\",\"index\":0}}", DR_UNSET, 0, &got);
     assert_int_equal(got.rc, DR_EUSAGE);
     assert_non_null(strstr(got.msg, "'ps'"));
     train("mirrored", 2, NULL, "{\"cluster\":{\"worker\":[\"a:1\"]},\"task\":{\"type\":\"worker\",\"index\":3}}",
-          -1, 0, &got);
+          DR_UNSET, 0, &got);
     assert_int_equal(got.rc, DR_EUSAGE);
     assert_non_null(strstr(got.msg, "TF_CONFIG"));
 }

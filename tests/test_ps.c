@@ -55,7 +55,11 @@ static void base(dr_run_config *c, const char *experiment, const char *strategy,
     c->synthetic_examples = EXAMPLES;
     c->epochs = 2;
     assert_int_equal(dr_get_distribution_strategy(strategy, 0, NULL, 1, NULL, &c->strategy, &err), DR_OK);
-    if (W) tf_config(c->tf_config, sizeof c->tf_config, W, P, true);
+    static char tf[4096];   /* outlives the run, as dr_run_config.tf_config must */
+    if (W) {
+        tf_config(tf, sizeof tf, W, P, true);
+        c->tf_config = tf;
+    }
 }
 
 static char *slurp(const char *path)
@@ -160,11 +164,11 @@ static void identity_case(const char *experiment, const char *optimizer, double 
     done_with(&ref);
 }
 
-static void identity_sgd(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", -1); }
+static void identity_sgd(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", DR_UNSET); }
 static void identity_sgd_l2(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", 1e-3); }
-static void identity_adam(void **state) { (void)state; identity_case("mlp_synthetic", "adam", -1); }
+static void identity_adam(void **state) { (void)state; identity_case("mlp_synthetic", "adam", DR_UNSET); }
 static void identity_adam_l2(void **state) { (void)state; identity_case("mlp_synthetic", "adam", 1e-3); }
-static void identity_linear(void **state) { (void)state; identity_case("linear_ones", "", -1); }
+static void identity_linear(void **state) { (void)state; identity_case("linear_ones", "", DR_UNSET); }
 
 static void async_config(dr_run_config *c, uint64_t seed)
 {
@@ -412,7 +416,7 @@ static void run_errors(void **state)
         dr_run_config c;
         run r;
         base(&c, "mlp_synthetic", "parameter_server", 2, 1);
-        if (!strcmp(bad[i].field, "tf_config")) snprintf(c.tf_config, sizeof c.tf_config, "%s", bad[i].value);
+        if (!strcmp(bad[i].field, "tf_config")) c.tf_config = bad[i].value;
         if (!strcmp(bad[i].field, "fail_worker")) snprintf(c.fail_worker, sizeof c.fail_worker, "%s", bad[i].value);
         if (!strcmp(bad[i].field, "fail_ps")) snprintf(c.fail_ps, sizeof c.fail_ps, "%s", bad[i].value);
         if (!strcmp(bad[i].field, "ps_partitioner")) snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "%s", bad[i].value);

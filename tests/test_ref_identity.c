@@ -152,7 +152,7 @@ static void matrix(const char *experiment, double l2)
     c.layer_devices[0] = 0;
 }
 
-static void identity_synthetic(void **state) { (void)state; matrix("mlp_synthetic", -1); }
+static void identity_synthetic(void **state) { (void)state; matrix("mlp_synthetic", DR_UNSET); }
 
 /* Fashion-MNIST (when installed): three steps of a real-data run. */
 static void fashion(double l2)
@@ -176,7 +176,7 @@ static void fashion(double l2)
     }
 }
 
-static void identity_fashion(void **state) { (void)state; fashion(-1); }
+static void identity_fashion(void **state) { (void)state; fashion(DR_UNSET); }
 static void identity_fashion_l2(void **state) { (void)state; fashion(1e-3); }
 static void identity_synthetic_l2(void **state) { (void)state; matrix("mlp_synthetic", 1e-3); }
 

@@ -147,7 +147,7 @@ static void matrix(double l2)
     }
 }
 
-static void identity_no_l2(void **s) { (void)s; matrix(-1); }
+static void identity_no_l2(void **s) { (void)s; matrix(DR_UNSET); }
 static void identity_l2(void **s) { (void)s; matrix(0.01); }
 
 /* Adam and the guide's toy model too; local is the name of the default slice. */
@@ -162,7 +162,7 @@ static void identity_adam_and_toy(void **s)
     set_tpu(&c, "local", "2,2");
     train(&c, &got);
     assert_same_run(&got, &ref, "adam on local [2,2]");
-    base_config(&c, -1);
+    base_config(&c, DR_UNSET);
     snprintf(c.experiment, sizeof c.experiment, "linear_ones");
     c.global_batch_size = 8;
     train(&c, &ref);
@@ -208,7 +208,7 @@ static void hbm_needs_partitioning(void **s)
     run ref, got;
     dr_err err;
     (void)s;
-    base_config(&c, -1);
+    base_config(&c, DR_UNSET);
     train(&c, &ref);
     set_tpu(&c, "v3-8", "");
     c.tpu_hbm_scale = 0.0007;   /* 12 MB per core: the 784-128-10 model with its slots and accumulators needs 17.9 */
@@ -323,7 +323,7 @@ static void usage_errors(void **s)
 {
     dr_run_config c;
     (void)s;
-    base_config(&c, -1);
+    base_config(&c, DR_UNSET);
     set_tpu(&c, "grpc://10.0.0.2:8470", "");
     expect_error(&c, DR_EUSAGE, "no remote TPU in emulation");
     set_tpu(&c, "v9-8", "");
@@ -350,7 +350,7 @@ static void usage_errors(void **s)
     snprintf(c.layer_devices, sizeof c.layer_devices, "/gpu:0,/gpu:1");
     expect_error(&c, DR_EUSAGE, "--layer_devices: not with the tpu strategy");
     c.layer_devices[0] = 0;
-    base_config(&c, -1);
+    base_config(&c, DR_UNSET);
     snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "2,2");
     expect_error(&c, DR_EUSAGE, "spatial partitioning needs --distribution_strategy=tpu, not one_device");
 }

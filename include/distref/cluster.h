@@ -44,14 +44,14 @@
 #include "distref/error.h"
 #include "distref/factory.h"
 
-#define DR_CLUSTER_MAX_TASKS 64
+#define DR_CLUSTER_MAX_TASKS 65536   /* per job: far beyond any cluster TF runs */
 #define DR_CLUSTER_ADDR_MAX 128
 
 typedef enum dr_task_type { DR_TASK_CHIEF = 0, DR_TASK_WORKER, DR_TASK_PS, DR_TASK_EVALUATOR } dr_task_type;
 
 typedef struct dr_job {
     uint32_t n;
-    char     addr[DR_CLUSTER_MAX_TASKS][DR_CLUSTER_ADDR_MAX];
+    char   (*addr)[DR_CLUSTER_ADDR_MAX];   /* n addresses (heap; NULL when n == 0) */
 } dr_job;
 
 typedef struct dr_cluster {
@@ -61,9 +61,13 @@ typedef struct dr_cluster {
     bool         has_task;        /* false for an empty TF_CONFIG (single machine) */
 } dr_cluster;
 
-/* Parses TF_CONFIG text; NULL, "", blanks or "{}" give a single-machine
- * cluster (has_task false, no jobs). On error *out is left untouched. */
+/* Parses TF_CONFIG text of any length; NULL, "", blanks or "{}" give a
+ * single-machine cluster (has_task false, no jobs). On success the caller
+ * owns *out and releases it with dr_cluster_free; on error *out is left
+ * untouched and nothing needs freeing. */
 int  dr_cluster_parse(const char *tf_config, dr_cluster *out, dr_err *err);
+/* Releases the addresses of a parsed cluster (the counts stay). NULL-safe. */
+void dr_cluster_free(dr_cluster *c);
 
 /* Checks the cluster against a strategy: a non-empty "ps" job only with
  * parameter_server; parameter_server needs at least one "worker" and one

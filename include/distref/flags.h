@@ -17,7 +17,8 @@
 typedef enum dr_flag_type {
     DR_FLAG_STRING,   /* dest: char[DR_FLAG_STR_MAX] */
     DR_FLAG_INT,      /* dest: int64_t, checked against [min, max] */
-    DR_FLAG_DOUBLE,   /* dest: double, finite, checked against [min, max] */
+    DR_FLAG_DOUBLE,   /* dest: double, finite, checked against [min, max]; a NaN
+                       * default means "not given" and shows as "unset" */
     DR_FLAG_BOOL      /* dest: bool */
 } dr_flag_type;
 

@@ -37,7 +37,11 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 /* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
  * or writes model_dir/predictions.jsonl (predict), distributed the same
  * way. Both run the reference's forward pass: a checkpoint is the same
- * numbers whichever variant trained it. */
+ * numbers whichever variant trained it. When evaluate computed its result
+ * but could not write model_dir/eval.json (a read-only directory, a full
+ * disk), it returns the write's error with *res filled in (res->examples >
+ * 0), so the caller can still show it; on any other error res->examples is
+ * 0. */
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 

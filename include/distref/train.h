@@ -15,6 +15,7 @@
 #ifndef DISTREF_TRAIN_H
 #define DISTREF_TRAIN_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,6 +37,12 @@ typedef struct dr_experiment {
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
 
+/* "Not given: use the experiment's value" for the optional real settings
+ * (learning_rate, momentum, l2). A NaN, never a number a user could type:
+ * a negative value is an error (DR_EUSAGE), not a default. */
+#define DR_UNSET ((double)NAN)
+#define dr_is_unset(x) (isnan(x))
+
 typedef struct dr_run_config {
     char     experiment[32];
     dr_strategy_spec    strategy;
@@ -44,12 +51,12 @@ typedef struct dr_run_config {
     uint32_t global_batch_size;   /* 0 = the experiment's */
     uint64_t train_steps;         /* 0 = run whole epochs */
     uint32_t epochs;              /* 0 = the experiment's */
-    double   learning_rate;       /* < 0 = the experiment's */
+    double   learning_rate;       /* DR_UNSET = the experiment's; otherwise >= 0 */
     char     optimizer[16];       /* "" = the experiment's; "sgd" or "adam" */
-    double   momentum;            /* < 0 = the experiment's */
+    double   momentum;            /* DR_UNSET = the experiment's; otherwise in [0, 1] */
     bool     nesterov;
     uint64_t seed;
-    double   l2;                  /* < 0 = the experiment's (none) */
+    double   l2;                  /* DR_UNSET = the experiment's (none); otherwise >= 0 */
     bool     from_logits;
     char     data_dir[1024];
     char     model_dir[1024];
@@ -57,7 +64,8 @@ typedef struct dr_run_config {
     bool     drop_remainder;
     bool     shuffle;
     uint64_t checkpoint_every;    /* steps; 0 = at the end only */
-    char     tf_config[4096];     /* TF_CONFIG JSON ("" = one machine) */
+    const char *tf_config;        /* TF_CONFIG JSON; NULL or "" = one machine. Not copied:
+                                   * the caller keeps it alive for the run */
     char     auto_shard_policy[8];/* auto (default), file, data, off, hint */
     char     input_mode[16];      /* dataset (experimental_distribute_dataset, default) or function */
     char     loss_reduction[24];  /* the loss's divisor: global_batch_size (default) or examples_in_step */
