@@ -11,9 +11,11 @@
  */
 #include "distref/data.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "distref/idx.h"
 #include "distref/rng.h"
@@ -163,21 +165,31 @@ int dr_dataset_synthetic(uint64_t seed, int split, uint32_t n, dr_dataset *out, 
 
 /* ---- Fashion-MNIST ------------------------------------------------------ */
 
+/* <dir>/<prefix>-<kind>.gz if it exists (or cannot be checked: loading it
+ * then says why), else the unpacked <dir>/<prefix>-<kind>; when neither is
+ * there the error names both. */
 static int idx_path(char *path, size_t size, const char *dir, const char *prefix,
                     const char *kind, dr_err *err)
 {
+    char plain[4096];
     int len = snprintf(path, size, "%s/%s-%s.gz", dir, prefix, kind);
-    if (len < 0 || (size_t)len >= size)
+    if (len < 0 || (size_t)len >= size || (size_t)len >= sizeof plain)
         return dr_fail(err, DR_EUSAGE, "dir: path too long: %s", dir);
-    return DR_OK;
+    memcpy(plain, path, (size_t)len - 3);          /* without the ".gz" */
+    plain[len - 3] = '\0';
+    struct stat st;
+    if (stat(path, &st) == 0 || errno != ENOENT)
+        return DR_OK;
+    if (stat(plain, &st) == 0 || errno != ENOENT) {
+        memcpy(path, plain, (size_t)len - 2);      /* shorter than path's ".gz" name */
+        return DR_OK;
+    }
+    return dr_fail(err, DR_EIO, "%s: cannot open: %s (nor the unpacked %s)",
+                   path, strerror(ENOENT), plain);
 }
 
 static int check_images(const char *path, const dr_idx *images, dr_err *err)
 {
-    if (images->dims[1] != IMAGE_SIDE || images->dims[2] != IMAGE_SIDE)
-        return dr_fail(err, DR_EFORMAT, "%s: images are %ux%u, expected %ux%u", path,
-                       (unsigned)images->dims[1], (unsigned)images->dims[2],
-                       IMAGE_SIDE, IMAGE_SIDE);
     if (images->dims[0] == 0)
         return dr_fail(err, DR_EFORMAT, "%s: holds no images", path);
     return DR_OK;
@@ -196,14 +208,22 @@ static int check_labels(const char *path, const dr_idx *labels, uint32_t n_image
     return DR_OK;
 }
 
-/* Loads and validates both files; on success the caller owns both. */
-static int load_pair(const char *img_path, const char *lbl_path,
+/* Finds, loads and validates both files, the images first (their errors
+ * come first); on success the caller owns both. */
+static int load_pair(const char *dir, const char *prefix,
                      dr_idx *images, dr_idx *labels, dr_err *err)
 {
+    memset(images, 0, sizeof *images);
     memset(labels, 0, sizeof *labels);
-    int rc = dr_idx_load(img_path, 3, images, err);
+    char img_path[4096], lbl_path[4096];
+    const uint32_t side[2] = { IMAGE_SIDE, IMAGE_SIDE };   /* from the header, before the data */
+    int rc = idx_path(img_path, sizeof img_path, dir, prefix, "images-idx3-ubyte", err);
+    if (rc == DR_OK)
+        rc = dr_idx_load_dims(img_path, 3, side, images, err);
     if (rc == DR_OK)
         rc = check_images(img_path, images, err);
+    if (rc == DR_OK)
+        rc = idx_path(lbl_path, sizeof lbl_path, dir, prefix, "labels-idx1-ubyte", err);
     if (rc == DR_OK)
         rc = dr_idx_load(lbl_path, 1, labels, err);
     if (rc == DR_OK)
@@ -223,14 +243,8 @@ int dr_dataset_fashion_mnist(const char *dir, int split, dr_dataset *out, dr_err
     int rc = check_split(split, err);
     if (rc != DR_OK)
         return rc;
-    const char *prefix = split == 0 ? "train" : "t10k";
-    char img_path[4096], lbl_path[4096];
-    rc = idx_path(img_path, sizeof img_path, dir, prefix, "images-idx3-ubyte", err);
-    if (rc == DR_OK)
-        rc = idx_path(lbl_path, sizeof lbl_path, dir, prefix, "labels-idx1-ubyte", err);
     dr_idx images, labels;
-    if (rc == DR_OK)
-        rc = load_pair(img_path, lbl_path, &images, &labels, err);
+    rc = load_pair(dir, split == 0 ? "train" : "t10k", &images, &labels, err);
     if (rc != DR_OK)
         return rc;
     /* The IDX buffers are malloc'd bytes in exactly our layout: take them. */

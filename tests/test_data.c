@@ -13,6 +13,8 @@
 #include <zlib.h>
 #include <cmocka.h>
 
+#include "tests/tmpdir.h"
+
 #include "distref/data.h"
 #include "distref/exact.h"
 #include "distref/rng.h"
@@ -171,45 +173,23 @@ static void test_fashion_mnist_real(void **state)
 
 /* ---- Fashion-MNIST: broken files in a temp directory -------------------- */
 
-static int make_temp_dir(void **state)
-{
-    char *dir = malloc(64);
-    if (dir == NULL)
-        return -1;
-    strcpy(dir, "/tmp/distref_data_XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        free(dir);
-        return -1;
-    }
-    *state = dir;
-    return 0;
-}
+static int make_temp_dir(void **state) { return temp_dir_from(state, "/tmp/distref_data_XXXXXX"); }
 
 static void path_in(const char *dir, const char *name, char *out, size_t size)
 {
     snprintf(out, size, "%s/%s", dir, name);
 }
 
-static int drop_temp_dir(void **state)
-{
-    const char *names[] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz" };
-    char path[256];
-    for (int i = 0; i < 2; i++) {
-        path_in(*state, names[i], path, sizeof path);
-        unlink(path);
-    }
-    rmdir(*state);
-    free(*state);
-    return 0;
-}
-
-/* A gzipped ubyte IDX file; element k of the data is fill(k). */
+/* A ubyte IDX file, gzipped if name ends in ".gz", plain otherwise; element
+ * k of the data is fill(k); fill NULL writes the header alone. */
 static void write_idx(const char *dir, const char *name, uint32_t ndim, const uint32_t *dims,
                       uint8_t (*fill)(size_t))
 {
     char path[256];
     path_in(dir, name, path, sizeof path);
-    gzFile gz = gzopen(path, "wb");
+    size_t name_len = strlen(name);
+    int gzip = name_len > 3 && strcmp(name + name_len - 3, ".gz") == 0;
+    gzFile gz = gzopen(path, gzip ? "wb" : "wbT");          /* T: written as it is */
     assert_non_null(gz);
     uint8_t head[4 + 4 * 3] = { 0, 0, 0x08, (uint8_t)ndim };
     size_t count = 1;
@@ -219,7 +199,7 @@ static void write_idx(const char *dir, const char *name, uint32_t ndim, const ui
         count *= dims[d];
     }
     assert_int_equal(gzwrite(gz, head, 4 + 4 * ndim), (int)(4 + 4 * ndim));
-    for (size_t k = 0; k < count; k++) {
+    for (size_t k = 0; fill != NULL && k < count; k++) {
         uint8_t b = fill(k);
         assert_int_equal(gzwrite(gz, &b, 1), 1);
     }
@@ -288,6 +268,75 @@ static void test_fashion_mnist_errors(void **state)
     assert_non_null(strstr(err.msg, "split"));
     assert_int_equal(dr_dataset_fashion_mnist(dir, 1, &d, &err), DR_EIO);  /* no t10k here */
     assert_non_null(strstr(err.msg, "t10k-images-idx3-ubyte.gz"));
+}
+
+/* Unpacked files (train-images-idx3-ubyte, no .gz) are found too; the .gz
+ * file wins when both are there; with neither, the message names both. */
+static void test_fashion_mnist_unpacked(void **state)
+{
+    const char *dir = *state;
+    const uint32_t dims[3] = { 4, 28, 28 };
+    uint32_t n = 4;
+    write_idx(dir, "train-images-idx3-ubyte", 3, dims, fill_pixel);
+    write_idx(dir, "train-labels-idx1-ubyte", 1, &n, fill_label);
+    dr_dataset d;
+    dr_err err = { 0 };
+    if (dr_dataset_fashion_mnist(dir, 0, &d, &err) != DR_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(d.n, 4);
+    assert_int_equal(d.pixels[3 * 784 + 9], (uint8_t)((3 * 784 + 9) * 7));
+    assert_int_equal(d.labels[3], 3);
+    dr_dataset_free(&d);
+
+    /* .gz images (3 of them) beside the unpacked ones (4): the .gz is read,
+     * the unpacked labels still are */
+    write_images(dir, 3, 28, 28);
+    expect_load_error(dir, DR_EFORMAT, "train-labels-idx1-ubyte:", "4 labels, but");
+    write_labels(dir, 3, fill_label);
+    assert_int_equal(dr_dataset_fashion_mnist(dir, 0, &d, &err), DR_OK);
+    assert_int_equal(d.n, 3);
+    dr_dataset_free(&d);
+
+    /* an unpacked file is checked like a gzipped one */
+    char path[256];
+    path_in(dir, "train-images-idx3-ubyte.gz", path, sizeof path);
+    assert_int_equal(unlink(path), 0);
+    path_in(dir, "train-labels-idx1-ubyte.gz", path, sizeof path);
+    assert_int_equal(unlink(path), 0);
+    const uint32_t narrow[3] = { 4, 28, 27 };
+    write_idx(dir, "train-images-idx3-ubyte", 3, narrow, fill_pixel);
+    expect_load_error(dir, DR_EFORMAT, "train-images-idx3-ubyte:", "4x28x27, expected 28x28");
+
+    /* neither: both names in the message */
+    char gz_name[300], plain_name[300];
+    snprintf(gz_name, sizeof gz_name, "%s/t10k-images-idx3-ubyte.gz", dir);
+    snprintf(plain_name, sizeof plain_name, "nor the unpacked %s/t10k-images-idx3-ubyte", dir);
+    assert_int_equal(dr_dataset_fashion_mnist(dir, 1, &d, &err), DR_EIO);
+    if (strstr(err.msg, gz_name) == NULL || strstr(err.msg, plain_name) == NULL ||
+        strstr(err.msg, "cannot open: No such file or directory") == NULL)
+        fail_msg("message \"%s\" should name %s and %s", err.msg, gz_name, plain_name);
+    assert_null(d.pixels);
+}
+
+/* A header that claims more than the file holds is refused without
+ * allocating what it claims: wrong sides from the header alone, a
+ * plausible shape as truncated. */
+static void test_fashion_mnist_huge_header(void **state)
+{
+    const char *dir = *state;
+    uint32_t n = 3;
+    write_labels(dir, n, fill_label);
+    const uint32_t wide[3] = { 1, 2, UINT32_C(1) << 30 };      /* 2 GiB of "images" */
+    write_idx(dir, "train-images-idx3-ubyte.gz", 3, wide, NULL);
+    expect_load_error(dir, DR_EFORMAT, "train-images-idx3-ubyte.gz",
+                      "dimensions 1x2x1073741824, expected 28x28 after the first");
+    const uint32_t many[3] = { 2000000, 28, 28 };              /* 1.5 GB claimed */
+    write_idx(dir, "train-images-idx3-ubyte", 3, many, NULL);
+    char path[256];
+    path_in(dir, "train-images-idx3-ubyte.gz", path, sizeof path);
+    assert_int_equal(unlink(path), 0);
+    expect_load_error(dir, DR_EFORMAT, "train-images-idx3-ubyte:",
+                      "truncated: header says 2000000x28x28 = 1568000000 bytes of data, file has 0");
 }
 
 /* ---- the toy, gathering, freeing ---------------------------------------- */
@@ -360,6 +409,8 @@ int main(void)
         cmocka_unit_test(test_fashion_mnist_real),
         cmocka_unit_test_setup_teardown(test_fashion_mnist_small_file, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_fashion_mnist_errors, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_unpacked, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_huge_header, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_toy),
         cmocka_unit_test(test_gather_pixels),
         cmocka_unit_test(test_free_is_idempotent),

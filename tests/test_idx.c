@@ -1,4 +1,4 @@
-/* Unit tests for common/idx.c: small IDX files written here, plain and
+/* Unit tests for core/idx.c: small IDX files written here, plain and
  * gzipped, then every way a file can be wrong; real Fashion-MNIST if present. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,9 @@
 #include <string.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <zlib.h>
 #include <cmocka.h>
 
@@ -267,6 +270,223 @@ static void test_corrupt_gzip(void **state)
     free(cut.p);
 }
 
+/* ---- memory follows the file, not the header ------------------------- */
+
+/* Loads path in a child process whose address space may grow by only
+ * 512 MiB; 0 when the child got DR_EFORMAT with "truncated" in the message
+ * (no crash, no DR_ENOMEM). The limit is relative to what the child already
+ * maps, so AddressSanitizer's shadow reservations do not count against it. */
+static int load_under_rlimit(const char *path, uint32_t ndim, char *msg, size_t msg_size)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        unsigned long long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f == NULL || fscanf(f, "%llu", &pages) != 1)
+            _exit(3);
+        fclose(f);
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = (rlim_t)(pages * (unsigned long long)sysconf(_SC_PAGESIZE))
+                                      + ((rlim_t)512 << 20);
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(3);
+        dr_idx idx;
+        dr_err err = { 0 };
+        int rc = dr_idx_load(path, ndim, &idx, &err);
+        ssize_t w = write(fds[1], err.msg, strlen(err.msg));
+        (void)w;
+        _exit(rc == DR_EFORMAT && strstr(err.msg, "truncated") != NULL && idx.data == NULL ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], msg, msg_size - 1);
+    msg[n > 0 ? (size_t)n : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+        return 3;                               /* no /proc or no setrlimit: skipped */
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void test_header_larger_than_file(void **state)
+{
+    char plain[512], gz[512], some[512], msg[512];
+    join(plain, sizeof plain, *state, "huge-idx1-ubyte");
+    join(gz, sizeof gz, *state, "huge-idx1-ubyte.gz");
+    join(some, sizeof some, *state, "some-idx1-ubyte");
+    const uint32_t dims[1] = { UINT32_C(1) << 31 };          /* the 2 GiB limit itself */
+    bytes b = make_idx(DR_IDX_UBYTE, 1, dims, 0);            /* 8 bytes: the header alone */
+    write_plain(plain, b);
+    write_gz(gz, b);
+    free(b.p);
+    b = make_idx(DR_IDX_UBYTE, 1, dims, (size_t)3 << 20);    /* header and 3 MiB of data */
+    write_plain(some, b);
+    free(b.p);
+    expect_failure(plain, 1, DR_EFORMAT, "truncated: header says 2147483648 = 2147483648 bytes "
+                   "of data, file has 0");
+    expect_failure(gz, 1, DR_EFORMAT, "truncated: header says 2147483648 = 2147483648 bytes "
+                   "of data, file has 0");
+    expect_failure(some, 1, DR_EFORMAT, "file has 3145728");
+#if defined(__linux__)
+    const char *paths[3] = { plain, gz, some };
+    for (int i = 0; i < 3; i++) {
+        int rc = load_under_rlimit(paths[i], 1, msg, sizeof msg);
+        if (rc == 3)
+            skip();
+        if (rc != 0)
+            fail_msg("%s under a 512 MiB address-space limit: child status %d, message \"%s\"",
+                     paths[i], rc, msg);
+    }
+#else
+    (void)msg;
+#endif
+}
+
+/* ---- gzip: members, trailing garbage, checks ---------------------------- */
+
+/* b[from, to) as one gzip member, appended to the file at path. */
+static void append_member(const char *path, const uint8_t *p, size_t n)
+{
+    gzFile gz = gzopen(path, "ab");
+    assert_non_null(gz);
+    if (n > 0)
+        assert_int_equal(gzwrite(gz, p, (unsigned)n), (int)n);
+    assert_int_equal(gzclose(gz), Z_OK);
+}
+
+static void append_raw(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_gzip_trailing_garbage(void **state)
+{
+    char path[512];
+    join(path, sizeof path, *state, "labels-idx1-ubyte.gz");
+    const uint32_t dims[1] = { 100 };
+    bytes b = make_idx(DR_IDX_UBYTE, 1, dims, 100);
+    struct { const char *bytes; size_t n; const char *phrase; } cases[] = {
+        { "garbage", 7, "7 trailing bytes of garbage after the last gzip member" },
+        { "\x1f", 1, "1 trailing bytes of garbage" },
+        { "\0\0\0\0", 4, "4 trailing bytes of garbage" },
+        { "\x1f\x8b\x08\0junk", 8, "corrupt gzip data" },     /* a broken second member */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        unlink(path);
+        write_gz(path, b);
+        append_raw(path, cases[c].bytes, cases[c].n);
+        expect_failure(path, 1, DR_EFORMAT, cases[c].phrase);
+    }
+    /* 64 KiB of garbage: more than one read's worth, all counted */
+    unlink(path);
+    write_gz(path, b);
+    uint8_t *junk = calloc(70000, 1);
+    assert_non_null(junk);
+    junk[0] = 'x';
+    append_raw(path, junk, 70000);
+    free(junk);
+    expect_failure(path, 1, DR_EFORMAT, "70000 trailing bytes of garbage");
+    free(b.p);
+}
+
+static void test_gzip_concatenated_members(void **state)
+{
+    char path[512];
+    join(path, sizeof path, *state, "images-idx3-ubyte.gz");
+    const uint32_t dims[3] = { 3, 28, 28 };
+    bytes b = make_idx(DR_IDX_UBYTE, 3, dims, 3 * 28 * 28);
+    /* cut in the magic, in the dims, at the data, in the data; with an
+     * empty member too */
+    const size_t cuts[] = { 2, 9, 16, 1000, b.n - 1 };
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        unlink(path);
+        append_member(path, b.p, cuts[c]);
+        if (c == 2)
+            append_member(path, b.p, 0);
+        append_member(path, b.p + cuts[c], b.n - cuts[c]);
+        check_loads(path, b, 3, dims, 3 * 28 * 28);
+    }
+    /* three members, the last one making the data too long */
+    unlink(path);
+    append_member(path, b.p, 500);
+    append_member(path, b.p + 500, b.n - 500);
+    append_member(path, (const uint8_t *)"abc", 3);
+    expect_failure(path, 3, DR_EFORMAT, "3 trailing bytes after the 3x28x28 = 2352 bytes");
+    free(b.p);
+}
+
+static void test_gzip_checks(void **state)
+{
+    char path[512];
+    join(path, sizeof path, *state, "crc-idx1-ubyte.gz");
+    const uint32_t dims[1] = { 300 };
+    bytes b = make_idx(DR_IDX_UBYTE, 1, dims, 300);
+    write_gz(path, b);
+    bytes gz = slurp(path);
+    free(b.p);
+    /* the trailer: CRC-32, then the length, little-endian */
+    gz.p[gz.n - 8] ^= 0x01;
+    write_plain(path, gz);
+    expect_failure(path, 1, DR_EFORMAT, "corrupt gzip data: incorrect data check");
+    gz.p[gz.n - 8] ^= 0x01;
+    gz.p[gz.n - 4] ^= 0x01;
+    write_plain(path, gz);
+    expect_failure(path, 1, DR_EFORMAT, "corrupt gzip data: incorrect length check");
+    gz.p[gz.n - 4] ^= 0x01;
+    /* a bad CRC in the second of two members */
+    write_plain(path, gz);
+    gz.p[gz.n - 8] ^= 0x01;
+    append_raw(path, gz.p, gz.n);
+    expect_failure(path, 1, DR_EFORMAT, "incorrect data check");
+    /* the gzip magic and nothing else; a broken compression method */
+    write_plain(path, (bytes){ (uint8_t *)"\x1f\x8b", 2 });
+    expect_failure(path, 1, DR_EFORMAT, "corrupt gzip data: unexpected end of file");
+    gz.p[gz.n - 8] ^= 0x01;
+    gz.p[2] = 7;
+    write_plain(path, gz);
+    expect_failure(path, 1, DR_EFORMAT, "corrupt gzip data: unknown compression method");
+    free(gz.p);
+}
+
+/* ---- expected dimensions, from the header ------------------------------ */
+
+static void test_load_dims(void **state)
+{
+    char path[512];
+    join(path, sizeof path, *state, "images-idx3-ubyte");
+    const uint32_t side[2] = { 28, 28 };
+    const uint32_t good[3] = { 2, 28, 28 };
+    bytes b = make_idx(DR_IDX_UBYTE, 3, good, 2 * 28 * 28);
+    write_plain(path, b);
+    dr_idx idx;
+    dr_err err = { 0 };
+    if (dr_idx_load_dims(path, 3, side, &idx, &err) != DR_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(idx.count, 2 * 28 * 28);
+    assert_memory_equal(idx.data, b.p + 16, 2 * 28 * 28);
+    dr_idx_free(&idx);
+    free(b.p);
+
+    /* wrong sides, refused from the 16-byte header alone */
+    const uint32_t wide[3] = { 1, 2, UINT32_C(1) << 30 };
+    b = make_idx(DR_IDX_UBYTE, 3, wide, 0);
+    write_plain(path, b);
+    assert_int_equal(dr_idx_load_dims(path, 3, side, &idx, &err), DR_EFORMAT);
+    if (strstr(err.msg, path) == NULL ||
+        strstr(err.msg, "dimensions 1x2x1073741824, expected 28x28 after the first") == NULL)
+        fail_msg("unexpected message \"%s\"", err.msg);
+    assert_null(idx.data);
+    expect_failure(path, 3, DR_EFORMAT, "truncated: header says 1x2x1073741824");  /* no dims check */
+    free(b.p);
+}
+
 static void test_missing_file(void **state)
 {
     char path[512];
@@ -329,6 +549,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_oversized_dims, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_corrupt_gzip, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_missing_file, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_header_larger_than_file, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_gzip_trailing_garbage, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_gzip_concatenated_members, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_gzip_checks, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_load_dims, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_fashion_mnist_train_labels),
         cmocka_unit_test(test_fashion_mnist_test_images),
     };
