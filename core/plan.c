@@ -231,6 +231,17 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     return input_setup(p, err);
 }
 
+void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
+{
+    const dr_optimizer *o = &p->exp.optimizer;
+    c->learning_rate = o->lr;
+    c->momentum = o->momentum;
+    c->l2 = p->exp.model.l2;
+    c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
+               (o->nesterov ? DR_CKPT_NESTEROV : 0);
+    c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
+}
+
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)
 {
     return p->divide_by_count || p->divide_locally ? count : p->G;

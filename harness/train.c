@@ -36,19 +36,6 @@ typedef struct run {
     float        *params, *slots;
 } run;
 
-/* The settings of this run that change its trajectory, as a checkpoint
- * records them. */
-static void settings(const run *r, dr_checkpoint *c)
-{
-    const dr_optimizer *o = &r->plan.exp.optimizer;
-    c->learning_rate = o->lr;
-    c->momentum = o->momentum;
-    c->l2 = r->plan.exp.model.l2;
-    c->flags = (r->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (r->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
-               (o->nesterov ? DR_CKPT_NESTEROV : 0);
-    c->loss_reduction = r->plan.divide_locally ? 2 : r->plan.divide_by_count ? 1 : 0;
-}
-
 static int resume(run *r, dr_err *err)
 {
     dr_checkpoint c, now;
@@ -57,7 +44,7 @@ static int resume(run *r, dr_err *err)
     int rc = dr_checkpoint_load(r->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
     memset(&now, 0, sizeof now);
-    settings(r, &now);
+    dr_plan_checkpoint_settings(&r->plan, &now);
     rc = dr_checkpoint_check(&c, r->cfg->model_dir, p->exp.name, p->P, p->nslots, (int)p->exp.optimizer.kind,
                              r->cfg->seed, p->G, r->data.n, err);
     if (!rc) rc = dr_checkpoint_check_settings(&c, r->cfg->model_dir, &now, err);
@@ -101,7 +88,7 @@ static int save(run *r, dr_err *err)
     c.epoch_correct = r->epoch_correct;
     c.epoch_examples = r->epoch_examples;
     memcpy(&c.last_loss_bits, &r->last_loss, sizeof c.last_loss_bits);
-    settings(r, &c);
+    dr_plan_checkpoint_settings(&r->plan, &c);
     c.nparams = (uint32_t)r->plan.P;
     c.nslots = (uint32_t)r->plan.nslots;
     c.params = r->params;
@@ -271,6 +258,7 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
         memset(&tot, 0, sizeof tot);
         rc = r->v->train(r->s, &r->log, &tot, err);
         r->step = tot.steps;
+        r->start_step = tot.start_step;
         r->last_loss = tot.last_loss;
         r->epoch_correct = tot.epoch_correct;
         r->epoch_examples = tot.epoch_examples;

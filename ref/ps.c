@@ -157,12 +157,15 @@ static int check_schedule(const ps_run *r, uint64_t step, dr_err *err)
 static int resume(ps_run *r, dr_err *err)
 {
     trainer *t = &r->t;
-    dr_checkpoint c;
+    dr_checkpoint c, now;
     bool found;
     int rc = dr_checkpoint_load(t->cfg->model_dir, &c, &found, err);
     if (rc || !found) return rc;
+    memset(&now, 0, sizeof now);
+    dr_plan_checkpoint_settings(t->plan, &now);
     rc = dr_checkpoint_check(&c, t->cfg->model_dir, t->exp.name, t->P, t->nslots, (int)t->exp.optimizer.kind,
                              t->cfg->seed, t->G, t->data->n, err);
+    if (!rc) rc = dr_checkpoint_check_settings(&c, t->cfg->model_dir, &now, err);
     if (!rc && c.step > r->N)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: step %llu is past this run's %llu steps; "
                      "use another --model_dir or more steps", t->cfg->model_dir, (unsigned long long)c.step,
@@ -173,6 +176,12 @@ static int resume(ps_run *r, dr_err *err)
         memcpy(t->var_slots, c.slots, t->P * t->nslots * sizeof(float));
         t->step = r->resumed = r->saved = c.step;
         r->have_ckpt = true;
+        r->epoch_correct = c.epoch_correct;   /* what a finished run reports; a resume continues them */
+        r->epoch_examples = c.epoch_examples;
+        /* the epoch they count: the checkpoint's, or the one before when
+         * save() moved a shard's short end to the next epoch's start */
+        r->acc_epoch = c.position == 0 && c.step > 0 && c.epoch > 0 ? c.epoch - 1 : c.epoch;
+        memcpy(&r->last_loss, &c.last_loss_bits, sizeof r->last_loss);
     }
     dr_checkpoint_free(&c);
     return rc;
@@ -323,6 +332,10 @@ static int save(ps_run *r, dr_err *err)
         c.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
         c.position = 0;
     }
+    c.epoch_correct = r->epoch_correct;
+    c.epoch_examples = r->epoch_examples;
+    memcpy(&c.last_loss_bits, &r->last_loss, sizeof c.last_loss_bits);
+    dr_plan_checkpoint_settings(t->plan, &c);
     c.nparams = (uint32_t)t->P;
     c.nslots = (uint32_t)t->nslots;
     c.params = t->var;
@@ -402,19 +415,20 @@ static int train_loop(ps_run *r, dr_err *err)
     int rc = DR_OK;
     while (rc == DR_OK && done < r->N) {
         uint64_t until = next_join(r, done), id;
-        for (; rc == DR_OK && done < until && !(stop && *stop); done++)
-            rc = dr_coordinator_schedule(r->coord, ps_step, r, &id, err);
-        if (rc == DR_OK) rc = dr_coordinator_join(r->coord, err);
-        if (rc == DR_EFAULT && r->copt.fail_ps_step) return ps_failed(r, err);
-        if (rc == DR_OK && stop && *stop && done < r->N) {
-            /* SIGINT/SIGTERM: no new closures; the join above let those in
-             * flight land; checkpoint there (a join, as --checkpoint_every's) */
-            if ((rc = save(r, err)) == DR_OK)
-                rc = dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
-                             "(the same command resumes it)", (int)*stop, (unsigned long long)r->t.step,
-                             r->t.cfg->model_dir);
-            return rc;
+        bool joined = false;
+        for (; rc == DR_OK && done < until; done++) rc = dr_coordinator_schedule(r->coord, ps_step, r, &id, err);
+        /* the join, one event at a time: SIGINT/SIGTERM drops the closures
+         * not dispatched yet and lets those in flight land */
+        while (rc == DR_OK && !joined) {
+            if (stop && *stop) dr_coordinator_cancel_queued(r->coord);
+            rc = dr_coordinator_done(r->coord, &joined, err);
         }
+        if (rc == DR_EFAULT && r->copt.fail_ps_step) return ps_failed(r, err);
+        /* stopped: checkpoint there (a join, as --checkpoint_every makes one) */
+        if (rc == DR_OK && stop && *stop && (rc = save(r, err)) == DR_OK && r->t.step < r->N)
+            return dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
+                           "(the same command resumes it)", (int)*stop, (unsigned long long)r->t.step,
+                           r->t.cfg->model_dir);
         if (rc == DR_OK && E && done % E == 0 && done > r->resumed && done < r->N) rc = save(r, err);
     }
     return rc;
@@ -512,8 +526,9 @@ int dr_ps_train(ps_run *r, dr_run_log *log, dr_train_totals *out, dr_err *err)
     r->log = log;
     dr_run_log_trim(log, r->resumed);
     rc = train_loop(r, err);
-    if (rc == DR_OK) rc = save(r, err);
+    if (rc == DR_OK && r->N != r->resumed) rc = save(r, err);   /* a finished run, run again: nothing to save */
     out->steps = r->N;
+    out->start_step = r->resumed;
     out->last_loss = r->last_loss;
     out->epoch_correct = r->epoch_correct;
     out->epoch_examples = r->epoch_examples;

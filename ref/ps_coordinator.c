@@ -382,6 +382,11 @@ int dr_coordinator_join(dr_coordinator *c, dr_err *err)
     return rc;
 }
 
+void dr_coordinator_cancel_queued(dr_coordinator *c)
+{
+    dr_ps_schedule_cancel_queued(&c->sched);
+}
+
 int dr_coordinator_done(dr_coordinator *c, bool *done, dr_err *err)
 {
     bool idle = false;

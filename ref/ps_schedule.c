@@ -62,6 +62,11 @@ uint64_t dr_ps_schedule_push(dr_ps_schedule *s)
     return s->next_closure++;
 }
 
+void dr_ps_schedule_cancel_queued(dr_ps_schedule *s)
+{
+    s->qlen = 0;
+}
+
 static void put_back(dr_ps_schedule *s, uint64_t closure)
 {
     s->qhead = (s->qhead + s->qcap - 1) % s->qcap;

@@ -99,7 +99,10 @@ for t in $targets; do
     if [ -f "fuzz/$t.dict" ]; then dict=-dict=fuzz/$t.dict; fi
     start=$(date +%s)
     # shellcheck disable=SC2086
-    if "./$out/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    timer=
+    if [ -x /usr/bin/time ]; then timer="/usr/bin/time -o $out/logs/$t.cpu -f %U+%S"; fi
+    # shellcheck disable=SC2086
+    if $timer "./$out/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts" $dict ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1; then
         rc=0
     else
@@ -112,7 +115,9 @@ for t in $targets; do
     fi
     crashes=$(find "$artifacts" -type f | wc -l | tr -d ' ')
     if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then crashes=1; fi
-    echo "fuzz $t: ${execs:-0} execs in $elapsed s, $crashes crashes"
+    cpu=
+    if [ -s "$out/logs/$t.cpu" ]; then cpu=", $(tail -n 1 "$out/logs/$t.cpu" | awk -F+ '{ printf "%.0f", $1 + $2 }') CPU s"; fi
+    echo "fuzz $t: ${execs:-0} execs in $elapsed s$cpu, $crashes crashes"
     if [ "$crashes" != 0 ]; then
         ncrashed=$((ncrashed + 1))
         echo "  exit status $rc; log: $log"

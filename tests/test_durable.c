@@ -22,6 +22,11 @@
  *                        an evaluator task does not train
  *   evaluate_unwritable  evaluate prints its result even when eval.json
  *                        cannot be written, then fails naming the file
+ *   parameter_server     the same for the self-scheduled strategy: a
+ *                        finished run reports its results and writes
+ *                        nothing, a resume with another learning rate is
+ *                        refused, SIGINT stops at a join and resumes to
+ *                        the uninterrupted run's bits
  *   position_message     a checkpoint with an impossible data position is
  *                        refused with a readable message (it was formatted
  *                        into itself)
@@ -172,8 +177,9 @@ static void stale_temps(void **st)
     assert_int_not_equal(stat(path, &sb), 0);
 }
 
-/* Starts a run, signals it once the first steps are logged, waits. */
-static int interrupted(const char *dir, int sig)
+/* Starts a run, signals it a second into its ~8 s (mid-epoch, before any
+ * checkpoint), waits; the run's flags follow the model_dir. */
+static int interrupted_run(const char *dir, int sig, const char *flags)
 {
     char arg[160], path[200];
     struct stat sb;
@@ -186,7 +192,7 @@ static int interrupted(const char *dir, int sig)
     if (pid == 0) {
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
-        execl("/bin/sh", "sh", "-c", "exec " BIN " train \"$0\" " RUNF " --epochs=12", arg, (char *)NULL);
+        execl("/bin/sh", "sh", "-c", "exec " BIN " train \"$0\" $1", arg, flags, (char *)NULL);
         _exit(127);
     }
     {   /* a second into its ~8 s: mid-epoch, before any checkpoint */
@@ -198,6 +204,8 @@ static int interrupted(const char *dir, int sig)
     assert_int_equal(stat(path, &sb), 0);   /* it checkpointed */
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+static int interrupted(const char *dir, int sig) { return interrupted_run(dir, sig, RUNF " --epochs=12"); }
 
 static void signals(void **st)
 {
@@ -215,6 +223,34 @@ static void signals(void **st)
         summary_core(dir, b, sizeof b);
         assert_string_equal(a, b);   /* weights, final loss and train_accuracy_last_epoch */
     }
+}
+
+#define PS_TF "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\",\"q:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}"
+#define PSF "--distribution_strategy=parameter_server --ps_partitioner=fixed:2 --synthetic_examples=200 --global_batch_size=16"
+
+static void parameter_server(void **st)
+{
+    char ref[128], dir[128], a[4096], b[4096], before[2][1 << 16];
+    (void)st;
+    assert_int_equal(setenv("TF_CONFIG", PS_TF, 1), 0);
+    snprintf(ref, sizeof ref, "%s/ps_ref", g_tmp);
+    assert_int_equal(sh(BIN " train --model_dir=%s " PSF " --epochs=12", ref), 0);
+    strcpy(before[0], slurp(ref, "metrics.jsonl"));
+    strcpy(before[1], slurp(ref, "summary.json"));
+    assert_int_equal(sh(BIN " train --model_dir=%s " PSF " --epochs=12", ref), 0);   /* finished: report only */
+    assert_null(strstr(out, "loss=0 (0x00000000)"));
+    assert_string_equal(slurp(ref, "metrics.jsonl"), before[0]);
+    assert_string_equal(slurp(ref, "summary.json"), before[1]);
+    assert_int_equal(sh(BIN " train --model_dir=%s " PSF " --epochs=12 --learning_rate=0.5", ref), 2);
+    assert_non_null(strstr(out, "--learning_rate=0.5, but the checkpoint"));
+    snprintf(dir, sizeof dir, "%s/ps_sig", g_tmp);
+    assert_int_equal(interrupted_run(dir, SIGINT, PSF " --epochs=12"), 130);
+    assert_int_equal(sh(BIN " train --model_dir=%s " PSF " --epochs=12", dir), 0);
+    assert_int_equal(unsetenv("TF_CONFIG"), 0);
+    assert_string_equal(slurp(dir, "metrics.jsonl"), slurp(ref, "metrics.jsonl"));
+    summary_core(ref, a, sizeof a);
+    summary_core(dir, b, sizeof b);
+    assert_string_equal(a, b);
 }
 
 static void negative_values(void **st)
@@ -354,6 +390,7 @@ int main(void)
         cmocka_unit_test(stale_temps), cmocka_unit_test(signals), cmocka_unit_test(negative_values),
         cmocka_unit_test(flag_scopes), cmocka_unit_test(unknown_command), cmocka_unit_test(tf_config_text),
         cmocka_unit_test(evaluate_unwritable), cmocka_unit_test(position_message),
+        cmocka_unit_test(parameter_server),
     };
     return cmocka_run_group_tests_name("durable", tests, setup, teardown);
 }

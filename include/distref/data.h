@@ -38,7 +38,7 @@ typedef struct dr_dataset {
  * the same seed. DR_EUSAGE for a split other than 0 or 1, or n == 0. */
 int  dr_dataset_synthetic(uint64_t seed, int split, uint32_t n, dr_dataset *out, dr_err *err);
 
-/* Fashion-MNIST from the gzipped IDX files in dir (train-* or t10k-*),
+/* Fashion-MNIST from the IDX files, gzipped (.gz) or unpacked in dir (train-* or t10k-*),
  * validated: 28x28 images, at least one, labels < 10, equal counts; errors
  * name the file (and for a bad label its index and value). split 0 = train
  * (60000), 1 = test (10000). */

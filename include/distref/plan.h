@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "distref/checkpoint.h"
 #include "distref/data.h"
 #include "distref/error.h"
 #include "distref/model.h"
@@ -52,6 +53,12 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err);
  * global_batch_size=G)), or count with --loss_reduction=examples_in_step.
  * Any D that does not depend on R keeps every replica count's bits. */
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count);
+
+/* The settings of this run that change its trajectory, as a checkpoint
+ * records them (learning rate, momentum, L2, shuffle, drop_remainder,
+ * Nesterov, the loss divisor): every writer of checkpoints fills them, every
+ * resume compares them (dr_checkpoint_check_settings). */
+void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c);
 
 /* The step's scaling as exact integers: replica r's share of the loss (and
  * of every gradient) is (mult[r] * its sum + coef * reg) / den, so that the

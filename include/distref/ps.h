@@ -203,6 +203,8 @@ int  dr_ps_schedule_init(dr_ps_schedule *s, const dr_ps_schedule_options *opt,
 void dr_ps_schedule_free(dr_ps_schedule *s);
 /* Queues the next closure (coordinator.schedule); returns its index, 0 on ENOMEM. */
 uint64_t dr_ps_schedule_push(dr_ps_schedule *s);
+/* Empties the queue (closures not dispatched yet); in-flight ones stay. */
+void dr_ps_schedule_cancel_queued(dr_ps_schedule *s);
 /* The next event; false when nothing is queued or in flight. */
 bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev);
 static inline uint32_t dr_ps_schedule_in_flight(const dr_ps_schedule *s)
@@ -318,6 +320,10 @@ int  dr_coordinator_join(dr_coordinator *c, dr_err *err);
 /* One event of the schedule (polling lets time pass), then whether all
  * scheduled closures have landed. */
 int  dr_coordinator_done(dr_coordinator *c, bool *done, dr_err *err);
+/* Drops the closures scheduled but not dispatched yet (their remote values
+ * never arrive); those in flight still land. How a stopped run (SIGINT)
+ * reaches a join quickly. */
+void dr_coordinator_cancel_queued(dr_coordinator *c);
 /* The closure's value, running the schedule until it lands (fetch blocks in
  * TensorFlow). DR_EUSAGE for an unknown id; DR_ESTATE for a closure that a
  * resumed run replayed (an earlier run computed it). */

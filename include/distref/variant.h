@@ -42,6 +42,7 @@ typedef struct dr_step_report {
 /* What a self-scheduling variant reports at the end of train(). */
 typedef struct dr_train_totals {
     uint64_t steps;                              /* updates applied */
+    uint64_t start_step;                         /* the checkpoint's step it resumed from (0: none) */
     float    last_loss;
     uint64_t epoch_correct, epoch_examples;      /* of the last epoch */
 } dr_train_totals;
