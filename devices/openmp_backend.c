@@ -289,7 +289,9 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
         for (int j = 0; j < 16; j++) sq = sq + lanes[j];
         for (; p < nk; p++) sq = sq + w[k0 + p] * w[k0 + p];
         reg = reg + sq;
-#if !defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+        (void)c;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
+#else
         #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
         for (size_t q = k0; q < k0 + nk; q++) grad[q] = grad[q] + (c * w[q]) * sr;
 #endif
