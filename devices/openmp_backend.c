@@ -354,32 +354,60 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 
 /* ---- apply: round once, then the optimizer -------------------------------- */
 
+/* Fast numerics: the float total is the gradient (divided by d, which is
+ * 1 but for a planted MEAN_NOT_SUM; x / 1.0f is x exactly), in loops with
+ * no branch, so that they vectorize. */
+static void apply_sgd_f32(const dr_optimizer *o, const float *t, float d, float *w, size_t P)
+{
+    const float lr = o->lr;
+    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    for (size_t p = 0; p < P; p++) w[p] = w[p] - lr * (t[p] / d);
+}
+
+static void apply_momentum_f32(const dr_optimizer *o, const float *t, float d, float *w, float *v, size_t P)
+{
+    const float lr = o->lr, mu = o->momentum;
+    if (o->nesterov) {
+        #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+        for (size_t p = 0; p < P; p++) {
+            float g = t[p] / d;
+            v[p] = mu * v[p] - lr * g;
+            w[p] = w[p] + (mu * v[p] - lr * g);
+        }
+    } else {
+        #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+        for (size_t p = 0; p < P; p++) {
+            v[p] = mu * v[p] - lr * (t[p] / d);
+            w[p] = w[p] + v[p];
+        }
+    }
+}
+
 /* The gradient of parameter p: round(t / d) from exact accumulators, or
- * (fast, tf non-NULL) the float total, divided by d when d > 1. */
+ * (fast, tf non-NULL: Adam only) the float total over d. */
 static inline float grad_of(const dr_acc *t, const float *tf, uint32_t d, size_t p)
 {
-    if (tf) return d == 1 ? tf[p] : tf[p] / (float)d;
+    if (tf) return tf[p] / (float)d;
     return dr_acc_round_div(&t[p], d);
 }
 
-static void apply_sgd(const dr_optimizer *o, const dr_acc *t, const float *tf, uint32_t d, float *w, size_t P)
+static void apply_sgd(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, size_t P)
 {
     const float lr = o->lr;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, tf, d, p);
+        float g = dr_acc_round_div(&t[p], d);
         w[p] = w[p] - lr * g;
     }
 }
 
-static void apply_momentum(const dr_optimizer *o, const dr_acc *t, const float *tf, uint32_t d, float *w, float *v,
-                           size_t P)
+static void apply_momentum(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, float *v, size_t P)
 {
     const float lr = o->lr, mu = o->momentum;
     const bool nesterov = o->nesterov;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, tf, d, p);
+        float g = dr_acc_round_div(&t[p], d);
         v[p] = mu * v[p] - lr * g;
         w[p] = nesterov ? w[p] + (mu * v[p] - lr * g) : w[p] + v[p];
     }
@@ -421,8 +449,10 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
     if (o->kind == DR_OPT_ADAM) apply_adam(o, step, t, tf, divisor, w, s, s + P, P);
-    else if (o->momentum != 0.0f) apply_momentum(o, t, tf, divisor, w, s, P);
-    else apply_sgd(o, t, tf, divisor, w, P);
+    else if (fast && o->momentum != 0.0f) apply_momentum_f32(o, tf, (float)divisor, w, s, P);
+    else if (fast) apply_sgd_f32(o, tf, (float)divisor, w, P);
+    else if (o->momentum != 0.0f) apply_momentum(o, t, divisor, w, s, P);
+    else apply_sgd(o, t, divisor, w, P);
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
     if (b->m.l2 != 0.0f) {   /* fault: L2 as weight decay after the optimizer step (see share_one) */
         const float decay = o->lr * (2.0f * b->m.l2);
