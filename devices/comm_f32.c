@@ -29,6 +29,10 @@
 
 #include <string.h>
 
+/* Elements below which a float collective's pass stays on the calling
+ * thread (a pass over 2^18 floats is far cheaper than a busy team's wake-up). */
+#define PAR_F32 ((size_t)1 << 18)
+
 static size_t nblocks(size_t len)
 {
     return (len + DR_CT_BLOCK_F32 - 1) / DR_CT_BLOCK_F32;
@@ -113,7 +117,7 @@ static void local_all_reduce(const ct_hub *h, float *const *x, size_t n)
     if (h->cfg.local_replicas == 1) return;
     for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off), nb = nblocks(len);
-        #pragma omp parallel for schedule(static) if (nb > 1)
+        #pragma omp parallel for schedule(static) if (len >= PAR_F32)
         for (size_t b = 0; b < nb; b++) {
             size_t a = b * DR_CT_BLOCK_F32, e = len - a > DR_CT_BLOCK_F32 ? a + DR_CT_BLOCK_F32 : len;
             local_block(h, x, off, len, a, e);
@@ -131,7 +135,7 @@ static void rank_gather(const ct_hub *h, float *const *x, size_t n, bool back)
     uint32_t R = h->cfg.local_replicas;
     size_t nb = nblocks(n);
     if (R == 1) return;
-    #pragma omp parallel for schedule(static) if (nb > 1)
+    #pragma omp parallel for schedule(static) if (n >= PAR_F32)
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * DR_CT_BLOCK_F32, k = n - a > DR_CT_BLOCK_F32 ? DR_CT_BLOCK_F32 : n - a;
         for (uint32_t r = 1; r < R; r++) {
@@ -159,7 +163,7 @@ static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step,
         size_t len = dr_ct_pack_len(h, p, n, off), lo, hi, nb;
         dr_ct_chunk(len, W, c, &lo, &hi);
         nb = nblocks(hi - lo);
-        #pragma omp parallel for schedule(static) if (nb > 1)
+        #pragma omp parallel for schedule(static) if (hi - lo >= PAR_F32)
         for (size_t b = 0; b < nb; b++) {
             size_t a = off + lo + b * DR_CT_BLOCK_F32, e = a + DR_CT_BLOCK_F32 < off + hi ? a + DR_CT_BLOCK_F32 : off + hi;
             if (phase == 1) memcpy(dst + a, src + a, (e - a) * sizeof(float));
@@ -232,7 +236,7 @@ int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_
     hi = ((size_t)w + 1) * n / W;
     dst = h->slot[0].fdst;
     nb = nblocks(hi - lo);
-    #pragma omp parallel for schedule(static) if (nb > 1)
+    #pragma omp parallel for schedule(static) if (hi - lo >= PAR_F32)
     for (size_t b = 0; b < nb; b++) {
         size_t a = lo + b * DR_CT_BLOCK_F32, k = hi - a > DR_CT_BLOCK_F32 ? DR_CT_BLOCK_F32 : hi - a;
         memcpy(dst + a, h->slot[0].flocal[0] + a, k * sizeof(float));

@@ -227,6 +227,18 @@ static void one_rank_algorithms(void **state)
     assert_true(orders_differ > 0);   /* the order is really tested */
 }
 
+/* Above devices/comm_f32.c's threshold the blocks run on OpenMP threads:
+ * the same bits. */
+static void one_rank_big(void **state)
+{
+    static const size_t big[] = { 300007 }, split[] = { 200000, 100007 };
+    (void)state;
+    for (uint32_t a = 0; a < 3; a++) {
+        one_rank_case(a, 3, 0, big, 1);
+        one_rank_case(a, 4, 2, split, 2);
+    }
+}
+
 /* ---- across ranks ---------------------------------------------------------- */
 
 typedef struct rank_job {
@@ -316,6 +328,10 @@ static void ranks_all_reduce(void **state)
             ranks_case(W, R, 3, odd_tensors, 6);
             ranks_case(W, R, 1, wide, 3);
         }
+    {   /* above the parallel threshold */
+        static const size_t big[] = { 600011 };
+        ranks_case(2, 2, 2, big, 1);
+    }
 }
 
 /* reduce_to_f32: dst = the sum in global replica order, on every rank count. */
@@ -467,6 +483,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_rank_algorithms),
+        cmocka_unit_test(one_rank_big),
         cmocka_unit_test(ranks_all_reduce),
         cmocka_unit_test(reduce_to),
         cmocka_unit_test(torus),
