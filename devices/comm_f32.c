@@ -53,6 +53,7 @@ static void fold(float *t, float *const *x, uint32_t lo, uint32_t hi, size_t at,
     memcpy(t, x[lo] + at, k * sizeof *t);
     for (uint32_t r = lo + 1; r < hi; r++) {
         const float *v = x[r] + at;
+        #pragma omp simd
         for (size_t i = 0; i < k; i++) t[i] = t[i] + v[i];
     }
 }
@@ -70,6 +71,7 @@ void dr_ct_ring_chain_f32(float *const *ring, uint32_t n, uint32_t c, size_t at,
         uint32_t j = (c + s) % n;
         float *dst = ring[(j + 1) % n] + at;
         const float *src = ring[j] + at;
+        #pragma omp simd
         for (size_t i = 0; i < k; i++) dst[i] = src[i] + dst[i];
     }
     for (uint32_t s = 0; s + 1 < n; s++) {
@@ -98,6 +100,7 @@ static void local_block(const ct_hub *h, float *const *x, size_t off, size_t len
         fold(t1, x, half, R, off + a, k);
         if (half) {
             fold(t0, x, 0, half, off + a, k);
+            #pragma omp simd
             for (size_t i = 0; i < k; i++) t0[i] = t0[i] + t1[i];
             to_all(x, R, t0, off + a, k);
         } else {
@@ -144,6 +147,7 @@ static void rank_gather(const ct_hub *h, float *const *x, size_t n, bool back)
             } else {
                 float *t = x[0] + a;
                 const float *v = x[r] + a;
+                #pragma omp simd
                 for (size_t i = 0; i < k; i++) t[i] = t[i] + v[i];
             }
         }
@@ -167,7 +171,10 @@ static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step,
         for (size_t b = 0; b < nb; b++) {
             size_t a = off + lo + b * DR_CT_BLOCK_F32, e = a + DR_CT_BLOCK_F32 < off + hi ? a + DR_CT_BLOCK_F32 : off + hi;
             if (phase == 1) memcpy(dst + a, src + a, (e - a) * sizeof(float));
-            else for (size_t i = a; i < e; i++) dst[i] = src[i] + dst[i];
+            else {
+                #pragma omp simd
+                for (size_t i = a; i < e; i++) dst[i] = src[i] + dst[i];
+            }
         }
         off += len;
     }
@@ -243,6 +250,7 @@ int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_
         for (uint32_t q = 0; q < W; q++)
             for (uint32_t r = q ? 0 : 1; r < R; r++) {
                 const float *v = h->slot[q].flocal[r] + a;
+                #pragma omp simd
                 for (size_t i = 0; i < k; i++) dst[a + i] = dst[a + i] + v[i];
             }
     }

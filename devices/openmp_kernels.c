@@ -240,6 +240,7 @@ static void bias_grad_f32(float *gb, const float *dz, uint32_t n, uint32_t out)
         if (r >= out) break;   /* fault: the sum runs over the wrong axis */
         for (uint32_t j = 0; j < out; j++) gb[r] = gb[r] + row[j];
 #else
+        #pragma omp simd
         for (uint32_t j = 0; j < out; j++) gb[j] = gb[j] + row[j];
 #endif
     }
