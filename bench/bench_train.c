@@ -4,12 +4,20 @@
  * checks its weights_sha256 against the reference's (#wrong counts exact-mode
  * runs whose bits differ: must be 0; fast mode is expected to differ).
  *
+ * Then the roofline of fast mode: the step's five GEMMs alone (cblas_sgemm on
+ * the same shapes: forward 64x784x128 and 64x128x10, backward the two
+ * kernel gradients 784x64x128 and 128x64x10 and the delta 64x10x128), one
+ * OpenBLAS thread, timed in the same run, and fast one_device's step time
+ * on one thread divided by it.
+ *
  *   bench_train [--json FILE] [--steps N]
  */
 #define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "distref/factory.h"
 #include "distref/harness.h"
@@ -43,6 +51,49 @@ static double run(const row *w, uint64_t steps, char sha[65])
     return res.seconds;
 }
 
+void openblas_set_num_threads(int);   /* OpenBLAS extensions */
+int  openblas_get_num_threads(void);
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Seconds per step of the 784-128-10 MLP's five GEMMs at G = 64 (sgemm,
+ * one OpenBLAS thread; the caller's setting restored). */
+static double gemm_step_seconds(void)
+{
+    enum { NG = 64, NI = 784, NH = 128, NO = 10, REPS = 400 };
+    float *x = calloc((size_t)NG * NI, 4), *w1 = calloc((size_t)NI * NH, 4), *w2 = calloc((size_t)NH * NO, 4);
+    float *a1 = calloc((size_t)NG * NH, 4), *z2 = calloc((size_t)NG * NO, 4), *g1 = calloc((size_t)NI * NH, 4);
+    float *g2 = calloc((size_t)NH * NO, 4), *d1 = calloc((size_t)NG * NH, 4);
+    int saved = openblas_get_num_threads();
+    double t0, best = 0;
+    if (!x || !w1 || !w2 || !a1 || !z2 || !g1 || !g2 || !d1) return 0;
+    for (size_t i = 0; i < (size_t)NG * NI; i++) x[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)NI * NH; i++) w1[i] = (float)(i % 5) * 0.01f;
+    for (size_t i = 0; i < (size_t)NH * NO; i++) w2[i] = (float)(i % 3) * 0.01f;
+    openblas_set_num_threads(1);
+    for (int round = 0; round < 3; round++) {   /* the best of three rounds */
+        double t;
+        t0 = now();
+        for (int r = 0; r < REPS; r++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NH, NI, 1, x, NI, w1, NH, 0, a1, NH);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NO, NH, 1, a1, NH, w2, NO, 0, z2, NO);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NO, NG, 1, a1, NH, z2, NO, 0, g2, NO);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, NG, NH, NO, 1, z2, NO, w2, NO, 0, d1, NH);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NI, NH, NG, 1, x, NI, d1, NH, 0, g1, NH);
+        }
+        t = (now() - t0) / REPS;
+        if (round == 0 || t < best) best = t;
+    }
+    openblas_set_num_threads(saved);
+    free(x); free(w1); free(w2); free(a1); free(z2); free(g1); free(g2); free(d1);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     static const row rows[] = {
@@ -66,9 +117,12 @@ int main(int argc, char **argv)
     printf("# %-7s %-6s %-11s %4s %4s %10s %12s %8s %7s\n", "variant", "mode", "strategy", "gpus", "thr",
            "seconds", "examples/s", "vs_ref", "#wrong");
     if (json) fputs("[\n", json);
+    double fast1_step = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char sha[65];
         double s = run(&rows[i], steps, sha), rate = s > 0 ? (double)steps * 64 / s : 0;
+        if (!strcmp(rows[i].numerics, "fast") && !strcmp(rows[i].strategy, "one_device") && rows[i].threads == 1)
+            fast1_step = s / (double)steps;
         int wrong;
         if (i == 0) { ref_rate = rate; memcpy(ref_sha, sha, 65); }
         wrong = !strcmp(rows[i].numerics, "exact") && strcmp(sha, ref_sha) != 0;
@@ -79,6 +133,14 @@ int main(int argc, char **argv)
                     "\"threads\":%d,\"examples_per_s\":%.1f,\"ratio_vs_ref\":%.3f,\"wrong\":%d}",
                     i ? ",\n" : "", rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].threads,
                     rate, ref_rate > 0 ? rate / ref_rate : 0, wrong);
+    }
+    {
+        double g = gemm_step_seconds();
+        printf("# fast one_device 1 thread: %.1f us/step; its five sgemms alone %.1f us/step; "
+               "step / GEMMs = %.2fx\n", 1e6 * fast1_step, 1e6 * g, g > 0 ? fast1_step / g : 0);
+        if (json)
+            fprintf(json, ",\n{\"bench\":\"train_roofline\",\"fast_step_s\":%.9g,\"gemm_step_s\":%.9g,"
+                    "\"step_over_gemms\":%.3f}", fast1_step, g, g > 0 ? fast1_step / g : 0);
     }
     if (json) { fputs("\n]\n", json); fclose(json); }
     return 0;

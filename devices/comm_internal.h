@@ -1,5 +1,5 @@
 /* distref devices — internals of the threads comm (devices/comm_threads.c,
- * devices/comm_torus.c). Not a public header: nothing outside devices/comm_*
+ * devices/comm_f32.c: the float collectives, devices/comm_torus.c). Not a public header: nothing outside devices/comm_*
  * includes it. */
 #ifndef DISTREF_DEVICES_COMM_INTERNAL_H
 #define DISTREF_DEVICES_COMM_INTERNAL_H
@@ -15,13 +15,17 @@
 /* Elements per unit of parallel work: a block of one replica's accumulators
  * is 43 KB, so a ring's chain over a block stays in cache. */
 #define DR_CT_BLOCK 256
+/* The same for floats (16 KB of one replica's floats per block). */
+#define DR_CT_BLOCK_F32 4096
 
 /* What a rank publishes on entering a collective, for the others to read
  * between the entry barrier and the last one. */
 typedef struct ct_slot {
     dr_acc *const *local;   /* the caller's array of local_replicas pointers */
+    float  *const *flocal;  /* the same for a float collective (local is then NULL) */
     size_t   n;
     dr_acc  *dst;           /* reduce_to: rank 0's destination */
+    float   *fdst;          /* reduce_to_f32: rank 0's destination */
     uint32_t dst_device;
     int      rc;            /* DR_OK, or why this rank refused the call */
     dr_err   err;
@@ -45,10 +49,37 @@ struct dr_comm {
 /* Chunk c of a ring of n members over len elements: [c*len/n, (c+1)*len/n). */
 void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi);
 
-/* DR_ACC_BYTES per element from device index `from` to `to` of s (bytes_out
- * on the sender, bytes_in on the receiver); nothing when they are equal or s
- * is NULL. Callers make sure one thread counts at a time. */
-void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems);
+/* `width` bytes per element (DR_ACC_BYTES, or 4 for floats) from device
+ * index `from` to `to` of s (bytes_out on the sender, bytes_in on the
+ * receiver); nothing when they are equal or s is NULL. Callers make sure one
+ * thread counts at a time. */
+void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems, size_t width);
+
+/* The bytes of one pack of len elements reduced within rank 0 by cfg.alg,
+ * and of an all-reduce of n elements across ranks (gather, ring, back). */
+void dr_ct_count_local_pack(const ct_hub *h, size_t len, uint32_t pack, size_t width);
+void dr_ct_count_ranks(const ct_hub *h, size_t n, size_t width);
+
+/* The device index of local replica r of rank w. */
+uint32_t dr_ct_dev_of(const ct_hub *h, uint32_t w, uint32_t r);
+/* Packs: how many, and pack p's length (the packs before it taking [0, off) of n). */
+uint32_t dr_ct_num_packs(const ct_hub *h);
+size_t   dr_ct_pack_len(const ct_hub *h, uint32_t p, size_t n, size_t off);
+/* HierarchicalCopyAllReduce's roots of the two halves for a pack. */
+void     dr_ct_roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1);
+/* n elements in tensors summing to n (when tensors are given). */
+int      dr_ct_check_lengths(const ct_hub *h, const char *what, size_t n, dr_err *err);
+
+/* The hub: a barrier over the ranks (nothing for one rank); this rank's
+ * slot filled on entry (flocal/fdst set by float callers after it); the
+ * agreement after every rank published: all go on or all fail alike. */
+int      dr_ct_sync(ct_hub *h, dr_err *err);
+ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device);
+int      dr_ct_agree(dr_comm *c, const char *what, dr_err *err);
+
+/* devices/comm_f32.c: the float collectives of distref/comm.h. */
+int dr_ct_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err);
+int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst, dr_err *err);
 
 /* dst[0..k) += src[0..k), on the calling thread. */
 void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
@@ -59,6 +90,9 @@ void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
  * the total from c-1 around to c-2. Exactly the merges and copies of the
  * step-by-step ring, for these elements. */
 void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
+/* The same over floats (devices/comm_f32.c): member j adds its own element
+ * to what it receives, so chunk c's total is ((x_c + x_{c+1}) + ...) + x_{c-1}. */
+void dr_ct_ring_chain_f32(float *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
 
 /* DR_ESTATE once the TPU system under tpu strategy s was initialized again. */
 int  dr_ct_tpu_live(const dr_strategy *s, dr_err *err);
@@ -67,5 +101,8 @@ int  dr_ct_tpu_live(const dr_strategy *s, dr_err *err);
  * (devices/comm_torus.c); the arguments as all_reduce_ranges's. */
 int  dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
                  uint32_t l, double *seconds, dr_err *err);
+/* The same over floats (fast numerics): each ring's float order as RING's. */
+int  dr_ct_torus_f32(ct_hub *h, float *const *f, const size_t *ranges, uint32_t nranges,
+                     uint32_t l, double *seconds, dr_err *err);
 
 #endif

@@ -34,6 +34,8 @@
  *   reduce_to: rank w sums every replica of every rank into its share
  *   [w*n/W, (w+1)*n/W) of rank 0's destination.
  *   TORUS (the tpu strategy): devices/comm_torus.c.
+ *   The float collectives (fast numerics): devices/comm_f32.c, the same
+ *   hub, algorithms, packs and byte counts at 4 bytes per element.
  * Packs: num_packs 0, one per tensor; k > 0, the concatenation cut into k
  * packs of n/k, the last taking the rest (_ConcatAndSplitPacker).
  *
@@ -61,11 +63,11 @@ void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi)
 #endif
 }
 
-void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems)
+void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems, size_t width)
 {
     if (!s || from == to || elems == 0) return;
-    s->device[from].bytes_out += (uint64_t)elems * DR_ACC_BYTES;
-    s->device[to].bytes_in += (uint64_t)elems * DR_ACC_BYTES;
+    s->device[from].bytes_out += (uint64_t)elems * width;
+    s->device[to].bytes_in += (uint64_t)elems * width;
 }
 
 void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k)
@@ -90,21 +92,21 @@ void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, si
 /* ---- configuration ------------------------------------------------------ */
 
 /* The device index of local replica r of rank w. */
-static uint32_t dev_of(const ct_hub *h, uint32_t w, uint32_t r)
+uint32_t dr_ct_dev_of(const ct_hub *h, uint32_t w, uint32_t r)
 {
     return h->cfg.strategy ? h->cfg.strategy->replica_device[w * h->cfg.local_replicas + r] : 0;
 }
 
-static uint32_t num_packs(const ct_hub *h)
+uint32_t dr_ct_num_packs(const ct_hub *h)
 {
     return h->cfg.num_packs > 0 ? (uint32_t)h->cfg.num_packs : h->cfg.ntensors;
 }
 
 /* Pack p's length, the packs before it taking [0, off) of n. */
-static size_t pack_len(const ct_hub *h, uint32_t p, size_t n, size_t off)
+size_t dr_ct_pack_len(const ct_hub *h, uint32_t p, size_t n, size_t off)
 {
     if (h->cfg.num_packs == 0) return h->cfg.tensor_len[p];
-    return p + 1 < num_packs(h) ? n / num_packs(h) : n - off;
+    return p + 1 < dr_ct_num_packs(h) ? n / dr_ct_num_packs(h) : n - off;
 }
 
 static size_t nblocks(size_t len)
@@ -146,7 +148,7 @@ static int check_config(const dr_comm_config *cfg, dr_err *err)
 }
 
 /* n accumulators in tensors summing to n (when tensors are given). */
-static int check_lengths(const ct_hub *h, const char *what, size_t n, dr_err *err)
+int dr_ct_check_lengths(const ct_hub *h, const char *what, size_t n, dr_err *err)
 {
     size_t sum = 0;
     if (h->cfg.ntensors == 0) {
@@ -173,7 +175,7 @@ static int check_arrays(const ct_hub *h, const char *what, dr_acc *const *local,
 
 /* ---- the hub: barrier and agreement ------------------------------------- */
 
-static int sync_ranks(ct_hub *h, dr_err *err)
+int dr_ct_sync(ct_hub *h, dr_err *err)
 {
     int rc;
     if (h->cfg.num_ranks == 1) return DR_OK;
@@ -185,11 +187,11 @@ static int sync_ranks(ct_hub *h, dr_err *err)
 
 /* After each rank filled its slot: waits for all, then fails every rank
  * alike if any refused its arguments or the ranks disagree on n. */
-static int agree(dr_comm *c, const char *what, dr_err *err)
+int dr_ct_agree(dr_comm *c, const char *what, dr_err *err)
 {
     ct_hub *h = c->hub;
     uint32_t W = h->cfg.num_ranks;
-    int rc = sync_ranks(h, err);
+    int rc = dr_ct_sync(h, err);
     if (rc) return rc;
     for (uint32_t q = 0; q < W && rc == DR_OK; q++) {
         const ct_slot *s = &h->slot[q];
@@ -199,15 +201,17 @@ static int agree(dr_comm *c, const char *what, dr_err *err)
             rc = dr_fail(err, DR_EUSAGE, "comm threads %s: rank %u passed %zu accumulators, rank 0 %zu",
                          what, q, s->n, h->slot[0].n);
     }
-    if (rc) sync_ranks(h, NULL);   /* no slot is reused before every rank has read them */
+    if (rc) dr_ct_sync(h, NULL);   /* no slot is reused before every rank has read them */
     return rc;
 }
 
 /* Fills this rank's slot; its verdict comes after, in me->rc. */
-static ct_slot *publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device)
+ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device)
 {
     ct_slot *me = &c->hub->slot[c->rank];
     me->local = local;
+    me->flocal = NULL;
+    me->fdst = NULL;
     me->n = n;
     me->dst = dst;
     me->dst_device = dst_device;
@@ -232,7 +236,7 @@ static void from_root(dr_acc *const *acc, uint32_t lo, uint32_t hi, uint32_t roo
 }
 
 /* HierarchicalCopyAllReduce's roots of the two halves for a pack. */
-static void roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1)
+void dr_ct_roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1)
 {
     uint32_t h = R / 2;
     *r0 = h ? pack % h : 0;
@@ -255,7 +259,7 @@ static void local_block(const ct_hub *h, dr_acc *const *acc, size_t off, size_t 
         }
         break;
     case DR_COMM_HIERARCHICAL:
-        roots(R, pack, &r0, &r1);
+        dr_ct_roots(R, pack, &r0, &r1);
         to_root(acc, 0, half, r0, off + a, e - a);
         to_root(acc, half, R, r1, off + a, e - a);
         if (half) {
@@ -283,7 +287,7 @@ static void local_pack(const ct_hub *h, dr_acc *const *acc, size_t off, size_t l
 }
 
 /* The bytes of one pack's reduction within rank 0 (num_ranks == 1). */
-static void count_local_pack(const ct_hub *h, size_t len, uint32_t pack)
+void dr_ct_count_local_pack(const ct_hub *h, size_t len, uint32_t pack, size_t width)
 {
     dr_strategy *s = h->cfg.strategy;
     uint32_t R = h->cfg.local_replicas, half = R / 2, r0, r1;
@@ -294,26 +298,26 @@ static void count_local_pack(const ct_hub *h, size_t len, uint32_t pack)
                 for (uint32_t r = 0; r < R; r++) {
                     size_t lo, hi;
                     dr_ct_chunk(len, R, (r + R - step + phase) % R, &lo, &hi);
-                    dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, (r + 1) % R), hi - lo);
+                    dr_ct_count(s, dr_ct_dev_of(h, 0, r), dr_ct_dev_of(h, 0, (r + 1) % R), hi - lo, width);
                 }
         break;
     case DR_COMM_HIERARCHICAL:
-        roots(R, pack, &r0, &r1);
+        dr_ct_roots(R, pack, &r0, &r1);
         for (uint32_t r = 0; r < R; r++) {
             uint32_t root = r < half ? r0 : r1;
             if (r == root) continue;
-            dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, root), len);
-            dr_ct_count(s, dev_of(h, 0, root), dev_of(h, 0, r), len);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, r), dr_ct_dev_of(h, 0, root), len, width);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, root), dr_ct_dev_of(h, 0, r), len, width);
         }
         if (half) {
-            dr_ct_count(s, dev_of(h, 0, r1), dev_of(h, 0, r0), len);
-            dr_ct_count(s, dev_of(h, 0, r0), dev_of(h, 0, r1), len);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, r1), dr_ct_dev_of(h, 0, r0), len, width);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, r0), dr_ct_dev_of(h, 0, r1), len, width);
         }
         break;
     default:
         for (uint32_t r = 1; r < R; r++) {
-            dr_ct_count(s, dev_of(h, 0, r), dev_of(h, 0, 0), len);
-            dr_ct_count(s, dev_of(h, 0, 0), dev_of(h, 0, r), len);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, r), dr_ct_dev_of(h, 0, 0), len, width);
+            dr_ct_count(s, dr_ct_dev_of(h, 0, 0), dr_ct_dev_of(h, 0, r), len, width);
         }
         break;
     }
@@ -323,10 +327,10 @@ static void local_all_reduce(const ct_hub *h, dr_acc *const *acc, size_t n)
 {
     size_t off = 0;
     if (h->cfg.local_replicas == 1) return;
-    for (uint32_t p = 0; p < num_packs(h); p++) {
-        size_t len = pack_len(h, p, n, off);
+    for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
+        size_t len = dr_ct_pack_len(h, p, n, off);
         local_pack(h, acc, off, len, p);
-        count_local_pack(h, len, p);
+        dr_ct_count_local_pack(h, len, p, DR_ACC_BYTES);
         off += len;
     }
 }
@@ -369,8 +373,8 @@ static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step,
     dr_acc *dst = h->slot[w].local[0];
     const dr_acc *src = h->slot[prev].local[0];
     size_t off = 0;
-    for (uint32_t p = 0; p < num_packs(h); p++) {
-        size_t len = pack_len(h, p, n, off), lo, hi;
+    for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
+        size_t len = dr_ct_pack_len(h, p, n, off), lo, hi;
         dr_ct_chunk(len, W, c, &lo, &hi);
         par_move(dst + off + lo, src + off + lo, hi - lo, phase == 1);
         off += len;
@@ -378,24 +382,24 @@ static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step,
 }
 
 /* Every rank's bytes: gather, the ring of the local[0]s, copy back. */
-static void count_ranks(const ct_hub *h, size_t n)
+void dr_ct_count_ranks(const ct_hub *h, size_t n, size_t width)
 {
     dr_strategy *s = h->cfg.strategy;
     uint32_t W = h->cfg.num_ranks, R = h->cfg.local_replicas;
     size_t off = 0;
     for (uint32_t w = 0; w < W; w++)
         for (uint32_t r = 1; r < R; r++) {
-            dr_ct_count(s, dev_of(h, w, r), dev_of(h, w, 0), n);
-            dr_ct_count(s, dev_of(h, w, 0), dev_of(h, w, r), n);
+            dr_ct_count(s, dr_ct_dev_of(h, w, r), dr_ct_dev_of(h, w, 0), n, width);
+            dr_ct_count(s, dr_ct_dev_of(h, w, 0), dr_ct_dev_of(h, w, r), n, width);
         }
-    for (uint32_t p = 0; p < num_packs(h); p++) {
-        size_t len = pack_len(h, p, n, off);
+    for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
+        size_t len = dr_ct_pack_len(h, p, n, off);
         for (uint32_t phase = 0; phase < 2; phase++)
             for (uint32_t step = 0; step + 1 < W; step++)
                 for (uint32_t w = 0; w < W; w++) {
                     size_t lo, hi;
                     dr_ct_chunk(len, W, (w + W - step + phase) % W, &lo, &hi);
-                    dr_ct_count(s, dev_of(h, w, 0), dev_of(h, (w + 1) % W, 0), hi - lo);
+                    dr_ct_count(s, dr_ct_dev_of(h, w, 0), dr_ct_dev_of(h, (w + 1) % W, 0), hi - lo, width);
                 }
         off += len;
     }
@@ -407,12 +411,12 @@ static int ranks_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *
     uint32_t W = h->cfg.num_ranks;
     int rc;
     if (n) rank_gather(h, local, n, false);
-    if (c->rank == 0) count_ranks(h, n);
-    if ((rc = sync_ranks(h, err))) return rc;
+    if (c->rank == 0) dr_ct_count_ranks(h, n, DR_ACC_BYTES);
+    if ((rc = dr_ct_sync(h, err))) return rc;
     for (uint32_t phase = 0; phase < 2; phase++)
         for (uint32_t step = 0; step + 1 < W; step++) {
             if (n) rank_ring_recv(h, c->rank, n, step, phase);
-            if ((rc = sync_ranks(h, err))) return rc;
+            if ((rc = dr_ct_sync(h, err))) return rc;
         }
     if (n) rank_gather(h, local, n, true);
     return DR_OK;
@@ -484,13 +488,13 @@ static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err
     ct_slot *me;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce: no endpoint (NULL)");
-    me = publish(c, local, n, NULL, 0);
+    me = dr_ct_publish(c, local, n, NULL, 0);
     if (c->hub->cfg.alg == DR_COMM_TORUS)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads all_reduce: algorithm TORUS reduces by "
                          "all_reduce_ranges");
-    if (me->rc == DR_OK) me->rc = check_lengths(c->hub, "all_reduce", n, &me->err);
+    if (me->rc == DR_OK) me->rc = dr_ct_check_lengths(c->hub, "all_reduce", n, &me->err);
     if (me->rc == DR_OK) me->rc = check_arrays(c->hub, "all_reduce", local, n, &me->err);
-    if ((rc = agree(c, "all_reduce", err))) return rc;
+    if ((rc = dr_ct_agree(c, "all_reduce", err))) return rc;
     if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, local, n, err);
     local_all_reduce(c->hub, local, n);
     return DR_OK;
@@ -506,14 +510,14 @@ static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads reduce_to: no endpoint (NULL)");
     h = c->hub;
-    me = publish(c, local, n, dst, dst_device);
+    me = dr_ct_publish(c, local, n, dst, dst_device);
     me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
     if (me->rc == DR_OK && c->rank == 0 && n > 0 && !dst)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: no destination array (NULL) on rank 0");
     if (me->rc == DR_OK && c->rank == 0 && h->cfg.strategy && dst_device >= h->cfg.strategy->num_devices)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: device %u; the strategy has %u",
                          dst_device, h->cfg.strategy->num_devices);
-    if ((rc = agree(c, "reduce_to", err))) return rc;
+    if ((rc = dr_ct_agree(c, "reduce_to", err))) return rc;
     W = h->cfg.num_ranks;
     R = h->cfg.local_replicas;
     w = c->rank;
@@ -529,8 +533,8 @@ static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     }
     if (w == 0)
         for (uint32_t q = 0; q < W; q++)
-            for (uint32_t r = 0; r < R; r++) dr_ct_count(h->cfg.strategy, dev_of(h, q, r), h->slot[0].dst_device, n);
-    return sync_ranks(h, err);
+            for (uint32_t r = 0; r < R; r++) dr_ct_count(h->cfg.strategy, dr_ct_dev_of(h, q, r), h->slot[0].dst_device, n, DR_ACC_BYTES);
+    return dr_ct_sync(h, err);
 }
 
 static int ct_all_reduce_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
@@ -543,10 +547,20 @@ static int ct_all_reduce_ranges(dr_comm *c, dr_acc *const *local, const size_t *
     return dr_ct_torus(c->hub, local, ranges, nranges, l, seconds, err);
 }
 
+static int ct_all_reduce_ranges_f32(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges,
+                                    uint32_t l, double *seconds, dr_err *err)
+{
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges_f32: no endpoint (NULL)");
+    if (c->hub->cfg.alg != DR_COMM_TORUS)
+        return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges_f32: needs algorithm TORUS (the tpu "
+                       "strategy); use all_reduce_f32");
+    return dr_ct_torus_f32(c->hub, local, ranges, nranges, l, seconds, err);
+}
+
 static int ct_barrier(dr_comm *c, dr_err *err)
 {
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads barrier: no endpoint (NULL)");
-    return sync_ranks(c->hub, err);
+    return dr_ct_sync(c->hub, err);
 }
 
 static const dr_comm_ops threads_ops = {
@@ -558,6 +572,9 @@ static const dr_comm_ops threads_ops = {
     .all_reduce = ct_all_reduce,
     .reduce_to = ct_reduce_to,
     .all_reduce_ranges = ct_all_reduce_ranges,
+    .all_reduce_f32 = dr_ct_all_reduce_f32,
+    .reduce_to_f32 = dr_ct_reduce_to_f32,
+    .all_reduce_ranges_f32 = ct_all_reduce_ranges_f32,
     .barrier = ct_barrier,
 };
 

@@ -20,7 +20,9 @@
  * accumulators (dr_tpu_transfer_seconds); the rings of one dimension run at
  * once, so the slowest counts, and the dimensions add up.
  * Bytes: each ring send of a chunk counts DR_ACC_BYTES per element on the
- * devices of the two cores (device 1 + core).
+ * devices of the two cores (device 1 + core); 4 per element for the float
+ * version (all_reduce_ranges_f32, fast numerics), whose rings add in RING's
+ * float order (distref/comm.h), line by line, dimension after dimension.
  *
  * Execution: the ranges are cut into blocks of DR_CT_BLOCK, one OpenMP
  * iteration each; a block runs, for its elements, every ring of every
@@ -43,6 +45,7 @@ typedef struct torus {
      * member[d][start[d][i] .. start[d][i+1]), ring[d][j] its arrays. */
     uint32_t member[DR_TPU_RANK][MAX_REPLICAS];
     dr_acc  *ring[DR_TPU_RANK][MAX_REPLICAS];
+    float   *fring[DR_TPU_RANK][MAX_REPLICAS];       /* the float version's arrays */
     uint32_t start[DR_TPU_RANK][MAX_REPLICAS + 1];
     uint32_t nlines[DR_TPU_RANK];
 } torus;
@@ -80,7 +83,7 @@ static bool same_line(const torus *t, uint32_t a, uint32_t b, int d)
 }
 
 /* Dimension d's lines; a line starts at its lowest-numbered replica. */
-static void build_lines(torus *t, dr_acc *const *acc, int d)
+static void build_lines(torus *t, dr_acc *const *acc, float *const *f, int d)
 {
     bool taken[MAX_REPLICAS] = { false };
     uint32_t n = 0, L = 0;
@@ -102,17 +105,20 @@ static void build_lines(torus *t, dr_acc *const *acc, int d)
     }
     t->start[d][L] = n;
     t->nlines[d] = L;
-    for (uint32_t j = 0; j < n; j++) t->ring[d][j] = acc ? acc[t->member[d][j]] : NULL;
+    for (uint32_t j = 0; j < n; j++) {
+        t->ring[d][j] = acc ? acc[t->member[d][j]] : NULL;
+        t->fring[d][j] = f ? f[t->member[d][j]] : NULL;
+    }
 }
 
 /* The slowest ring of dimension d. */
-static double dim_seconds(const dr_tpu_topology *topo, const torus *t, int d, size_t len)
+static double dim_seconds(const dr_tpu_topology *topo, const torus *t, int d, size_t len, size_t width)
 {
     double slowest = 0;
     for (uint32_t i = 0; i < t->nlines[d]; i++) {
         const uint32_t *m = t->member[d] + t->start[d][i];
         uint32_t n = t->start[d][i + 1] - t->start[d][i];
-        uint64_t bytes = (uint64_t)((len + n - 1) / n) * DR_ACC_BYTES;
+        uint64_t bytes = (uint64_t)((len + n - 1) / n) * width;
         double step = 0, ring;
         if (n < 2) continue;
         for (uint32_t j = 0; j < n; j++) {
@@ -126,7 +132,7 @@ static double dim_seconds(const dr_tpu_topology *topo, const torus *t, int d, si
 }
 
 /* Every chunk each member of each line of d sends, in both phases. */
-static void count_dim(dr_strategy *s, const torus *t, int d, size_t len)
+static void count_dim(dr_strategy *s, const torus *t, int d, size_t len, size_t width)
 {
     for (uint32_t i = 0; i < t->nlines[d]; i++) {
         const uint32_t *m = t->member[d] + t->start[d][i];
@@ -136,13 +142,13 @@ static void count_dim(dr_strategy *s, const torus *t, int d, size_t len)
                 for (uint32_t j = 0; j < n; j++) {
                     size_t lo, hi;
                     dr_ct_chunk(len, n, (j + n - step + phase) % n, &lo, &hi);
-                    dr_ct_count(s, t->dev[m[j]], t->dev[m[(j + 1) % n]], hi - lo);
+                    dr_ct_count(s, t->dev[m[j]], t->dev[m[(j + 1) % n]], hi - lo, width);
                 }
     }
 }
 
 /* All rings of all dimensions for the elements of one span. */
-static void span_rings(const torus *t, const span *sp, size_t len)
+static void span_rings(const torus *t, const span *sp, size_t len, bool f32)
 {
     for (int d = 0; d < DR_TPU_RANK; d++)
         for (uint32_t i = 0; i < t->nlines[d]; i++) {
@@ -153,7 +159,9 @@ static void span_rings(const torus *t, const span *sp, size_t len)
                 dr_ct_chunk(len, n, c, &lo, &hi);
                 if (lo < sp->packed) lo = sp->packed;
                 if (hi > sp->packed + sp->len) hi = sp->packed + sp->len;
-                if (lo < hi)
+                if (lo < hi && f32)
+                    dr_ct_ring_chain_f32(t->fring[d] + t->start[d][i], n, c, sp->flat + (lo - sp->packed), hi - lo);
+                else if (lo < hi)
                     dr_ct_ring_chain(t->ring[d] + t->start[d][i], n, c, sp->flat + (lo - sp->packed), hi - lo);
             }
         }
@@ -178,7 +186,7 @@ static size_t make_spans(const size_t *ranges, uint32_t nranges, span *sp)
     return ns;
 }
 
-static int check(const ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
+static int check(const ct_hub *h, const void *const *acc, const size_t *ranges, uint32_t nranges,
                  uint32_t l, const double *seconds, size_t *len, dr_err *err)
 {
     const dr_strategy *s = h->cfg.strategy;
@@ -209,14 +217,22 @@ static int check(const ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint
     return DR_OK;
 }
 
-int dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
-                uint32_t l, double *seconds, dr_err *err)
+static int torus_run(ct_hub *h, dr_acc *const *acc, float *const *f, const size_t *ranges, uint32_t nranges,
+                     uint32_t l, double *seconds, dr_err *err)
 {
     dr_strategy *s = h->cfg.strategy;
+    const void *arrays[MAX_REPLICAS];
+    size_t width = f ? sizeof(float) : DR_ACC_BYTES;
     torus *t;
     span *sp;
     size_t len, ns;
-    int rc = check(h, acc, ranges, nranges, l, seconds, &len, err);
+    int rc;
+    if (h->cfg.local_replicas > MAX_REPLICAS)
+        return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: %u replicas; at most %d",
+                       h->cfg.local_replicas, MAX_REPLICAS);
+    for (uint32_t r = 0; (f || acc) && r < h->cfg.local_replicas; r++)
+        arrays[r] = f ? (const void *)f[r] : (const void *)acc[r];
+    rc = check(h, (f || acc) ? arrays : NULL, ranges, nranges, l, seconds, &len, err);
     if (rc || h->cfg.local_replicas == 1) return rc;
     ns = make_spans(ranges, nranges, NULL);
     t = malloc(sizeof *t);
@@ -230,13 +246,25 @@ int dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nr
     t->R = h->cfg.local_replicas;
     place(s, l, t);
     for (int d = 0; d < DR_TPU_RANK; d++) {
-        build_lines(t, len ? acc : NULL, d);
-        *seconds += dim_seconds(&s->tpu_system->topology, t, d, len);
-        count_dim(s, t, d, len);
+        build_lines(t, len ? acc : NULL, len ? f : NULL, d);
+        *seconds += dim_seconds(&s->tpu_system->topology, t, d, len, width);
+        count_dim(s, t, d, len, width);
     }
     #pragma omp parallel for schedule(static) if (ns > 1)
-    for (size_t i = 0; i < ns; i++) span_rings(t, &sp[i], len);
+    for (size_t i = 0; i < ns; i++) span_rings(t, &sp[i], len, f != NULL);
     free(sp);
     free(t);
     return DR_OK;
+}
+
+int dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
+                uint32_t l, double *seconds, dr_err *err)
+{
+    return torus_run(h, acc, NULL, ranges, nranges, l, seconds, err);
+}
+
+int dr_ct_torus_f32(ct_hub *h, float *const *f, const size_t *ranges, uint32_t nranges,
+                    uint32_t l, double *seconds, dr_err *err)
+{
+    return torus_run(h, NULL, f, ranges, nranges, l, seconds, err);
 }

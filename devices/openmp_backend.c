@@ -13,6 +13,9 @@
  *           (TensorFlow's ApplyGradientDescent / ApplyMomentum / ApplyAdam,
  *           one rounded operation per statement, nothing contracted), fused
  *           into one parallel pass with no scratch.
+ * In fast numerics (float grad and loss, distref/backend.h) share scales in
+ * float (grad*fl(mult/den) + reg'*fl(coef/den)) and apply reads the float
+ * total as the gradient; the optimizers are the same code.
  * The forward, loss and gradient kernels are in devices/openmp_kernels.c.
  *
  * Compile-time mutants (DR_MUTANT_*; never built by default) plant the
@@ -26,6 +29,10 @@
 #include <string.h>
 
 #define PAR_PARAMS 4096   /* parameters below which share/apply stay on one thread */
+/* The same for the float loops of fast numerics: a pass over 10^5 floats
+ * takes tens of microseconds, less than waking a team costs on a busy
+ * 2-core machine, so they run on the calling thread below 2^20. */
+#define PAR_PARAMS_F32 (1u << 20)
 
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 {
@@ -192,7 +199,7 @@ static void scratch_free(dr_omp_scratch *s)
     if (!s) return;
     for (int l = 0; l < DR_MAX_LAYERS; l++) { free(s->pre[l]); free(s->act[l]); }
     free(s->dz[0]); free(s->dz[1]); free(s->colT); free(s->aux);
-    free(s->ex_loss); free(s->hit); free(s->gtmp);
+    free(s->ex_loss); free(s->hit);
     free(s);
 }
 
@@ -217,7 +224,6 @@ static int omp_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, d
         s->aux = malloc(cap * m->layer[m->nlayers - 1].out * sizeof(float));
         s->ex_loss = malloc(cap * sizeof(float));
         s->hit = malloc(cap);
-        if (b->num == DR_NUMERICS_FAST) ok = ok && (s->gtmp = malloc(b->max_kernel * sizeof(float)));
         ok = ok && s->dz[0] && s->dz[1] && s->colT && s->aux && s->ex_loss && s->hit;
     }
     if (!ok) {
@@ -263,7 +269,42 @@ static inline void share_one(dr_acc *a, uint32_t mult, uint32_t coef, float g)
 #endif
 }
 
-static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, dr_err *err)
+/* Fast numerics: TensorFlow's per-replica gradient of sum(loss_i)/D +
+ * reg/R, in float (distref/backend.h): sg = fl(mult/den), sr = fl(coef/den). */
+static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den)
+{
+    const dr_model_spec *m = &b->m;
+    const float *w = dr_omp_f32(rb->params);
+    float *grad = dr_omp_f32(rb->grad), *loss = dr_omp_f32(rb->loss);
+    float sg = (float)((double)mult / den), sr = (float)((double)coef / den), c = 2.0f * m->l2, reg = 0.0f;
+#if defined(DR_MUTANT_REG_NOT_SCALED)
+    sr = sr * (float)mult;   /* fault: the regularization is not scaled by 1/R */
+#elif defined(DR_MUTANT_REG_SCALED_TWICE)
+    sr = sr / (float)mult;   /* fault: the regularization is scaled by 1/R twice */
+#endif
+    #pragma omp parallel for simd schedule(static) if (b->P >= PAR_PARAMS_F32)
+    for (size_t p = 0; p < b->P; p++) grad[p] = grad[p] * sg;
+    for (uint32_t l = 0; l < m->nlayers && m->l2 != 0.0f; l++) {
+        size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out;
+        float lanes[16] = { 0 }, sq = 0.0f;
+        size_t p = 0;
+        for (; p + 16 <= nk; p += 16)   /* sum of w^2 in 16 float lanes, then the lanes in order */
+            for (int j = 0; j < 16; j++) lanes[j] = lanes[j] + w[k0 + p + j] * w[k0 + p + j];
+        for (int j = 0; j < 16; j++) sq = sq + lanes[j];
+        for (; p < nk; p++) sq = sq + w[k0 + p] * w[k0 + p];
+        reg = reg + sq;
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+        (void)c;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
+#else
+        #pragma omp parallel for simd schedule(static) if (nk >= PAR_PARAMS_F32)
+        for (size_t q = k0; q < k0 + nk; q++) grad[q] = grad[q] + (c * w[q]) * sr;
+#endif
+    }
+    *loss = *loss * sg + (m->l2 * reg) * sr;
+    return DR_OK;
+}
+
+static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     const float *w;
@@ -272,6 +313,14 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     int rc;
     if (mult < 1 || mult > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "openmp backend: share multiplier %u; 1..2^30 supported", mult);
+    if (b->num == DR_NUMERICS_FAST) {
+        if (den < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: share over a denominator of 0");
+        if ((rc = dr_omp_need(rb->grad, b->P * sizeof(float), "grad", err)) ||
+            (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
+            (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+            return rc;
+        return share_f32(b, rb, mult, coef, den);
+    }
     if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
         (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
@@ -309,6 +358,44 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 
 /* ---- apply: round once, then the optimizer -------------------------------- */
 
+/* Fast numerics: the float total is the gradient (divided by d, which is
+ * 1 but for a planted MEAN_NOT_SUM; x / 1.0f is x exactly), in loops with
+ * no branch, vectorized by `omp simd` (elementwise IEEE operations: the
+ * same bits as scalar code; -O2's cost model alone would not vectorize). */
+static void apply_sgd_f32(const dr_optimizer *o, const float *t, float d, float *w, size_t P)
+{
+    const float lr = o->lr;
+    #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+    for (size_t p = 0; p < P; p++) w[p] = w[p] - lr * (t[p] / d);
+}
+
+static void apply_momentum_f32(const dr_optimizer *o, const float *t, float d, float *w, float *v, size_t P)
+{
+    const float lr = o->lr, mu = o->momentum;
+    if (o->nesterov) {
+        #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+        for (size_t p = 0; p < P; p++) {
+            float g = t[p] / d;
+            v[p] = mu * v[p] - lr * g;
+            w[p] = w[p] + (mu * v[p] - lr * g);
+        }
+    } else {
+        #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+        for (size_t p = 0; p < P; p++) {
+            v[p] = mu * v[p] - lr * (t[p] / d);
+            w[p] = w[p] + v[p];
+        }
+    }
+}
+
+/* The gradient of parameter p: round(t / d) from exact accumulators, or
+ * (fast, tf non-NULL: Adam only) the float total over d. */
+static inline float grad_of(const dr_acc *t, const float *tf, uint32_t d, size_t p)
+{
+    if (tf) return tf[p] / (float)d;
+    return dr_acc_round_div(&t[p], d);
+}
+
 static void apply_sgd(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, size_t P)
 {
     const float lr = o->lr;
@@ -331,7 +418,7 @@ static void apply_momentum(const dr_optimizer *o, const dr_acc *t, uint32_t d, f
     }
 }
 
-static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, uint32_t d,
+static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, const float *tf, uint32_t d,
                        float *w, float *m, float *v, size_t P)
 {
     unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
@@ -340,7 +427,7 @@ static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, ui
     const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = dr_acc_round_div(&t[p], d);
+        float g = grad_of(t, tf, d, p);
         m[p] = m[p] + (g - m[p]) * one_b1;
         v[p] = v[p] + (g * g - v[p]) * one_b2;
         w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
@@ -352,18 +439,23 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
 {
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
+    const bool fast = b->num == DR_NUMERICS_FAST;
     const dr_acc *t;
+    const float *tf;
     float *w, *s;
     int rc;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: apply with divisor 0");
-    if ((rc = dr_omp_need(total, P * sizeof(dr_acc), "gradient total", err)) ||
+    if ((rc = dr_omp_need(total, P * dr_sum_bytes(b->num), "gradient total", err)) ||
         (rc = dr_omp_need(params, P * sizeof(float), "params", err)) ||
         (nslots && (rc = dr_omp_need(slots, nslots * P * sizeof(float), "slots", err))))
         return rc;
-    t = dr_omp_acc(total);
+    t = fast ? NULL : dr_omp_acc(total);
+    tf = fast ? dr_omp_f32(total) : NULL;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, t, divisor, w, s, s + P, P);
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, t, tf, divisor, w, s, s + P, P);
+    else if (fast && o->momentum != 0.0f) apply_momentum_f32(o, tf, (float)divisor, w, s, P);
+    else if (fast) apply_sgd_f32(o, tf, (float)divisor, w, P);
     else if (o->momentum != 0.0f) apply_momentum(o, t, divisor, w, s, P);
     else apply_sgd(o, t, divisor, w, P);
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
@@ -381,10 +473,10 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
 static int omp_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
 {
     int rc;
-    (void)b;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: round_loss with divisor 0");
-    if ((rc = dr_omp_need(loss, sizeof(dr_acc), "loss", err))) return rc;
-    *out = dr_acc_round_div(dr_omp_acc(loss), divisor);
+    if ((rc = dr_omp_need(loss, dr_sum_bytes(b->num), "loss", err))) return rc;
+    if (b->num == DR_NUMERICS_FAST) *out = divisor == 1 ? *dr_omp_f32(loss) : *dr_omp_f32(loss) / (float)divisor;
+    else *out = dr_acc_round_div(dr_omp_acc(loss), divisor);
     return DR_OK;
 }
 

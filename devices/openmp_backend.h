@@ -23,8 +23,6 @@
  *   aux      cap x out_L   per-example loss terms (exp(z - max), out - target)
  *   ex_loss  cap           per-example losses, summed exactly at the end
  *   hit      cap           per-example "argmax == label"
- *   gtmp     max in*out    fast numerics only: an sgemm gradient before it
- *                          enters the accumulators
  *
  * Nothing in it is shared between replicas, so the engine may run different
  * replicas' kernels concurrently; each kernel may also use OpenMP itself
@@ -62,7 +60,6 @@ typedef struct dr_omp_scratch {
     float   *aux;
     float   *ex_loss;
     unsigned char *hit;
-    float   *gtmp;                         /* NULL in exact numerics */
 } dr_omp_scratch;
 
 static inline float *dr_omp_f32(const dr_buffer *b) { return b ? (float *)b->data : NULL; }

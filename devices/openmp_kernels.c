@@ -17,14 +17,18 @@
  *
  * Only the first n rows enter the backward pass: the GEMMs read n rows, the
  * loss loop stops at n, so the padding rows of a static shape add nothing.
- * In fast numerics the GEMMs are sgemm (a gradient goes through a float
- * scratch into its accumulators) and exp/log are libm's; everything else is
- * the same code.
+ * In fast numerics (TensorFlow's float path, distref/backend.h) the GEMMs
+ * are cblas_sgemm, exp/log are libm's, grad and loss are float buffers: a
+ * kernel gradient is one sgemm straight into grad, a bias gradient the
+ * column sums of dz accumulated row by row in float, the loss and the
+ * softmax normalizers float sums left to right. No exact accumulator is
+ * touched on that path.
  */
 #include "devices/openmp_backend.h"
 #include "distref/elem.h"
 #include "distref/fastgemm.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,21 +50,32 @@ static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, siz
     return dr_gemm_f32_fast(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
 }
 
-/* Cacc[M x N] += op(A) op(B): exact, or (fast) an sgemm result through tmp
- * (M*N floats; allocated here when NULL). */
+/* C[M x N] (ldc N) = beta C + op(A) op(B): exact accumulators (C += the
+ * exact product; beta is then 1), or in fast numerics floats by one
+ * cblas_sgemm (beta 0: C is overwritten; 1: added to). */
 static int gemm_acc(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                    const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc, float *tmp)
+                    const float *A, size_t lda, const float *B, size_t ldb, void *C, float beta)
 {
-    float *own = NULL;
-    size_t MN = M * N;
-    if (MN == 0 || K == 0) return DR_OK;
-    if (b->num != DR_NUMERICS_FAST) return dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, Cacc);
-    if (!tmp && !(tmp = own = malloc(MN * sizeof *tmp))) return DR_ENOMEM;
-    dr_gemm_f32_sgemm(ta, tb, M, N, K, A, lda, B, ldb, NULL, tmp, N);
-    #pragma omp parallel for schedule(static) if (MN >= PAR_MIN)
-    for (size_t i = 0; i < MN; i++) dr_acc_add(&Cacc[i], tmp[i]);
-    free(own);
+    if (M == 0 || N == 0) return DR_OK;
+    if (b->num != DR_NUMERICS_FAST)
+        return K ? dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
+    if (K == 0) {
+        if (beta == 0.0f) memset(C, 0, M * N * sizeof(float));
+        return DR_OK;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)N);
     return DR_OK;
+}
+
+/* The sum of v[0..n): exact (rounded once), or in fast numerics a float sum
+ * left to right. */
+static inline float sum_of(int fast, const float *v, uint32_t n)
+{
+    float s = 0.0f;
+    if (!fast) return dr_sum_f32(v, n);
+    for (uint32_t i = 0; i < n; i++) s = s + v[i];
+    return s;
 }
 
 static inline float exp_of(int fast, float x) { return fast ? expf(x) : dr_expf(x); }
@@ -81,7 +96,7 @@ static void softmax_row(int fast, const float *z, uint32_t n, float *p)
 {
     float mx = z[argmax(z, n)], s;
     for (uint32_t i = 0; i < n; i++) p[i] = exp_of(fast, z[i] - mx);
-    s = dr_sum_f32(p, n);
+    s = sum_of(fast, p, n);
     for (uint32_t i = 0; i < n; i++) p[i] = p[i] / s;
 }
 
@@ -157,7 +172,7 @@ static float example(const dr_backend *b, const float *pre, const float *out, ui
         /* log sum exp(z - max) - (z_y - max); dz = softmax(z) - onehot(y) */
         float mx = pre[argmax(pre, n)], sum;
         for (uint32_t i = 0; i < n; i++) aux[i] = exp_of(fast, pre[i] - mx);
-        sum = dr_sum_f32(aux, n);
+        sum = sum_of(fast, aux, n);
         for (uint32_t i = 0; i < n; i++) dz[i] = aux[i] / sum - (i == label ? 1.0f : 0.0f);
         return log_of(fast, sum) - (pre[label] - mx);
     }
@@ -174,6 +189,11 @@ static float example(const dr_backend *b, const float *pre, const float *out, ui
         /* mean over the outputs of (out - target)^2; dz = 2 (out - target) / n */
         for (uint32_t i = 0; i < n; i++) aux[i] = out[i] - target[i];
         for (uint32_t i = 0; i < n; i++) dz[i] = (2.0f * aux[i]) / (float)n;
+        if (fast) {
+            float s = 0.0f;
+            for (uint32_t i = 0; i < n; i++) s = s + aux[i] * aux[i];
+            return s / (float)n;
+        }
         return dr_dot_f32(aux, aux, n) / (float)n;
     }
 }
@@ -210,6 +230,22 @@ static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, flo
 #endif
 }
 
+/* Fast numerics: gb[j] = sum over the n rows of dz[.][j], float, row by row. */
+static void bias_grad_f32(float *gb, const float *dz, uint32_t n, uint32_t out)
+{
+    memset(gb, 0, out * sizeof *gb);
+    for (uint32_t r = 0; r < n; r++) {
+        const float *row = dz + (size_t)r * out;
+#if defined(DR_MUTANT_BIAS_GRAD_AXIS)
+        if (r >= out) break;   /* fault: the sum runs over the wrong axis */
+        for (uint32_t j = 0; j < out; j++) gb[r] = gb[r] + row[j];
+#else
+        #pragma omp simd
+        for (uint32_t j = 0; j < out; j++) gb[j] = gb[j] + row[j];
+#endif
+    }
+}
+
 /* The delta of a ReLU layer's output is zero where the unit was inactive. */
 static void relu_mask(float *delta, const float *pre, size_t cells)
 {
@@ -223,22 +259,26 @@ static void relu_mask(float *delta, const float *pre, size_t cells)
     }
 }
 
+/* grad: P accumulators (exact) or P floats (fast). */
 static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params, const float *x,
-                    uint32_t n, bool kernel0, dr_acc *grad, dr_err *err)
+                    uint32_t n, bool kernel0, void *grad, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
+    const bool fast = b->num == DR_NUMERICS_FAST;
     float *dz = s->dz[0];
     int rc;
     for (uint32_t l = m->nlayers; l-- > 0;) {
         const dr_dense *d = &m->layer[l];
         const float *in = l ? s->act[l - 1] : x, *W = params + b->koff[l];
-        dr_acc *gW = grad + b->koff[l], *gb = gW + (size_t)d->in * d->out;
+        size_t kb = b->koff[l], bb = kb + (size_t)d->in * d->out;
+        void *gW = fast ? (void *)((float *)grad + kb) : (void *)((dr_acc *)grad + kb);
         float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
         if (l > 0 || kernel0) {
-            rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, s->gtmp);
+            rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
             if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
         }
-        bias_grad(gb, dz, n, d->out, s->colT);
+        if (fast) bias_grad_f32((float *)grad + bb, dz, n, d->out);
+        else bias_grad((dr_acc *)grad + bb, dz, n, d->out, s->colT);
         if (l == 0) break;
         rc = gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
         if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);
@@ -256,22 +296,26 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     dr_omp_scratch *s;
     const uint8_t *labels;
     const float *targets;
-    dr_acc *grad, *loss;
+    const bool fast = b->num == DR_NUMERICS_FAST;
+    size_t esz = dr_sum_bytes(b->num);
     uint64_t correct = 0;
     int rc;
     if ((rc = need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
-    if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
-        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+    if ((rc = dr_omp_need(rb->grad, b->P * esz, "grad", err)) ||
+        (rc = dr_omp_need(rb->loss, esz, "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     if (n > s->fwd_rows)
         return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
-    grad = dr_omp_acc(rb->grad);
-    loss = dr_omp_acc(rb->loss);
-    memset(grad, 0, b->P * sizeof *grad);
-    dr_acc_init(loss);
+    /* exact: every accumulator zeroed; fast: layer 0's kernel only when the
+     * caller forms it (every other gradient is written whole below) */
+    if (!fast) memset(rb->grad->data, 0, b->P * esz);
+    else if (!kernel0 || n == 0)
+        memset(rb->grad->data, 0, (n == 0 ? b->P : (size_t)m->layer[0].in * m->layer[0].out) * esz);
+    if (fast) *dr_omp_f32(rb->loss) = 0.0f;
+    else dr_acc_init(dr_omp_acc(rb->loss));
     rb->correct = 0;
     s->grad_n = 0;
     s->delta0 = s->dz[0];
@@ -292,10 +336,12 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     if (kernel0 && (rc = dr_omp_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err))) return rc;
 
     loss_rows(b, s, n, labels, targets);
-    dr_acc_add_sum(loss, s->ex_loss, n);
+    if (fast) *dr_omp_f32(rb->loss) = sum_of(1, s->ex_loss, n);
+    else dr_acc_add_sum(dr_omp_acc(rb->loss), s->ex_loss, n);
     for (uint32_t r = 0; r < n; r++) correct += s->hit[r];
     rb->correct = correct;
-    rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0, grad, err);
+    rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0,
+                  rb->grad->data, err);
     if (rc == DR_OK) s->grad_n = n;
     return rc;
 }
@@ -322,7 +368,7 @@ int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pi
     if ((rc = check_pixels(b, pix, len, err)) ||
         (rc = dr_omp_need(xt, (size_t)rows * len * sizeof(float), "tile", err)) ||
         (rc = dr_omp_need(params, b->P * sizeof(float), "params", err)) ||
-        (rc = dr_omp_need(z, (size_t)rows * out0 * sizeof(dr_acc), "z", err)))
+        (rc = dr_omp_need(z, (size_t)rows * out0 * dr_sum_bytes(b->num), "z", err)))
         return rc;
     if (rows == 0 || len == 0) return DR_OK;
     /* the tile's rows of the kernel, gathered: one GEMM for the tile */
@@ -331,8 +377,7 @@ int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pi
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's kernel rows");
     for (uint32_t q = 0; q < len; q++)
         memcpy(Wt + (size_t)q * out0, W + (size_t)pix[q] * out0, out0 * sizeof *Wt);
-    rc = gemm_acc(b, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0,
-                  dr_omp_acc(z), NULL);
+    rc = gemm_acc(b, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0, z->data, 1.0f);
     free(Wt);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in a tile's GEMM");
     return DR_OK;
@@ -347,17 +392,22 @@ int dr_omp_layer0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z,
     const float *bias;
     int rc;
     if ((rc = need_scratch(rb, rows, err)) ||
-        (rc = dr_omp_need(z, cells * sizeof(dr_acc), "z", err)) ||
+        (rc = dr_omp_need(z, cells * dr_sum_bytes(b->num), "z", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     s = rb->scratch;
     zz = dr_omp_acc(z);
     bias = dr_omp_f32(rb->params) + b->koff[0] + (size_t)b->m.layer[0].in * out0;
+    if (b->num == DR_NUMERICS_FAST) {   /* the tiles' float partial sums, then the bias */
+        const float *zf = dr_omp_f32(z);
+        for (size_t i = 0; i < cells; i++) s->pre[0][i] = zf[i] + bias[i % out0];
+    } else {
     #pragma omp parallel for schedule(static) if (cells >= PAR_MIN / 8)
     for (size_t i = 0; i < cells; i++) {
         dr_acc a = zz[i];                    /* the bias joins the exact sum: one rounding */
         dr_acc_add(&a, bias[i % out0]);
         s->pre[0][i] = dr_acc_round(&a);
+    }
     }
     activate(b, s, 0, rows);
     s->fwd_rows = rows;
@@ -381,30 +431,36 @@ int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *
                             uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err)
 {
     uint32_t out0 = b->m.layer[0].out;
-    dr_acc *g, *tmp;
+    const bool fast = b->num == DR_NUMERICS_FAST;
+    size_t esz = dr_sum_bytes(b->num);
+    char *g;
+    void *tmp;
     bool run = true;
     int rc;
     if ((rc = check_pixels(b, pix, len, err)) ||
         (rc = dr_omp_need(xt, (size_t)n * len * sizeof(float), "tile", err)) ||
         (rc = dr_omp_need(delta, (size_t)n * out0 * sizeof(float), "delta", err)) ||
-        (rc = dr_omp_need(grad, b->P * sizeof(dr_acc), "grad", err)))
+        (rc = dr_omp_need(grad, b->P * esz, "grad", err)))
         return rc;
     if (n == 0 || len == 0) return DR_OK;
-    g = dr_omp_acc(grad) + b->koff[0];
+    g = (char *)grad->data + b->koff[0] * esz;
     for (uint32_t q = 1; q < len && run; q++) run = pix[q] == pix[0] + q;
     if (run) {   /* consecutive pixels: their gradient rows are one block */
         rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
-                      g + (size_t)pix[0] * out0, NULL);
+                      g + (size_t)pix[0] * out0 * esz, 1.0f);
         return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
     }
     /* otherwise one GEMM into a block of the tile's rows, merged row by row */
-    if (!(tmp = calloc((size_t)len * out0, sizeof *tmp)))
+    if (!(tmp = calloc((size_t)len * out0, esz)))
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's gradient rows");
-    rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, NULL);
+    rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, 0.0f);
     if (rc == DR_OK)
         for (uint32_t q = 0; q < len; q++)
-            for (uint32_t j = 0; j < out0; j++)
-                dr_acc_merge(&g[(size_t)pix[q] * out0 + j], &tmp[(size_t)q * out0 + j]);
+            for (uint32_t j = 0; j < out0; j++) {
+                size_t at = (size_t)pix[q] * out0 + j, from = (size_t)q * out0 + j;
+                if (fast) ((float *)g)[at] = ((float *)g)[at] + ((const float *)tmp)[from];
+                else dr_acc_merge(&((dr_acc *)g)[at], &((const dr_acc *)tmp)[from]);
+            }
     free(tmp);
     return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
 }

@@ -9,10 +9,52 @@
 #include "distref/run_log.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-void openblas_set_num_threads(int);   /* OpenBLAS extension */
+void openblas_set_num_threads(int);   /* OpenBLAS extensions */
+int  openblas_get_num_threads(void);
+
+/* ---- the thread policy ---------------------------------------------------
+ * One policy for the whole engine: OpenMP threads x OpenBLAS threads <=
+ * cores. The engine's parallelism is OpenMP's (replicas side by side, and
+ * loops around each BLAS call), so while a run is open OpenBLAS runs on one
+ * thread: OpenBLAS's own threads would spin against OpenMP's waiting team
+ * (measured: exact one_device on 2 threads went from ~1,400 to ~3,800
+ * examples/s with this). --threads=T sets the OpenMP team size of the
+ * thread that opened the run (omp_set_num_threads is per thread); worker
+ * threads (multi_worker_mirrored) each take T / W, at least 1, so W workers
+ * together stay within T. Both process-wide settings changed here are
+ * restored when the last open run closes: the caller's OpenBLAS thread count
+ * and the opening thread's OpenMP team size. */
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned threads_users;
+static int threads_blas_saved;
+
+static void threads_enter(dr_session *s, int threads)
+{
+    s->omp_saved = omp_get_max_threads();
+    if (threads > 0) omp_set_num_threads(threads);
+    s->omp_threads = omp_get_max_threads();
+    s->threads_set = true;
+    pthread_mutex_lock(&threads_lock);
+    if (threads_users++ == 0) {
+        threads_blas_saved = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+    pthread_mutex_unlock(&threads_lock);
+}
+
+static void threads_leave(dr_session *s)
+{
+    if (!s->threads_set) return;
+    s->threads_set = false;
+    omp_set_num_threads(s->omp_saved);
+    pthread_mutex_lock(&threads_lock);
+    if (--threads_users == 0) openblas_set_num_threads(threads_blas_saved);
+    pthread_mutex_unlock(&threads_lock);
+}
 
 static int engine_supports(const dr_run_plan *plan, dr_err *err)
 {
@@ -54,15 +96,15 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->alloc(s->be, P * sizeof(float), &rb->params, err)) ||
         (holds && (rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
-        (rc = b->alloc(s->be, P * sizeof(dr_acc), &rb->grad, err)) ||
-        (rc = b->alloc(s->be, sizeof(dr_acc), &rb->loss, err)) ||
+        (rc = b->alloc(s->be, P * s->esz, &rb->grad, err)) ||
+        (rc = b->alloc(s->be, s->esz, &rb->loss, err)) ||
         (rc = b->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
         (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
         (s->data->targets && (rc = b->alloc(s->be, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
     if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in tpu.c */
-        uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + sizeof(dr_acc)) +
-                         sizeof(dr_acc) + (uint64_t)s->rows * (f * sizeof(float) + (s->data->labels ? 1 : 0) +
+        uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + s->esz) +
+                         s->esz + (uint64_t)s->rows * (f * sizeof(float) + (s->data->labels ? 1 : 0) +
                          (s->data->targets ? out * sizeof(float) : 0));
         if ((rc = dr_device_reserve(&s->strat.device[s->strat.replica_device[r]], bytes, err)))
             return dr_fail_wrap(err, "replica %u's variables, gradients and batch", r);
@@ -86,6 +128,7 @@ static void engine_close(dr_session *s)
         s->bo->close(s->be);
     }
     if (s->neps) s->co->close(s->ep, s->neps);
+    threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
     free(s);
 }
@@ -124,7 +167,9 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     s->data = data;
     s->bo = dr_backend_openmp();
     s->co = dr_comm_threads();
-    if (plan->cfg->threads > 0) omp_set_num_threads(plan->cfg->threads);
+    s->num = num;
+    s->esz = dr_sum_bytes(num);
+    threads_enter(s, plan->cfg->threads);
     if (spec.kind == DR_STRATEGY_TPU && (rc = engine_tpu_open(s, &sopt, err))) goto fail;
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err))) goto fail;
     s->R = s->strat.num_replicas;
@@ -143,9 +188,9 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
         ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
          (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * sizeof(dr_acc), &s->central, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * s->esz, &s->central, err)) ||
          (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
-                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + sizeof(dr_acc)), err))))
+                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
         goto fail;
     if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
     memset(&cc, 0, sizeof cc);
@@ -169,11 +214,6 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     dr_model_init(&plan->exp.model, plan->cfg->seed, init);
     if ((rc = set_all(s, init, init + plan->P, err))) goto fail;
     free(init);
-    /* One BLAS thread: the kernels parallelize with OpenMP around each BLAS
-     * call (and replicas run side by side), and OpenBLAS's own threads would
-     * spin against OpenMP's waiting team (measured: exact one_device on 2
-     * threads went from ~1,400 to ~3,800 examples/s with this). */
-    openblas_set_num_threads(1);
     *out = s;
     return DR_OK;
 fail:

@@ -41,6 +41,10 @@ struct dr_session {
     dr_strategy          strat;
     const dr_backend_ops *bo;
     dr_backend          *be;
+    dr_numerics          num;                /* exact: grad/loss are dr_acc; fast: floats */
+    size_t               esz;                /* bytes of a grad/loss element: dr_sum_bytes(num) */
+    int                  omp_saved, omp_threads;   /* the thread policy (engine.c): before, during */
+    bool                 threads_set;
     const dr_comm_ops   *co;
     dr_comm             *ep[ENGINE_MAX_WORKERS];
     uint32_t             neps;

@@ -12,9 +12,15 @@
  *            worker), or the reduction to central_storage's variable device
  *   apply    one rounding of the total over G*R, then the optimizer, on every
  *            holder of the variables concurrently
+ * Fast numerics run the same phases on floats (distref/backend.h): the
+ * share is already TensorFlow's scaled per-replica gradient, the comm's
+ * float collectives add in the algorithm's order, apply takes the total as
+ * it is (divisor 1), and the step's loss is the float sum of the replicas'
+ * scaled losses in replica order (strategy.reduce(SUM)).
  */
 #include "strategies/engine_internal.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +102,7 @@ static int compute(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
-    return b->share(s->be, rb, s->mult[r], s->coef, err);
+    return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
 }
 
 static uint32_t divisor(const dr_session *s)
@@ -107,6 +113,13 @@ static uint32_t divisor(const dr_session *s)
 #else
     return s->den;
 #endif
+}
+
+/* apply's divisor: the exact total's G*R, or 1 for a float total (already
+ * scaled by share; a planted MEAN_NOT_SUM still divides it by R). */
+static uint32_t apply_divisor(const dr_session *s)
+{
+    return s->num == DR_NUMERICS_FAST ? divisor(s) / s->den : divisor(s);
 }
 
 /* Phase 1 of worker w: its replicas' shares. */
@@ -126,22 +139,30 @@ static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
 static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
+    const bool fast = s->num == DR_NUMERICS_FAST;
     dr_acc *local[DR_MAX_DEVICES];
-    uint32_t lo = w * s->L, L = s->L;
+    float *flocal[DR_MAX_DEVICES];
+    uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
     int rc, rcs[DR_MAX_DEVICES];
     dr_err errs[DR_MAX_DEVICES];
-    for (uint32_t k = 0; k < L; k++) local[k] = b->host_ptr(s->rb[lo + k].grad);
-    if (s->var) {   /* central_storage: reduce to the variable device, one update there */
-        dr_acc *dst = b->host_ptr(s->central);
-        if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) ||
-            (rc = s->co->reduce_to(s->ep[w], local, s->plan->P, s->strat.variable_device, dst, err)))
-            return rc;
-        return b->apply(s->be, s->central, divisor(s), s->step, s->var, s->var_slots, err);
+    for (uint32_t k = 0; k < L; k++) {
+        local[k] = fast ? NULL : b->host_ptr(s->rb[lo + k].grad);
+        flocal[k] = fast ? b->host_ptr(s->rb[lo + k].grad) : NULL;
     }
-    if ((rc = s->co->all_reduce(s->ep[w], local, s->plan->P, err))) return rc;
+    if (s->var) {   /* central_storage: reduce to the variable device, one update there */
+        void *dst = b->host_ptr(s->central);
+        if (fast) rc = s->co->reduce_to_f32(s->ep[w], flocal, s->plan->P, s->strat.variable_device, dst, err);
+        else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
+            rc = s->co->reduce_to(s->ep[w], local, s->plan->P, s->strat.variable_device, dst, err);
+        if (rc) return rc;
+        return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
+    }
+    rc = fast ? s->co->all_reduce_f32(s->ep[w], flocal, s->plan->P, err)
+              : s->co->all_reduce(s->ep[w], local, s->plan->P, err);
+    if (rc) return rc;
     #pragma omp parallel for schedule(static) if (L > 1)
     for (uint32_t k = 0; k < L; k++)
-        rcs[k] = b->apply(s->be, s->rb[lo + k].grad, divisor(s), s->step, s->rb[lo + k].params,
+        rcs[k] = b->apply(s->be, s->rb[lo + k].grad, d, s->step, s->rb[lo + k].params,
                           s->rb[lo + k].slots, &errs[k]);
     for (uint32_t k = 0; k < L; k++)
         if (rcs[k]) { *err = errs[k]; return rcs[k]; }
@@ -154,6 +175,9 @@ typedef struct worker_arg { dr_session *s; uint32_t w; phase_fn fn; } worker_arg
 static void *worker_thread(void *p)
 {
     worker_arg *a = p;
+    /* the thread policy (engine.c): W workers share the run's T threads */
+    int t = a->s->omp_threads / (int)a->s->W;
+    omp_set_num_threads(t > 0 ? t : 1);
     a->s->rc[a->w] = a->fn(a->s, a->w, &a->s->err[a->w]);
     return NULL;
 }
@@ -193,19 +217,31 @@ static int run_workers(dr_session *s, dr_err *err)
     return rc ? rc : run_phase(s, worker_reduce, err);
 }
 
-/* The step's loss: the replicas' shares summed, rounded once. */
+/* The step's loss: the replicas' shares summed, rounded once (fast: the
+ * float sum of the scaled shares in replica order). */
 void engine_report(dr_session *s, dr_step_report *out)
 {
     dr_acc total;
+    float ftotal = 0.0f;
     dr_acc_init(&total);
     out->correct = 0;
     for (uint32_t r = 0; r < s->R; r++) {
         dr_acc l;
+        float f;
         dr_err e;
-        if (s->bo->download(s->be, &l, s->rb[r].loss, 0, sizeof l, &e) == DR_OK) dr_acc_merge(&total, &l);
+        if (s->num == DR_NUMERICS_FAST) {
+            if (s->bo->download(s->be, &f, s->rb[r].loss, 0, sizeof f, &e) == DR_OK) ftotal = r ? ftotal + f : f;
+        } else if (s->bo->download(s->be, &l, s->rb[r].loss, 0, sizeof l, &e) == DR_OK) {
+            dr_acc_merge(&total, &l);
+        }
         out->correct += s->rb[r].correct;
     }
-    out->loss = dr_acc_round_div(&total, divisor(s));
+    if (s->num == DR_NUMERICS_FAST) {
+        uint32_t d = apply_divisor(s);
+        out->loss = d == 1 ? ftotal : ftotal / (float)d;
+    } else {
+        out->loss = dr_acc_round_div(&total, divisor(s));
+    }
     out->count = s->count;
     out->num_replicas = s->R;
     out->ids = s->ids;

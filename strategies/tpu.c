@@ -49,7 +49,7 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
             if ((rc = s->bo->alloc(s->be, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i], err)))
                 return rc;
         for (uint32_t r = 0; r < s->R; r++)
-            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(dr_acc), &tp->z[r], err)) ||
+            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * s->esz, &tp->z[r], err)) ||
                 (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
                 return rc;
     }
@@ -104,17 +104,18 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
 #endif
     if (tp->tiles == 1) {
         if ((rc = b->forward(s->be, rb, rows, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err))) return rc;
-        return b->share(s->be, rb, s->mult[r], s->coef, err);
+        return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
     }
     /* layer 0 from the tiles: partial sums on each core, merged on core 0 */
-    if ((rc = b->fill_zero(s->be, tp->z[r], 0, (size_t)rows * out0 * sizeof(dr_acc), err))) return rc;
+    if ((rc = b->fill_zero(s->be, tp->z[r], 0, (size_t)rows * out0 * s->esz, err))) return rc;
     for (uint32_t l = 0; l < tp->tiles; l++) {
         uint32_t dev = dr_strategy_tpu_device(&s->strat, r, l);
         rc = b->layer0_partial(s->be, tp->tile_x[r * tp->tiles + l], tp->pix + l * tp->tile_len, tp->tile_len, rows,
                                rb->params, tp->z[r], err);
         if (rc) return rc;
         if (l > 0) {
-            double t = dr_tpu_transfer_seconds(top, (int)dev - 1, (int)dev0 - 1, (uint64_t)rows * out0 * DR_ACC_BYTES);
+            uint64_t bytes = (uint64_t)rows * out0 * (s->num == DR_NUMERICS_FAST ? sizeof(float) : DR_ACC_BYTES);
+            double t = dr_tpu_transfer_seconds(top, (int)dev - 1, (int)dev0 - 1, bytes);
             if (t > merge_s[0]) merge_s[0] = t;
         }
     }
@@ -138,14 +139,15 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
         }
         if (rc) return rc;
     }
-    return b->share(s->be, rb, s->mult[r], s->coef, err);
+    return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
 }
 
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
     const dr_backend_ops *b = s->bo;
-    dr_acc *local[DR_MAX_DEVICES];
+    void *local[DR_MAX_DEVICES];
+    const bool fast = s->num == DR_NUMERICS_FAST;
     double merge[DR_MAX_DEVICES - 1][2];
     int rc = DR_OK, rcs[DR_MAX_DEVICES];
     dr_err errs[DR_MAX_DEVICES];
@@ -175,14 +177,16 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
     }
     for (uint32_t l = 0; l < tp->tiles; l++) {   /* one all-reduce per logical core, over its own links */
         double sec = 0;
-        rc = s->co->all_reduce_ranges(s->ep[0], local, tp->ranges + 2 * (size_t)l * tp->max_ranges, tp->nranges[l],
-                                      l, &sec, err);
+        const size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
+        rc = fast ? s->co->all_reduce_ranges_f32(s->ep[0], (float *const *)local, rg, tp->nranges[l], l, &sec, err)
+                  : s->co->all_reduce_ranges(s->ep[0], (dr_acc *const *)local, rg, tp->nranges[l], l, &sec, err);
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }
     #pragma omp parallel for schedule(static) if (R > 1)
     for (uint32_t r = 0; r < R; r++)
-        rcs[r] = b->apply(s->be, s->rb[r].grad, s->den, s->step, s->rb[r].params, s->rb[r].slots, &errs[r]);
+        rcs[r] = b->apply(s->be, s->rb[r].grad, fast ? 1 : s->den, s->step, s->rb[r].params, s->rb[r].slots,
+                          &errs[r]);
     for (uint32_t r = 0; r < R; r++)
         if (rcs[r]) { *err = errs[r]; return rcs[r]; }
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);

@@ -10,7 +10,9 @@
  * NaN, inf and huge values; n == 0; examples whose ReLU inputs are exactly
  * 0; SGD, momentum, Nesterov and Adam for 7 steps (R = 3 against the
  * reference, and against R = 1); layer 0 partitioned into 2x2 and 4x1 tiles
- * of the 28x28 image. Fast numerics: runs, loss within 1e-4 relative.
+ * of the 28x28 image. Fast numerics (float grad and loss, already scaled by
+ * share): loss within 1e-4 relative of exact, every gradient within 1e-4
+ * relative (plus 1e-6 of the largest), R = 1 and R = 3 with L2.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,7 +142,7 @@ static int bk_step(bk *k, dr_replica_bufs *rb, const float *x, const uint8_t *la
     if (!rc && !k->mse) rc = o->upload(k->b, rb->labels, 0, labels, rows, e);
     if (!rc) rc = o->forward(k->b, rb, rows, 0, e);
     if (!rc) rc = o->loss_grad(k->b, rb, n, true, e);
-    if (!rc) rc = o->share(k->b, rb, R, G, e);
+    if (!rc) rc = o->share(k->b, rb, R, G, G * R, e);
     return rc;
 }
 
@@ -469,7 +471,7 @@ static void check_tiles(dr_model_spec m, uint32_t ty, uint32_t tx, dr_numerics n
     must(k.ops->upload(k.b, dbuf, 0, delta, n * out0 * sizeof(float), &e), &e);
     for (uint32_t t = 0; t < T; t++)
         must(k.ops->layer0_grad_rows(k.b, xtb[t], pix + t * len, len, n, dbuf, tiled.grad, &e), &e);
-    must(k.ops->share(k.b, &tiled, R, G, &e), &e);
+    must(k.ops->share(k.b, &tiled, R, G, G * R, &e), &e);
     must(k.ops->round_loss(k.b, whole.loss, G * R, &lw, &e), &e);
     must(k.ops->round_loss(k.b, tiled.loss, G * R, &lt, &e), &e);
 
@@ -537,12 +539,25 @@ static void fast_mode(void **st)
     gen_batch(&m, SEED + 9, 20, 24, x, labels, NULL);
     rep_open(&k, &rb, 24);
     must(k.ops->upload(k.b, rb.params, 0, params, k.P * sizeof(float), &e), &e);
-    must(bk_step(&k, &rb, x, labels, NULL, 20, 24, 1, 20, &e), &e);
-    must(k.ops->round_loss(k.b, rb.loss, 20, &lf, &e), &e);
-    ref_share(&m, params, x, labels, NULL, 20, 1, 20, grad, &lref, &c);
-    lr = dr_acc_round_div(&lref, 20);
-    if (!(fabsf(lf - lr) <= 1e-4f * fabsf(lr))) fail_msg("fast loss %.9g, exact %.9g", (double)lf, (double)lr);
-    must(k.ops->apply(k.b, rb.grad, 20, 1, rb.params, rb.slots, &e), &e);
+    for (uint32_t R = 1; R <= 3; R += 2) {   /* one replica's share of a step of G = 20 over R */
+        const float *gf = k.ops->host_ptr(rb.grad);
+        float gmax = 0;
+        must(bk_step(&k, &rb, x, labels, NULL, 20, 24, R, 20, &e), &e);
+        must(k.ops->round_loss(k.b, rb.loss, 1, &lf, &e), &e);   /* fast: already over G*R */
+        ref_share(&m, params, x, labels, NULL, 20, R, 20, grad, &lref, &c);
+        lr = dr_acc_round_div(&lref, 20 * R);
+        if (!(fabsf(lf - lr) <= 1e-4f * fabsf(lr))) fail_msg("R %u: fast loss %.9g, exact %.9g", R, (double)lf, (double)lr);
+        for (size_t p = 0; p < k.P; p++) {
+            float g = dr_acc_round_div(&grad[p], 20 * R);
+            if (fabsf(g) > gmax) gmax = fabsf(g);
+        }
+        for (size_t p = 0; p < k.P; p++) {
+            float g = dr_acc_round_div(&grad[p], 20 * R);
+            if (!(fabsf(gf[p] - g) <= 1e-4f * fabsf(g) + 1e-6f * gmax))
+                fail_msg("R %u: fast gradient %zu is %.9g, exact %.9g", R, p, (double)gf[p], (double)g);
+        }
+    }
+    must(k.ops->apply(k.b, rb.grad, 1, 1, rb.params, rb.slots, &e), &e);
     for (size_t p = 0; p < k.P; p++) assert_true(isfinite(((float *)k.ops->host_ptr(rb.params))[p]));
     rep_close(&k, &rb);
     bk_close(&k);

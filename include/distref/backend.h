@@ -11,10 +11,12 @@
  *
  * The model is the core's spec (distref/model.h): a stack of Dense layers,
  * parameters in one flat array (per layer its kernel, in x out row-major,
- * then its bias). A replica's gradient share is kept as exact accumulators
- * (distref/exact.h), one per parameter, plus one for the loss: the
- * backend's kernels compute *sums* over examples, never means (see
- * docs/SEMANTICS.md and docs/ARCHITECTURE.md).
+ * then its bias). In exact numerics a replica's gradient share is kept as
+ * exact accumulators (distref/exact.h), one per parameter, plus one for the
+ * loss: the backend's kernels compute *sums* over examples, never means
+ * (see docs/SEMANTICS.md and docs/ARCHITECTURE.md). In fast numerics the
+ * same buffers hold floats (P floats, 1 float; dr_sum_bytes()): the float
+ * path TensorFlow runs, below.
  *
  * What each kernel must return, bit for bit in exact numerics:
  *   forward     pre[l] = round(bias + act[l] W) per element (one rounding),
@@ -34,8 +36,31 @@
  *               replica by its own size (include/distref/plan.h).
  *   apply       grad_f = round(total / divisor) once per parameter, then the
  *               optimizer (TensorFlow's kernels, operation by operation).
- * In fast numerics (sgemm, libm exp/log) results may differ within the
- * bounds of docs/CONFORMANCE.md.
+ *
+ * Fast numerics (TensorFlow's float path; results may differ from exact
+ * within the bounds of docs/CONFORMANCE.md, and may depend on R):
+ *   forward     pre[l] = bias + in W by cblas_sgemm, libm expf/logf, float
+ *               sums for the softmax normalizers (left to right).
+ *   loss_grad   grad (P floats) and loss (1 float) are float *sums*: kernel
+ *               grad = act^T dz by one cblas_sgemm (beta 0), bias grad =
+ *               the column sums of dz accumulated row by row in float, loss
+ *               = the per-example losses summed in row order in float.
+ *   share       TensorFlow's per-replica gradient of compute_average_loss +
+ *               scale_regularization_loss, i.e. of sum(loss_i)/D + reg/R:
+ *               with sg = fl(mult/den), sr = fl(coef/den) (den = D*R, so
+ *               sg = fl(1/D), sr = fl(1/R) for the default reduction)
+ *                 grad[p] = grad[p]*sg + (2*l2*w[p])*sr   (kernels; biases
+ *                           grad[p]*sg), each operation rounded to float,
+ *                 loss    = loss*sg + (l2*sum w^2)*sr.
+ *               TensorFlow multiplies dz by 1/D before its GEMMs; scaling the
+ *               sums after them differs by one rounding per element.
+ *   apply       the total is the all-reduced float sum of the shares, i.e.
+ *               TensorFlow's gradient already: g = total[p] (divisor 1; a
+ *               divisor d > 1 gives total[p]/d in float), then the optimizer.
+ *   round_loss  loss (divisor 1) or loss/divisor in float.
+ *   layer 0 tiles  z (rows x out0 floats) += the tile's sgemm, tile by tile;
+ *               layer0_finish pre0 = z + bias in float; layer0_grad_rows
+ *               grad rows += xt^T delta by sgemm (beta 1).
  */
 #ifndef DISTREF_BACKEND_H
 #define DISTREF_BACKEND_H
@@ -54,6 +79,13 @@
 
 typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST } dr_numerics;
 
+/* Bytes of one element of grad, loss and layer 0's partial sums z: an exact
+ * accumulator in exact numerics, a float in fast numerics. */
+static inline size_t dr_sum_bytes(dr_numerics num)
+{
+    return num == DR_NUMERICS_FAST ? sizeof(float) : sizeof(dr_acc);
+}
+
 typedef struct dr_backend dr_backend;   /* an opened backend */
 typedef struct dr_buffer  dr_buffer;    /* device-resident memory of a backend */
 
@@ -69,7 +101,8 @@ typedef struct dr_backend_query {
 /* One replica's tensors on its device. The engine allocates them with
  * alloc() and hands them to the kernels; sizes in elements:
  *   params  P floats             slots   P * nslots floats (or NULL)
- *   grad    P dr_acc             loss    1 dr_acc
+ *   grad    P dr_acc             loss    1 dr_acc     (exact numerics)
+ *   grad    P floats             loss    1 float      (fast numerics)
  *   x       rows * in0 floats    labels  rows bytes (or NULL)
  *   targets rows * out floats (or NULL)
  * `rows` is the largest batch the replica computes (its static shape).
@@ -118,19 +151,23 @@ typedef struct dr_backend_ops {
      * With kernel0 false, layer 0's kernel gradient is left to the caller
      * (spatial partitioning: layer0_grad_rows). */
     int   (*loss_grad)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
-    /* The share: see the header comment. */
-    int   (*share)(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, dr_err *err);
-    /* grad_f = round(total[p] / divisor), then the optimizer at 1-based step
+    /* The share over the step's common denominator den (= coef * R): see
+     * the header comment (exact numerics do not read den). */
+    int   (*share)(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err);
+    /* grad_f = round(total[p] / divisor) (fast: total[p], or total[p] /
+     * divisor when divisor > 1), then the optimizer at 1-based step
      * on params/slots (total may be another replica's grad: the all-reduced
      * sum; several replicas may apply the same total concurrently). */
     int   (*apply)(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                    dr_buffer *params, dr_buffer *slots, dr_err *err);
-    /* round(loss / divisor) of an accumulator buffer, synchronously. */
+    /* round(loss / divisor) of an accumulator buffer (fast: a float buffer,
+     * loss / divisor in float), synchronously. */
     int   (*round_loss)(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 
-    /* z[rows x out0] += exact xt W0[rows `pix` of the kernel]: xt is a
+    /* z[rows x out0] += exact xt W0[rows `pix` of the kernel] (fast: floats,
+     * += the tile's sgemm): xt is a
      * rows x len tile (row-major) of the input, pix[0..len) the pixels it
      * holds, i.e. its rows of layer 0's kernel read from params. */
     int   (*layer0_partial)(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
@@ -146,7 +183,7 @@ typedef struct dr_backend_ops {
 
 /* The OpenMP CPU backend (devices/openmp_backend.c): host memory, exact
  * kernels by error-free splitting over DGEMM (distref/fastgemm.h), fast
- * kernels on sgemm and libm. */
+ * kernels on sgemm, libm and float buffers (devices/openmp_fast.c). */
 const dr_backend_ops *dr_backend_openmp(void);
 
 #endif

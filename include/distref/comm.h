@@ -28,6 +28,29 @@
  * (the last takes the remainder), as TensorFlow's _ConcatAndSplitPacker.
  * Across ranks the threads comm reduces each rank's replicas onto its first
  * local replica, runs a ring over the ranks, and broadcasts back.
+ *
+ * Float collectives (fast numerics: TensorFlow's float all-reduce). The
+ * same algorithms, packs and chunks move floats, so the order of the float
+ * additions is the algorithm's, and the bits depend on R and the algorithm
+ * as TensorFlow's do; every replica still ends with the same bits (the
+ * total is computed once per element and copied). Bytes count 4 per float
+ * element moved. x_r is replica r's element, "+" a float addition, sums
+ * associate to the left:
+ *   RING          chunk c: ((x_c + x_{c+1}) + x_{c+2}) + ... + x_{c-1}
+ *                 (indices mod R): the reduce-scatter starts the chunk at
+ *                 member c and each member adds its own on receipt; the
+ *                 all-gather copies the total around. (NCCL starts chunk c
+ *                 one member later; the order is the same rotation.)
+ *   HIERARCHICAL  s0 = x_0 + ... + x_{h-1}, s1 = x_h + ... + x_{R-1} in
+ *                 replica order (h = R/2), total = s0 + s1
+ *   ONE_DEVICE    x_0 + x_1 + ... + x_{R-1} on replica 0
+ *   across ranks  each rank's replicas in order onto its local[0] (y_w),
+ *                 then the ring over the ranks: chunk c = y_c + y_{c+1} +
+ *                 ... + y_{c-1} (mod W)
+ *   reduce_to     dst = x_0 + x_1 + ... in global replica order (overwrites)
+ *   TORUS         per dimension, per line: the RING order over the line's
+ *                 members in ring order, dimension after dimension
+ * (-0.0 + 0.0 is +0.0 and a NaN or inf propagates, as in any float sum.)
  */
 #ifndef DISTREF_COMM_H
 #define DISTREF_COMM_H
@@ -83,6 +106,13 @@ typedef struct dr_comm_ops {
      * (the slowest ring of a dimension counts). */
     int      (*all_reduce_ranges)(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
                                   uint32_t l, double *seconds, dr_err *err);
+    /* Float versions of the three (fast numerics), same arguments, n floats
+     * per array; the order of additions is the algorithm's (above). */
+    int      (*all_reduce_f32)(dr_comm *c, float *const *local, size_t n, dr_err *err);
+    int      (*reduce_to_f32)(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst,
+                              dr_err *err);
+    int      (*all_reduce_ranges_f32)(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges,
+                                      uint32_t l, double *seconds, dr_err *err);
     int      (*barrier)(dr_comm *c, dr_err *err);
 } dr_comm_ops;
 
