@@ -94,7 +94,7 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench clean mutants check-layers tf-crosscheck fuzz
+.PHONY: all deps test conformance bench bench-peer clean mutants check-layers tf-crosscheck fuzz
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
@@ -171,8 +171,18 @@ $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
 
 bench: deps
-	@$(MAKE) --no-print-directory $(BENCH_BIN)
-	@sh scripts/run_bench.sh $(BENCH_BIN)
+	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN)
+	@DISTREF=$(CLI) sh scripts/run_bench.sh $(BENCH_BIN)
+
+# The PyTorch CPU peer (optional, needs the network once): torch from pip
+# into build/torchvenv, then bench/peer_torch.py against distref's fast path.
+TORCH_VENV = build/torchvenv
+bench-peer: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@test -x $(TORCH_VENV)/bin/python || python3 -m venv $(TORCH_VENV)
+	@$(TORCH_VENV)/bin/python -c 'import torch' 2>/dev/null || $(TORCH_VENV)/bin/pip install -q torch \
+	    --index-url https://download.pytorch.org/whl/cpu || $(TORCH_VENV)/bin/pip install -q torch
+	@$(TORCH_VENV)/bin/python bench/peer_torch.py --distref $(CLI)
 
 CONF_SRC = $(wildcard conformance/*.c)
 CONF_OBJ = $(CONF_SRC:%.c=$(BUILD)/%.o)

@@ -10,3 +10,13 @@ for b in "$@"; do
     echo "== $name (rev $rev, $(uname -m), $(nproc) cores)"
     OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} "$b" --json "reports/bench/$name-$stamp-$rev.json"
 done
+# The PyTorch CPU peer of the fast path, when a python with torch is here
+# (make bench-peer installs one into build/torchvenv).
+py=python3
+[ -x build/torchvenv/bin/python ] && py=build/torchvenv/bin/python
+if "$py" -c "import torch" 2>/dev/null; then
+    echo "== peer_torch (rev $rev)"
+    "$py" bench/peer_torch.py --distref "${DISTREF:-bin/distref}" --json "reports/bench/peer_torch-$stamp-$rev.json"
+else
+    echo "== peer_torch: skipped: no python with torch here (make bench-peer installs it into build/torchvenv)"
+fi

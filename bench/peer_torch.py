@@ -1,0 +1,93 @@
+"""The PyTorch CPU peer of distref's fast path (issue 12's speed target).
+
+Same model, batch, optimizer and threads as `mlp_synthetic` in distref's
+fast numerics: Dense 784-128 ReLU, Dense 128-10, softmax cross-entropy from
+logits (mean over the batch), SGD lr 0.01 momentum 0.9, float32. Both are
+timed in this run, interleaved, so the ratio is taken on the same noisy
+machine at the same moment:
+
+  torch    a training loop over pre-made random batches (data values do not
+           change the speed), after a warm-up;
+  distref  `bin/distref train --variant=openmp --numerics=fast` at two step
+           counts; the difference removes the start-up (synthetic data,
+           initialization), leaving the steps' own time.
+
+  python bench/peer_torch.py [--distref bin/distref] [--steps 300] [--json FILE]
+
+Prints one line per (G, threads) and exits 0; a missing torch is the
+caller's business (scripts/run_bench.sh prints a one-line note instead).
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import torch
+
+
+def torch_rate(G, threads, steps, warmup=20):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    xs = [torch.rand(G, 784) for _ in range(8)]
+    ys = [torch.randint(0, 10, (G,)) for _ in range(8)]
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xs[i % 8]), ys[i % 8])
+        loss.backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    return steps * G / (time.perf_counter() - t0)
+
+
+def distref_seconds(binary, G, threads, steps):
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [binary, "train", "--variant=openmp", "--numerics=fast", "--distribution_strategy=one_device",
+               "--experiment=mlp_synthetic", f"--global_batch_size={G}", f"--threads={threads}",
+               f"--train_steps={steps}", f"--synthetic_examples={max(20000, G * 8)}", f"--model_dir={d}/run",
+               f"--checkpoint_every={steps}"]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+
+def distref_rate(binary, G, threads, steps):
+    short = distref_seconds(binary, G, threads, 50)
+    long = distref_seconds(binary, G, threads, 50 + steps)
+    return steps * G / max(long - short, 1e-9)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--distref", default="bin/distref")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rows = []
+    core = os.environ.get("OPENBLAS_CORETYPE", "(OpenBLAS's own choice)")
+    print(f"# PyTorch {torch.__version__} CPU peer, mlp_synthetic, SGD momentum, {a.steps} steps; "
+          f"distref fast one_device, OPENBLAS_CORETYPE={core}")
+    print(f"  {'G':>4} {'threads':>7} {'torch ex/s':>12} {'distref ex/s':>13} {'distref/torch':>14}")
+    for G in (64, 256):
+        for threads in (1, 2):
+            t = torch_rate(G, threads, a.steps)
+            d = distref_rate(a.distref, G, threads, a.steps)
+            rows.append({"G": G, "threads": threads, "torch": t, "distref_fast": d, "ratio": d / t})
+            print(f"  {G:>4} {threads:>7} {t:>12.0f} {d:>13.0f} {d / t:>14.3f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"torch": torch.__version__, "openblas_coretype": core, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
