@@ -21,6 +21,8 @@ typedef struct sliced {
     double  *hi, *lo;          /* nvec x K, integers below 2^w */
     int     *base;             /* per vector */
     unsigned char *special;    /* per vector: holds inf or NaN */
+    unsigned char *zero;       /* per vector: every element is +0 or -0 */
+    unsigned char *signs;      /* per vector: 1 some sign bit clear, 2 some sign bit set */
     size_t  *rem_start;        /* per vector: its remainders in rem_k/rem_v */
     uint32_t *rem_k;
     float   *rem_v;
@@ -55,12 +57,15 @@ static void split_vector(sliced *s, size_t v)
     int top = top_exponent(s, v, &s->special[v]);
     int base = top == INT32_MIN ? 0 : top - 2 * s->w + 1;   /* exponent of lo's unit */
     s->base[v] = base;
+    unsigned char signs = 0;
     s->rem_start[v] = s->nrem;
+    s->zero[v] = top == INT32_MIN && !s->special[v];
     for (size_t k = 0; k < s->K; k++) {
         uint32_t u = dr_f32_bits(elem(s, v, k));
         int32_t m, e;
         uint64_t mag, x, rbits = 0;
         double sign;
+        signs |= (unsigned char)(1u << (u >> 31));
         s->hi[v * s->K + k] = s->lo[v * s->K + k] = 0.0;
         if (dr_f32_is_special(u)) continue;
         dr_split_f32(u, &m, &e);
@@ -77,11 +82,12 @@ static void split_vector(sliced *s, size_t v)
             s->rem_v[s->nrem++] = ldexpf((float)(sign * (double)rbits), e);   /* exact */
         }
     }
+    s->signs[v] = signs;
 }
 
 static void sliced_free(sliced *s)
 {
-    free(s->hi); free(s->lo); free(s->base); free(s->special);
+    free(s->hi); free(s->lo); free(s->base); free(s->special); free(s->zero); free(s->signs);
     free(s->rem_start); free(s->rem_k); free(s->rem_v);
 }
 
@@ -102,10 +108,12 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
     s->lo = malloc(nvec * K * sizeof(double) + 8);
     s->base = malloc(nvec * sizeof(int) + 8);
     s->special = calloc(nvec + 1, 1);
+    s->zero = calloc(nvec + 1, 1);
+    s->signs = calloc(nvec + 1, 1);
     s->rem_start = malloc((nvec + 1) * sizeof(size_t));
     s->rem_k = malloc(nvec * K * sizeof(uint32_t) + 8);
     s->rem_v = malloc(nvec * K * sizeof(float) + 8);
-    if (!s->hi || !s->lo || !s->base || !s->special || !s->rem_start || !s->rem_k || !s->rem_v) {
+    if (!s->hi || !s->lo || !s->base || !s->special || !s->zero || !s->signs || !s->rem_start || !s->rem_k || !s->rem_v) {
         sliced_free(s);
         return DR_ENOMEM;
     }
@@ -195,6 +203,67 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
                        : DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
 }
 
+/* NONEMPTY/NOT_NEG0 of the K >= 1 products of row i and column j when one
+ * of them is all zeros: every product is a zero, and some product is +0
+ * exactly when some a_k and b_k share a sign. One side with a single sign
+ * decides it from the other side's signs; only two mixed sides need the terms. */
+static uint32_t zero_product_flags(const product *p, size_t i, size_t j)
+{
+    unsigned sa = p->a.signs[i], sb = p->b.signs[j];
+#if defined(DR_MUTANT_ZERO_ROW_SIGNS)
+    (void)sa; (void)sb;   /* fault: an all-zero row's products are taken as +0 */
+    return DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+#else
+    if (sa == 3 && sb == 3)
+        return dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
+                                 p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
+    return DR_ACC_F_NONEMPTY | ((sa & sb) ? DR_ACC_F_NOT_NEG0 : 0u);
+#endif
+}
+
+#if defined(__SIZEOF_INT128__)
+/* The direct path: a dot product without remainders is exactly
+ * V * 2^(base_a + base_b), V = c0 2^2w + (c1 + c2) 2^w + c3 with |c| < 2^53 and
+ * w <= 26, so |V| < 2^107: an __int128 holds it, and it goes into the
+ * caller's accumulator as two int64 pieces, with no temporary accumulator,
+ * no normalization and no merge. */
+__extension__ typedef __int128 dr_i128;
+__extension__ typedef unsigned __int128 dr_u128;
+
+static dr_i128 slice_value(const product *p, size_t i, size_t j, size_t N)
+{
+    int w = p->a.w;
+    size_t ij = i * N + j;
+    return (dr_i128)(int64_t)p->c[0][ij] * ((dr_i128)1 << (2 * w)) +
+           ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w) +
+           (dr_i128)(int64_t)p->c[3][ij];
+}
+
+/* acc += V * 2^E exactly, V != 0, |V| < 2^107. E may lie below the
+ * accumulator's 2^-320: V * 2^E is a sum of float products, a multiple of
+ * 2^-298, so the bits shifted out are zero (E >= -400: shift < 128). */
+static void add_wide(dr_acc *acc, dr_i128 V, int E)
+{
+    int neg = V < 0;
+    dr_u128 mag = neg ? (dr_u128)0 - (dr_u128)V : (dr_u128)V;
+    uint64_t lo, hi;
+    if (E < DR_ACC_LSB_EXP) {
+#if defined(DR_MUTANT_WIDE_SHIFT)
+        mag >>= DR_ACC_LSB_EXP - E - 1;   /* fault: one bit short: the value doubles */
+#else
+        mag >>= DR_ACC_LSB_EXP - E;
+#endif
+        E = DR_ACC_LSB_EXP;
+    }
+    lo = (uint64_t)mag & (((uint64_t)1 << 62) - 1u);
+    hi = (uint64_t)(mag >> 62);
+    if (lo) dr_acc_add_i64(acc, neg ? -(int64_t)lo : (int64_t)lo, E);
+    if (hi) dr_acc_add_i64(acc, neg ? -(int64_t)hi : (int64_t)hi, E + 62);
+    acc->pending += 2;
+    if (acc->pending >= DR_ACC_MAX_PENDING) dr_acc_normalize(acc);
+}
+#endif
+
 /* acc += row i . column j, exactly, by whichever path the data allows. */
 static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc, dr_prod_bins *bins)
 {
@@ -204,6 +273,24 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
                                p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K, bins);
         return;
     }
+    if (p->a.K == 0) return;
+    if (p->a.zero[i] || p->b.zero[j]) {   /* every product is a zero: flags only */
+        acc->flags |= zero_product_flags(p, i, j);
+        return;
+    }
+#if defined(__SIZEOF_INT128__)
+    if (p->a.rem_start[i] == p->a.rem_start[i + 1] && p->b.rem_start[j] == p->b.rem_start[j + 1]) {
+        dr_i128 V = slice_value(p, i, j, N);
+        if (V != 0) {
+            add_wide(acc, V, p->a.base[i] + p->b.base[j]);
+            acc->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+        } else {
+            acc->flags |= dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
+                                            p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
+        }
+        return;
+    }
+#endif
     exact_dot(p, i, j, N, &part);
     dr_acc_merge(acc, &part);
 }
@@ -267,6 +354,7 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
         double v = p->c[q][i * N + j];
         if (v != 0.0) small_add(&x, (int64_t)v, ((q & 2) ? 0 : w) + ((q & 1) ? 0 : w));
     }
+    if (bias && dr_f32_is_special(dr_f32_bits(bias[j]))) return false;   /* inf/NaN: the full path */
     if (bias && bias[j] != 0.0f) {
         int32_t m, e;
         dr_split_f32(dr_f32_bits(bias[j]), &m, &e);
@@ -310,6 +398,16 @@ int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                 dr_acc acc;
                 if (!p.a.special[i] && !p.b.special[j] && fast_element(&p, i, j, N, bias, &C[i * ldc + j]))
                     continue;
+                if (K > 0 && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j]) {
+                    /* bias + zeros: the bias itself when finite and nonzero, else a signed zero */
+                    uint32_t bb = bias ? dr_f32_bits(bias[j]) : 0x80000000u;
+                    if (!(bb & 0x7fffffffu)) {
+                        int plus = (bias && bb == 0u) || (zero_product_flags(&p, i, j) & DR_ACC_F_NOT_NEG0);
+                        C[i * ldc + j] = dr_bits_f32(plus ? 0u : 0x80000000u);
+                        continue;
+                    }
+                    if (!dr_f32_is_special(bb)) { C[i * ldc + j] = bias[j]; continue; }
+                }
                 dr_acc_init(&acc);
                 if (bias) dr_acc_add(&acc, bias[j]);
                 dot_into(&p, i, j, N, &acc, &bins);

@@ -1,0 +1,37 @@
+#!/bin/sh
+# The exact kernels' fast paths must each be caught by the MPFR-oracle and
+# same-bits tests. Each mutant is one test binary linked against one object
+# rebuilt with one fault: engine files (devices/) through a
+# `#if defined(DR_MUTANT_X)` seam compiled with -DDR_MUTANT_X; core files
+# (which carry no fault code) through a sed patch of a copy in the build
+# folder. The mutated object is linked before the archives, so it replaces
+# the release build's. Every mutant must make its test binary fail.
+#
+#   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
+#   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
+#   round_fast_sign core/acc.c          the fast rounding path loses the sign of a negative value
+#   round_fast_top  core/acc.c          the fast rounding path drops the top limb's carry
+#   sum_window      core/reduce.c       the AVX-512 window takes terms one binade below it
+#   sum_negzero     core/reduce.c       the AVX-512 window forgets the sign of an all -0 chunk
+#
+# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
+set -u
+: "${CC:?}" "${BUILD:?}" "${LIBS:?}"
+d="$BUILD/exact_mutants"; mkdir -p "$d"
+caught=0; missed=""
+run() {   # name file layer how test
+    name=$1; file=$2; layer=$3; how=$4; test=$5
+    case "$how" in
+    -D*) $CC $CFLAGS -DDR_LAYER_$layer "$how" -c "$file" -o "$d/$name.o" || exit 1 ;;
+    *)   sed "$how" "$file" > "$d/$name.c"
+         if cmp -s "$file" "$d/$name.c"; then echo "exact mutant $name: the patch no longer applies to $file" >&2; exit 1; fi
+         $CC $CFLAGS -DDR_LAYER_$layer -c "$d/$name.c" -o "$d/$name.o" || exit 1 ;;
+    esac
+    $CC $CFLAGS -o "$d/${test}_$name" "tests/$test.c" "$d/$name.o" $LIBS $LDLIBS || exit 1
+    if "$d/${test}_$name" >"$d/$name.out" 2>&1; then missed="$missed $name"
+    else caught=$((caught + 1)); echo "exact mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name.out") failing lines)"; fi
+}
+run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
+run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
+if [ -n "$missed" ]; then echo "exact mutants NOT caught:$missed" >&2; exit 1; fi
+echo "exact mutants: $caught caught, 0 missed"
