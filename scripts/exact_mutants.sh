@@ -9,8 +9,10 @@
 #
 #   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
 #   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
-#   round_fast_sign core/acc.c          the fast rounding path loses the sign of a negative value
-#   round_fast_top  core/acc.c          the fast rounding path drops the top limb's carry
+#   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
+#   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
+#   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
+#   round_pow2      core/acc.c          a power-of-two divisor shifts the exponent one bit short
 #   sum_window      core/reduce.c       the AVX-512 window takes terms one binade below it
 #   sum_negzero     core/reduce.c       the AVX-512 window forgets the sign of an all -0 chunk
 #
@@ -33,5 +35,9 @@ run() {   # name file layer how test
 }
 run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
 run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
+run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
+run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
+run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
+run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eoff++; }/while (divisor > 2u) { divisor >>= 1; eoff++; }/' test_exact
 if [ -n "$missed" ]; then echo "exact mutants NOT caught:$missed" >&2; exit 1; fi
 echo "exact mutants: $caught caught, 0 missed"

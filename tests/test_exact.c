@@ -322,6 +322,101 @@ static void acc_round_div_vs_oracle(void **state)
     }
 }
 
+/* dr_acc_round_div's fast path (digits from the lowest nonzero limb up,
+ * complemented in place, power-of-two divisors as an exponent shift):
+ * carry-save limbs from many unnormalized adds, negative values whose
+ * complement runs through every digit, products near 2^254 (the top limb)
+ * and down to 2^-298, quotients that underflow to subnormals or zero and
+ * that overflow, exact cancellation to zero, ties, and divisors from 1 to
+ * 2^32 - 1 (G*R as the engine passes it: 64, 192, 2^30). */
+static void acc_round_div_adversarial(void **state)
+{
+    static const uint32_t divs[] = { 1, 2, 3, 7, 64, 192, 256, 1u << 30, 1u << 31, 0xffffffffu, 640, 1000 };
+    trng r = { 4242 };
+    (void)state;
+    for (int trial = 0; trial < 6000; trial++) {
+        dr_acc a;
+        mpfr_t s, p;
+        uint32_t d = divs[trial % 12], k = 1;
+        size_t n = 1 + next_u64(&r) % 10;
+        int style = (int)((trial / 12) % 6);
+        dr_acc_init(&a);
+        mpfr_inits2(ORACLE_PREC + 64, s, p, (mpfr_ptr)0);
+        mpfr_set_zero(s, 1);
+        for (size_t i = 0; i < n; i++) {
+            float x, y;
+            switch (style) {
+            case 0: x = rand_any_finite(&r); y = rand_any_finite(&r); break;
+            case 1: x = rand_scaled(&r, 127); y = rand_scaled(&r, 127); break;            /* near 2^254 */
+            case 2: x = rand_scaled(&r, -126); y = bits_f(1u + (uint32_t)(next_u64(&r) % 8)); break;  /* tiny */
+            case 3: x = rand_scaled(&r, (int)(next_u64(&r) % 200) - 100); y = 1.0f; break;
+            case 4: x = rand_any_finite(&r); y = (next_u64(&r) & 1) ? -1.0f : 1.0f; break;
+            default: x = rand_scaled(&r, 0); y = rand_scaled(&r, -20); break;
+            }
+            dr_acc_add_prod(&a, x, y);
+            mpfr_set_d(p, x, MPFR_RNDN);
+            mpfr_mul_d(p, p, y, MPFR_RNDN);
+            mpfr_add(s, s, p, MPFR_RNDN);
+            if (next_u64(&r) % 4 == 0) {                   /* and take it back: cancellation */
+                dr_acc_add_prod(&a, -x, y);
+                mpfr_sub(s, s, p, MPFR_RNDN);
+            }
+        }
+        if (trial % 5 == 1) {                              /* a negative value's complement */
+            dr_acc_add(&a, -0x1p-149f);
+            mpfr_sub_d(s, s, 0x1p-149, MPFR_RNDN);
+        }
+        if (trial % 7 == 3) k = 1u + (uint32_t)(next_u64(&r) % (1u << 20));   /* carry-save limbs */
+        if (k > 1) { dr_acc_mul_u32(&a, k); mpfr_mul_ui(s, s, k, MPFR_RNDN); }
+        mpfr_div_ui(s, s, d, MPFR_RNDN);
+        assert_same_float(dr_acc_round_div(&a, d), mpfr_get_flt(s, MPFR_RNDN), "round_div adversarial", n);
+        mpfr_clears(s, p, (mpfr_ptr)0);
+    }
+}
+
+/* Ties after the division: (2m+1) * 2^e over a power of two lands exactly
+ * between two floats, and the even one wins; one unit below 2^-298 more
+ * breaks the tie. */
+static void acc_round_div_ties(void **state)
+{
+    (void)state;
+    for (int e = -149; e <= 100; e += 7) {
+        for (uint32_t sh = 0; sh <= 30; sh += 6) {
+            for (int sticky = 0; sticky < 2; sticky++) {
+                dr_acc a;
+                mpfr_t s;
+                float m = (float)(2 * (int)(0x800000u + (uint32_t)e * 37u % 0x7fffffu) + 1);  /* 25 bits, odd */
+                dr_acc_init(&a);
+                mpfr_init2(s, ORACLE_PREC + 64);
+                dr_acc_add_prod(&a, m, ldexpf(1.0f, e < -125 ? -125 : e));
+                mpfr_set_d(s, m, MPFR_RNDN);
+                mpfr_mul_2si(s, s, e < -125 ? -125 : e, MPFR_RNDN);
+                if (e < -125) {                          /* scale down further with the divisor */
+                    dr_acc_add_prod(&a, -0x1p-149f, 0x1p-149f);
+                    dr_acc_add_prod(&a, 0x1p-149f, 0x1p-149f);
+                }
+                if (sticky) {
+                    dr_acc_add_prod(&a, 0x1p-149f, 0x1p-149f);
+                    mpfr_t t;
+                    mpfr_init2(t, 64);
+                    mpfr_set_d(t, 0x1p-149, MPFR_RNDN);
+                    mpfr_mul_2si(t, t, -149, MPFR_RNDN);
+                    mpfr_add(s, s, t, MPFR_RNDN);
+                    mpfr_clear(t);
+                }
+                mpfr_div_2ui(s, s, sh, MPFR_RNDN);
+                assert_same_float(dr_acc_round_div(&a, 1u << sh), mpfr_get_flt(s, MPFR_RNDN), "round_div tie", sh);
+                dr_acc_mul_u32(&a, 3);
+                mpfr_mul_2ui(s, s, sh, MPFR_RNDN);            /* back to the value, times 3 */
+                mpfr_mul_ui(s, s, 3, MPFR_RNDN);
+                mpfr_div_ui(s, s, 3u << sh, MPFR_RNDN);
+                assert_same_float(dr_acc_round_div(&a, 3u << sh), mpfr_get_flt(s, MPFR_RNDN), "round_div tie /3", sh);
+                mpfr_clear(s);
+            }
+        }
+    }
+}
+
 /* Split n terms into k parts at random, accumulate each part, push every
  * part through the wire format, merge in a random tree: same bits. */
 static void acc_split_serialize_merge_invariance(void **state)
@@ -466,6 +561,8 @@ int main(void)
         cmocka_unit_test(sum_large_n),
         cmocka_unit_test(dot_random_and_adversarial),
         cmocka_unit_test(acc_round_div_vs_oracle),
+        cmocka_unit_test(acc_round_div_adversarial),
+        cmocka_unit_test(acc_round_div_ties),
         cmocka_unit_test(acc_split_serialize_merge_invariance),
         cmocka_unit_test(acc_permutation_invariance),
         cmocka_unit_test(acc_wire_format),
