@@ -13,8 +13,13 @@
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
 #   round_pow2      core/acc.c          a power-of-two divisor shifts the exponent one bit short
-#   sum_window      core/reduce.c       the AVX-512 window takes terms one binade below it
-#   sum_negzero     core/reduce.c       the AVX-512 window forgets the sign of an all -0 chunk
+#   sum_window_slack core/reduce.c      the AVX-512 window keeps (and loses) terms one binade below it
+#   sum_negzero     core/reduce.c       the AVX-512 window takes -0 for +0 (the sign of a zero sum)
+#   sum_upper_sign  core/reduce.c       the upper eight lanes take the lower eight's signs
+#   sum_unit        core/reduce.c       the chunk's total goes in one binade too high
+#   sum_special     core/reduce.c       a chunk holding inf or NaN stays on the window path
+# The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
+# /proc/cpuinfo); elsewhere they are skipped, with a line saying so.
 #
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
 set -u
@@ -39,5 +44,14 @@ run round_fast_sign core/acc.c CORE 's/            negative = 1;/            neg
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
 run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
 run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eoff++; }/while (divisor > 2u) { divisor >>= 1; eoff++; }/' test_exact
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+    run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
+    run sum_negzero    core/reduce.c CORE 's/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, zero);/' test_exact
+    run sum_upper_sign core/reduce.c CORE 's/(__mmask8)(neg >> 8)/(__mmask8)neg/' test_exact
+    run sum_unit       core/reduce.c CORE 's/F - 150 - WIN_S)/F - 149 - WIN_S)/' test_exact
+    run sum_special    core/reduce.c CORE 's/if (F == 255) sum_chunk(a, x, len);/if (F == 256) sum_chunk(a, x, len);/' test_exact
+else
+    echo "exact mutants sum_*: skipped (no avx512f on this CPU: the window kernel does not run)"
+fi
 if [ -n "$missed" ]; then echo "exact mutants NOT caught:$missed" >&2; exit 1; fi
 echo "exact mutants: $caught caught, 0 missed"

@@ -22,6 +22,7 @@
 #include <mpfr.h>
 
 #include "distref/exact.h"
+#include "core/acc_internal.h"   /* dr_exact_set_simd: the portable path too */
 #include "tests/mutants.h"
 
 #define ORACLE_PREC 1400   /* > 2^256 .. 2^-298 span plus 2^40 terms of headroom */
@@ -244,6 +245,65 @@ static void sum_inf_nan(void **state)
 
 /* n >= 10^7 against the oracle, and a long cancelling stream whose exact
  * sum is known by construction. */
+/* The window kernel's edges (core/reduce.c, chunks of 4096 terms summed as
+ * integers below the chunk's largest exponent): terms exactly 26..29 binades
+ * below the largest (the window's last bit and the first one outside it),
+ * subnormals under a normal maximum and on their own, the largest finite
+ * exponents (overflow to inf), chunk boundaries, inf/NaN in a later chunk,
+ * all -0 and mixed zeros, and cancellation across chunks. The oracle rounds;
+ * dr_acc_equal also checks the accumulator itself (value and flags) against
+ * one dr_acc_add per term. */
+static void check_sum_acc(const float *x, size_t n, const char *what, int all_neg0)
+{
+    dr_acc a, b;
+    if (all_neg0) assert_same_float(SUM(x, n), -0.0f, what, n);   /* IEEE: -0 + -0 = -0 (MPFR starts at +0) */
+    else check_sum(x, n, what);
+    dr_acc_init(&a); dr_acc_init(&b);
+    dr_acc_add_sum(&a, x, n);
+    for (size_t i = 0; i < n; i++) dr_acc_add(&b, x[i]);
+    if (!dr_acc_equal(&a, &b)) { print_error("%s (n=%zu): accumulators differ\n", what, n); fail(); }
+}
+
+static void sum_window_edges(void **state)
+{
+    static const size_t sizes[] = { 64, 100, 4095, 4096, 4097, 8192 + 17, 3 * 4096 + 5 };
+    trng r = { 31337 };
+    (void)state;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        float *x = malloc(n * sizeof *x);
+        assert_non_null(x);
+        for (int kind = 0; kind < 11; kind++) {
+            for (size_t i = 0; i < n; i++) {
+                uint64_t u = next_u64(&r);
+                float sign = (u & 1) ? -1.0f : 1.0f;
+                switch (kind) {
+                case 0:   /* one term at 2^0, the rest 26..29 binades below, odd mantissas */
+                    x[i] = i % 997 == 0 ? 1.0f : sign * ldexpf(1.0f + (float)(u >> 41) * 0x1p-23f, -26 - (int)(u >> 62));
+                    break;
+                case 1: x[i] = i == n / 2 ? 0x1p-10f : sign * bits_f((uint32_t)(u >> 8) & 0x7fffffu); break;  /* subnormals under a normal */
+                case 2: x[i] = sign * bits_f((uint32_t)(u >> 8) & 0x7fffffu); break;                          /* subnormals only */
+                case 3: x[i] = sign * ldexpf(1.0f + (float)(u >> 41) * 0x1p-23f, 127 - (int)(u >> 61)); break; /* near FLT_MAX */
+                case 4: x[i] = (i & 1) ? 0x1.fffffep127f : 0x1.fffffep126f; break;                           /* overflows to inf */
+                case 5: x[i] = -0.0f; break;
+                case 6: x[i] = (u & 2) ? -0.0f : 0.0f; break;
+                case 7: x[i] = i == n - 1 ? (u & 2 ? INFINITY : NAN) : rand_scaled(&r, 0); break;          /* special in the last chunk */
+                case 8:   /* cancellation across chunks: x, later -x, plus one tiny survivor */
+                    x[i] = i < n / 2 ? rand_scaled(&r, (int)(u >> 59) - 8) : -x[i - n / 2];
+                    break;
+                case 9: x[i] = rand_scaled(&r, (int)(u % 254) - 126); break;                                   /* anything, wide */
+                default: x[i] = i % 2 ? 0x1p-149f : ldexpf(sign, (int)(u % 60) - 30); break;                  /* 2^-149 under a wide max */
+                }
+            }
+            if (kind == 8) x[n - 1] = 0x1.000002p-100f;
+            check_sum_acc(x, n, "window edges", kind == 5);
+            shuffle(x, n, &r);
+            check_sum_acc(x, n, "window edges, shuffled", kind == 5);
+        }
+        free(x);
+    }
+}
+
 static void sum_large_n(void **state)
 {
     size_t n = 10000019;
@@ -558,6 +618,7 @@ int main(void)
         cmocka_unit_test(sum_exact_ties),
         cmocka_unit_test(sum_overflow_and_back),
         cmocka_unit_test(sum_inf_nan),
+        cmocka_unit_test(sum_window_edges),
         cmocka_unit_test(sum_large_n),
         cmocka_unit_test(dot_random_and_adversarial),
         cmocka_unit_test(acc_round_div_vs_oracle),
@@ -569,5 +630,9 @@ int main(void)
         cmocka_unit_test(acc_zero_fill_is_empty),
         cmocka_unit_test(gemm_vs_oracle),
     };
-    return cmocka_run_group_tests_name("exact", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("exact", tests, NULL, NULL);
+    /* Again on the portable path: the SIMD kernels' fallback, same bits. */
+    dr_exact_set_simd(0);
+    failed += cmocka_run_group_tests_name("exact, portable path", tests, NULL, NULL);
+    return failed;
 }
