@@ -297,6 +297,53 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
 
 /* ---- the common case without an accumulator ---------------------------- */
 
+/* bias + row i . column j when neither has remainders or specials. */
+#if defined(__SIZEOF_INT128__)
+/* The correctly rounded float of V * 2^E, V != 0, |V| < 2^127: the top 64
+ * bits of |V| and whether anything below them is nonzero. */
+static float round_wide(dr_i128 V, int E)
+{
+    int neg = V < 0;
+    dr_u128 mag = neg ? (dr_u128)0 - (dr_u128)V : (dr_u128)V;
+    uint64_t hi = (uint64_t)(mag >> 64), lo = (uint64_t)mag;
+    int s, sticky;
+    if (hi == 0) return dr_round_window(lo, E, 0, neg);
+    s = 64 - __builtin_clzll(hi);                 /* bits of hi: the window moves up by s */
+    if (s == 64) return dr_round_window(hi, E + 64, lo != 0, neg);
+#if defined(DR_MUTANT_WIDE_STICKY)
+    sticky = 0;                                   /* fault: the bits below the window are dropped */
+#else
+    sticky = (lo & (((uint64_t)1 << s) - 1u)) != 0;
+#endif
+    return dr_round_window(hi << (64 - s) | lo >> s, E + s, sticky, neg);
+}
+
+static bool fast_element(const product *p, size_t i, size_t j, size_t N, const float *bias, float *out)
+{
+    const sliced *a = &p->a, *b = &p->b;
+    int E = a->base[i] + b->base[j];
+    dr_i128 V;
+    if (a->K == 0 || a->rem_start[i] != a->rem_start[i + 1] || b->rem_start[j] != b->rem_start[j + 1])
+        return false;
+    V = slice_value(p, i, j, N);                   /* |V| < 2^107 */
+    if (bias && dr_f32_is_special(dr_f32_bits(bias[j]))) return false;   /* inf/NaN: the full path */
+    if (bias && bias[j] != 0.0f) {
+        int32_t m, e;
+        dr_split_f32(dr_f32_bits(bias[j]), &m, &e);
+        if (e >= E) {                              /* m 2^(e-E) < 2^124: the sum stays below 2^125 */
+            if (e - E > 100) return false;
+            V += (dr_i128)m * ((dr_i128)1 << (e - E));
+        } else {                                   /* the bias sets the unit: V 2^(E-e) < 2^126 */
+            if (E - e > 19) return false;
+            V = V * ((dr_i128)1 << (E - e)) + m;
+            E = e;
+        }
+    }
+    if (V == 0) return false;                      /* the sign of zero needs the full path */
+    *out = round_wide(V, E);
+    return true;
+}
+#else
 /* A 128-bit two's complement number in four 32-bit digits (carry-save in
  * int64): room for c0*2^2w + (c1+c2)*2^w + c3 + bias, |c| < 2^53, w <= 26. */
 typedef struct small { int64_t d[4]; } small;
@@ -342,7 +389,6 @@ static bool small_round(small *x, int E, float *out)
     return true;
 }
 
-/* bias + row i . column j when neither has remainders or specials. */
 static bool fast_element(const product *p, size_t i, size_t j, size_t N, const float *bias, float *out)
 {
     const sliced *a = &p->a, *b = &p->b;
@@ -362,6 +408,8 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
     }
     return small_round(&x, E, out);
 }
+
+#endif
 
 int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)

@@ -129,6 +129,36 @@ static void same_bits_sums_near_2_53(void **s) { (void)s; compare(4, 40, 1024); 
  * and below 2^-320 (the direct path's shift), subnormals, inf and NaN. */
 static void same_bits_patterned_rows(void **s) { (void)s; compare(5, 600, 40); }
 
+/* The direct f32 path rounds an __int128 V * 2^E: ties decided by bits far
+ * below the top 64 (1 + 2^-24 + 2^-k rounds up, 1 + 2^-24 alone to even),
+ * negative ties, and a bias above, at and below the products' unit. */
+static void same_bits_wide_ties(void **s)
+{
+    (void)s;
+    for (int k = 25; k <= 90; k++) {
+        for (int sg = 0; sg < 2; sg++) {
+            for (int bk = 0; bk < 6; bk++) {
+                float sign = sg ? -1.0f : 1.0f;
+                float A[3] = { sign, sign * 0x1p-24f, sign * ldexpf(1.0f, -k / 2) };
+                float B[3] = { 1.0f, 1.0f, ldexpf(1.0f, -(k - k / 2)) };
+                float bias[1], C1[1], C2[1];
+                static const float biases[6] = { 0.0f, 0x1p-30f, -0x1p-60f, 0x1p-80f, 0x1p-149f, 3.0f };
+                uint32_t u1, u2;
+                bias[0] = biases[bk];
+                if (k % 3 == 0) A[2] = 0.0f;   /* the tie itself: to even */
+                dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1, bk ? bias : NULL, C1, 1);
+                assert_int_equal(dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1,
+                                                  bk ? bias : NULL, C2, 1), 0);
+                memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
+                if (u1 != u2) {
+                    print_error("k=%d sign=%d bias %d: ref 0x%08x, fast 0x%08x\n", k, sg, bk, u1, u2);
+                    fail();
+                }
+            }
+        }
+    }
+}
+
 /* The MLP's shapes, forward and gradient, as the engine calls them. */
 static void same_bits_mlp_shapes(void **s)
 {
@@ -157,6 +187,7 @@ int main(void)
         cmocka_unit_test(same_bits_anything),
         cmocka_unit_test(same_bits_sums_near_2_53),
         cmocka_unit_test(same_bits_patterned_rows),
+        cmocka_unit_test(same_bits_wide_ties),
         cmocka_unit_test(same_bits_mlp_shapes),
     };
     return cmocka_run_group_tests_name("fastgemm", tests, NULL, NULL);
