@@ -18,7 +18,9 @@ typedef struct sliced {
     size_t   inc_vec, inc_elem;
     size_t   nvec, K;
     int      w;
-    double  *hi, *lo;          /* nvec x K, integers below 2^w */
+    int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
+    double  *hi, *lo;          /* integers below 2^w */
+    double  *scale;            /* per vector: 2^-base */
     int     *base;             /* per vector */
     unsigned char *special;    /* per vector: holds inf or NaN */
     unsigned char *zero;       /* per vector: every element is +0 or -0 */
@@ -34,61 +36,94 @@ static float elem(const sliced *s, size_t v, size_t k)
     return s->base_ptr[v * s->inc_vec + k * s->inc_elem];
 }
 
-/* Exponent of the top bit of the largest finite element; INT32_MIN if none. */
-static int top_exponent(const sliced *s, size_t v, unsigned char *special)
+/* Exponent of the top bit of a finite nonzero element, from its bits. */
+static inline int top_bit_exponent(uint32_t u)
 {
-    int top = INT32_MIN;
-    for (size_t k = 0; k < s->K; k++) {
-        uint32_t u = dr_f32_bits(elem(s, v, k)), field = (u >> 23) & 0xffu;
-        int t;
-        if (field == 255) { *special = 1; continue; }
-        if (field) t = (int)field - 127;                 /* normal: the exponent field says it */
-        else if (u & 0x7fffffu) {                        /* subnormal: find the top bit */
-            t = -150;
-            for (uint32_t a = u & 0x7fffffu; a; a >>= 1) t++;
-        } else continue;
-        if (t > top) top = t;
-    }
-    return top;
+    uint32_t field = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
+    if (field) return (int)field - 127;                /* normal: the exponent field says it */
+#if defined(__GNUC__)
+    return -150 + (32 - __builtin_clz(frac));          /* subnormal: its top bit */
+#else
+    { int t = -150; for (; frac; frac >>= 1) t++; return t; }
+#endif
 }
 
-static void split_vector(sliced *s, size_t v)
+/* 2^e as a double, -1022 <= e <= 1023. */
+static inline double pow2d(int e)
 {
-    int top = top_exponent(s, v, &s->special[v]);
-    int base = top == INT32_MIN ? 0 : top - 2 * s->w + 1;   /* exponent of lo's unit */
-    s->base[v] = base;
-    unsigned char signs = 0;
-    s->rem_start[v] = s->nrem;
-    s->zero[v] = top == INT32_MIN && !s->special[v];
-    for (size_t k = 0; k < s->K; k++) {
-        uint32_t u = dr_f32_bits(elem(s, v, k));
-        int32_t m, e;
-        uint64_t mag, x, rbits = 0;
-        double sign;
-        signs |= (unsigned char)(1u << (u >> 31));
-        s->hi[v * s->K + k] = s->lo[v * s->K + k] = 0.0;
-        if (dr_f32_is_special(u)) continue;
-        dr_split_f32(u, &m, &e);
-        if (m == 0) continue;
-        mag = (uint64_t)(m < 0 ? -m : m);
-        sign = m < 0 ? -1.0 : 1.0;
-        if (e >= base) x = mag << (e - base);
-        else if (base - e >= 64) { x = 0; rbits = mag; }
-        else { x = mag >> (base - e); rbits = mag & (((uint64_t)1 << (base - e)) - 1u); }
-        s->hi[v * s->K + k] = sign * (double)(x >> s->w);
-        s->lo[v * s->K + k] = sign * (double)(x & (((uint64_t)1 << s->w) - 1u));
-        if (rbits) {   /* the bits below the slices, exactly: rbits * 2^e < 2^24 * 2^e */
-            s->rem_k[s->nrem] = (uint32_t)k;
-            s->rem_v[s->nrem++] = ldexpf((float)(sign * (double)rbits), e);   /* exact */
+    uint64_t b = (uint64_t)(1023 + e) << 52;
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+/* Pass 1, in memory order: per vector the top exponent of its largest
+ * finite element (INT32_MIN if none), inf/NaN, the signs. */
+static void scan_vectors(sliced *s, int *top)
+{
+    size_t nv = s->nvec, K = s->K;
+    for (size_t v = 0; v < nv; v++) { top[v] = INT32_MIN; s->signs[v] = 0; s->special[v] = 0; }
+    for (size_t o = 0; o < (s->em ? K : nv); o++) {
+        for (size_t in = 0; in < (s->em ? nv : K); in++) {
+            size_t v = s->em ? in : o, k = s->em ? o : in;
+            uint32_t u = dr_f32_bits(s->base_ptr[v * s->inc_vec + k * s->inc_elem]);
+            s->signs[v] |= (unsigned char)(1u << (u >> 31));
+            if ((u & 0x7f800000u) == 0x7f800000u) { s->special[v] = 1; continue; }
+            if (u & 0x7fffffffu) {
+                int t = top_bit_exponent(u);
+                if (t > top[v]) top[v] = t;
+            }
         }
     }
-    s->signs[v] = signs;
+}
+
+/* Pass 2, in memory order: t = x 2^-base (exact in a double, below 2^2w),
+ * hi = trunc(t 2^-w), lo = trunc(t - hi 2^w), and what is left below lo's
+ * unit, t - hi 2^w - lo, is the remainder (all of one sign, exact). Pass 3
+ * lists the remainders vector by vector (rare: an element more than 2w bits
+ * below its vector's largest). Vectors holding inf or NaN get zero slices
+ * (they take the plain exact path). */
+static void split_all(sliced *s, unsigned char *has_rem)
+{
+    size_t nv = s->nvec, K = s->K;
+    const double two_w = pow2d(s->w), inv_w = pow2d(-s->w);
+    for (size_t v = 0; v < nv; v++) has_rem[v] = 0;
+    for (size_t o = 0; o < (s->em ? K : nv); o++) {
+        for (size_t in = 0; in < (s->em ? nv : K); in++) {
+            size_t v = s->em ? in : o, k = s->em ? o : in;
+            size_t at = s->em ? k * nv + v : v * K + k;
+            double t, h, l, f;
+            if (s->special[v]) { s->hi[at] = s->lo[at] = 0.0; continue; }
+            t = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
+            h = (double)(int64_t)(t * inv_w);
+            f = t - h * two_w;
+            l = (double)(int64_t)f;
+            s->hi[at] = h;
+            s->lo[at] = l;
+            if (f != l) has_rem[v] = 1;
+        }
+    }
+    s->nrem = 0;
+    for (size_t v = 0; v < nv; v++) {
+        s->rem_start[v] = s->nrem;
+        if (!has_rem[v]) continue;
+        for (size_t k = 0; k < K; k++) {
+            size_t at = s->em ? k * nv + v : v * K + k;
+            double t = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
+            double r = t - s->hi[at] * two_w - s->lo[at];
+            if (r != 0.0) {
+                s->rem_k[s->nrem] = (uint32_t)k;
+                s->rem_v[s->nrem++] = (float)(r * pow2d(s->base[v]));   /* exact: low bits of a float */
+            }
+        }
+    }
+    s->rem_start[nv] = s->nrem;
 }
 
 static void sliced_free(sliced *s)
 {
     free(s->hi); free(s->lo); free(s->base); free(s->special); free(s->zero); free(s->signs);
-    free(s->rem_start); free(s->rem_k); free(s->rem_v);
+    free(s->rem_start); free(s->rem_k); free(s->rem_v); free(s->scale);
 }
 
 static int slice_width(size_t K)
@@ -98,27 +133,44 @@ static int slice_width(size_t K)
     return (53 - L) / 2;
 }
 
+/* Slices stored as the source lies: vector-major (nvec x K) when a vector's
+ * elements are contiguous, element-major (K x nvec) otherwise, so every
+ * pass reads the operand in memory order; the DGEMM takes either. */
 static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
                        size_t nvec, size_t K)
 {
+    int *top;
+    unsigned char *has_rem;
     memset(s, 0, sizeof *s);
     s->base_ptr = base; s->inc_vec = inc_vec; s->inc_elem = inc_elem;
     s->nvec = nvec; s->K = K; s->w = slice_width(K);
+    s->em = inc_elem != 1;
     s->hi = malloc(nvec * K * sizeof(double) + 8);
     s->lo = malloc(nvec * K * sizeof(double) + 8);
     s->base = malloc(nvec * sizeof(int) + 8);
+    s->scale = malloc(nvec * sizeof(double) + 8);
     s->special = calloc(nvec + 1, 1);
     s->zero = calloc(nvec + 1, 1);
     s->signs = calloc(nvec + 1, 1);
     s->rem_start = malloc((nvec + 1) * sizeof(size_t));
     s->rem_k = malloc(nvec * K * sizeof(uint32_t) + 8);
     s->rem_v = malloc(nvec * K * sizeof(float) + 8);
-    if (!s->hi || !s->lo || !s->base || !s->special || !s->zero || !s->signs || !s->rem_start || !s->rem_k || !s->rem_v) {
+    top = malloc(nvec * sizeof(int) + 8);
+    has_rem = malloc(nvec + 1);
+    if (!s->hi || !s->lo || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
+        !s->rem_start || !s->rem_k || !s->rem_v || !top || !has_rem) {
         sliced_free(s);
+        free(top); free(has_rem);
         return DR_ENOMEM;
     }
-    for (size_t v = 0; v < nvec; v++) split_vector(s, v);
-    s->rem_start[nvec] = s->nrem;
+    scan_vectors(s, top);
+    for (size_t v = 0; v < nvec; v++) {
+        s->zero[v] = top[v] == INT32_MIN && !s->special[v];
+        s->base[v] = top[v] == INT32_MIN ? 0 : top[v] - 2 * s->w + 1;   /* exponent of lo's unit */
+        s->scale[v] = pow2d(-s->base[v]);
+    }
+    split_all(s, has_rem);
+    free(top); free(has_rem);
     return DR_OK;
 }
 
@@ -137,7 +189,7 @@ static void product_free(product *p)
 }
 
 static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                        const float *A, size_t lda, const float *B, size_t ldb)
+                        const float *A, size_t lda, const float *B, size_t ldb, int need_ll)
 {
     memset(p, 0, sizeof *p);
     if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K) ||
@@ -146,17 +198,35 @@ static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N
         return DR_ENOMEM;
     }
     p->b.w = p->a.w;
-    for (int q = 0; q < 4; q++) {
+#if !defined(__SIZEOF_INT128__)
+    need_ll = 1;
+#endif
+    for (int q = 0; q < 4 - !need_ll; q++) {
         const double *x = (q & 2) ? p->a.lo : p->a.hi, *y = (q & 1) ? p->b.lo : p->b.hi;
         p->c[q] = malloc(M * N * sizeof(double) + 8);
         if (!p->c[q]) { product_free(p); return DR_ENOMEM; }
         if (M && N && K)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K,
-                        1.0, x, (int)K, y, (int)K, 0.0, p->c[q], (int)N);
+            cblas_dgemm(CblasRowMajor, p->a.em ? CblasTrans : CblasNoTrans, p->b.em ? CblasNoTrans : CblasTrans,
+                        (int)M, (int)N, (int)K, 1.0, x, (int)(p->a.em ? M : K), y, (int)(p->b.em ? N : K),
+                        0.0, p->c[q], (int)N);
         else
             memset(p->c[q], 0, M * N * sizeof(double));
     }
     return DR_OK;
+}
+
+/* lo(row i) . lo(column j): the DGEMM's when it ran, else computed here
+ * (integers below 2^w, products below 2^2w, the sum below 2^53: exact in
+ * double, in any order). */
+static double ll_value(const product *p, size_t i, size_t j, size_t N)
+{
+    const sliced *a = &p->a, *b = &p->b;
+    size_t K = a->K;
+    double s = 0.0;
+    if (p->c[3]) return p->c[3][i * N + j];
+    for (size_t k = 0; k < K; k++)
+        s += a->lo[a->em ? k * a->nvec + i : i * K + k] * b->lo[b->em ? k * b->nvec + j : j * K + k];
+    return s;
 }
 
 /* part += v * 2^e. Slice units can lie below the accumulator's 2^-320, but a
@@ -183,7 +253,7 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
     dr_acc_init(part);
     if (K == 0) return;
     for (int q = 0; q < 4; q++) {
-        double v = p->c[q][i * N + j];
+        double v = q == 3 ? ll_value(p, i, j, N) : p->c[q][i * N + j];
         int shift = ((q & 2) ? 0 : w) + ((q & 1) ? 0 : w);
         if (v != 0.0) add_scaled(part, (int64_t)v, base + shift);
     }
@@ -236,7 +306,18 @@ static dr_i128 slice_value(const product *p, size_t i, size_t j, size_t N)
     size_t ij = i * N + j;
     return (dr_i128)(int64_t)p->c[0][ij] * ((dr_i128)1 << (2 * w)) +
            ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w) +
-           (dr_i128)(int64_t)p->c[3][ij];
+           (dr_i128)(int64_t)ll_value(p, i, j, N);
+}
+
+/* The same without lo . lo, and a bound on what lo . lo can add. */
+static dr_i128 slice_value_hi(const product *p, size_t i, size_t j, size_t N, dr_i128 *bound)
+{
+    int w = p->a.w;
+    size_t ij = i * N + j;
+    int64_t unit = ((int64_t)1 << w) - 1;
+    *bound = (dr_i128)p->a.K * unit * unit;        /* < 2^(L + 2w) <= 2^53 */
+    return (dr_i128)(int64_t)p->c[0][ij] * ((dr_i128)1 << (2 * w)) +
+           ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w);
 }
 
 /* acc += V * 2^E exactly, V != 0, |V| < 2^107. E may lie below the
@@ -318,14 +399,19 @@ static float round_wide(dr_i128 V, int E)
     return dr_round_window(hi << (64 - s) | lo >> s, E + s, sticky, neg);
 }
 
+/* Without the lo . lo DGEMM (the f32 path runs three): the value without
+ * it, V, is exact, and lo . lo lies in [-B, B]. Rounding is monotone, so
+ * when V - B and V + B round to the same float, so does V + lo . lo; only
+ * when they do not (a rounding boundary or zero within B: rare, about
+ * sqrt(K) 2^-2w relative) is lo . lo computed, for this element alone. */
 static bool fast_element(const product *p, size_t i, size_t j, size_t N, const float *bias, float *out)
 {
     const sliced *a = &p->a, *b = &p->b;
-    int E = a->base[i] + b->base[j];
-    dr_i128 V;
+    int E = a->base[i] + b->base[j], up = 0;
+    dr_i128 V, B = 0;
     if (a->K == 0 || a->rem_start[i] != a->rem_start[i + 1] || b->rem_start[j] != b->rem_start[j + 1])
         return false;
-    V = slice_value(p, i, j, N);                   /* |V| < 2^107 */
+    V = p->c[3] ? slice_value(p, i, j, N) : slice_value_hi(p, i, j, N, &B);   /* |V| < 2^107 */
     if (bias && dr_f32_is_special(dr_f32_bits(bias[j]))) return false;   /* inf/NaN: the full path */
     if (bias && bias[j] != 0.0f) {
         int32_t m, e;
@@ -335,9 +421,22 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
             V += (dr_i128)m * ((dr_i128)1 << (e - E));
         } else {                                   /* the bias sets the unit: V 2^(E-e) < 2^126 */
             if (E - e > 19) return false;
-            V = V * ((dr_i128)1 << (E - e)) + m;
+            up = E - e;
+            V = V * ((dr_i128)1 << up) + m;
+            B *= (dr_i128)1 << up;
             E = e;
         }
+    }
+#if defined(DR_MUTANT_LL_IGNORED)
+    B = 0;                                         /* fault: lo . lo taken as zero */
+#endif
+    if (B != 0) {
+        dr_i128 lo = V - B, hi = V + B;
+        if (lo > 0 || hi < 0) {                    /* zero is not in the interval */
+            float r1 = round_wide(lo, E), r2 = round_wide(hi, E);
+            if (dr_f32_bits(r1) == dr_f32_bits(r2)) { *out = r1; return true; }
+        }
+        V += (dr_i128)(int64_t)ll_value(p, i, j, N) * ((dr_i128)1 << up);
     }
     if (V == 0) return false;                      /* the sign of zero needs the full path */
     *out = round_wide(V, E);
@@ -415,7 +514,7 @@ int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
     if (rc) return rc;
     #pragma omp parallel
     {
@@ -434,7 +533,7 @@ int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *bias, float *C, size_t ldc)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0);
     if (rc) return rc;
     #pragma omp parallel
     {
