@@ -57,23 +57,41 @@ static inline double pow2d(int e)
     return d;
 }
 
-/* Pass 1, in memory order: per vector the top exponent of its largest
- * finite element (INT32_MIN if none), inf/NaN, the signs. */
-static void scan_vectors(sliced *s, int *top)
+/* Pass 1, in memory order: per vector the largest magnitude's bits (float
+ * magnitudes order as their bits; inf/NaN above every finite one), and the
+ * OR and AND of the bits (the signs present). Plain max/or/and loops. */
+static void scan_vectors(sliced *s, int *top, uint32_t *mx)
 {
     size_t nv = s->nvec, K = s->K;
-    for (size_t v = 0; v < nv; v++) { top[v] = INT32_MIN; s->signs[v] = 0; s->special[v] = 0; }
-    for (size_t o = 0; o < (s->em ? K : nv); o++) {
-        for (size_t in = 0; in < (s->em ? nv : K); in++) {
-            size_t v = s->em ? in : o, k = s->em ? o : in;
-            uint32_t u = dr_f32_bits(s->base_ptr[v * s->inc_vec + k * s->inc_elem]);
-            s->signs[v] |= (unsigned char)(1u << (u >> 31));
-            if ((u & 0x7f800000u) == 0x7f800000u) { s->special[v] = 1; continue; }
-            if (u & 0x7fffffffu) {
-                int t = top_bit_exponent(u);
-                if (t > top[v]) top[v] = t;
+    uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1;
+    if (!s->em) {
+        for (size_t v = 0; v < nv; v++) {
+            const float *x = s->base_ptr + v * s->inc_vec;
+            uint32_t m = 0, o = 0, n = 0xffffffffu;
+            for (size_t k = 0; k < K; k++) {
+                uint32_t u = dr_f32_bits(x[k]), g = u & 0x7fffffffu;
+                m = g > m ? g : m;
+                o |= u;
+                n &= u;
+            }
+            mx[v] = m; orr[v] = o; andd[v] = n;
+        }
+    } else {
+        for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+        for (size_t k = 0; k < K; k++) {
+            const float *x = s->base_ptr + k * s->inc_elem;
+            for (size_t v = 0; v < nv; v++) {
+                uint32_t u = dr_f32_bits(x[v]), g = u & 0x7fffffffu;
+                mx[v] = g > mx[v] ? g : mx[v];
+                orr[v] |= u;
+                andd[v] &= u;
             }
         }
+    }
+    for (size_t v = 0; v < nv; v++) {
+        s->special[v] = mx[v] >= 0x7f800000u;
+        s->signs[v] = (unsigned char)(K ? (!(andd[v] >> 31)) | (orr[v] >> 31) << 1 : 0);
+        top[v] = (mx[v] == 0 || s->special[v]) ? INT32_MIN : top_bit_exponent(mx[v]);
     }
 }
 
@@ -83,24 +101,39 @@ static void scan_vectors(sliced *s, int *top)
  * lists the remainders vector by vector (rare: an element more than 2w bits
  * below its vector's largest). Vectors holding inf or NaN get zero slices
  * (they take the plain exact path). */
+static inline int split_one(float x, double sc, double inv_w, double two_w, double *hi, double *lo)
+{
+    double t = (double)x * sc, h = (double)(int64_t)(t * inv_w), f = t - h * two_w, l = (double)(int64_t)f;
+    *hi = h;
+    *lo = l;
+    return f != l;
+}
+
 static void split_all(sliced *s, unsigned char *has_rem)
 {
     size_t nv = s->nvec, K = s->K;
     const double two_w = pow2d(s->w), inv_w = pow2d(-s->w);
     for (size_t v = 0; v < nv; v++) has_rem[v] = 0;
-    for (size_t o = 0; o < (s->em ? K : nv); o++) {
-        for (size_t in = 0; in < (s->em ? nv : K); in++) {
-            size_t v = s->em ? in : o, k = s->em ? o : in;
-            size_t at = s->em ? k * nv + v : v * K + k;
-            double t, h, l, f;
-            if (s->special[v]) { s->hi[at] = s->lo[at] = 0.0; continue; }
-            t = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
-            h = (double)(int64_t)(t * inv_w);
-            f = t - h * two_w;
-            l = (double)(int64_t)f;
-            s->hi[at] = h;
-            s->lo[at] = l;
-            if (f != l) has_rem[v] = 1;
+    if (!s->em) {
+        for (size_t v = 0; v < nv; v++) {
+            const float *x = s->base_ptr + v * s->inc_vec;
+            double *hi = s->hi + v * K, *lo = s->lo + v * K, sc = s->scale[v];
+            int r = 0;
+            if (s->special[v]) {
+                for (size_t k = 0; k < K; k++) hi[k] = lo[k] = 0.0;
+                continue;
+            }
+            for (size_t k = 0; k < K; k++) r |= split_one(x[k], sc, inv_w, two_w, &hi[k], &lo[k]);
+            has_rem[v] = (unsigned char)r;
+        }
+    } else {
+        for (size_t k = 0; k < K; k++) {
+            const float *x = s->base_ptr + k * s->inc_elem;
+            double *hi = s->hi + k * nv, *lo = s->lo + k * nv;
+            for (size_t v = 0; v < nv; v++) {
+                if (s->special[v]) { hi[v] = lo[v] = 0.0; continue; }
+                has_rem[v] |= (unsigned char)split_one(x[v], s->scale[v], inv_w, two_w, &hi[v], &lo[v]);
+            }
         }
     }
     s->nrem = 0;
@@ -141,6 +174,7 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
 {
     int *top;
     unsigned char *has_rem;
+    uint32_t *scan;
     memset(s, 0, sizeof *s);
     s->base_ptr = base; s->inc_vec = inc_vec; s->inc_elem = inc_elem;
     s->nvec = nvec; s->K = K; s->w = slice_width(K);
@@ -157,20 +191,21 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
     s->rem_v = malloc(nvec * K * sizeof(float) + 8);
     top = malloc(nvec * sizeof(int) + 8);
     has_rem = malloc(nvec + 1);
-    if (!s->hi || !s->lo || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
+    scan = malloc((nvec + 1) * 3 * sizeof(uint32_t));
+    if (!scan || !s->hi || !s->lo || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
         !s->rem_start || !s->rem_k || !s->rem_v || !top || !has_rem) {
         sliced_free(s);
-        free(top); free(has_rem);
+        free(top); free(has_rem); free(scan);
         return DR_ENOMEM;
     }
-    scan_vectors(s, top);
+    scan_vectors(s, top, scan);
     for (size_t v = 0; v < nvec; v++) {
         s->zero[v] = top[v] == INT32_MIN && !s->special[v];
         s->base[v] = top[v] == INT32_MIN ? 0 : top[v] - 2 * s->w + 1;   /* exponent of lo's unit */
         s->scale[v] = pow2d(-s->base[v]);
     }
     split_all(s, has_rem);
-    free(top); free(has_rem);
+    free(top); free(has_rem); free(scan);
     return DR_OK;
 }
 
