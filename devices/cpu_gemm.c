@@ -434,11 +434,35 @@ static float round_wide(dr_i128 V, int E)
     return dr_round_window(hi << (64 - s) | lo >> s, E + s, sticky, neg);
 }
 
+/* Whether every V + t, |t| <= B, rounds to the float V rounds to (V != 0):
+ * with 2^k the float's ulp in V's units (k >= 1), the bits of |V| below it,
+ * rem, keep more than B away from 0, from the midpoint 2^(k-1) and from
+ * 2^k, so no rounding boundary, binade change or sign change lies within B.
+ * (Subnormal results: the ulp is 2^-149, k = -149 - E.) */
+static bool same_rounding(dr_i128 V, dr_i128 B, int E)
+{
+    dr_u128 mag = V < 0 ? (dr_u128)0 - (dr_u128)V : (dr_u128)V, b = (dr_u128)B, rem, half;
+    uint64_t top = (uint64_t)(mag >> 64);
+    int n = top ? 128 - __builtin_clzll(top) : 64 - __builtin_clzll((uint64_t)mag);
+    int k = n - 24;
+    if (k < -149 - E) k = -149 - E;
+    if (k < 1 || k > 126) return false;
+    rem = mag & (((dr_u128)1 << k) - 1u);
+    half = (dr_u128)1 << (k - 1);
+    if (rem > b && rem + b < half) return true;                    /* all round down */
+#if defined(DR_MUTANT_CERT_MIDPOINT)
+    if (rem + b > half && rem + b < ((dr_u128)1 << k)) return true;   /* fault: the midpoint may lie within B */
+#else
+    if (rem > half + b && rem + b < ((dr_u128)1 << k)) return true;   /* all round up */
+#endif
+    return false;
+}
+
 /* Without the lo . lo DGEMM (the f32 path runs three): the value without
- * it, V, is exact, and lo . lo lies in [-B, B]. Rounding is monotone, so
- * when V - B and V + B round to the same float, so does V + lo . lo; only
- * when they do not (a rounding boundary or zero within B: rare, about
- * sqrt(K) 2^-2w relative) is lo . lo computed, for this element alone. */
+ * it, V, is exact, and lo . lo lies in [-B, B]. When no rounding boundary
+ * lies within B of V (same_rounding), V + lo . lo rounds as V does; only
+ * when one does (rare, about sqrt(K) 2^-2w relative) is lo . lo computed,
+ * for this element alone. */
 static bool fast_element(const product *p, size_t i, size_t j, size_t N, const float *bias, float *out)
 {
     const sliced *a = &p->a, *b = &p->b;
@@ -466,11 +490,7 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
     B = 0;                                         /* fault: lo . lo taken as zero */
 #endif
     if (B != 0) {
-        dr_i128 lo = V - B, hi = V + B;
-        if (lo > 0 || hi < 0) {                    /* zero is not in the interval */
-            float r1 = round_wide(lo, E), r2 = round_wide(hi, E);
-            if (dr_f32_bits(r1) == dr_f32_bits(r2)) { *out = r1; return true; }
-        }
+        if (same_rounding(V, B, E)) { *out = round_wide(V, E); return true; }
         V += (dr_i128)(int64_t)ll_value(p, i, j, N) * ((dr_i128)1 << up);
     }
     if (V == 0) return false;                      /* the sign of zero needs the full path */

@@ -11,6 +11,7 @@
 #   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
 #   wide_sticky     devices/cpu_gemm.c  the f32 direct path drops the bits below its top 64
 #   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
+#   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -44,6 +45,7 @@ run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fas
 run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
 run wide_sticky    devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_STICKY    test_fastgemm
 run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fastgemm
+run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
 run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
 run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
