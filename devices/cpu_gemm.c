@@ -434,7 +434,7 @@ static float round_wide(dr_i128 V, int E)
     return dr_round_window(hi << (64 - s) | lo >> s, E + s, sticky, neg);
 }
 
-/* Whether every V + t, |t| <= B, rounds to the float V rounds to (V != 0):
+/* Whether every V + t, |t| <= B, rounds to the float V rounds to:
  * with 2^k the float's ulp in V's units (k >= 1), the bits of |V| below it,
  * rem, keep more than B away from 0, from the midpoint 2^(k-1) and from
  * 2^k, so no rounding boundary, binade change or sign change lies within B.
@@ -443,8 +443,10 @@ static bool same_rounding(dr_i128 V, dr_i128 B, int E)
 {
     dr_u128 mag = V < 0 ? (dr_u128)0 - (dr_u128)V : (dr_u128)V, b = (dr_u128)B, rem, half;
     uint64_t top = (uint64_t)(mag >> 64);
-    int n = top ? 128 - __builtin_clzll(top) : 64 - __builtin_clzll((uint64_t)mag);
-    int k = n - 24;
+    int n, k;
+    if (mag == 0) return false;                    /* V = 0: the sign of V + t is open */
+    n = top ? 128 - __builtin_clzll(top) : 64 - __builtin_clzll((uint64_t)mag);
+    k = n - 24;
     if (k < -149 - E) k = -149 - E;
     if (k < 1 || k > 126) return false;
     rem = mag & (((dr_u128)1 << k) - 1u);
