@@ -156,8 +156,10 @@ $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
-mutants: $(MUTANT_BIN)
+mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
 	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN)
@@ -165,6 +167,8 @@ test: deps
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)

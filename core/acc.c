@@ -171,20 +171,16 @@ bool dr_acc_deserialize(dr_acc *a, const uint8_t in[DR_ACC_BYTES])
 
 /* ---- rounding ----------------------------------------------------------- */
 
-/* The magnitude as DR_ACC_LIMBS 32-bit digits, least significant first;
- * returns 1 when the value is negative. */
-static int magnitude(const dr_acc *a, uint32_t d[DR_ACC_LIMBS])
+/* The number of significant bits of v (0 for 0). */
+static inline int bit_length(uint64_t v)
 {
-    dr_acc n = *a;
-    int negative;
-    dr_acc_normalize(&n);
-    negative = n.limb[TOP] < 0;
-    if (negative) {
-        for (int i = 0; i < DR_ACC_LIMBS; i++) n.limb[i] = -n.limb[i];
-        dr_acc_normalize(&n);
-    }
-    for (int i = 0; i < DR_ACC_LIMBS; i++) d[i] = (uint32_t)n.limb[i];
-    return negative;
+#if defined(__GNUC__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) { v >>= 1; n++; }
+    return n;
+#endif
 }
 
 /* Rounds W * 2^E (plus a nonzero fraction below it when sticky) to a float:
@@ -192,9 +188,9 @@ static int magnitude(const dr_acc *a, uint32_t d[DR_ACC_LIMBS])
 float dr_round_window(uint64_t W, int E, int sticky, int negative)
 {
     uint32_t sign = negative ? 0x80000000u : 0u;
-    int top = 63, lsb, shift, biased;
+    int top, lsb, shift, biased;
     uint64_t m, half = 0;
-    while (!(W >> top)) top--;
+    top = bit_length(W) - 1;
     lsb = E + top - 23;                            /* exponent of the result's ulp */
     if (lsb < DR_F32_EXP_MIN) lsb = DR_F32_EXP_MIN;
     shift = lsb - E;                               /* low bits of W below the ulp */
@@ -218,17 +214,24 @@ float dr_round_window(uint64_t W, int E, int sticky, int negative)
 
 /* The value of the digits divided by divisor, rounded. Only the top three
  * nonzero digits are divided in full (a quotient of at least 33 significant
- * bits, more than the 25 rounding needs); the rest only decides stickiness. */
+ * bits, more than the 25 rounding needs); the rest only decides stickiness.
+ * A power-of-two divisor 2^s divides nothing: it lowers the exponent by s
+ * (the one rounding, subnormals included, is dr_round_window's). */
 static float round_digits(const uint32_t d[DR_ACC_LIMBS], uint32_t divisor, int negative)
 {
-    int t = TOP, sticky = 0;
+    int t = TOP, sticky = 0, eoff = 0;
     uint64_t rem = 0, q[3];
     while (t > 0 && d[t] == 0) t--;
     if (t < 2) t = 2;
-    for (int k = 0; k < 3; k++) {
-        uint64_t cur = rem << 32 | d[t - k];
-        q[k] = cur / divisor;
-        rem = cur % divisor;
+    if ((divisor & (divisor - 1u)) == 0) {
+        while (divisor > 1u) { divisor >>= 1; eoff++; }
+        q[0] = d[t]; q[1] = d[t - 1]; q[2] = d[t - 2];
+    } else {
+        for (int k = 0; k < 3; k++) {
+            uint64_t cur = rem << 32 | d[t - k];
+            q[k] = cur / divisor;
+            rem = cur % divisor;
+        }
     }
     sticky = rem != 0;
     for (int i = t - 3; i >= 0 && !sticky; i--) sticky = d[i] != 0;
@@ -237,15 +240,14 @@ static float round_digits(const uint32_t d[DR_ACC_LIMBS], uint32_t divisor, int 
         return dr_bits_f32(negative ? 0x80000000u : 0u);
     }
     if (q[0] == 0) {
-        return dr_round_window(q[1] << 32 | q[2], 32 * (t - 2) + DR_ACC_LSB_EXP, sticky, negative);
+        return dr_round_window(q[1] << 32 | q[2], 32 * (t - 2) + DR_ACC_LSB_EXP - eoff, sticky, negative);
     }
     /* q0 (< 2^32) over the 64 bits below: keep the top 64 bits, the rest is sticky. */
     {
-        int s = 0;
-        while (s < 32 && (q[0] >> s)) s++;         /* bits in q0 */
+        int s = bit_length(q[0]);                  /* bits in q0 */
         sticky |= (q[2] & (((uint64_t)1 << s) - 1u)) != 0;
         return dr_round_window(q[0] << (64 - s) | q[1] << (32 - s) | q[2] >> s,
-                            32 * (t - 2) + s + DR_ACC_LSB_EXP, sticky, negative);
+                            32 * (t - 2) + s + DR_ACC_LSB_EXP - eoff, sticky, negative);
     }
 }
 
@@ -256,21 +258,48 @@ static float round_special(uint32_t flags)
     return dr_bits_f32(pos ? 0x7f800000u : 0xff800000u);
 }
 
+/* The magnitude's digits without a copy of the accumulator or a second
+ * normalization: carries run only from the lowest nonzero limb lo to just
+ * above the highest one hi (the limbs beyond are zero, so the carry out of
+ * hi is the value's signed top digit), and a negative value is complemented
+ * over the same digits. A gradient's accumulator spans a few limbs, so this
+ * touches a few limbs instead of copying and normalizing twenty twice. */
 float dr_acc_round_div(const dr_acc *a, uint32_t divisor)
 {
-    uint32_t d[DR_ACC_LIMBS];
-    int negative, zero = 1;
+    uint32_t d[DR_ACC_LIMBS] = { 0 };
+    int lo = 0, hi = TOP, t, negative = 0;
+    int64_t carry = 0, top;
     if (a->flags & (DR_ACC_F_POS_INF | DR_ACC_F_NEG_INF | DR_ACC_F_NAN))
         return round_special(a->flags);
     if (divisor == 0) return dr_bits_f32(0x7fc00000u);
-    negative = magnitude(a, d);
-    for (int i = 0; i < DR_ACC_LIMBS; i++) zero &= d[i] == 0;
-    if (zero) {
-        /* An exact zero: -0 only for a non-empty all-(-0) sum, as IEEE. */
+    while (lo <= TOP && a->limb[lo] == 0) lo++;
+    if (lo <= TOP) {
+        while (a->limb[hi] == 0) hi--;
+        t = hi < TOP ? hi + 1 : TOP;
+        for (int i = lo; i < t; i++) {
+            int64_t digit;
+            carry = carry_of(a->limb[i] + carry, &digit);
+            d[i] = (uint32_t)digit;
+        }
+        top = a->limb[t] + carry;                  /* |top| < 2^31: the value is below 2^319 */
+        if (top < 0) {                             /* magnitude: two's complement of lo..t */
+            uint64_t c = 1;
+            for (int i = lo; i < t; i++) {
+                uint64_t x = (uint64_t)(~d[i]) + c;
+                d[i] = (uint32_t)x;
+                c = x >> 32;
+            }
+            top = -top - 1 + (int64_t)c;
+            negative = 1;
+        }
+        d[t] = (uint32_t)top;
+        for (int i = lo; i <= t; i++)
+            if (d[i]) return round_digits(d, divisor, negative);
+    }
+    {   /* An exact zero: -0 only for a non-empty all-(-0) sum, as IEEE. */
         int neg0 = (a->flags & DR_ACC_F_NONEMPTY) && !(a->flags & DR_ACC_F_NOT_NEG0);
         return dr_bits_f32(neg0 ? 0x80000000u : 0u);
     }
-    return round_digits(d, divisor, negative);
 }
 
 float dr_acc_round(const dr_acc *a)

@@ -69,6 +69,11 @@ static inline uint32_t dr_term_flags(int negative, int zero)
 
 void dr_acc_normalize(dr_acc *a);
 
+/* Whether the exact sums may use their AVX-512 kernel where the CPU has one
+ * (default on); off, every CPU takes the portable path. The bits are the
+ * same either way: tests run both. Not thread-safe: set it before any sum. */
+void dr_exact_set_simd(int on);
+
 /* The float nearest to W * 2^E (+ a nonzero fraction below it when sticky),
  * ties to even, gradual underflow, overflow to inf; W != 0. */
 float dr_round_window(uint64_t W, int E, int sticky, int negative);

@@ -45,12 +45,132 @@ static void sum_chunk(dr_acc *a, const float *x, size_t n)
     a->flags |= DR_ACC_F_NONEMPTY | (not_neg0 ? DR_ACC_F_NOT_NEG0 : 0u);
 }
 
+/* ---- sums on AVX-512: a fixed-point window per chunk ---------------------
+ *
+ * A chunk of WIN_CHUNK terms whose largest exponent field is F (1 for
+ * zeros and subnormals) is summed in int64 lanes as integers in units of
+ * 2^(F - 150 - WIN_S): a term m * 2^(f - 150) is m << (WIN_S - (F - f)).
+ * |m| < 2^24, so a term is below 2^51 and a whole chunk below 2^63: the
+ * lanes and their total are exact, and the total goes into the accumulator
+ * once per chunk. Terms more than WIN_S binades below F ("below the
+ * window") are added one by one with dr_acc_add, exactly; a chunk holding
+ * inf or NaN takes the portable path. The same value as the bins, so the
+ * same bits; chosen at run time (__builtin_cpu_supports), the portable
+ * path everywhere else. */
+#define WIN_CHUNK 4096
+#define WIN_S 27
+
+static int simd_enabled = 1;
+
+void dr_exact_set_simd(int on)
+{
+    simd_enabled = on;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_WIN_AVX512 1
+
+__attribute__((target("avx512f")))
+static void add_below_window(dr_acc *a, const float *x, __mmask16 below)
+{
+    while (below) {
+        int l = __builtin_ctz(below);
+        dr_acc_add(a, x[l]);
+        below &= (__mmask16)(below - 1u);
+    }
+}
+
+/* One chunk, n <= WIN_CHUNK terms, no inf or NaN, largest field F. */
+__attribute__((target("avx512f")))
+static void win_chunk_avx512(dr_acc *a, const float *x, size_t n, int F, uint32_t *not_neg0)
+{
+    const __m512i fmask = _mm512_set1_epi32(0xff), mmask = _mm512_set1_epi32(0x7fffff);
+    const __m512i hidden = _mm512_set1_epi32(0x800000), one = _mm512_set1_epi32(1);
+    const __m512i negzero = _mm512_set1_epi32((int)0x80000000u), zero = _mm512_setzero_si512();
+    const __m512i base = _mm512_set1_epi32(WIN_S - F);
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    __mmask16 nn0 = 0;
+    size_t i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 live = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512i u = _mm512_maskz_loadu_epi32(live, x + i);
+        __m512i field = _mm512_and_si512(_mm512_srli_epi32(u, 23), fmask);
+        __mmask16 normal = _mm512_test_epi32_mask(field, field);
+        __m512i mant = _mm512_mask_or_epi32(_mm512_and_si512(u, mmask), normal, _mm512_and_si512(u, mmask), hidden);
+        __m512i sh = _mm512_add_epi32(base, _mm512_max_epi32(field, one));   /* WIN_S - (F - fe) */
+        __mmask16 nonzero = _mm512_test_epi32_mask(mant, mant);
+        __mmask16 below = _mm512_mask_cmplt_epi32_mask(nonzero, sh, zero);
+        __mmask16 neg = _mm512_test_epi32_mask(u, negzero);
+        __m512i lo, hi, slo, shi;
+        nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);
+        if (below) {
+            add_below_window(a, x + i, below);
+            mant = _mm512_maskz_mov_epi32((__mmask16)~below, mant);
+            sh = _mm512_max_epi32(sh, zero);
+        }
+        lo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(mant));
+        hi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(mant, 1));
+        slo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(sh));
+        shi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(sh, 1));
+        lo = _mm512_sllv_epi64(lo, slo);
+        hi = _mm512_sllv_epi64(hi, shi);
+        acc0 = _mm512_mask_sub_epi64(_mm512_add_epi64(acc0, lo), (__mmask8)neg, acc0, lo);
+        acc1 = _mm512_mask_sub_epi64(_mm512_add_epi64(acc1, hi), (__mmask8)(neg >> 8), acc1, hi);
+    }
+    {
+        int64_t total = _mm512_reduce_add_epi64(_mm512_add_epi64(acc0, acc1));
+        if (total) {
+            dr_acc_add_i64(a, total, F - 150 - WIN_S);
+            if (++a->pending >= DR_ACC_MAX_PENDING) dr_acc_normalize(a);
+        }
+    }
+    *not_neg0 |= nn0 != 0;
+}
+
+/* The largest exponent field of n <= WIN_CHUNK terms (255: inf or NaN). */
+__attribute__((target("avx512f")))
+static int max_field_avx512(const float *x, size_t n)
+{
+    const __m512i emask = _mm512_set1_epi32(0x7f800000);
+    __m512i m = _mm512_setzero_si512();
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 live = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(live, x + i), emask));
+    }
+    return (int)(_mm512_reduce_max_epu32(m) >> 23);
+}
+
+static void sum_chunk(dr_acc *a, const float *x, size_t n);
+
+static void sum_window(dr_acc *a, const float *x, size_t n)
+{
+    uint32_t not_neg0 = 0;
+    int any = 0;
+    while (n > 0) {
+        size_t len = n < WIN_CHUNK ? n : WIN_CHUNK;
+        int F = max_field_avx512(x, len);
+        if (F == 255) sum_chunk(a, x, len);        /* inf or NaN: the portable path */
+        else { win_chunk_avx512(a, x, len, F ? F : 1, &not_neg0); any = 1; }
+        x += len;
+        n -= len;
+    }
+    if (any) a->flags |= DR_ACC_F_NONEMPTY | (not_neg0 ? DR_ACC_F_NOT_NEG0 : 0u);
+}
+#endif
+
 void dr_acc_add_sum(dr_acc *a, const float *x, size_t n)
 {
     if (n < 64) {               /* clearing the bins would cost more than the terms */
         for (size_t i = 0; i < n; i++) dr_acc_add(a, x[i]);
         return;
     }
+#if defined(HAVE_WIN_AVX512)
+    if (simd_enabled && __builtin_cpu_supports("avx512f")) {
+        sum_window(a, x, n);
+        return;
+    }
+#endif
     while (n > 0) {
         size_t len = n < SUM_CHUNK ? n : SUM_CHUNK;
         sum_chunk(a, x, len);

@@ -22,6 +22,7 @@
 #include <mpfr.h>
 
 #include "distref/exact.h"
+#include "core/acc_internal.h"   /* dr_exact_set_simd: the portable path too */
 #include "tests/mutants.h"
 
 #define ORACLE_PREC 1400   /* > 2^256 .. 2^-298 span plus 2^40 terms of headroom */
@@ -244,6 +245,65 @@ static void sum_inf_nan(void **state)
 
 /* n >= 10^7 against the oracle, and a long cancelling stream whose exact
  * sum is known by construction. */
+/* The window kernel's edges (core/reduce.c, chunks of 4096 terms summed as
+ * integers below the chunk's largest exponent): terms exactly 26..29 binades
+ * below the largest (the window's last bit and the first one outside it),
+ * subnormals under a normal maximum and on their own, the largest finite
+ * exponents (overflow to inf), chunk boundaries, inf/NaN in a later chunk,
+ * all -0 and mixed zeros, and cancellation across chunks. The oracle rounds;
+ * dr_acc_equal also checks the accumulator itself (value and flags) against
+ * one dr_acc_add per term. */
+static void check_sum_acc(const float *x, size_t n, const char *what, int all_neg0)
+{
+    dr_acc a, b;
+    if (all_neg0) assert_same_float(SUM(x, n), -0.0f, what, n);   /* IEEE: -0 + -0 = -0 (MPFR starts at +0) */
+    else check_sum(x, n, what);
+    dr_acc_init(&a); dr_acc_init(&b);
+    dr_acc_add_sum(&a, x, n);
+    for (size_t i = 0; i < n; i++) dr_acc_add(&b, x[i]);
+    if (!dr_acc_equal(&a, &b)) { print_error("%s (n=%zu): accumulators differ\n", what, n); fail(); }
+}
+
+static void sum_window_edges(void **state)
+{
+    static const size_t sizes[] = { 64, 100, 4095, 4096, 4097, 8192 + 17, 3 * 4096 + 5 };
+    trng r = { 31337 };
+    (void)state;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        float *x = malloc(n * sizeof *x);
+        assert_non_null(x);
+        for (int kind = 0; kind < 11; kind++) {
+            for (size_t i = 0; i < n; i++) {
+                uint64_t u = next_u64(&r);
+                float sign = (u & 1) ? -1.0f : 1.0f;
+                switch (kind) {
+                case 0:   /* one term at 2^0, the rest 26..29 binades below, odd mantissas */
+                    x[i] = i % 997 == 0 ? 1.0f : sign * ldexpf(1.0f + (float)(u >> 41) * 0x1p-23f, -26 - (int)(u >> 62));
+                    break;
+                case 1: x[i] = i == n / 2 ? 0x1p-10f : sign * bits_f((uint32_t)(u >> 8) & 0x7fffffu); break;  /* subnormals under a normal */
+                case 2: x[i] = sign * bits_f((uint32_t)(u >> 8) & 0x7fffffu); break;                          /* subnormals only */
+                case 3: x[i] = sign * ldexpf(1.0f + (float)(u >> 41) * 0x1p-23f, 127 - (int)(u >> 61)); break; /* near FLT_MAX */
+                case 4: x[i] = (i & 1) ? 0x1.fffffep127f : 0x1.fffffep126f; break;                           /* overflows to inf */
+                case 5: x[i] = -0.0f; break;
+                case 6: x[i] = (u & 2) ? -0.0f : 0.0f; break;
+                case 7: x[i] = i == n - 1 ? (u & 2 ? INFINITY : NAN) : rand_scaled(&r, 0); break;          /* special in the last chunk */
+                case 8:   /* cancellation across chunks: x, later -x, plus one tiny survivor */
+                    x[i] = i < n / 2 ? rand_scaled(&r, (int)(u >> 59) - 8) : -x[i - n / 2];
+                    break;
+                case 9: x[i] = rand_scaled(&r, (int)(u % 254) - 126); break;                                   /* anything, wide */
+                default: x[i] = i % 2 ? 0x1p-149f : ldexpf(sign, (int)(u % 60) - 30); break;                  /* 2^-149 under a wide max */
+                }
+            }
+            if (kind == 8) x[n - 1] = 0x1.000002p-100f;
+            check_sum_acc(x, n, "window edges", kind == 5);
+            shuffle(x, n, &r);
+            check_sum_acc(x, n, "window edges, shuffled", kind == 5);
+        }
+        free(x);
+    }
+}
+
 static void sum_large_n(void **state)
 {
     size_t n = 10000019;
@@ -319,6 +379,101 @@ static void acc_round_div_vs_oracle(void **state)
         mpfr_div_ui(s, s, d, MPFR_RNDN);
         assert_same_float(dr_acc_round_div(&a, d), mpfr_get_flt(s, MPFR_RNDN), "round_div", n);
         mpfr_clear(s);
+    }
+}
+
+/* dr_acc_round_div's fast path (digits from the lowest nonzero limb up,
+ * complemented in place, power-of-two divisors as an exponent shift):
+ * carry-save limbs from many unnormalized adds, negative values whose
+ * complement runs through every digit, products near 2^254 (the top limb)
+ * and down to 2^-298, quotients that underflow to subnormals or zero and
+ * that overflow, exact cancellation to zero, ties, and divisors from 1 to
+ * 2^32 - 1 (G*R as the engine passes it: 64, 192, 2^30). */
+static void acc_round_div_adversarial(void **state)
+{
+    static const uint32_t divs[] = { 1, 2, 3, 7, 64, 192, 256, 1u << 30, 1u << 31, 0xffffffffu, 640, 1000 };
+    trng r = { 4242 };
+    (void)state;
+    for (int trial = 0; trial < 6000; trial++) {
+        dr_acc a;
+        mpfr_t s, p;
+        uint32_t d = divs[trial % 12], k = 1;
+        size_t n = 1 + next_u64(&r) % 10;
+        int style = (int)((trial / 12) % 6);
+        dr_acc_init(&a);
+        mpfr_inits2(ORACLE_PREC + 64, s, p, (mpfr_ptr)0);
+        mpfr_set_zero(s, 1);
+        for (size_t i = 0; i < n; i++) {
+            float x, y;
+            switch (style) {
+            case 0: x = rand_any_finite(&r); y = rand_any_finite(&r); break;
+            case 1: x = rand_scaled(&r, 127); y = rand_scaled(&r, 127); break;            /* near 2^254 */
+            case 2: x = rand_scaled(&r, -126); y = bits_f(1u + (uint32_t)(next_u64(&r) % 8)); break;  /* tiny */
+            case 3: x = rand_scaled(&r, (int)(next_u64(&r) % 200) - 100); y = 1.0f; break;
+            case 4: x = rand_any_finite(&r); y = (next_u64(&r) & 1) ? -1.0f : 1.0f; break;
+            default: x = rand_scaled(&r, 0); y = rand_scaled(&r, -20); break;
+            }
+            dr_acc_add_prod(&a, x, y);
+            mpfr_set_d(p, x, MPFR_RNDN);
+            mpfr_mul_d(p, p, y, MPFR_RNDN);
+            mpfr_add(s, s, p, MPFR_RNDN);
+            if (next_u64(&r) % 4 == 0) {                   /* and take it back: cancellation */
+                dr_acc_add_prod(&a, -x, y);
+                mpfr_sub(s, s, p, MPFR_RNDN);
+            }
+        }
+        if (trial % 5 == 1) {                              /* a negative value's complement */
+            dr_acc_add(&a, -0x1p-149f);
+            mpfr_sub_d(s, s, 0x1p-149, MPFR_RNDN);
+        }
+        if (trial % 7 == 3) k = 1u + (uint32_t)(next_u64(&r) % (1u << 20));   /* carry-save limbs */
+        if (k > 1) { dr_acc_mul_u32(&a, k); mpfr_mul_ui(s, s, k, MPFR_RNDN); }
+        mpfr_div_ui(s, s, d, MPFR_RNDN);
+        assert_same_float(dr_acc_round_div(&a, d), mpfr_get_flt(s, MPFR_RNDN), "round_div adversarial", n);
+        mpfr_clears(s, p, (mpfr_ptr)0);
+    }
+}
+
+/* Ties after the division: (2m+1) * 2^e over a power of two lands exactly
+ * between two floats, and the even one wins; one unit below 2^-298 more
+ * breaks the tie. */
+static void acc_round_div_ties(void **state)
+{
+    (void)state;
+    for (int e = -149; e <= 100; e += 7) {
+        for (uint32_t sh = 0; sh <= 30; sh += 6) {
+            for (int sticky = 0; sticky < 2; sticky++) {
+                dr_acc a;
+                mpfr_t s;
+                float m = (float)(2 * (int)(0x800000u + (uint32_t)e * 37u % 0x7fffffu) + 1);  /* 25 bits, odd */
+                dr_acc_init(&a);
+                mpfr_init2(s, ORACLE_PREC + 64);
+                dr_acc_add_prod(&a, m, ldexpf(1.0f, e < -125 ? -125 : e));
+                mpfr_set_d(s, m, MPFR_RNDN);
+                mpfr_mul_2si(s, s, e < -125 ? -125 : e, MPFR_RNDN);
+                if (e < -125) {                          /* scale down further with the divisor */
+                    dr_acc_add_prod(&a, -0x1p-149f, 0x1p-149f);
+                    dr_acc_add_prod(&a, 0x1p-149f, 0x1p-149f);
+                }
+                if (sticky) {
+                    dr_acc_add_prod(&a, 0x1p-149f, 0x1p-149f);
+                    mpfr_t t;
+                    mpfr_init2(t, 64);
+                    mpfr_set_d(t, 0x1p-149, MPFR_RNDN);
+                    mpfr_mul_2si(t, t, -149, MPFR_RNDN);
+                    mpfr_add(s, s, t, MPFR_RNDN);
+                    mpfr_clear(t);
+                }
+                mpfr_div_2ui(s, s, sh, MPFR_RNDN);
+                assert_same_float(dr_acc_round_div(&a, 1u << sh), mpfr_get_flt(s, MPFR_RNDN), "round_div tie", sh);
+                dr_acc_mul_u32(&a, 3);
+                mpfr_mul_2ui(s, s, sh, MPFR_RNDN);            /* back to the value, times 3 */
+                mpfr_mul_ui(s, s, 3, MPFR_RNDN);
+                mpfr_div_ui(s, s, 3u << sh, MPFR_RNDN);
+                assert_same_float(dr_acc_round_div(&a, 3u << sh), mpfr_get_flt(s, MPFR_RNDN), "round_div tie /3", sh);
+                mpfr_clear(s);
+            }
+        }
     }
 }
 
@@ -463,14 +618,21 @@ int main(void)
         cmocka_unit_test(sum_exact_ties),
         cmocka_unit_test(sum_overflow_and_back),
         cmocka_unit_test(sum_inf_nan),
+        cmocka_unit_test(sum_window_edges),
         cmocka_unit_test(sum_large_n),
         cmocka_unit_test(dot_random_and_adversarial),
         cmocka_unit_test(acc_round_div_vs_oracle),
+        cmocka_unit_test(acc_round_div_adversarial),
+        cmocka_unit_test(acc_round_div_ties),
         cmocka_unit_test(acc_split_serialize_merge_invariance),
         cmocka_unit_test(acc_permutation_invariance),
         cmocka_unit_test(acc_wire_format),
         cmocka_unit_test(acc_zero_fill_is_empty),
         cmocka_unit_test(gemm_vs_oracle),
     };
-    return cmocka_run_group_tests_name("exact", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("exact", tests, NULL, NULL);
+    /* Again on the portable path: the SIMD kernels' fallback, same bits. */
+    dr_exact_set_simd(0);
+    failed += cmocka_run_group_tests_name("exact, portable path", tests, NULL, NULL);
+    return failed;
 }

@@ -29,7 +29,7 @@ static float value(trng *r, int mode)
     uint64_t u = next_u64(r);
     double x = (double)(u >> 11) * 0x1p-53 * 2.0 - 1.0;
     switch (mode) {
-    case 0: return (float)x;                                           /* one binade-ish */
+    case 0: case 5: return (float)x;                                   /* one binade-ish */
     case 1: return (float)ldexp(x, (int)(next_u64(r) % 60) - 30);      /* wide range: remainders */
     case 4: return 0.5f + (float)(u >> 40) * 0x1p-25f;                /* positive, full mantissas: */
                                                                        /* DGEMM sums near 2^53 */
@@ -41,6 +41,40 @@ static float value(trng *r, int mode)
         memcpy(&x, &(float){0}, 0);
         { float f; memcpy(&f, &b, 4); return f; }
     }
+    }
+}
+
+/* Whole rows of op(A) and columns of op(B) rewritten with one pattern each:
+ * the direct paths' edges (all +0, all -0, zeros of mixed signs, exact
+ * cancellation, exponent extremes, subnormals only, one inf or NaN). */
+static float pattern(trng *r, int kind, size_t k)
+{
+    uint64_t u = next_u64(r);
+    float x = (float)((double)(u >> 40) * 0x1p-24) + 0.25f;
+    switch (kind) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return (u & 1) ? -0.0f : 0.0f;
+    case 3: return (k & 1) ? -ldexpf(1.0f, (int)(k / 2 % 5)) : ldexpf(1.0f, (int)(k / 2 % 5));  /* pairs cancel */
+    case 4: return ldexpf((u & 1) ? -x : x, 100);                     /* products near 2^200: inf when rounded */
+    case 5: return ldexpf((u & 1) ? -x : x, -148);                    /* subnormal: products below 2^-320 */
+    case 6: return (u & 1) ? -0x1p-149f : 0x1p-149f;                  /* the smallest subnormal */
+    case 7: return ldexpf((u & 1) ? -x : x, (int)(u >> 58) - 40);     /* wide: remainders */
+    case 8: return k == 0 ? ((u & 1) ? INFINITY : NAN) : x;
+    default: return (u & 1) ? -x : x;
+    }
+}
+
+static void apply_patterns(trng *r, float *A, size_t M, size_t K, size_t lda, int ta, int rows)
+{
+    for (size_t i = 0; i < M; i++) {
+        int kind = (int)(next_u64(r) % 12);
+        if (kind > 8) continue;
+        for (size_t k = 0; k < K; k++) {
+            float v = pattern(r, kind, k);
+            if (rows) A[ta ? k * lda + i : i * lda + k] = v;   /* op(A)[i][k] */
+            else A[ta ? i * lda + k : k * lda + i] = v;        /* op(B)[k][i] */
+        }
     }
 }
 
@@ -57,6 +91,14 @@ static void compare(int mode, int trials, size_t kmax)
         for (size_t i = 0; i < (ta ? K : M) * lda; i++) A[i] = value(&r, mode);
         for (size_t i = 0; i < (tb ? N : K) * ldb; i++) B[i] = value(&r, mode);
         for (size_t j = 0; j < N; j++) bias[j] = value(&r, mode == 3 ? 1 : mode);
+        if (mode == 5) {
+            apply_patterns(&r, A, M, K, lda, ta, 1);
+            apply_patterns(&r, B, N, K, ldb, tb, 0);
+            for (size_t j = 0; j < N; j++) {
+                uint64_t u = next_u64(&r) % 6;
+                bias[j] = u == 0 ? 0.0f : u == 1 ? -0.0f : u == 2 ? 0x1p-149f : u == 3 ? NAN : bias[j];
+            }
+        }
         dr_gemm_f32((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias_on ? bias : NULL, C1, ldc);
         assert_int_equal(dr_gemm_f32_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb,
                                           bias_on ? bias : NULL, C2, ldc), 0);
@@ -81,6 +123,41 @@ static void same_bits_subnormal_zero(void **s) { (void)s; compare(2, 200, 300); 
 static void same_bits_anything(void **s) { (void)s; compare(3, 200, 100); }
 /* A slice one bit too wide lets DGEMM round here; this must catch it. */
 static void same_bits_sums_near_2_53(void **s) { (void)s; compare(4, 40, 1024); }
+
+/* Rows and columns of one pattern each: all +0, all -0, mixed zeros (the
+ * sign of an all-zero product row), exact cancellation, products near 2^200
+ * and below 2^-320 (the direct path's shift), subnormals, inf and NaN. */
+static void same_bits_patterned_rows(void **s) { (void)s; compare(5, 600, 40); }
+
+/* The direct f32 path rounds an __int128 V * 2^E: ties decided by bits far
+ * below the top 64 (1 + 2^-24 + 2^-k rounds up, 1 + 2^-24 alone to even),
+ * negative ties, and a bias above, at and below the products' unit. */
+static void same_bits_wide_ties(void **s)
+{
+    (void)s;
+    for (int k = 25; k <= 90; k++) {
+        for (int sg = 0; sg < 2; sg++) {
+            for (int bk = 0; bk < 6; bk++) {
+                float sign = sg ? -1.0f : 1.0f;
+                float A[3] = { sign, sign * 0x1p-24f, sign * ldexpf(1.0f, -k / 2) };
+                float B[3] = { 1.0f, 1.0f, ldexpf(1.0f, -(k - k / 2)) };
+                float bias[1], C1[1], C2[1];
+                static const float biases[6] = { 0.0f, 0x1p-30f, -0x1p-60f, 0x1p-80f, 0x1p-149f, 3.0f };
+                uint32_t u1, u2;
+                bias[0] = biases[bk];
+                if (k % 3 == 0) A[2] = 0.0f;   /* the tie itself: to even */
+                dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1, bk ? bias : NULL, C1, 1);
+                assert_int_equal(dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1,
+                                                  bk ? bias : NULL, C2, 1), 0);
+                memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
+                if (u1 != u2) {
+                    print_error("k=%d sign=%d bias %d: ref 0x%08x, fast 0x%08x\n", k, sg, bk, u1, u2);
+                    fail();
+                }
+            }
+        }
+    }
+}
 
 /* The MLP's shapes, forward and gradient, as the engine calls them. */
 static void same_bits_mlp_shapes(void **s)
@@ -109,6 +186,8 @@ int main(void)
         cmocka_unit_test(same_bits_subnormal_zero),
         cmocka_unit_test(same_bits_anything),
         cmocka_unit_test(same_bits_sums_near_2_53),
+        cmocka_unit_test(same_bits_patterned_rows),
+        cmocka_unit_test(same_bits_wide_ties),
         cmocka_unit_test(same_bits_mlp_shapes),
     };
     return cmocka_run_group_tests_name("fastgemm", tests, NULL, NULL);

@@ -1,0 +1,63 @@
+#!/bin/sh
+# The exact kernels' fast paths must each be caught by the MPFR-oracle and
+# same-bits tests. Each mutant is one test binary linked against one object
+# rebuilt with one fault: engine files (devices/) through a
+# `#if defined(DR_MUTANT_X)` seam compiled with -DDR_MUTANT_X; core files
+# (which carry no fault code) through a sed patch of a copy in the build
+# folder. The mutated object is linked before the archives, so it replaces
+# the release build's. Every mutant must make its test binary fail.
+#
+#   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
+#   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
+#   wide_sticky     devices/cpu_gemm.c  the f32 direct path drops the bits below its top 64
+#   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
+#   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
+#   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
+#   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
+#   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
+#   round_pow2      core/acc.c          a power-of-two divisor shifts the exponent one bit short
+#   sum_window_slack core/reduce.c      the AVX-512 window keeps (and loses) terms one binade below it
+#   sum_negzero     core/reduce.c       the AVX-512 window takes -0 for +0 (the sign of a zero sum)
+#   sum_upper_sign  core/reduce.c       the upper eight lanes take the lower eight's signs
+#   sum_unit        core/reduce.c       the chunk's total goes in one binade too high
+#   sum_special     core/reduce.c       a chunk holding inf or NaN stays on the window path
+# The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
+# /proc/cpuinfo); elsewhere they are skipped, with a line saying so.
+#
+# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
+set -u
+: "${CC:?}" "${BUILD:?}" "${LIBS:?}"
+d="$BUILD/exact_mutants"; mkdir -p "$d"
+caught=0; missed=""
+run() {   # name file layer how test
+    name=$1; file=$2; layer=$3; how=$4; test=$5
+    case "$how" in
+    -D*) $CC $CFLAGS -DDR_LAYER_$layer "$how" -c "$file" -o "$d/$name.o" || exit 1 ;;
+    *)   sed "$how" "$file" > "$d/$name.c"
+         if cmp -s "$file" "$d/$name.c"; then echo "exact mutant $name: the patch no longer applies to $file" >&2; exit 1; fi
+         $CC $CFLAGS -DDR_LAYER_$layer -c "$d/$name.c" -o "$d/$name.o" || exit 1 ;;
+    esac
+    $CC $CFLAGS -o "$d/${test}_$name" "tests/$test.c" "$d/$name.o" $LIBS $LDLIBS || exit 1
+    if "$d/${test}_$name" >"$d/$name.out" 2>&1; then missed="$missed $name"
+    else caught=$((caught + 1)); echo "exact mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name.out") failing lines)"; fi
+}
+run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
+run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
+run wide_sticky    devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_STICKY    test_fastgemm
+run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fastgemm
+run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
+run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
+run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
+run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
+run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eoff++; }/while (divisor > 2u) { divisor >>= 1; eoff++; }/' test_exact
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+    run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
+    run sum_negzero    core/reduce.c CORE 's/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, zero);/' test_exact
+    run sum_upper_sign core/reduce.c CORE 's/(__mmask8)(neg >> 8)/(__mmask8)neg/' test_exact
+    run sum_unit       core/reduce.c CORE 's/F - 150 - WIN_S)/F - 149 - WIN_S)/' test_exact
+    run sum_special    core/reduce.c CORE 's/if (F == 255) sum_chunk(a, x, len);/if (F == 256) sum_chunk(a, x, len);/' test_exact
+else
+    echo "exact mutants sum_*: skipped (no avx512f on this CPU: the window kernel does not run)"
+fi
+if [ -n "$missed" ]; then echo "exact mutants NOT caught:$missed" >&2; exit 1; fi
+echo "exact mutants: $caught caught, 0 missed"
