@@ -10,6 +10,13 @@
  * OpenBLAS thread, timed in the same run, and fast one_device's step time
  * on one thread divided by it.
  *
+ * Each rate is the steps' own: a run of N/4 steps is subtracted from a run
+ * of N (start-up: synthetic data, initialization, the final checkpoint).
+ * Then the ratios the speed issue tracks: exact / fast examples/s, 2
+ * threads / 1 thread at G=256, the accumulator state per parameter
+ * (sizeof(dr_acc), a replica's share in exact numerics; fast numerics keeps
+ * one float) and the process's peak RSS.
+ *
  *   bench_train [--json FILE] [--steps N]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -19,11 +26,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
+#include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/harness.h"
 #include "distref/train.h"
 
-typedef struct row { const char *variant, *numerics, *strategy; int gpus, threads; } row;
+typedef struct row { const char *variant, *numerics, *strategy; int gpus, threads, G; } row;
 
 static double run(const row *w, uint64_t steps, char sha[65])
 {
@@ -33,7 +43,7 @@ static double run(const row *w, uint64_t steps, char sha[65])
     char dir[] = "/tmp/distref_bench_XXXXXX", cmd[128];
     dr_run_config_defaults(&c);
     c.synthetic_examples = 4096;
-    c.global_batch_size = 64;
+    c.global_batch_size = (uint32_t)w->G;
     c.train_steps = steps;
     strcpy(c.variant, w->variant);
     strcpy(c.numerics, w->numerics);
@@ -94,16 +104,40 @@ static double gemm_step_seconds(void)
     return best;
 }
 
+/* The steps' own seconds: N steps less N/4 steps (both include start-up). */
+static double steps_seconds(const row *w, uint64_t steps, char sha[65])
+{
+    char sha_short[65];
+    double a = run(w, steps / 4, sha_short), b = run(w, steps, sha);
+    return a < 0 || b < 0 ? -1 : b - a > 0 ? b - a : 1e-9;
+}
+
+static double rate_of(const row *rows, size_t n, const double *rate, const char *num, const char *strat, int thr, int G)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(rows[i].numerics, num) && !strcmp(rows[i].strategy, strat) && rows[i].threads == thr &&
+            rows[i].G == G && strcmp(rows[i].variant, "ref") != 0)
+            return rate[i];
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const row rows[] = {
-        { "ref", "exact", "one_device", 0, 1 },
-        { "openmp", "exact", "one_device", 0, 1 }, { "openmp", "exact", "one_device", 0, 2 },
-        { "openmp", "exact", "mirrored", 2, 2 },
-        { "openmp", "fast", "one_device", 0, 1 }, { "openmp", "fast", "one_device", 0, 2 },
-        { "openmp", "fast", "mirrored", 2, 2 },
+        { "ref", "exact", "one_device", 0, 1, 64 },
+        { "openmp", "exact", "one_device", 0, 1, 64 }, { "openmp", "exact", "one_device", 0, 2, 64 },
+        { "openmp", "exact", "mirrored", 2, 2, 64 },
+        { "openmp", "fast", "one_device", 0, 1, 64 }, { "openmp", "fast", "one_device", 0, 2, 64 },
+        { "openmp", "fast", "mirrored", 2, 2, 64 },
+        { "ref", "exact", "one_device", 0, 1, 256 },
+        { "openmp", "exact", "one_device", 0, 1, 256 }, { "openmp", "exact", "one_device", 0, 2, 256 },
+        { "openmp", "exact", "mirrored", 2, 2, 256 },
+        { "openmp", "fast", "one_device", 0, 1, 256 }, { "openmp", "fast", "one_device", 0, 2, 256 },
+        { "openmp", "fast", "mirrored", 2, 2, 256 },
     };
-    uint64_t steps = 40;
+    enum { NROWS = sizeof rows / sizeof rows[0] };
+    double rates[NROWS];
+    uint64_t steps = 80;
     FILE *json = NULL;
     char ref_sha[65] = "";
     double ref_rate = 0;
@@ -112,27 +146,54 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = strtoull(argv[++i], NULL, 10);
         else { fprintf(stderr, "usage: bench_train [--json FILE] [--steps N]\n"); return 2; }
     }
-    printf("# training throughput, mlp_synthetic, G=64, %llu steps; ratio = examples/s / ref's\n",
-           (unsigned long long)steps);
-    printf("# %-7s %-6s %-11s %4s %4s %10s %12s %8s %7s\n", "variant", "mode", "strategy", "gpus", "thr",
+    if (steps < 8) steps = 8;
+    printf("# training throughput, mlp_synthetic, %llu steps less %llu (start-up removed); "
+           "ratio = examples/s / ref's at the same G; OPENBLAS_CORETYPE=%s\n", (unsigned long long)steps,
+           (unsigned long long)steps / 4, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+    printf("# %-7s %-6s %-11s %4s %4s %4s %10s %12s %8s %7s\n", "variant", "mode", "strategy", "gpus", "thr", "G",
            "seconds", "examples/s", "vs_ref", "#wrong");
     if (json) fputs("[\n", json);
     double fast1_step = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    for (size_t i = 0; i < NROWS; i++) {
         char sha[65];
-        double s = run(&rows[i], steps, sha), rate = s > 0 ? (double)steps * 64 / s : 0;
-        if (!strcmp(rows[i].numerics, "fast") && !strcmp(rows[i].strategy, "one_device") && rows[i].threads == 1)
-            fast1_step = s / (double)steps;
+        uint64_t n = steps - steps / 4;
+        double s = steps_seconds(&rows[i], steps, sha), rate = s > 0 ? (double)n * rows[i].G / s : 0;
+        if (!strcmp(rows[i].numerics, "fast") && !strcmp(rows[i].strategy, "one_device") && rows[i].threads == 1 &&
+            rows[i].G == 64)
+            fast1_step = s / (double)n;
         int wrong;
-        if (i == 0) { ref_rate = rate; memcpy(ref_sha, sha, 65); }
+        if (!strcmp(rows[i].variant, "ref")) { ref_rate = rate; memcpy(ref_sha, sha, 65); }
         wrong = !strcmp(rows[i].numerics, "exact") && strcmp(sha, ref_sha) != 0;
-        printf("  %-7s %-6s %-11s %4d %4d %10.2f %12.0f %8.2f %7d\n", rows[i].variant, rows[i].numerics,
-               rows[i].strategy, rows[i].gpus, rows[i].threads, s, rate, ref_rate > 0 ? rate / ref_rate : 0, wrong);
+        rates[i] = rate;
+        printf("  %-7s %-6s %-11s %4d %4d %4d %10.2f %12.0f %8.2f %7d\n", rows[i].variant, rows[i].numerics,
+               rows[i].strategy, rows[i].gpus, rows[i].threads, rows[i].G, s, rate, ref_rate > 0 ? rate / ref_rate : 0,
+               wrong);
         if (json)
             fprintf(json, "%s{\"bench\":\"train\",\"variant\":\"%s\",\"numerics\":\"%s\",\"strategy\":\"%s\","
-                    "\"threads\":%d,\"examples_per_s\":%.1f,\"ratio_vs_ref\":%.3f,\"wrong\":%d}",
-                    i ? ",\n" : "", rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].threads,
+                    "\"threads\":%d,\"global_batch\":%d,\"examples_per_s\":%.1f,\"ratio_vs_ref\":%.3f,\"wrong\":%d}",
+                    i ? ",\n" : "", rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].threads, rows[i].G,
                     rate, ref_rate > 0 ? rate / ref_rate : 0, wrong);
+    }
+    {
+        struct rusage ru;
+        double e64 = rate_of(rows, NROWS, rates, "exact", "one_device", 1, 64);
+        double f64 = rate_of(rows, NROWS, rates, "fast", "one_device", 1, 64);
+        double e1 = rate_of(rows, NROWS, rates, "exact", "one_device", 1, 256);
+        double e2 = rate_of(rows, NROWS, rates, "exact", "one_device", 2, 256);
+        double f1 = rate_of(rows, NROWS, rates, "fast", "one_device", 1, 256);
+        double f2 = rate_of(rows, NROWS, rates, "fast", "one_device", 2, 256);
+        getrusage(RUSAGE_SELF, &ru);
+        printf("# exact / fast examples/s: %.3f (G=64, 1 thread), %.3f (G=256, 1 thread)\n",
+               f64 > 0 ? e64 / f64 : 0, f1 > 0 ? e1 / f1 : 0);
+        printf("# 2 threads / 1 thread, G=256: fast %.2fx, exact %.2fx\n", f1 > 0 ? f2 / f1 : 0, e1 > 0 ? e2 / e1 : 0);
+        printf("# accumulator state per parameter: exact %zu bytes (dr_acc), fast %zu bytes (float); "
+               "peak RSS %.1f MB\n", sizeof(dr_acc), sizeof(float), (double)ru.ru_maxrss / 1024.0);
+        if (json)
+            fprintf(json, ",\n{\"bench\":\"train_ratios\",\"exact_over_fast_g64\":%.4f,\"exact_over_fast_g256\":%.4f,"
+                    "\"threads2_over_1_fast_g256\":%.3f,\"threads2_over_1_exact_g256\":%.3f,"
+                    "\"acc_bytes_per_param\":%zu,\"peak_rss_mb\":%.1f}", f64 > 0 ? e64 / f64 : 0,
+                    f1 > 0 ? e1 / f1 : 0, f1 > 0 ? f2 / f1 : 0, e1 > 0 ? e2 / e1 : 0, sizeof(dr_acc),
+                    (double)ru.ru_maxrss / 1024.0);
     }
     {
         double g = gemm_step_seconds();
