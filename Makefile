@@ -223,6 +223,21 @@ FUZZ_SECONDS ?= 30
 fuzz: deps
 	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# Teaching examples (examples/README.md): examples/NAME/NAME.c against the
+# public headers and the layer archives, then every examples/*/run.sh, its
+# output checked against the ```expected blocks of its README
+# (scripts/run_examples.sh; a README with a changed digit must fail).
+EXAMPLE_SRC = $(wildcard examples/*/*.c)
+EXAMPLE_BIN = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+.PHONY: examples
+$(BUILD)/examples/%: examples/%.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
+examples: deps
+	@$(MAKE) --no-print-directory $(CLI) $(EXAMPLE_BIN)
+	@DISTREF=$(CLI) EXAMPLES_BIN=$(BUILD)/examples sh scripts/run_examples.sh
+-include $(EXAMPLE_BIN:=.d)
+
 clean:
 	rm -rf build lib bin
 
