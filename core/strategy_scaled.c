@@ -11,7 +11,7 @@ int dr_strategy_reduce_scaled(const dr_strategy *s, dr_reduce_op op, const dr_sc
     for (uint32_t r = 1; r < s->num_replicas; r++) {
         if (!dr_scaled_add(&sum, &v[r]))
             return dr_fail(err, DR_EUSAGE, "reduce: replica %u's denominator %u and the sum's %u "
-                           "have no common denominator below 2^30", r, v[r].den, sum.den);
+                           "have no common denominator below 2^32", r, v[r].den, sum.den);
     }
     if (op == DR_REDUCE_MEAN) {
         dr_scaled inv;               /* sum / R = sum * (1/R): multiply the denominator */

@@ -22,8 +22,12 @@
 #include "distref/strategy.h"
 
 /* v[0 .. s->num_replicas): one exact value per replica (axis=None). SUM adds
- * them exactly; MEAN also divides by the number of replicas. DR_EUSAGE when
- * the common denominator would pass 2^30 (dr_scaled_add's limit). */
+ * them exactly; MEAN also divides by the number of replicas. DR_EUSAGE,
+ * naming the replica, when dr_scaled_add refuses a pair (unequal
+ * denominators whose product passes 2^32, or one beyond 2^30), and for MEAN
+ * when the sum's denominator times the replicas passes 2^30. Values from
+ * compute_average_loss(global_batch_size=G) and scale_regularization_loss
+ * share the denominators G and R and always reduce. */
 int dr_strategy_reduce_scaled(const dr_strategy *s, dr_reduce_op op, const dr_scaled *v,
                               dr_scaled *out, dr_err *err);
 
