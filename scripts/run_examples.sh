@@ -9,7 +9,8 @@
 # Each run.sh runs from the repository root with DISTREF (the CLI),
 # EXAMPLES_BIN (the built example programs, examples/NAME/NAME.c ->
 # $EXAMPLES_BIN/NAME/NAME) and EXAMPLE_TMP (an empty folder of its own).
-# Output goes to build/examples/NAME.out. Ends with
+# Output goes to build/examples/NAME.out. A folder's expected lines are in
+# its README.md, or in the file its EXPECTED_IN names. Ends with
 # "examples: N passed, N failed" and "examples drift: N caught, N missed".
 set -u
 : "${DISTREF:=bin/distref}"
@@ -26,6 +27,12 @@ if [ -n "$bad" ]; then
     failed=$((failed + 1))
 fi
 
+# The file with a folder's ```expected blocks: its README.md, or the file
+# its EXPECTED_IN names (the tutorial's are in docs/TUTORIAL.md).
+expected_in() {
+    if [ -f "$1/EXPECTED_IN" ]; then cat "$1/EXPECTED_IN"; else echo "$1/README.md"; fi
+}
+
 for run in examples/*/run.sh; do
     dir=$(dirname "$run")
     name=$(basename "$dir")
@@ -34,7 +41,7 @@ for run in examples/*/run.sh; do
     start=$(date +%s)
     if DISTREF="$DISTREF" EXAMPLES_BIN="$EXAMPLES_BIN" EXAMPLE_TMP="$tmp" \
         sh "$run" > "$OUTDIR/$name.out" 2> "$OUTDIR/$name.err"; then
-        if sh scripts/check_example.sh "$OUTDIR/$name.out" "$dir/README.md" > "$OUTDIR/$name.check" 2>&1; then
+        if sh scripts/check_example.sh "$OUTDIR/$name.out" "$(expected_in "$dir")" > "$OUTDIR/$name.check" 2>&1; then
             echo "example $name: ok ($(tail -n 1 "$OUTDIR/$name.check" | sed 's/.*: //'), $(( $(date +%s) - start )) s)"
             passed=$((passed + 1))
         else
@@ -57,7 +64,7 @@ for run in examples/*/run.sh; do
     name=$(basename "$dir")
     [ -s "$OUTDIR/$name.out" ] || continue
     drifted="$OUTDIR/$name.drift.md"
-    nlines=$(awk '/^```expected[ \t]*$/ { b = 1; next } b && /^```/ { b = 0; next } b && /[0-9]/ { n++ } END { print n + 0 }' "$dir/README.md")
+    nlines=$(awk '/^```expected[ \t]*$/ { b = 1; next } b && /^```/ { b = 0; next } b && /[0-9]/ { n++ } END { print n + 0 }' "$(expected_in "$dir")")
     i=1
     while [ "$i" -le "$nlines" ]; do
         awk -v want="$i" '
@@ -68,7 +75,7 @@ for run in examples/*/run.sh; do
                 $0 = substr($0, 1, RSTART - 1) d substr($0, RSTART + 1)
                 print "drift: " $0 > "/dev/stderr"
             }
-            { print }' "$dir/README.md" > "$drifted" 2> "$OUTDIR/$name.drift.line"
+            { print }' "$(expected_in "$dir")" > "$drifted" 2> "$OUTDIR/$name.drift.line"
         if sh scripts/check_example.sh "$OUTDIR/$name.out" "$drifted" > /dev/null 2>&1; then
             echo "example $name: drift MISSED: a README stating \"$(sed 's/^drift: //' "$OUTDIR/$name.drift.line")\" still passes"
             missed=$((missed + 1))

@@ -7,7 +7,7 @@
 # mirrored on 4 GPUs on one machine.
 set -eu
 COMMON="--experiment=mlp_synthetic --optimizer=adam --learning_rate=0.001 --from_logits=false
-        --global_batch_size=64 --train_steps=20"
+        --global_batch_size=64 --train_steps=10"
 cluster='"cluster": {"worker": ["localhost:12345", "localhost:12346"]}'
 for index in 0 1; do
     # shellcheck disable=SC2086
