@@ -7,8 +7,8 @@
 # must have printed, in that order (other lines may come between them). A
 # line is matched whole; "..." inside it stands for any text (a time, a
 # path), and a line that is only "..." is skipped. Exit 0 when every line
-# is found, 1 with the first line that is not (and what the output had
-# instead, when a line of the output starts the same way).
+# is found, 1 with the first line that is not and the output line that
+# shares the longest beginning with it.
 set -eu
 out=$1
 readme=$2
@@ -29,7 +29,7 @@ function matches(line, pat,    n, parts, i, pos, p) {
     return length(line) - pos + 1 >= length(parts[n]) && \
            substr(line, length(line) - length(parts[n]) + 1) == parts[n]
 }
-function prefix(pat,    i) { i = index(pat, " "); return i ? substr(pat, 1, i) : pat }
+function common(a, b,    n) { n = 0; while (n < length(a) && n < length(b) && substr(a, n + 1, 1) == substr(b, n + 1, 1)) n++; return n }
 FNR == NR { o[++no] = $0; next }
 /^```expected[ \t]*$/ { inblock = 1; blocks++; next }
 inblock && /^```/ { inblock = 0; next }
@@ -41,8 +41,9 @@ inblock {
         if (matches(o[at], $0)) { found++; next }
     }
     printf "%s:%d: README states a line the run did not print (in this order):\n  %s\n", readme, FNR, $0
-    for (k = 1; k <= no; k++)
-        if (substr(o[k], 1, length(prefix($0))) == prefix($0)) { printf "the run printed:\n  %s\n", o[k]; break }
+    best = 0; bestlen = 0
+    for (k = 1; k <= no; k++) { c = common(o[k], $0); if (c > bestlen) { bestlen = c; best = k } }
+    if (best) printf "the closest line the run printed (line %d):\n  %s\n", best, o[best]
     bad = 1
     exit 1
 }
