@@ -4,6 +4,7 @@
 # emulated GPUs, on one device, and under CentralStorageStrategy on 4.
 set -eu
 for run in "mirrored 2" "one_device 1" "central_storage 4"; do
+    # shellcheck disable=SC2086
     set -- $run
     "$DISTREF" train --experiment=linear_ones --l2=0.0001 --shuffle=false --distribution_strategy="$1" --num_gpus="$2" \
         --model_dir="$EXAMPLE_TMP/$1" | sed "s/^/$1: /"
