@@ -193,11 +193,17 @@ $(NIGHTLY_BIN): bench/nightly.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
 
+# REVS="a b c": one run per revision, each built in its own worktree
+# (scripts/nightly_revs.sh), to backfill the history or bisect.
 nightly: deps
 	@test "$(MODE)" = rel || { echo "make nightly: release builds only (no SANITIZE=1)"; exit 2; }
+ifeq ($(REVS),)
 	@$(MAKE) --no-print-directory $(NIGHTLY_BIN)
 	@python3 scripts/nightly.py run --bench $(NIGHTLY_BIN) --samples $(SAMPLES) \
 	    --cflags '$(CC) $(CFLAGS)' $(if $(BASELINE),--baseline $(BASELINE),) $(if $(ONLY),--only $(ONLY),)
+else
+	@sh scripts/nightly_revs.sh '$(SAMPLES)' '$(ONLY)' '$(CC)' '$(CFLAGS) $(BLAS_CFLAGS)' '$(LDFLAGS) $(BLAS_LIBS) $(LDLIBS_COMMON)' $(REVS)
+endif
 
 # The PyTorch CPU peer (optional, needs the network once): torch from pip
 # into build/torchvenv, then bench/peer_torch.py against distref's fast path.
