@@ -335,7 +335,7 @@ def print_table(rows, base_desc):
                 r["ci"][1], r["verdict"]))
 
 
-def plot(history_path, outdir):
+def plot(history_path, outdir, window=5):
     """reports/bench/history.png: each metric's median over the runs, with
     the min..max of its samples; planted runs drawn apart, regressions
     circled."""
@@ -360,10 +360,11 @@ def plot(history_path, outdir):
     rows_n = (len(metrics) + cols - 1) // cols
     gp = ["set terminal pngcairo size %d,%d font 'sans,9'" % (1100, 300 * rows_n),
           "set output '%s'" % os.path.join(outdir, "history.png"),
-          "set multiplot layout %d,%d title 'distref nightly: median ratio per run (bars: min..max of samples)'"
+          "set multiplot layout %d,%d title 'distref nightly: median ratio per run (bars: min..max of its samples); "
+          "orange: planted slowdown; red circle: REGRESSION; shaded: the baseline window of the latest run'"
           % (rows_n, cols),
           "set xlabel 'run (revision)'", "set ylabel 'kernel / baseline'", "set grid",
-          "set key top left", "set xtics rotate by 45 right", "set offsets 0.5, 0.5, 0, 0"]
+          "unset key", "set xtics rotate by 45 right", "set offsets 0.5, 0.5, 0, 0"]
     for m in metrics:
         fn = os.path.join(ddir, re.sub(r"[^A-Za-z0-9_]", "_", m) + ".dat")
         with open(fn, "w") as f:
@@ -374,6 +375,14 @@ def plot(history_path, outdir):
                 f.write("%d %g %g %g %s %d %d\n" % (index[r["run_id"]], median(s), min(s), max(s),
                                                     r.get("revision_short", "?"), 1 if r.get("plant") else 0,
                                                     1 if r.get("verdict") == "REGRESSION" else 0))
+        # The baseline window of the latest run: the earlier plain runs it
+        # was compared with, shaded.
+        mr = [r for r in hist if r["metric"] == m]
+        plain = [index[r["run_id"]] for r in mr[:-1] if not r.get("plant")][-window:]
+        gp.append("unset object")
+        if plain:
+            gp.append("set object 1 rect from %g, graph 0 to %g, graph 1 fc rgb '#e8e8e8' fs solid noborder behind"
+                      % (min(plain) - 0.4, max(plain) + 0.4))
         gp.append("set title '%s' noenhanced" % m)
         gp.append("plot '%s' using 1:($6==0?$2:1/0):3:4:xtic(5) with yerrorbars lc rgb '#1f77b4' pt 7 title "
                   "'median', '' using 1:($6==1?$2:1/0):3:4 with yerrorbars lc rgb '#ff7f0e' pt 5 title 'planted', "
@@ -385,8 +394,21 @@ def plot(history_path, outdir):
     r = subprocess.run(["gnuplot", os.path.join(ddir, "history.gp")], capture_output=True, text=True)
     if r.returncode != 0:
         print("nightly: gnuplot failed: %s" % r.stderr.strip()[:500], file=sys.stderr)
-    else:
-        print("nightly: plot %s" % os.path.join(outdir, "history.png"))
+        return
+    # index.html: the plot and the latest run's verdicts.
+    last = runs[-1]
+    rows = ["<tr><td>%s</td><td>%s</td><td>%.4g</td><td>%s</td></tr>" % (
+        sx.escape(r["metric"]), sx.escape(r.get("revision_short", "?")), r["median"], sx.escape(r.get("verdict", "")))
+        for r in hist if r["run_id"] == last]
+    with open(os.path.join(outdir, "index.html"), "w") as f:
+        f.write("<!doctype html><html><head><meta charset='utf-8'><title>distref nightly</title></head><body>\n"
+                "<h1>distref nightly performance runs</h1>\n<p>%d runs in <code>history.jsonl</code>; "
+                "latest: <code>%s</code> (docs/NIGHTLY.md)</p>\n"
+                "<table border='1' cellpadding='4'><tr><th>metric</th><th>revision</th>"
+                "<th>median ratio</th><th>verdict</th></tr>\n%s\n</table>\n"
+                "<p><img src='history.png' alt='each metric per run'></p></body></html>\n"
+                % (len(runs), sx.escape(last), "\n".join(rows)))
+    print("nightly: plot %s, %s" % (os.path.join(outdir, "history.png"), os.path.join(outdir, "index.html")))
 
 
 # ---- commands ------------------------------------------------------------------
@@ -480,7 +502,7 @@ def cmd_run(a):
     write_junit(jpath, rows, run_id)
     print("nightly: history %s, Google Benchmark JSON %s, JUnit %s" % (history_path, gpath, jpath))
     if not a.no_plot:
-        plot(history_path, a.outdir)
+        plot(history_path, a.outdir, a.window)
     imp = [r["metric"] for r in rows if r["verdict"] == "improvement"]
     reg = [r["metric"] for r in rows if r["verdict"] == "REGRESSION"]
     for r in rows:
