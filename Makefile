@@ -4,6 +4,8 @@
 #   make test         cmocka unit tests (+ the mutants they must catch)
 #   make conformance  the main job: variants against ref/, report in reports/
 #   make bench        micro and end-to-end benchmarks, ratios against baselines
+#   make nightly      regression run: samples into reports/bench/history.jsonl,
+#                     compared with earlier runs (BASELINE=<rev>), docs/NIGHTLY.md
 #   make SANITIZE=1   the same with AddressSanitizer + UndefinedBehaviorSanitizer,
 #                     built apart: build/san/bin/distref, never bin/distref
 #   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (fuzz/README.md)
@@ -94,7 +96,7 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench bench-peer clean mutants check-layers tf-crosscheck fuzz
+.PHONY: all deps test conformance bench nightly bench-peer clean mutants check-layers tf-crosscheck fuzz
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
@@ -162,8 +164,9 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN) $(NIGHTLY_BIN)
 	@sh scripts/run_tests.sh $(TEST_BIN)
+	@sh scripts/test_nightly.sh $(NIGHTLY_BIN)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
@@ -177,6 +180,30 @@ $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 bench: deps
 	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN)
 	@DISTREF=$(CLI) sh scripts/run_bench.sh $(BENCH_BIN)
+
+# Nightly regression runs (docs/NIGHTLY.md): a release build of
+# bench/nightly.c (interleaved samples of ratios against in-run baselines),
+# then scripts/nightly.py: appends to reports/bench/history.jsonl, writes a
+# Google Benchmark JSON and JUnit XML, compares with the earlier runs (or
+# BASELINE=<rev>) by Mann-Whitney U and a minimum effect, plots the history.
+# Exits non-zero naming each regressed metric.
+NIGHTLY_BIN = $(BUILD)/bench/nightly
+SAMPLES ?= 15
+$(NIGHTLY_BIN): bench/nightly.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
+
+# REVS="a b c": one run per revision, each built in its own worktree
+# (scripts/nightly_revs.sh), to backfill the history or bisect.
+nightly: deps
+	@test "$(MODE)" = rel || { echo "make nightly: release builds only (no SANITIZE=1)"; exit 2; }
+ifeq ($(REVS),)
+	@$(MAKE) --no-print-directory $(NIGHTLY_BIN)
+	@python3 scripts/nightly.py run --bench $(NIGHTLY_BIN) --samples $(SAMPLES) \
+	    --cflags '$(CC) $(CFLAGS)' $(if $(BASELINE),--baseline $(BASELINE),) $(if $(ONLY),--only $(ONLY),)
+else
+	@sh scripts/nightly_revs.sh '$(SAMPLES)' '$(ONLY)' '$(CC)' '$(CFLAGS) $(BLAS_CFLAGS)' '$(LDFLAGS) $(BLAS_LIBS) $(LDLIBS_COMMON)' $(REVS)
+endif
 
 # The PyTorch CPU peer (optional, needs the network once): torch from pip
 # into build/torchvenv, then bench/peer_torch.py against distref's fast path.

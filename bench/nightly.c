@@ -1,0 +1,342 @@
+/* distref nightly bench — repeated, interleaved samples for regression
+ * detection (issue 15; scripts/nightly.py drives it, docs/NIGHTLY.md).
+ *
+ * Each metric is a ratio: the measured kernel's seconds over an in-run
+ * baseline's (a naive loop, cblas_sdot, cblas_sgemm, the step's five
+ * sgemms, or an identical copy of the kernel), and every sample of it is
+ * taken from a neighbouring pair of measurements: kernel then baseline, the
+ * next sample baseline then kernel, and so on. Load from other jobs on a
+ * shared machine moves both halves of a pair together, so the ratio moves
+ * much less than either time. The raw times are kept too.
+ *
+ *   nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]
+ *
+ * DISTREF_NIGHTLY_PLANT=NAME:FRACTION (read here, in this bench program
+ * only, never by the library) plants a slowdown: each timed kernel call of
+ * metric NAME is stretched by FRACTION of its own measured time (a spin on
+ * the clock inside the timed region), e.g. synthetic_loop:0.15 makes that
+ * kernel 15% slower. The tests and docs/NIGHTLY.md use it to prove that the
+ * detector flags a known regression.
+ *
+ * Output: a readable table on stdout (median, min and max of each metric's
+ * ratio samples); with --json FILE every sample as JSON.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "distref/exact.h"
+#include "distref/factory.h"
+#include "distref/fastgemm.h"
+#include "distref/harness.h"
+#include "distref/rng.h"
+#include "distref/train.h"
+
+void openblas_set_num_threads(int);   /* OpenBLAS extension */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, int n)
+{
+    double *t = malloc((size_t)n * sizeof *t), m;
+    if (!t) return 0;
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+/* The optimizer must not delete a loop whose result is unused. */
+static volatile float sink;
+static volatile uint64_t isink;
+
+/* ---- the kernels and their baselines ------------------------------------ */
+
+enum { SUM_N = 100000, GM = 256, GK = 784, GN = 128 };
+enum { NG = 64, NI = 784, NH = 128, NO = 10 };
+
+static float *sum_x, *sum_ones;
+static float *ga, *gb, *gc;
+static float *sx, *sw1, *sw2, *sa1, *sz2, *sg1, *sg2, *sd1;
+
+static void fill(float *x, size_t n, uint64_t stream)
+{
+    for (size_t i = 0; i < n; i++) x[i] = 2.0f * dr_rng_uniform(7, stream, i) - 1.0f;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = calloc(1, n);
+    if (!p) { fprintf(stderr, "nightly: out of memory\n"); exit(1); }
+    return p;
+}
+
+static void setup_sum(void)
+{
+    if (sum_x) return;
+    sum_x = xmalloc(SUM_N * sizeof *sum_x);
+    sum_ones = xmalloc(SUM_N * sizeof *sum_ones);
+    fill(sum_x, SUM_N, 1);
+    for (size_t i = 0; i < SUM_N; i++) sum_ones[i] = 1.0f;
+}
+
+static void setup_gemm(void)
+{
+    if (ga) return;
+    ga = xmalloc((size_t)GM * GK * 4);
+    gb = xmalloc((size_t)GK * GN * 4);
+    gc = xmalloc((size_t)GM * GN * 4);
+    fill(ga, (size_t)GM * GK, 2);
+    fill(gb, (size_t)GK * GN, 3);
+}
+
+static void setup_step(void)
+{
+    if (sx) return;
+    sx = xmalloc((size_t)NG * NI * 4); sw1 = xmalloc((size_t)NI * NH * 4); sw2 = xmalloc((size_t)NH * NO * 4);
+    sa1 = xmalloc((size_t)NG * NH * 4); sz2 = xmalloc((size_t)NG * NO * 4); sg1 = xmalloc((size_t)NI * NH * 4);
+    sg2 = xmalloc((size_t)NH * NO * 4); sd1 = xmalloc((size_t)NG * NH * 4);
+    for (size_t i = 0; i < (size_t)NG * NI; i++) sx[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)NI * NH; i++) sw1[i] = (float)(i % 5) * 0.01f;
+    for (size_t i = 0; i < (size_t)NH * NO; i++) sw2[i] = (float)(i % 3) * 0.01f;
+}
+
+/* A dependent integer loop: the synthetic metric, against a copy of itself. */
+static void k_loop(void)
+{
+    uint64_t s = isink | 1;
+    for (int i = 0; i < (1 << 18); i++) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; }
+    isink = s;
+}
+
+static float naive_sum(const float *x, size_t n)
+{
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+static void k_sum_exact(void) { sink = dr_sum_f32(sum_x, SUM_N); }
+static void k_sum_naive(void) { sink = naive_sum(sum_x, SUM_N); }
+static void k_sdot(void) { sink = cblas_sdot(SUM_N, sum_x, 1, sum_ones, 1); }
+
+static void k_gemm_fast(void)
+{
+    dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, GM, GN, GK, ga, GK, gb, GN, NULL, gc, GN);
+}
+
+static void k_sgemm(void)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GM, GN, GK, 1.0f, ga, GK, gb, GN, 0.0f, gc, GN);
+}
+
+/* The five GEMMs of one step of the 784-128-10 MLP at G = 64 (bench_train's
+ * roofline), TRAIN_STEPS times: the baseline of the training metrics. */
+enum { TRAIN_STEPS = 40 };
+static void k_gemm_steps(void)
+{
+    for (int r = 0; r < TRAIN_STEPS; r++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NH, NI, 1, sx, NI, sw1, NH, 0, sa1, NH);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NO, NH, 1, sa1, NH, sw2, NO, 0, sz2, NO);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NO, NG, 1, sa1, NH, sz2, NO, 0, sg2, NO);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, NG, NH, NO, 1, sz2, NO, sw2, NO, 0, sd1, NH);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NI, NH, NG, 1, sx, NI, sd1, NH, 0, sg1, NH);
+    }
+}
+
+/* steps of mlp_synthetic, one_device, one thread, G = 64 (start-up
+ * included: the same in every run of a revision). */
+static void train(const char *variant, const char *numerics, uint64_t steps)
+{
+    dr_run_config c;
+    dr_run_result res;
+    dr_err err;
+    char dir[] = "/tmp/distref_nightly_XXXXXX", cmd[128];
+    dr_run_config_defaults(&c);
+    c.synthetic_examples = 4096;
+    c.global_batch_size = NG;
+    c.train_steps = steps;
+    strcpy(c.variant, variant);
+    strcpy(c.numerics, numerics);
+    c.threads = 1;
+    if (!mkdtemp(dir)) { fprintf(stderr, "nightly: mkdtemp failed\n"); exit(1); }
+    strcpy(c.model_dir, dir);
+    if (dr_get_distribution_strategy("one_device", 0, NULL, 1, NULL, &c.strategy, &err) ||
+        dr_run_train(&c, &res, &err)) {
+        fprintf(stderr, "nightly: %s\n", err.msg);
+        exit(1);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "nightly: could not remove %s\n", dir);
+}
+
+static void k_train_fast(void) { train("openmp", "fast", 40); }
+static void k_train_exact(void) { train("openmp", "exact", 16); }
+static void k_train_ref(void) { train("ref", "exact", 8); }
+
+typedef struct metric {
+    const char *name, *kernel_name, *baseline_name;
+    void (*setup)(void);
+    void (*kernel)(void), (*baseline)(void);
+    int kernel_inner, baseline_inner;   /* calls per timed measurement */
+    int best_of;                        /* pairs of measurements per sample, the fastest of each kept */
+} metric;
+
+static void setup_none(void) {}
+
+static const metric metrics[] = {
+    { "synthetic_loop", "xorshift loop 2^18", "the same loop", setup_none, k_loop, k_loop, 1, 1, 7 },
+    { "sum_exact_100k_vs_naive", "dr_sum_f32 n=1e5", "naive float loop", setup_sum, k_sum_exact, k_sum_naive, 20, 20, 3 },
+    { "sum_exact_100k_vs_sdot", "dr_sum_f32 n=1e5", "cblas_sdot with ones", setup_sum, k_sum_exact, k_sdot, 20, 40, 3 },
+    { "gemm_fast_256x784x128_vs_sgemm", "dr_gemm_f32_fast 1 thread", "cblas_sgemm 1 thread", setup_gemm,
+      k_gemm_fast, k_sgemm, 1, 5, 3 },
+    { "train_fast_g64_vs_gemms", "openmp fast one_device 40 steps", "the steps' five sgemms x40", setup_step,
+      k_train_fast, k_gemm_steps, 1, 1, 3 },
+    { "train_exact_g64_vs_gemms", "openmp exact one_device 16 steps", "the steps' five sgemms x40", setup_step,
+      k_train_exact, k_gemm_steps, 1, 1, 3 },
+    { "train_ref_g64_vs_gemms", "ref one_device 8 steps", "the steps' five sgemms x40", setup_step,
+      k_train_ref, k_gemm_steps, 1, 1, 3 },
+};
+enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
+
+/* Seconds per call of f, inner calls timed together; with plant > 0 the
+ * timed region is stretched by plant times its own length. */
+static double timed(void (*f)(void), int inner, double plant)
+{
+    double t0 = now(), t;
+    for (int k = 0; k < inner; k++) f();
+    t = now() - t0;
+    if (plant > 0) {
+        double until = t0 + t * (1.0 + plant);
+        while (now() < until) {}
+    }
+    return (now() - t0) / inner;
+}
+
+static int selected(const char *only, const char *name)
+{
+    size_t n = strlen(name);
+    if (!only) return 1;
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+static void json_array(FILE *f, const char *key, const double *v, int n)
+{
+    fprintf(f, "\"%s\":[", key);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", v[i]);
+    fputc(']', f);
+}
+
+int main(int argc, char **argv)
+{
+    int samples = 15, first = 1;
+    const char *only = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
+    char plant_name[128] = "";
+    double plant = 0;
+    FILE *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--samples") && i + 1 < argc) samples = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            json = fopen(argv[++i], "w");
+            if (!json) { fprintf(stderr, "nightly: --json: cannot write %s\n", argv[i]); return 2; }
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--list")) {
+            for (int m = 0; m < NMETRICS; m++)
+                printf("%-32s %s / %s\n", metrics[m].name, metrics[m].kernel_name, metrics[m].baseline_name);
+            return 0;
+        } else {
+            fprintf(stderr, "usage: nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]\n");
+            return 2;
+        }
+    }
+    if (samples < 1 || samples > 100000) { fprintf(stderr, "nightly: --samples must be 1..100000\n"); return 2; }
+    if (plant_env && *plant_env) {
+        const char *colon = strrchr(plant_env, ':');
+        size_t len = colon ? (size_t)(colon - plant_env) : 0;
+        if (!colon || len == 0 || len >= sizeof plant_name || (plant = atof(colon + 1)) <= 0 || plant > 10) {
+            fprintf(stderr, "nightly: DISTREF_NIGHTLY_PLANT must be NAME:FRACTION (0 < FRACTION <= 10)\n");
+            return 2;
+        }
+        memcpy(plant_name, plant_env, len);
+        plant_name[len] = 0;
+        fprintf(stderr, "nightly: PLANTED slowdown: %s kernel +%.1f%%\n", plant_name, 100 * plant);
+    }
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
+    double *ratio = xmalloc((size_t)samples * sizeof *ratio);
+    double *tk = xmalloc((size_t)samples * sizeof *tk), *tb = xmalloc((size_t)samples * sizeof *tb);
+    printf("# nightly: %d interleaved samples per metric; ratio = kernel s / baseline s from neighbouring "
+           "measurements (lower is better)\n", samples);
+    printf("# %-32s %8s %8s %8s %12s %12s\n", "metric", "median", "min", "max", "kernel_s", "baseline_s");
+    if (json) fprintf(json, "{\"samples\":%d,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[", samples,
+                      plant_name, plant);
+    for (int m = 0; m < NMETRICS; m++) {
+        const metric *w = &metrics[m];
+        double p = strcmp(plant_name, w->name) ? 0 : plant, lo, hi;
+        if (!selected(only, w->name)) continue;
+        w->setup();
+        w->kernel();       /* warm-up: caches, pages, OpenBLAS's buffers */
+        w->baseline();
+        for (int s = 0; s < samples; s++) {
+            /* best_of pairs, the order alternating; the fastest kernel and
+             * the fastest baseline of them make the sample (a measurement
+             * the scheduler interrupted is dropped). */
+            for (int r = 0; r < w->best_of; r++) {
+                double k, b;
+                if ((s + r) % 2 == 0) {
+                    k = timed(w->kernel, w->kernel_inner, p);
+                    b = timed(w->baseline, w->baseline_inner, 0);
+                } else {
+                    b = timed(w->baseline, w->baseline_inner, 0);
+                    k = timed(w->kernel, w->kernel_inner, p);
+                }
+                if (r == 0 || k < tk[s]) tk[s] = k;
+                if (r == 0 || b < tb[s]) tb[s] = b;
+            }
+            ratio[s] = tb[s] > 0 ? tk[s] / tb[s] : 0;
+        }
+        lo = hi = ratio[0];
+        for (int s = 1; s < samples; s++) { lo = ratio[s] < lo ? ratio[s] : lo; hi = ratio[s] > hi ? ratio[s] : hi; }
+        printf("  %-32s %8.4f %8.4f %8.4f %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
+               median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
+        fflush(stdout);
+        if (json) {
+            fprintf(json, "%s\n{\"name\":\"%s\",\"kernel\":\"%s\",\"baseline\":\"%s\",\"unit\":\"ratio\",",
+                    first ? "" : ",", w->name, w->kernel_name, w->baseline_name);
+            json_array(json, "ratio", ratio, samples);
+            fputc(',', json);
+            json_array(json, "kernel_s", tk, samples);
+            fputc(',', json);
+            json_array(json, "baseline_s", tb, samples);
+            fputc('}', json);
+            first = 0;
+        }
+    }
+    if (json) { fputs("\n]}\n", json); fclose(json); }
+    free(ratio); free(tk); free(tb);
+    return 0;
+}

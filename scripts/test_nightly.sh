@@ -1,0 +1,60 @@
+#!/bin/sh
+# The nightly regression detector proven both ways, at small scale (issue 15;
+# docs/NIGHTLY.md), run by `make test`:
+#   - the statistics against known answers (scripts/nightly.py selftest);
+#   - the planting switch is the bench program's alone: no library source
+#     reads DISTREF_NIGHTLY_PLANT;
+#   - A/A: two runs of the synthetic metric make the history, a third run of
+#     the same build must flag nothing (also against BASELINE=<this rev>);
+#   - a 15% slowdown planted into the synthetic kernel must be flagged: exit
+#     status 1, the metric named, a JUnit failure.
+# The synthetic metric is a ~0.4 ms integer loop against a copy of itself,
+# the fastest of 7 interleaved pairs per sample, 15 samples: its A/A ratios
+# sit within 1% of 1.000 and the planted run's at 1.150, against a 5%
+# minimum effect and p < 0.01, so neither verdict depends on the machine's
+# load. The verdicts are checked, never a speed.
+# Prints "nightly: N passed, N failed"; exit status 1 on any failure.
+set -u
+bench=${1:?usage: test_nightly.sh BENCH_BINARY}
+py=${PYTHON:-python3}
+tmp=$(mktemp -d /tmp/distref_nightly_test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); echo "nightly: ok: $1"; }
+bad()  { failed=$((failed + 1)); echo "nightly: FAILED: $1"; [ -f "$tmp/last.log" ] && sed 's/^/    /' "$tmp/last.log"; }
+run()  { "$py" scripts/nightly.py run --bench "$bench" --only synthetic_loop --samples 15 \
+             --outdir "$tmp" --no-plot "$@" > "$tmp/last.log" 2>&1; }
+
+if "$py" scripts/nightly.py selftest > "$tmp/last.log" 2>&1; then ok "statistics selftest"; else bad "statistics selftest"; fi
+
+hits=$(grep -rl DISTREF_NIGHTLY_PLANT core ref strategies devices harness include cli 2>/dev/null)
+if [ -z "$hits" ]; then ok "the planting switch is read by the bench program only"
+else bad "the library reads DISTREF_NIGHTLY_PLANT: $hits"; fi
+
+run --label base1 && run --label base2
+if run --label aa && grep -q ' 0 regressed, 0 improved' "$tmp/last.log" && grep -q '^synthetic_loop .* \(same\|small\)$' "$tmp/last.log"
+then ok "A/A: the same build against 2 earlier runs flags nothing"; else bad "A/A flagged a change"; fi
+
+rev=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+if run --label aa-pinned --baseline "$rev" && grep -q ' 0 regressed, 0 improved' "$tmp/last.log" &&
+   grep -q "baseline = revision $rev (3 runs" "$tmp/last.log"
+then ok "A/A against BASELINE=<this revision> flags nothing"; else bad "A/A against a pinned baseline"; fi
+
+DISTREF_NIGHTLY_PLANT=synthetic_loop:0.15 run --label planted; rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'regressed synthetic_loop' "$tmp/last.log" &&
+   grep -q '^synthetic_loop .* REGRESSION$' "$tmp/last.log" && grep -q '<failure' "$tmp/nightly-junit.xml"
+then ok "a planted 15% slowdown is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1, JUnit failure)"
+else bad "a planted 15% slowdown was not flagged (exit $rc)"; fi
+
+# The planted run is in the history but never in a baseline: the next
+# plain run is A/A again.
+if run --label after && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
+then ok "planted runs stay out of the baseline"; else bad "a planted run leaked into the baseline"; fi
+
+if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"]; assert d["context"]["distref_revision"]; assert any(x["name"]=="synthetic_loop" and x["run_type"]=="iteration" for x in b)' \
+     "$(ls "$tmp"/nightly-*.json | tail -1)" 2>"$tmp/last.log" &&
+   [ "$(grep -c '"metric": "synthetic_loop"' "$tmp/history.jsonl")" -eq 6 ]
+then ok "Google Benchmark JSON and 6 history records"; else bad "the run's JSON or history"; fi
+
+echo "nightly: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
