@@ -20,25 +20,13 @@ void openblas_set_num_threads(int);   /* OpenBLAS extension */
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_common.h"
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
 #include <omp.h>
 #include "distref/rng.h"
 
 #define REPS 7
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median(double *t, int n)
 {
@@ -72,9 +60,9 @@ static double time_sum(sum_fn f, const float *x, size_t n, const float *ones)
     double t[REPS];
     int inner = n < 100000 ? 200 : n < 2000000 ? 10 : 1;
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = dr_now();
         for (int k = 0; k < inner; k++) sink = f(x, n, ones);
-        t[r] = (now() - t0) / inner;
+        t[r] = (dr_now() - t0) / inner;
     }
     return median(t, REPS);
 }
@@ -126,9 +114,9 @@ static double time_fast(size_t M, size_t N, size_t K, const float *A, const floa
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
     for (int r = 0; r < 3; r++) {
-        double t0 = now();
+        double t0 = dr_now();
         dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N, NULL, C, N);
-        t[r] = now() - t0;
+        t[r] = dr_now() - t0;
     }
     return median(t, 3);
 }
@@ -138,11 +126,11 @@ static double time_sgemm(size_t M, size_t N, size_t K, const float *A, const flo
     double t[3];
     openblas_set_num_threads(threads);
     for (int r = 0; r < 3; r++) {
-        double t0 = now();
+        double t0 = dr_now();
         for (int k = 0; k < 10; k++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K,
                         1.0f, A, (int)K, B, (int)N, 0.0f, D, (int)N);
-        t[r] = (now() - t0) / 10;
+        t[r] = (dr_now() - t0) / 10;
     }
     return median(t, 3);
 }
@@ -160,9 +148,9 @@ static void bench_gemm(FILE *json)
         if (!A || !B || !C || !D) { fprintf(stderr, "bench_exact: out of memory\n"); exit(1); }
         fill(A, M * K, 2); fill(B, K * N, 3);
         {
-            double t0 = now();
+            double t0 = dr_now();
             dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N, NULL, C, N);
-            tp = now() - t0;
+            tp = dr_now() - t0;
         }
         for (int threads = 1; threads <= 2; threads++) {
             double tf = time_fast(M, N, K, A, B, D, threads), tb;

@@ -28,6 +28,7 @@
 
 #include <sys/resource.h>
 
+#include "bench/bench_common.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/harness.h"
@@ -64,13 +65,6 @@ static double run(const row *w, uint64_t steps, char sha[65])
 void openblas_set_num_threads(int);   /* OpenBLAS extensions */
 int  openblas_get_num_threads(void);
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Seconds per step of the 784-128-10 MLP's five GEMMs at G = 64 (sgemm,
  * one OpenBLAS thread; the caller's setting restored). */
 static double gemm_step_seconds(void)
@@ -88,7 +82,7 @@ static double gemm_step_seconds(void)
     openblas_set_num_threads(1);
     for (int round = 0; round < 3; round++) {   /* the best of three rounds */
         double t;
-        t0 = now();
+        t0 = dr_now();
         for (int r = 0; r < REPS; r++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NH, NI, 1, x, NI, w1, NH, 0, a1, NH);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, NG, NO, NH, 1, a1, NH, w2, NO, 0, z2, NO);
@@ -96,7 +90,7 @@ static double gemm_step_seconds(void)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, NG, NH, NO, 1, z2, NO, w2, NO, 0, d1, NH);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NI, NH, NG, 1, x, NI, d1, NH, 0, g1, NH);
         }
-        t = (now() - t0) / REPS;
+        t = (dr_now() - t0) / REPS;
         if (round == 0 || t < best) best = t;
     }
     openblas_set_num_threads(saved);

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_common.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/fastgemm.h"
@@ -38,19 +39,6 @@
 #include "distref/train.h"
 
 void openblas_set_num_threads(int);   /* OpenBLAS extension */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median_of(const double *v, int n)
 {
@@ -220,14 +208,14 @@ enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
  * timed region is stretched by plant times its own length. */
 static double timed(void (*f)(void), int inner, double plant)
 {
-    double t0 = now(), t;
+    double t0 = dr_now(), t;
     for (int k = 0; k < inner; k++) f();
-    t = now() - t0;
+    t = dr_now() - t0;
     if (plant > 0) {
         double until = t0 + t * (1.0 + plant);
-        while (now() < until) {}
+        while (dr_now() < until) {}
     }
-    return (now() - t0) / inner;
+    return (dr_now() - t0) / inner;
 }
 
 static int selected(const char *only, const char *name)

@@ -230,11 +230,7 @@ int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_
     me->flocal = local;
     me->fdst = dst;
     me->rc = check_arrays(h, "reduce_to_f32", local, n, &me->err);
-    if (me->rc == DR_OK && c->rank == 0 && n > 0 && !dst)
-        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to_f32: no destination array (NULL) on rank 0");
-    if (me->rc == DR_OK && c->rank == 0 && h->cfg.strategy && dst_device >= h->cfg.strategy->num_devices)
-        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to_f32: device %u; the strategy has %u",
-                         dst_device, h->cfg.strategy->num_devices);
+    if (me->rc == DR_OK) me->rc = dr_ct_check_dst(h, c->rank, n, dst, dst_device, "reduce_to_f32", &me->err);
     if ((rc = dr_ct_agree(c, "reduce_to_f32", err))) return rc;
     W = h->cfg.num_ranks;
     R = h->cfg.local_replicas;

@@ -76,6 +76,10 @@ int      dr_ct_check_lengths(const ct_hub *h, const char *what, size_t n, dr_err
 int      dr_ct_sync(ct_hub *h, dr_err *err);
 ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device);
 int      dr_ct_agree(dr_comm *c, const char *what, dr_err *err);
+/* reduce_to's destination on rank 0: an array when n > 0, a device of the
+ * strategy (both reduce_to and reduce_to_f32). */
+int      dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, uint32_t dst_device,
+                         const char *what, dr_err *err);
 
 /* devices/comm_f32.c: the float collectives of distref/comm.h. */
 int dr_ct_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err);

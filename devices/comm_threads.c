@@ -500,6 +500,18 @@ static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err
     return DR_OK;
 }
 
+int dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, uint32_t dst_device,
+                    const char *what, dr_err *err)
+{
+    if (rank != 0) return DR_OK;
+    if (n > 0 && !dst)
+        return dr_fail(err, DR_EUSAGE, "comm threads %s: no destination array (NULL) on rank 0", what);
+    if (h->cfg.strategy && dst_device >= h->cfg.strategy->num_devices)
+        return dr_fail(err, DR_EUSAGE, "comm threads %s: device %u; the strategy has %u", what, dst_device,
+                       h->cfg.strategy->num_devices);
+    return DR_OK;
+}
+
 static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
                         dr_err *err)
 {
@@ -512,11 +524,7 @@ static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     h = c->hub;
     me = dr_ct_publish(c, local, n, dst, dst_device);
     me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
-    if (me->rc == DR_OK && c->rank == 0 && n > 0 && !dst)
-        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: no destination array (NULL) on rank 0");
-    if (me->rc == DR_OK && c->rank == 0 && h->cfg.strategy && dst_device >= h->cfg.strategy->num_devices)
-        me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads reduce_to: device %u; the strategy has %u",
-                         dst_device, h->cfg.strategy->num_devices);
+    if (me->rc == DR_OK) me->rc = dr_ct_check_dst(h, c->rank, n, dst, dst_device, "reduce_to", &me->err);
     if ((rc = dr_ct_agree(c, "reduce_to", err))) return rc;
     W = h->cfg.num_ranks;
     R = h->cfg.local_replicas;
