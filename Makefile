@@ -167,6 +167,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN) $(NIGHTLY_BIN)
 	@sh scripts/run_tests.sh $(TEST_BIN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN)
+	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh

@@ -34,7 +34,7 @@ typedef struct cli {
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
-    bool    nesterov, from_logits, drop_remainder, shuffle;
+    bool    nesterov, from_logits, drop_remainder, shuffle, log_device_placement;
 } cli;
 
 #define STR(name, field, help) { name, DR_FLAG_STRING, c->field, 1, 0, help, false }
@@ -70,6 +70,7 @@ static int table(cli *c, dr_flag *f)
         BOOL("shuffle", shuffle, "shuffle every epoch"),
         INT("checkpoint_every", checkpoint_every, 0, (double)(1LL << 40), "checkpoint every N steps (0 = at the end)"),
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
+        BOOL("log_device_placement", log_device_placement, "print each op's device every step, on stderr (ref)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
         STR("variant", variant, "ref|openmp: the reference or the engine's OpenMP variant"),
         STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
@@ -183,6 +184,8 @@ static const scope k_scopes[] = {
     { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
     { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
     { "threads", ALL_STRATEGIES, ALL_COMMANDS, true, "--variant=openmp" },
+    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, false,
+      "training under the synchronous strategies other than tpu" },
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, false, "training (train, --mode=train_and_eval)" },
     { "what", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
     { "format", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
@@ -217,7 +220,20 @@ static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind 
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
                            c->variant, sc->for_what);
     }
+    if (c->log_device_placement && strcmp(c->variant, "ref") != 0)
+        return dr_fail(err, DR_EUSAGE, "--log_device_placement does not apply to --variant=%s: it is only for "
+                       "--variant=ref (the reference logs where each op runs)", c->variant);
     return DR_OK;
+}
+
+/* The progress bar only for a person watching: stdout and stderr both a
+ * terminal, and not under CI (the CI variable set to anything but "" or
+ * "false", as CI services and .ci/run set it). */
+static bool progress_wanted(void)
+{
+    const char *ci = getenv("CI");
+    if (ci && *ci && strcmp(ci, "false") != 0 && strcmp(ci, "0") != 0) return false;
+    return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
 }
 
 static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
@@ -267,7 +283,8 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
     cfg->schedule_seed = (uint64_t)c->schedule_seed;
     cfg->staleness = (uint32_t)c->staleness;
-    cfg->progress = isatty(STDERR_FILENO);
+    cfg->progress = progress_wanted();
+    cfg->placement_log = c->log_device_placement ? stderr : NULL;
     return DR_OK;
 }
 

@@ -15,6 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Seconds since the epoch: an Event's wall_time. */
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 double dr_now(void)
 {
     struct timespec ts;
@@ -90,6 +98,26 @@ const char *dr_json_float(float x, char *buf, size_t n)
     return buf;
 }
 
+/* The step's TensorBoard scalars. */
+static int step_scalars(dr_run_log *t, uint64_t step, const dr_step_report *rep, dr_err *err)
+{
+    const char *tags[4];
+    float vals[4];
+    size_t n = 0;
+    double now = dr_now(), dt = now - t->t_prev;
+    int rc;
+    /* the segment's first step: a START, so TensorBoard drops the events
+     * of steps an interrupted segment wrote past its checkpoint */
+    if (t->events.nscalars == 0 && (rc = dr_tfevents_session_start(&t->events, wall_now(), (int64_t)step, err)))
+        return rc;
+    tags[n] = "loss", vals[n++] = rep->loss;
+    if (t->accuracy && rep->count) tags[n] = "accuracy", vals[n++] = (float)((double)rep->correct / rep->count);
+    if (!isnan(t->learning_rate)) tags[n] = "learning_rate", vals[n++] = t->learning_rate;
+    if (dt > 0) tags[n] = "examples_per_sec", vals[n++] = (float)(rep->count / dt);
+    t->t_prev = now;
+    return dr_tfevents_scalars(&t->events, wall_now(), (int64_t)step, tags, vals, n, err);
+}
+
 int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_report *rep, dr_err *err)
 {
     uint32_t R = rep->num_replicas;
@@ -106,6 +134,7 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
         rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
     }
     if (rc == DR_OK) rc = append(t, err, "]%s}\n", rep->extra);
+    if (rc == DR_OK) rc = step_scalars(t, step, rep, err);
     return rc;
 }
 
@@ -119,6 +148,14 @@ static void remove_stale_temps(const char *dir)
     struct dirent *e;
     if (!d) return;
     while ((e = readdir(d))) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 && tmp && tmp[5] &&
+            strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) {
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            (void)unlink(path);
+            continue;
+        }
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             size_t k = strlen(names[i]);
             const char *p = e->d_name + k;
@@ -140,7 +177,9 @@ int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
     int rc;
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
-    t->t_start = dr_now();
+    t->t_start = t->t_prev = dr_now();
+    t->learning_rate = NAN;
+    if ((rc = dr_tfevents_open(&t->events, cfg->model_dir, wall_now(), err))) return rc;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
     remove_stale_temps(cfg->model_dir);
     if (lstat(path, &st) != 0) return DR_OK;   /* no earlier run */
@@ -157,6 +196,7 @@ int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
 void dr_run_log_free(dr_run_log *t)
 {
     free(t->metrics);
+    dr_tfevents_free(&t->events);
     memset(t, 0, sizeof *t);
 }
 
@@ -174,12 +214,15 @@ void dr_run_log_trim(dr_run_log *t, uint64_t upto)
     if (t->metrics) t->metrics[keep] = 0;
 }
 
-/* metrics.jsonl first, then ckpt.bin: the checkpoint's rename is the one
- * commit. A kill before it leaves the old checkpoint with metrics lines
- * beyond it, which a resume cuts back (dr_run_log_trim) and redoes; a kill
- * after it leaves both new. Either way every step's line is there exactly
- * once after the resume (the durability suite kills at every write, fsync
- * and rename to show it). */
+/* metrics.jsonl and this segment's TensorBoard events first, then ckpt.bin:
+ * the checkpoint's rename is the one commit. A kill before it leaves the
+ * old checkpoint with metrics lines beyond it, which a resume cuts back
+ * (dr_run_log_trim) and redoes; a kill after it leaves both new. Either way
+ * every step's line is there exactly once after the resume (the durability
+ * suite kills at every write, fsync and rename to show it). The events of
+ * redone steps land again in the next segment's file, after a SessionLog
+ * START at its first step, on which TensorBoard drops the earlier copies
+ * (scripts/test_tensorboard.sh kills a run between the two to show it). */
 int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
 {
     char path[1100];
@@ -192,6 +235,7 @@ int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
     if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
 #else
     if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
+    if (rc == DR_OK) rc = dr_tfevents_write(&t->events, err);
     if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
 #endif
     return rc;

@@ -57,6 +57,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
     dr_trainer_compute_share(t, rp, n, t->mult[r], t->coef);
     dr_trainer_count_layer_copies(t, rp, n);
+    if (t->cfg->placement_log) dr_trainer_log_replica_ops(t, r);
     return DR_OK;
 }
 
@@ -73,6 +74,7 @@ static int reduce_and_apply(trainer *t, dr_err *err)
     uint32_t R = t->strat.num_replicas;
     dr_acc *acc[DR_MAX_DEVICES];
     int rc;
+    if (t->cfg->placement_log) dr_trainer_log_update_ops(t);
     for (uint32_t r = 0; r < R; r++) acc[r] = t->rep[r].grad;
     if (t->var) {   /* central_storage: reduce to the variable device, update there */
         memset(t->central, 0, t->P * sizeof *t->central);

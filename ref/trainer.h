@@ -114,6 +114,10 @@ void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t
  * coef * reg, over the step's denominator. */
 void     dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult, uint32_t coef);
 void     dr_trainer_end_step(trainer *t);
+/* --log_device_placement (placement_log.c): replica r's forward, loss and
+ * backward ops, then the reduction and the updates, one line per op. */
+void     dr_trainer_log_replica_ops(const trainer *t, uint32_t r);
+void     dr_trainer_log_update_ops(const trainer *t);
 /* One synchronous step of the reference (train.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
 

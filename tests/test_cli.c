@@ -248,6 +248,17 @@ static void test_ps_flag_values(void **s)
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--staleness=-1");
     expect(&r, 2, "--staleness");
 }
+/* --log_device_placement: the reference's synchronous training only. */
+static void test_log_device_placement_scope(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--variant=openmp", "--log_device_placement");
+    expect(&r, 2, "--log_device_placement does not apply to --variant=openmp: it is only for --variant=ref");
+    RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v3-8", "--log_device_placement");
+    expect(&r, 2, "--log_device_placement does not apply to --distribution_strategy=tpu");
+    RUN(&r, "evaluate", MD, "--distribution_strategy=one_device", "--log_device_placement");
+    expect(&r, 2, "--log_device_placement does not apply to evaluate");
+}
 static void test_tpu_grpc(void **s)
 {
     (void)s; result r;
@@ -603,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_ps_without_tf_config),
         cmocka_unit_test(test_ps_flag_with_mirrored),
         cmocka_unit_test(test_ps_flag_values),
+        cmocka_unit_test(test_log_device_placement_scope),
         cmocka_unit_test(test_tpu_grpc),
         cmocka_unit_test(test_tpu_flags_without_tpu),
         cmocka_unit_test(test_tpu_static_batch),

@@ -8,6 +8,8 @@
  *   ckpt.bin       the variables, slots and data position (checkpoint.h);
  *                  written together with metrics.jsonl, each atomically
  *   summary.json   final metrics and weights_sha256
+ *   events.out.tfevents.*  TensorBoard scalars per step (tfevents.h),
+ *                  one file per run segment, written with each checkpoint
  *
  * A dr_run_log keeps metrics.jsonl in memory (an earlier run's lines are
  * loaded and cut back to the resumed step) and writes it with each
@@ -18,10 +20,12 @@
 #define DISTREF_RUN_LOG_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "distref/checkpoint.h"
 #include "distref/error.h"
 #include "distref/strategy.h"
+#include "distref/tfevents.h"
 #include "distref/train.h"
 #include "distref/variant.h"
 
@@ -30,6 +34,12 @@ typedef struct dr_run_log {
     char    *metrics;            /* metrics.jsonl so far */
     size_t   len, cap;
     double   t_start;
+    /* TensorBoard: the segment's events, and what its scalars need (set by
+     * the caller after dr_run_log_open; learning_rate NaN leaves it out) */
+    dr_tfevents events;
+    double   t_prev;             /* when the previous step ended */
+    float    learning_rate;
+    bool     accuracy;           /* a classification experiment */
 } dr_run_log;
 
 /* Loads model_dir/metrics.jsonl of an earlier run, if any. */
@@ -37,9 +47,9 @@ int  dr_run_log_open(dr_run_log *l, const dr_run_config *cfg, dr_err *err);
 void dr_run_log_free(dr_run_log *l);
 /* Keeps the lines of steps up to `step` (what the checkpoint covers). */
 void dr_run_log_trim(dr_run_log *l, uint64_t step);
-/* One metrics.jsonl line. */
+/* One metrics.jsonl line (and the step's TensorBoard scalars). */
 int  dr_run_log_step(dr_run_log *l, uint64_t step, uint32_t epoch, const dr_step_report *rep, dr_err *err);
-/* ckpt.bin, then metrics.jsonl, each written atomically. */
+/* metrics.jsonl, the events file, then ckpt.bin (the commit), each written atomically. */
 int  dr_run_log_save(dr_run_log *l, const dr_checkpoint *c, dr_err *err);
 /* The progress bar on stderr (--progress). */
 void dr_run_log_progress(const dr_run_log *l, uint64_t step, uint32_t epoch, uint32_t epochs, float loss);

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdint.h>
 #include "distref/error.h"
@@ -74,6 +75,8 @@ typedef struct dr_run_config {
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
     bool     progress;            /* a progress bar on stderr */
+    FILE    *placement_log;       /* --log_device_placement: the reference logs each op's device
+                                   * here (TensorFlow's format, ref/placement_log.c); NULL: off */
     /* Set (to a signal number) by the program's SIGINT/SIGTERM handler: the
      * training loop finishes its step, checkpoints and returns
      * DR_EINTERRUPTED. NULL: never stopped. */
