@@ -96,7 +96,7 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench nightly bench-peer clean mutants check-layers tf-crosscheck fuzz
+.PHONY: all deps test conformance bench nightly bench-peer clean mutants check-layers tf-crosscheck fuzz mutant-cli
 all: deps
 	@$(MAKE) --no-print-directory $(CLI) $(LIB)
 
@@ -232,6 +232,13 @@ conformance: deps
 	@$(CONF_BIN) $(if $(FULL),--full,)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
 	    sh scripts/run_conformance_mutants.sh
+
+# bin/distref with one engine fault compiled in, to see what it does to a
+# run (docs/TUTORIAL.md): make mutant-cli MUTANT=reg_not_scaled
+mutant-cli: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/mutant_cli.sh '$(MUTANT)'
 
 # TensorFlow itself, live (optional, never part of make test): a virtualenv
 # under build/ with tensorflow-cpu from pip, golden values made now from it

@@ -14,7 +14,10 @@
 # Prints one line per target and a total; exits 1 if any target crashed.
 #
 # Environment: CC (default clang), FUZZ_TARGETS (default: every
-# fuzz/fuzz_*.c), FUZZ_ARGS (extra libFuzzer options).
+# fuzz/fuzz_*.c), FUZZ_ARGS (extra libFuzzer options), FUZZ_CPU_SECONDS
+# (repeat SECONDS-long rounds on the kept corpus until a target has used
+# this many CPU seconds: `FUZZ_CPU_SECONDS=600 sh scripts/fuzz.sh 300` is
+# the ten CPU-minutes per target of issue 11 on a shared machine).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -98,25 +101,43 @@ for t in $targets; do
     dict=
     if [ -f "fuzz/$t.dict" ]; then dict=-dict=fuzz/$t.dict; fi
     start=$(date +%s)
-    # shellcheck disable=SC2086
     timer=
     if [ -x /usr/bin/time ]; then timer="/usr/bin/time -o $out/logs/$t.cpu -f %U+%S"; fi
-    # shellcheck disable=SC2086
-    if $timer "./$out/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$artifacts" $dict ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1; then
-        rc=0
-    else
-        rc=$?
-    fi
+    # Rounds of SECONDS on the same corpus until the CPU seconds reach
+    # FUZZ_CPU_SECONDS (one round when it is unset or /usr/bin/time is
+    # missing): on a shared machine wall time says little about the work done.
+    cpu_total=0
+    execs_total=0
+    rounds=0
+    rc=0
+    while :; do
+        rounds=$((rounds + 1))
+        rm -f "$out/logs/$t.cpu"
+        # shellcheck disable=SC2086
+        if $timer "./$out/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+            -artifact_prefix="$artifacts" $dict ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1; then
+            rc=0
+        else
+            rc=$?
+        fi
+        execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+        if [ -z "$execs" ]; then
+            execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -n 1)
+        fi
+        execs_total=$((execs_total + ${execs:-0}))
+        if [ -s "$out/logs/$t.cpu" ]; then
+            cpu_total=$(tail -n 1 "$out/logs/$t.cpu" | awk -F+ -v c="$cpu_total" '{ printf "%.0f", c + $1 + $2 }')
+        fi
+        [ "$rc" = 0 ] || break
+        [ -n "${FUZZ_CPU_SECONDS:-}" ] && [ -n "$timer" ] && [ "$cpu_total" -lt "$FUZZ_CPU_SECONDS" ] || break
+    done
+    execs=$execs_total
     elapsed=$(( $(date +%s) - start ))
-    execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
-    if [ -z "$execs" ]; then
-        execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -n 1)
-    fi
     crashes=$(find "$artifacts" -type f | wc -l | tr -d ' ')
     if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then crashes=1; fi
     cpu=
-    if [ -s "$out/logs/$t.cpu" ]; then cpu=", $(tail -n 1 "$out/logs/$t.cpu" | awk -F+ '{ printf "%.0f", $1 + $2 }') CPU s"; fi
+    if [ -n "$timer" ]; then cpu=", $cpu_total CPU s"; fi
+    [ "$rounds" = 1 ] || cpu="$cpu in $rounds rounds"
     echo "fuzz $t: ${execs:-0} execs in $elapsed s$cpu, $crashes crashes"
     if [ "$crashes" != 0 ]; then
         ncrashed=$((ncrashed + 1))
