@@ -149,9 +149,11 @@ static void k_gemm_steps(void)
     }
 }
 
-/* steps of mlp_synthetic, one_device, one thread, G = 64 (start-up
- * included: the same in every run of a revision). */
-static void train(const char *variant, const char *numerics, uint64_t steps)
+/* steps of mlp_synthetic under a strategy (num_gpus emulated GPUs), global
+ * batch G, on `threads` OpenMP threads (start-up included: the same in
+ * every run of a revision). */
+static void train_with(const char *variant, const char *numerics, const char *strategy, int num_gpus, uint32_t G,
+                       uint64_t steps, int threads)
 {
     dr_run_config c;
     dr_run_result res;
@@ -159,14 +161,14 @@ static void train(const char *variant, const char *numerics, uint64_t steps)
     char dir[] = "/tmp/distref_nightly_XXXXXX", cmd[128];
     dr_run_config_defaults(&c);
     c.synthetic_examples = 4096;
-    c.global_batch_size = NG;
+    c.global_batch_size = G;
     c.train_steps = steps;
     strcpy(c.variant, variant);
     strcpy(c.numerics, numerics);
-    c.threads = 1;
+    c.threads = threads;
     if (!mkdtemp(dir)) { fprintf(stderr, "nightly: mkdtemp failed\n"); exit(1); }
     strcpy(c.model_dir, dir);
-    if (dr_get_distribution_strategy("one_device", 0, NULL, 1, NULL, &c.strategy, &err) ||
+    if (dr_get_distribution_strategy(strategy, num_gpus, NULL, 1, NULL, &c.strategy, &err) ||
         dr_run_train(&c, &res, &err)) {
         fprintf(stderr, "nightly: %s\n", err.msg);
         exit(1);
@@ -175,9 +177,21 @@ static void train(const char *variant, const char *numerics, uint64_t steps)
     if (system(cmd) != 0) fprintf(stderr, "nightly: could not remove %s\n", dir);
 }
 
+static void train(const char *variant, const char *numerics, uint64_t steps)
+{
+    train_with(variant, numerics, "one_device", 0, NG, steps, 1);
+}
+
 static void k_train_fast(void) { train("openmp", "fast", 40); }
 static void k_train_exact(void) { train("openmp", "exact", 16); }
 static void k_train_ref(void) { train("ref", "exact", 8); }
+/* mirrored on two emulated GPUs against one device: what the split, the
+ * second replica and the all-reduce cost (one thread, so the replicas take
+ * turns) */
+static void k_train_mirrored2(void) { train_with("openmp", "fast", "mirrored", 2, NG, 40, 1); }
+/* one_device at G = 256 on two threads against one */
+static void k_train_g256_2thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 2); }
+static void k_train_g256_1thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 1); }
 
 typedef struct metric {
     const char *name, *kernel_name, *baseline_name;
@@ -201,6 +215,10 @@ static const metric metrics[] = {
       k_train_exact, k_gemm_steps, 1, 1, 3 },
     { "train_ref_g64_vs_gemms", "ref one_device 8 steps", "the steps' five sgemms x40", setup_step,
       k_train_ref, k_gemm_steps, 1, 1, 3 },
+    { "train_fast_mirrored2_g64_vs_one_device", "openmp fast mirrored 2 GPUs 40 steps",
+      "openmp fast one_device 40 steps", setup_none, k_train_mirrored2, k_train_fast, 1, 1, 3 },
+    { "train_fast_g256_2thr_vs_1thr", "openmp fast one_device G=256 2 threads 20 steps",
+      "the same on 1 thread", setup_none, k_train_g256_2thr, k_train_g256_1thr, 1, 1, 3 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
 

@@ -4,11 +4,13 @@
 #include "conformance/conformance.h"
 
 #include <json-c/json.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 static void revision(char *buf, size_t n)
 {
@@ -129,6 +131,27 @@ static const char *const plots[][2] = {
     { "faults.png", "Planted faults: each must be caught by the suite it targets" },
 };
 
+/* A link to the nightly benchmarks' history (make nightly writes
+ * reports/bench/index.html), relative when the report is in reports/out. */
+static void nightly_link(FILE *html, const char *out)
+{
+    char cwd[PATH_MAX], abs[PATH_MAX + 64];
+    const char *href = NULL;
+    if (access("reports/bench/index.html", R_OK) != 0) {
+        fputs("<p>Performance history: none yet here (<code>make nightly</code> writes "
+              "<code>reports/bench/index.html</code>; docs/NIGHTLY.md).</p>\n", html);
+        return;
+    }
+    if (strcmp(out, "reports/out") == 0 || strcmp(out, "reports/out/") == 0) href = "../bench/index.html";
+    else if (getcwd(cwd, sizeof cwd)) {
+        snprintf(abs, sizeof abs, "%s/reports/bench/index.html", cwd);
+        href = abs;
+    }
+    if (href)
+        fprintf(html, "<p>Performance history: <a href=\"%s\">the nightly benchmarks</a> (make nightly; "
+                      "docs/NIGHTLY.md).</p>\n", href);
+}
+
 int write_report(const results *r, const char *out, double seconds)
 {
     char rev[64], stamp[32], path[1200];
@@ -151,6 +174,7 @@ int write_report(const results *r, const char *out, double seconds)
                   "</head><body>\n<h1>distref conformance</h1>\n<p>Revision %s, %s, %.0f s: <b>%zu passed, %zu failed</b>."
                   " Exact mode demands bit identity with the reference's one_device run at the same global batch;"
                   " fast mode is held to the bounds of docs/CONFORMANCE.md.</p>\n", rev, stamp, seconds, pass, r->n - pass);
+    nightly_link(html, out);
     for (size_t i = 0; i < sizeof plots / sizeof plots[0]; i++)
         fprintf(html, "<h2>%s</h2><img src=\"%s\" alt=\"%s\">\n", plots[i][1], plots[i][0], plots[i][1]);
     fputs("<h2>Every case</h2>\n", html);

@@ -56,6 +56,8 @@ METRIC_EFFECT = {
     "train_fast_g64_vs_gemms": 0.20,
     "train_exact_g64_vs_gemms": 0.20,
     "train_ref_g64_vs_gemms": 0.20,
+    "train_fast_mirrored2_g64_vs_one_device": 0.20,
+    "train_fast_g256_2thr_vs_1thr": 0.25,
 }
 
 
