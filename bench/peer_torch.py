@@ -7,10 +7,11 @@ timed in this run, interleaved, so the ratio is taken on the same noisy
 machine at the same moment:
 
   torch    a training loop over pre-made random batches (data values do not
-           change the speed), after a warm-up;
+           change the speed), after a warm-up; the best of 3 loops;
   distref  `bin/distref train --variant=openmp --numerics=fast` at two step
-           counts; the difference removes the start-up (synthetic data,
-           initialization), leaving the steps' own time.
+           counts, the fastest of 3 runs of each; the difference removes
+           the start-up (synthetic data, initialization), leaving the steps'
+           own time ("too noisy" when it is not clearly positive).
 
   python bench/peer_torch.py [--distref bin/distref] [--steps 300] [--json FILE]
 
@@ -27,7 +28,11 @@ import time
 import torch
 
 
-def torch_rate(G, threads, steps, warmup=20):
+def torch_rate(G, threads, steps, warmup=20, reps=3):
+    return max(torch_rate_once(G, threads, steps, warmup) for _ in range(reps))
+
+
+def torch_rate_once(G, threads, steps, warmup):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
@@ -61,10 +66,16 @@ def distref_seconds(binary, G, threads, steps):
         return time.perf_counter() - t0
 
 
-def distref_rate(binary, G, threads, steps):
-    short = distref_seconds(binary, G, threads, 50)
-    long = distref_seconds(binary, G, threads, 50 + steps)
-    return steps * G / max(long - short, 1e-9)
+def distref_rate(binary, G, threads, steps, reps=3):
+    """Examples/s of the steps alone: the fastest of reps runs at 50 steps
+    and at 50 + steps, differenced. None when the difference is not
+    clearly positive (a loaded machine: the start-up's own noise is then
+    larger than the steps' time, and the quotient would be meaningless)."""
+    short = min(distref_seconds(binary, G, threads, 50) for _ in range(reps))
+    long = min(distref_seconds(binary, G, threads, 50 + steps) for _ in range(reps))
+    if long - short < 0.2 * long:
+        return None
+    return steps * G / (long - short)
 
 
 def main():
@@ -82,8 +93,11 @@ def main():
         for threads in (1, 2):
             t = torch_rate(G, threads, a.steps)
             d = distref_rate(a.distref, G, threads, a.steps)
-            rows.append({"G": G, "threads": threads, "torch": t, "distref_fast": d, "ratio": d / t})
-            print(f"  {G:>4} {threads:>7} {t:>12.0f} {d:>13.0f} {d / t:>14.3f}")
+            rows.append({"G": G, "threads": threads, "torch": t, "distref_fast": d, "ratio": d / t if d else None})
+            if d is None:
+                print(f"  {G:>4} {threads:>7} {t:>12.0f} {'(too noisy)':>13} {'-':>14}")
+            else:
+                print(f"  {G:>4} {threads:>7} {t:>12.0f} {d:>13.0f} {d / t:>14.3f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "openblas_coretype": core, "rows": rows}, f, indent=1)
