@@ -1,8 +1,10 @@
 /* distref fuzzing — helpers shared by the libFuzzer targets in fuzz/.
  *
  * The loaders under test read files, so the targets write each input to a
- * scratch directory of their own, /tmp/distref-fuzz-<target>-<pid>, made on
- * the first call and reused (removed at exit). Nothing here exits or aborts:
+ * scratch directory of their own, $TMPDIR/distref-fuzz-<target>-<pid> ($TMPDIR
+ * defaults to /tmp; scripts/fuzz.sh points it at /dev/shm when there is one,
+ * so the loaders' fsyncs cost nothing), made on the first call and reused
+ * (removed at exit). Nothing here exits or aborts:
  * a failure to set up the scratch directory just skips the input.
  */
 #ifndef DISTREF_FUZZ_COMMON_H
@@ -36,7 +38,10 @@ static inline const char *fz_dir(const char *target)
 {
     if (fz_dir_buf[0] != '\0')
         return fz_dir_buf;
-    snprintf(fz_dir_buf, sizeof fz_dir_buf, "/tmp/distref-fuzz-%s-%ld", target, (long)getpid());
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 160)
+        tmp = "/tmp";
+    snprintf(fz_dir_buf, sizeof fz_dir_buf, "%s/distref-fuzz-%s-%ld", tmp, target, (long)getpid());
     if (mkdir(fz_dir_buf, 0700) != 0) {
         struct stat st;
         if (stat(fz_dir_buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
