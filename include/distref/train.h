@@ -73,6 +73,8 @@ typedef struct dr_run_config {
     char     variant[16];         /* "ref" (default) or "openmp" */
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
+    double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
+                                   * it fails naming the rank it waits for; 0 = the comm's default */
     bool     progress;            /* a progress bar on stderr */
     /* Set (to a signal number) by the program's SIGINT/SIGTERM handler: the
      * training loop finishes its step, checkpoints and returns
