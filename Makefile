@@ -184,9 +184,16 @@ $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
 
+# The MPI comm against MPI_Allreduce (nccl-tests style), under mpirun -np 2
+# and 4 (scripts/run_bench.sh: MPI_BENCH).
+MPI_BENCH = $(BUILD)/bench/mpi_allreduce
+$(MPI_BENCH): bench/mpi_allreduce.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
+
 bench: deps
-	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN)
-	@DISTREF=$(CLI) sh scripts/run_bench.sh $(BENCH_BIN)
+	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN) $(MPI_BENCH)
+	@DISTREF=$(CLI) MPI_BENCH=$(MPI_BENCH) sh scripts/run_bench.sh $(BENCH_BIN)
 
 # Nightly regression runs (docs/NIGHTLY.md): a release build of
 # bench/nightly.c (interleaved samples of ratios against in-run baselines),
