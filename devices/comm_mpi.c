@@ -339,7 +339,8 @@ static int cm_open(const dr_comm_config *cfg, dr_comm **eps, uint32_t *neps, dr_
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (cfg->num_ranks != (uint32_t)size)
-        return dr_fail(err, DR_EUSAGE, "comm mpi: the strategy has %u worker(s) (multi_worker_mirrored: one per TF_CONFIG worker; every other strategy: one) but MPI's world has %d ranks (mpirun -np)",
+        return dr_fail(err, DR_EUSAGE, "comm mpi: the strategy has %u worker(s) (multi_worker_mirrored: one per "
+                       "TF_CONFIG worker; every other strategy: one) but MPI's world has %d ranks (mpirun -np)",
                        cfg->num_ranks, size);
     if (cfg->local_replicas == 0 || cfg->num_packs < 0 || (cfg->ntensors && !cfg->tensor_len))
         return dr_fail(err, DR_EUSAGE, "comm mpi: local_replicas >= 1, num_packs >= 0 and tensor lengths needed");

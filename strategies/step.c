@@ -218,7 +218,10 @@ static int run_workers(dr_session *s, int rc, dr_err *err)
         dr_err mine = *err;
         rc = engine_ranks_agree(s, rc, &mine, err);
     }
-    return rc ? rc : run_phase(s, worker_reduce, err);
+    if (rc) return rc;
+    if ((rc = run_phase(s, worker_reduce, err)) && s->ranks)   /* MPI: name the step (ranks.c names it too) */
+        dr_fail_wrap(err, "step %llu", (unsigned long long)s->step);
+    return rc;
 }
 
 /* The step's loss: the replicas' shares summed, rounded once (fast: the
