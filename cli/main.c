@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct cli {
@@ -438,6 +439,10 @@ static int mpi_exit(int rc, const dr_err *err)
     }
     fprintf(stderr, "distref: %s(MPI rank %u of %u): %s\n", rc == DR_EINTERRUPTED ? "" : "error ", rank, size, err->msg);
     fflush(stderr);
+    if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
+        struct timespec grace = { 0, 500000000 };
+        nanosleep(&grace, NULL);
+    }
     dr_mpi_abort(code);
     return code;
 }

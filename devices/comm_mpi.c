@@ -51,6 +51,10 @@
 #define CM_DEPTH 8        /* messages in flight each way */
 #define CM_TAGS  30000    /* segment tags; MPI guarantees at least 32767 */
 #define CM_TAG_GATHER (CM_TAGS + 1)
+#define CM_TAG_NOTICE (CM_TAGS + 2)   /* "rank X died": sent by the first rank whose deadline passed */
+#define CM_TAG_PING   (CM_TAGS + 3)   /* "are you alive?", answered with CM_TAG_PONG from any wait */
+#define CM_TAG_PONG   (CM_TAGS + 4)
+#define CM_PING_S     0.5             /* how long a ping waits for its pong */
 
 typedef enum cm_op { CM_MERGE, CM_SET, CM_ADD, CM_COPY } cm_op;   /* exact: merge, set; float: add, copy */
 
@@ -82,6 +86,82 @@ static int mpi_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
     if (MPI_Error_string(mrc, s, &len) != MPI_SUCCESS) len = 0;
     s[len] = '\0';
     return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI error: %s", rank, what, s);
+}
+
+/* ---- death notices ---------------------------------------------------------
+ * The first rank whose deadline passes tells every other rank which rank it
+ * waited for (fire and forget), so that the others, wherever they wait,
+ * fail at once naming the same rank instead of each waiting out its own
+ * deadline (or naming a survivor that has already left). */
+
+static void notice_send(cm_ep *e, uint32_t dead)
+{
+    int32_t v = (int32_t)dead;
+    for (uint32_t q = 0; q < e->size; q++) {
+        MPI_Request rq;
+        if (q == e->rank || q == dead) continue;
+        if (MPI_Isend(&v, 1, MPI_INT32_T, (int)q, CM_TAG_NOTICE, e->comm, &rq) == MPI_SUCCESS) {
+            double t0 = mono();
+            int done = 0;
+            while (!done && mono() - t0 < 0.2 && MPI_Test(&rq, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS) {}
+            if (!done) MPI_Request_free(&rq);
+        }
+    }
+}
+
+/* Answers every ping that arrived (called from every wait). */
+static void pong_serve(cm_ep *e)
+{
+    int flag = 1;
+    while (flag) {
+        MPI_Status st;
+        int32_t v = 0;
+        MPI_Request rq;
+        flag = 0;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, CM_TAG_PING, e->comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+        MPI_Recv(&v, 1, MPI_INT32_T, st.MPI_SOURCE, CM_TAG_PING, e->comm, MPI_STATUS_IGNORE);
+        if (MPI_Isend(&e->rank, 1, MPI_UINT32_T, st.MPI_SOURCE, CM_TAG_PONG, e->comm, &rq) == MPI_SUCCESS)
+            MPI_Request_free(&rq);   /* (a 4-byte message: sent eagerly from its buffer) */
+    }
+}
+
+static int notice_check(cm_ep *e, const char *what, dr_err *err);
+
+/* Whether `peer` answers a ping within CM_PING_S: a rank that waits on a
+ * live rank (itself waiting on the dead one) must not blame it. DR_EFAULT
+ * when a notice arrives meanwhile. */
+static int ping(cm_ep *e, uint32_t peer, bool *alive, const char *what, dr_err *err)
+{
+    int32_t v = (int32_t)e->rank;
+    uint32_t got = 0;
+    MPI_Request sq, rq;
+    double t0 = mono();
+    int done = 0, rc = DR_OK;
+    *alive = false;
+    if (MPI_Irecv(&got, 1, MPI_UINT32_T, (int)peer, CM_TAG_PONG, e->comm, &rq) != MPI_SUCCESS) return DR_OK;
+    if (MPI_Isend(&v, 1, MPI_INT32_T, (int)peer, CM_TAG_PING, e->comm, &sq) == MPI_SUCCESS) MPI_Request_free(&sq);
+    while (mono() - t0 < CM_PING_S && rc == DR_OK) {
+        if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) { *alive = true; return DR_OK; }
+        pong_serve(e);
+        rc = notice_check(e, what, err);
+        sched_yield();
+    }
+    MPI_Cancel(&rq);
+    MPI_Request_free(&rq);
+    return rc;
+}
+
+/* DR_EFAULT when another rank's notice arrived. */
+static int notice_check(cm_ep *e, const char *what, dr_err *err)
+{
+    int flag = 0;
+    MPI_Status st;
+    int32_t dead = -1;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, CM_TAG_NOTICE, e->comm, &flag, &st) != MPI_SUCCESS || !flag) return DR_OK;
+    MPI_Recv(&dead, 1, MPI_INT32_T, st.MPI_SOURCE, CM_TAG_NOTICE, e->comm, MPI_STATUS_IGNORE);
+    return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: rank %d died or hangs (rank %d waited %.1f s for it)",
+                   e->rank, what, (int)dead, st.MPI_SOURCE, e->timeout);
 }
 
 /* ---- segments ------------------------------------------------------------ */
@@ -232,9 +312,20 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
             }
         }
         if (out > 0) { last = mono(); continue; }
-        if (mono() - last > e->timeout) {
-            bool recv_waiting = done_r < rx.nseg;
+        pong_serve(e);
+        if ((mrc = notice_check(e, what, err))) {
             cancel_all(req, 2 * CM_DEPTH);
+            return mrc;
+        }
+        if (mono() - last > e->timeout) {
+            bool recv_waiting = done_r < rx.nseg, alive;
+            if ((mrc = ping(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer), &alive, what, err))) {
+                cancel_all(req, 2 * CM_DEPTH);
+                return mrc;
+            }
+            if (alive) { last = mono(); continue; }   /* it waits on somebody else: so do we */
+            cancel_all(req, 2 * CM_DEPTH);
+            notice_send(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer));
             return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: nothing from rank %d for %.1f s (%s %zu of %zu "
                            "messages): rank %d %s died or hangs", e->rank, what,
                            recv_waiting ? rx.peer : tx.peer, e->timeout, recv_waiting ? "received" : "sent to it",
@@ -524,8 +615,14 @@ static int cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, 
             else if (missing == W) missing = q < W ? q : q - W;
         }
         if (mrc != MPI_SUCCESS || missing == W) break;
+        pong_serve(e);
         if (moved) last = mono();
+        else if ((rc = notice_check(e, "all_gather", err))) break;
         else if (mono() - last > e->timeout) {
+            bool alive;
+            if ((rc = ping(e, missing, &alive, "all_gather", err))) break;
+            if (alive) { last = mono(); continue; }
+            notice_send(e, missing);
             rc = dr_fail(err, DR_EFAULT, "comm mpi rank %u: nothing from rank %u for %.1f s: rank %u died or hangs",
                          e->rank, missing, e->timeout, missing);
             break;
