@@ -437,7 +437,7 @@ static int mpi_exit(int rc, const dr_err *err)
         dr_mpi_finalize();
         return 0;
     }
-    fprintf(stderr, "distref: %s(MPI rank %u of %u): %s\n", rc == DR_EINTERRUPTED ? "" : "error ", rank, size, err->msg);
+    fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
     fflush(stderr);
     if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
         struct timespec grace = { 0, 500000000 };
