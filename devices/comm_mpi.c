@@ -17,7 +17,7 @@
  * therefore ((y_c + y_{c+1}) + ...) + y_{c-1}, as comm.h documents.
  *
  * Messages. A step's chunks (every pack's) are cut into segments of at most
- * CM_SEG elements; up to CM_DEPTH segments are in flight each way
+ * CM_SEG accumulators (or the floats that fit in the same bytes); up to CM_DEPTH segments are in flight each way
  * (MPI_Isend / MPI_Irecv into fixed slots), and MPI_Testsome drives
  * progress: a segment that arrives is merged at once while the others are
  * still on the wire, and the next is serialized into the slot a finished
@@ -166,12 +166,16 @@ static int notice_check(cm_ep *e, const char *what, dr_err *err)
 
 /* ---- segments ------------------------------------------------------------ */
 
+/* Elements per segment: CM_SEG accumulators, or as many floats as fit in
+ * the same slot (21 times more). */
+static size_t seg_len(bool fast) { return fast ? (size_t)CM_SEG * DR_ACC_BYTES / sizeof(float) : CM_SEG; }
+
 /* The segments of chunk c (of W) of every pack of an n-element array. */
-static int ring_segments(const cm_ep *e, size_t n, uint32_t c, cm_seg **out, size_t *count, dr_err *err)
+static int ring_segments(const cm_ep *e, size_t n, uint32_t c, bool fast, cm_seg **out, size_t *count, dr_err *err)
 {
     const ct_hub *h = &e->geom;
     uint32_t np = dr_ct_num_packs(h);
-    size_t cap = n / CM_SEG + np + 1, k = 0, off = 0;
+    size_t S = seg_len(fast), cap = n / S + np + 1, k = 0, off = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
     for (uint32_t p = 0; p < np; p++) {
@@ -180,7 +184,7 @@ static int ring_segments(const cm_ep *e, size_t n, uint32_t c, cm_seg **out, siz
 #if defined(DR_MUTANT_MPI_PACK_OFF_BY_ONE)
         if (hi - lo > 1) hi--;   /* planted fault: each pack's chunk ends one element early on the wire */
 #endif
-        for (size_t a = lo; a < hi; a += CM_SEG) s[k++] = (cm_seg){ off + a, hi - a < CM_SEG ? hi - a : CM_SEG };
+        for (size_t a = lo; a < hi; a += S) s[k++] = (cm_seg){ off + a, hi - a < S ? hi - a : S };
         off += len;
     }
     *out = s;
@@ -189,12 +193,12 @@ static int ring_segments(const cm_ep *e, size_t n, uint32_t c, cm_seg **out, siz
 }
 
 /* Whole arrays of n elements, cut into segments. */
-static int whole_segments(size_t n, cm_seg **out, size_t *count, dr_err *err)
+static int whole_segments(size_t n, bool fast, cm_seg **out, size_t *count, dr_err *err)
 {
-    size_t cap = n / CM_SEG + 1, k = 0;
+    size_t S = seg_len(fast), cap = n / S + 1, k = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
-    for (size_t a = 0; a < n; a += CM_SEG) s[k++] = (cm_seg){ a, n - a < CM_SEG ? n - a : CM_SEG };
+    for (size_t a = 0; a < n; a += S) s[k++] = (cm_seg){ a, n - a < S ? n - a : S };
     *out = s;
     *count = k;
     return DR_OK;
@@ -376,8 +380,8 @@ static int ring(cm_ep *e, void *const *local, size_t n, bool fast, const char *w
             size_t ns = 0, nr = 0;
             uint32_t cs = (w + W - step + phase) % W, cr = (prev + W - step + phase) % W;
             cm_op op = fast ? (phase ? CM_COPY : CM_ADD) : (phase ? CM_SET : CM_MERGE);
-            if ((rc = ring_segments(e, n, cs, &ss, &ns, err)) == DR_OK &&
-                (rc = ring_segments(e, n, cr, &rs, &nr, err)) == DR_OK)
+            if ((rc = ring_segments(e, n, cs, fast, &ss, &ns, err)) == DR_OK &&
+                (rc = ring_segments(e, n, cr, fast, &rs, &nr, err)) == DR_OK)
                 rc = pump(e, op, (cm_flow){ (int)next, local[0], ss, ns }, (cm_flow){ (int)prev, local[0], rs, nr },
                           what, err);
             free(ss);
@@ -514,7 +518,7 @@ static int reduce_to_impl(cm_ep *e, void *const *local, size_t n, uint32_t dst_d
     int rc;
     if ((rc = check_call(e, what, local, n, err))) return rc;
     if ((rc = dr_ct_check_dst(&e->geom, e->rank, n, dst, dst_device, what, err))) return rc;
-    if ((rc = whole_segments(n, &seg, &nseg, err))) return rc;
+    if ((rc = whole_segments(n, fast, &seg, &nseg, err))) return rc;
     if (e->rank == 0) {
         if (fast) memcpy(dst, local[0], n * sizeof(float));
         for (uint32_t r = fast ? 1 : 0; r < L; r++) {
