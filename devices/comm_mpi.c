@@ -77,6 +77,15 @@ static double mono(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* An idle wait spins while messages are likely in flight and gives the core
+ * away (sched_yield) only after CM_SPIN_S without progress: a yield on a
+ * busy machine can cost a whole time slice per message fragment. */
+#define CM_SPIN_S 200e-6
+static void idle(double since)
+{
+    if (mono() - since > CM_SPIN_S) sched_yield();
+}
+
 static cm_ep *ep_of(dr_comm *c) { return (cm_ep *)(void *)c; }
 
 static int mpi_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
@@ -336,7 +345,7 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
                            recv_waiting ? done_r : done_s, recv_waiting ? rx.nseg : tx.nseg,
                            recv_waiting ? rx.peer : tx.peer, e->size > 2 ? "or a rank before it in the ring" : "");
         }
-        sched_yield();
+        idle(last);
     }
     return DR_OK;
 }
@@ -631,7 +640,7 @@ static int cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, 
                          e->rank, missing, e->timeout, missing);
             break;
         }
-        sched_yield();
+        idle(last);
     }
     if (mrc != MPI_SUCCESS) rc = mpi_fail(err, mrc, e->rank, "all_gather");
     if (rc) cancel_all(req, 2 * (int)W);
