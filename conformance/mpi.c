@@ -15,7 +15,10 @@
  *          per example id;
  *   fast   loss_bits and weights equal the openmp variant's (threads comm)
  *          for the same W and L: the float order "across ranks" of comm.h;
- *   usage  a TF_CONFIG that disagrees with the MPI world exits 2, naming both.
+ *   usage  a TF_CONFIG that disagrees with the MPI world exits 2, naming both;
+ *   ckpt   a checkpoint written under mpi resumes under ref, one written
+ *          under openmp resumes under mpi with another rank count, both
+ *          equal to an uninterrupted reference run.
  * W = 1..4 ranks x L = 1..2 local replicas, uneven and short final batches,
  * L2 on and off, ring / nccl / auto, one pack and many (bytes_per_pack), and
  * the one-worker strategies (one_device, mirrored with every algorithm and
@@ -196,6 +199,64 @@ static int run_cell(results *r, const cell *k)
     return fails;
 }
 
+/* Checkpoints across variants and rank counts: 4 steps under mpi (2 ranks
+ * x 2), resumed to 9 (past the epoch's end) by ref one_device; 5 steps
+ * under openmp mirrored x 2, resumed to 9 by mpi with 3 ranks. Both must
+ * equal an uninterrupted reference run of 9 steps, and must have resumed:
+ * the first step's line (kept from the first leg) shows the first leg's
+ * replica layout, unlike the last step's (a run that ignored the checkpoint
+ * would give the same bits, exact as it is). */
+static int checkpoints(results *r)
+{
+    static const char *const legs[2][2] = {
+        { "mpirun --oversubscribe -np 2 %s train --variant=mpi --distribution_strategy=multi_worker_mirrored "
+          "--num_gpus=2 --train_steps=4",
+          "%s train --variant=ref --distribution_strategy=one_device --train_steps=9" },
+        { "%s train --variant=openmp --distribution_strategy=mirrored --num_gpus=2 --train_steps=5",
+          "mpirun --oversubscribe -np 3 %s train --variant=mpi --distribution_strategy=multi_worker_mirrored "
+          "--train_steps=9" },
+    };
+    static const char *const names[2] = { "mpi 2x2, 4 steps -> ref one_device, 9 steps",
+                                          "openmp mirrored x2, 5 steps -> mpi 3 ranks, 9 steps" };
+    dr_run_config c;
+    outcome ref;
+    int fails = 0;
+    base_config(&c, 230, 37, 1e-3);
+    c.train_steps = 9;
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    for (int i = 0; i < 2; i++) {
+        char dir[] = "/tmp/distref_mpick_XXXXXX", cmd[1600], leg[600];
+        outcome m;
+        bool pass;
+        int st = -1;
+        memset(&m, 0, sizeof m);
+        if (mkdtemp(dir)) {
+            st = 0;
+            for (int k = 0; k < 2 && st == 0; k++) {
+                snprintf(leg, sizeof leg, legs[i][k], r->bin ? r->bin : DR_BIN);
+                snprintf(cmd, sizeof cmd, ENV "%s --global_batch_size=37 --synthetic_examples=230 --seed=7 --l2=0.001 "
+                         "--epochs=1 --model_dir=%s > %s/log%d.txt 2>&1", leg, dir, dir, k);
+                st = system(cmd);
+            }
+            read_outcome(dir, &m);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+        }
+        pass = st == 0 && outcome_same(&m, &ref) && same_weights(&m, &ref) && m.nsteps == 9 &&
+               m.sizes[0][0] != m.sizes[8][0];
+        snprintf(c.variant, sizeof c.variant, "mpi");
+        record(r, "mpi", &c, 4, pass, 0, "checkpoint %s = ref one_device 9 steps%s", names[i],
+               pass ? "" : st ? ": a leg failed" : m.nsteps == 9 && m.sizes[0][0] == m.sizes[8][0] ?
+               ": the second leg did not resume" : ": bits differ");
+        snprintf(c.variant, sizeof c.variant, "ref");
+        fails += !pass;
+        outcome_free(&m);
+    }
+    outcome_free(&ref);
+    return fails;
+}
+
 /* A TF_CONFIG that names 3 workers under -np 2: exit 2, both numbers named. */
 static int tf_config_mismatch(results *r)
 {
@@ -226,7 +287,7 @@ int suite_mpi(results *r)
         fails += run_cell(r, &k_cells[i]);
         if (r->fault && fails) break;   /* a mutant: caught, the rest would only repeat it */
     }
-    if (!r->fault) fails += tf_config_mismatch(r);
+    if (!r->fault) fails += tf_config_mismatch(r) + checkpoints(r);
     printf("mpi: %.1f s\n", now() - t0);
     return fails;
 }
