@@ -26,9 +26,11 @@
  * the floats. Segment k of a step has tag k mod CM_TAGS; MPI's
  * non-overtaking order between two ranks keeps steps apart.
  *
- * Deadlines. Every wait polls; when no message has moved for timeout_s the
- * call fails (DR_EFAULT) naming the rank it waits for, cancelling what it
- * posted. A rank that dies is so detected by every rank waiting on it
+ * Deadlines (devices/comm_mpi_wait.c). Every wait polls; when no message
+ * has moved for timeout_s it pings the rank it waits for, and fails
+ * (DR_EFAULT) naming it if it does not answer, cancelling what it posted
+ * and telling the other ranks (a notice), which then fail at once naming
+ * the same rank. A rank that dies is so detected by every survivor
  * (mpirun, by default, also ends the job when a process dies: docs/MPI.md
  * measures which comes first).
  *
@@ -38,140 +40,10 @@
  * missing rank is named. Byte counts: every process counts the whole
  * collective on its own copy of the strategy, as the threads comm counts it.
  */
-#include "devices/comm_internal.h"
-#include "distref/mpi.h"
+#include "devices/comm_mpi_internal.h"
 
-#include <mpi.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define CM_SEG   8192     /* elements per message */
-#define CM_DEPTH 8        /* messages in flight each way */
-#define CM_TAGS  30000    /* segment tags; MPI guarantees at least 32767 */
-#define CM_TAG_GATHER (CM_TAGS + 1)
-#define CM_TAG_NOTICE (CM_TAGS + 2)   /* "rank X died": sent by the first rank whose deadline passed */
-#define CM_TAG_PING   (CM_TAGS + 3)   /* "are you alive?", answered with CM_TAG_PONG from any wait */
-#define CM_TAG_PONG   (CM_TAGS + 4)
-#define CM_PING_S     0.5             /* how long a ping waits for its pong */
-
-typedef enum cm_op { CM_MERGE, CM_SET, CM_ADD, CM_COPY } cm_op;   /* exact: merge, set; float: add, copy */
-
-typedef struct cm_seg { size_t at, len; } cm_seg;
-
-typedef struct cm_ep {
-    struct dr_comm base;     /* first member: a dr_comm * of this comm is a cm_ep * */
-    ct_hub   geom;           /* only geom.cfg: packs, chunks and byte counts (comm_threads.c's helpers) */
-    MPI_Comm comm;
-    uint32_t rank, size;
-    dr_comm *inner;          /* one rank: the threads comm's endpoint */
-    uint8_t *sbuf, *rbuf;    /* CM_DEPTH slots of CM_SEG * DR_ACC_BYTES each */
-    double   timeout;
-} cm_ep;
-
-static double mono(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* An idle wait spins while messages are likely in flight and gives the core
- * away (sched_yield) only after CM_SPIN_S without progress: a yield on a
- * busy machine can cost a whole time slice per message fragment. */
-#define CM_SPIN_S 200e-6
-static void idle(double since)
-{
-    if (mono() - since > CM_SPIN_S) sched_yield();
-}
-
-static cm_ep *ep_of(dr_comm *c) { return (cm_ep *)(void *)c; }
-
-static int mpi_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
-{
-    char s[MPI_MAX_ERROR_STRING + 1];
-    int len = 0;
-    if (MPI_Error_string(mrc, s, &len) != MPI_SUCCESS) len = 0;
-    s[len] = '\0';
-    return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI error: %s", rank, what, s);
-}
-
-/* ---- death notices ---------------------------------------------------------
- * The first rank whose deadline passes tells every other rank which rank it
- * waited for (fire and forget), so that the others, wherever they wait,
- * fail at once naming the same rank instead of each waiting out its own
- * deadline (or naming a survivor that has already left). */
-
-static void notice_send(cm_ep *e, uint32_t dead)
-{
-    int32_t v = (int32_t)dead;
-    for (uint32_t q = 0; q < e->size; q++) {
-        MPI_Request rq;
-        if (q == e->rank || q == dead) continue;
-        if (MPI_Isend(&v, 1, MPI_INT32_T, (int)q, CM_TAG_NOTICE, e->comm, &rq) == MPI_SUCCESS) {
-            double t0 = mono();
-            int done = 0;
-            while (!done && mono() - t0 < 0.2 && MPI_Test(&rq, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS) {}
-            if (!done) MPI_Request_free(&rq);
-        }
-    }
-}
-
-/* Answers every ping that arrived (called from every wait). */
-static void pong_serve(cm_ep *e)
-{
-    int flag = 1;
-    while (flag) {
-        MPI_Status st;
-        int32_t v = 0;
-        MPI_Request rq;
-        flag = 0;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, CM_TAG_PING, e->comm, &flag, &st) != MPI_SUCCESS || !flag) return;
-        MPI_Recv(&v, 1, MPI_INT32_T, st.MPI_SOURCE, CM_TAG_PING, e->comm, MPI_STATUS_IGNORE);
-        if (MPI_Isend(&e->rank, 1, MPI_UINT32_T, st.MPI_SOURCE, CM_TAG_PONG, e->comm, &rq) == MPI_SUCCESS)
-            MPI_Request_free(&rq);   /* (a 4-byte message: sent eagerly from its buffer) */
-    }
-}
-
-static int notice_check(cm_ep *e, const char *what, dr_err *err);
-
-/* Whether `peer` answers a ping within CM_PING_S: a rank that waits on a
- * live rank (itself waiting on the dead one) must not blame it. DR_EFAULT
- * when a notice arrives meanwhile. */
-static int ping(cm_ep *e, uint32_t peer, bool *alive, const char *what, dr_err *err)
-{
-    int32_t v = (int32_t)e->rank;
-    uint32_t got = 0;
-    MPI_Request sq, rq;
-    double t0 = mono();
-    int done = 0, rc = DR_OK;
-    *alive = false;
-    if (MPI_Irecv(&got, 1, MPI_UINT32_T, (int)peer, CM_TAG_PONG, e->comm, &rq) != MPI_SUCCESS) return DR_OK;
-    if (MPI_Isend(&v, 1, MPI_INT32_T, (int)peer, CM_TAG_PING, e->comm, &sq) == MPI_SUCCESS) MPI_Request_free(&sq);
-    while (mono() - t0 < CM_PING_S && rc == DR_OK) {
-        if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) { *alive = true; return DR_OK; }
-        pong_serve(e);
-        rc = notice_check(e, what, err);
-        sched_yield();
-    }
-    MPI_Cancel(&rq);
-    MPI_Request_free(&rq);
-    return rc;
-}
-
-/* DR_EFAULT when another rank's notice arrived. */
-static int notice_check(cm_ep *e, const char *what, dr_err *err)
-{
-    int flag = 0;
-    MPI_Status st;
-    int32_t dead = -1;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, CM_TAG_NOTICE, e->comm, &flag, &st) != MPI_SUCCESS || !flag) return DR_OK;
-    MPI_Recv(&dead, 1, MPI_INT32_T, st.MPI_SOURCE, CM_TAG_NOTICE, e->comm, MPI_STATUS_IGNORE);
-    return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: rank %d died or hangs (rank %d waited %.1f s for it)",
-                   e->rank, what, (int)dead, st.MPI_SOURCE, e->timeout);
-}
 
 /* ---- segments ------------------------------------------------------------ */
 
@@ -261,15 +133,6 @@ typedef struct cm_flow {
     size_t        nseg;
 } cm_flow;
 
-static void cancel_all(MPI_Request *req, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (req[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&req[i]);
-            MPI_Request_free(&req[i]);
-        }
-}
-
 /* Sends tx's segments to tx.peer and receives rx's from rx.peer at once,
  * applying op to each segment that arrives. */
 static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr_err *err)
@@ -278,7 +141,7 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
     MPI_Status st[2 * CM_DEPTH];
     int idx[2 * CM_DEPTH], out, mrc;
     size_t seg_of[2 * CM_DEPTH], next_s = 0, next_r = 0, done_s = 0, done_r = 0, w = width_of(op);
-    double last = mono();
+    double last = dr_cm_now();
     if (tx.peer < 0) tx.nseg = 0;
     if (rx.peer < 0) rx.nseg = 0;
     for (int i = 0; i < 2 * CM_DEPTH; i++) req[i] = MPI_REQUEST_NULL;
@@ -288,7 +151,7 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
             seg_of[i] = next_r;
             mrc = MPI_Irecv(e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, (int)(rx.seg[next_r].len * w), MPI_BYTE,
                             rx.peer, (int)(next_r % CM_TAGS), e->comm, &req[i]);
-            if (mrc != MPI_SUCCESS) { cancel_all(req, 2 * CM_DEPTH); return mpi_fail(err, mrc, e->rank, what); }
+            if (mrc != MPI_SUCCESS) { dr_cm_cancel_all(req, 2 * CM_DEPTH); return dr_cm_fail(err, mrc, e->rank, what); }
             next_r++;
         }
         for (int i = CM_DEPTH; i < 2 * CM_DEPTH && next_s < tx.nseg; i++) {
@@ -297,11 +160,11 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
             pack_seg(op, tx.base, tx.seg[next_s], buf);
             mrc = MPI_Isend(buf, (int)(tx.seg[next_s].len * w), MPI_BYTE, tx.peer, (int)(next_s % CM_TAGS), e->comm,
                             &req[i]);
-            if (mrc != MPI_SUCCESS) { cancel_all(req, 2 * CM_DEPTH); return mpi_fail(err, mrc, e->rank, what); }
+            if (mrc != MPI_SUCCESS) { dr_cm_cancel_all(req, 2 * CM_DEPTH); return dr_cm_fail(err, mrc, e->rank, what); }
             next_s++;
         }
         mrc = MPI_Testsome(2 * CM_DEPTH, req, &out, idx, st);
-        if (mrc != MPI_SUCCESS) { cancel_all(req, 2 * CM_DEPTH); return mpi_fail(err, mrc, e->rank, what); }
+        if (mrc != MPI_SUCCESS) { dr_cm_cancel_all(req, 2 * CM_DEPTH); return dr_cm_fail(err, mrc, e->rank, what); }
         if (out == MPI_UNDEFINED) out = 0;
         for (int k = 0; k < out; k++) {
             int i = idx[k];
@@ -311,41 +174,41 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
                 cm_seg sg = rx.seg[seg_of[i]];
                 MPI_Get_count(&st[k], MPI_BYTE, &got);
                 if ((size_t)got != sg.len * w) {
-                    cancel_all(req, 2 * CM_DEPTH);
+                    dr_cm_cancel_all(req, 2 * CM_DEPTH);
                     return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: rank %d sent %d bytes where %zu were "
                                    "expected (the ranks disagree on the arrays or the packs)", e->rank, what,
                                    rx.peer, got, sg.len * w);
                 }
                 if ((mrc = unpack_seg(op, rx.base, sg, e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, (uint32_t)rx.peer,
                                       err))) {
-                    cancel_all(req, 2 * CM_DEPTH);
+                    dr_cm_cancel_all(req, 2 * CM_DEPTH);
                     return mrc;
                 }
                 done_r++;
             }
         }
-        if (out > 0) { last = mono(); continue; }
-        pong_serve(e);
-        if ((mrc = notice_check(e, what, err))) {
-            cancel_all(req, 2 * CM_DEPTH);
+        if (out > 0) { last = dr_cm_now(); continue; }
+        dr_cm_pong_serve(e);
+        if ((mrc = dr_cm_notice_check(e, what, err))) {
+            dr_cm_cancel_all(req, 2 * CM_DEPTH);
             return mrc;
         }
-        if (mono() - last > e->timeout) {
+        if (dr_cm_now() - last > e->timeout) {
             bool recv_waiting = done_r < rx.nseg, alive;
-            if ((mrc = ping(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer), &alive, what, err))) {
-                cancel_all(req, 2 * CM_DEPTH);
+            if ((mrc = dr_cm_ping(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer), &alive, what, err))) {
+                dr_cm_cancel_all(req, 2 * CM_DEPTH);
                 return mrc;
             }
-            if (alive) { last = mono(); continue; }   /* it waits on somebody else: so do we */
-            cancel_all(req, 2 * CM_DEPTH);
-            notice_send(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer));
+            if (alive) { last = dr_cm_now(); continue; }   /* it waits on somebody else: so do we */
+            dr_cm_cancel_all(req, 2 * CM_DEPTH);
+            dr_cm_notice_send(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer));
             return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: nothing from rank %d for %.1f s (%s %zu of %zu "
                            "messages): rank %d %s died or hangs", e->rank, what,
                            recv_waiting ? rx.peer : tx.peer, e->timeout, recv_waiting ? "received" : "sent to it",
                            recv_waiting ? done_r : done_s, recv_waiting ? rx.nseg : tx.nseg,
                            recv_waiting ? rx.peer : tx.peer, e->size > 2 ? "or a rank before it in the ring" : "");
         }
-        idle(last);
+        dr_cm_idle(last);
     }
     return DR_OK;
 }
@@ -419,7 +282,7 @@ static void cm_close(dr_comm **eps, uint32_t neps)
     for (uint32_t i = 0; eps && i < neps; i++) {
         cm_ep *e;
         if (!eps[i]) continue;
-        e = ep_of(eps[i]);
+        e = dr_cm_ep(eps[i]);
         eps[i] = NULL;
         if (e->inner) dr_comm_threads()->close(&e->inner, 1);
         if (e->comm != MPI_COMM_NULL && dr_mpi_active()) MPI_Comm_free(&e->comm);
@@ -498,7 +361,7 @@ static int cm_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err
     cm_ep *e;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce: no endpoint (NULL)");
-    e = ep_of(c);
+    e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->all_reduce(e->inner, local, n, err);
     if ((rc = check_call(e, "all_reduce", (void *const *)local, n, err))) return rc;
     return ring(e, (void *const *)local, n, false, "all_reduce", err);
@@ -509,7 +372,7 @@ static int cm_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *
     cm_ep *e;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_f32: no endpoint (NULL)");
-    e = ep_of(c);
+    e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->all_reduce_f32(e->inner, local, n, err);
     if ((rc = check_call(e, "all_reduce_f32", (void *const *)local, n, err))) return rc;
     return ring(e, (void *const *)local, n, true, "all_reduce_f32", err);
@@ -560,7 +423,7 @@ static int cm_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
 {
     cm_ep *e;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to: no endpoint (NULL)");
-    e = ep_of(c);
+    e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->reduce_to(e->inner, local, n, dst_device, dst, err);
     return reduce_to_impl(e, (void *const *)local, n, dst_device, dst, false, "reduce_to", err);
 }
@@ -569,7 +432,7 @@ static int cm_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t 
 {
     cm_ep *e;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to_f32: no endpoint (NULL)");
-    e = ep_of(c);
+    e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->reduce_to_f32(e->inner, local, n, dst_device, dst, err);
     return reduce_to_impl(e, (void *const *)local, n, dst_device, dst, true, "reduce_to_f32", err);
 }
@@ -578,85 +441,18 @@ static int cm_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uin
                      double *seconds, dr_err *err)
 {
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_ranges: no endpoint (NULL)");
-    if (!ep_of(c)->inner)
+    if (!dr_cm_ep(c)->inner)
         return dr_fail(err, DR_EUNSUPPORTED, "comm mpi all_reduce_ranges: the tpu strategy runs in one rank");
-    return dr_comm_threads()->all_reduce_ranges(ep_of(c)->inner, local, ranges, nranges, l, seconds, err);
+    return dr_comm_threads()->all_reduce_ranges(dr_cm_ep(c)->inner, local, ranges, nranges, l, seconds, err);
 }
 
 static int cm_ranges_f32(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges, uint32_t l,
                          double *seconds, dr_err *err)
 {
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_ranges_f32: no endpoint (NULL)");
-    if (!ep_of(c)->inner)
+    if (!dr_cm_ep(c)->inner)
         return dr_fail(err, DR_EUNSUPPORTED, "comm mpi all_reduce_ranges_f32: the tpu strategy runs in one rank");
-    return dr_comm_threads()->all_reduce_ranges_f32(ep_of(c)->inner, local, ranges, nranges, l, seconds, err);
-}
-
-/* All-pairs: rank w's bytes to every other rank; a rank whose bytes do not
- * come within the deadline is named. */
-static int cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err)
-{
-    cm_ep *e;
-    MPI_Request *req;
-    uint32_t W, missing = 0;
-    double last;
-    int mrc = MPI_SUCCESS, rc = DR_OK;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_gather: no endpoint (NULL)");
-    e = ep_of(c);
-    W = e->size;
-    if (bytes > INT32_MAX) return dr_fail(err, DR_EUSAGE, "comm mpi all_gather: %zu bytes, at most 2^31-1", bytes);
-    if (bytes) memmove((uint8_t *)all + (size_t)e->rank * bytes, mine, bytes);
-    if (W == 1) return DR_OK;
-    if (!(req = malloc(2 * (size_t)W * sizeof *req))) return dr_fail(err, DR_ENOMEM, "comm mpi all_gather: no memory");
-    for (uint32_t q = 0; q < 2 * W; q++) req[q] = MPI_REQUEST_NULL;
-    for (uint32_t q = 0; mrc == MPI_SUCCESS && q < W; q++) {
-        if (q == e->rank) continue;
-        mrc = MPI_Irecv((uint8_t *)all + (size_t)q * bytes, (int)bytes, MPI_BYTE, (int)q, CM_TAG_GATHER, e->comm, &req[q]);
-        if (mrc == MPI_SUCCESS)
-            mrc = MPI_Isend((uint8_t *)all + (size_t)e->rank * bytes, (int)bytes, MPI_BYTE, (int)q, CM_TAG_GATHER,
-                            e->comm, &req[W + q]);
-    }
-    last = mono();
-    while (mrc == MPI_SUCCESS) {
-        int flag = 0;
-        bool moved = false;
-        missing = W;   /* the first rank still owed a message: a receive first, else a send */
-        for (uint32_t q = 0; mrc == MPI_SUCCESS && q < 2 * W; q++) {
-            if (req[q] == MPI_REQUEST_NULL) continue;
-            mrc = MPI_Test(&req[q], &flag, MPI_STATUS_IGNORE);
-            if (flag) moved = true;
-            else if (missing == W) missing = q < W ? q : q - W;
-        }
-        if (mrc != MPI_SUCCESS || missing == W) break;
-        pong_serve(e);
-        if (moved) last = mono();
-        else if ((rc = notice_check(e, "all_gather", err))) break;
-        else if (mono() - last > e->timeout) {
-            bool alive;
-            if ((rc = ping(e, missing, &alive, "all_gather", err))) break;
-            if (alive) { last = mono(); continue; }
-            notice_send(e, missing);
-            rc = dr_fail(err, DR_EFAULT, "comm mpi rank %u: nothing from rank %u for %.1f s: rank %u died or hangs",
-                         e->rank, missing, e->timeout, missing);
-            break;
-        }
-        idle(last);
-    }
-    if (mrc != MPI_SUCCESS) rc = mpi_fail(err, mrc, e->rank, "all_gather");
-    if (rc) cancel_all(req, 2 * (int)W);
-    free(req);
-    return rc;
-}
-
-static int cm_barrier(dr_comm *c, dr_err *err)
-{
-    uint8_t one = 1, *all;
-    int rc;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi barrier: no endpoint (NULL)");
-    if (!(all = malloc(ep_of(c)->size))) return dr_fail(err, DR_ENOMEM, "comm mpi barrier: no memory");
-    rc = cm_all_gather(c, &one, 1, all, err);
-    free(all);
-    return rc;
+    return dr_comm_threads()->all_reduce_ranges_f32(dr_cm_ep(c)->inner, local, ranges, nranges, l, seconds, err);
 }
 
 static const dr_comm_ops mpi_ops = {
@@ -671,8 +467,8 @@ static const dr_comm_ops mpi_ops = {
     .all_reduce_f32 = cm_all_reduce_f32,
     .reduce_to_f32 = cm_reduce_to_f32,
     .all_reduce_ranges_f32 = cm_ranges_f32,
-    .barrier = cm_barrier,
-    .all_gather = cm_all_gather,
+    .barrier = dr_cm_barrier,
+    .all_gather = dr_cm_all_gather,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)
