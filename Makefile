@@ -22,6 +22,13 @@ CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -D_POSIX_C_SOURCE=200809L -Iinclude -I. \
                 $(shell pkg-config --cflags json-c openblas 2>/dev/null)
 LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lz -lm -lpthread -fopenmp
+# Open MPI (--variant=mpi, devices/comm_mpi.c): its headers and libmpi, from
+# mpicc's own wrapper data. Every program links libmpi; only --variant=mpi
+# calls MPI_Init (docs/MPI.md).
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
+CFLAGS_COMMON += $(MPI_CFLAGS)
+LDLIBS_COMMON += $(MPI_LIBS)
 
 ifeq ($(CI),true)
 WERROR ?= 1
@@ -178,9 +185,16 @@ $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
 
+# The MPI comm against MPI_Allreduce (nccl-tests style), under mpirun -np 2
+# and 4 (scripts/run_bench.sh: MPI_BENCH).
+MPI_BENCH = $(BUILD)/bench/mpi_allreduce
+$(MPI_BENCH): bench/mpi_allreduce.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
+
 bench: deps
-	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN)
-	@DISTREF=$(CLI) sh scripts/run_bench.sh $(BENCH_BIN)
+	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN) $(MPI_BENCH)
+	@DISTREF=$(CLI) MPI_BENCH=$(MPI_BENCH) sh scripts/run_bench.sh $(BENCH_BIN)
 
 # Nightly regression runs (docs/NIGHTLY.md): a release build of
 # bench/nightly.c (interleaved samples of ratios against in-run baselines),

@@ -10,6 +10,7 @@
 #include "distref/factory.h"
 #include "distref/flags.h"
 #include "distref/harness.h"
+#include "distref/mpi.h"
 #include "distref/train.h"
 
 #include <malloc.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct cli {
@@ -34,7 +36,8 @@ typedef struct cli {
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
-    bool    nesterov, from_logits, drop_remainder, shuffle, log_device_placement;
+    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement;
+    double  collective_timeout;
 } cli;
 
 #define STR(name, field, help) { name, DR_FLAG_STRING, c->field, 1, 0, help, false }
@@ -72,7 +75,7 @@ static int table(cli *c, dr_flag *f)
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
         BOOL("log_device_placement", log_device_placement, "print each op's device every step, on stderr (ref)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
-        STR("variant", variant, "ref|openmp: the reference or the engine's OpenMP variant"),
+        STR("variant", variant, "ref|openmp|mpi: the reference, the engine's OpenMP variant, or the engine under mpirun"),
         STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
         STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
@@ -88,6 +91,9 @@ static int table(cli *c, dr_flag *f)
         STR("ps_partitioner", ps_partitioner, "parameter_server: fixed:N | min_size:BYTES[:MAX] | max_size:BYTES[:MAX]"),
         STR("fail_worker", fail_worker, "parameter_server: W:K, worker W fails while running step K"),
         STR("fail_ps", fail_ps, "parameter_server: P:K, ps task P fails at step K"),
+        BOOL("print_tf_config", print_tf_config, "print the TF_CONFIG the run uses (mpi: given or derived per rank)"),
+        DBL("collective_timeout", collective_timeout, 0.001, 1e6, "mpi: seconds a collective waits without progress "
+            "before it fails naming the rank it waits for (default 5)"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (f) memcpy(f, all, sizeof all);
@@ -153,42 +159,48 @@ static int copy_flag(char *dst, size_t size, const char *src, const char *name, 
 #define CMD_EXPORT 4u
 #define ALL_COMMANDS 7u
 
+#define V_ANY    0u
+#define V_ENGINE 1u   /* --variant=openmp or mpi */
+#define V_MPI    2u   /* --variant=mpi */
+#define V_REF    3u   /* --variant=ref */
+
 typedef struct scope {
     const char *flag;
     unsigned    strategies;   /* bit per dr_strategy_kind */
     unsigned    commands;
-    bool        openmp_only;
+    unsigned    variants;     /* V_ANY, V_ENGINE, V_MPI or V_REF */
     const char *for_what;     /* the message's "is only for ..." */
 } scope;
 
 static const scope k_scopes[] = {
-    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false,
+    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, V_ANY,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },
-    { "num_packs", S(MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=mirrored" },
-    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=multi_worker_mirrored" },
-    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, false,
+    { "num_packs", S(MIRRORED), ALL_COMMANDS, V_ANY, "--distribution_strategy=mirrored" },
+    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, V_ANY, "--distribution_strategy=multi_worker_mirrored" },
+    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, V_ANY,
       "strategies that distribute a dataset (mirrored, central_storage, multi_worker_mirrored, tpu)" },
-    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, false,
+    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY,
       "strategies that distribute a dataset (parameter_server's workers read their own)" },
-    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
-    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
-    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, false,
+    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, V_ANY, "strategies with GPUs (not tpu)" },
+    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, V_ANY, "strategies with GPUs (not tpu)" },
+    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, V_ANY,
       "single-replica strategies (layer placement), not tpu or parameter_server" },
-    { "tpu", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "tpu_platform", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "input_partition_dims", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "threads", ALL_STRATEGIES, ALL_COMMANDS, true, "--variant=openmp" },
-    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, false,
-      "training under the synchronous strategies other than tpu" },
-    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, false, "training (train, --mode=train_and_eval)" },
-    { "what", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
-    { "format", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
+    { "tpu", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
+    { "tpu_platform", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
+    { "input_partition_dims", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
+    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
+    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
+    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
+    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
+    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
+    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
+    { "threads", ALL_STRATEGIES, ALL_COMMANDS, V_ENGINE, "--variant=openmp or mpi" },
+    { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, V_MPI, "--variant=mpi" },
+    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, V_REF,
+      "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
+    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, V_ANY, "training (train, --mode=train_and_eval)" },
+    { "what", ALL_STRATEGIES, CMD_EXPORT, V_ANY, "export" },
+    { "format", ALL_STRATEGIES, CMD_EXPORT, V_ANY, "export" },
 };
 
 static bool given(const dr_flag *f, int n, const char *name)
@@ -216,13 +228,12 @@ static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind 
         if (!(sc->commands & command_bit(c->command)))
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to %s: it is only for %s", sc->flag, c->command,
                            sc->for_what);
-        if (sc->openmp_only && strcmp(c->variant, "openmp") != 0)
+        if ((sc->variants == V_ENGINE && strcmp(c->variant, "openmp") != 0 && strcmp(c->variant, "mpi") != 0) ||
+            (sc->variants == V_MPI && strcmp(c->variant, "mpi") != 0) ||
+            (sc->variants == V_REF && strcmp(c->variant, "ref") != 0))
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
                            c->variant, sc->for_what);
     }
-    if (c->log_device_placement && strcmp(c->variant, "ref") != 0)
-        return dr_fail(err, DR_EUSAGE, "--log_device_placement does not apply to --variant=%s: it is only for "
-                       "--variant=ref (the reference logs where each op runs)", c->variant);
     return DR_OK;
 }
 
@@ -278,6 +289,7 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     cfg->shuffle = c->shuffle;
     cfg->checkpoint_every = (uint64_t)c->checkpoint_every;
     cfg->threads = (int)c->threads;
+    cfg->collective_timeout = c->collective_timeout;
     cfg->bytes_per_pack = (uint64_t)c->bytes_per_pack;
     cfg->memory.gpu_memory_bytes = (uint64_t)c->gpu_memory_mb << 20;
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
@@ -362,10 +374,11 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+static int run_config(cli *c, dr_run_config *cfg0, dr_err *err);
+
 static int run(cli *c, const dr_flag *f, int n, dr_err *err)
 {
     dr_run_config cfg;
-    dr_run_result res;
     int rc;
     dr_run_config_defaults(&cfg);
     if (strcmp(c->command, "variants") == 0) {
@@ -374,9 +387,39 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;
     cfg.stop = &stop_signal;
+    if (strcmp(c->variant, "mpi") == 0) {   /* TF_CONFIG checked against, or derived from, the MPI world */
+        char *tf = NULL;
+        if ((rc = dr_mpi_tf_config(cfg.tf_config, &tf, err))) return rc;
+        cfg.tf_config = tf;
+        rc = run_config(c, &cfg, err);
+        free(tf);
+        return rc;
+    }
+    return run_config(c, &cfg, err);
+}
+
+/* Only the chief (MPI rank 0; the only process otherwise) prints results. */
+static bool printer(void)
+{
+    uint32_t rank;
+    dr_mpi_world(&rank, NULL);
+    return rank == 0;
+}
+
+static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
+{
+    dr_run_config cfg = *cfg0;
+    dr_run_result res;
+    int rc;
+    if (c->print_tf_config) {
+        uint32_t rank, size;
+        dr_mpi_world(&rank, &size);
+        if (strcmp(c->variant, "mpi") == 0) printf("TF_CONFIG (MPI rank %u of %u): %s\n", rank, size, cfg.tf_config);
+        else printf("TF_CONFIG: %s\n", cfg.tf_config && cfg.tf_config[0] ? cfg.tf_config : "(unset: one machine)");
+    }
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
-        report("train", &res);
+        if (printer()) report("train", &res);
         return DR_OK;
     }
     if (strcmp(c->command, "train_and_eval") == 0) return train_and_eval(&cfg, err);
@@ -396,6 +439,28 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
         return DR_OK;
     }
     return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected " COMMANDS, c->command);
+}
+
+/* --variant=mpi: finalize together on success; after an error, print it
+ * (naming this rank) and end the whole job (MPI_Abort), so that no rank
+ * is left waiting in a collective for this one. */
+static int mpi_exit(int rc, const dr_err *err)
+{
+    uint32_t rank, size;
+    int code = rc == DR_EUSAGE ? 2 : rc == DR_EINTERRUPTED ? 128 + (int)stop_signal : 1;
+    dr_mpi_world(&rank, &size);
+    if (rc == DR_OK) {
+        dr_mpi_finalize();
+        return 0;
+    }
+    fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
+    fflush(stderr);
+    if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
+        struct timespec grace = { 0, 500000000 };
+        nanosleep(&grace, NULL);
+    }
+    dr_mpi_abort(code);
+    return code;
 }
 
 int main(int argc, char **argv)
@@ -423,7 +488,9 @@ int main(int argc, char **argv)
     rc = dr_flags_parse(f, n, argc - first, argv + first, &help, &err);
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
     catch_signals();
+    if (rc == DR_OK && strcmp(c.variant, "mpi") == 0) rc = dr_mpi_init(&argc, &argv, &err);
     if (rc == DR_OK) rc = run(&c, f, n, &err);
+    if (dr_mpi_active()) return mpi_exit(rc, &err);
     if (rc == DR_OK) return 0;
     if (rc == DR_EINTERRUPTED) {
         fprintf(stderr, "distref: %s\n", err.msg);

@@ -51,6 +51,8 @@ typedef struct results {
     FILE    *faults_dat;         /* fault x suite matrix for the report */
     bool     quick;
     bool     full;               /* FULL=1: Fashion-MNIST and longer runs too */
+    const char *bin;             /* the distref the launched suites run (--bin; default the build's) */
+    const char *only;            /* --only SUITE: that suite alone */
 } results;
 
 double now(void);   /* monotonic seconds */
@@ -73,7 +75,11 @@ void record(results *r, const char *suite, const dr_run_config *c, int replicas,
  * as "not supported" with the variant's reason, never skipped silently.
  * Returns true when c is supported (and records nothing). */
 bool supported(results *r, const char *suite, const dr_run_config *c, int replicas);
-/* The engine variants of the registry (every variant but the reference). */
+/* metrics.jsonl, ckpt.bin's weights and summary.json's weights_sha256 of a
+ * run directory written by another process. */
+void read_outcome(const char *dir, outcome *out);
+/* The engine variants of the registry that run in this process (every
+ * variant but the reference and those with a launcher, such as mpi). */
 const dr_variant *const *engine_variants(size_t *n);
 
 /* Suites: each returns the number of failures it recorded. */
@@ -87,6 +93,8 @@ int loss_curves_blank_images(results *r);
 int loss_curves_policies(results *r);
 int suite_checkpoints(results *r);
 int suite_durability(results *r);
+/* The mpi variant under mpirun (conformance/mpi.c). */
+int suite_mpi(results *r);
 
 /* Report */
 int write_report(const results *r, const char *outdir, double seconds);

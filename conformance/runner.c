@@ -218,10 +218,30 @@ bool supported(results *r, const char *suite, const dr_run_config *c, int replic
     return false;
 }
 
+/* In-process variants only: one with a launcher (mpi: "mpirun -np N") is
+ * run under it by its own suite (conformance/mpi.c). The registry lists the
+ * reference first and the launched variants last. */
 const dr_variant *const *engine_variants(size_t *n)
 {
     size_t all;
     const dr_variant *const *v = dr_variants(&all);
-    *n = all - 1;   /* the registry lists the reference first */
+    *n = all - 1;
+    while (*n > 0 && v[*n]->launcher[0]) (*n)--;
     return v + 1;
+}
+
+void read_outcome(const char *dir, outcome *out)
+{
+    char path[1200];
+    json_object *o, *sha;
+    read_metrics(dir, out);
+    read_weights(dir, out);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    if ((o = json_object_from_file(path))) {
+        if (json_object_object_get_ex(o, "weights_sha256", &sha))
+            snprintf(out->sha, sizeof out->sha, "%s", json_object_get_string(sha));
+        json_object_put(o);
+    } else if (!out->error[0]) {
+        snprintf(out->error, sizeof out->error, "no summary.json in %s", dir);
+    }
 }

@@ -36,6 +36,12 @@ typedef struct run {
     float        *params, *slots;
 } run;
 
+/* Only the chief writes model_dir (variant.h); every process trains. */
+static bool chief(const run *r)
+{
+    return !r->v->chief || r->v->chief(r->s);
+}
+
 static int resume(run *r, dr_err *err)
 {
     dr_checkpoint c, now;
@@ -74,8 +80,9 @@ static int resume(run *r, dr_err *err)
 static int save(run *r, dr_err *err)
 {
     dr_checkpoint c;
-    int rc = r->v->get_variables(r->s, r->params, r->slots, err);
-    if (rc) return rc;
+    int rc;
+    if (!chief(r)) return DR_OK;
+    if ((rc = r->v->get_variables(r->s, r->params, r->slots, err))) return rc;
     memset(&c, 0, sizeof c);
     snprintf(c.experiment, sizeof c.experiment, "%s", r->plan.exp.name);
     c.seed = r->cfg->seed;
@@ -178,6 +185,7 @@ static int finish(run *r, dr_run_result *res, dr_err *err)
         snprintf(path, sizeof path, "%s/summary.json", r->cfg->model_dir);
         if (stat(path, &sb) == 0) { json_object_put(o); return DR_OK; }
     }
+    if (!chief(r)) { json_object_put(o); return DR_OK; }
     return dr_run_log_summary(&r->log, o, err);
 }
 

@@ -98,5 +98,5 @@ const dr_variant dr_variant_ref = {
     "ref",
     "the reference: every strategy and device type emulated in one process with plain loops; exact only",
     "",
-    ref_supports, ref_open, ref_strategy, ref_step, ref_get, ref_set, ref_summarize, ref_close, ref_train,
+    ref_supports, ref_open, ref_strategy, ref_step, ref_get, ref_set, ref_summarize, ref_close, ref_train, NULL,
 };

@@ -10,6 +10,15 @@ for b in "$@"; do
     echo "== $name (rev $rev, $(uname -m), $(nproc) cores)"
     OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} "$b" --json "reports/bench/$name-$stamp-$rev.json"
 done
+# The MPI comm's all-reduce against MPI_Allreduce, 2 and 4 ranks (root
+# allowed, as CI runs; 4 ranks oversubscribe a small machine).
+if [ -n "${MPI_BENCH:-}" ] && [ -x "$MPI_BENCH" ] && command -v mpirun >/dev/null 2>&1; then
+    for np in 2 4; do
+        echo "== mpi_allreduce np=$np (rev $rev)"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+            mpirun --oversubscribe -np "$np" "$MPI_BENCH" --json "reports/bench/mpi_allreduce_np$np-$stamp-$rev.json"
+    done
+fi
 # The PyTorch CPU peer of the fast path, when a python with torch is here
 # (make bench-peer installs one into build/torchvenv).
 py=python3

@@ -94,11 +94,31 @@ durability_mutant() {
     fi
 }
 
+# The mpi suite's mutants (conformance/mpi.c): distref itself built with the
+# fault (the suite launches it under mpirun), the suite run alone against it.
+MPI_MUTANTS="
+mpi_pack_off_by_one:DR_MUTANT_MPI_PACK_OFF_BY_ONE
+mpi_rounded:DR_MUTANT_MPI_ROUNDED
+mpi_shard_swap:DR_MUTANT_MPI_SHARD_SWAP
+"
+mpi_mutant() {   # name macro
+    d="$MUT/$1"
+    build_engine_mutant "$1" "$2" || return 1
+    $CC -o "$d/distref" "$BUILD/cli/main.o" "$BUILD/libharness.a" "$d/libengine.a" "$BUILD/libref.a" \
+        "$BUILD/libcore.a" $LDLIBS || return 1
+    "$d/conformance" --mutant "$1" --expect mpi --only mpi --bin "$d/distref" --out "$d/out" 2>/dev/null | tail -1
+}
+
 # Two at a time (2-core CI machines); each line says caught or MISSED.
 out="$MUT/results.txt"
 printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; "'"$MUT"'/$n/conformance" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
 durability_mutant >> "$out" || { echo "mutant ckpt_first: build failed" >&2; exit 1; }
 list="$list ckpt_first:durability"
+for m in $MPI_MUTANTS; do
+    name=${m%%:*}; macro=${m#*:}
+    mpi_mutant "$name" "$macro" >> "$out" || { echo "mutant $name: build failed" >&2; exit 1; }
+    list="$list $name:mpi"
+done
 sort "$out"
 # The report's fault matrix (reports/plots.gp: "fault suite caught failed_suites").
 rep="${REPORT:-reports/out}"

@@ -56,7 +56,24 @@ static void threads_leave(dr_session *s)
     pthread_mutex_unlock(&threads_lock);
 }
 
+static int supports_as(const char *name, const dr_run_plan *plan, dr_err *err);
+
 static int engine_supports(const dr_run_plan *plan, dr_err *err)
+{
+    return supports_as("openmp", plan, err);
+}
+
+/* The MPI variant: the same engine, one rank per worker. Strategies of one
+ * worker run with `mpirun -np 1` (the comm checks the world's size). */
+static int mpi_supports(const dr_run_plan *plan, dr_err *err)
+{
+    if (plan->spec.kind == DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
+                       "--variant=openmp or ref");
+    return supports_as("mpi", plan, err);
+}
+
+static int supports_as(const char *name, const dr_run_plan *plan, dr_err *err)
 {
     dr_backend_query q;
     memset(&q, 0, sizeof q);
@@ -66,12 +83,12 @@ static int engine_supports(const dr_run_plan *plan, dr_err *err)
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: parameter_server is built in the reference only "
-                       "(the MPI variant will bring it); use --variant=ref");
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only; "
+                       "use --variant=ref", name);
     if (q.layer_placement)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: --layer_devices (model parallelism) runs in the "
-                       "reference only; use --variant=ref");
-    if (plan->num_workers > ENGINE_MAX_WORKERS)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
+                       "reference only; use --variant=ref", name);
+    if (plan->num_workers > ENGINE_MAX_WORKERS && strcmp(name, "openmp") == 0)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: %u workers; the threads comm runs at most %d",
                        plan->num_workers, ENGINE_MAX_WORKERS);
     return dr_backend_openmp()->supports(&q, err);
@@ -127,6 +144,7 @@ static void engine_close(dr_session *s)
         engine_tpu_close(s);
         s->bo->close(s->be);
     }
+    engine_ranks_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
@@ -142,8 +160,9 @@ static int set_all(dr_session *s, const float *params, const float *slots, dr_er
         return S ? s->bo->upload(s->be, s->var_slots, 0, slots, S * sizeof(float), err) : DR_OK;
     }
     for (uint32_t r = 0; rc == DR_OK && r < s->R; r++) {   /* mirrored: every replica its own copy */
-        rc = s->bo->upload(s->be, s->rb[r].params, 0, params, P * sizeof(float), err);
-        if (rc == DR_OK && S) rc = s->bo->upload(s->be, s->rb[r].slots, 0, slots, S * sizeof(float), err);
+        bool mine = r >= s->wlo * s->L && r < s->whi * s->L;   /* (every process counts every copy) */
+        if (mine) rc = s->bo->upload(s->be, s->rb[r].params, 0, params, P * sizeof(float), err);
+        if (mine && rc == DR_OK && S) rc = s->bo->upload(s->be, s->rb[r].slots, 0, slots, S * sizeof(float), err);
         if (r > 0) {
             engine_count(&s->strat, s->strat.replica_device[0], s->strat.replica_device[r], (P + S) * sizeof(float));
         }
@@ -151,7 +170,8 @@ static int set_all(dr_session *s, const float *params, const float *slots, dr_er
     return rc;
 }
 
-static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_comm_ops *co, dr_session **out,
+                     dr_err *err)
 {
     dr_session *s = calloc(1, sizeof *s);
     dr_strategy_spec spec = plan->spec;
@@ -166,7 +186,7 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     s->cfg = plan->cfg;
     s->data = data;
     s->bo = dr_backend_openmp();
-    s->co = dr_comm_threads();
+    s->co = co;
     s->num = num;
     s->esz = dr_sum_bytes(num);
     threads_enter(s, plan->cfg->threads);
@@ -182,17 +202,6 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
         goto fail;
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
-    if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
-    for (uint32_t r = 0; r < s->R; r++)
-        if ((rc = alloc_replica(s, r, err))) goto fail;
-    if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
-        ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * s->esz, &s->central, err)) ||
-         (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
-                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
-        goto fail;
-    if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
     memset(&cc, 0, sizeof cc);
     cc.num_ranks = s->W;
     cc.local_replicas = s->L;
@@ -201,7 +210,23 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     cc.tensor_len = plan->tensor_len;
     cc.ntensors = plan->ntensors;
     cc.strategy = &s->strat;
+    cc.timeout_s = plan->cfg->collective_timeout;
     if ((rc = s->co->open(&cc, s->ep, &s->neps, err))) goto fail;
+    /* the workers whose replicas this process holds: every one, or its rank's */
+    s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
+    s->whi = s->neps == s->W ? s->W : s->wlo + 1;
+    if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
+    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
+        if ((rc = alloc_replica(s, r, err))) goto fail;
+    if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;
+    if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
+        ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * s->esz, &s->central, err)) ||
+         (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
+                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
+        goto fail;
+    if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
     s->host_x = malloc((size_t)s->rows * f * sizeof(float) + 1);
     s->host_labels = malloc(s->rows + 1);
     s->host_targets = malloc((size_t)s->rows * out0 * sizeof(float) + 1);
@@ -222,12 +247,23 @@ fail:
     return rc;
 }
 
+static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    return open_with(plan, data, dr_comm_threads(), out, err);
+}
+
+static int mpi_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    return open_with(plan, data, dr_comm_mpi(), out, err);
+}
+
 static const dr_strategy *engine_strategy(const dr_session *s) { return &s->strat; }
 
 static int engine_get(dr_session *s, float *params, float *slots, dr_err *err)
 {
     size_t P = s->plan->P, S = P * (size_t)s->plan->nslots;
-    dr_buffer *p = s->var ? s->var : s->rb[0].params, *sl = s->var ? s->var_slots : s->rb[0].slots;
+    uint32_t r0 = s->wlo * s->L;   /* this process's first replica */
+    dr_buffer *p = s->var ? s->var : s->rb[r0].params, *sl = s->var ? s->var_slots : s->rb[r0].slots;
     int rc = s->bo->sync(s->be, err);
     if (rc == DR_OK) rc = s->bo->download(s->be, params, p, 0, P * sizeof(float), err);
     if (rc == DR_OK && S) rc = s->bo->download(s->be, slots, sl, 0, S * sizeof(float), err);
@@ -246,19 +282,24 @@ static int engine_step_fn(dr_session *s, const dr_dist_batch *b, uint64_t step, 
     return rc;
 }
 
-/* Mirrored replicas must hold the same variables after every step. */
+/* Mirrored replicas must hold the same variables after every step: this
+ * process's replicas compared, and across ranks a hash of them (collective
+ * under MPI: every rank summarizes). */
 static bool replicas_identical(dr_session *s)
 {
     size_t P = s->plan->P;
+    uint32_t r0 = s->wlo * s->L;
     float *a = malloc(P * sizeof(float) + 1), *b = malloc(P * sizeof(float) + 1);
     dr_err err;
     bool same = a && b;
-    for (uint32_t r = 1; same && !s->var && r < s->R; r++) {
-        if (s->bo->download(s->be, a, s->rb[0].params, 0, P * sizeof(float), &err) ||
-            s->bo->download(s->be, b, s->rb[r].params, 0, P * sizeof(float), &err))
-            same = false;
+    uint64_t h = 1469598103934665603ull;
+    if (same && !s->var && s->bo->download(s->be, a, s->rb[r0].params, 0, P * sizeof(float), &err)) same = false;
+    for (uint32_t r = r0 + 1; same && !s->var && r < s->whi * s->L; r++) {
+        if (s->bo->download(s->be, b, s->rb[r].params, 0, P * sizeof(float), &err)) same = false;
         else same = memcmp(a, b, P * sizeof(float)) == 0;
     }
+    for (size_t i = 0; a && i < P * sizeof(float); i++) h = (h ^ ((const unsigned char *)a)[i]) * 1099511628211ull;
+    if (s->ranks) same = engine_ranks_in_sync(s, same ? h : 0) && same;
     free(a); free(b);
     return same;
 }
@@ -277,5 +318,18 @@ const dr_variant dr_variant_openmp = {
     "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
     "",
     engine_supports, engine_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
-    engine_close, NULL,
+    engine_close, NULL, NULL,
+};
+
+/* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker
+ * 0), validated against the MPI rank by the CLI. */
+static bool mpi_chief(const dr_session *s) { return s->wlo == 0; }
+
+const dr_variant dr_variant_mpi = {
+    "mpi",
+    "the engine with one MPI rank per worker (multi_worker_mirrored; one-worker strategies with -np 1): "
+    "exact (the reference's bits) or fast",
+    "mpirun -np N",
+    mpi_supports, mpi_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    engine_close, NULL, mpi_chief,
 };

@@ -18,6 +18,8 @@
 
 #define ENGINE_MAX_WORKERS 16
 
+typedef struct engine_ranks engine_ranks;
+
 typedef struct engine_tpu {
     bool          on;
     dr_tpu_system sys;
@@ -46,9 +48,12 @@ struct dr_session {
     int                  omp_saved, omp_threads;   /* the thread policy (engine.c): before, during */
     bool                 threads_set;
     const dr_comm_ops   *co;
-    dr_comm             *ep[ENGINE_MAX_WORKERS];
+    dr_comm             *ep[ENGINE_MAX_WORKERS];   /* ep[w - wlo]: the endpoints this process holds */
     uint32_t             neps;
     uint32_t             R, W, L;            /* replicas, workers, replicas per worker */
+    uint32_t             wlo, whi;           /* the workers this process runs: all (threads comm) or its
+                                                rank's (MPI); it holds replicas [wlo*L, whi*L) only */
+    engine_ranks        *ranks;              /* MPI: the step's exchange between ranks (ranks.c) */
     uint32_t             rows;               /* the largest batch a replica computes */
     dr_replica_bufs      rb[DR_MAX_DEVICES - 1];
     dr_buffer           *var, *var_slots, *central;   /* central_storage */
@@ -73,6 +78,24 @@ void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
 /* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */
 int  engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uint32_t pad, dr_err *err);
 void engine_report(dr_session *s, dr_step_report *out);
+
+/* ranks.c: the MPI variant's agreement and report across ranks. After
+ * every local replica computed: each rank's verdict (rc, message), its
+ * replicas' losses, correct counts and the example ids each one staged go
+ * to every rank (the comm's all_gather); a rank that failed fails every
+ * rank alike, before anyone enters the reduction. */
+int  engine_ranks_open(dr_session *s, dr_err *err);
+void engine_ranks_close(dr_session *s);
+/* replica r's staged ids (r local) */
+void engine_ranks_staged(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n);
+int  engine_ranks_agree(dr_session *s, int rc, const dr_err *local_err, dr_err *err);
+/* the step's loss partials (merged into *total, or the fast float sum in
+ * replica order into *ftotal), correct predictions and the ids every
+ * replica staged (*ids, off[0..R]), from every rank's record */
+void engine_ranks_totals(dr_session *s, dr_acc *total, float *ftotal, uint64_t *correct, const uint32_t **ids,
+                         uint32_t *off);
+/* every rank's variables hash alike (summary.json's replicas_in_sync) */
+bool engine_ranks_in_sync(dr_session *s, uint64_t my_hash);
 
 /* tpu.c */
 int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);

@@ -151,14 +151,14 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         void *dst = b->host_ptr(s->central);
-        if (fast) rc = s->co->reduce_to_f32(s->ep[w], flocal, s->plan->P, s->strat.variable_device, dst, err);
+        if (fast) rc = s->co->reduce_to_f32(s->ep[w - s->wlo], flocal, s->plan->P, s->strat.variable_device, dst, err);
         else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
-            rc = s->co->reduce_to(s->ep[w], local, s->plan->P, s->strat.variable_device, dst, err);
+            rc = s->co->reduce_to(s->ep[w - s->wlo], local, s->plan->P, s->strat.variable_device, dst, err);
         if (rc) return rc;
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     }
-    rc = fast ? s->co->all_reduce_f32(s->ep[w], flocal, s->plan->P, err)
-              : s->co->all_reduce(s->ep[w], local, s->plan->P, err);
+    rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
+              : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
     if (rc) return rc;
     #pragma omp parallel for schedule(static) if (L > 1)
     for (uint32_t k = 0; k < L; k++)
@@ -189,7 +189,7 @@ static int run_phase(dr_session *s, phase_fn fn, dr_err *err)
     worker_arg arg[ENGINE_MAX_WORKERS];
     uint32_t started = 0;
     int rc = DR_OK;
-    if (s->W == 1) return fn(s, 0, err);
+    if (s->whi - s->wlo == 1) return fn(s, s->wlo, err);   /* one worker here (or one rank's) */
     for (; started < s->W; started++) {
         arg[started] = (worker_arg){ s, started, fn };
         s->rc[started] = DR_OK;
@@ -206,15 +206,22 @@ static int run_phase(dr_session *s, phase_fn fn, dr_err *err)
 
 /* Every worker computes; only when all succeeded do they meet in the
  * collective. A worker that failed alone would otherwise leave the others
- * waiting in the comm for a partner that never comes (an MPI rank does the
- * same with an agreement before its all-reduce). */
-static int run_workers(dr_session *s, dr_err *err)
+ * waiting in the comm for a partner that never comes; MPI ranks agree the
+ * same way (ranks.c) before their all-reduce. rc: staging's verdict. */
+static int run_workers(dr_session *s, int rc, dr_err *err)
 {
-    int rc = run_phase(s, worker_compute, err);
-    for (uint32_t r = 0; rc == DR_OK && r < s->R; r++)
+    if (rc == DR_OK) rc = run_phase(s, worker_compute, err);
+    for (uint32_t r = s->wlo * s->L; rc == DR_OK && r < s->whi * s->L; r++)
         if (!s->bo->host_ptr(s->rb[r].grad))
-            rc = dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
-    return rc ? rc : run_phase(s, worker_reduce, err);
+            rc = dr_fail(err, DR_EUNSUPPORTED, "the comm needs host-addressable gradients");
+    if (s->ranks) {
+        dr_err mine = *err;
+        rc = engine_ranks_agree(s, rc, &mine, err);
+    }
+    if (rc) return rc;
+    if ((rc = run_phase(s, worker_reduce, err)) && s->ranks)   /* MPI: name the step (ranks.c names it too) */
+        dr_fail_wrap(err, "step %llu", (unsigned long long)s->step);
+    return rc;
 }
 
 /* The step's loss: the replicas' shares summed, rounded once (fast: the
@@ -225,7 +232,10 @@ void engine_report(dr_session *s, dr_step_report *out)
     float ftotal = 0.0f;
     dr_acc_init(&total);
     out->correct = 0;
-    for (uint32_t r = 0; r < s->R; r++) {
+    out->ids = s->ids;
+    memcpy(out->off, s->off, (s->R + 1) * sizeof *s->off);
+    if (s->ranks) engine_ranks_totals(s, &total, &ftotal, &out->correct, &out->ids, out->off);
+    for (uint32_t r = 0; !s->ranks && r < s->R; r++) {
         dr_acc l;
         float f;
         dr_err e;
@@ -244,8 +254,6 @@ void engine_report(dr_session *s, dr_step_report *out)
     }
     out->count = s->count;
     out->num_replicas = s->R;
-    out->ids = s->ids;
-    memcpy(out->off, s->off, (s->R + 1) * sizeof *s->off);
 }
 
 /* The shares' scaling (docs/SEMANTICS.md §2). The loss's divisor D is G
@@ -291,14 +299,21 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     if ((rc = scale(s, err))) return rc;
     s->step = step;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
-    for (uint32_t r = 0; r < s->R; r++) {
-        if ((rc = engine_stage(s, r, s->ids + s->off[r], s->off[r + 1] - s->off[r], 0, err))) return rc;
+    for (uint32_t r = s->wlo * s->L; rc == DR_OK && r < s->whi * s->L; r++) {
+        uint32_t q = r;   /* the replica whose examples r trains on */
+#if defined(DR_MUTANT_MPI_SHARD_SWAP)
+        /* planted fault: a rank takes replica (r mod L) * W + r / L's examples (w*L+r read as r*W+w) */
+        if (s->ranks) q = (r % s->L) * s->W + r / s->L;
+#endif
+        if ((rc = engine_stage(s, r, s->ids + s->off[q], s->off[q + 1] - s->off[q], 0, err))) break;
+        if (s->ranks) engine_ranks_staged(s, r, s->ids + s->off[q], s->off[q + 1] - s->off[q]);
         if (s->var) {   /* central_storage: the variables come to the replica */
-            if ((rc = s->bo->copy(s->be, s->rb[r].params, 0, s->var, 0, s->plan->P * sizeof(float), err))) return rc;
+            if ((rc = s->bo->copy(s->be, s->rb[r].params, 0, s->var, 0, s->plan->P * sizeof(float), err))) break;
             engine_count(&s->strat, s->strat.variable_device, s->strat.replica_device[r], s->plan->P * sizeof(float));
         }
     }
-    if ((rc = run_workers(s, err))) return rc;
+    if (rc && !s->ranks) return rc;   /* MPI: a rank's failure goes through the agreement */
+    if ((rc = run_workers(s, rc, err))) return rc;
     engine_report(s, out);
     return DR_OK;
 }

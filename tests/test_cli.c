@@ -253,7 +253,7 @@ static void test_log_device_placement_scope(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--variant=openmp", "--log_device_placement");
-    expect(&r, 2, "--log_device_placement does not apply to --variant=openmp: it is only for --variant=ref");
+    expect(&r, 2, "--log_device_placement does not apply to --variant=openmp: it is only for the reference's training");
     RUN(&r, "train", MD, "--distribution_strategy=tpu", "--tpu=v3-8", "--log_device_placement");
     expect(&r, 2, "--log_device_placement does not apply to --distribution_strategy=tpu");
     RUN(&r, "evaluate", MD, "--distribution_strategy=one_device", "--log_device_placement");
@@ -356,7 +356,7 @@ static void test_bad_variant(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--variant=cuda", "--experiment=linear_ones");
-    expect(&r, 2, "--variant: expected ref or openmp, got 'cuda'");
+    expect(&r, 2, "--variant: expected ref or openmp or mpi, got 'cuda'");
 }
 /* What a variant cannot run is refused by name, and listed by `variants`. */
 static void test_variant_refusals(void **s)
@@ -366,6 +366,25 @@ static void test_variant_refusals(void **s)
     expect(&r, 1, "--variant=openmp: --layer_devices (model parallelism) runs in the reference only");
     RUN(&r, "variants");
     expect(&r, 0, "parameter_server       exact  not supported: --variant=openmp: parameter_server is built in the reference only");
+}
+/* --variant=mpi without mpirun: a singleton MPI world of one rank. Its
+ * TF_CONFIG is derived (one worker) or checked against the world. */
+static void test_mpi_singleton(void **s)
+{
+    char md2[1100];
+    (void)s; result r;
+    RUN(&r, "train", model_dir_flag(md2, sizeof md2, "mpi1"), "--variant=mpi",
+        "--distribution_strategy=multi_worker_mirrored", "--train_steps=2",
+        "--synthetic_examples=200", "--print_tf_config");
+    expect(&r, 0, "TF_CONFIG (MPI rank 0 of 1): {\"cluster\": {\"worker\": [");
+    setenv("TF_CONFIG", "{\"cluster\":{\"worker\":[\"a:1\",\"b:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}", 1);
+    RUN(&r, "train", MD, "--variant=mpi", "--distribution_strategy=multi_worker_mirrored", "--train_steps=1");
+    unsetenv("TF_CONFIG");
+    expect(&r, 2, "TF_CONFIG: the cluster has 2 training workers (chief + worker) but mpirun started 1 ranks");
+    RUN(&r, "train", MD, "--collective_timeout=3", "--distribution_strategy=one_device");
+    expect(&r, 2, "--collective_timeout does not apply to --variant=ref: it is only for --variant=mpi");
+    RUN(&r, "variants");
+    expect(&r, 0, "tpu                    exact  not supported: --variant=mpi: the tpu strategy runs in one process");
 }
 static void test_fast_needs_engine(void **s)
 {
@@ -627,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_shard_policy_file_needs_files),
         cmocka_unit_test(test_bad_variant),
         cmocka_unit_test(test_variant_refusals),
+        cmocka_unit_test(test_mpi_singleton),
         cmocka_unit_test(test_fast_needs_engine),
         cmocka_unit_test(test_bad_numerics),
         cmocka_unit_test(test_bad_threads),

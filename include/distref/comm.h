@@ -80,7 +80,12 @@ typedef struct dr_comm_config {
     const size_t *tensor_len;      /* ntensors lengths, summing to the array length */
     uint32_t      ntensors;
     dr_strategy  *strategy;        /* devices whose byte counters the collectives update */
+    double        timeout_s;       /* MPI: seconds a collective may wait without any message
+                                      moving before it fails naming the rank it waits for
+                                      (0: DR_COMM_TIMEOUT_DEFAULT); the threads comm waits */
 } dr_comm_config;
+
+#define DR_COMM_TIMEOUT_DEFAULT 5.0
 
 typedef struct dr_comm dr_comm;    /* one rank's endpoint */
 
@@ -114,11 +119,27 @@ typedef struct dr_comm_ops {
     int      (*all_reduce_ranges_f32)(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges,
                                       uint32_t l, double *seconds, dr_err *err);
     int      (*barrier)(dr_comm *c, dr_err *err);
+    /* Optional (NULL where one process holds every rank, as the threads
+     * comm). Collective: all[w * bytes ..] gets rank w's `bytes` bytes of
+     * mine, on every rank. The engine's agreement before a reduction and
+     * its step report (losses, counts, the examples each rank staged). */
+    int      (*all_gather)(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
 } dr_comm_ops;
 
 /* Ranks as thread groups of one process (devices/comm_threads.c): every
  * rank's collective must be called from its own thread, all at once
  * (a single rank may call from any thread). */
 const dr_comm_ops *dr_comm_threads(void);
+
+/* Ranks as MPI processes (devices/comm_mpi.c): open() gives this process's
+ * one endpoint; MPI must be initialized (distref/mpi.h) with a world of
+ * num_ranks. One rank runs the threads comm's algorithms on its local
+ * replicas (the same bits and bytes); more ranks run, per pack, the ring
+ * "across ranks" above over nonblocking point-to-point messages: the exact
+ * collectives carry the DR_ACC_BYTES wire form, the float ones floats, in
+ * the float order documented above (the threads comm's bits for the same
+ * ranks and local replicas). Every wait has a deadline (timeout_s without
+ * progress), after which the call fails naming the rank it waited for. */
+const dr_comm_ops *dr_comm_mpi(void);
 
 #endif

@@ -22,6 +22,10 @@
  * to docs/CONFORMANCE.md's bounds. */
 extern const dr_variant dr_variant_openmp;
 
+/* --variant=mpi: the same engine under `mpirun -np N`, one rank per worker
+ * holding only its own replicas, the MPI comm between ranks (docs/MPI.md). */
+extern const dr_variant dr_variant_mpi;
+
 /* TensorFlow's split of a global step of `count` examples (nominal batch G)
  * over R replicas, written independently of core/input.c: off[0..R]. */
 void dr_engine_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *off);

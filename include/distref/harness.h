@@ -45,6 +45,14 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
+/* --variant=mpi (harness/mpi_cluster.c): the TF_CONFIG of this MPI rank.
+ * given (the environment's TF_CONFIG) is checked against the MPI world (its
+ * training workers = the ranks, this task's id = the rank: DR_EUSAGE naming
+ * both otherwise) and copied; absent, it is derived from the world (N
+ * workers, task index = rank, rank 0 the chief). Collective when derived.
+ * *out is the caller's to free. */
+int dr_mpi_tf_config(const char *given, char **out, dr_err *err);
+
 /* `distref export`: writes into cfg->model_dir what another framework needs
  * to reproduce the run (harness/export.c): what = init (the initial
  * variables, Keras layout), data (x and y as the model sees them), batches

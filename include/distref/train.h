@@ -74,6 +74,8 @@ typedef struct dr_run_config {
     char     variant[16];         /* "ref" (default) or "openmp" */
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
+    double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
+                                   * it fails naming the rank it waits for; 0 = the comm's default */
     bool     progress;            /* a progress bar on stderr */
     FILE    *placement_log;       /* --log_device_placement: the reference logs each op's device
                                    * here (TensorFlow's format, ref/placement_log.c); NULL: off */

@@ -86,6 +86,13 @@ typedef struct dr_variant {
      * checkpointing through log; it resumes from model_dir itself. NULL for
      * synchronous variants. */
     int  (*train)(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err);
+
+    /* Optional: whether this process is the chief, the one that writes
+     * model_dir (metrics.jsonl, checkpoints, summary.json), as TensorFlow's
+     * chief does. A multi-process variant (MPI) answers for its rank; the
+     * others still run every step, summarize and read checkpoints. NULL:
+     * always (one process). */
+    bool (*chief)(const dr_session *s);
 } dr_variant;
 
 #endif

@@ -1,0 +1,154 @@
+/* distref bench — the MPI comm's all-reduce against MPI_Allreduce, in the
+ * style of nccl-tests' all_reduce_perf, in one run:
+ *
+ *   mpirun -np 2 build/rel/bench/mpi_allreduce [--json FILE] [--max_mb 16]
+ *
+ * For each size (float data, 1 KB .. 16 MB, x4 steps) every rank holds
+ * count = size/4 floats x_w[i]. Three all-reduces of them:
+ *   exact   dr_comm_mpi()->all_reduce over exact accumulators (one local
+ *           replica per rank, one pack): the ring over the DR_ACC_BYTES wire
+ *           form, rounded once afterwards (the rounding is not timed)
+ *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
+ *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
+ * time: the median over iterations of the slowest rank's time (a barrier
+ * before each); algbw = size / time, busbw = algbw * 2 (n-1) / n (nccl-tests'
+ * definitions, size being the float data); ratio = busbw / mpi's busbw.
+ * #wrong counts elements that differ from the correctly rounded sum,
+ * computed independently: the x_w[i] are floats in [-16, 16) with at most
+ * 28 bits between their largest and smallest bit, so their sum in double is
+ * exact and one conversion to float rounds it once.
+ */
+#include "bench/bench_common.h"
+#include "distref/comm.h"
+#include "distref/mpi.h"
+#include "distref/rng.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ITERS_MAX 30
+
+static float value(uint32_t w, size_t i)
+{
+    float u = dr_rng_uniform(2026, w, (uint64_t)i) * 2.0f - 1.0f;   /* [-1, 1) on a 2^-24 grid */
+    return u * (float)(1u << (i % 5));                                 /* times 1 .. 16 */
+}
+
+static double slowest(double t)
+{
+    double m = t;
+    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return t[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    const char *json = NULL;
+    double max_mb = 16;
+    uint32_t rank, W;
+    dr_err err;
+    FILE *jf = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
+        else if (strcmp(argv[i], "--max_mb") == 0 && i + 1 < argc) max_mb = atof(argv[++i]);
+        else { fprintf(stderr, "usage: mpirun -np N mpi_allreduce [--json FILE] [--max_mb MB]\n"); return 2; }
+    }
+    if (dr_mpi_init(&argc, &argv, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); return 1; }
+    dr_mpi_world(&rank, &W);
+    if (rank == 0) {
+        printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
+               "wire), ring32 = the same ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W, DR_ACC_BYTES);
+        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)",
+               "algbw", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)", "busbw", "#wrong");
+        if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
+    }
+    for (size_t bytes = 1024; bytes <= (size_t)(max_mb * 1048576.0); bytes *= 4) {
+        size_t n = bytes / sizeof(float);
+        int iters = (int)(64.0 * 1048576.0 / (double)bytes);
+        dr_acc *acc = malloc(n * sizeof *acc), *pristine = malloc(n * sizeof *pristine);
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
+        float *expect = malloc(n * sizeof *expect);
+        double t[ITERS_MAX], te, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
+        uint64_t wrong_e = 0, wrong_r = 0, wrong_m = 0;
+        dr_comm_config cc;
+        dr_comm *ep[1];
+        uint32_t neps = 0;
+        if (iters < 3) iters = 3;
+        if (iters > ITERS_MAX) iters = ITERS_MAX;
+        if (!acc || !pristine || !x || !y || !f || !expect) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
+        for (size_t i = 0; i < n; i++) {
+            double s = 0;
+            x[i] = value(rank, i);
+            dr_acc_init(&pristine[i]);
+            dr_acc_add(&pristine[i], x[i]);
+            for (uint32_t w = 0; w < W; w++) s += (double)value(w, i);
+            expect[i] = (float)s;
+        }
+        memset(&cc, 0, sizeof cc);
+        cc.num_ranks = W;
+        cc.local_replicas = 1;
+        cc.alg = DR_COMM_RING;
+        cc.num_packs = 1;
+        if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+        for (int k = 0; k < iters; k++) {   /* exact */
+            double t0;
+            memcpy(acc, pristine, n * sizeof *acc);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce(ep[0], &acc, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+            t[k] = slowest(dr_now() - t0);
+        }
+        te = median(t, iters);
+        for (size_t i = 0; i < n; i++) wrong_e += dr_acc_round(&acc[i]) != expect[i];
+        for (int k = 0; k < iters; k++) {   /* the same ring on floats */
+            double t0;
+            memcpy(f, x, n * sizeof *f);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce_f32(ep[0], &f, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+            t[k] = slowest(dr_now() - t0);
+        }
+        tr = median(t, iters);
+        for (size_t i = 0; i < n; i++) wrong_r += f[i] != expect[i];
+        for (int k = 0; k < iters; k++) {   /* MPI_Allreduce */
+            double t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            MPI_Allreduce(x, y, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            t[k] = slowest(dr_now() - t0);
+        }
+        tm = median(t, iters);
+        for (size_t i = 0; i < n; i++) wrong_m += y[i] != expect[i];
+        dr_comm_mpi()->close(ep, neps);
+        {   /* #wrong summed over ranks (each rank checks its own copy of the result) */
+            uint64_t mine[3] = { wrong_e, wrong_r, wrong_m }, all[3];
+            MPI_Allreduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong_e = all[0]; wrong_r = all[1]; wrong_m = all[2];
+        }
+        if (rank == 0) {
+            double ae = bytes / te / 1e9, be = ae * busf, br = bytes / tr / 1e9 * busf, bm = bytes / tm / 1e9 * busf;
+            printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n,
+                   te * 1e6, ae, be, W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e, tr * 1e6, br,
+                   (unsigned long long)wrong_r, tm * 1e6, bm, (unsigned long long)wrong_m);
+            if (jf)
+                fprintf(jf, "%s{\"bytes\": %zu, \"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
+                        "\"ring32_us\": %.3f, \"ring32_busbw\": %.4f, \"ring32_wrong\": %llu, \"mpi_us\": %.3f, "
+                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, te * 1e6, be,
+                        (unsigned long long)wrong_e, tr * 1e6, br, (unsigned long long)wrong_r, tm * 1e6, bm,
+                        (unsigned long long)wrong_m);
+        }
+        free(acc); free(pristine); free(x); free(y); free(f); free(expect);
+    }
+    if (jf) { fprintf(jf, "]}\n"); fclose(jf); }
+    if (rank == 0) printf("# busbw in GB/s; ratio = exact busbw / mpi busbw; #wrong over all ranks' copies\n");
+    dr_mpi_finalize();
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* distref devices — internals of the MPI comm (devices/comm_mpi.c: the
+ * collectives; devices/comm_mpi_wait.c: waiting with deadlines, death
+ * notices and liveness pings, all_gather and barrier). Not a public header:
+ * nothing outside devices/comm_mpi* includes it. */
+#ifndef DISTREF_DEVICES_COMM_MPI_INTERNAL_H
+#define DISTREF_DEVICES_COMM_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include "devices/comm_internal.h"
+#include "distref/mpi.h"
+
+#define CM_SEG   8192     /* elements per message */
+#define CM_DEPTH 8        /* messages in flight each way */
+#define CM_TAGS  30000    /* segment tags; MPI guarantees at least 32767 */
+#define CM_TAG_GATHER (CM_TAGS + 1)
+#define CM_TAG_NOTICE (CM_TAGS + 2)   /* "rank X died": sent by the first rank whose deadline passed */
+#define CM_TAG_PING   (CM_TAGS + 3)   /* "are you alive?", answered with CM_TAG_PONG from any wait */
+#define CM_TAG_PONG   (CM_TAGS + 4)
+#define CM_PING_S     0.5             /* how long a ping waits for its pong */
+
+typedef enum cm_op { CM_MERGE, CM_SET, CM_ADD, CM_COPY } cm_op;   /* exact: merge, set; float: add, copy */
+
+typedef struct cm_seg { size_t at, len; } cm_seg;
+
+typedef struct cm_ep {
+    struct dr_comm base;     /* first member: a dr_comm * of this comm is a cm_ep * */
+    ct_hub   geom;           /* only geom.cfg: packs, chunks and byte counts (comm_threads.c's helpers) */
+    MPI_Comm comm;
+    uint32_t rank, size;
+    dr_comm *inner;          /* one rank: the threads comm's endpoint */
+    uint8_t *sbuf, *rbuf;    /* CM_DEPTH slots of CM_SEG * DR_ACC_BYTES each */
+    double   timeout;
+} cm_ep;
+
+#define CM_SPIN_S 200e-6              /* an idle wait spins this long before it yields the core */
+
+/* A dr_comm of this comm is a cm_ep (its first member). */
+static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
+
+/* ---- comm_mpi_wait.c ---------------------------------------------------- */
+double dr_cm_now(void);                  /* monotonic seconds */
+/* Yields the core once `since` is more than CM_SPIN_S ago. */
+void   dr_cm_idle(double since);
+/* DR_EFAULT with MPI's message for error code mrc. */
+int    dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what);
+/* Cancels and frees every active request of req[0..n). */
+void   dr_cm_cancel_all(MPI_Request *req, int n);
+/* Tells every other rank that `dead` died (fire and forget). */
+void   dr_cm_notice_send(cm_ep *e, uint32_t dead);
+/* DR_EFAULT naming the dead rank when another rank's notice arrived. */
+int    dr_cm_notice_check(cm_ep *e, const char *what, dr_err *err);
+/* Answers the pings that arrived; every wait calls it. */
+void   dr_cm_pong_serve(cm_ep *e);
+/* *alive: whether peer answered a ping within CM_PING_S. */
+int    dr_cm_ping(cm_ep *e, uint32_t peer, bool *alive, const char *what, dr_err *err);
+/* The comm's all_gather and barrier (distref/comm.h). */
+int    dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
+int    dr_cm_barrier(dr_comm *c, dr_err *err);
+
+#endif

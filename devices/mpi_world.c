@@ -1,0 +1,75 @@
+/* distref devices — the MPI world (distref/mpi.h). */
+#include "distref/mpi.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dr_mpi_init(int *argc, char ***argv, dr_err *err)
+{
+    int provided = 0, flag = 0;
+    MPI_Initialized(&flag);
+    if (flag) return DR_OK;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: MPI_Init_thread failed");
+    if (provided < MPI_THREAD_FUNNELED)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: this MPI gives thread level %d, distref needs "
+                       "MPI_THREAD_FUNNELED (%d)", provided, MPI_THREAD_FUNNELED);
+    return DR_OK;
+}
+
+bool dr_mpi_active(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
+
+void dr_mpi_world(uint32_t *rank, uint32_t *size)
+{
+    int r = 0, n = 1;
+    if (dr_mpi_active()) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        MPI_Comm_size(MPI_COMM_WORLD, &n);
+    }
+    if (rank) *rank = (uint32_t)r;
+    if (size) *size = (uint32_t)n;
+}
+
+void dr_mpi_host(char *buf, size_t n)
+{
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = "localhost";
+    int len = 0;
+    if (dr_mpi_active() && MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0) name[len] = '\0';
+    else snprintf(name, sizeof name, "localhost");
+    snprintf(buf, n, "%s", name);
+}
+
+int dr_mpi_hosts(char *hosts, size_t len, dr_err *err)
+{
+    uint32_t rank, size;
+    char *mine;
+    int mrc;
+    if (!dr_mpi_active()) return dr_fail(err, DR_ESTATE, "MPI is not initialized");
+    if (len == 0 || len > 4096) return dr_fail(err, DR_EUSAGE, "dr_mpi_hosts: %zu bytes per host", len);
+    dr_mpi_world(&rank, &size);
+    if (!(mine = calloc(1, len))) return dr_fail(err, DR_ENOMEM, "out of host memory for the host names");
+    dr_mpi_host(mine, len);
+    mrc = MPI_Allgather(mine, (int)len, MPI_CHAR, hosts, (int)len, MPI_CHAR, MPI_COMM_WORLD);
+    free(mine);
+    if (mrc != MPI_SUCCESS) return dr_fail(err, DR_EFAULT, "MPI_Allgather of the host names failed");
+    for (uint32_t w = 0; w < size; w++) hosts[(size_t)w * len + len - 1] = '\0';
+    return DR_OK;
+}
+
+void dr_mpi_finalize(void)
+{
+    if (dr_mpi_active()) MPI_Finalize();
+}
+
+void dr_mpi_abort(int code)
+{
+    if (dr_mpi_active()) MPI_Abort(MPI_COMM_WORLD, code);
+}

@@ -1,0 +1,83 @@
+/* distref harness — TF_CONFIG under mpirun (--variant=mpi).
+ *
+ * TensorFlow's multi-worker cluster is TF_CONFIG: every task is told the
+ * whole cluster and which task it is. Under MPI the world already says so:
+ * N ranks, this one's rank. So:
+ *   - TF_CONFIG set (per rank, as TensorFlow expects): it must describe the
+ *     same world: its training workers (chief + worker) are the N ranks,
+ *     and this rank's task has id = rank (the chief is id 0, workers
+ *     follow). A mismatch is DR_EUSAGE naming both sides.
+ *   - TF_CONFIG absent: derived from the world: N "worker" tasks at
+ *     "HOST:2222+w" (HOST the rank's processor name; the addresses are
+ *     nominal, MPI carries the bytes), this task worker `rank`, so rank 0
+ *     (worker 0, no chief) is the chief.
+ * The text is what --print_tf_config shows and what the run uses.
+ */
+#include "distref/harness.h"
+#include "distref/cluster.h"
+#include "distref/mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_LEN 64
+
+static bool host_ok(const char *h)
+{
+    if (!h[0]) return false;
+    for (const char *p = h; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '-' || *p == '_'))
+            return false;
+    return true;
+}
+
+static int derive(uint32_t rank, uint32_t size, char **out, dr_err *err)
+{
+    char *hosts = calloc(size, HOST_LEN), *s;
+    size_t cap = (size_t)size * (HOST_LEN + 16) + 128, len = 0;
+    int rc;
+    if (!hosts) return dr_fail(err, DR_ENOMEM, "out of host memory for TF_CONFIG");
+    if ((rc = dr_mpi_hosts(hosts, HOST_LEN, err))) { free(hosts); return rc; }
+    if (!(s = malloc(cap))) { free(hosts); return dr_fail(err, DR_ENOMEM, "out of host memory for TF_CONFIG"); }
+    len += (size_t)snprintf(s + len, cap - len, "{\"cluster\": {\"worker\": [");
+    for (uint32_t w = 0; w < size; w++) {
+        const char *h = hosts + (size_t)w * HOST_LEN;
+        len += (size_t)snprintf(s + len, cap - len, "%s\"%s:%u\"", w ? ", " : "", host_ok(h) ? h : "localhost",
+                                2222 + w);
+    }
+    snprintf(s + len, cap - len, "]}, \"task\": {\"type\": \"worker\", \"index\": %u}}", rank);
+    free(hosts);
+    *out = s;
+    return DR_OK;
+}
+
+int dr_mpi_tf_config(const char *given, char **out, dr_err *err)
+{
+    uint32_t rank, size, workers, id;
+    dr_cluster cl;
+    int rc;
+    dr_mpi_world(&rank, &size);
+    if (!given || !given[0] || strspn(given, " \t\r\n") == strlen(given)) return derive(rank, size, out, err);
+    if ((rc = dr_cluster_parse(given, &cl, err))) return rc;
+    workers = dr_cluster_worker_count(&cl);
+    id = dr_cluster_id_in_cluster(&cl);
+    rc = DR_OK;
+    if (!cl.has_task)
+        rc = dr_fail(err, DR_EUSAGE, "TF_CONFIG: no task for MPI rank %u of %u: give each rank its own task, or unset "
+                     "TF_CONFIG to derive it from the MPI world", rank, size);
+    else if (workers != size)
+        rc = dr_fail(err, DR_EUSAGE, "TF_CONFIG: the cluster has %u training workers (chief + worker) but mpirun "
+                     "started %u ranks (-np %u); they must be equal (this is MPI rank %u)", workers, size, size, rank);
+    else if (id != rank)
+        rc = dr_fail(err, DR_EUSAGE, "TF_CONFIG: task.type '%s', task.index %u is worker id %u of the cluster, but "
+                     "this process is MPI rank %u of %u: rank w needs the task with id w (the chief is id 0, then "
+                     "worker 0, 1, ...)", dr_task_type_name(cl.task_type), cl.task_index,
+                     id == UINT32_MAX ? 0 : id, rank, size);
+    dr_cluster_free(&cl);
+    if (rc) return rc;
+    if (!(*out = malloc(strlen(given) + 1))) return dr_fail(err, DR_ENOMEM, "out of host memory for TF_CONFIG");
+    memcpy(*out, given, strlen(given) + 1);
+    return DR_OK;
+}

@@ -1,0 +1,40 @@
+/* distref engine — the MPI world of a `mpirun -np N bin/distref ...` run
+ * (devices/mpi_world.c): initializing and finalizing MPI, this process's
+ * rank and the world's size. Only --variant=mpi initializes MPI; every
+ * other run never calls into libmpi. The collectives themselves are the
+ * MPI comm (distref/comm.h: dr_comm_mpi, devices/comm_mpi.c).
+ *
+ * Threads: MPI_THREAD_FUNNELED. A rank's OpenMP threads compute, only the
+ * thread that called dr_mpi_init calls MPI.
+ */
+#ifndef DISTREF_MPI_H
+#define DISTREF_MPI_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
+#error "distref/mpi.h is the engine's: core/ and ref/ may not include it (docs/ARCHITECTURE.md)"
+#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "distref/error.h"
+
+/* MPI_Init_thread (FUNNELED); DR_EUNSUPPORTED when MPI cannot give it. */
+int  dr_mpi_init(int *argc, char ***argv, dr_err *err);
+/* True between dr_mpi_init and dr_mpi_finalize (or MPI initialized by the
+ * program itself). */
+bool dr_mpi_active(void);
+/* This process's rank and the world's size; 0 and 1 without MPI. */
+void dr_mpi_world(uint32_t *rank, uint32_t *size);
+/* The host this rank runs on (MPI_Get_processor_name), "localhost" without MPI. */
+void dr_mpi_host(char *buf, size_t n);
+/* Collective: every rank's host (dr_mpi_host), hosts[w * len ..] for
+ * rank w, each NUL-terminated within len bytes. */
+int  dr_mpi_hosts(char *hosts, size_t len, dr_err *err);
+/* Collective: MPI_Finalize. */
+void dr_mpi_finalize(void);
+/* Ends every rank of the job with exit status code (MPI_Abort): what a rank
+ * does after an error, so that no rank is left waiting for it. */
+void dr_mpi_abort(int code);
+
+#endif

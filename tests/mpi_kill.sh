@@ -1,0 +1,64 @@
+#!/bin/sh
+# A rank killed (SIGKILL) in the middle of multi_worker_mirrored training
+# under `mpirun -np 3`: every surviving rank must exit within 10 s with an
+# error naming the dead rank and the step (docs/MPI.md, "When a rank dies").
+#
+#   sh tests/mpi_kill.sh [DISTREF] [TRIALS] [MODE]
+#
+# MODE recovery (default): mpirun --enable-recovery, so that mpirun does not
+# end the job itself and distref's own deadline (--collective_timeout, 5 s)
+# has to detect the death; each trial passes when both survivors print
+# "rank 1" and "step N" and the job ends within 10 s of the kill.
+# MODE default: plain mpirun, which ends the job when a process dies; a
+# trial passes when the job ends within 10 s (mpirun names the rank only).
+# Prints one line per trial and "detected N/T"; exit status 0 when N = T.
+set -u
+bin=${1:-bin/distref}
+trials=${2:-10}
+mode=${3:-recovery}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+extra=""
+[ "$mode" = recovery ] && extra="--enable-recovery"
+ok=0
+i=1
+while [ "$i" -le "$trials" ]; do
+    d=$(mktemp -d)
+    # shellcheck disable=SC2086
+    mpirun --oversubscribe $extra -np 3 "$bin" train --variant=mpi --distribution_strategy=multi_worker_mirrored \
+        --global_batch_size=64 --synthetic_examples=20000 --epochs=100 --model_dir="$d/m" > "$d/out" 2> "$d/err" &
+    mp=$!
+    # kill rank 1 at a random moment 1.5 .. 3 s into the run
+    sleep "$(awk -v s="$i" 'BEGIN { srand(s); printf "%.2f", 1.5 + 1.5 * rand() }')"
+    pid=""
+    for p in $(pgrep -P "$mp"); do
+        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then pid=$p; fi
+    done
+    if [ -z "$pid" ]; then
+        echo "trial $i: rank 1 not found (the run ended early?)"
+        kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null; rm -rf "$d"; i=$((i + 1)); continue
+    fi
+    t0=$(date +%s.%N)
+    kill -9 "$pid"
+    # the job must end within 10 s; past that it is killed and the trial fails
+    n=0
+    while kill -0 "$mp" 2>/dev/null && [ "$n" -lt 120 ]; do sleep 0.1; n=$((n + 1)); done
+    t1=$(date +%s.%N)
+    if kill -0 "$mp" 2>/dev/null; then kill -9 "$mp" 2>/dev/null; fi
+    wait "$mp" 2>/dev/null
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    named=$(grep -c 'rank 1.*died or hangs\|rank 1, step' "$d/err")
+    steps=$(grep -o 'step [0-9]*' "$d/err" | head -1)
+    within=$(awk -v s="$secs" 'BEGIN { print (s <= 10.0) }')
+    if [ "$mode" = recovery ]; then
+        pass=$([ "$within" = 1 ] && [ "$named" -ge 2 ] && [ -n "$steps" ] && echo 1 || echo 0)
+    else
+        pass=$within
+    fi
+    echo "trial $i: killed rank 1 (pid $pid); job ended after $secs s; survivors naming rank 1: $named; ${steps:-no step}; $([ "$pass" = 1 ] && echo detected || echo MISSED)"
+    [ "$pass" = 1 ] && ok=$((ok + 1))
+    [ "$pass" = 1 ] || sed 's/^/    /' "$d/err" | head -8
+    rm -rf "$d"
+    i=$((i + 1))
+done
+echo "detected $ok/$trials ($mode)"
+[ "$ok" -eq "$trials" ]
