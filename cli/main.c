@@ -401,7 +401,7 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     cfg.stop = &stop_signal;
     if (strcmp(c->variant, "mpi") == 0) {   /* TF_CONFIG checked against, or derived from, the MPI world */
         char *tf = NULL;
-        if ((rc = dr_mpi_tf_config(cfg.tf_config, &tf, err))) return rc;
+        if ((rc = dr_mpi_tf_config(cfg.tf_config, cfg.strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err))) return rc;
         cfg.tf_config = tf;
         rc = run_config(c, &cfg, err);
         free(tf);

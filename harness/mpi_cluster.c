@@ -53,13 +53,66 @@ static int derive(uint32_t rank, uint32_t size, char **out, dr_err *err)
     return DR_OK;
 }
 
-int dr_mpi_tf_config(const char *given, char **out, dr_err *err)
+/* parameter_server: rank 0 the chief, then the workers, then the ps tasks;
+ * derived with one ps task. */
+static int derive_ps(uint32_t rank, uint32_t size, char **out, dr_err *err)
+{
+    char *s;
+    size_t cap = (size_t)size * 32 + 256, len = 0;
+    uint32_t W = size - 2;
+    if (size < 3)
+        return dr_fail(err, DR_EUSAGE, "parameter_server under mpirun needs at least 3 ranks (a chief, a worker, a ps "
+                       "task); mpirun started %u (this is MPI rank %u)", size, rank);
+    if (!(s = malloc(cap))) return dr_fail(err, DR_ENOMEM, "out of host memory for TF_CONFIG");
+    len += (size_t)snprintf(s + len, cap - len, "{\"cluster\": {\"chief\": [\"localhost:2222\"], \"worker\": [");
+    for (uint32_t w = 0; w < W; w++)
+        len += (size_t)snprintf(s + len, cap - len, "%s\"localhost:%u\"", w ? ", " : "", 2223 + w);
+    len += (size_t)snprintf(s + len, cap - len, "], \"ps\": [\"localhost:%u\"]}, \"task\": ", 2223 + W);
+    if (rank == 0) snprintf(s + len, cap - len, "{\"type\": \"chief\", \"index\": 0}}");
+    else if (rank <= W) snprintf(s + len, cap - len, "{\"type\": \"worker\", \"index\": %u}}", rank - 1);
+    else snprintf(s + len, cap - len, "{\"type\": \"ps\", \"index\": 0}}");
+    *out = s;
+    return DR_OK;
+}
+
+static int check_ps(const dr_cluster *cl, uint32_t rank, uint32_t size, dr_err *err)
+{
+    uint32_t W = cl->job[DR_TASK_WORKER].n, P = cl->job[DR_TASK_PS].n, tasks = 1 + W + P, want = UINT32_MAX;
+    if (cl->job[DR_TASK_CHIEF].n > 1)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u chief tasks; a cluster has at most one", cl->job[DR_TASK_CHIEF].n);
+    if (tasks != size)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: the cluster has chief + %u workers + %u ps = %u tasks but mpirun "
+                       "started %u ranks (-np %u); they must be equal (this is MPI rank %u)", W, P, tasks, size, size,
+                       rank);
+    if (!cl->has_task) return DR_OK;   /* tasks by rank */
+    if (cl->task_type == DR_TASK_CHIEF) want = 0;
+    else if (cl->task_type == DR_TASK_WORKER) want = 1 + cl->task_index;
+    else if (cl->task_type == DR_TASK_PS) want = 1 + W + cl->task_index;
+    if (want != rank)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: task.type '%s', task.index %u is MPI rank %s%u of the cluster, but "
+                       "this process is MPI rank %u of %u: the chief is rank 0, worker i rank 1+i, ps j rank 1+W+j",
+                       dr_task_type_name(cl->task_type), cl->task_index, want == UINT32_MAX ? "(none) " : "",
+                       want == UINT32_MAX ? 0 : want, rank, size);
+    return DR_OK;
+}
+
+int dr_mpi_tf_config(const char *given, bool ps, char **out, dr_err *err)
 {
     uint32_t rank, size, workers, id;
     dr_cluster cl;
     int rc;
     dr_mpi_world(&rank, &size);
-    if (!given || !given[0] || strspn(given, " \t\r\n") == strlen(given)) return derive(rank, size, out, err);
+    if (!given || !given[0] || strspn(given, " \t\r\n") == strlen(given))
+        return ps ? derive_ps(rank, size, out, err) : derive(rank, size, out, err);
+    if (ps) {
+        if ((rc = dr_cluster_parse(given, &cl, err))) return rc;
+        rc = check_ps(&cl, rank, size, err);
+        dr_cluster_free(&cl);
+        if (rc) return rc;
+        if (!(*out = malloc(strlen(given) + 1))) return dr_fail(err, DR_ENOMEM, "out of host memory for TF_CONFIG");
+        memcpy(*out, given, strlen(given) + 1);
+        return DR_OK;
+    }
     if ((rc = dr_cluster_parse(given, &cl, err))) return rc;
     workers = dr_cluster_worker_count(&cl);
     id = dr_cluster_id_in_cluster(&cl);
