@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct chief {
@@ -60,6 +61,36 @@ static size_t held_by(const engine_ps *ps, uint32_t p)
     return n;
 }
 
+/* Every wait of the chief polls with a deadline (--collective_timeout
+ * seconds without the message moving): a rank that died or hangs ends the
+ * run with an error naming it and the step, and the CLI's MPI_Abort ends
+ * every rank, instead of a wait that never returns. */
+static int wait_for(const chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
+{
+    const struct timespec nap = { 0, 50000 };
+    double t0 = dr_now(), limit = c->s->cfg->collective_timeout > 0 ? c->s->cfg->collective_timeout
+                                                                    : DR_COMM_TIMEOUT_DEFAULT;
+    for (;;) {
+        int done = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (mrc) return mpi_fail(mrc, what, err);
+        if (done) return DR_OK;
+        if (dr_now() - t0 > limit)
+            return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: %s MPI rank %u for %.1f s: rank %u died or "
+                           "hangs", (unsigned long long)step, what, rank, limit, rank);
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A send from the chief, with the deadline. */
+static int send_to(const chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
+                   const char *what, dr_err *err)
+{
+    MPI_Request req;
+    int mrc = MPI_Isend(buf, n, type, (int)rank, tag, c->ps->comm, &req);
+    if (mrc) return mpi_fail(mrc, what, err);
+    return wait_for(c, &req, rank, what, step, err);
+}
+
 static int record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
 {
     char line[256];
@@ -82,12 +113,13 @@ static int dispatch(chief *c, const dr_ps_event *ev, dr_err *err)
 {
     engine_ps *ps = c->ps;
     uint64_t hdr[2] = { ev->closure, ev->read_version }, rd[2] = { ev->worker, 0 };
-    int mrc = MPI_Send(hdr, 2, MPI_UINT64_T, (int)(1 + ev->worker), PSM_DISPATCH, ps->comm);
-    for (uint32_t p = 0; mrc == MPI_SUCCESS && p < ps->P; p++)   /* the worker reads every shard */
-        if (held_by(ps, p)) mrc = MPI_Send(rd, 2, MPI_UINT64_T, (int)(1 + ps->W + p), PSM_READ, ps->comm);
-    if (mrc == MPI_SUCCESS)
-        mrc = MPI_Irecv(ps->res[ev->worker], (int)ps->msg_bytes, MPI_BYTE, (int)(1 + ev->worker), PSM_RESULT,
-                        ps->comm, &ps->req[ev->worker]);
+    int rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err), mrc;
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++)   /* the worker reads every shard */
+        if (held_by(ps, p))
+            rc = send_to(c, rd, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_READ, ev->version + 1, "a read request to", err);
+    if (rc) return rc;
+    mrc = MPI_Irecv(ps->res[ev->worker], (int)ps->msg_bytes, MPI_BYTE, (int)(1 + ev->worker), PSM_RESULT, ps->comm,
+                    &ps->req[ev->worker]);
     if (mrc) return mpi_fail(mrc, "dispatch", err);
     ps->dispatches++;
     c->arrival[ev->worker] = 0;
@@ -129,23 +161,24 @@ static int land(chief *c, const dr_ps_event *ev, dr_err *err)
     const float *grad = (const float *)(msg + sizeof(psm_result) + (size_t)c->s->plan->G * sizeof(uint32_t));
     uint64_t hdr[2] = { ev->version, 0 };
     psm_result h;
-    int mrc = MPI_Wait(&ps->req[w], MPI_STATUS_IGNORE), rc;
-    if (mrc) return mpi_fail(mrc, "a worker's result", err);
+    int rc = wait_for(c, &ps->req[w], 1 + w, "no result from worker", ev->version, err);
+    if (rc) return rc;
     memcpy(&h, msg, sizeof h);
     if (h.closure != ev->closure)
         return dr_fail(err, DR_EFORMAT, "worker %u sent the result of closure %llu, expected %llu", w,
                        (unsigned long long)h.closure, (unsigned long long)ev->closure);
-    for (uint32_t p = 0; mrc == MPI_SUCCESS && p < ps->P; p++) {   /* each ps task applies its shards */
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {   /* each ps task applies its shards */
         size_t n = psm_gather(ps, p, grad, ps->send);
         if (!n) continue;
 #if defined(DR_MUTANT_MPI_PS_DROP_UPDATE)
         /* planted fault: the coordinator drops the third landed update (it is logged, never applied) */
         if (ev->version == 3) continue;
 #endif
-        mrc = MPI_Send(hdr, 2, MPI_UINT64_T, (int)(1 + ps->W + p), PSM_APPLY, ps->comm);
-        if (mrc == MPI_SUCCESS) mrc = MPI_Send(ps->send, (int)n, MPI_FLOAT, (int)(1 + ps->W + p), PSM_APPLY, ps->comm);
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
+        if (rc == DR_OK)
+            rc = send_to(c, ps->send, (int)n, MPI_FLOAT, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
     }
-    if (mrc) return mpi_fail(mrc, "an update to the ps tasks", err);
+    if (rc) return rc;
     ps->updates = ev->version;
     ps->staleness_sum += ev->staleness;
     if (ev->staleness > ps->max_staleness) ps->max_staleness = ev->staleness;
@@ -190,11 +223,16 @@ static int drain_free(chief *c, dr_err *err)
             c->arrival[pick] = 0;
             rc = land(c, &ev, err);
         } else if (dr_ps_schedule_in_flight(&c->sched) > 0) {
-            int idx = MPI_UNDEFINED, mrc = MPI_Waitany((int)W, ps->req, &idx, MPI_STATUS_IGNORE);
-            if (mrc) return mpi_fail(mrc, "waiting for the workers", err);
-            if (idx == MPI_UNDEFINED)
+            /* nothing may land yet: wait for the oldest read in flight (landing it is always allowed) */
+            uint32_t oldest = W;
+            for (uint32_t w = 0; w < W; w++)
+                if (c->sched.busy[w] && !c->arrival[w] && (oldest == W || c->sched.read[w] < c->sched.read[oldest]))
+                    oldest = w;
+            if (oldest == W)
                 return dr_fail(err, DR_ESTATE, "--schedule=free: results arrived but none may land (schedule bug)");
-            c->arrival[idx] = ++c->arrivals;
+            if ((rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err)))
+                return rc;
+            c->arrival[oldest] = ++c->arrivals;
         }
     }
     return rc;
@@ -207,18 +245,20 @@ static int fetch(chief *c, dr_err *err)
     engine_ps *ps = c->ps;
     size_t P = c->s->plan->P;
     uint64_t hdr[2] = { 0, 0 };
-    int mrc = MPI_SUCCESS;
-    for (uint32_t p = 0; mrc == MPI_SUCCESS && p < ps->P; p++) {
+    int rc = DR_OK;
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {
         size_t n = held_by(ps, p);
         if (!n) continue;
-        mrc = MPI_Send(hdr, 2, MPI_UINT64_T, (int)(1 + ps->W + p), PSM_FETCH, ps->comm);
-        for (int j = -1; mrc == MPI_SUCCESS && j < c->s->plan->nslots; j++) {
-            mrc = MPI_Recv(ps->send, (int)n, MPI_FLOAT, (int)(1 + ps->W + p), PSM_SHARDS, ps->comm, MPI_STATUS_IGNORE);
-            if (mrc == MPI_SUCCESS)
-                psm_scatter(ps, p, ps->send, j < 0 ? ps->final_params : ps->final_slots + (size_t)j * P);
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_FETCH, ps->updates, "a checkpoint read from", err);
+        for (int j = -1; rc == DR_OK && j < c->s->plan->nslots; j++) {
+            MPI_Request req;
+            int mrc = MPI_Irecv(ps->send, (int)n, MPI_FLOAT, (int)(1 + ps->W + p), PSM_SHARDS, ps->comm, &req);
+            rc = mrc ? mpi_fail(mrc, "reading the variables back", err)
+                     : wait_for(c, &req, 1 + ps->W + p, "no shards for the checkpoint from", ps->updates, err);
+            if (rc == DR_OK) psm_scatter(ps, p, ps->send, j < 0 ? ps->final_params : ps->final_slots + (size_t)j * P);
         }
     }
-    return mrc ? mpi_fail(mrc, "reading the variables back from the ps tasks", err) : DR_OK;
+    return rc;
 }
 
 static int save(chief *c, dr_err *err)
@@ -289,13 +329,32 @@ static int coordinate(chief *c, dr_err *err)
     return rc;
 }
 
+/* A failure (a rank died or hangs): every other rank is told, with the
+ * reason, so that none waits forever (under `mpirun --enable-recovery`
+ * MPI_Abort alone leaves them blocked); the sends are not waited for
+ * longer than a second (one goes to the dead rank). */
+static void abort_all(chief *c, const dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint32_t n = ps->W + ps->P;
+    MPI_Request req[2 * DR_PS_MAX_WORKERS + 64];
+    double t0 = dr_now();
+    int all = 0;
+    if (n > sizeof req / sizeof req[0]) n = sizeof req / sizeof req[0];
+    for (uint32_t r = 0; r < n; r++)
+        if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, (int)(r + 1), PSM_ABORT, ps->comm, &req[r]))
+            req[r] = MPI_REQUEST_NULL;
+    while (!all && dr_now() - t0 < 1.0)
+        if (MPI_Testall((int)n, req, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+}
+
 static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err *err)
 {
     engine_ps *ps = s->ps;
     chief *c = calloc(1, sizeof *c);
     dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, 0, 0, NULL, 0 };
     uint64_t none[2] = { 0, 0 };
-    int rc, mrc = MPI_SUCCESS;
+    int rc;
     if (!c) return dr_fail(err, DR_ENOMEM, "coordinator: no memory");
     c->s = s;
     c->ps = ps;
@@ -304,10 +363,9 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     dr_run_log_trim(log, 0);
     if ((rc = dr_ps_schedule_init(&c->sched, &so, 1, err)) == DR_OK) rc = coordinate(c, err);
     dr_ps_schedule_free(&c->sched);
-    if (rc == DR_OK)   /* training is over: every other rank stops */
-        for (uint32_t r = 1; mrc == MPI_SUCCESS && r < 1 + ps->W + ps->P; r++)
-            mrc = MPI_Send(none, 2, MPI_UINT64_T, (int)r, PSM_STOP, ps->comm);
-    if (rc == DR_OK && mrc) rc = mpi_fail(mrc, "stopping the ranks", err);
+    for (uint32_t r = 1; rc == DR_OK && r < 1 + ps->W + ps->P; r++)   /* training is over: every rank stops */
+        rc = send_to(c, none, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
+    if (rc) abort_all(c, err);
     out->steps = c->N;
     out->last_loss = c->last_loss;
     out->epoch_correct = c->epoch_correct;

@@ -19,7 +19,10 @@
 #include "distref/variant.h"
 #include "strategies/engine_internal.h"
 
-enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP };
+/* PSM_ABORT: the chief saw a rank die or hang; its error text follows and
+ * every other rank stops with it (a wait of a worker or ps rank also
+ * watches for it). */
+enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT };
 
 typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
 

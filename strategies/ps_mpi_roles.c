@@ -23,6 +23,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out)
 {
@@ -54,6 +55,63 @@ static int mpi_fail(int mrc, const char *what, dr_err *err)
     int len = 0;
     MPI_Error_string(mrc, msg, &len);
     return dr_fail(err, DR_EIO, "parameter_server over MPI: %s: %s", what, msg);
+}
+
+/* ---- waits ---------------------------------------------------------------- */
+
+/* The chief's PSM_ABORT: this rank stops with the chief's reason. */
+static int aborted(engine_ps *ps, dr_err *err)
+{
+    char msg[sizeof err->msg];
+    MPI_Status st;
+    int n = 0, mrc = MPI_Recv(msg, (int)sizeof msg - 1, MPI_CHAR, 0, PSM_ABORT, ps->comm, &st);
+    if (mrc == MPI_SUCCESS) MPI_Get_count(&st, MPI_CHAR, &n);
+    msg[n > 0 ? n : 0] = '\0';
+    return dr_fail(err, DR_EFAULT, "the chief stopped training: %s", msg);
+}
+
+/* A worker's or ps task's wait on one message: it completes, or the chief
+ * aborts (a rank this one waits for may be dead: the chief's deadline
+ * sees it and tells everyone). */
+static int role_wait(engine_ps *ps, MPI_Request *req, const char *what, dr_err *err)
+{
+    const struct timespec nap = { 0, 50000 };
+    for (;;) {
+        int done = 0, flag = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (mrc) return mpi_fail(mrc, what, err);
+        if (done) return DR_OK;
+        if ((mrc = MPI_Iprobe(0, PSM_ABORT, ps->comm, &flag, MPI_STATUS_IGNORE))) return mpi_fail(mrc, what, err);
+        if (flag) return aborted(ps, err);
+        nanosleep(&nap, NULL);
+    }
+}
+
+static int role_recv(engine_ps *ps, void *buf, int n, MPI_Datatype type, uint32_t from, int tag, const char *what,
+                     dr_err *err)
+{
+    MPI_Request req;
+    int mrc = MPI_Irecv(buf, n, type, (int)from, tag, ps->comm, &req);
+    return mrc ? mpi_fail(mrc, what, err) : role_wait(ps, &req, what, err);
+}
+
+static int role_send(engine_ps *ps, const void *buf, int n, MPI_Datatype type, uint32_t to, int tag, const char *what,
+                     dr_err *err)
+{
+    MPI_Request req;
+    int mrc = MPI_Isend(buf, n, type, (int)to, tag, ps->comm, &req);
+    return mrc ? mpi_fail(mrc, what, err) : role_wait(ps, &req, what, err);
+}
+
+/* The chief's next order: its tag, and the header (2 words) unless it aborts. */
+static int next_order(engine_ps *ps, uint64_t hdr[2], int *tag, dr_err *err)
+{
+    MPI_Status st;
+    int mrc = MPI_Probe(0, MPI_ANY_TAG, ps->comm, &st);
+    if (mrc) return mpi_fail(mrc, "waiting for the chief", err);
+    if (st.MPI_TAG == PSM_ABORT) return aborted(ps, err);
+    *tag = st.MPI_TAG;
+    mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, st.MPI_TAG, ps->comm, MPI_STATUS_IGNORE);
+    return mrc ? mpi_fail(mrc, "waiting for the chief", err) : DR_OK;
 }
 
 /* ---- a worker rank -------------------------------------------------------- */
@@ -111,13 +169,13 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     psm_result h;
     uint32_t G = s->plan->G, *ids = (uint32_t *)(msg + sizeof h), n;
     float *grad = (float *)(msg + sizeof h + (size_t)G * sizeof(uint32_t));
-    int rc, mrc;
+    int rc;
     /* the read: every ps task's shards, in ps order */
     for (uint32_t p = 0; p < ps->P; p++) {
         size_t k = psm_gather(ps, p, ps->vars, ps->send);   /* (only its length matters here) */
         if (k == 0) continue;
-        if ((mrc = MPI_Recv(ps->send, (int)k, MPI_FLOAT, (int)(1 + ps->W + p), PSM_VARS, ps->comm, MPI_STATUS_IGNORE)))
-            return mpi_fail(mrc, "a worker's read", err);
+        if ((rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read", err)))
+            return rc;
         psm_scatter(ps, p, ps->send, ps->vars);
     }
     if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))
@@ -132,9 +190,7 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     h.position = ps->position;
     h.pass_size = ps->pass_n;
     memcpy(msg, &h, sizeof h);
-    if ((mrc = MPI_Send(msg, (int)ps->msg_bytes, MPI_BYTE, 0, PSM_RESULT, ps->comm)))
-        return mpi_fail(mrc, "a worker's result", err);
-    return DR_OK;
+    return role_send(ps, msg, (int)ps->msg_bytes, MPI_BYTE, 0, PSM_RESULT, "a worker's result", err);
 }
 
 int psm_worker_loop(dr_session *s, dr_err *err)
@@ -142,10 +198,9 @@ int psm_worker_loop(dr_session *s, dr_err *err)
     engine_ps *ps = s->ps;
     for (;;) {
         uint64_t hdr[2];
-        MPI_Status st;
-        int mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, MPI_ANY_TAG, ps->comm, &st), rc;
-        if (mrc) return mpi_fail(mrc, "a worker waiting for a closure", err);
-        if (st.MPI_TAG == PSM_STOP) return DR_OK;
+        int tag = 0, rc = next_order(ps, hdr, &tag, err);
+        if (rc) return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
+        if (tag == PSM_STOP) return DR_OK;
         if ((rc = run_closure(s, hdr[0], err)))
             return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u), step function %llu", ps->rank,
                                 ps->index, (unsigned long long)hdr[0]);
@@ -176,12 +231,12 @@ static int send_shards(dr_session *s, dr_err *err)
     engine_ps *ps = s->ps;
     size_t P = s->plan->P, n = psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
     const float *slots = s->bo->host_ptr(ps->slots);
-    int mrc = MPI_Send(ps->send, (int)n, MPI_FLOAT, 0, PSM_SHARDS, ps->comm);
-    for (int j = 0; mrc == MPI_SUCCESS && j < s->plan->nslots; j++) {
+    int rc = role_send(ps, ps->send, (int)n, MPI_FLOAT, 0, PSM_SHARDS, "a ps task's shards to the chief", err);
+    for (int j = 0; rc == DR_OK && j < s->plan->nslots; j++) {
         psm_gather(ps, ps->index, slots + (size_t)j * P, ps->send);
-        mrc = MPI_Send(ps->send, (int)n, MPI_FLOAT, 0, PSM_SHARDS, ps->comm);
+        rc = role_send(ps, ps->send, (int)n, MPI_FLOAT, 0, PSM_SHARDS, "a ps task's shards to the chief", err);
     }
-    return mrc ? mpi_fail(mrc, "a ps task's shards to the chief", err) : DR_OK;
+    return rc;
 }
 
 int psm_ps_loop(dr_session *s, dr_err *err)
@@ -189,23 +244,22 @@ int psm_ps_loop(dr_session *s, dr_err *err)
     engine_ps *ps = s->ps;
     uint64_t hdr[2];
     for (;;) {
-        MPI_Status st;
-        int mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, MPI_ANY_TAG, ps->comm, &st), rc = DR_OK;
-        if (mrc) return mpi_fail(mrc, "a ps task waiting for the chief", err);
-        switch (st.MPI_TAG) {
-        case PSM_STOP: return DR_OK;
-        case PSM_READ:   /* hdr[0]: the worker that reads */
-            psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
-            mrc = MPI_Send(ps->send, (int)ps->mine, MPI_FLOAT, (int)(1 + hdr[0]), PSM_VARS, ps->comm);
-            break;
-        case PSM_APPLY:  /* hdr[0]: the version it makes; its shards' gradient follows */
-            mrc = MPI_Recv(ps->send, (int)ps->mine, MPI_FLOAT, 0, PSM_APPLY, ps->comm, MPI_STATUS_IGNORE);
-            if (mrc == MPI_SUCCESS) rc = apply(s, hdr[0], err);
-            break;
-        case PSM_FETCH: rc = send_shards(s, err); break;
-        default: return dr_fail(err, DR_EFORMAT, "ps rank %u: unexpected message tag %d", ps->rank, st.MPI_TAG);
+        int tag = 0, rc = next_order(ps, hdr, &tag, err);
+        if (rc == DR_OK) {
+            switch (tag) {
+            case PSM_STOP: return DR_OK;
+            case PSM_READ:   /* hdr[0]: the worker that reads */
+                psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
+                rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + (uint32_t)hdr[0], PSM_VARS, "a read", err);
+                break;
+            case PSM_APPLY:  /* hdr[0]: the version it makes; its shards' gradient follows */
+                rc = role_recv(ps, ps->send, (int)ps->mine, MPI_FLOAT, 0, PSM_APPLY, "an update", err);
+                if (rc == DR_OK) rc = apply(s, hdr[0], err);
+                break;
+            case PSM_FETCH: rc = send_shards(s, err); break;
+            default: rc = dr_fail(err, DR_EFORMAT, "unexpected message tag %d", tag);
+            }
         }
-        if (mrc) return mpi_fail(mrc, "a ps task", err);
         if (rc) return dr_fail_wrap(err, "MPI rank %u (/job:ps/replica:0/task:%u)", ps->rank, ps->index);
     }
 }
