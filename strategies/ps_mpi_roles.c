@@ -70,6 +70,18 @@ static int aborted(engine_ps *ps, dr_err *err)
     return dr_fail(err, DR_EFAULT, "the chief stopped training: %s", msg);
 }
 
+/* A worker that saw a ps task die tells the chief (which names it to
+ * everyone); the send is given a second to leave before this rank stops. */
+static void tell_chief(engine_ps *ps, const dr_err *err)
+{
+    MPI_Request req;
+    double t0 = dr_now();
+    int done = 0;
+    if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, 0, PSM_ABORT, ps->comm, &req) != MPI_SUCCESS) return;
+    while (!done && dr_now() - t0 < 1.0)
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+}
+
 /* A worker's or ps task's wait on one message: it completes, or the chief
  * aborts (a rank this one waits for may be dead: the chief's deadline
  * sees it and tells everyone). */
@@ -80,6 +92,12 @@ static int role_wait(engine_ps *ps, MPI_Request *req, const char *what, dr_err *
         int done = 0, flag = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (mrc) return mpi_fail(mrc, what, err);
         if (done) return DR_OK;
+        if (ps->limit > 0 && dr_now() - ps->waiting_since > ps->limit) {   /* a worker's read: blame the ps task */
+            dr_fail(err, DR_EFAULT, "%s: nothing from MPI rank %u for %.1f s: rank %u died or hangs", what,
+                    ps->waiting_for, ps->limit, ps->waiting_for);
+            tell_chief(ps, err);
+            return err->code;
+        }
         if ((mrc = MPI_Iprobe(0, PSM_ABORT, ps->comm, &flag, MPI_STATUS_IGNORE))) return mpi_fail(mrc, what, err);
         if (flag) return aborted(ps, err);
         nanosleep(&nap, NULL);
@@ -174,8 +192,14 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     for (uint32_t p = 0; p < ps->P; p++) {
         size_t k = psm_gather(ps, p, ps->vars, ps->send);   /* (only its length matters here) */
         if (k == 0) continue;
-        if ((rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read", err)))
-            return rc;
+        /* with half the chief's deadline, so that a dead ps task is named by the worker before the
+         * chief's wait for this worker's result runs out */
+        ps->limit = (s->cfg->collective_timeout > 0 ? s->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT) / 2;
+        ps->waiting_since = dr_now();
+        ps->waiting_for = 1 + ps->W + p;
+        rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read of the variables", err);
+        ps->limit = 0;
+        if (rc) return rc;
         psm_scatter(ps, p, ps->send, ps->vars);
     }
     if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))

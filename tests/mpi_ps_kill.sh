@@ -47,7 +47,7 @@ while [ "$i" -le "$trials" ]; do
     wait "$mp" 2>/dev/null
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     named=$(grep -c "rank $rank" "$d/err")
-    steps=$(grep -o 'step [0-9]*' "$d/err" | head -1)
+    steps=$(grep -o 'step [0-9][0-9]*' "$d/err" | head -1)
     within=$(awk -v s="$secs" 'BEGIN { print (s <= 10.0) }')
     if [ "$mode" = recovery ]; then
         pass=$([ "$within" = 1 ] && [ -n "$steps" ] && echo 1 || echo 0)
