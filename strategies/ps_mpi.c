@@ -76,13 +76,13 @@ static int wait_for(const chief *c, MPI_Request *req, uint32_t rank, const char 
         if (mrc) return mpi_fail(mrc, what, err);
         if (done) return DR_OK;
         if ((mrc = MPI_Iprobe(MPI_ANY_SOURCE, PSM_ABORT, c->ps->comm, &done, &st))) return mpi_fail(mrc, what, err);
-        if (done) {   /* a worker saw a ps task die while reading the variables */
+        if (done) {   /* a worker saw a ps task die while reading the variables, or a ps task the worker */
             char msg[sizeof err->msg] = "";
             int n = 0;
             if (MPI_Recv(msg, (int)sizeof msg - 1, MPI_CHAR, st.MPI_SOURCE, PSM_ABORT, c->ps->comm, &st) == MPI_SUCCESS)
                 MPI_Get_count(&st, MPI_CHAR, &n);
             msg[n > 0 ? n : 0] = '\0';
-            return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: worker MPI rank %d: %s",
+            return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: MPI rank %d: %s",
                            (unsigned long long)step, st.MPI_SOURCE, msg);
         }
         if (dr_now() - t0 > limit)

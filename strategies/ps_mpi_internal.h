@@ -49,8 +49,8 @@ typedef struct engine_ps {
     uint32_t      *pass;               /* this pass of its shard */
     uint32_t       pass_n, position, epoch;
     bool           built;
-    double         limit, waiting_since;   /* a worker's read: its deadline (0: none) */
-    uint32_t       waiting_for;            /*   and the ps rank it waits for */
+    double         limit, waiting_since;   /* the variables' transfer: its deadline (0: none) */
+    uint32_t       waiting_for;            /*   and the rank at the other end */
     /* ps: its variables and slots (full-length buffers; only its shards are
      * its), the exact total an update is applied from */
     dr_buffer     *params, *slots, *total;

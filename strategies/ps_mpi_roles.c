@@ -92,7 +92,7 @@ static int role_wait(engine_ps *ps, MPI_Request *req, const char *what, dr_err *
         int done = 0, flag = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (mrc) return mpi_fail(mrc, what, err);
         if (done) return DR_OK;
-        if (ps->limit > 0 && dr_now() - ps->waiting_since > ps->limit) {   /* a worker's read: blame the ps task */
+        if (ps->limit > 0 && dr_now() - ps->waiting_since > ps->limit) {   /* the variables' transfer (watch) */
             dr_fail(err, DR_EFAULT, "%s: nothing from MPI rank %u for %.1f s: rank %u died or hangs", what,
                     ps->waiting_for, ps->limit, ps->waiting_for);
             tell_chief(ps, err);
@@ -130,6 +130,18 @@ static int next_order(engine_ps *ps, uint64_t hdr[2], int *tag, dr_err *err)
     *tag = st.MPI_TAG;
     mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, st.MPI_TAG, ps->comm, MPI_STATUS_IGNORE);
     return mrc ? mpi_fail(mrc, "waiting for the chief", err) : DR_OK;
+}
+
+/* The variables' way from a ps task to a worker is watched from both ends
+ * with half the chief's deadline, so that the end that sees the other die
+ * names it before the chief's own wait (on that worker's result, or on an
+ * update to that ps task) runs out and blames the survivor. */
+static void watch(const dr_session *s, uint32_t rank)
+{
+    engine_ps *ps = s->ps;
+    ps->limit = (s->cfg->collective_timeout > 0 ? s->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT) / 2;
+    ps->waiting_since = dr_now();
+    ps->waiting_for = rank;
 }
 
 /* ---- a worker rank -------------------------------------------------------- */
@@ -192,11 +204,7 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     for (uint32_t p = 0; p < ps->P; p++) {
         size_t k = psm_gather(ps, p, ps->vars, ps->send);   /* (only its length matters here) */
         if (k == 0) continue;
-        /* with half the chief's deadline, so that a dead ps task is named by the worker before the
-         * chief's wait for this worker's result runs out */
-        ps->limit = (s->cfg->collective_timeout > 0 ? s->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT) / 2;
-        ps->waiting_since = dr_now();
-        ps->waiting_for = 1 + ps->W + p;
+        watch(s, 1 + ps->W + p);
         rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read of the variables", err);
         ps->limit = 0;
         if (rc) return rc;
@@ -272,9 +280,12 @@ int psm_ps_loop(dr_session *s, dr_err *err)
         if (rc == DR_OK) {
             switch (tag) {
             case PSM_STOP: return DR_OK;
-            case PSM_READ:   /* hdr[0]: the worker that reads */
+            case PSM_READ:   /* hdr[0]: the worker that reads; a dead one is named (as a worker names a ps) */
                 psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
-                rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + (uint32_t)hdr[0], PSM_VARS, "a read", err);
+                watch(s, 1 + (uint32_t)hdr[0]);
+                rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + (uint32_t)hdr[0], PSM_VARS,
+                               "sending its shards to a worker", err);
+                ps->limit = 0;
                 break;
             case PSM_APPLY:  /* hdr[0]: the version it makes; its shards' gradient follows */
                 rc = role_recv(ps, ps->send, (int)ps->mine, MPI_FLOAT, 0, PSM_APPLY, "an update", err);
