@@ -19,9 +19,9 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
-                -D_POSIX_C_SOURCE=200809L -Iinclude -I. \
+                -D_POSIX_C_SOURCE=200809L -Iinclude -I. -DDR_SOURCE_ROOT='"$(CURDIR)"' \
                 $(shell pkg-config --cflags json-c openblas 2>/dev/null)
-LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lz -lm -lpthread -fopenmp
+LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lOpenCL -lz -lm -lpthread -fopenmp
 
 ifeq ($(CI),true)
 WERROR ?= 1

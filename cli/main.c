@@ -10,6 +10,7 @@
 #include "distref/factory.h"
 #include "distref/flags.h"
 #include "distref/harness.h"
+#include "distref/opencl.h"
 #include "distref/train.h"
 
 #include <malloc.h>
@@ -29,7 +30,7 @@ typedef struct cli {
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
-    int64_t threads, bytes_per_pack, schedule_seed, staleness;
+    int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform, opencl_device;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
@@ -71,9 +72,11 @@ static int table(cli *c, dr_flag *f)
         INT("checkpoint_every", checkpoint_every, 0, (double)(1LL << 40), "checkpoint every N steps (0 = at the end)"),
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
-        STR("variant", variant, "ref|openmp: the reference or the engine's OpenMP variant"),
-        STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
+        STR("variant", variant, "ref|openmp|opencl: the reference or the engine's OpenMP or OpenCL variant"),
+        STR("numerics", numerics, "exact|fast (fast: openmp and opencl; float kernels)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
+        INT("opencl_platform", opencl_platform, -1, 64, "opencl: platform index (-1 = $DISTREF_OPENCL_PLATFORM or 0; distref devices)"),
+        INT("opencl_device", opencl_device, -1, 64, "opencl: device index (-1 = $DISTREF_OPENCL_DEVICE or 0)"),
         STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
         STR("input_mode", input_mode, "dataset (experimental_distribute_dataset)|function (distribute_datasets_from_function)"),
         STR("what", what, "export: init|data|batches|all"),
@@ -118,13 +121,15 @@ static void defaults(cli *c)
     c->tpu_hbm_scale = d.tpu_hbm_scale;
     c->staleness = d.staleness;
     c->schedule_seed = (int64_t)d.schedule_seed;
+    c->opencl_platform = d.opencl_platform;
+    c->opencl_device = d.opencl_device;
 }
 
 static void usage(FILE *out, cli *c)
 {
     dr_flag f[64];
     int n = table(c, f);
-    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n"
+    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
                  "       distref export --what=init|data|batches|all --format=npy|json --model_dir=DIR [run flags]\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
@@ -156,36 +161,38 @@ typedef struct scope {
     const char *flag;
     unsigned    strategies;   /* bit per dr_strategy_kind */
     unsigned    commands;
-    bool        openmp_only;
+    const char *only_variant; /* NULL: every variant */
     const char *for_what;     /* the message's "is only for ..." */
 } scope;
 
 static const scope k_scopes[] = {
-    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false,
+    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },
-    { "num_packs", S(MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=mirrored" },
-    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, false, "--distribution_strategy=multi_worker_mirrored" },
-    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, false,
+    { "num_packs", S(MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=mirrored" },
+    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=multi_worker_mirrored" },
+    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, NULL,
       "strategies that distribute a dataset (mirrored, central_storage, multi_worker_mirrored, tpu)" },
-    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, false,
+    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, NULL,
       "strategies that distribute a dataset (parameter_server's workers read their own)" },
-    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
-    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, false, "strategies with GPUs (not tpu)" },
-    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, false,
+    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
+    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
+    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, NULL,
       "single-replica strategies (layer placement), not tpu or parameter_server" },
-    { "tpu", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "tpu_platform", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "input_partition_dims", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, false, "--distribution_strategy=tpu" },
-    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, false, "--distribution_strategy=parameter_server" },
-    { "threads", ALL_STRATEGIES, ALL_COMMANDS, true, "--variant=openmp" },
-    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, false, "training (train, --mode=train_and_eval)" },
-    { "what", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
-    { "format", ALL_STRATEGIES, CMD_EXPORT, false, "export" },
+    { "tpu", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "tpu_platform", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "input_partition_dims", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "threads", ALL_STRATEGIES, ALL_COMMANDS, "openmp", "--variant=openmp" },
+    { "opencl_platform", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE), ALL_COMMANDS, "opencl", "--variant=opencl" },
+    { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE), ALL_COMMANDS, "opencl", "--variant=opencl" },
+    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
+    { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
+    { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
 };
 
 static bool given(const dr_flag *f, int n, const char *name)
@@ -213,7 +220,7 @@ static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind 
         if (!(sc->commands & command_bit(c->command)))
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to %s: it is only for %s", sc->flag, c->command,
                            sc->for_what);
-        if (sc->openmp_only && strcmp(c->variant, "openmp") != 0)
+        if (sc->only_variant && strcmp(c->variant, sc->only_variant) != 0)
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
                            c->variant, sc->for_what);
     }
@@ -262,6 +269,8 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     cfg->shuffle = c->shuffle;
     cfg->checkpoint_every = (uint64_t)c->checkpoint_every;
     cfg->threads = (int)c->threads;
+    cfg->opencl_platform = (int)c->opencl_platform;
+    cfg->opencl_device = (int)c->opencl_device;
     cfg->bytes_per_pack = (uint64_t)c->bytes_per_pack;
     cfg->memory.gpu_memory_bytes = (uint64_t)c->gpu_memory_mb << 20;
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
@@ -271,7 +280,7 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     return DR_OK;
 }
 
-#define COMMANDS "train, evaluate, predict, export or variants"
+#define COMMANDS "train, evaluate, predict, export, variants or devices"
 
 /* The command comes first, or --mode names it (Model Garden's spelling). */
 static int pick_command(cli *c, dr_err *err)
@@ -353,6 +362,10 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     dr_run_config_defaults(&cfg);
     if (strcmp(c->command, "variants") == 0) {
         dr_variants_print(stdout);
+        return DR_OK;
+    }
+    if (strcmp(c->command, "devices") == 0) {   /* the OpenCL platforms and devices */
+        dr_opencl_devices_print(stdout);
         return DR_OK;
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;

@@ -1,11 +1,16 @@
-/* distref engine — the OpenMP variant: opening a run and the variant table.
+/* distref engine — the engine's variants: opening a run and the tables.
  *
  * A run builds the strategy's emulated devices (core), opens the backend
- * (devices/openmp_backend.c) and the comm's endpoints (devices/
- * comm_threads.c: one per worker), and allocates each replica's tensors on
- * the backend. The step is step.c's (tpu: tpu.c).
+ * (devices/openmp_backend.c, or devices/opencl_backend.c for
+ * --variant=opencl) and the comm's endpoints (devices/comm_threads.c: one
+ * per worker), and allocates each replica's tensors on the backend. The
+ * step is step.c's (tpu: tpu.c). Both variants share every function here
+ * but the two small entry points at the end that name their backend.
+ * A backend whose buffers are device memory (host_ptr NULL) gets host
+ * staging buffers for the comm (step.c).
  */
 #include "strategies/engine_internal.h"
+#include "distref/opencl.h"
 #include "distref/run_log.h"
 
 #include <omp.h>
@@ -56,9 +61,11 @@ static void threads_leave(dr_session *s)
     pthread_mutex_unlock(&threads_lock);
 }
 
-static int engine_supports(const dr_run_plan *plan, dr_err *err)
+static int engine_supports_on(const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     dr_backend_query q;
+    const char *name = bo->name;
+    int rc;
     memset(&q, 0, sizeof q);
     q.strategy = plan->spec.kind;
     q.numerics = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
@@ -66,15 +73,20 @@ static int engine_supports(const dr_run_plan *plan, dr_err *err)
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: parameter_server is built in the reference only "
-                       "(the MPI variant will bring it); use --variant=ref");
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only "
+                       "(the MPI variant will bring it); use --variant=ref", name);
     if (q.layer_placement)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: --layer_devices (model parallelism) runs in the "
-                       "reference only; use --variant=ref");
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
+                       "reference only; use --variant=ref", name);
     if (plan->num_workers > ENGINE_MAX_WORKERS)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: %u workers; the threads comm runs at most %d",
-                       plan->num_workers, ENGINE_MAX_WORKERS);
-    return dr_backend_openmp()->supports(&q, err);
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: %u workers; the threads comm runs at most %d",
+                       name, plan->num_workers, ENGINE_MAX_WORKERS);
+    if ((rc = bo->supports(&q, err))) return rc;
+    if (bo == dr_backend_opencl()) {
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        return dr_opencl_available(&sel, plan->exact, err);
+    }
+    return DR_OK;
 }
 
 static dr_comm_alg comm_alg(const dr_strategy *st)
@@ -130,6 +142,8 @@ static void engine_close(dr_session *s)
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
+    for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->stage[r]);
+    free(s->stage_central);
     free(s);
 }
 
@@ -151,7 +165,8 @@ static int set_all(dr_session *s, const float *params, const float *slots, dr_er
     return rc;
 }
 
-static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+static int engine_open_on(const dr_run_plan *plan, const dr_dataset *data, const dr_backend_ops *bo,
+                          dr_session **out, dr_err *err)
 {
     dr_session *s = calloc(1, sizeof *s);
     dr_strategy_spec spec = plan->spec;
@@ -165,7 +180,7 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
     s->plan = plan;
     s->cfg = plan->cfg;
     s->data = data;
-    s->bo = dr_backend_openmp();
+    s->bo = bo;
     s->co = dr_comm_threads();
     s->num = num;
     s->esz = dr_sum_bytes(num);
@@ -182,9 +197,25 @@ static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_sessi
         goto fail;
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
-    if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
+    if (bo == dr_backend_opencl()) {
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        rc = dr_backend_opencl_open(&sel, &plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
+    } else {
+        rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
+    }
+    if (rc) goto fail;
     for (uint32_t r = 0; r < s->R; r++)
         if ((rc = alloc_replica(s, r, err))) goto fail;
+    if (!s->bo->host_ptr(s->rb[0].grad)) {   /* device memory: host staging for the comm */
+        for (uint32_t r = 0; r < s->R; r++)
+            if (!(s->stage[r] = calloc(plan->P ? plan->P : 1, s->esz))) break;
+        if (s->R && s->stage[s->R - 1] && spec.kind == DR_STRATEGY_CENTRAL_STORAGE)
+            s->stage_central = calloc(plan->P ? plan->P : 1, s->esz);
+        if (!s->R || !s->stage[s->R - 1] || (spec.kind == DR_STRATEGY_CENTRAL_STORAGE && !s->stage_central)) {
+            rc = dr_fail(err, DR_ENOMEM, "out of host memory for the gradients' staging buffers");
+            goto fail;
+        }
+    }
     if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
         ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
          (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
@@ -272,10 +303,38 @@ static void engine_summarize(dr_session *s, json_object *o)
     if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
 }
 
+static int omp_supports(const dr_run_plan *plan, dr_err *err)
+{
+    return engine_supports_on(plan, dr_backend_openmp(), err);
+}
+
+static int omp_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    return engine_open_on(plan, data, dr_backend_openmp(), out, err);
+}
+
+static int ocl_supports(const dr_run_plan *plan, dr_err *err)
+{
+    return engine_supports_on(plan, dr_backend_opencl(), err);
+}
+
+static int ocl_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    return engine_open_on(plan, data, dr_backend_opencl(), out, err);
+}
+
 const dr_variant dr_variant_openmp = {
     "openmp",
     "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
     "",
-    engine_supports, engine_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    omp_supports, omp_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    engine_close, NULL,
+};
+
+const dr_variant dr_variant_opencl = {
+    "opencl",
+    "the engine on an OpenCL device (PoCL, a GPU) and the threads comm over host staging: exact or fast",
+    "",
+    ocl_supports, ocl_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
     engine_close, NULL,
 };
