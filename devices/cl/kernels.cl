@@ -5,7 +5,11 @@
  * (devices/opencl_program.c), with -cl-fp32-correctly-rounded-divide-sqrt
  * and never -cl-mad-enable / -cl-fast-relaxed-math. Contraction is off:
  */
+#if defined(DR_MUTANT_CONTRACT)
+#pragma OPENCL FP_CONTRACT ON    /* fault: a * b + c may become one fma (OpenCL C's default) */
+#else
 #pragma OPENCL FP_CONTRACT OFF
+#endif
 /*
  * Exact kernels keep the contract of distref/backend.h bit for bit (every
  * sum exact, rounded once); fast kernels (suffix _fast) are plain float
