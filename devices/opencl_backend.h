@@ -97,7 +97,7 @@ void dr_cl_caps_of(cl_platform_id p, cl_device_id d, dr_cl_caps *c);
 /* Why exact numerics cannot run on the device (NULL: they can). */
 const char *dr_cl_exact_missing(const dr_cl_caps *c);
 int  dr_cl_build(dr_backend *b, dr_err *err);
-/* Builds an arbitrary program from the given sources after elem.h (tests). */
+/* Builds a program of elem.h, acc.cl and extra_src (tests). */
 int  dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps, const char *extra_src,
                          cl_program *out, dr_err *err);
 

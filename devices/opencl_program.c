@@ -159,12 +159,12 @@ static int read_source(const char *root, const char *rel, char **out, size_t *n,
     return DR_OK;
 }
 
-/* elem.h, then extra (or acc.cl and kernels.cl), as one string. */
+/* elem.h, acc.cl, then kernels.cl (or extra), as one string. */
 static int load_sources(const char *extra, char **out, dr_err *err)
 {
     const char *root = getenv("DISTREF_CL_ROOT");
     const char *files[] = { "include/distref/elem.h", "devices/cl/acc.cl", "devices/cl/kernels.cl" };
-    size_t nfiles = extra ? 1 : 3, total = 1, len[3] = { 0 };
+    size_t nfiles = extra ? 2 : 3, total = 1, len[3] = { 0 };
     char *text[3] = { NULL, NULL, NULL }, *s;
     int rc = DR_OK;
     if (!root || !*root) root = DR_SOURCE_ROOT;
