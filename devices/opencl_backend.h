@@ -24,7 +24,7 @@
 enum {
     K_GEMM_EXACT, K_GEMM_ACC_EXACT, K_GEMM_FAST, K_ACTIVATE, K_LOSS_ROWS, K_PARTIAL_SUM, K_MERGE,
     K_SUM_FAST, K_BIAS_EXACT, K_BIAS_FAST, K_RELU_MASK, K_SHARE_EXACT, K_LOSS_SHARE_EXACT, K_SHARE_FAST,
-    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_COUNT
+    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -107,6 +107,7 @@ int  dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, si
 int  dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
 /* devices/opencl_kernels.c */
+int dr_cl_fast_gemm(dr_backend *b, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 

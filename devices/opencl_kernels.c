@@ -28,6 +28,16 @@ static int need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
     return DR_OK;
 }
 
+/* A fast GEMM launch (gemm_fast's 17 arguments): the float16 kernel where
+ * op(B)'s rows are contiguous and N is a multiple of 16, else the tiled one. */
+int dr_cl_fast_gemm(dr_backend *b, const dr_cl_arg *a, const char *what, dr_err *err)
+{
+    cl_uint M = a[0].u, N = a[1].u, sbj = a[10].u;
+    if (sbj == 1 && N % 16 == 0)
+        return dr_cl_launch(b, K_GEMM_FAST_V, (M + 3) / 4, N / 16, 8, 1, a, 17, what, err);
+    return dr_cl_launch(b, K_GEMM_FAST, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
+}
+
 /* C (M x N, float) = [bias +] op(A) op(B): exact rounded once, or fast. */
 static int gemm_f32(dr_backend *b, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff, size_t sai,
                     size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
@@ -36,7 +46,7 @@ static int gemm_f32(dr_backend *b, uint32_t M, uint32_t N, uint32_t K, cl_mem A,
     if (b->num == DR_NUMERICS_FAST) {
         dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(aoff), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
                           CLU(sbj), CLM(bias), CLU(bias_off), CLU(bias != NULL), CLM(C), CLU(0), CLU(ldc) };
-        return dr_cl_launch(b, K_GEMM_FAST, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
+        return dr_cl_fast_gemm(b, a, what, err);
     } else {
         dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(aoff), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
                           CLU(sbj), CLM(bias), CLU(bias_off), CLU(bias != NULL), CLM(C), CLU(ldc) };
@@ -90,7 +100,7 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
                 dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz),
                                   CLU(0), CLU(d->out), CLU(1), CLM(NULL), CLU(0), CLU(0), CLM(grad), CLU(kb),
                                   CLU(d->out) };
-                rc = dr_cl_launch(b, K_GEMM_FAST, d->in, d->out, DR_CL_TS, DR_CL_TS, a, 17, "gradient GEMM", err);
+                rc = dr_cl_fast_gemm(b, a, "gradient GEMM", err);
             } else {
                 dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz),
                                   CLU(0), CLU(d->out), CLU(1), CLM(grad), CLU(kb) };

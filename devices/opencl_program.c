@@ -278,7 +278,7 @@ int dr_cl_build(dr_backend *b, dr_err *err)
     static const char *const names[K_COUNT] = {
         "gemm_exact", "gemm_acc_exact", "gemm_fast", "activate", "loss_rows", "partial_sum", "merge_partials",
         "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
-        "share_fast", "loss_share_fast", "apply_exact", "apply_fast",
+        "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
     };
     int rc = dr_cl_build_program(b->ctx, b->dev, &b->caps, NULL, &b->prog, err);
     if (rc) return rc;

@@ -83,6 +83,35 @@ __kernel void gemm_fast(GEMM_ARGS, __global const float *bias, uint bias_off, ui
     if (i < M && j < N) C[coff + i * ldc + j] = has_bias ? bias[bias_off + j] + s : s;
 }
 
+/* Fast, when op(B)'s rows are contiguous (sbj == 1) and N % 16 == 0: each
+ * work-item owns a 4 x 16 block of C, one float16 row of op(B) per k times
+ * four broadcast elements of op(A). Written for CPU devices, where a float16
+ * maps onto SIMD registers (PoCL); the same sums as gemm_fast, k in order. */
+__kernel void gemm_fast_v(GEMM_ARGS, __global const float *bias, uint bias_off, uint has_bias,
+                          __global float *C, uint coff, uint ldc)
+{
+    uint i0 = get_global_id(0) * 4, j0 = get_global_id(1) * 16;
+    float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;
+    uint r1 = i0 + 1 < M ? i0 + 1 : i0, r2 = i0 + 2 < M ? i0 + 2 : i0, r3 = i0 + 3 < M ? i0 + 3 : i0;
+    if (i0 >= M || j0 >= N) return;
+    for (uint k = 0; k < K; k++) {
+        float16 bv = vload16(0, B + boff + k * sbk + j0);
+        uint ak = aoff + k * sak;
+        c0 = c0 + A[ak + i0 * sai] * bv;
+        c1 = c1 + A[ak + r1 * sai] * bv;
+        c2 = c2 + A[ak + r2 * sai] * bv;
+        c3 = c3 + A[ak + r3 * sai] * bv;
+    }
+    if (has_bias) {
+        float16 bb = vload16(0, bias + bias_off + j0);
+        c0 = bb + c0; c1 = bb + c1; c2 = bb + c2; c3 = bb + c3;
+    }
+    vstore16(c0, 0, C + coff + i0 * ldc + j0);
+    if (i0 + 1 < M) vstore16(c1, 0, C + coff + (i0 + 1) * ldc + j0);
+    if (i0 + 2 < M) vstore16(c2, 0, C + coff + (i0 + 2) * ldc + j0);
+    if (i0 + 3 < M) vstore16(c3, 0, C + coff + (i0 + 3) * ldc + j0);
+}
+
 /* ---- activations (one work-item per row) ----------------------------------- */
 
 uint argmax_g(__global const float *v, uint n)
