@@ -60,10 +60,9 @@ int dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, siz
 
 static int cl_supports(const dr_backend_query *q, dr_err *err)
 {
-    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU ||
-        q->strategy == DR_STRATEGY_MULTI_WORKER_MIRRORED)
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored and "
-                       "central_storage are)", dr_strategy_kind_name(q->strategy));
+    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored, "
+                       "central_storage and multi_worker_mirrored are)", dr_strategy_kind_name(q->strategy));
     if ((unsigned)q->strategy > DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown strategy kind %d", (int)q->strategy);
     if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
