@@ -10,7 +10,8 @@
  *   devices/cl/acc.cl        the exact accumulator
  *   devices/cl/kernels.cl    the step's kernels
  * found under $DISTREF_CL_ROOT, else under the checkout the library was
- * built from (DR_SOURCE_ROOT, set by the Makefile). Build options keep the
+ * built from (DR_SOURCE_ROOT, set for this file by the Makefile; "." in a
+ * build without it, e.g. the conformance mutants, run from the checkout). Build options keep the
  * determinism contract: -cl-fp32-correctly-rounded-divide-sqrt, never
  * -cl-mad-enable or -cl-fast-relaxed-math (and FP_CONTRACT OFF in the
  * source). The built binary is cached in $DISTREF_CL_CACHE, else
