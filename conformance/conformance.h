@@ -75,6 +75,8 @@ void record(results *r, const char *suite, const dr_run_config *c, int replicas,
 bool supported(results *r, const char *suite, const dr_run_config *c, int replicas);
 /* The engine variants of the registry (every variant but the reference). */
 const dr_variant *const *engine_variants(size_t *n);
+/* Narrows engine_variants() to the one named (NULL: all of them). */
+void engine_variants_only(const char *name);
 
 /* Suites: each returns the number of failures it recorded. */
 int suite_loss_curves(results *r, const char *outdir);

@@ -38,8 +38,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--full") == 0) r.full = true;
         else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
         else if (strcmp(argv[i], "--mutant") == 0 && i + 1 < argc) mutant = argv[++i];
+        else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) engine_variants_only(argv[++i]);
         else if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) expect = argv[++i];
-        else { fprintf(stderr, "usage: conformance [--quick] [--full] [--out DIR] [--mutant NAME --expect SUITE]\n"); return 2; }
+        else { fprintf(stderr, "usage: conformance [--quick] [--full] [--out DIR] [--variant NAME] [--mutant NAME --expect SUITE]\n"); return 2; }
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */
         bool caught;

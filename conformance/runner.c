@@ -218,10 +218,18 @@ bool supported(results *r, const char *suite, const dr_run_config *c, int replic
     return false;
 }
 
+/* --variant NAME (the mutant runs): the engine variants narrowed to one.
+ * The program's own option, set once by main before any suite runs. */
+static const char *only_variant;
+
+void engine_variants_only(const char *name) { only_variant = name; }
+
 const dr_variant *const *engine_variants(size_t *n)
 {
     size_t all;
     const dr_variant *const *v = dr_variants(&all);
+    for (size_t i = 1; only_variant && i < all; i++)
+        if (strcmp(v[i]->name, only_variant) == 0) { *n = 1; return v + i; }
     *n = all - 1;   /* the registry lists the reference first */
     return v + 1;
 }

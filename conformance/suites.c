@@ -336,8 +336,11 @@ int suite_loss_curves(results *r, const char *outdir)
     record(r, "loss_curves", &c, 4, outcome_same(&got, &ref), got.seconds,
            "openmp exact mirrored R=4, %u steps on 2000 examples, G=64", c.train_steps > 0 ? (unsigned)c.train_steps : 0);
     outcome_free(&got);
-    fails += fast_mode(r, outdir, &ref, "openmp");
-    fails += fast_mode(r, outdir, &ref, "opencl");
+    {
+        size_t nv;
+        const dr_variant *const *ev = engine_variants(&nv);
+        for (size_t v = 0; v < nv; v++) fails += fast_mode(r, outdir, &ref, ev[v]->name);
+    }
     outcome_free(&ref);
     return fails;
 }
