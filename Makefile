@@ -21,7 +21,7 @@ CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
                 -D_POSIX_C_SOURCE=200809L -Iinclude -I. \
                 $(shell pkg-config --cflags json-c openblas 2>/dev/null)
-LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lz -lm -lpthread -fopenmp
+LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lOpenCL -lz -lm -lpthread -fopenmp
 # Open MPI (--variant=mpi, devices/comm_mpi.c): its headers and libmpi, from
 # mpicc's own wrapper data. Every program links libmpi; only --variant=mpi
 # calls MPI_Init (docs/MPI.md).
@@ -116,9 +116,14 @@ $(BUILD)/.flags: FORCE
 	@echo '$(CC) $(CFLAGS) $(LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LDFLAGS)' > $@
 FORCE:
 
+# The OpenCL program's sources are read from this checkout at run time
+# (docs/OPENCL.md); a per-file flag, so that it never enters .flags or the
+# mutant scripts' CFLAGS (those builds run from the checkout: "." is it).
+$(BUILD)/devices/opencl_program.o: FILE_FLAGS = -DDR_SOURCE_ROOT='"$(CURDIR)"'
+
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LAYER_FLAG) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(LAYER_FLAG) $(FILE_FLAGS) -MMD -MP -c $< -o $@
 
 $(CORE_A): $(CORE_SRC:%.c=$(BUILD)/%.o)
 $(REF_A): $(REF_SRC:%.c=$(BUILD)/%.o)

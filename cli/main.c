@@ -11,6 +11,7 @@
 #include "distref/flags.h"
 #include "distref/harness.h"
 #include "distref/mpi.h"
+#include "distref/opencl.h"
 #include "distref/train.h"
 
 #include <malloc.h>
@@ -32,7 +33,7 @@ typedef struct cli {
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
     char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
-    int64_t threads, bytes_per_pack, schedule_seed, staleness;
+    int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform, opencl_device;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
@@ -76,9 +77,11 @@ static int table(cli *c, dr_flag *f)
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
         BOOL("log_device_placement", log_device_placement, "print each op's device every step, on stderr (ref)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
-        STR("variant", variant, "ref|openmp|mpi: the reference, the engine's OpenMP variant, or the engine under mpirun"),
-        STR("numerics", numerics, "exact|fast (fast: openmp only; sgemm and libm)"),
+        STR("variant", variant, "ref|openmp|opencl|mpi: the reference, or the engine on OpenMP, on OpenCL, or under mpirun"),
+        STR("numerics", numerics, "exact|fast (fast: the engine's variants; float kernels)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
+        INT("opencl_platform", opencl_platform, -1, 64, "opencl: platform index (-1 = $DISTREF_OPENCL_PLATFORM or 0; distref devices)"),
+        INT("opencl_device", opencl_device, -1, 64, "opencl: device index (-1 = $DISTREF_OPENCL_DEVICE or 0)"),
         STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
         STR("input_mode", input_mode, "dataset (experimental_distribute_dataset)|function (distribute_datasets_from_function)"),
         STR("what", what, "export: init|data|batches|all"),
@@ -129,13 +132,15 @@ static void defaults(cli *c)
     c->tpu_hbm_scale = d.tpu_hbm_scale;
     c->staleness = d.staleness;
     c->schedule_seed = (int64_t)d.schedule_seed;
+    c->opencl_platform = d.opencl_platform;
+    c->opencl_device = d.opencl_device;
 }
 
 static void usage(FILE *out, cli *c)
 {
     dr_flag f[64];
     int n = table(c, f);
-    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n"
+    fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
                  "       distref export --what=init|data|batches|all --format=npy|json --model_dir=DIR [run flags]\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
@@ -163,53 +168,66 @@ static int copy_flag(char *dst, size_t size, const char *src, const char *name, 
 #define CMD_EXPORT 4u
 #define ALL_COMMANDS 7u
 
-#define V_ANY    0u
-#define V_ENGINE 1u   /* --variant=openmp or mpi */
-#define V_MPI    2u   /* --variant=mpi */
-#define V_REF    3u   /* --variant=ref */
 
 typedef struct scope {
     const char *flag;
     unsigned    strategies;   /* bit per dr_strategy_kind */
     unsigned    commands;
-    unsigned    variants;     /* V_ANY, V_ENGINE, V_MPI or V_REF */
+    const char *variants;     /* NULL: every variant; else the ones it is for, space-separated */
     const char *for_what;     /* the message's "is only for ..." */
 } scope;
 
 static const scope k_scopes[] = {
-    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, V_ANY,
+    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },
-    { "num_packs", S(MIRRORED), ALL_COMMANDS, V_ANY, "--distribution_strategy=mirrored" },
-    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, V_ANY, "--distribution_strategy=multi_worker_mirrored" },
-    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, V_ANY,
+    { "num_packs", S(MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=mirrored" },
+    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=multi_worker_mirrored" },
+    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, NULL,
       "strategies that distribute a dataset (mirrored, central_storage, multi_worker_mirrored, tpu)" },
-    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY,
+    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, NULL,
       "strategies that distribute a dataset (parameter_server's workers read their own)" },
-    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, V_ANY, "strategies with GPUs (not tpu)" },
-    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, V_ANY, "strategies with GPUs (not tpu)" },
-    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, V_ANY,
+    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
+    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
+    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, NULL,
       "single-replica strategies (layer placement), not tpu or parameter_server" },
-    { "tpu", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
-    { "tpu_platform", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
-    { "input_partition_dims", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
-    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, V_ANY, "--distribution_strategy=tpu" },
-    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
-    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
-    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
-    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
-    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, V_ANY, "--distribution_strategy=parameter_server" },
-    { "schedule", S(PARAMETER_SERVER), CMD_TRAIN, V_MPI,
+    { "tpu", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "tpu_platform", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "input_partition_dims", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
+    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "schedule", S(PARAMETER_SERVER), CMD_TRAIN, "mpi",
       "--distribution_strategy=parameter_server under --variant=mpi (training)" },
-    { "replay_schedule", S(PARAMETER_SERVER), CMD_TRAIN, V_REF,
+    { "replay_schedule", S(PARAMETER_SERVER), CMD_TRAIN, "ref",
       "--distribution_strategy=parameter_server under --variant=ref (training)" },
-    { "threads", ALL_STRATEGIES, ALL_COMMANDS, V_ENGINE, "--variant=openmp or mpi" },
-    { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, V_MPI, "--variant=mpi" },
-    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, V_REF,
+    { "threads", ALL_STRATEGIES, ALL_COMMANDS, "openmp mpi", "--variant=openmp or mpi" },
+    { "opencl_platform", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
+      ALL_COMMANDS, "opencl", "--variant=opencl" },
+    { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
+      ALL_COMMANDS, "opencl", "--variant=opencl" },
+    { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
+    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, "ref",
       "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
-    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, V_ANY, "training (train, --mode=train_and_eval)" },
-    { "what", ALL_STRATEGIES, CMD_EXPORT, V_ANY, "export" },
-    { "format", ALL_STRATEGIES, CMD_EXPORT, V_ANY, "export" },
+    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
+    { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
+    { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
 };
+
+/* Whether name is a word of the space-separated list. */
+static bool variant_in(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, " ");
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        p += len;
+        p += strspn(p, " ");
+    }
+    return false;
+}
 
 static bool given(const dr_flag *f, int n, const char *name)
 {
@@ -236,9 +254,7 @@ static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind 
         if (!(sc->commands & command_bit(c->command)))
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to %s: it is only for %s", sc->flag, c->command,
                            sc->for_what);
-        if ((sc->variants == V_ENGINE && strcmp(c->variant, "openmp") != 0 && strcmp(c->variant, "mpi") != 0) ||
-            (sc->variants == V_MPI && strcmp(c->variant, "mpi") != 0) ||
-            (sc->variants == V_REF && strcmp(c->variant, "ref") != 0))
+        if (sc->variants && !variant_in(sc->variants, c->variant))
             return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
                            c->variant, sc->for_what);
     }
@@ -302,6 +318,8 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     cfg->checkpoint_every = (uint64_t)c->checkpoint_every;
     cfg->threads = (int)c->threads;
     cfg->collective_timeout = c->collective_timeout;
+    cfg->opencl_platform = (int)c->opencl_platform;
+    cfg->opencl_device = (int)c->opencl_device;
     cfg->bytes_per_pack = (uint64_t)c->bytes_per_pack;
     cfg->memory.gpu_memory_bytes = (uint64_t)c->gpu_memory_mb << 20;
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
@@ -312,7 +330,7 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     return DR_OK;
 }
 
-#define COMMANDS "train, evaluate, predict, export or variants"
+#define COMMANDS "train, evaluate, predict, export, variants or devices"
 
 /* The command comes first, or --mode names it (Model Garden's spelling). */
 static int pick_command(cli *c, dr_err *err)
@@ -395,6 +413,10 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     dr_run_config_defaults(&cfg);
     if (strcmp(c->command, "variants") == 0) {
         dr_variants_print(stdout);
+        return DR_OK;
+    }
+    if (strcmp(c->command, "devices") == 0) {   /* the OpenCL platforms and devices */
+        dr_opencl_devices_print(stdout);
         return DR_OK;
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;

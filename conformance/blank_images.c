@@ -63,7 +63,7 @@ int loss_curves_blank_images(results *r)
     dr_run_config c;
     outcome ref, got;
     size_t nv;
-    const dr_variant *const *ev = engine_variants(&nv);
+    const dr_variant *const *ev = engine_variants(r, &nv);
     int fails = 0;
     if (!mkdtemp(dir)) return 1;
     if (!write_pair(dir, "train", 48, 21) || !write_pair(dir, "t10k", 12, 22)) {

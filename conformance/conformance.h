@@ -53,6 +53,7 @@ typedef struct results {
     bool     full;               /* FULL=1: Fashion-MNIST and longer runs too */
     const char *bin;             /* the distref the launched suites run (--bin; default the build's) */
     const char *only;            /* --only SUITE: that suite alone */
+    const char *variant;         /* --variant NAME: the one engine variant the suites run (NULL: all) */
 } results;
 
 double now(void);   /* monotonic seconds */
@@ -79,8 +80,9 @@ bool supported(results *r, const char *suite, const dr_run_config *c, int replic
  * run directory written by another process. */
 void read_outcome(const char *dir, outcome *out);
 /* The engine variants of the registry that run in this process (every
- * variant but the reference and those with a launcher, such as mpi). */
-const dr_variant *const *engine_variants(size_t *n);
+ * variant but the reference and those with a launcher, such as mpi), or
+ * only r->variant when it is set (--variant NAME). */
+const dr_variant *const *engine_variants(const results *r, size_t *n);
 
 /* Suites: each returns the number of failures it recorded. */
 int suite_loss_curves(results *r, const char *outdir);

@@ -32,7 +32,7 @@ int loss_curves_policies(results *r)
     };
     static const int reps[] = { 3, 4 };
     size_t nv;
-    const dr_variant *const *ev = engine_variants(&nv);
+    const dr_variant *const *ev = engine_variants(r, &nv);
     int fails = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         dr_run_config c;

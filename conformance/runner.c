@@ -218,13 +218,16 @@ bool supported(results *r, const char *suite, const dr_run_config *c, int replic
     return false;
 }
 
-/* In-process variants only: one with a launcher (mpi: "mpirun -np N") is
- * run under it by its own suite (conformance/mpi.c). The registry lists the
- * reference first and the launched variants last. */
-const dr_variant *const *engine_variants(size_t *n)
+/* The engine's in-process variants: one with a launcher (mpi: "mpirun -np
+ * N") is run under it by its own suite (conformance/mpi.c); the registry
+ * lists the reference first and the launched variants last. With
+ * --variant NAME (the mutant runs) only that one, if it is in-process. */
+const dr_variant *const *engine_variants(const results *r, size_t *n)
 {
     size_t all;
     const dr_variant *const *v = dr_variants(&all);
+    for (size_t i = 1; r->variant && i < all; i++)
+        if (strcmp(v[i]->name, r->variant) == 0) { *n = v[i]->launcher[0] ? 0 : 1; return v + i; }
     *n = all - 1;
     while (*n > 0 && v[*n]->launcher[0]) (*n)--;
     return v + 1;

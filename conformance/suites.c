@@ -71,7 +71,7 @@ static int bit_identity(results *r, double l2)
     set_strategy(&c, "one_device", 0, NULL, 1);
     run_case(&c, &ref);
     size_t nv;
-    const dr_variant *const *ev = engine_variants(&nv);
+    const dr_variant *const *ev = engine_variants(r, &nv);
     for (size_t v = r->quick || r->fault ? 1 : 0; v < nv + 1; v++) {
         for (size_t i = 0; i < nm; i++) {
             base_config(&c, 63, 20, l2);
@@ -111,7 +111,7 @@ static double ulp_distance(float a, float b)
     return fabs((double)x - (double)y);
 }
 
-static int fast_mode(results *r, const char *outdir, const outcome *ref)
+static int fast_mode(results *r, const char *outdir, const outcome *ref, const char *variant)
 {
     dr_run_config c;
     outcome got;
@@ -123,10 +123,12 @@ static int fast_mode(results *r, const char *outdir, const outcome *ref)
     base_config(&c, 2000, 64, 1e-3);
     c.epochs = 0; c.train_steps = ref->nsteps;
     engine(r, &c, "fast");
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
     set_strategy(&c, "mirrored", 4, "nccl", 1);
+    if (!supported(r, "loss_curves", &c, 4)) return 0;
     run_case(&c, &got);
     if (!got.error[0] && got.weights && ref->weights) {
-        snprintf(path, sizeof path, "%s/fast_delta.dat", outdir);
+        snprintf(path, sizeof path, "%s/fast_delta%s.dat", outdir, strcmp(variant, "openmp") ? "_opencl" : "");
         f = r->fault ? NULL : fopen(path, "w");
         if (f) fprintf(f, "# step |loss_fast - loss_ref|\n");
         for (uint32_t s = 0; s < got.nsteps && s < ref->nsteps; s++) {
@@ -146,13 +148,17 @@ static int fast_mode(results *r, const char *outdir, const outcome *ref)
         if (ulps) { qsort(ulps, got.nweights, sizeof *ulps, cmp_double); p99 = ulps[got.nweights * 99 / 100]; }
         differ /= got.nweights ? got.nweights : 1;
         free(ulps);
-        if (!r->fault) write_curve(outdir, "openmp_fast_mirrored4", &got);
+        if (!r->fault) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_fast_mirrored4", variant);
+            write_curve(outdir, name, &got);
+        }
     }
     pass = !got.error[0] && max_rel <= FAST_MAX_REL_LOSS && p99 <= FAST_P99_ULP;
     record(r, "loss_curves", &c, 4, pass, got.seconds,
-           "openmp fast mirrored R=4: first divergent step %u, max rel loss diff %.3g (bound %.0e), "
-           "weights differing %.1f%%, ULP p99 %.0f (bound %.0f), max %.0f", first, max_rel, FAST_MAX_REL_LOSS,
-           100 * differ, p99, FAST_P99_ULP, maxulp);
+           "%s fast mirrored R=4: first divergent step %u, max rel loss diff %.3g (bound %.0e), "
+           "weights differing %.1f%%, ULP p99 %.0f (bound %.0f), max %.0f%s%s", variant, first, max_rel, FAST_MAX_REL_LOSS,
+           100 * differ, p99, FAST_P99_ULP, maxulp, got.error[0] ? ": " : "", got.error);
     outcome_free(&got);
     return !pass;
 }
@@ -202,7 +208,7 @@ static int tpu_identity(results *r, double l2)
     run_case(&c, &ref);
     size_t n = r->quick ? 2 : sizeof cases / sizeof cases[0];   /* planted faults: two slices */
     size_t nv;
-    const dr_variant *const *ev = engine_variants(&nv);
+    const dr_variant *const *ev = engine_variants(r, &nv);
     for (size_t v = r->fault ? 1 : 0; v < nv + 1; v++)
     for (size_t i = 0; i < n; i++) {
         dr_err err;
@@ -288,7 +294,7 @@ int suite_loss_curves(results *r, const char *outdir)
     fails += loss_curves_policies(r);
     if (!r->fault) {
         size_t nv;
-        const dr_variant *const *ev = engine_variants(&nv);
+        const dr_variant *const *ev = engine_variants(r, &nv);
         fails += parameter_server(r);
         for (size_t v = 0; v < nv; v++) {   /* shown in the matrix, supported or not */
             dr_run_config c;
@@ -330,7 +336,11 @@ int suite_loss_curves(results *r, const char *outdir)
     record(r, "loss_curves", &c, 4, outcome_same(&got, &ref), got.seconds,
            "openmp exact mirrored R=4, %u steps on 2000 examples, G=64", c.train_steps > 0 ? (unsigned)c.train_steps : 0);
     outcome_free(&got);
-    fails += fast_mode(r, outdir, &ref);
+    {
+        size_t nv;
+        const dr_variant *const *ev = engine_variants(r, &nv);
+        for (size_t v = 0; v < nv; v++) fails += fast_mode(r, outdir, &ref, ev[v]->name);
+    }
     outcome_free(&ref);
     return fails;
 }
@@ -488,7 +498,7 @@ int suite_batch_splitting(results *r, const char *outdir)
     }
     {
         size_t nv;
-        const dr_variant *const *ev = engine_variants(&nv);
+        const dr_variant *const *ev = engine_variants(r, &nv);
         if (!r->fault) fails += multi_worker(r, "ref") + unsharded(r, "ref");
         for (size_t v = 0; v < nv; v++) fails += multi_worker(r, ev[v]->name) + unsharded(r, ev[v]->name);
     }

@@ -15,8 +15,8 @@ cd "$(dirname "$0")/.."
 layer_of() {
     case "$1" in
         include/distref/ref.h|include/distref/ps.h|distref/ref.h|distref/ps.h) echo ref ;;
-        include/distref/backend.h|include/distref/comm.h|include/distref/engine.h|include/distref/fastgemm.h|\
-        distref/backend.h|distref/comm.h|distref/engine.h|distref/fastgemm.h) echo engine ;;
+        include/distref/backend.h|include/distref/comm.h|include/distref/engine.h|include/distref/fastgemm.h|include/distref/opencl.h|\
+        distref/backend.h|distref/comm.h|distref/engine.h|distref/fastgemm.h|distref/opencl.h) echo engine ;;
         include/distref/harness.h|distref/harness.h) echo harness ;;
         include/distref/*|distref/*|core/*) echo core ;;
         ref/*) echo ref ;;

@@ -5,7 +5,10 @@
 # the fault are recompiled; every other object is the release build's.
 #
 #   engine mutants   a `#if defined(DR_MUTANT_X)` seam in strategies/ or
-#                    devices/, compiled in with -DDR_MUTANT_X
+#                    devices/, compiled in with -DDR_MUTANT_X; the OpenCL
+#                    kernels' (cl_*) seams are in devices/cl/*.cl, and
+#                    devices/opencl_program.c passes the fault to the
+#                    OpenCL compiler (a build option) when built with it
 #   ref mutant       a wrong softmax gradient: a sed patch applied to a copy
 #                    of ref/model.c in the build folder (ref/ itself carries
 #                    no fault code)
@@ -32,6 +35,10 @@ momentum_before_l2:DR_MUTANT_MOMENTUM_BEFORE_L2:regularization
 chunk_off_by_one:DR_MUTANT_CHUNK_OFF_BY_ONE:reductions
 stage_wrong_replica:DR_MUTANT_STAGE_WRONG_REPLICA:loss_curves
 relu_at_zero:DR_MUTANT_RELU_AT_ZERO:loss_curves
+cl_relu_at_zero:DR_MUTANT_CL_RELU_AT_ZERO:loss_curves
+cl_gemm_edge:DR_MUTANT_CL_GEMM_EDGE:loss_curves
+cl_skip_last_group:DR_MUTANT_CL_SKIP_LAST_GROUP:loss_curves
+cl_mad_enable:DR_MUTANT_CL_MAD_ENABLE:loss_curves
 "
 
 link() {   # link DIR: the conformance program against DIR's archives
@@ -112,7 +119,10 @@ mpi_mutant() {   # name macro
 
 # Two at a time (2-core CI machines); each line says caught or MISSED.
 out="$MUT/results.txt"
-printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; "'"$MUT"'/$n/conformance" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
+# A mutant runs the engine variant that carries its fault: the OpenCL
+# kernels' (cl_*) opencl, every other openmp (the shared step's faults
+# reach both; one is enough to catch them, and it halves the time).
+printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; case $n in cl_*) v=opencl ;; *) v=openmp ;; esac; "'"$MUT"'/$n/conformance" --variant "$v" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
 durability_mutant >> "$out" || { echo "mutant ckpt_first: build failed" >&2; exit 1; }
 list="$list ckpt_first:durability"
 for m in $MPI_MUTANTS; do

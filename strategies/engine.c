@@ -1,12 +1,19 @@
-/* distref engine — the OpenMP variant: opening a run and the variant table.
+/* distref engine — the engine's variants: opening a run and the tables.
  *
  * A run builds the strategy's emulated devices (core), opens the backend
- * (devices/openmp_backend.c) and the comm's endpoints (devices/
- * comm_threads.c: one per worker), and allocates each replica's tensors on
- * the backend. The step is step.c's (tpu: tpu.c).
+ * (devices/openmp_backend.c, or devices/opencl_backend.c for
+ * --variant=opencl) and the comm's endpoints (devices/comm_threads.c: one
+ * per worker; devices/comm_mpi.c for --variant=mpi: this rank's), and
+ * allocates the tensors of the replicas this process holds on the backend.
+ * The step is step.c's (tpu: tpu.c). The three variants share every
+ * function here but the small entry points at the end that name their
+ * backend and comm.
+ * A backend whose buffers are device memory (host_ptr NULL) gets host
+ * staging buffers for the comm (step.c).
  */
 #include "strategies/engine_internal.h"
 #include "strategies/ps_mpi_internal.h"
+#include "distref/opencl.h"
 #include "distref/run_log.h"
 
 #include <omp.h>
@@ -57,11 +64,16 @@ static void threads_leave(dr_session *s)
     pthread_mutex_unlock(&threads_lock);
 }
 
-static int supports_as(const char *name, const dr_run_plan *plan, dr_err *err);
+static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
 
-static int engine_supports(const dr_run_plan *plan, dr_err *err)
+static int omp_supports(const dr_run_plan *plan, dr_err *err)
 {
-    return supports_as("openmp", plan, err);
+    return supports_on("openmp", plan, dr_backend_openmp(), err);
+}
+
+static int ocl_supports(const dr_run_plan *plan, dr_err *err)
+{
+    return supports_on("opencl", plan, dr_backend_opencl(), err);
 }
 
 /* The MPI variant: the same engine, one rank per worker. Strategies of one
@@ -72,12 +84,13 @@ static int mpi_supports(const dr_run_plan *plan, dr_err *err)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
                        "--variant=openmp or ref");
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return engine_ps_supports(plan, err);
-    return supports_as("mpi", plan, err);
+    return supports_on("mpi", plan, dr_backend_openmp(), err);
 }
 
-static int supports_as(const char *name, const dr_run_plan *plan, dr_err *err)
+static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     dr_backend_query q;
+    int rc;
     memset(&q, 0, sizeof q);
     q.strategy = plan->spec.kind;
     q.numerics = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
@@ -90,10 +103,15 @@ static int supports_as(const char *name, const dr_run_plan *plan, dr_err *err)
     if (q.layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
                        "reference only; use --variant=ref", name);
-    if (plan->num_workers > ENGINE_MAX_WORKERS && strcmp(name, "openmp") == 0)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=openmp: %u workers; the threads comm runs at most %d",
-                       plan->num_workers, ENGINE_MAX_WORKERS);
-    return dr_backend_openmp()->supports(&q, err);
+    if (plan->num_workers > ENGINE_MAX_WORKERS && strcmp(name, "mpi") != 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: %u workers; the threads comm runs at most %d",
+                       name, plan->num_workers, ENGINE_MAX_WORKERS);
+    if ((rc = bo->supports(&q, err))) return rc;
+    if (bo == dr_backend_opencl()) {
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        return dr_opencl_available(&sel, plan->exact, err);
+    }
+    return DR_OK;
 }
 
 static dr_comm_alg comm_alg(const dr_strategy *st)
@@ -151,6 +169,8 @@ static void engine_close(dr_session *s)
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
+    for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->stage[r]);
+    free(s->stage_central);
     free(s);
 }
 
@@ -173,8 +193,8 @@ static int set_all(dr_session *s, const float *params, const float *slots, dr_er
     return rc;
 }
 
-static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_comm_ops *co, dr_session **out,
-                     dr_err *err)
+static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_backend_ops *bo,
+                     const dr_comm_ops *co, dr_session **out, dr_err *err)
 {
     dr_session *s = calloc(1, sizeof *s);
     dr_strategy_spec spec = plan->spec;
@@ -188,7 +208,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_c
     s->plan = plan;
     s->cfg = plan->cfg;
     s->data = data;
-    s->bo = dr_backend_openmp();
+    s->bo = bo;
     s->co = co;
     s->num = num;
     s->esz = dr_sum_bytes(num);
@@ -218,9 +238,26 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_c
     /* the workers whose replicas this process holds: every one, or its rank's */
     s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
     s->whi = s->neps == s->W ? s->W : s->wlo + 1;
-    if ((rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err))) goto fail;
+    if (bo == dr_backend_opencl()) {
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        rc = dr_backend_opencl_open(&sel, &plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
+    } else {
+        rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
+    }
+    if (rc) goto fail;
     for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
         if ((rc = alloc_replica(s, r, err))) goto fail;
+    if (!s->bo->host_ptr(s->rb[s->wlo * s->L].grad)) {   /* device memory: host staging for the comm */
+        bool ok = true;
+        for (uint32_t r = s->wlo * s->L; ok && r < s->whi * s->L; r++)
+            ok = (s->stage[r] = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
+        if (ok && spec.kind == DR_STRATEGY_CENTRAL_STORAGE)
+            ok = (s->stage_central = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
+        if (!ok) {
+            rc = dr_fail(err, DR_ENOMEM, "out of host memory for the gradients' staging buffers");
+            goto fail;
+        }
+    }
     if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;
     if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
         ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
@@ -250,15 +287,20 @@ fail:
     return rc;
 }
 
-static int engine_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+static int omp_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
 {
-    return open_with(plan, data, dr_comm_threads(), out, err);
+    return open_with(plan, data, dr_backend_openmp(), dr_comm_threads(), out, err);
+}
+
+static int ocl_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
+{
+    return open_with(plan, data, dr_backend_opencl(), dr_comm_threads(), out, err);
 }
 
 static int mpi_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
 {
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return engine_ps_open(plan, data, out, err);
-    return open_with(plan, data, dr_comm_mpi(), out, err);
+    return open_with(plan, data, dr_backend_openmp(), dr_comm_mpi(), out, err);
 }
 
 static const dr_strategy *engine_strategy(const dr_session *s) { return &s->strat; }
@@ -324,7 +366,15 @@ const dr_variant dr_variant_openmp = {
     "openmp",
     "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
     "",
-    engine_supports, engine_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    omp_supports, omp_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
+    engine_close, NULL, NULL,
+};
+
+const dr_variant dr_variant_opencl = {
+    "opencl",
+    "the engine on an OpenCL device (PoCL, a GPU) and the threads comm over host staging: exact or fast",
+    "",
+    ocl_supports, ocl_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
     engine_close, NULL, NULL,
 };
 

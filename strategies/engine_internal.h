@@ -70,6 +70,11 @@ struct dr_session {
     int                  rc[ENGINE_MAX_WORKERS];
     dr_err               err[ENGINE_MAX_WORKERS];
     engine_tpu           tpu;
+    /* A backend whose buffers are not host memory (opencl): the replicas'
+     * gradient sums and central_storage's total staged on the host for the
+     * comm (download, collective, upload). NULL for host-memory backends. */
+    void                *stage[DR_MAX_DEVICES - 1];
+    void                *stage_central;
 };
 
 /* step.c */

@@ -135,31 +135,58 @@ static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
     return DR_OK;
 }
 
+/* Host staging (a backend with device memory): the replicas' sums come down
+ * before the collective, and the total goes back up to the first replica's
+ * grad buffer, from which every replica of the worker applies. */
+static int stage_down(dr_session *s, uint32_t lo, uint32_t L, dr_err *err)
+{
+    for (uint32_t k = 0; k < L; k++) {
+        int rc = s->bo->download(s->be, s->stage[lo + k], s->rb[lo + k].grad, 0, s->plan->P * s->esz, err);
+        if (rc) return rc;
+    }
+    return DR_OK;
+}
+
 /* Phase 2 of worker w: the collective, then its replicas' updates. */
 static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
-    const bool fast = s->num == DR_NUMERICS_FAST;
+    const bool fast = s->num == DR_NUMERICS_FAST, staged = s->stage[s->wlo * s->L] != NULL;
     dr_acc *local[DR_MAX_DEVICES];
     float *flocal[DR_MAX_DEVICES];
     uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
+    size_t bytes = s->plan->P * s->esz;
     int rc, rcs[DR_MAX_DEVICES];
     dr_err errs[DR_MAX_DEVICES];
     for (uint32_t k = 0; k < L; k++) {
-        local[k] = fast ? NULL : b->host_ptr(s->rb[lo + k].grad);
-        flocal[k] = fast ? b->host_ptr(s->rb[lo + k].grad) : NULL;
+        void *g = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
+        local[k] = fast ? NULL : g;
+        flocal[k] = fast ? g : NULL;
     }
+    if (staged && (rc = stage_down(s, lo, L, err))) return rc;
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
-        void *dst = b->host_ptr(s->central);
-        if (fast) rc = s->co->reduce_to_f32(s->ep[w - s->wlo], flocal, s->plan->P, s->strat.variable_device, dst, err);
-        else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
-            rc = s->co->reduce_to(s->ep[w - s->wlo], local, s->plan->P, s->strat.variable_device, dst, err);
+        void *dst = staged ? s->stage_central : b->host_ptr(s->central);
+        dr_comm *ep = s->ep[w - s->wlo];
+        if (fast) rc = s->co->reduce_to_f32(ep, flocal, s->plan->P, s->strat.variable_device, dst, err);
+        else if (staged) {
+            memset(dst, 0, bytes);
+            rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
+        } else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
+            rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
+        if (rc == DR_OK && staged && w == 0) rc = b->upload(s->be, s->central, 0, dst, bytes, err);
         if (rc) return rc;
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     }
     rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
               : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
     if (rc) return rc;
+    if (staged) {   /* one upload of the total; every replica applies it */
+        if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;
+        for (uint32_t k = 0; k < L; k++)
+            if ((rc = b->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo + k].params, s->rb[lo + k].slots, err)))
+                return rc;
+        return DR_OK;
+    }
     #pragma omp parallel for schedule(static) if (L > 1)
     for (uint32_t k = 0; k < L; k++)
         rcs[k] = b->apply(s->be, s->rb[lo + k].grad, d, s->step, s->rb[lo + k].params,
@@ -212,8 +239,8 @@ static int run_workers(dr_session *s, int rc, dr_err *err)
 {
     if (rc == DR_OK) rc = run_phase(s, worker_compute, err);
     for (uint32_t r = s->wlo * s->L; rc == DR_OK && r < s->whi * s->L; r++)
-        if (!s->bo->host_ptr(s->rb[r].grad))
-            rc = dr_fail(err, DR_EUNSUPPORTED, "the comm needs host-addressable gradients");
+        if (!s->bo->host_ptr(s->rb[r].grad) && !s->stage[r])
+            rc = dr_fail(err, DR_EUNSUPPORTED, "the comm needs host-addressable or staged gradients");
     if (s->ranks) {
         dr_err mine = *err;
         rc = engine_ranks_agree(s, rc, &mine, err);

@@ -379,7 +379,23 @@ static void test_bad_variant(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--variant=cuda", "--experiment=linear_ones");
-    expect(&r, 2, "--variant: expected ref or openmp or mpi, got 'cuda'");
+    expect(&r, 2, "--variant: expected ref or openmp or opencl or mpi, got 'cuda'");
+}
+/* The OpenCL flags belong to --variant=opencl; `devices` lists the devices
+ * (or says why there are none). */
+static void test_opencl_flags(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=one_device", "--opencl_device=0");
+    expect(&r, 2, "--opencl_device does not apply to --variant=openmp: it is only for --variant=opencl");
+    RUN(&r, "train", MD, "--variant=opencl", "--distribution_strategy=tpu", "--tpu=v3-8", "--opencl_platform=0");
+    expect(&r, 2, "--opencl_platform does not apply to --distribution_strategy=tpu");
+    RUN(&r, "train", MD, "--variant=opencl", "--distribution_strategy=one_device", "--opencl_platform=9",
+        "--experiment=linear_ones");
+    assert_int_not_equal(r.status, 0);
+    RUN(&r, "devices");
+    assert_int_equal(r.status, 0);
+    assert_true(strstr(r.out, "platform 0:") != NULL || strstr(r.out, "opencl: not available") != NULL);
 }
 /* What a variant cannot run is refused by name, and listed by `variants`. */
 static void test_variant_refusals(void **s)
@@ -669,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_tf_config_error),
         cmocka_unit_test(test_shard_policy_file_needs_files),
         cmocka_unit_test(test_bad_variant),
+        cmocka_unit_test(test_opencl_flags),
         cmocka_unit_test(test_variant_refusals),
         cmocka_unit_test(test_mpi_singleton),
         cmocka_unit_test(test_fast_needs_engine),

@@ -26,6 +26,11 @@ extern const dr_variant dr_variant_openmp;
  * holding only its own replicas, the MPI comm between ranks (docs/MPI.md). */
 extern const dr_variant dr_variant_mpi;
 
+/* --variant=opencl: the OpenCL backend (devices/opencl_backend.c) on the
+ * device chosen by --opencl_platform/--opencl_device (distref/opencl.h),
+ * the same step and comm; exact numerics give the reference's bits. */
+extern const dr_variant dr_variant_opencl;
+
 /* TensorFlow's split of a global step of `count` examples (nominal batch G)
  * over R replicas, written independently of core/input.c: off[0..R]. */
 void dr_engine_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *off);

@@ -71,11 +71,13 @@ typedef struct dr_run_config {
     char     input_mode[16];      /* dataset (experimental_distribute_dataset, default) or function */
     char     loss_reduction[24];  /* the loss's divisor: global_batch_size (default) or examples_in_step */
     uint64_t bytes_per_pack;      /* multi_worker_mirrored: 0 = one pack */
-    char     variant[16];         /* "ref" (default) or "openmp" */
+    char     variant[16];         /* "ref" (default), "openmp", "mpi" or "opencl" */
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
     double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
                                    * it fails naming the rank it waits for; 0 = the comm's default */
+    int      opencl_platform;     /* --variant=opencl: platform index; -1 = DISTREF_OPENCL_PLATFORM or 0 */
+    int      opencl_device;       /* its device index; -1 = DISTREF_OPENCL_DEVICE or 0 */
     bool     progress;            /* a progress bar on stderr */
     FILE    *placement_log;       /* --log_device_placement: the reference logs each op's device
                                    * here (TensorFlow's format, ref/placement_log.c); NULL: off */

@@ -1,0 +1,188 @@
+/* distref bench — the OpenCL variant against the OpenMP one, in one run.
+ *
+ *   training   mlp_synthetic examples/s, exact and fast, one_device and
+ *              mirrored (2 replicas), opencl and openmp side by side, with
+ *              the ratio opencl / openmp and #wrong (exact runs whose
+ *              weights differ from the reference's: must be 0).
+ *   GEMM       the fast kernel (devices/cl/kernels.cl gemm_fast) at
+ *              M x K x N = 256 x 784 x 128 (layer 0's forward at G = 256)
+ *              against cblas_sgemm on the same shape, OpenBLAS on 1 and
+ *              on 2 threads; the exact kernel's time too. GFLOP/s = 2MNK/s.
+ *
+ * Skipped, with the reason, where no OpenCL device is present.
+ *   bench_opencl [--json FILE] [--steps N]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench_common.h"
+#include "devices/opencl_backend.h"
+#include "distref/factory.h"
+#include "distref/harness.h"
+#include "distref/train.h"
+
+void openblas_set_num_threads(int);
+
+typedef struct row { const char *variant, *numerics, *strategy; int gpus; } row;
+
+static double run(const row *w, uint64_t steps, char sha[65])
+{
+    dr_run_config c;
+    dr_run_result res;
+    dr_err err;
+    char dir[] = "/tmp/distref_bench_XXXXXX", cmd[128];
+    dr_run_config_defaults(&c);
+    c.synthetic_examples = 4096;
+    c.global_batch_size = 64;
+    c.train_steps = steps;
+    strcpy(c.variant, w->variant);
+    strcpy(c.numerics, w->numerics);
+    if (!mkdtemp(dir)) return -1;
+    strcpy(c.model_dir, dir);
+    if (dr_get_distribution_strategy(w->strategy, w->gpus, NULL, 1, NULL, &c.strategy, &err) ||
+        dr_run_train(&c, &res, &err)) {
+        fprintf(stderr, "bench_opencl: %s\n", err.msg);
+        return -1;
+    }
+    memcpy(sha, res.weights_sha256, 65);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_opencl: could not remove %s\n", dir);
+    return res.seconds;
+}
+
+/* The GEMM: seconds per call of the fast (or exact) kernel, after a warm-up. */
+static double cl_gemm_seconds(dr_backend *b, bool exact, uint32_t M, uint32_t K, uint32_t N, int reps)
+{
+    cl_int e;
+    cl_mem A = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)M * K * 4, NULL, &e);
+    cl_mem B = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)K * N * 4, NULL, &e);
+    cl_mem C = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)M * N * 4, NULL, &e);
+    float *h = malloc((size_t)M * K * 4 + (size_t)K * N * 4);
+    dr_err err;
+    double t0 = 0, t = -1;
+    if (!h || !A || !B || !C) goto out;
+    for (size_t i = 0; i < (size_t)M * K + (size_t)K * N; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+    clEnqueueWriteBuffer(b->q, A, CL_TRUE, 0, (size_t)M * K * 4, h, 0, NULL, NULL);
+    clEnqueueWriteBuffer(b->q, B, CL_TRUE, 0, (size_t)K * N * 4, h + (size_t)M * K, 0, NULL, NULL);
+    for (int r = -1; r < reps; r++) {
+        if (r == 0) { clFinish(b->q); t0 = dr_now(); }
+        if (exact) {
+            dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
+                              CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(N) };
+            if (dr_cl_launch(b, K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, "gemm", &err)) goto out;
+        } else {
+            dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
+                              CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(0), CLU(N) };
+            if (dr_cl_fast_gemm(b, a, "gemm", &err)) goto out;
+        }
+    }
+    clFinish(b->q);
+    t = (dr_now() - t0) / reps;
+out:
+    free(h);
+    if (A) clReleaseMemObject(A);
+    if (B) clReleaseMemObject(B);
+    if (C) clReleaseMemObject(C);
+    return t;
+}
+
+static double sgemm_seconds(uint32_t M, uint32_t K, uint32_t N, int threads, int reps)
+{
+    float *a = calloc((size_t)M * K, 4), *b = calloc((size_t)K * N, 4), *c = calloc((size_t)M * N, 4);
+    double t0, t = -1;
+    if (a && b && c) {
+        openblas_set_num_threads(threads);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 1000) * 1e-3f;
+        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 997) * 1e-3f;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1, a, (int)K, b, (int)N, 0, c, (int)N);
+        t0 = dr_now();
+        for (int r = 0; r < reps; r++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1, a, (int)K, b, (int)N, 0, c,
+                        (int)N);
+        t = (dr_now() - t0) / reps;
+        openblas_set_num_threads(1);
+    }
+    free(a); free(b); free(c);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    static const row rows[] = {
+        { "ref", "exact", "one_device", 0 },
+        { "openmp", "exact", "one_device", 0 }, { "opencl", "exact", "one_device", 0 },
+        { "openmp", "exact", "mirrored", 2 }, { "opencl", "exact", "mirrored", 2 },
+        { "openmp", "fast", "one_device", 0 }, { "opencl", "fast", "one_device", 0 },
+        { "openmp", "fast", "mirrored", 2 }, { "opencl", "fast", "mirrored", 2 },
+    };
+    enum { NROWS = sizeof rows / sizeof rows[0] };
+    const uint32_t M = 256, K = 784, N = 128;
+    uint64_t steps = 80;
+    FILE *json = NULL;
+    char ref_sha[65] = "";
+    double omp_rate = 0;
+    dr_opencl_select sel = { -1, -1 };
+    dr_err err;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) json = fopen(argv[++i], "w");
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = strtoull(argv[++i], NULL, 10);
+        else { fprintf(stderr, "usage: bench_opencl [--json FILE] [--steps N]\n"); return 2; }
+    }
+    if (steps < 8) steps = 8;
+    if (dr_opencl_available(&sel, false, &err) != DR_OK) {
+        printf("# opencl: skipped: %s\n", err.msg);
+        if (json) { fputs("[]\n", json); fclose(json); }
+        return 0;
+    }
+    printf("# opencl vs openmp, mlp_synthetic G=64, %llu steps less %llu; OPENBLAS_CORETYPE=%s\n",
+           (unsigned long long)steps, (unsigned long long)steps / 4,
+           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+    printf("# %-7s %-6s %-11s %4s %10s %12s %10s %7s\n", "variant", "mode", "strategy", "gpus", "seconds",
+           "examples/s", "vs_openmp", "#wrong");
+    if (json) fputs("[\n", json);
+    for (size_t i = 0; i < NROWS; i++) {
+        char sha[65], sha4[65];
+        uint64_t n = steps - steps / 4;
+        double a = run(&rows[i], steps / 4, sha4), b = run(&rows[i], steps, sha);
+        /* b - a at or below 0 (noise on a busy machine): b itself, an upper bound */
+        double s = a < 0 || b < 0 ? -1 : b - a > 0 ? b - a : b, rate = s > 0 ? (double)n * 64 / s : 0;
+        int wrong, cl = !strcmp(rows[i].variant, "opencl");
+        if (!strcmp(rows[i].variant, "ref")) memcpy(ref_sha, sha, 65);
+        if (!strcmp(rows[i].variant, "openmp")) omp_rate = rate;
+        wrong = !strcmp(rows[i].numerics, "exact") && strcmp(sha, ref_sha) != 0;
+        printf("  %-7s %-6s %-11s %4d %10.2f %12.0f %10.3f %7d\n", rows[i].variant, rows[i].numerics,
+               rows[i].strategy, rows[i].gpus, s, rate, cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
+        if (json)
+            fprintf(json, "%s{\"bench\":\"opencl_train\",\"variant\":\"%s\",\"numerics\":\"%s\",\"strategy\":\"%s\","
+                    "\"gpus\":%d,\"examples_per_s\":%.1f,\"ratio_vs_openmp\":%.4f,\"wrong\":%d}", i ? ",\n" : "",
+                    rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].gpus, rate,
+                    cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
+    }
+    {
+        dr_model_spec m = { 1, { { 4, 4, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f };
+        dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
+        dr_backend *b;
+        double gf = 2.0 * M * N * K * 1e-9;
+        if (dr_backend_opencl_open(&sel, &m, &o, DR_NUMERICS_FAST, &b, &err) != DR_OK) {
+            printf("# opencl GEMM: %s\n", err.msg);
+        } else {
+            double tf = cl_gemm_seconds(b, false, M, K, N, 20), tx = cl_gemm_seconds(b, true, M, K, N, 2);
+            double s1 = sgemm_seconds(M, K, N, 1, 50), s2 = sgemm_seconds(M, K, N, 2, 50);
+            printf("# GEMM %ux%ux%u on %s: opencl fast %.3f ms (%.1f GFLOP/s), exact %.1f ms; cblas_sgemm "
+                   "1 thread %.3f ms (%.1f GFLOP/s), 2 threads %.3f ms (%.1f GFLOP/s)\n", M, K, N, b->caps.name,
+                   1e3 * tf, gf / tf, 1e3 * tx, 1e3 * s1, gf / s1, 1e3 * s2, gf / s2);
+            printf("# opencl fast GEMM / cblas_sgemm: %.3fx (1 thread), %.3fx (2 threads); target >= 0.3x\n",
+                   s1 / tf, s2 / tf);
+            if (json)
+                fprintf(json, ",\n{\"bench\":\"opencl_gemm\",\"m\":%u,\"k\":%u,\"n\":%u,\"opencl_fast_s\":%.9g,"
+                        "\"opencl_exact_s\":%.9g,\"sgemm1_s\":%.9g,\"sgemm2_s\":%.9g,\"ratio_1\":%.4f,\"ratio_2\":%.4f}",
+                        M, K, N, tf, tx, s1, s2, s1 / tf, s2 / tf);
+            dr_backend_opencl()->close(b);
+        }
+    }
+    if (json) { fputs("\n]\n", json); fclose(json); }
+    return 0;
+}

@@ -1,0 +1,349 @@
+/* distref devices — OpenCL platforms, devices and the program.
+ *
+ * Choosing a device: platform and device indices (--opencl_platform,
+ * --opencl_device; else DISTREF_OPENCL_PLATFORM, DISTREF_OPENCL_DEVICE;
+ * else 0 and 0), counting devices of every type.
+ *
+ * The program is one source, concatenated on the host from files of the
+ * repository, read at run time (docs/OPENCL.md):
+ *   include/distref/elem.h   dr_expf / dr_logf, the C build's own source
+ *   devices/cl/acc.cl        the exact accumulator
+ *   devices/cl/kernels.cl    the step's kernels
+ * found under $DISTREF_CL_ROOT, else under the checkout the library was
+ * built from (DR_SOURCE_ROOT, set for this file by the Makefile; "." in a
+ * build without it, e.g. the conformance mutants, run from the checkout). Build options keep the
+ * determinism contract: -cl-fp32-correctly-rounded-divide-sqrt, never
+ * -cl-mad-enable or -cl-fast-relaxed-math (and FP_CONTRACT OFF in the
+ * source). The built binary is cached in $DISTREF_CL_CACHE, else
+ * DR_SOURCE_ROOT/build/clcache, as <sha256 of source, options, platform,
+ * device, version and driver>.bin; a cache that cannot be read or written
+ * only costs a rebuild.
+ */
+#include "devices/opencl_backend.h"
+#include "distref/fileio.h"
+#include "distref/sha256.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DR_SOURCE_ROOT
+#define DR_SOURCE_ROOT "."
+#endif
+
+/* Compile-time mutants of the kernels: the C file passes the fault to the
+ * OpenCL compiler (scripts/run_conformance_mutants.sh builds this file with
+ * -DDR_MUTANT_CL_*). */
+#if defined(DR_MUTANT_CL_RELU_AT_ZERO)
+#define MUTANT_OPT " -DDR_MUTANT_RELU_AT_ZERO"
+#elif defined(DR_MUTANT_CL_GEMM_EDGE)
+#define MUTANT_OPT " -DDR_MUTANT_GEMM_EDGE"
+#elif defined(DR_MUTANT_CL_SKIP_LAST_GROUP)
+#define MUTANT_OPT " -DDR_MUTANT_SKIP_LAST_GROUP"
+#elif defined(DR_MUTANT_CL_MAD_ENABLE)
+/* fault: a fast-math build, mad allowed and contraction left at OpenCL C's
+ * default in the kernels (-cl-mad-enable alone changes no bit on PoCL's
+ * x86 device: measured, docs/OPENCL.md) */
+#define MUTANT_OPT " -cl-mad-enable -DDR_MUTANT_CONTRACT"
+#else
+#define MUTANT_OPT ""
+#endif
+#define BUILD_OPTIONS "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt" MUTANT_OPT
+
+const char *dr_cl_strerror(cl_int e)
+{
+    switch (e) {
+    case CL_SUCCESS: return "CL_SUCCESS";
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    default: return "an OpenCL error";
+    }
+}
+
+/* Out-of-memory codes become DR_EDEVICE_OOM, the rest DR_EUNSUPPORTED-free DR_EIO. */
+int dr_cl_fail(dr_err *err, cl_int e, const char *what)
+{
+    int code = (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ||
+                e == CL_INVALID_BUFFER_SIZE) ? DR_EDEVICE_OOM
+             : e == CL_OUT_OF_HOST_MEMORY ? DR_ENOMEM : DR_EIO;
+    return dr_fail(err, code, "opencl backend: %s: %s (%d)%s", what, dr_cl_strerror(e), (int)e,
+                   code == DR_EDEVICE_OOM ? ": the device is out of memory" : "");
+}
+
+static int env_index(const char *name, int given)
+{
+    const char *v = getenv(name);
+    if (given >= 0) return given;
+    return v && *v ? atoi(v) : 0;
+}
+
+int dr_cl_pick(int platform, int device, cl_platform_id *pid, cl_device_id *did, dr_err *err)
+{
+    cl_platform_id ps[16];
+    cl_device_id ds[16];
+    cl_uint np = 0, nd = 0;
+    cl_int e = clGetPlatformIDs(16, ps, &np);
+    int pi = env_index("DISTREF_OPENCL_PLATFORM", platform), di = env_index("DISTREF_OPENCL_DEVICE", device);
+    if (e != CL_SUCCESS || np == 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "not available: no OpenCL platform (%s)",
+                       e == CL_SUCCESS ? "none installed" : dr_cl_strerror(e));
+    if (pi < 0 || (cl_uint)pi >= np)
+        return dr_fail(err, DR_EUSAGE, "--opencl_platform=%d: %u platform%s present (bin/distref devices)",
+                       pi, np, np == 1 ? "" : "s");
+    e = clGetDeviceIDs(ps[pi], CL_DEVICE_TYPE_ALL, 16, ds, &nd);
+    if (e != CL_SUCCESS || nd == 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "not available: OpenCL platform %d has no device (%s)", pi,
+                       dr_cl_strerror(e));
+    if (di < 0 || (cl_uint)di >= nd)
+        return dr_fail(err, DR_EUSAGE, "--opencl_device=%d: platform %d has %u device%s (bin/distref devices)",
+                       di, pi, nd, nd == 1 ? "" : "s");
+    *pid = ps[pi];
+    *did = ds[di];
+    return DR_OK;
+}
+
+void dr_cl_caps_of(cl_platform_id p, cl_device_id d, dr_cl_caps *c)
+{
+    cl_device_fp_config fp = 0;
+    char ext[4096] = "", profile[64] = "";
+    memset(c, 0, sizeof *c);
+    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof c->platform - 1, c->platform, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof c->name - 1, c->name, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_VERSION, sizeof c->version - 1, c->version, NULL);
+    clGetDeviceInfo(d, CL_DRIVER_VERSION, sizeof c->driver - 1, c->driver, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_PROFILE, sizeof profile - 1, profile, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof c->global_mem, &c->global_mem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units, &c->compute_units, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_wg, &c->max_wg, NULL);
+    c->cr_divide_sqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    c->denorm = (fp & CL_FP_DENORM) != 0;
+    c->fma = (fp & CL_FP_FMA) != 0;
+    c->fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+    c->full_profile = strcmp(profile, "FULL_PROFILE") == 0;
+}
+
+const char *dr_cl_exact_missing(const dr_cl_caps *c)
+{
+    if (!c->cr_divide_sqrt) return "correctly rounded divide and sqrt (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)";
+    if (!c->denorm) return "float denormals (CL_FP_DENORM)";
+    if (!c->full_profile) return "64-bit integers (FULL_PROFILE)";
+    if (c->max_wg < DR_CL_TS * DR_CL_TS) return "work-groups of 256 work-items";
+    return NULL;
+}
+
+/* ---- sources ------------------------------------------------------------------ */
+
+static int read_source(const char *root, const char *rel, char **out, size_t *n, dr_err *err)
+{
+    char path[2048];
+    uint8_t *data;
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    if (dr_read_file(path, (size_t)1 << 22, &data, n, err) != DR_OK)
+        return dr_fail_wrap(err, "opencl backend: kernel source %s (set DISTREF_CL_ROOT to the distref checkout)",
+                            path);
+    *out = (char *)data;
+    return DR_OK;
+}
+
+/* elem.h, acc.cl, then kernels.cl (or extra), as one string. */
+static int load_sources(const char *extra, char **out, dr_err *err)
+{
+    const char *root = getenv("DISTREF_CL_ROOT");
+    const char *files[] = { "include/distref/elem.h", "devices/cl/acc.cl", "devices/cl/kernels.cl" };
+    size_t nfiles = extra ? 2 : 3, total = 1, len[3] = { 0 };
+    char *text[3] = { NULL, NULL, NULL }, *s;
+    int rc = DR_OK;
+    if (!root || !*root) root = DR_SOURCE_ROOT;
+    for (size_t i = 0; i < nfiles && rc == DR_OK; i++)
+        if ((rc = read_source(root, files[i], &text[i], &len[i], err)) == DR_OK) total += len[i] + 1;
+    if (extra) total += strlen(extra) + 1;
+    s = rc == DR_OK ? malloc(total) : NULL;
+    if (rc == DR_OK && !s) rc = dr_fail(err, DR_ENOMEM, "opencl backend: out of memory for the program source");
+    if (s) {
+        size_t at = 0;
+        for (size_t i = 0; i < nfiles; i++) { memcpy(s + at, text[i], len[i]); at += len[i]; s[at++] = '\n'; }
+        if (extra) { memcpy(s + at, extra, strlen(extra)); at += strlen(extra); s[at++] = '\n'; }
+        s[at] = 0;
+    }
+    for (size_t i = 0; i < 3; i++) free(text[i]);
+    *out = s;
+    return rc;
+}
+
+/* ---- build, through the binary cache ------------------------------------------ */
+
+static void cache_path(const char *src, const dr_cl_caps *caps, char *path, size_t size)
+{
+    dr_sha256_ctx c;
+    uint8_t dig[32];
+    char hex[65];
+    const char *dir = getenv("DISTREF_CL_CACHE");
+    dr_sha256_init(&c);
+    dr_sha256_update(&c, src, strlen(src) + 1);
+    dr_sha256_update(&c, BUILD_OPTIONS, sizeof BUILD_OPTIONS);
+    dr_sha256_update(&c, caps->platform, strlen(caps->platform) + 1);
+    dr_sha256_update(&c, caps->name, strlen(caps->name) + 1);
+    dr_sha256_update(&c, caps->version, strlen(caps->version) + 1);
+    dr_sha256_update(&c, caps->driver, strlen(caps->driver) + 1);
+    dr_sha256_final(&c, dig);
+    dr_sha256_to_hex(dig, hex);
+    if (dir && *dir) snprintf(path, size, "%s/%s.bin", dir, hex);
+    else snprintf(path, size, "%s/build/clcache/%s.bin", DR_SOURCE_ROOT, hex);
+}
+
+static void cache_save(cl_program prog, const char *path)
+{
+    size_t size = 0;
+    unsigned char *bin;
+    char dir[2400];
+    dr_err e;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
+    if (!(bin = malloc(size))) return;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+        snprintf(dir, sizeof dir, "%s", path);
+        if (strrchr(dir, '/')) *strrchr(dir, '/') = 0;
+        if (dr_mkdirs(dir, &e) == DR_OK) (void)dr_write_atomic(path, bin, size, &e);
+    }
+    free(bin);
+}
+
+static int build_log_fail(cl_program prog, cl_device_id dev, cl_int e, dr_err *err)
+{
+    size_t n = 0;
+    char *log = NULL;
+    int rc;
+    if (clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n && (log = calloc(n + 1, 1)))
+        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    rc = dr_fail(err, DR_EIO, "opencl backend: building the kernels: %s: %.400s", dr_cl_strerror(e), log ? log : "");
+    free(log);
+    return rc;
+}
+
+int dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps, const char *extra_src,
+                        cl_program *out, dr_err *err)
+{
+    char *src = NULL, path[2300];
+    uint8_t *bin = NULL;
+    size_t nbin = 0;
+    cl_program prog = NULL;
+    cl_int e = CL_SUCCESS, st = CL_SUCCESS;
+    dr_err ignore;
+    int rc;
+    *out = NULL;
+    if ((rc = load_sources(extra_src, &src, err))) return rc;
+    cache_path(src, caps, path, sizeof path);
+    if (dr_read_file(path, (size_t)1 << 28, &bin, &nbin, &ignore) == DR_OK && nbin) {
+        const unsigned char *b = bin;
+        prog = clCreateProgramWithBinary(ctx, 1, &dev, &nbin, &b, &st, &e);
+        if (prog && (e != CL_SUCCESS || st != CL_SUCCESS ||
+                     clBuildProgram(prog, 1, &dev, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)) {
+            clReleaseProgram(prog);   /* a stale or foreign binary: rebuild from source */
+            prog = NULL;
+        }
+    }
+    free(bin);
+    if (!prog) {
+        const char *s = src;
+        prog = clCreateProgramWithSource(ctx, 1, &s, NULL, &e);
+        if (!prog) { free(src); return dr_cl_fail(err, e, "clCreateProgramWithSource"); }
+        if ((e = clBuildProgram(prog, 1, &dev, BUILD_OPTIONS, NULL, NULL)) != CL_SUCCESS) {
+            rc = build_log_fail(prog, dev, e, err);
+            clReleaseProgram(prog);
+            free(src);
+            return rc;
+        }
+        cache_save(prog, path);
+    }
+    free(src);
+    *out = prog;
+    return DR_OK;
+}
+
+int dr_cl_build(dr_backend *b, dr_err *err)
+{
+    static const char *const names[K_COUNT] = {
+        "gemm_exact", "gemm_acc_exact", "gemm_fast", "activate", "loss_rows", "partial_sum", "merge_partials",
+        "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
+        "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
+    };
+    int rc = dr_cl_build_program(b->ctx, b->dev, &b->caps, NULL, &b->prog, err);
+    if (rc) return rc;
+    for (int i = 0; i < K_COUNT; i++) {
+        cl_int e;
+        b->k[i] = clCreateKernel(b->prog, names[i], &e);
+        if (!b->k[i]) return dr_cl_fail(err, e, names[i]);
+    }
+    return DR_OK;
+}
+
+/* ---- availability and the device listing ----------------------------------------- */
+
+int dr_opencl_available(const dr_opencl_select *sel, bool exact, dr_err *err)
+{
+    cl_platform_id p;
+    cl_device_id d;
+    dr_cl_caps caps;
+    const char *missing;
+    int rc = dr_cl_pick(sel ? sel->platform : -1, sel ? sel->device : -1, &p, &d, err);
+    if (rc) return rc;
+    dr_cl_caps_of(p, d, &caps);
+    if (exact && (missing = dr_cl_exact_missing(&caps)))
+        return dr_fail(err, DR_EUNSUPPORTED, "exact numerics need %s, which %s lacks; --numerics=fast runs there",
+                       missing, caps.name);
+    return DR_OK;
+}
+
+void dr_opencl_devices_print(FILE *out)
+{
+    cl_platform_id ps[16];
+    cl_uint np = 0;
+    cl_int e = clGetPlatformIDs(16, ps, &np);
+    if (e != CL_SUCCESS || np == 0) {
+        fprintf(out, "opencl: not available: no OpenCL platform (%s)\n",
+                e == CL_SUCCESS ? "none installed" : dr_cl_strerror(e));
+        return;
+    }
+    for (cl_uint i = 0; i < np; i++) {
+        cl_device_id ds[16];
+        cl_uint nd = 0;
+        char name[128] = "", version[128] = "";
+        clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
+        clGetPlatformInfo(ps[i], CL_PLATFORM_VERSION, sizeof version - 1, version, NULL);
+        fprintf(out, "platform %u: %s (%s)\n", i, name, version);
+        if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 16, ds, &nd) != CL_SUCCESS || nd == 0) {
+            fprintf(out, "  no device\n");
+            continue;
+        }
+        for (cl_uint j = 0; j < nd; j++) {
+            dr_cl_caps c;
+            const char *missing;
+            dr_cl_caps_of(ps[i], ds[j], &c);
+            missing = dr_cl_exact_missing(&c);
+            fprintf(out, "  device %u: %s [%s] %s, driver %s\n", j, c.name,
+                    c.type & CL_DEVICE_TYPE_GPU ? "gpu" : c.type & CL_DEVICE_TYPE_CPU ? "cpu" : "other",
+                    c.version, c.driver);
+            fprintf(out, "    compute units %u, global memory %llu MiB (largest buffer %llu MiB), local %llu KiB\n",
+                    c.compute_units, (unsigned long long)(c.global_mem >> 20), (unsigned long long)(c.max_alloc >> 20),
+                    (unsigned long long)(c.local_mem >> 10));
+            fprintf(out, "    correctly rounded divide/sqrt %s, denormals %s, fma %s, fp64 %s, 64-bit integers %s\n",
+                    c.cr_divide_sqrt ? "yes" : "no", c.denorm ? "yes" : "no", c.fma ? "yes" : "no",
+                    c.fp64 ? "yes" : "no", c.full_profile ? "yes" : "no");
+            fprintf(out, "    exact numerics: %s%s\n", missing ? "no, lacks " : "yes", missing ? missing : "");
+        }
+    }
+}

@@ -1,0 +1,277 @@
+/* distref — tests of the OpenCL device code against the host build.
+ *
+ *   elem_on_device     dr_expf and dr_logf compiled from include/distref/
+ *                      elem.h as OpenCL C, run on the device over 2^22+
+ *                      inputs (a stride through every float bit pattern,
+ *                      plus the specials, subnormals and the known worst
+ *                      cases of tests/test_elem.c): every result must have
+ *                      the host build's bits. test_elem.c proves the host's
+ *                      ULP bounds against MPFR; bit equality carries them
+ *                      over to the device.
+ *   acc_on_device      devices/cl/acc.cl's accumulator: exact sums of
+ *                      products with cancellation, subnormals and specials,
+ *                      rounded once and divided by d on the device, against
+ *                      core/acc.c (dr_acc_add_prod, dr_acc_round_div), and
+ *                      the accumulator written in the host's dr_acc layout.
+ *   exact_capabilities what exact numerics refuse, naming it.
+ *   device_oom         a buffer beyond the device's memory is DR_EDEVICE_OOM.
+ *
+ * Every test is skipped, with the reason printed, where no OpenCL device is
+ * present.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/opencl_backend.h"
+#include "distref/elem.h"
+#include "distref/exact.h"
+
+typedef struct cl_env {
+    cl_platform_id p;
+    cl_device_id d;
+    dr_cl_caps caps;
+    cl_context ctx;
+    cl_command_queue q;
+} cl_env;
+
+/* false (and a printed reason) when there is no device */
+static bool env_open(cl_env *e)
+{
+    dr_err err;
+    cl_int rc;
+    memset(e, 0, sizeof *e);
+    if (dr_cl_pick(-1, -1, &e->p, &e->d, &err) != DR_OK) {
+        printf("skipped: %s\n", err.msg);
+        return false;
+    }
+    dr_cl_caps_of(e->p, e->d, &e->caps);
+    e->ctx = clCreateContext(NULL, 1, &e->d, NULL, NULL, &rc);
+    assert_non_null(e->ctx);
+    e->q = clCreateCommandQueue(e->ctx, e->d, 0, &rc);
+    assert_non_null(e->q);
+    return true;
+}
+
+static void env_close(cl_env *e)
+{
+    clReleaseCommandQueue(e->q);
+    clReleaseContext(e->ctx);
+}
+
+static cl_program build(cl_env *e, const char *src)
+{
+    cl_program prog;
+    dr_err err;
+    int rc = dr_cl_build_program(e->ctx, e->d, &e->caps, src, &prog, &err);
+    if (rc) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, DR_OK);
+    return prog;
+}
+
+static cl_mem buffer(cl_env *e, size_t bytes, const void *init)
+{
+    cl_int rc;
+    cl_mem m = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                              (void *)init, &rc);
+    assert_int_equal(rc, CL_SUCCESS);
+    return m;
+}
+
+static void run1(cl_env *e, cl_kernel k, size_t n)
+{
+    assert_int_equal(clEnqueueNDRangeKernel(e->q, k, 1, NULL, &n, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(clFinish(e->q), CL_SUCCESS);
+}
+
+/* ---- dr_expf / dr_logf ------------------------------------------------------ */
+
+static const char k_elem_src[] =
+    "__kernel void elem(__global const uint *x, __global uint *ex, __global uint *lg, uint n)\n"
+    "{ uint i = get_global_id(0); if (i < n) { float v = as_float(x[i]);\n"
+    "  ex[i] = as_uint(dr_expf(v)); lg[i] = as_uint(dr_logf(v)); } }\n";
+
+static void elem_on_device(void **state)
+{
+    static const uint32_t specials[] = {
+        0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x00000001u, 0x807fffffu,
+        0x3f800000u, 0xbf800000u, 0x42b17218u, 0x42b17217u, 0xc2cff1b5u, 0xc2cff1b4u, 0xc1cfe8b4u /* -0x1.9fd168p+4 */,
+        0x3f30d37fu /* 0x1.61a6fep-1 */, 0x7f7fffffu, 0x00800000u, 0x3f7fffffu, 0x3f800001u,
+    };
+    const uint32_t stride = 1021, n = (uint32_t)(0x100000000ull / stride) + sizeof specials / sizeof specials[0];
+    uint32_t *x = malloc(n * sizeof *x), *ex = malloc(n * sizeof *ex), *lg = malloc(n * sizeof *lg);
+    uint64_t bad_e = 0, bad_l = 0;
+    cl_env e;
+    (void)state;
+    if (!env_open(&e)) { free(x); free(ex); free(lg); skip(); }
+    assert_non_null(x); assert_non_null(ex); assert_non_null(lg);
+    {
+        uint32_t i = 0;
+        for (uint64_t u = 0; u < 0x100000000ull && i < n; u += stride) x[i++] = (uint32_t)u;
+        for (size_t k = 0; k < sizeof specials / sizeof specials[0] && i < n; k++) x[i++] = specials[k];
+        assert_int_equal(i, n);
+    }
+    {
+        cl_program prog = build(&e, k_elem_src);
+        cl_int rc;
+        cl_kernel k = clCreateKernel(prog, "elem", &rc);
+        cl_mem bx = buffer(&e, n * sizeof *x, x), be = buffer(&e, n * sizeof *x, NULL), bl = buffer(&e, n * sizeof *x, NULL);
+        cl_uint nn = n;
+        assert_non_null(k);
+        clSetKernelArg(k, 0, sizeof bx, &bx); clSetKernelArg(k, 1, sizeof be, &be);
+        clSetKernelArg(k, 2, sizeof bl, &bl); clSetKernelArg(k, 3, sizeof nn, &nn);
+        run1(&e, k, n);
+        assert_int_equal(clEnqueueReadBuffer(e.q, be, CL_TRUE, 0, n * sizeof *x, ex, 0, NULL, NULL), CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(e.q, bl, CL_TRUE, 0, n * sizeof *x, lg, 0, NULL, NULL), CL_SUCCESS);
+        clReleaseMemObject(bx); clReleaseMemObject(be); clReleaseMemObject(bl);
+        clReleaseKernel(k); clReleaseProgram(prog);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        float v = dr_elem_from_bits(x[i]);
+        uint32_t he = dr_elem_bits(dr_expf(v)), hl = dr_elem_bits(dr_logf(v));
+        if (he != ex[i] && bad_e++ < 5) printf("dr_expf(%a): host %08x, device %08x\n", (double)v, he, ex[i]);
+        if (hl != lg[i] && bad_l++ < 5) printf("dr_logf(%a): host %08x, device %08x\n", (double)v, hl, lg[i]);
+    }
+    printf("elem on %s: %u inputs, dr_expf %llu and dr_logf %llu differ from the host\n", e.caps.name, n,
+           (unsigned long long)bad_e, (unsigned long long)bad_l);
+    assert_int_equal(bad_e, 0);
+    assert_int_equal(bad_l, 0);
+    free(x); free(ex); free(lg);
+    env_close(&e);
+}
+
+/* ---- the accumulator ----------------------------------------------------------- */
+
+static const char k_acc_src[] =
+    "__kernel void dots(__global const float *x, __global const float *y, uint len, uint d,\n"
+    "                   __global acc_t *out, __global float *rounded)\n"
+    "{ uint t = get_global_id(0); acc_t a; acc_init(&a);\n"
+    "  for (uint k = 0; k < len; k++) acc_add_prod(&a, x[t * len + k], y[t * len + k]);\n"
+    "  acc_add(&a, x[t * len]);\n"
+    "  { acc_t c = a; rounded[t] = acc_round_div(&c, d + t); }\n"
+    "  acc_store(&out[t], &a); }\n";
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float pick(uint64_t *r)
+{
+    uint64_t u = splitmix(r);
+    switch (u % 8) {
+    case 0: return dr_elem_from_bits((uint32_t)(u >> 32) & 0x807fffffu);               /* subnormal or 0 */
+    case 1: return (u >> 40) & 1 ? 1e30f : -1e30f;                                     /* cancels */
+    case 2: return dr_elem_from_bits((uint32_t)(u >> 32));                             /* any bits, specials too */
+    default: return (float)((int64_t)(u >> 11) - (1ll << 52)) * 0x1p-50f;
+    }
+}
+
+static void acc_on_device(void **state)
+{
+    enum { T = 512, LEN = 37 };
+    float *x = malloc(T * LEN * sizeof *x), *y = malloc(T * LEN * sizeof *y), rounded[T];
+    dr_acc *out = malloc(T * sizeof *out);
+    uint64_t rng = 2024;
+    cl_env e;
+    int bad = 0;
+    (void)state;
+    if (!env_open(&e)) { free(x); free(y); free(out); skip(); }
+    assert_non_null(x); assert_non_null(y); assert_non_null(out);
+    for (size_t i = 0; i < (size_t)T * LEN; i++) { x[i] = pick(&rng); y[i] = pick(&rng); }
+    {
+        cl_program prog = build(&e, k_acc_src);
+        cl_int rc;
+        cl_kernel k = clCreateKernel(prog, "dots", &rc);
+        cl_mem bx = buffer(&e, sizeof(float) * T * LEN, x), by = buffer(&e, sizeof(float) * T * LEN, y);
+        cl_mem bo = buffer(&e, sizeof(dr_acc) * T, NULL), br = buffer(&e, sizeof(float) * T, NULL);
+        cl_uint len = LEN, d = 1;
+        assert_non_null(k);
+        clSetKernelArg(k, 0, sizeof bx, &bx); clSetKernelArg(k, 1, sizeof by, &by);
+        clSetKernelArg(k, 2, sizeof len, &len); clSetKernelArg(k, 3, sizeof d, &d);
+        clSetKernelArg(k, 4, sizeof bo, &bo); clSetKernelArg(k, 5, sizeof br, &br);
+        run1(&e, k, T);
+        assert_int_equal(clEnqueueReadBuffer(e.q, bo, CL_TRUE, 0, sizeof(dr_acc) * T, out, 0, NULL, NULL), CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(e.q, br, CL_TRUE, 0, sizeof(float) * T, rounded, 0, NULL, NULL), CL_SUCCESS);
+        clReleaseMemObject(bx); clReleaseMemObject(by); clReleaseMemObject(bo); clReleaseMemObject(br);
+        clReleaseKernel(k); clReleaseProgram(prog);
+    }
+    for (int t = 0; t < T; t++) {
+        dr_acc h;
+        float hr;
+        dr_acc_init(&h);
+        for (int k = 0; k < LEN; k++) dr_acc_add_prod(&h, x[t * LEN + k], y[t * LEN + k]);
+        dr_acc_add(&h, x[t * LEN]);
+        hr = dr_acc_round_div(&h, 1u + (uint32_t)t);
+        if (!dr_acc_equal(&h, &out[t]) || dr_elem_bits(hr) != dr_elem_bits(rounded[t])) {
+            if (bad++ < 5) printf("sum %d: host %a, device %a\n", t, (double)hr, (double)rounded[t]);
+        }
+        /* the device's layout is the host's: rounding it on the host agrees */
+        if (dr_elem_bits(dr_acc_round_div(&out[t], 1u + (uint32_t)t)) != dr_elem_bits(hr)) bad++;
+    }
+    assert_int_equal(bad, 0);
+    free(x); free(y); free(out);
+    env_close(&e);
+}
+
+/* ---- what exact numerics refuse ----------------------------------------------- */
+
+static void exact_capabilities(void **state)
+{
+    dr_cl_caps c;
+    (void)state;
+    memset(&c, 0, sizeof c);
+    c.cr_divide_sqrt = c.denorm = c.full_profile = true;
+    c.max_wg = 1024;
+    assert_null(dr_cl_exact_missing(&c));
+    c.cr_divide_sqrt = false;
+    assert_non_null(strstr(dr_cl_exact_missing(&c), "CORRECTLY_ROUNDED_DIVIDE_SQRT"));
+    c.cr_divide_sqrt = true; c.denorm = false;
+    assert_non_null(strstr(dr_cl_exact_missing(&c), "DENORM"));
+    c.denorm = true; c.full_profile = false;
+    assert_non_null(strstr(dr_cl_exact_missing(&c), "64-bit integers"));
+}
+
+static void device_oom(void **state)
+{
+    dr_model_spec m = { 2, { { 4, 3, DR_ACT_RELU }, { 3, 2, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f };
+    dr_optimizer o;
+    dr_backend *b;
+    dr_buffer *buf = NULL;
+    dr_err err;
+    cl_env e;
+    const dr_backend_ops *ops = dr_backend_opencl();
+    (void)state;
+    if (!env_open(&e)) skip();
+    env_close(&e);
+    memset(&o, 0, sizeof o);
+    o.kind = DR_OPT_SGD;
+    o.lr = 0.1f;
+    assert_int_equal(ops->open(&m, &o, DR_NUMERICS_EXACT, &b, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, (size_t)1 << 46, &buf, &err), DR_EDEVICE_OOM);
+    assert_null(buf);
+    assert_non_null(strstr(err.msg, "out of memory"));
+    assert_int_equal(ops->alloc(b, 64, &buf, &err), DR_OK);
+    ops->release(b, buf);
+    ops->close(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(elem_on_device),
+        cmocka_unit_test(acc_on_device),
+        cmocka_unit_test(exact_capabilities),
+        cmocka_unit_test(device_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
