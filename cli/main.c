@@ -31,6 +31,7 @@ typedef struct cli {
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
+    char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform, opencl_device;
     double  tpu_hbm_scale;
@@ -93,6 +94,8 @@ static int table(cli *c, dr_flag *f)
         INT("staleness", staleness, 0, 1 << 20, "parameter_server: most updates a read may miss (0 = lock-step)"),
         STR("ps_partitioner", ps_partitioner, "parameter_server: fixed:N | min_size:BYTES[:MAX] | max_size:BYTES[:MAX]"),
         STR("fail_worker", fail_worker, "parameter_server: W:K, worker W fails while running step K"),
+        STR("schedule", schedule, "parameter_server under mpi: seeded (the reference's order) | free (arrival order)"),
+        STR("replay_schedule", replay_schedule, "parameter_server under ref: follow a recorded ps_schedule.jsonl"),
         STR("fail_ps", fail_ps, "parameter_server: P:K, ps task P fails at step K"),
         BOOL("print_tf_config", print_tf_config, "print the TF_CONFIG the run uses (mpi: given or derived per rank)"),
         DBL("collective_timeout", collective_timeout, 0.001, 1e6, "mpi: seconds a collective waits without progress "
@@ -118,6 +121,7 @@ static void defaults(cli *c)
     strcpy(c->what, "all");
     strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
+    strcpy(c->schedule, d.schedule);
     c->num_packs = 1;
     c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */
     c->seed = (int64_t)d.seed;
@@ -195,6 +199,10 @@ static const scope k_scopes[] = {
     { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
     { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
     { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
+    { "schedule", S(PARAMETER_SERVER), CMD_TRAIN, "mpi",
+      "--distribution_strategy=parameter_server under --variant=mpi (training)" },
+    { "replay_schedule", S(PARAMETER_SERVER), CMD_TRAIN, "ref",
+      "--distribution_strategy=parameter_server under --variant=ref (training)" },
     { "threads", ALL_STRATEGIES, ALL_COMMANDS, "openmp mpi", "--variant=openmp or mpi" },
     { "opencl_platform", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
@@ -288,8 +296,12 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
                         "input_partition_dims", err)) ||
         (rc = copy_flag(cfg->ps_partitioner, sizeof cfg->ps_partitioner, c->ps_partitioner, "ps_partitioner", err)) ||
         (rc = copy_flag(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker, "fail_worker", err)) ||
-        (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)))
+        (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)) ||
+        (rc = copy_flag(cfg->schedule, sizeof cfg->schedule, c->schedule, "schedule", err)) ||
+        (rc = copy_flag(cfg->replay_schedule, sizeof cfg->replay_schedule, c->replay_schedule, "replay_schedule", err)))
         return rc;
+    if (strcmp(cfg->schedule, "seeded") != 0 && strcmp(cfg->schedule, "free") != 0)
+        return dr_fail(err, DR_EUSAGE, "--schedule=%s: expected seeded or free", cfg->schedule);
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
@@ -411,7 +423,7 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     cfg.stop = &stop_signal;
     if (strcmp(c->variant, "mpi") == 0) {   /* TF_CONFIG checked against, or derived from, the MPI world */
         char *tf = NULL;
-        if ((rc = dr_mpi_tf_config(cfg.tf_config, &tf, err))) return rc;
+        if ((rc = dr_mpi_tf_config(cfg.tf_config, cfg.strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err))) return rc;
         cfg.tf_config = tf;
         rc = run_config(c, &cfg, err);
         free(tf);

@@ -97,6 +97,7 @@ int suite_checkpoints(results *r);
 int suite_durability(results *r);
 /* The mpi variant under mpirun (conformance/mpi.c). */
 int suite_mpi(results *r);
+int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 
 /* Report */
 int write_report(const results *r, const char *outdir, double seconds);

@@ -25,7 +25,8 @@
  * packing, central_storage) under -np 1. Mutants (scripts/
  * run_conformance_mutants.sh): a pack boundary off by one on the wire, the
  * cross-rank partial rounded to a float, a rank taking the wrong replica's
- * shard; each must fail this suite.
+ * shard; each must fail this suite. parameter_server over ranks (seeded
+ * order = ref, free order = ref's replay of it): conformance/mpi_ps.c.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI */
@@ -282,12 +283,13 @@ int suite_mpi(results *r)
         return 1;
     }
     printf("== mpi: the mpi variant under mpirun against the reference, live\n");
-    for (size_t i = 0; i < sizeof k_cells / sizeof k_cells[0]; i++) {
+    for (size_t i = 0; !(r->fault && strncmp(r->fault, "mpi_ps_", 7) == 0) && i < sizeof k_cells / sizeof k_cells[0]; i++) {
         if (r->quick && strcmp(k_cells[i].numerics, "fast") == 0) continue;
         fails += run_cell(r, &k_cells[i]);
         if (r->fault && fails) break;   /* a mutant: caught, the rest would only repeat it */
     }
     if (!r->fault) fails += tf_config_mismatch(r) + checkpoints(r);
+    if (!(r->fault && fails)) fails += suite_mpi_ps(r);
     printf("mpi: %.1f s\n", now() - t0);
     return fails;
 }

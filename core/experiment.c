@@ -47,6 +47,7 @@ void dr_run_config_defaults(dr_run_config *c)
     strcpy(c->input_mode, "dataset");
     strcpy(c->variant, "ref");
     strcpy(c->numerics, "exact");
+    strcpy(c->schedule, "seeded");
     c->opencl_platform = -1;
     c->opencl_device = -1;
     c->tpu_hbm_scale = 1.0;

@@ -11,8 +11,8 @@
  *   4 --input_partition_dims    dr_tpu_partition_shape, dr_tpu_tile_pixels
  *   5 a device string           dr_device_parse, dr_device_spec_name (core/device.c)
  *   6 --ps_partitioner          dr_partitioner_parse, dr_ps_place_variables
- *                               (ref/ps_partition.c) on the 784-128-10 model
- *   7 --fail_worker/--fail_ps   dr_ps_parse_failure (ref/ps_partition.c)
+ *                               (core/ps_partition.c) on the 784-128-10 model
+ *   7 --fail_worker/--fail_ps   dr_ps_parse_failure (core/ps_partition.c)
  *   8 --auto_shard_policy       dr_shard_policy_parse, _resolve (core/multiworker.c)
  * Checks: no crash, UB or leak; any error return is fine. Where a parser
  * succeeds, that its result is usable: tile pixels are a permutation of the

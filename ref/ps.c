@@ -54,6 +54,8 @@ struct ps_run {
     uint32_t        acc_epoch;
     uint64_t        lost_closure;   /* the closure a failed worker lost, until it lands */
     uint32_t        lost_worker;
+    dr_ps_event    *replay;         /* --replay_schedule's events */
+    size_t          nreplay;
 };
 
 /* ---- setup -------------------------------------------------------------- */
@@ -100,6 +102,14 @@ static int flags(ps_run *r, dr_err *err)
         (rc = dr_ps_parse_failure("fail_ps", cfg->fail_ps, r->P, &o->fail_ps, &o->fail_ps_step, err)))
         return rc;
     o->partitioner = r->part;
+    if (cfg->replay_schedule[0]) {   /* a recorded schedule (an MPI run's free one) instead of the seed */
+        if (o->fail_worker_step)
+            return dr_fail(err, DR_EUSAGE, "--replay_schedule with --fail_worker: a recorded schedule has no "
+                           "failures to inject");
+        if ((rc = dr_ps_schedule_load(cfg->replay_schedule, &r->replay, &r->nreplay, err))) return rc;
+        o->replay = r->replay;
+        o->replay_len = r->nreplay;
+    }
     if (o->fail_worker_step > r->N)
         return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
                        "schedules", cfg->fail_worker, (unsigned long long)o->fail_worker_step, (unsigned long long)r->N);
@@ -547,5 +557,6 @@ int dr_ps_variables(ps_run *r, float *params, float *slots)
 void dr_ps_close(ps_run *r)
 {
     close_run(r);
+    free(r->replay);
     free(r);
 }

@@ -83,7 +83,8 @@ int dr_coordinator_create(dr_strategy *s, const dr_coordinator_options *opt,
     c->opt = *opt;
     c->W = s->num_workers;
     c->P = dr_ps_num_ps(s);
-    so = (dr_ps_schedule_options){ c->W, opt->staleness, opt->schedule_seed, opt->fail_worker, opt->fail_worker_step };
+    so = (dr_ps_schedule_options){ c->W, opt->staleness, opt->schedule_seed, opt->fail_worker, opt->fail_worker_step,
+                                   opt->replay, opt->replay_len };
     if (opt->fail_ps_step && opt->fail_ps >= c->P)
         rc = dr_fail(err, DR_EUSAGE, "--fail_ps: ps task %u does not exist (%u ps tasks)", opt->fail_ps, c->P);
     else
@@ -371,6 +372,16 @@ static int step(dr_coordinator *c, bool *idle, dr_err *err)
 {
     dr_ps_event ev;
     *idle = !dr_ps_schedule_next(&c->sched, &ev);
+    if (*idle && c->sched.replay_bad) {
+        const dr_ps_event *r = c->sched.replayed < c->opt.replay_len ? &c->opt.replay[c->sched.replayed] : NULL;
+        if (!r)
+            return die(c, dr_fail(err, DR_EFORMAT, "--replay_schedule: the recording ends after %zu events but "
+                                  "closures are still queued or in flight", c->sched.replayed), err);
+        return die(c, dr_fail(err, DR_EFORMAT, "--replay_schedule: event %zu (%s of closure %llu on worker %u) is "
+                              "not allowed here (queue, staleness bound %u or workers differ from the run that "
+                              "recorded it)", c->sched.replayed + 1, r->kind == DR_PS_LAND ? "land" : "dispatch",
+                              (unsigned long long)r->closure, r->worker, c->opt.staleness), err);
+    }
     return *idle ? DR_OK : die(c, process(c, &ev, err), err);
 }
 

@@ -3,7 +3,7 @@
 #
 #   sh scripts/fuzz.sh [SECONDS]
 #
-# The library sources the targets need (core/*.c, and ref/ps_partition.c for
+# The library sources the targets need (core/*.c, which holds core/ps_partition.c for
 # fuzz_flag_values) are compiled here with clang and the sanitizers into
 # build/fuzz/lib.a, not taken from the gcc-built archives; the linker takes
 # only the objects a target uses. Binaries: build/fuzz/fuzz_<name>. Each
@@ -39,9 +39,9 @@ lib=$out/lib.a
 mkdir -p "$out/obj/core" "$out/obj/ref" "$out/logs" "$out/artifacts" "$out/corpus"
 
 # ---- the library, instrumented (rebuilt when any source or header changed)
-lib_src="core/*.c ref/ps_partition.c"
+lib_src="core/*.c"
 stale=1
-if [ -f "$lib" ] && [ -z "$(find core include ref/ps_partition.c -newer "$lib" \( -name '*.c' -o -name '*.h' \) | head -n 1)" ]; then
+if [ -f "$lib" ] && [ -z "$(find core include -newer "$lib" \( -name '*.c' -o -name '*.h' \) | head -n 1)" ]; then
     stale=0
 fi
 if [ $stale = 1 ]; then

@@ -12,6 +12,7 @@
  * staging buffers for the comm (step.c).
  */
 #include "strategies/engine_internal.h"
+#include "strategies/ps_mpi_internal.h"
 #include "distref/opencl.h"
 #include "distref/run_log.h"
 
@@ -82,6 +83,7 @@ static int mpi_supports(const dr_run_plan *plan, dr_err *err)
     if (plan->spec.kind == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
                        "--variant=openmp or ref");
+    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return engine_ps_supports(plan, err);
     return supports_on("mpi", plan, dr_backend_openmp(), err);
 }
 
@@ -149,6 +151,7 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
 
 static void engine_close(dr_session *s)
 {
+    if (s->ps) { engine_ps_close(s); return; }
     for (uint32_t r = 0; s->be && r < s->R; r++) {
         dr_replica_bufs *rb = &s->rb[r];
         dr_buffer *bufs[] = { rb->params, rb->slots, rb->grad, rb->loss, rb->x, rb->labels, rb->targets };
@@ -296,6 +299,7 @@ static int ocl_open(const dr_run_plan *plan, const dr_dataset *data, dr_session 
 
 static int mpi_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err)
 {
+    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return engine_ps_open(plan, data, out, err);
     return open_with(plan, data, dr_backend_openmp(), dr_comm_mpi(), out, err);
 }
 
@@ -306,7 +310,9 @@ static int engine_get(dr_session *s, float *params, float *slots, dr_err *err)
     size_t P = s->plan->P, S = P * (size_t)s->plan->nslots;
     uint32_t r0 = s->wlo * s->L;   /* this process's first replica */
     dr_buffer *p = s->var ? s->var : s->rb[r0].params, *sl = s->var ? s->var_slots : s->rb[r0].slots;
-    int rc = s->bo->sync(s->be, err);
+    int rc;
+    if (s->ps) return engine_ps_get(s, params, slots, err);
+    rc = s->bo->sync(s->be, err);
     if (rc == DR_OK) rc = s->bo->download(s->be, params, p, 0, P * sizeof(float), err);
     if (rc == DR_OK && S) rc = s->bo->download(s->be, slots, sl, 0, S * sizeof(float), err);
     return rc;
@@ -348,6 +354,7 @@ static bool replicas_identical(dr_session *s)
 
 static void engine_summarize(dr_session *s, json_object *o)
 {
+    if (s->ps) { engine_ps_summarize(s, o); return; }
     json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(replicas_identical(s)));
     json_object_object_add(o, "devices", dr_devices_json(&s->strat));
     json_object_object_add(o, "backend", json_object_new_string(s->bo->name));
@@ -377,9 +384,9 @@ static bool mpi_chief(const dr_session *s) { return s->wlo == 0; }
 
 const dr_variant dr_variant_mpi = {
     "mpi",
-    "the engine with one MPI rank per worker (multi_worker_mirrored; one-worker strategies with -np 1): "
-    "exact (the reference's bits) or fast",
+    "the engine with one MPI rank per worker (multi_worker_mirrored; one-worker strategies with -np 1), "
+    "or a chief, worker and ps ranks (parameter_server): exact (the reference's bits) or fast",
     "mpirun -np N",
     mpi_supports, mpi_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
-    engine_close, NULL, mpi_chief,
+    engine_close, engine_ps_train, mpi_chief,
 };

@@ -54,6 +54,7 @@ struct dr_session {
     uint32_t             wlo, whi;           /* the workers this process runs: all (threads comm) or its
                                                 rank's (MPI); it holds replicas [wlo*L, whi*L) only */
     engine_ranks        *ranks;              /* MPI: the step's exchange between ranks (ranks.c) */
+    struct engine_ps    *ps;                 /* parameter_server over MPI ranks (ps_mpi.c) */
     uint32_t             rows;               /* the largest batch a replica computes */
     dr_replica_bufs      rb[DR_MAX_DEVICES - 1];
     dr_buffer           *var, *var_slots, *central;   /* central_storage */

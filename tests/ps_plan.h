@@ -9,7 +9,7 @@
 static inline size_t plan(uint32_t W, uint32_t S, uint64_t seed, uint32_t fw, uint64_t fk, uint64_t n, uint64_t every,
                    dr_ps_event **ev)
 {
-    dr_ps_schedule_options o = { W, S, seed, fw, fk };
+    dr_ps_schedule_options o = { W, S, seed, fw, fk, NULL, 0 };
     size_t count;
     dr_err err;
     assert_int_equal(dr_ps_plan(&o, n, every, ev, &count, &err), DR_OK);

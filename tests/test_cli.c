@@ -248,6 +248,29 @@ static void test_ps_flag_values(void **s)
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--staleness=-1");
     expect(&r, 2, "--staleness");
 }
+/* --schedule is the MPI coordinator's, --replay_schedule the reference's,
+ * both for parameter_server training only. */
+static void test_ps_schedule_scope(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--schedule=free");
+    expect(&r, 2, "--schedule does not apply to --variant=ref: it is only for --distribution_strategy=parameter_server under --variant=mpi");
+    RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--variant=mpi", "--schedule=free");
+    expect(&r, 2, "--schedule does not apply to --distribution_strategy=mirrored");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--variant=openmp", "--replay_schedule=x");
+    expect(&r, 2, "--replay_schedule does not apply to --variant=openmp: it is only for --distribution_strategy=parameter_server under --variant=ref");
+    RUN(&r, "train", MD, "--distribution_strategy=one_device", "--replay_schedule=x");
+    expect(&r, 2, "--replay_schedule does not apply to --distribution_strategy=one_device");
+    RUN(&r, "evaluate", MD, "--distribution_strategy=parameter_server", "--replay_schedule=x");
+    expect(&r, 2, "--replay_schedule does not apply to evaluate");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--variant=mpi", "--schedule=random");
+    expect(&r, 2, "--schedule=random: expected seeded or free");
+    setenv("TF_CONFIG", "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+           "\"task\":{\"type\":\"chief\",\"index\":0}}", 1);
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--replay_schedule=/nonexistent/ps_schedule.jsonl");
+    unsetenv("TF_CONFIG");
+    expect(&r, 2, "--replay_schedule=/nonexistent/ps_schedule.jsonl: cannot open it");
+}
 /* --log_device_placement: the reference's synchronous training only. */
 static void test_log_device_placement_scope(void **s)
 {
@@ -650,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_ps_flag_with_mirrored),
         cmocka_unit_test(test_ps_flag_values),
         cmocka_unit_test(test_log_device_placement_scope),
+        cmocka_unit_test(test_ps_schedule_scope),
         cmocka_unit_test(test_tpu_grpc),
         cmocka_unit_test(test_tpu_flags_without_tpu),
         cmocka_unit_test(test_tpu_static_batch),

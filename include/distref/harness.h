@@ -50,8 +50,14 @@ int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
  * training workers = the ranks, this task's id = the rank: DR_EUSAGE naming
  * both otherwise) and copied; absent, it is derived from the world (N
  * workers, task index = rank, rank 0 the chief). Collective when derived.
+ * With ps (parameter_server) the ranks are the chief (rank 0), the workers
+ * (1 .. W) and the ps tasks (W+1 .. W+P): given, chief + worker + ps tasks
+ * must number the ranks (a cluster without a chief gets one, as the
+ * reference emulates it) and a task, if given, must be this rank's; a
+ * TF_CONFIG without a task takes the rank's; absent, it is derived as a
+ * chief, N-2 workers and one ps task (N >= 3).
  * *out is the caller's to free. */
-int dr_mpi_tf_config(const char *given, char **out, dr_err *err);
+int dr_mpi_tf_config(const char *given, bool ps, char **out, dr_err *err);
 
 /* `distref export`: writes into cfg->model_dir what another framework needs
  * to reproduce the run (harness/export.c): what = init (the initial

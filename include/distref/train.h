@@ -95,6 +95,8 @@ typedef struct dr_run_config {
     char     ps_partitioner[48];  /* "" = none; fixed:N, min_size:BYTES[:MAX], max_size:BYTES[:MAX] */
     char     fail_worker[32];     /* "" = none; "W:K": worker W fails while running step K */
     char     fail_ps[32];         /* "" = none; "P:K": ps task P fails at step K */
+    char     schedule[16];        /* --variant=mpi: "seeded" (the reference's order) or "free" (arrival) */
+    char     replay_schedule[1024]; /* --variant=ref: a recorded ps_schedule.jsonl to follow; "" = draw */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);

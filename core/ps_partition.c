@@ -8,7 +8,7 @@
  * follow parameter_server_strategy_v2.py (_create_variable: "div" offsets,
  * then _create_variable_round_robin).
  */
-#include "distref/ps.h"
+#include "distref/ps_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* distref reference — the seeded asynchronous schedule of parameter_server
+/* distref core — the seeded asynchronous schedule of parameter_server
  * training (the rule is in include/distref/ps.h, the reasoning in
  * docs/PARAMETER_SERVER.md).
  *
@@ -7,7 +7,7 @@
  * asynchronous run bit-reproducible, and what lets a resumed run re-walk
  * the plan up to its checkpoint without computing anything.
  */
-#include "distref/ps.h"
+#include "distref/ps_plan.h"
 #include "distref/rng.h"
 
 #include <stdlib.h>
@@ -191,11 +191,40 @@ bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev)
         recover(s, first, ev);
         return true;
     }
+    if (s->opt.replay) {   /* a recorded schedule: its next event, if the rule allows it */
+        const dr_ps_event *rec = s->replayed < s->opt.replay_len ? &s->opt.replay[s->replayed] : NULL;
+        if (!rec || !dr_ps_schedule_take(s, rec->kind, rec->worker, ev) || ev->closure != rec->closure) {
+            s->replay_bad = true;
+            return false;
+        }
+        s->replayed++;
+        return true;
+    }
     {
         uint32_t pick = dr_rng_below(s->opt.seed, DR_STREAM_SCHEDULE, s->draws++, a.n);
         if (a.land[pick]) land(s, a.worker[pick], ev);
         else dispatch(s, a.worker[pick], ev);
     }
+    return true;
+}
+
+bool dr_ps_schedule_allows(const dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w)
+{
+    actions a;
+    if (w >= s->opt.num_workers || (kind != DR_PS_DISPATCH && kind != DR_PS_LAND)) return false;
+    for (uint32_t v = 0; v < s->opt.num_workers; v++)
+        if (s->down[v] && s->recover_in[v] == 0) return false;   /* a recovery is due first */
+    valid_actions(s, &a);
+    for (uint32_t i = 0; i < a.n; i++)
+        if (a.worker[i] == w && a.land[i] == (kind == DR_PS_LAND)) return true;
+    return false;
+}
+
+bool dr_ps_schedule_take(dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w, dr_ps_event *ev)
+{
+    if (!dr_ps_schedule_allows(s, kind, w)) return false;
+    if (kind == DR_PS_LAND) land(s, w, ev);
+    else dispatch(s, w, ev);
     return true;
 }
 

@@ -1,0 +1,177 @@
+/* distref conformance — suite 7, parameter_server over MPI ranks.
+ *
+ * Each cell launches `mpirun --oversubscribe -np 1+W+P bin/distref train
+ * --variant=mpi --distribution_strategy=parameter_server` (a chief, W
+ * worker ranks, P ps ranks; TF_CONFIG given to every rank without a task,
+ * so each takes its rank's) and judges it against the reference, live:
+ *   seeded  every metrics line's loss_bits and the final weights equal
+ *           `--variant=ref` parameter_server with the same TF_CONFIG shape,
+ *           --schedule_seed, --staleness, --ps_partitioner, --checkpoint_every;
+ *   free    the run's own order (model_dir/ps_schedule.jsonl) replayed by
+ *           `--variant=ref --replay_schedule` gives the same loss_bits and
+ *           weights;
+ *   usage   a TF_CONFIG whose chief + workers + ps differ from -np exits 2
+ *           naming both.
+ * 2-3 workers x 1-2 ps, staleness 0 and 2, L2 on and off, uneven short
+ * batches. Mutant (scripts/run_conformance_mutants.sh): the coordinator
+ * drops one landed update (DR_MUTANT_MPI_PS_DROP_UPDATE).
+ */
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"
+#endif
+#include "conformance/conformance.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct ps_cell {
+    uint32_t    W, P, S, G, E, every;
+    uint64_t    seed;
+    double      l2;
+    const char *partitioner;
+    const char *schedule;    /* seeded | free */
+} ps_cell;
+
+static const ps_cell k_ps_cells[] = {
+    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded" },
+    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded" },
+    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded" },
+    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded" },
+    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded" },
+    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free" },
+    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free" },
+};
+
+#define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+
+/* chief + W workers + P ps; with a task (the chief) for the reference, without for the ranks */
+static void ps_tf_config(uint32_t W, uint32_t P, bool task, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "{\"cluster\": {\"chief\": [\"c:2222\"], \"worker\": [");
+    for (uint32_t w = 0; w < W; w++) len += (size_t)snprintf(buf + len, n - len, "%s\"w%u:2222\"", w ? ", " : "", w);
+    len += (size_t)snprintf(buf + len, n - len, "], \"ps\": [");
+    for (uint32_t p = 0; p < P; p++) len += (size_t)snprintf(buf + len, n - len, "%s\"p%u:2222\"", p ? ", " : "", p);
+    snprintf(buf + len, n - len, "]}%s}", task ? ", \"task\": {\"type\": \"chief\", \"index\": 0}" : "");
+}
+
+static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
+{
+    base_config(c, k->E, k->G, k->l2);
+    set_strategy(c, "parameter_server", 0, NULL, 1);
+    snprintf(c->variant, sizeof c->variant, "ref");
+    c->staleness = k->S;
+    c->schedule_seed = k->seed;
+    c->checkpoint_every = k->every;
+    snprintf(c->ps_partitioner, sizeof c->ps_partitioner, "%s", k->partitioner);
+    ps_tf_config(k->W, k->P, true, tf, ntf);
+    c->tf_config = tf;
+}
+
+/* mpirun into dir (kept: the caller reads it and removes it); returns the exit status. */
+static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uint32_t np, const char *dir)
+{
+    char cmd[3000], tf[1024], part[96] = "";
+    int st;
+    if (!tf_env) {
+        ps_tf_config(k->W, k->P, false, tf, sizeof tf);
+        tf_env = tf;
+    }
+    if (k->partitioner[0]) snprintf(part, sizeof part, " --ps_partitioner=%s", k->partitioner);
+    snprintf(cmd, sizeof cmd, PS_ENV "TF_CONFIG='%s' mpirun --oversubscribe -np %u %s train --variant=mpi "
+             "--distribution_strategy=parameter_server --global_batch_size=%u --synthetic_examples=%u --epochs=1 "
+             "--seed=7 --l2=%g --staleness=%u --schedule_seed=%llu --checkpoint_every=%u --schedule=%s%s "
+             "--model_dir=%s > %s/log.txt 2>&1", tf_env, np, r->bin ? r->bin : DR_BIN, k->G, k->E, k->l2, k->S,
+             (unsigned long long)k->seed, k->every, k->schedule, part, dir, dir);
+    st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool same_bits(const outcome *a, const outcome *b, char *why, size_t n)
+{
+    uint32_t s = 0;
+    if (a->error[0] || b->error[0]) { snprintf(why, n, "%s", a->error[0] ? a->error : b->error); return false; }
+    while (s < a->nsteps && s < b->nsteps && a->loss_bits[s] == b->loss_bits[s]) s++;
+    if (a->nsteps == 0 || a->nsteps != b->nsteps || s < a->nsteps) {
+        snprintf(why, n, "%u vs %u steps, first differing loss at step %u", a->nsteps, b->nsteps, s + 1);
+        return false;
+    }
+    if (!a->weights || !b->weights || a->nweights != b->nweights ||
+        memcmp(a->weights, b->weights, a->nweights * sizeof(float)) != 0 || strcmp(a->sha, b->sha) != 0) {
+        snprintf(why, n, "every loss equal, final weights differ");
+        return false;
+    }
+    return true;
+}
+
+static int ps_cell_run(results *r, const ps_cell *k)
+{
+    char dir[] = "/tmp/distref_mpips_XXXXXX", tf[1024], name[160], why[600] = "", cmd[1200];
+    dr_run_config rc, vc;
+    outcome m, oracle;
+    bool free_run = strcmp(k->schedule, "free") == 0, pass;
+    int code = -1;
+    memset(&m, 0, sizeof m);
+    memset(&oracle, 0, sizeof oracle);
+    snprintf(name, sizeof name, "parameter_server %s np=%u (%u workers, %u ps) S=%u seed=%llu G=%u E=%u l2=%g "
+             "every=%u part=%s", k->schedule, 1 + k->W + k->P, k->W, k->P, k->S, (unsigned long long)k->seed, k->G,
+             k->E, k->l2, k->every, k->partitioner[0] ? k->partitioner : "none");
+    ref_config(k, tf, sizeof tf, &rc);
+    vc = rc;
+    snprintf(vc.variant, sizeof vc.variant, "mpi");
+    if (mkdtemp(dir)) {
+        code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir);
+        read_outcome(dir, &m);
+        if (code != 0 && !m.error[0]) snprintf(m.error, sizeof m.error, "mpirun exited with status %d", code);
+        if (free_run) {   /* the oracle: the reference following the run's recorded order */
+            snprintf(rc.replay_schedule, sizeof rc.replay_schedule, "%s/ps_schedule.jsonl", dir);
+            run_fresh_case(&rc, &oracle);
+        }
+    } else {
+        snprintf(m.error, sizeof m.error, "mkdtemp failed");
+    }
+    if (!free_run) run_case(&rc, &oracle);
+    pass = same_bits(&m, &oracle, why, sizeof why);
+    record(r, "mpi", &vc, (int)k->W, pass, m.seconds, "%s: %s%s%s", name,
+           free_run ? "bits = ref replaying its ps_schedule.jsonl" : "bits = ref parameter_server, same seed",
+           pass ? "" : ": ", why);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (code != -1 && system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+    outcome_free(&m);
+    outcome_free(&oracle);
+    return !pass;
+}
+
+/* chief + 2 workers + 1 ps (4 tasks) under -np 3: exit 2, both named. */
+static int ps_tf_config_mismatch(results *r)
+{
+    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded" };
+    char dir[] = "/tmp/distref_mpips_XXXXXX", tf[512], log[4096] = "", path[1100], cmd[1200];
+    FILE *f;
+    int code = -1;
+    bool pass;
+    if (mkdtemp(dir)) {
+        ps_tf_config(2, 1, false, tf, sizeof tf);
+        code = ps_launch(r, &k, tf, 3, dir);
+        snprintf(path, sizeof path, "%s/log.txt", dir);
+        if ((f = fopen(path, "r"))) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = '\0'; fclose(f); }
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+    }
+    pass = code == 2 && strstr(log, "= 4 tasks") && strstr(log, "started 3 ranks");
+    record(r, "mpi", NULL, 3, pass, 0, "parameter_server TF_CONFIG of 4 tasks under -np 3: exit %d (want 2), message %s",
+           code, pass ? "names both" : "missing");
+    return !pass;
+}
+
+int suite_mpi_ps(results *r)
+{
+    int fails = 0;
+    for (size_t i = 0; i < sizeof k_ps_cells / sizeof k_ps_cells[0]; i++) {
+        fails += ps_cell_run(r, &k_ps_cells[i]);
+        if (r->fault && fails) break;
+    }
+    if (!r->fault) fails += ps_tf_config_mismatch(r);
+    return fails;
+}

@@ -1,0 +1,397 @@
+/* distref engine — parameter_server over MPI ranks (--variant=mpi): the
+ * chief's coordinator, and opening a rank of any role.
+ *
+ * Rank 0 is the chief and runs the coordinator; ranks 1 .. W the workers;
+ * W+1 .. W+P the ps tasks (harness/mpi_cluster.c maps TF_CONFIG onto them).
+ * The training program is the reference's (docs/PARAMETER_SERVER.md):
+ * N step functions, scheduled --checkpoint_every at a time with a join and
+ * a checkpoint after each group.
+ *
+ * --schedule=seeded: the coordinator walks the seeded schedule (core,
+ *   distref/ps_plan.h) event by event: a dispatch sends the closure to its
+ *   worker and has every ps task send it its shards; a landing waits for
+ *   that worker's result and sends each ps task its shards of the gradient,
+ *   applied as optimizer step `version`. The workers compute concurrently
+ *   between their dispatch and their landing; the order of the updates is
+ *   the reference's, so the bits are.
+ * --schedule=free: the coordinator dispatches whenever the staleness rule
+ *   allows it (idle workers in index order) and lands the result that
+ *   arrived first among those the rule allows to land, and records every
+ *   event to model_dir/ps_schedule.jsonl (written atomically with each
+ *   checkpoint), which `--variant=ref --replay_schedule` follows.
+ */
+#include "strategies/ps_mpi_internal.h"
+#include "distref/checkpoint.h"
+#include "distref/cluster.h"
+#include "distref/fileio.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct chief {
+    dr_session    *s;
+    engine_ps     *ps;
+    dr_run_log    *log;
+    dr_ps_schedule sched;
+    uint64_t       N;
+    float          last_loss;
+    uint64_t       epoch_correct, epoch_examples;
+    uint32_t       acc_epoch;
+    psm_result     last0;          /* worker 0's iterator after its last landed closure */
+    uint64_t       arrival[DR_PS_MAX_WORKERS];   /* free: when its result arrived (0: not yet) */
+    uint64_t       arrivals;
+} chief;
+
+static int mpi_fail(int mrc, const char *what, dr_err *err)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(mrc, msg, &len);
+    return dr_fail(err, DR_EIO, "parameter_server over MPI: %s: %s", what, msg);
+}
+
+static size_t held_by(const engine_ps *ps, uint32_t p)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < ps->layout.num_shards; i++)
+        if (ps->layout.shard[i].ps_task == p) n += ps->layout.shard[i].length;
+    return n;
+}
+
+/* Every wait of the chief polls with a deadline (--collective_timeout
+ * seconds without the message moving): a rank that died or hangs ends the
+ * run with an error naming it and the step, and the CLI's MPI_Abort ends
+ * every rank, instead of a wait that never returns. */
+static int wait_for(const chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
+{
+    const struct timespec nap = { 0, 50000 };
+    double t0 = dr_now(), limit = c->s->cfg->collective_timeout > 0 ? c->s->cfg->collective_timeout
+                                                                    : DR_COMM_TIMEOUT_DEFAULT;
+    for (;;) {
+        MPI_Status st;
+        int done = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (mrc) return mpi_fail(mrc, what, err);
+        if (done) return DR_OK;
+        if ((mrc = MPI_Iprobe(MPI_ANY_SOURCE, PSM_ABORT, c->ps->comm, &done, &st))) return mpi_fail(mrc, what, err);
+        if (done) {   /* a worker saw a ps task die while reading the variables, or a ps task the worker */
+            char msg[sizeof err->msg] = "";
+            int n = 0;
+            if (MPI_Recv(msg, (int)sizeof msg - 1, MPI_CHAR, st.MPI_SOURCE, PSM_ABORT, c->ps->comm, &st) == MPI_SUCCESS)
+                MPI_Get_count(&st, MPI_CHAR, &n);
+            msg[n > 0 ? n : 0] = '\0';
+            return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: MPI rank %d: %s",
+                           (unsigned long long)step, st.MPI_SOURCE, msg);
+        }
+        if (dr_now() - t0 > limit)
+            return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: %s MPI rank %u for %.1f s: rank %u died or "
+                           "hangs", (unsigned long long)step, what, rank, limit, rank);
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A send from the chief, with the deadline. */
+static int send_to(const chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
+                   const char *what, dr_err *err)
+{
+    MPI_Request req;
+    int mrc = MPI_Isend(buf, n, type, (int)rank, tag, c->ps->comm, &req);
+    if (mrc) return mpi_fail(mrc, what, err);
+    return wait_for(c, &req, rank, what, step, err);
+}
+
+static int record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
+{
+    char line[256];
+    size_t n = dr_ps_event_line(ev, line, sizeof line);
+    if (ps->record_len + n + 1 > ps->record_cap) {
+        size_t cap = ps->record_cap ? 2 * ps->record_cap : 65536;
+        char *p = realloc(ps->record, cap);
+        if (!p) return dr_fail(err, DR_ENOMEM, "--schedule=free: no memory for the recorded schedule");
+        ps->record = p;
+        ps->record_cap = cap;
+    }
+    memcpy(ps->record + ps->record_len, line, n);
+    ps->record_len += n;
+    return DR_OK;
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+static int dispatch(chief *c, const dr_ps_event *ev, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint64_t hdr[2] = { ev->closure, ev->read_version }, rd[2] = { ev->worker, 0 };
+    int rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err), mrc;
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++)   /* the worker reads every shard */
+        if (held_by(ps, p))
+            rc = send_to(c, rd, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_READ, ev->version + 1, "a read request to", err);
+    if (rc) return rc;
+    mrc = MPI_Irecv(ps->res[ev->worker], (int)ps->msg_bytes, MPI_BYTE, (int)(1 + ev->worker), PSM_RESULT, ps->comm,
+                    &ps->req[ev->worker]);
+    if (mrc) return mpi_fail(mrc, "dispatch", err);
+    ps->dispatches++;
+    c->arrival[ev->worker] = 0;
+    return ps->record ? record(ps, ev, err) : DR_OK;
+}
+
+static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, const uint32_t *ids, dr_err *err)
+{
+    dr_step_report rep;
+    int rc;
+    memset(&rep, 0, sizeof rep);
+    rep.loss = h->loss;
+    rep.count = h->count;
+    rep.num_replicas = 1;
+    rep.off[1] = h->count;
+    rep.ids = ids;
+    rep.correct = h->correct;
+    if (h->epoch > c->acc_epoch) {   /* accuracy of the last epoch, as one_device keeps it */
+        c->acc_epoch = h->epoch;
+        c->epoch_correct = c->epoch_examples = 0;
+    }
+    c->epoch_correct += h->correct;
+    c->epoch_examples += h->count;
+    c->last_loss = h->loss;
+    snprintf(rep.extra, sizeof rep.extra, ",\"closure\":%llu,\"worker\":%u,\"read_version\":%llu,\"staleness\":%llu",
+             (unsigned long long)ev->closure, ev->worker, (unsigned long long)ev->read_version,
+             (unsigned long long)ev->staleness);
+    rc = dr_run_log_step(c->log, ev->version, h->epoch, &rep, err);
+    dr_run_log_progress(c->log, ev->version, h->epoch, c->s->plan->epochs, h->loss);
+    return rc;
+}
+
+static int land(chief *c, const dr_ps_event *ev, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint32_t w = ev->worker;
+    const uint8_t *msg = ps->res[w];
+    const uint32_t *ids = (const uint32_t *)(msg + sizeof(psm_result));
+    const float *grad = (const float *)(msg + sizeof(psm_result) + (size_t)c->s->plan->G * sizeof(uint32_t));
+    uint64_t hdr[2] = { ev->version, 0 };
+    psm_result h;
+    int rc = wait_for(c, &ps->req[w], 1 + w, "no result from worker", ev->version, err);
+    if (rc) return rc;
+    memcpy(&h, msg, sizeof h);
+    if (h.closure != ev->closure)
+        return dr_fail(err, DR_EFORMAT, "worker %u sent the result of closure %llu, expected %llu", w,
+                       (unsigned long long)h.closure, (unsigned long long)ev->closure);
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {   /* each ps task applies its shards */
+        size_t n = psm_gather(ps, p, grad, ps->send);
+        if (!n) continue;
+#if defined(DR_MUTANT_MPI_PS_DROP_UPDATE)
+        /* planted fault: the coordinator drops the third landed update (it is logged, never applied) */
+        if (ev->version == 3) continue;
+#endif
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
+        if (rc == DR_OK)
+            rc = send_to(c, ps->send, (int)n, MPI_FLOAT, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
+    }
+    if (rc) return rc;
+    ps->updates = ev->version;
+    ps->staleness_sum += ev->staleness;
+    if (ev->staleness > ps->max_staleness) ps->max_staleness = ev->staleness;
+    if (w == 0) c->last0 = h;
+    if (ps->record && (rc = record(ps, ev, err))) return rc;
+    return log_landing(c, ev, &h, ids, err);
+}
+
+static int event(chief *c, const dr_ps_event *ev, dr_err *err)
+{
+    if (ev->kind == DR_PS_DISPATCH) return dispatch(c, ev, err);
+    if (ev->kind == DR_PS_LAND) return land(c, ev, err);
+    return dr_fail(err, DR_ESTATE, "parameter_server over MPI: unexpected schedule event %d", (int)ev->kind);
+}
+
+/* --schedule=free: until the group is drained, dispatch what the rule
+ * allows, then land the earliest arrival the rule allows to land (landing
+ * the oldest in flight is always allowed, so waiting always ends). */
+static int drain_free(chief *c, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint32_t W = ps->W;
+    dr_ps_event ev;
+    int rc = DR_OK;
+    while (rc == DR_OK && (c->sched.qlen > 0 || dr_ps_schedule_in_flight(&c->sched) > 0)) {
+        uint32_t pick = W;
+        for (uint32_t w = 0; rc == DR_OK && w < W; w++)
+            if (dr_ps_schedule_take(&c->sched, DR_PS_DISPATCH, w, &ev)) rc = dispatch(c, &ev, err);
+        for (uint32_t w = 0; rc == DR_OK && w < W; w++) {   /* what has arrived since */
+            int done = 0, mrc;
+            if (!c->sched.busy[w] || c->arrival[w]) continue;
+            if ((mrc = MPI_Test(&ps->req[w], &done, MPI_STATUS_IGNORE))) return mpi_fail(mrc, "a worker's result", err);
+            if (done) c->arrival[w] = ++c->arrivals;
+        }
+        for (uint32_t w = 0; rc == DR_OK && w < W; w++)
+            if (c->arrival[w] && c->sched.busy[w] && dr_ps_schedule_allows(&c->sched, DR_PS_LAND, w) &&
+                (pick == W || c->arrival[w] < c->arrival[pick]))
+                pick = w;
+        if (rc) break;
+        if (pick < W) {
+            dr_ps_schedule_take(&c->sched, DR_PS_LAND, pick, &ev);
+            c->arrival[pick] = 0;
+            rc = land(c, &ev, err);
+        } else if (dr_ps_schedule_in_flight(&c->sched) > 0) {
+            /* nothing may land yet: wait for the oldest read in flight (landing it is always allowed) */
+            uint32_t oldest = W;
+            for (uint32_t w = 0; w < W; w++)
+                if (c->sched.busy[w] && !c->arrival[w] && (oldest == W || c->sched.read[w] < c->sched.read[oldest]))
+                    oldest = w;
+            if (oldest == W)
+                return dr_fail(err, DR_ESTATE, "--schedule=free: results arrived but none may land (schedule bug)");
+            if ((rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err)))
+                return rc;
+            c->arrival[oldest] = ++c->arrivals;
+        }
+    }
+    return rc;
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+static int fetch(chief *c, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    size_t P = c->s->plan->P;
+    uint64_t hdr[2] = { 0, 0 };
+    int rc = DR_OK;
+    for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {
+        size_t n = held_by(ps, p);
+        if (!n) continue;
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_FETCH, ps->updates, "a checkpoint read from", err);
+        for (int j = -1; rc == DR_OK && j < c->s->plan->nslots; j++) {
+            MPI_Request req;
+            int mrc = MPI_Irecv(ps->send, (int)n, MPI_FLOAT, (int)(1 + ps->W + p), PSM_SHARDS, ps->comm, &req);
+            rc = mrc ? mpi_fail(mrc, "reading the variables back", err)
+                     : wait_for(c, &req, 1 + ps->W + p, "no shards for the checkpoint from", ps->updates, err);
+            if (rc == DR_OK) psm_scatter(ps, p, ps->send, j < 0 ? ps->final_params : ps->final_slots + (size_t)j * P);
+        }
+    }
+    return rc;
+}
+
+static int save(chief *c, dr_err *err)
+{
+    dr_session *s = c->s;
+    engine_ps *ps = c->ps;
+    const psm_result *k0 = &c->last0;
+    dr_checkpoint ck;
+    int rc;
+    if ((rc = fetch(c, err))) return rc;
+    memset(&ck, 0, sizeof ck);
+    snprintf(ck.experiment, sizeof ck.experiment, "%s", s->plan->exp.name);
+    ck.seed = s->cfg->seed;
+    ck.global_batch = s->plan->G;
+    ck.optimizer = (uint32_t)s->plan->exp.optimizer.kind;
+    ck.step = ps->updates;
+    ck.examples = s->data->n;
+    ck.epoch = k0->epoch;
+    ck.position = k0->position;
+    if (k0->pass_size != s->data->n && k0->position == k0->pass_size && k0->position % s->plan->G) {
+        ck.epoch++;   /* a shard's short end is no position of the whole set: the next epoch's start */
+        ck.position = 0;
+    }
+    ck.epoch_correct = c->epoch_correct;
+    ck.epoch_examples = c->epoch_examples;
+    memcpy(&ck.last_loss_bits, &c->last_loss, sizeof ck.last_loss_bits);
+    dr_plan_checkpoint_settings(s->plan, &ck);
+    ck.nparams = (uint32_t)s->plan->P;
+    ck.nslots = (uint32_t)s->plan->nslots;
+    ck.params = ps->final_params;
+    ck.slots = ps->final_slots;
+    if ((rc = dr_run_log_save(c->log, &ck, err))) return rc;
+    if (ps->record) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/ps_schedule.jsonl", s->cfg->model_dir);
+        return dr_write_atomic(path, ps->record, ps->record_len, err);
+    }
+    return DR_OK;
+}
+
+/* ---- the training program ------------------------------------------------- */
+
+static uint64_t total_steps(const dr_session *s)
+{
+    uint64_t G = s->plan->G, n = s->data->n;
+    uint64_t per = s->cfg->drop_remainder ? n / G : (n + G - 1) / G;
+    return s->cfg->train_steps ? s->cfg->train_steps : (uint64_t)s->plan->epochs * per;
+}
+
+static int coordinate(chief *c, dr_err *err)
+{
+    uint64_t done = 0, E = c->s->cfg->checkpoint_every;
+    bool seeded = c->ps->record == NULL;
+    int rc = DR_OK;
+    while (rc == DR_OK && done < c->N) {
+        uint64_t until = E ? (done / E + 1) * E : c->N;
+        dr_ps_event ev;
+        if (until > c->N) until = c->N;
+        for (; rc == DR_OK && done < until; done++)
+            if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
+        if (seeded)
+            while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) rc = event(c, &ev, err);
+        else if (rc == DR_OK)
+            rc = drain_free(c, err);
+        if (rc == DR_OK && E && done % E == 0 && done < c->N) rc = save(c, err);
+    }
+    if (rc == DR_OK) rc = save(c, err);
+    return rc;
+}
+
+/* A failure (a rank died or hangs): every other rank is told, with the
+ * reason, so that none waits forever (under `mpirun --enable-recovery`
+ * MPI_Abort alone leaves them blocked); the sends are not waited for
+ * longer than a second (one goes to the dead rank). */
+static void abort_all(chief *c, const dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint32_t n = ps->W + ps->P;
+    MPI_Request req[2 * DR_PS_MAX_WORKERS + 64];
+    double t0 = dr_now();
+    int all = 0;
+    if (n > sizeof req / sizeof req[0]) n = sizeof req / sizeof req[0];
+    for (uint32_t r = 0; r < n; r++)
+        if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, (int)(r + 1), PSM_ABORT, ps->comm, &req[r]))
+            req[r] = MPI_REQUEST_NULL;
+    while (!all && dr_now() - t0 < 1.0)
+        if (MPI_Testall((int)n, req, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+}
+
+static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    chief *c = calloc(1, sizeof *c);
+    dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, 0, 0, NULL, 0 };
+    uint64_t none[2] = { 0, 0 };
+    int rc;
+    if (!c) return dr_fail(err, DR_ENOMEM, "coordinator: no memory");
+    c->s = s;
+    c->ps = ps;
+    c->log = log;
+    c->N = total_steps(s);
+    dr_run_log_trim(log, 0);
+    if ((rc = dr_ps_schedule_init(&c->sched, &so, 1, err)) == DR_OK) rc = coordinate(c, err);
+    dr_ps_schedule_free(&c->sched);
+    for (uint32_t r = 1; rc == DR_OK && r < 1 + ps->W + ps->P; r++)   /* training is over: every rank stops */
+        rc = send_to(c, none, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
+    if (rc) abort_all(c, err);
+    out->steps = c->N;
+    out->last_loss = c->last_loss;
+    out->epoch_correct = c->epoch_correct;
+    out->epoch_examples = c->epoch_examples;
+    free(c);
+    return rc;
+}
+
+int engine_ps_train(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    int rc;
+    if (!ps) return dr_fail(err, DR_ESTATE, "train: not a parameter_server session");
+    if (ps->role == PSM_CHIEF) return run_chief(s, log, out, err);
+    rc = ps->role == PSM_WORKER ? psm_worker_loop(s, err) : psm_ps_loop(s, err);
+    out->steps = total_steps(s);
+    return rc;
+}

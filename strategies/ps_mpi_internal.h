@@ -1,0 +1,84 @@
+/* distref engine — parameter_server over MPI ranks (--variant=mpi): the
+ * state shared by the coordinator (strategies/ps_mpi.c) and the worker and
+ * ps ranks (strategies/ps_mpi_roles.c). docs/MPI.md has the protocol.
+ *
+ * Ranks: 0 the chief (the coordinator), 1 .. W the workers, W+1 .. W+P the
+ * ps tasks. The schedule (core: distref/ps_plan.h) runs on the chief only;
+ * the gradients and the updates are the engine's own backend kernels.
+ */
+#ifndef DISTREF_PS_MPI_INTERNAL_H
+#define DISTREF_PS_MPI_INTERNAL_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
+#error "strategies/ps_mpi_internal.h is the engine's"
+#endif
+
+#include <mpi.h>
+#include "distref/ps_plan.h"
+#include "distref/run_log.h"
+#include "distref/variant.h"
+#include "strategies/engine_internal.h"
+
+/* PSM_ABORT: the chief saw a rank die or hang; its error text follows and
+ * every other rank stops with it (a wait of a worker or ps rank also
+ * watches for it). */
+enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT };
+
+typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
+
+/* What a worker sends back for a closure: this header, then G example ids
+ * (uint32), then P gradient floats (rounded once over the divisor). */
+typedef struct psm_result {
+    uint64_t closure, correct;
+    uint32_t count, epoch, position, pass_size;
+    float    loss;
+    uint32_t pad;
+} psm_result;
+
+typedef struct engine_ps {
+    MPI_Comm       comm;
+    psm_role       role;
+    uint32_t       rank, index;        /* world rank; index within its job */
+    uint32_t       W, P;               /* workers, ps tasks */
+    dr_ps_layout   layout;
+    size_t         mine;               /* floats of the shards this ps task holds */
+    size_t         msg_bytes;          /* a result message */
+    /* worker: one replica's buffers, its iterator */
+    dr_replica_bufs rb;
+    float         *vars;               /* P: the variables it read / the gradient it sends */
+    uint32_t      *pass;               /* this pass of its shard */
+    uint32_t       pass_n, position, epoch;
+    bool           built;
+    double         limit, waiting_since;   /* the variables' transfer: its deadline (0: none) */
+    uint32_t       waiting_for;            /*   and the rank at the other end */
+    /* ps: its variables and slots (full-length buffers; only its shards are
+     * its), the exact total an update is applied from */
+    dr_buffer     *params, *slots, *total;
+    /* chief */
+    uint8_t       *res[DR_PS_MAX_WORKERS];      /* each busy worker's result */
+    MPI_Request    req[DR_PS_MAX_WORKERS];
+    float         *send;                        /* shard floats on their way to a ps task */
+    float         *final_params, *final_slots;  /* read back at each checkpoint */
+    char          *record;                      /* --schedule=free: ps_schedule.jsonl so far */
+    size_t         record_len, record_cap;
+    uint64_t       updates, max_staleness, staleness_sum, dispatches;
+} engine_ps;
+
+/* strategies/ps_mpi_roles.c */
+int  psm_worker_loop(dr_session *s, dr_err *err);
+int  psm_ps_loop(dr_session *s, dr_err *err);
+int  psm_roles_open(dr_session *s, dr_err *err);
+void psm_roles_close(dr_session *s);
+/* the floats of ps task p's shards, in layout order, gathered from / scattered to a P-vector */
+size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out);
+size_t psm_scatter(const engine_ps *ps, uint32_t p, const float *in, float *full);
+
+/* strategies/ps_mpi.c */
+int  engine_ps_supports(const dr_run_plan *plan, dr_err *err);
+int  engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err);
+int  engine_ps_train(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err);
+void engine_ps_close(dr_session *s);
+void engine_ps_summarize(dr_session *s, json_object *o);
+int  engine_ps_get(dr_session *s, float *params, float *slots, dr_err *err);
+
+#endif

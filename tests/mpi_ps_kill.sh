@@ -1,0 +1,64 @@
+#!/bin/sh
+# A rank killed (SIGKILL) in the middle of parameter_server training over
+# MPI ranks (`mpirun -np 4`: the chief, workers at ranks 1-2, the ps task at
+# rank 3): the job must end within 10 s (docs/MPI.md, "parameter_server
+# over ranks"; a worker's closure is not re-run yet).
+#
+#   sh tests/mpi_ps_kill.sh [DISTREF] [TRIALS] [MODE] [RANK]
+#
+# MODE default: plain mpirun, which ends the job when a process dies (it
+# names the rank, not the step). MODE recovery: mpirun --enable-recovery, so
+# the chief's own deadline (--collective_timeout, 5 s) has to see it; a
+# trial then passes when the chief's error names a step. RANK: 3 (the ps
+# task, default) or 1 (a worker).
+# Prints one line per trial and "detected N/T"; exit status 0 when N = T.
+set -u
+bin=${1:-bin/distref}
+trials=${2:-5}
+mode=${3:-default}
+rank=${4:-3}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+extra=""
+[ "$mode" = recovery ] && extra="--enable-recovery"
+ok=0
+i=1
+while [ "$i" -le "$trials" ]; do
+    d=$(mktemp -d)
+    # shellcheck disable=SC2086
+    mpirun --oversubscribe $extra -np 4 "$bin" train --variant=mpi --distribution_strategy=parameter_server \
+        --staleness=2 --global_batch_size=64 --synthetic_examples=20000 --epochs=100 --model_dir="$d/m" \
+        > "$d/out" 2> "$d/err" &
+    mp=$!
+    sleep "$(awk -v s="$i" 'BEGIN { srand(s); printf "%.2f", 1.5 + 1.5 * rand() }')"
+    pid=""
+    for p in $(pgrep -P "$mp"); do
+        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then pid=$p; fi
+    done
+    if [ -z "$pid" ]; then
+        echo "trial $i: rank $rank not found (the run ended early?)"
+        kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null; rm -rf "$d"; i=$((i + 1)); continue
+    fi
+    t0=$(date +%s.%N)
+    kill -9 "$pid"
+    n=0
+    while kill -0 "$mp" 2>/dev/null && [ "$n" -lt 120 ]; do sleep 0.1; n=$((n + 1)); done
+    t1=$(date +%s.%N)
+    if kill -0 "$mp" 2>/dev/null; then kill -9 "$mp" 2>/dev/null; fi
+    wait "$mp" 2>/dev/null
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    named=$(grep -c "rank $rank" "$d/err")
+    steps=$(grep -o 'step [0-9][0-9]*' "$d/err" | head -1)
+    within=$(awk -v s="$secs" 'BEGIN { print (s <= 10.0) }')
+    if [ "$mode" = recovery ]; then
+        pass=$([ "$within" = 1 ] && [ -n "$steps" ] && echo 1 || echo 0)
+    else
+        pass=$within
+    fi
+    echo "trial $i: killed rank $rank (pid $pid); job ended after $secs s; lines naming rank $rank: $named; ${steps:-no step}; $([ "$pass" = 1 ] && echo detected || echo MISSED)"
+    [ "$pass" = 1 ] && ok=$((ok + 1))
+    grep -h 'distref: error' "$d/err" | head -2 | sed 's/^/    /'
+    rm -rf "$d"
+    i=$((i + 1))
+done
+echo "detected $ok/$trials ($mode, rank $rank)"
+[ "$ok" -eq "$trials" ]
