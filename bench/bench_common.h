@@ -1,14 +1,57 @@
 /* distref bench — what every bench program shares: the core's monotonic
- * clock (dr_now, distref/run_log.h) and a qsort comparison for medians. */
+ * clock (dr_now, distref/run_log.h), a qsort comparison for medians, and
+ * one training run in a scratch folder. */
 #ifndef DISTREF_BENCH_COMMON_H
 #define DISTREF_BENCH_COMMON_H
 
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distref/factory.h"
+#include "distref/harness.h"
 #include "distref/run_log.h"
+#include "distref/train.h"
 
 static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* A training run as the benches time it: mlp_synthetic on 4096 synthetic
+ * examples, `steps` steps of global batch G under `strategy` (num_gpus
+ * emulated GPUs) on `threads` OpenMP threads (0: OpenMP's default), in a
+ * scratch folder removed afterwards. Returns the run's seconds (start-up
+ * included) and its weights_sha256 in sha (may be NULL), or -1 with the
+ * error on stderr, prefixed with prog. */
+static inline double bench_train_run(const char *prog, const char *variant, const char *numerics,
+                                     const char *strategy, int num_gpus, uint32_t G, uint64_t steps, int threads,
+                                     char sha[65])
+{
+    dr_run_config c;
+    dr_run_result res;
+    dr_err err;
+    char dir[] = "/tmp/distref_bench_XXXXXX", cmd[128];
+    dr_run_config_defaults(&c);
+    c.synthetic_examples = 4096;
+    c.global_batch_size = G;
+    c.train_steps = steps;
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
+    snprintf(c.numerics, sizeof c.numerics, "%s", numerics);
+    c.threads = threads;
+    if (!mkdtemp(dir)) return -1;
+    snprintf(c.model_dir, sizeof c.model_dir, "%s", dir);
+    if (dr_get_distribution_strategy(strategy, num_gpus, NULL, 1, NULL, &c.strategy, &err) ||
+        dr_run_train(&c, &res, &err)) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        return -1;
+    }
+    if (sha) memcpy(sha, res.weights_sha256, 65);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", prog, dir);
+    return res.seconds;
 }
 
 #endif

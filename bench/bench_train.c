@@ -38,28 +38,8 @@ typedef struct row { const char *variant, *numerics, *strategy; int gpus, thread
 
 static double run(const row *w, uint64_t steps, char sha[65])
 {
-    dr_run_config c;
-    dr_run_result res;
-    dr_err err;
-    char dir[] = "/tmp/distref_bench_XXXXXX", cmd[128];
-    dr_run_config_defaults(&c);
-    c.synthetic_examples = 4096;
-    c.global_batch_size = (uint32_t)w->G;
-    c.train_steps = steps;
-    strcpy(c.variant, w->variant);
-    strcpy(c.numerics, w->numerics);
-    c.threads = w->threads;
-    if (!mkdtemp(dir)) return -1;
-    strcpy(c.model_dir, dir);
-    if (dr_get_distribution_strategy(w->strategy, w->gpus, NULL, 1, NULL, &c.strategy, &err) ||
-        dr_run_train(&c, &res, &err)) {
-        fprintf(stderr, "bench_train: %s\n", err.msg);
-        return -1;
-    }
-    memcpy(sha, res.weights_sha256, 65);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "bench_train: could not remove %s\n", dir);
-    return res.seconds;
+    return bench_train_run("bench_train", w->variant, w->numerics, w->strategy, w->gpus, (uint32_t)w->G, steps,
+                           w->threads, sha);
 }
 
 void openblas_set_num_threads(int);   /* OpenBLAS extensions */

@@ -155,26 +155,7 @@ static void k_gemm_steps(void)
 static void train_with(const char *variant, const char *numerics, const char *strategy, int num_gpus, uint32_t G,
                        uint64_t steps, int threads)
 {
-    dr_run_config c;
-    dr_run_result res;
-    dr_err err;
-    char dir[] = "/tmp/distref_nightly_XXXXXX", cmd[128];
-    dr_run_config_defaults(&c);
-    c.synthetic_examples = 4096;
-    c.global_batch_size = G;
-    c.train_steps = steps;
-    strcpy(c.variant, variant);
-    strcpy(c.numerics, numerics);
-    c.threads = threads;
-    if (!mkdtemp(dir)) { fprintf(stderr, "nightly: mkdtemp failed\n"); exit(1); }
-    strcpy(c.model_dir, dir);
-    if (dr_get_distribution_strategy(strategy, num_gpus, NULL, 1, NULL, &c.strategy, &err) ||
-        dr_run_train(&c, &res, &err)) {
-        fprintf(stderr, "nightly: %s\n", err.msg);
-        exit(1);
-    }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "nightly: could not remove %s\n", dir);
+    if (bench_train_run("nightly", variant, numerics, strategy, num_gpus, G, steps, threads, NULL) < 0) exit(1);
 }
 
 static void train(const char *variant, const char *numerics, uint64_t steps)

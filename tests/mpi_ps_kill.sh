@@ -13,6 +13,7 @@
 # task, default) or 1 (a worker).
 # Prints one line per trial and "detected N/T"; exit status 0 when N = T.
 set -u
+. "$(dirname "$0")/mpi_kill_common.sh"
 bin=${1:-bin/distref}
 trials=${2:-5}
 mode=${3:-default}
@@ -29,23 +30,10 @@ while [ "$i" -le "$trials" ]; do
         --staleness=2 --global_batch_size=64 --synthetic_examples=20000 --epochs=100 --model_dir="$d/m" \
         > "$d/out" 2> "$d/err" &
     mp=$!
-    sleep "$(awk -v s="$i" 'BEGIN { srand(s); printf "%.2f", 1.5 + 1.5 * rand() }')"
-    pid=""
-    for p in $(pgrep -P "$mp"); do
-        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then pid=$p; fi
-    done
-    if [ -z "$pid" ]; then
+    if ! kill_rank "$mp" "$rank" "$i"; then
         echo "trial $i: rank $rank not found (the run ended early?)"
-        kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null; rm -rf "$d"; i=$((i + 1)); continue
+        rm -rf "$d"; i=$((i + 1)); continue
     fi
-    t0=$(date +%s.%N)
-    kill -9 "$pid"
-    n=0
-    while kill -0 "$mp" 2>/dev/null && [ "$n" -lt 120 ]; do sleep 0.1; n=$((n + 1)); done
-    t1=$(date +%s.%N)
-    if kill -0 "$mp" 2>/dev/null; then kill -9 "$mp" 2>/dev/null; fi
-    wait "$mp" 2>/dev/null
-    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     named=$(grep -c "rank $rank" "$d/err")
     steps=$(grep -o 'step [0-9][0-9]*' "$d/err" | head -1)
     within=$(awk -v s="$secs" 'BEGIN { print (s <= 10.0) }')
