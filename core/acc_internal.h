@@ -77,6 +77,12 @@ void dr_exact_set_simd(int on);
 /* The float nearest to W * 2^E (+ a nonzero fraction below it when sticky),
  * ties to even, gradual underflow, overflow to inf; W != 0. */
 float dr_round_window(uint64_t W, int E, int sticky, int negative);
+/* Digits d[0..top] (32 bits each, d[i] weighted 2^(32 i + lsb_exp), at
+ * least three of them, zero above top) of a magnitude, divided by divisor
+ * and rounded once; the value must be nonzero. */
+float dr_round_digits(const uint32_t *d, int top, int lsb_exp, uint32_t divisor, int negative);
+/* The special value (NaN, +-inf) that the DR_ACC_F_ special flags give. */
+float dr_round_special(uint32_t flags);
 void dr_acc_note_special_sum(dr_acc *a, uint32_t bits);
 void dr_acc_note_special_prod(dr_acc *a, uint32_t xb, uint32_t yb);
 
