@@ -147,8 +147,29 @@ void dr_cacc_init(dr_cacc *a)
 void dr_cacc_add_scaled(dr_cacc *a, int64_t hi, uint64_t lo, int32_t e)
 {
     u192 X = { { lo, (uint64_t)hi, hi < 0 ? ~(uint64_t)0 : 0 } };
-    if (is_zero(&X)) return;
+    if (!(lo | (uint64_t)hi)) return;
     a->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+    if (!(a->w[0] | a->w[1] | a->w[2]) && !(a->flags & DR_CACC_F_OVERFLOW)) {
+        /* the common case, a first term (one GEMM per step writes each
+         * element once): it fits, only its trailing zeros move into exp */
+#if defined(__SIZEOF_INT128__)
+        __extension__ typedef __int128 i128;
+        __extension__ typedef unsigned __int128 u128;
+        i128 v = (i128)((u128)(uint64_t)hi << 64 | lo);
+        int tz = lo ? ctz64(lo) : 64 + ctz64((uint64_t)hi);
+        v >>= tz;   /* arithmetic, and exact: the bits shifted out are zero */
+        a->w[0] = (uint64_t)v;
+        a->w[1] = (uint64_t)((u128)v >> 64);
+        a->w[2] = v < 0 ? ~(uint64_t)0 : 0;
+        a->exp = e + tz;
+#else
+        int tz = ctz192(&X);
+        if (tz) { sar192(&X, tz); e += tz; }
+        memcpy(a->w, X.w, sizeof a->w);
+        a->exp = e;
+#endif
+        return;
+    }
     add_value(a, X, e);
 }
 
@@ -240,6 +261,42 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
     }
     neg = is_neg(&m);
     if (neg) neg192(&m);
+#if defined(__SIZEOF_INT128__)
+    {   /* N: |W| with its top bit at 126 (bits shifted out are sticky);
+         * q = floor(N / d) has at least 96 bits and X / d lies in
+         * [q, q + 1) * 2^e, exactly q * 2^e only when nothing was left over:
+         * q's top 64 bits and a sticky bit round as the whole quotient. */
+        __extension__ typedef unsigned __int128 u128;
+        int bits = m.w[2] ? 128 + bitlen64(m.w[2]) : m.w[1] ? 64 + bitlen64(m.w[1]) : bitlen64(m.w[0]);
+        int sh = bits - 127, e = a->exp, sticky = 0, qb;
+        u128 N, q;
+        uint64_t top;
+        if (sh > 0) {   /* |W| < 2^189: 0 < sh < 63, keep bits [sh, sh + 127) */
+            sticky = (m.w[0] & (((uint64_t)1 << sh) - 1u)) != 0;
+            N = (u128)(m.w[1] >> sh | m.w[2] << (64 - sh)) << 64 | (m.w[0] >> sh | m.w[1] << (64 - sh));
+        } else {
+            N = ((u128)m.w[1] << 64 | m.w[0]) << -sh;
+        }
+        e += sh;
+        if ((d & (d - 1u)) == 0) {   /* 2^k: nothing to divide */
+            q = N;
+            while (d > 1u) { d >>= 1; e--; }
+        } else {
+            q = N / d;
+            sticky |= N % d != 0;
+        }
+        qb = (uint64_t)(q >> 64) ? 64 + bitlen64((uint64_t)(q >> 64)) : bitlen64((uint64_t)q);
+        if (qb > 64) {
+            int s = qb - 64;
+            sticky |= (q & (((u128)1 << s) - 1u)) != 0;
+            top = (uint64_t)(q >> s);
+            e += s;
+        } else {
+            top = (uint64_t)q;
+        }
+        return dr_round_window(top, e, sticky, neg);
+    }
+#endif
     /* two zero digits below the value: a quotient of three digits then
      * always has the significant bits dr_round_digits needs */
     dig[0] = dig[1] = 0;

@@ -4,6 +4,7 @@
  */
 #include "distref/fastgemm.h"
 #include "core/acc_internal.h"
+#include "distref/cacc.h"
 #include "core/bins.h"
 
 #include <cblas.h>
@@ -409,6 +410,57 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
 #endif
     exact_dot(p, i, j, N, &part);
     dr_acc_merge(acc, &part);
+}
+
+/* acc += row i . column j into a compact accumulator (distref/cacc.h): the
+ * direct path's V * 2^E goes in as one 128-bit term; a dot with remainders
+ * or specials is formed in a dr_acc first (the plain exact path) and
+ * merged, exactly or as an overflow. */
+static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_cacc *acc, dr_prod_bins *bins)
+{
+    dr_acc part;
+    dr_cacc c;
+    if (p->a.K == 0) return;
+    if (!p->a.special[i] && !p->b.special[j]) {
+        if (p->a.zero[i] || p->b.zero[j]) {   /* every product is a zero: flags only */
+            acc->flags |= zero_product_flags(p, i, j);
+            return;
+        }
+#if defined(__SIZEOF_INT128__)
+        if (p->a.rem_start[i] == p->a.rem_start[i + 1] && p->b.rem_start[j] == p->b.rem_start[j + 1]) {
+            dr_i128 V = slice_value(p, i, j, N);
+            if (V != 0) {
+                dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
+            } else {
+                acc->flags |= dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
+                                                p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
+            }
+            return;
+        }
+#endif
+    }
+    dr_acc_init(&part);
+    dot_into(p, i, j, N, &part, bins);
+    dr_cacc_from_acc(&c, &part);
+    dr_cacc_merge(acc, &c);
+}
+
+int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+{
+    product p;
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
+    if (rc) return rc;
+    #pragma omp parallel
+    {
+        dr_prod_bins bins;
+        dr_prod_bins_init(&bins);
+        #pragma omp for schedule(static)
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++) dot_into_compact(&p, i, j, N, &Cacc[i * N + j], &bins);
+    }
+    product_free(&p);
+    return DR_OK;
 }
 
 /* ---- the common case without an accumulator ---------------------------- */

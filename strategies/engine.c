@@ -133,7 +133,7 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->alloc(s->be, P * sizeof(float), &rb->params, err)) ||
         (holds && (rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
-        (rc = b->alloc(s->be, P * s->esz, &rb->grad, err)) ||
+        (rc = b->alloc(s->be, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
         (rc = b->alloc(s->be, s->esz, &rb->loss, err)) ||
         (rc = b->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
         (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
@@ -225,6 +225,21 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
         goto fail;
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
+    /* One replica and no central variable: no collective reads the
+     * gradient, so it may live in compact accumulators (distref/cacc.h:
+     * 32 bytes a parameter instead of 168, the same bits; the backend falls
+     * back to full accumulators for a step that needs them). */
+    if (num == DR_NUMERICS_EXACT && s->R == 1 && s->W == 1 && !s->tpu.on &&
+        spec.kind != DR_STRATEGY_CENTRAL_STORAGE && !plan->cfg->full_accumulators) {
+        dr_backend_query q;
+        dr_err ignored;
+        memset(&q, 0, sizeof q);
+        q.strategy = spec.kind;
+        q.numerics = DR_NUMERICS_EXACT_COMPACT;
+        q.num_replicas = 1;
+        q.tiles = 1;
+        if (bo->supports(&q, &ignored) == DR_OK) s->num = num = DR_NUMERICS_EXACT_COMPACT;
+    }
     memset(&cc, 0, sizeof cc);
     cc.num_ranks = s->W;
     cc.local_replicas = s->L;

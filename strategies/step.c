@@ -177,8 +177,9 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         if (rc) return rc;
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     }
-    rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
-              : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
+    if (s->num == DR_NUMERICS_EXACT_COMPACT) rc = DR_OK;   /* one replica (engine.c): nothing to reduce */
+    else rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
+                   : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
     if (rc) return rc;
     if (staged) {   /* one upload of the total; every replica applies it */
         if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;

@@ -73,17 +73,32 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "distref/error.h"
+#include "distref/cacc.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/model.h"
 
-typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST } dr_numerics;
+/* EXACT_COMPACT is exact numerics with the gradient kept in 32-byte compact
+ * accumulators (distref/cacc.h) instead of dr_acc: the same bits. A
+ * backend that offers it (supports() says) keeps the full dr_acc only as
+ * its fallback: when a replica's share has an element that left the
+ * compact window, the backend recomputes that replica's gradient in full
+ * accumulators and apply() reads those (counted in dr_backend_fallbacks).
+ * The engine asks for it only where no collective reads the gradient: one
+ * replica in the run and no central variable (the comm carries dr_acc). */
+typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST, DR_NUMERICS_EXACT_COMPACT } dr_numerics;
 
-/* Bytes of one element of grad, loss and layer 0's partial sums z: an exact
+/* Bytes of one element of loss and layer 0's partial sums z: an exact
  * accumulator in exact numerics, a float in fast numerics. */
 static inline size_t dr_sum_bytes(dr_numerics num)
 {
     return num == DR_NUMERICS_FAST ? sizeof(float) : sizeof(dr_acc);
+}
+
+/* Bytes of one element of grad: the same, but a dr_cacc for EXACT_COMPACT. */
+static inline size_t dr_grad_bytes(dr_numerics num)
+{
+    return num == DR_NUMERICS_EXACT_COMPACT ? sizeof(dr_cacc) : dr_sum_bytes(num);
 }
 
 typedef struct dr_backend dr_backend;   /* an opened backend */
@@ -102,6 +117,7 @@ typedef struct dr_backend_query {
  * alloc() and hands them to the kernels; sizes in elements:
  *   params  P floats             slots   P * nslots floats (or NULL)
  *   grad    P dr_acc             loss    1 dr_acc     (exact numerics)
+ *   grad    P dr_cacc            loss    1 dr_acc     (exact, compact gradient)
  *   grad    P floats             loss    1 float      (fast numerics)
  *   x       rows * in0 floats    labels  rows bytes (or NULL)
  *   targets rows * out floats (or NULL)

@@ -74,6 +74,8 @@ typedef struct dr_run_config {
     char     variant[16];         /* "ref" (default), "openmp", "mpi" or "opencl" */
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
+    bool     full_accumulators;   /* --exact_accumulator=full: the openmp engine keeps one replica's
+                                   * gradient in dr_acc, not in compact dr_cacc (the same bits) */
     double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
                                    * it fails naming the rank it waits for; 0 = the comm's default */
     int      opencl_platform;     /* --variant=opencl: platform index; -1 = DISTREF_OPENCL_PLATFORM or 0 */
