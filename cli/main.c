@@ -59,7 +59,7 @@ static int table(cli *c, dr_flag *f)
         STR("tpu_platform", tpu_platform, "TPU platform, e.g. v3 (tpu strategy)"),
         STR("model_dir", model_dir, "where metrics.jsonl, summary.json and ckpt.bin go (required)"),
         STR("mode", mode, "train|eval|train_and_eval (instead of the command)"),
-        STR("experiment", experiment, "linear_ones|mlp_synthetic|mlp_fashion_mnist"),
+        STR("experiment", experiment, "linear_ones|linear_wide|mlp_synthetic|mlp_fashion_mnist"),
         INT("global_batch_size", global_batch_size, 0, 1 << 24, "global batch (0 = the experiment's)"),
         INT("train_steps", train_steps, 0, (double)(1LL << 40), "stop after this many steps (0 = run --epochs)"),
         INT("epochs", epochs, 0, 1000000, "epochs (0 = the experiment's)"),
@@ -101,8 +101,8 @@ static int table(cli *c, dr_flag *f)
         BOOL("print_tf_config", print_tf_config, "print the TF_CONFIG the run uses (mpi: given or derived per rank)"),
         DBL("collective_timeout", collective_timeout, 0.001, 1e6, "mpi: seconds a collective waits without progress "
             "before it fails naming the rank it waits for (default 5)"),
-        STR("exact_accumulator", exact_accumulator, "openmp exact, one replica: compact (32 B a parameter, "
-            "full as fallback) | full (168 B)"),
+        STR("exact_accumulator", exact_accumulator, "openmp/mpi exact gradients: compact (32 B a parameter, "
+            "full for a step that needs it) | full (168 B)"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (f) memcpy(f, all, sizeof all);
@@ -213,7 +213,7 @@ static const scope k_scopes[] = {
     { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
     { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
-    { "exact_accumulator", ALL_STRATEGIES, CMD_TRAIN, "openmp", "--variant=openmp" },
+    { "exact_accumulator", ALL_STRATEGIES, CMD_TRAIN, "openmp mpi", "--variant=openmp or mpi" },
     { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, "ref",
       "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },

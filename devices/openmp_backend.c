@@ -145,7 +145,6 @@ static void omp_release(dr_backend *b, dr_buffer *buf)
     (void)b;
     if (!buf) return;
     free(buf->data);
-    free(buf->full);
     free(buf);
 }
 
@@ -381,14 +380,6 @@ static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, vo
     dr_acc_add_prod(loss, (float)coef, reg);
 }
 
-/* Any element of a compact gradient outside its window. */
-static bool any_overflow(const dr_cacc *g, size_t P)
-{
-    uint32_t f = 0;
-    for (size_t p = 0; p < P; p++) f |= g[p].flags;
-    return (f & DR_CACC_F_OVERFLOW) != 0;
-}
-
 static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
 {
     int rc;
@@ -407,21 +398,6 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     share_exact(b, rb, b->num, rb->grad->data, mult, coef);
-    if (b->num != DR_NUMERICS_EXACT_COMPACT) return DR_OK;
-#if !defined(DR_MUTANT_CACC_NO_FALLBACK)
-    if (any_overflow(dr_omp_cacc(rb->grad), b->P)) {
-        /* the fallback: this replica's gradient again, in full accumulators
-         * (the forward pass's activations are still in the scratch) */
-        dr_omp_scratch *s = rb->scratch;
-        if (!rb->grad->full && !(rb->grad->full = calloc(b->P ? b->P : 1, sizeof(dr_acc))))
-            return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for the full-accumulator fallback");
-        if ((rc = dr_omp_loss_grad_into(b, rb, s->grad_n, true, DR_NUMERICS_EXACT, rb->grad->full, err)))
-            return rc;
-        share_exact(b, rb, DR_NUMERICS_EXACT, rb->grad->full, mult, coef);
-        rb->grad->use_full = 1;
-        rb->grad->fallbacks++;
-    }
-#endif
     return DR_OK;
 }
 
@@ -529,8 +505,8 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         return rc;
     tf = fast ? dr_omp_f32(total) : NULL;
     if (fast) t.tf = tf;
-    else if (b->num == DR_NUMERICS_EXACT_COMPACT && !total->use_full) t.tc = dr_omp_cacc(total);
-    else t.t = total->use_full ? total->full : dr_omp_acc(total);
+    else if (b->num == DR_NUMERICS_EXACT_COMPACT) t.tc = dr_omp_cacc(total);
+    else t.t = dr_omp_acc(total);
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
     if (o->kind == DR_OPT_ADAM) apply_adam(o, step, &t, divisor, w, s, s + P, P);
@@ -547,6 +523,17 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         }
     }
 #endif
+    return DR_OK;
+}
+
+/* Exact numerics switch between full and compact gradients (the engine's
+ * fallback, between steps). */
+static int omp_set_numerics(dr_backend *b, dr_numerics num, dr_err *err)
+{
+    bool exact_now = b->num == DR_NUMERICS_EXACT || b->num == DR_NUMERICS_EXACT_COMPACT;
+    if (!exact_now || (num != DR_NUMERICS_EXACT && num != DR_NUMERICS_EXACT_COMPACT))
+        return dr_fail(err, DR_EUSAGE, "openmp backend: numerics switch between the two exact forms only");
+    b->num = num;
     return DR_OK;
 }
 
@@ -584,6 +571,7 @@ const dr_backend_ops *dr_backend_openmp(void)
         .share = omp_share,
         .apply = omp_apply,
         .round_loss = omp_round_loss,
+        .set_numerics = omp_set_numerics,
         .layer0_partial = dr_omp_layer0_partial,
         .layer0_finish = dr_omp_layer0_finish,
         .layer0_delta = dr_omp_layer0_delta,

@@ -37,12 +37,6 @@
 struct dr_buffer {
     size_t bytes;
     void  *data;
-    /* A compact gradient's fallback (EXACT_COMPACT): when some element of
-     * the share overflowed, the replica's gradient in full accumulators,
-     * and use_full set until the next loss_grad. */
-    dr_acc *full;
-    int     use_full;
-    uint64_t fallbacks;                    /* steps that needed it */
 };
 
 struct dr_backend {
@@ -79,10 +73,6 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 /* devices/openmp_kernels.c */
 int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
-/* The same with the gradient's form given (EXACT: into `grad`, P dr_acc;
- * the compact fallback recomputes a replica this way). */
-int dr_omp_loss_grad_into(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_numerics form,
-                          void *grad, dr_err *err);
 int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
                           uint32_t rows, const dr_buffer *params, dr_buffer *z, dr_err *err);
 int dr_omp_layer0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err);

@@ -314,15 +314,8 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
 
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
 {
-    int rc;
-    if (rb->grad) rb->grad->use_full = 0;
-    if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err))) return rc;
-    return dr_omp_loss_grad_into(b, rb, n, kernel0, b->num, rb->grad->data, err);
-}
-
-int dr_omp_loss_grad_into(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_numerics form,
-                          void *grad, dr_err *err)
-{
+    const dr_numerics form = b->num;
+    void *grad;
     const dr_model_spec *m = &b->m;
     uint32_t nout = m->layer[m->nlayers - 1].out;
     dr_omp_scratch *s;
@@ -334,12 +327,14 @@ int dr_omp_loss_grad_into(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool k
     int rc;
     if ((rc = need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
-    if ((rc = dr_omp_need(rb->loss, esz, "loss", err)) ||
+    if ((rc = dr_omp_need(rb->grad, b->P * gsz, "grad", err)) ||
+        (rc = dr_omp_need(rb->loss, esz, "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     if (n > s->fwd_rows)
         return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
+    grad = rb->grad->data;
     /* exact: every accumulator zeroed; fast: layer 0's kernel only when the
      * caller forms it (every other gradient is written whole below) */
     if (!fast) memset(grad, 0, b->P * gsz);

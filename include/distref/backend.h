@@ -79,13 +79,11 @@
 #include "distref/model.h"
 
 /* EXACT_COMPACT is exact numerics with the gradient kept in 32-byte compact
- * accumulators (distref/cacc.h) instead of dr_acc: the same bits. A
- * backend that offers it (supports() says) keeps the full dr_acc only as
- * its fallback: when a replica's share has an element that left the
- * compact window, the backend recomputes that replica's gradient in full
- * accumulators and apply() reads those (counted in dr_backend_fallbacks).
- * The engine asks for it only where no collective reads the gradient: one
- * replica in the run and no central variable (the comm carries dr_acc). */
+ * accumulators (distref/cacc.h) instead of dr_acc: the same bits, or an
+ * element marked overflowed. The engine checks the reduced total before
+ * apply(); when any element overflowed, it switches the backend to EXACT
+ * (set_numerics) and redoes the step's compute and reduction with full
+ * accumulators (strategies/step.c), so apply() never sees an overflow. */
 typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST, DR_NUMERICS_EXACT_COMPACT } dr_numerics;
 
 /* Bytes of one element of loss and layer 0's partial sums z: an exact
@@ -179,6 +177,9 @@ typedef struct dr_backend_ops {
     /* round(loss / divisor) of an accumulator buffer (fast: a float buffer,
      * loss / divisor in float), synchronously. */
     int   (*round_loss)(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);
+    /* Optional (NULL: the numerics of open() only): switch between EXACT and
+     * EXACT_COMPACT between steps; grad buffers are then the new form's. */
+    int   (*set_numerics)(dr_backend *b, dr_numerics num, dr_err *err);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 
