@@ -108,6 +108,50 @@ static void overflow(dr_cacc *a)
     a->flags |= DR_CACC_F_OVERFLOW;
 }
 
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+/* x as an int128 when its top word only extends the sign. */
+static inline bool fits128(const u192 *x, i128 *v)
+{
+    if (x->w[2] != ((x->w[1] >> 63) ? ~(uint64_t)0 : 0)) return false;
+    *v = (i128)((u128)x->w[1] << 64 | x->w[0]);
+    return true;
+}
+
+static inline int bits128(i128 v)   /* bits of |v|, v > -2^127 */
+{
+    u128 m = v < 0 ? (u128)0 - (u128)v : (u128)v;
+    uint64_t hi = (uint64_t)(m >> 64);
+    return hi ? 64 + bitlen64(hi) : bitlen64((uint64_t)m);
+}
+
+/* The common case in 128 bits: both values and their aligned sum below
+ * 2^127. False when it does not apply (the general path then runs). */
+static inline bool add_small(dr_cacc *a, const u192 *X, int32_t e)
+{
+    u192 W;
+    i128 w, x;
+    int64_t d = (int64_t)e - a->exp;
+    memcpy(W.w, a->w, sizeof W.w);
+    if (!fits128(&W, &w) || !fits128(X, &x)) return false;
+    if (d >= 0) {
+        if (d > 125 || bits128(x) + d > 125 || bits128(w) > 125) return false;
+        x = (i128)((u128)x << d);
+    } else {
+        if (-d > 125 || bits128(w) - d > 125 || bits128(x) > 125) return false;
+        w = (i128)((u128)w << -d);
+        a->exp = e;
+    }
+    w += x;
+    a->w[0] = (uint64_t)w;
+    a->w[1] = (uint64_t)((u128)w >> 64);
+    a->w[2] = w < 0 ? ~(uint64_t)0 : 0;
+    return true;
+}
+#endif
+
 /* a += X * 2^e exactly (X != 0, |X| < 2^DR_CACC_BITS), or the flag. */
 static void add_value(dr_cacc *a, u192 X, int32_t e)
 {
@@ -117,6 +161,9 @@ static void add_value(dr_cacc *a, u192 X, int32_t e)
     if (a->flags & DR_CACC_F_OVERFLOW) return;
     if (tz) { sar192(&X, tz); e += tz; }
     memcpy(W.w, a->w, sizeof W.w);
+#if defined(__SIZEOF_INT128__)
+    if (!is_zero(&W) && add_small(a, &X, e)) return;
+#endif
     if (is_zero(&W)) {
         if (mag_bits(&X) > DR_CACC_BITS) { overflow(a); return; }
         memcpy(a->w, X.w, sizeof a->w);
@@ -153,8 +200,6 @@ void dr_cacc_add_scaled(dr_cacc *a, int64_t hi, uint64_t lo, int32_t e)
         /* the common case, a first term (one GEMM per step writes each
          * element once): it fits, only its trailing zeros move into exp */
 #if defined(__SIZEOF_INT128__)
-        __extension__ typedef __int128 i128;
-        __extension__ typedef unsigned __int128 u128;
         i128 v = (i128)((u128)(uint64_t)hi << 64 | lo);
         int tz = lo ? ctz64(lo) : 64 + ctz64((uint64_t)hi);
         v >>= tz;   /* arithmetic, and exact: the bits shifted out are zero */
@@ -266,7 +311,6 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
          * q = floor(N / d) has at least 96 bits and X / d lies in
          * [q, q + 1) * 2^e, exactly q * 2^e only when nothing was left over:
          * q's top 64 bits and a sticky bit round as the whole quotient. */
-        __extension__ typedef unsigned __int128 u128;
         int bits = m.w[2] ? 128 + bitlen64(m.w[2]) : m.w[1] ? 64 + bitlen64(m.w[1]) : bitlen64(m.w[0]);
         int sh = bits - 127, e = a->exp, sticky = 0, qb;
         u128 N, q;
@@ -281,9 +325,13 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
         if ((d & (d - 1u)) == 0) {   /* 2^k: nothing to divide */
             q = N;
             while (d > 1u) { d >>= 1; e--; }
-        } else {
-            q = N / d;
-            sticky |= N % d != 0;
+        } else {   /* N's top 64 bits (top bit set) over d < 2^31: a quotient of at least
+                    * 33 bits, more than rounding needs; the rest only decides stickiness */
+            uint64_t n64 = (uint64_t)(N >> 63);
+            sticky |= ((uint64_t)N & (((uint64_t)1 << 63) - 1u)) != 0;
+            sticky |= n64 % d != 0;
+            q = n64 / d;
+            e += 63;
         }
         qb = (uint64_t)(q >> 64) ? 64 + bitlen64((uint64_t)(q >> 64)) : bitlen64((uint64_t)q);
         if (qb > 64) {
@@ -385,6 +433,12 @@ static uint64_t get64(const uint8_t *p)
 
 void dr_cacc_serialize(const dr_cacc *a, uint8_t out[DR_CACC_BYTES])
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (sizeof *a == DR_CACC_BYTES) {   /* the struct is the wire format here */
+        memcpy(out, a, DR_CACC_BYTES);
+        return;
+    }
+#endif
     for (int i = 0; i < 3; i++) put64(out + 8 * i, a->w[i]);
     put64(out + 24, (uint64_t)(uint32_t)a->exp | (uint64_t)a->flags << 32);
 }
@@ -392,11 +446,17 @@ void dr_cacc_serialize(const dr_cacc *a, uint8_t out[DR_CACC_BYTES])
 bool dr_cacc_deserialize(dr_cacc *a, const uint8_t in[DR_CACC_BYTES])
 {
     dr_cacc t;
-    uint64_t tail = get64(in + 24);
     u192 W;
-    for (int i = 0; i < 3; i++) t.w[i] = get64(in + 8 * i);
-    t.exp = (int32_t)(uint32_t)tail;
-    t.flags = (uint32_t)(tail >> 32);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (sizeof t == DR_CACC_BYTES) memcpy(&t, in, DR_CACC_BYTES);
+    else
+#endif
+    {
+        uint64_t tail = get64(in + 24);
+        for (int i = 0; i < 3; i++) t.w[i] = get64(in + 8 * i);
+        t.exp = (int32_t)(uint32_t)tail;
+        t.flags = (uint32_t)(tail >> 32);
+    }
     memcpy(W.w, t.w, sizeof W.w);
     if ((t.flags & ~(uint32_t)KNOWN_FLAGS) || mag_bits(&W) > DR_CACC_BITS) return false;
     *a = t;
