@@ -171,18 +171,6 @@ bool dr_acc_deserialize(dr_acc *a, const uint8_t in[DR_ACC_BYTES])
 
 /* ---- rounding ----------------------------------------------------------- */
 
-/* The number of significant bits of v (0 for 0). */
-static inline int bit_length(uint64_t v)
-{
-#if defined(__GNUC__)
-    return v ? 64 - __builtin_clzll(v) : 0;
-#else
-    int n = 0;
-    while (v) { v >>= 1; n++; }
-    return n;
-#endif
-}
-
 /* Rounds W * 2^E (plus a nonzero fraction below it when sticky) to a float:
  * ties to even, gradual underflow, overflow to inf. W != 0. */
 float dr_round_window(uint64_t W, int E, int sticky, int negative)
@@ -190,7 +178,7 @@ float dr_round_window(uint64_t W, int E, int sticky, int negative)
     uint32_t sign = negative ? 0x80000000u : 0u;
     int top, lsb, shift, biased;
     uint64_t m, half = 0;
-    top = bit_length(W) - 1;
+    top = dr_bit_length(W) - 1;
     lsb = E + top - 23;                            /* exponent of the result's ulp */
     if (lsb < DR_F32_EXP_MIN) lsb = DR_F32_EXP_MIN;
     shift = lsb - E;                               /* low bits of W below the ulp */
@@ -244,7 +232,7 @@ float dr_round_digits(const uint32_t *d, int top, int lsb_exp, uint32_t divisor,
     }
     /* q0 (< 2^32) over the 64 bits below: keep the top 64 bits, the rest is sticky. */
     {
-        int s = bit_length(q[0]);                  /* bits in q0 */
+        int s = dr_bit_length(q[0]);                  /* bits in q0 */
         sticky |= (q[2] & (((uint64_t)1 << s) - 1u)) != 0;
         return dr_round_window(q[0] << (64 - s) | q[1] << (32 - s) | q[2] >> s,
                             32 * (t - 2) + s + lsb_exp - eoff, sticky, negative);

@@ -69,6 +69,18 @@ static inline uint32_t dr_term_flags(int negative, int zero)
 
 void dr_acc_normalize(dr_acc *a);
 
+/* The number of significant bits of v (0 for 0). */
+static inline int dr_bit_length(uint64_t v)
+{
+#if defined(__GNUC__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) { v >>= 1; n++; }
+    return n;
+#endif
+}
+
 /* Whether the exact sums may use their AVX-512 kernel where the CPU has one
  * (default on); off, every CPU takes the portable path. The bits are the
  * same either way: tests run both. Not thread-safe: set it before any sum. */

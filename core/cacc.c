@@ -39,17 +39,6 @@ static inline void add192(u192 *x, const u192 *y)
     }
 }
 
-static inline int bitlen64(uint64_t v)
-{
-#if defined(__GNUC__)
-    return v ? 64 - __builtin_clzll(v) : 0;
-#else
-    int n = 0;
-    while (v) { v >>= 1; n++; }
-    return n;
-#endif
-}
-
 static inline int ctz64(uint64_t v)   /* v != 0 */
 {
 #if defined(__GNUC__)
@@ -66,9 +55,9 @@ static int mag_bits(const u192 *x)
 {
     u192 m = *x;
     if (is_neg(&m)) neg192(&m);
-    if (m.w[2]) return 128 + bitlen64(m.w[2]);
-    if (m.w[1]) return 64 + bitlen64(m.w[1]);
-    return bitlen64(m.w[0]);
+    if (m.w[2]) return 128 + dr_bit_length(m.w[2]);
+    if (m.w[1]) return 64 + dr_bit_length(m.w[1]);
+    return dr_bit_length(m.w[0]);
 }
 
 /* x << s, 0 < s < 192, the result's magnitude known to fit. */
@@ -124,7 +113,7 @@ static inline int bits128(i128 v)   /* bits of |v|, v > -2^127 */
 {
     u128 m = v < 0 ? (u128)0 - (u128)v : (u128)v;
     uint64_t hi = (uint64_t)(m >> 64);
-    return hi ? 64 + bitlen64(hi) : bitlen64((uint64_t)m);
+    return hi ? 64 + dr_bit_length(hi) : dr_bit_length((uint64_t)m);
 }
 
 /* The common case in 128 bits: both values and their aligned sum below
@@ -277,7 +266,7 @@ void dr_cacc_mul_u32(dr_cacc *a, uint32_t k)
     if (k > 1) {
         bool neg = is_neg(&W);
         uint64_t carry = 0;
-        if (mag_bits(&W) + bitlen64(k) > DR_CACC_BITS) { overflow(a); return; }
+        if (mag_bits(&W) + dr_bit_length(k) > DR_CACC_BITS) { overflow(a); return; }
         if (neg) neg192(&W);
         for (int i = 0; i < 3; i++) {   /* 64 x 32 bits, in two 32-bit halves */
             uint64_t lo = (W.w[i] & 0xffffffffu) * k + carry;
@@ -311,7 +300,7 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
          * q = floor(N / d) has at least 96 bits and X / d lies in
          * [q, q + 1) * 2^e, exactly q * 2^e only when nothing was left over:
          * q's top 64 bits and a sticky bit round as the whole quotient. */
-        int bits = m.w[2] ? 128 + bitlen64(m.w[2]) : m.w[1] ? 64 + bitlen64(m.w[1]) : bitlen64(m.w[0]);
+        int bits = m.w[2] ? 128 + dr_bit_length(m.w[2]) : m.w[1] ? 64 + dr_bit_length(m.w[1]) : dr_bit_length(m.w[0]);
         int sh = bits - 127, e = a->exp, sticky = 0, qb;
         u128 N, q;
         uint64_t top;
@@ -333,7 +322,7 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
             q = n64 / d;
             e += 63;
         }
-        qb = (uint64_t)(q >> 64) ? 64 + bitlen64((uint64_t)(q >> 64)) : bitlen64((uint64_t)q);
+        qb = (uint64_t)(q >> 64) ? 64 + dr_bit_length((uint64_t)(q >> 64)) : dr_bit_length((uint64_t)q);
         if (qb > 64) {
             int s = qb - 64;
             sticky |= (q & (((u128)1 << s) - 1u)) != 0;

@@ -445,8 +445,9 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
     dr_cacc_merge(acc, &c);
 }
 
-int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+/* Every element of the product into its accumulator (full or compact). */
+static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact)
 {
     product p;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
@@ -457,10 +458,19 @@ int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
         dr_prod_bins_init(&bins);
         #pragma omp for schedule(static)
         for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < N; j++) dot_into_compact(&p, i, j, N, &Cacc[i * N + j], &bins);
+            for (size_t j = 0; j < N; j++) {
+                if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
+                else dot_into(&p, i, j, N, &full[i * N + j], &bins);
+            }
     }
     product_free(&p);
     return DR_OK;
+}
+
+int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+{
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc);
 }
 
 /* ---- the common case without an accumulator ---------------------------- */
@@ -622,19 +632,7 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
 int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
 {
-    product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
-    if (rc) return rc;
-    #pragma omp parallel
-    {
-        dr_prod_bins bins;
-        dr_prod_bins_init(&bins);
-        #pragma omp for schedule(static)
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < N; j++) dot_into(&p, i, j, N, &Cacc[i * N + j], &bins);
-    }
-    product_free(&p);
-    return DR_OK;
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, Cacc, NULL);
 }
 
 int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
