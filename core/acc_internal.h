@@ -81,10 +81,6 @@ static inline int dr_bit_length(uint64_t v)
 #endif
 }
 
-/* Whether the exact sums may use their AVX-512 kernel where the CPU has one
- * (default on); off, every CPU takes the portable path. The bits are the
- * same either way: tests run both. Not thread-safe: set it before any sum. */
-void dr_exact_set_simd(int on);
 
 /* The float nearest to W * 2^E (+ a nonzero fraction below it when sticky),
  * ties to even, gradual underflow, overflow to inf; W != 0. */
