@@ -35,7 +35,11 @@ int  openblas_get_num_threads(void);
  * threads (multi_worker_mirrored) each take T / W, at least 1, so W workers
  * together stay within T. Both process-wide settings changed here are
  * restored when the last open run closes: the caller's OpenBLAS thread count
- * and the opening thread's OpenMP team size. */
+ * and the opening thread's OpenMP team size.
+ * The count of open runs below is process-wide state on purpose, the one
+ * exception besides the default strategy: it mirrors OpenBLAS's thread
+ * count, itself one setting per process, so that concurrent runs restore it
+ * once, after the last of them. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned threads_users;
 static int threads_blas_saved;
