@@ -162,6 +162,15 @@ $(BUILD)/tests/%: tests/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
+# The exact-numerics tests again against the portable exact sums alone
+# (core/reduce.c without its AVX-512 kernels): the same bits either way.
+PORTABLE_TEST = $(BUILD)/tests/test_exact_portable
+$(PORTABLE_TEST): tests/test_exact.c core/reduce.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DDR_LAYER_CORE -DDR_EXACT_NO_SIMD -c core/reduce.c -o $(BUILD)/tests/reduce_portable.o
+	$(CC) $(CFLAGS) $(BIN_FLAG) -DDR_EXACT_NO_SIMD $(LDFLAGS) -o $@ $< $(BUILD)/tests/reduce_portable.o \
+	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
+
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
 MUTANTS = naive_float double_accum
@@ -176,8 +185,8 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(MUTANT_BIN) $(NIGHTLY_BIN)
-	@sh scripts/run_tests.sh $(TEST_BIN)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN)
+	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)

@@ -39,7 +39,9 @@ static inline double bench_train_run(const char *prog, const char *variant, cons
     c.global_batch_size = G;
     c.train_steps = steps;
     snprintf(c.variant, sizeof c.variant, "%s", variant);
-    snprintf(c.numerics, sizeof c.numerics, "%s", numerics);
+    /* "exact_full": exact with the gradients in dr_acc (--exact_accumulator=full) */
+    c.full_accumulators = strcmp(numerics, "exact_full") == 0;
+    snprintf(c.numerics, sizeof c.numerics, "%s", c.full_accumulators ? "exact" : numerics);
     c.threads = threads;
     if (!mkdtemp(dir)) return -1;
     snprintf(c.model_dir, sizeof c.model_dir, "%s", dir);

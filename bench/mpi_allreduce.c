@@ -8,6 +8,9 @@
  *   exact   dr_comm_mpi()->all_reduce over exact accumulators (one local
  *           replica per rank, one pack): the ring over the DR_ACC_BYTES wire
  *           form, rounded once afterwards (the rounding is not timed)
+ *   compact all_reduce_compact: the same ring over compact accumulators
+ *           (distref/cacc.h, DR_CACC_BYTES on the wire), what the engine's
+ *           exact gradients use
  *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
@@ -19,6 +22,7 @@
  * exact and one conversion to float rounds it once.
  */
 #include "bench/bench_common.h"
+#include "distref/cacc.h"
 #include "distref/comm.h"
 #include "distref/mpi.h"
 #include "distref/rng.h"
@@ -66,29 +70,33 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
                "wire), ring32 = the same ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W, DR_ACC_BYTES);
-        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)",
-               "algbw", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)", "busbw", "#wrong");
+        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)",
+               "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong", "compact(us)", "busbw", "ratio", "#wrong",
+               "ring32(us)", "busbw", "#wrong", "mpi(us)", "busbw", "#wrong");
         if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
     }
     for (size_t bytes = 1024; bytes <= (size_t)(max_mb * 1048576.0); bytes *= 4) {
         size_t n = bytes / sizeof(float);
         int iters = (int)(64.0 * 1048576.0 / (double)bytes);
         dr_acc *acc = malloc(n * sizeof *acc), *pristine = malloc(n * sizeof *pristine);
+        dr_cacc *cacc = malloc(n * sizeof *cacc), *cpristine = malloc(n * sizeof *cpristine);
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
         float *expect = malloc(n * sizeof *expect);
-        double t[ITERS_MAX], te, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
-        uint64_t wrong_e = 0, wrong_r = 0, wrong_m = 0;
+        double t[ITERS_MAX], te, tc, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
+        uint64_t wrong_e = 0, wrong_c = 0, wrong_r = 0, wrong_m = 0;
         dr_comm_config cc;
         dr_comm *ep[1];
         uint32_t neps = 0;
         if (iters < 3) iters = 3;
         if (iters > ITERS_MAX) iters = ITERS_MAX;
-        if (!acc || !pristine || !x || !y || !f || !expect) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
+        if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
         for (size_t i = 0; i < n; i++) {
             double s = 0;
             x[i] = value(rank, i);
             dr_acc_init(&pristine[i]);
             dr_acc_add(&pristine[i], x[i]);
+            dr_cacc_init(&cpristine[i]);
+            dr_cacc_add(&cpristine[i], x[i]);
             for (uint32_t w = 0; w < W; w++) s += (double)value(w, i);
             expect[i] = (float)s;
         }
@@ -108,6 +116,19 @@ int main(int argc, char **argv)
         }
         te = median(t, iters);
         for (size_t i = 0; i < n; i++) wrong_e += dr_acc_round(&acc[i]) != expect[i];
+        for (int k = 0; k < iters; k++) {   /* compact */
+            double t0;
+            memcpy(cacc, cpristine, n * sizeof *cacc);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce_compact(ep[0], &cacc, n, &err)) {
+                fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
+                dr_mpi_abort(1);
+            }
+            t[k] = slowest(dr_now() - t0);
+        }
+        tc = median(t, iters);
+        for (size_t i = 0; i < n; i++) wrong_c += dr_cacc_round_div(&cacc[i], 1) != expect[i];
         for (int k = 0; k < iters; k++) {   /* the same ring on floats */
             double t0;
             memcpy(f, x, n * sizeof *f);
@@ -129,23 +150,27 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++) wrong_m += y[i] != expect[i];
         dr_comm_mpi()->close(ep, neps);
         {   /* #wrong summed over ranks (each rank checks its own copy of the result) */
-            uint64_t mine[3] = { wrong_e, wrong_r, wrong_m }, all[3];
-            MPI_Allreduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-            wrong_e = all[0]; wrong_r = all[1]; wrong_m = all[2];
+            uint64_t mine[4] = { wrong_e, wrong_c, wrong_r, wrong_m }, all[4];
+            MPI_Allreduce(mine, all, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3];
         }
         if (rank == 0) {
             double ae = bytes / te / 1e9, be = ae * busf, br = bytes / tr / 1e9 * busf, bm = bytes / tm / 1e9 * busf;
-            printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n,
-                   te * 1e6, ae, be, W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e, tr * 1e6, br,
+            double bc = bytes / tc / 1e9 * busf;
+            printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | "
+                   "%10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be, W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e,
+                   tc * 1e6, bc, W > 1 ? bc / bm : 0.0, (unsigned long long)wrong_c, tr * 1e6, br,
                    (unsigned long long)wrong_r, tm * 1e6, bm, (unsigned long long)wrong_m);
             if (jf)
-                fprintf(jf, "%s{\"bytes\": %zu, \"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
+                fprintf(jf, "%s{\"bytes\": %zu, \"compact_us\": %.3f, \"compact_busbw\": %.4f, \"compact_wrong\": %llu, "
+                        "\"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
                         "\"ring32_us\": %.3f, \"ring32_busbw\": %.4f, \"ring32_wrong\": %llu, \"mpi_us\": %.3f, "
-                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, te * 1e6, be,
+                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tc * 1e6, bc,
+                        (unsigned long long)wrong_c, te * 1e6, be,
                         (unsigned long long)wrong_e, tr * 1e6, br, (unsigned long long)wrong_r, tm * 1e6, bm,
                         (unsigned long long)wrong_m);
         }
-        free(acc); free(pristine); free(x); free(y); free(f); free(expect);
+        free(acc); free(pristine); free(cacc); free(cpristine); free(x); free(y); free(f); free(expect);
     }
     if (jf) { fprintf(jf, "]}\n"); fclose(jf); }
     if (rank == 0) printf("# busbw in GB/s; ratio = exact busbw / mpi busbw; #wrong over all ranks' copies\n");

@@ -33,6 +33,7 @@ typedef struct cli {
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
     char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
+    char    exact_accumulator[DR_FLAG_STR_MAX];
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform, opencl_device;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
@@ -58,7 +59,7 @@ static int table(cli *c, dr_flag *f)
         STR("tpu_platform", tpu_platform, "TPU platform, e.g. v3 (tpu strategy)"),
         STR("model_dir", model_dir, "where metrics.jsonl, summary.json and ckpt.bin go (required)"),
         STR("mode", mode, "train|eval|train_and_eval (instead of the command)"),
-        STR("experiment", experiment, "linear_ones|mlp_synthetic|mlp_fashion_mnist"),
+        STR("experiment", experiment, "linear_ones|linear_wide|mlp_synthetic|mlp_fashion_mnist"),
         INT("global_batch_size", global_batch_size, 0, 1 << 24, "global batch (0 = the experiment's)"),
         INT("train_steps", train_steps, 0, (double)(1LL << 40), "stop after this many steps (0 = run --epochs)"),
         INT("epochs", epochs, 0, 1000000, "epochs (0 = the experiment's)"),
@@ -100,6 +101,8 @@ static int table(cli *c, dr_flag *f)
         BOOL("print_tf_config", print_tf_config, "print the TF_CONFIG the run uses (mpi: given or derived per rank)"),
         DBL("collective_timeout", collective_timeout, 0.001, 1e6, "mpi: seconds a collective waits without progress "
             "before it fails naming the rank it waits for (default 5)"),
+        STR("exact_accumulator", exact_accumulator, "openmp/mpi exact gradients: compact (32 B a parameter, "
+            "full for a step that needs it) | full (168 B)"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (f) memcpy(f, all, sizeof all);
@@ -122,6 +125,7 @@ static void defaults(cli *c)
     strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
     strcpy(c->schedule, d.schedule);
+    strcpy(c->exact_accumulator, "compact");
     c->num_packs = 1;
     c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */
     c->seed = (int64_t)d.seed;
@@ -209,6 +213,7 @@ static const scope k_scopes[] = {
     { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
     { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
+    { "exact_accumulator", ALL_STRATEGIES, CMD_TRAIN, "openmp mpi", "--variant=openmp or mpi" },
     { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, "ref",
       "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
@@ -302,6 +307,9 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
         return rc;
     if (strcmp(cfg->schedule, "seeded") != 0 && strcmp(cfg->schedule, "free") != 0)
         return dr_fail(err, DR_EUSAGE, "--schedule=%s: expected seeded or free", cfg->schedule);
+    if (strcmp(c->exact_accumulator, "compact") != 0 && strcmp(c->exact_accumulator, "full") != 0)
+        return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s: expected compact or full", c->exact_accumulator);
+    cfg->full_accumulators = strcmp(c->exact_accumulator, "full") == 0;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;

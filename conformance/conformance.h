@@ -96,6 +96,7 @@ int loss_curves_policies(results *r);
 int suite_checkpoints(results *r);
 int suite_durability(results *r);
 /* The mpi variant under mpirun (conformance/mpi.c). */
+int suite_compact(results *r);  /* compact accumulators and their fallback (conformance/compact.c) */
 int suite_mpi(results *r);
 int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 

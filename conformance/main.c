@@ -24,7 +24,7 @@ static int run_suites(results *r, const char *out)
 {
     if (r->only && strcmp(r->only, "mpi") == 0) return suite_mpi(r);
     return suite_loss_curves(r, out) + suite_batch_splitting(r, out) + suite_regularization(r, out) +
-           suite_reductions(r) + suite_checkpoints(r) + suite_durability(r) + suite_mpi(r);
+           suite_reductions(r) + suite_checkpoints(r) + suite_durability(r) + suite_compact(r) + suite_mpi(r);
 }
 
 int main(int argc, char **argv)

@@ -47,25 +47,29 @@ typedef struct cell {
     uint64_t    bpp;        /* multi_worker_mirrored's --bytes_per_pack */
     const char *policy;
     const char *numerics;
+    const char *experiment; /* NULL: mlp_synthetic */
 } cell;
 
 static const cell k_cells[] = {
-    { "multi_worker_mirrored", 1, 1, 32, 200, 0.0, NULL, 1, 0, "auto", "exact" },
-    { "multi_worker_mirrored", 1, 2, 37, 230, 1e-3, "nccl", 1, 4096, "data", "exact" },
-    { "multi_worker_mirrored", 2, 1, 37, 230, 0.0, "ring", 1, 0, "data", "exact" },
-    { "multi_worker_mirrored", 2, 2, 32, 200, 1e-3, "nccl", 1, 4096, "off", "exact" },
-    { "multi_worker_mirrored", 2, 2, 37, 227, 1e-3, "ring", 1, 1000, "auto", "exact" },
-    { "multi_worker_mirrored", 3, 1, 37, 230, 1e-3, "ring", 1, 1000, "auto", "exact" },
-    { "multi_worker_mirrored", 3, 2, 32, 200, 0.0, "nccl", 1, 0, "off", "exact" },
-    { "multi_worker_mirrored", 4, 1, 32, 200, 1e-3, "ring", 1, 0, "data", "exact" },
-    { "multi_worker_mirrored", 4, 2, 37, 227, 0.0, "ring", 1, 4096, "data", "exact" },
-    { "mirrored", 1, 3, 37, 230, 1e-3, "hierarchical_copy", 0, 0, "auto", "exact" },
-    { "mirrored", 1, 2, 32, 200, 0.0, "nccl", 2, 0, "auto", "exact" },
-    { "one_device", 1, 1, 37, 230, 1e-3, NULL, 1, 0, "auto", "exact" },
-    { "central_storage", 1, 2, 37, 230, 1e-3, NULL, 1, 0, "auto", "exact" },
-    { "multi_worker_mirrored", 2, 2, 37, 230, 1e-3, "ring", 1, 4096, "auto", "fast" },
-    { "multi_worker_mirrored", 3, 1, 32, 200, 0.0, "ring", 1, 0, "data", "fast" },
-    { "multi_worker_mirrored", 4, 2, 37, 227, 1e-3, "ring", 1, 1000, "data", "fast" },
+    { "multi_worker_mirrored", 1, 1, 32, 200, 0.0, NULL, 1, 0, "auto", "exact", NULL },
+    { "multi_worker_mirrored", 1, 2, 37, 230, 1e-3, "nccl", 1, 4096, "data", "exact", NULL },
+    { "multi_worker_mirrored", 2, 1, 37, 230, 0.0, "ring", 1, 0, "data", "exact", NULL },
+    { "multi_worker_mirrored", 2, 2, 32, 200, 1e-3, "nccl", 1, 4096, "off", "exact", NULL },
+    { "multi_worker_mirrored", 2, 2, 37, 227, 1e-3, "ring", 1, 1000, "auto", "exact", NULL },
+    { "multi_worker_mirrored", 3, 1, 37, 230, 1e-3, "ring", 1, 1000, "auto", "exact", NULL },
+    { "multi_worker_mirrored", 3, 2, 32, 200, 0.0, "nccl", 1, 0, "off", "exact", NULL },
+    { "multi_worker_mirrored", 4, 1, 32, 200, 1e-3, "ring", 1, 0, "data", "exact", NULL },
+    { "multi_worker_mirrored", 4, 2, 37, 227, 0.0, "ring", 1, 4096, "data", "exact", NULL },
+    { "mirrored", 1, 3, 37, 230, 1e-3, "hierarchical_copy", 0, 0, "auto", "exact", NULL },
+    { "mirrored", 1, 2, 32, 200, 0.0, "nccl", 2, 0, "auto", "exact", NULL },
+    { "one_device", 1, 1, 37, 230, 1e-3, NULL, 1, 0, "auto", "exact", NULL },
+    { "central_storage", 1, 2, 37, 230, 1e-3, NULL, 1, 0, "auto", "exact", NULL },
+    /* every step overflows the compact window: the ranks redo it in full together */
+    { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "ring", 1, 0, "auto", "exact", "linear_wide" },
+    { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "ring", 1, 64, "data", "exact", "linear_wide" },
+    { "multi_worker_mirrored", 2, 2, 37, 230, 1e-3, "ring", 1, 4096, "auto", "fast", NULL },
+    { "multi_worker_mirrored", 3, 1, 32, 200, 0.0, "ring", 1, 0, "data", "fast", NULL },
+    { "multi_worker_mirrored", 4, 2, 37, 227, 1e-3, "ring", 1, 1000, "data", "fast", NULL },
 };
 
 /* one OpenMP thread per rank: up to 4 ranks share this machine's cores */
@@ -83,6 +87,7 @@ static void config_of(const cell *k, const char *variant, const char *strategy, 
                       dr_run_config *c)
 {
     base_config(c, k->E, k->G, k->l2);
+    if (k->experiment) snprintf(c->experiment, sizeof c->experiment, "%s", k->experiment);
     snprintf(c->variant, sizeof c->variant, "%s", variant);
     snprintf(c->numerics, sizeof c->numerics, "%s", k->numerics);
     set_strategy(c, strategy, (int)L, strcmp(strategy, k->strategy) == 0 ? k->alg : NULL,
@@ -110,7 +115,8 @@ static int launch(const results *r, const cell *k, const char *tf_env, outcome *
     if (strcmp(k->strategy, "one_device") != 0)
         len += (size_t)snprintf(extra + len, sizeof extra - len, " --auto_shard_policy=%s", k->policy);
     if (strcmp(k->strategy, "one_device") != 0)
-        snprintf(extra + len, sizeof extra - len, " --num_gpus=%u", k->L);
+        len += (size_t)snprintf(extra + len, sizeof extra - len, " --num_gpus=%u", k->L);
+    if (k->experiment) snprintf(extra + len, sizeof extra - len, " --experiment=%s", k->experiment);
     snprintf(cmd, sizeof cmd, ENV "%s mpirun --oversubscribe -np %u %s train --variant=mpi --distribution_strategy=%s "
              "--global_batch_size=%u --synthetic_examples=%u --epochs=1 --seed=7 --l2=%g --numerics=%s%s "
              "--model_dir=%s > %s/log.txt 2>&1",
@@ -167,9 +173,9 @@ static int run_cell(results *r, const cell *k)
     bool fast = strcmp(k->numerics, "fast") == 0, mw = strcmp(k->strategy, "multi_worker_mirrored") == 0;
     bool off = strcmp(k->policy, "off") == 0 && k->W > 1, pass;
     int fails = 0;
-    snprintf(name, sizeof name, "%s %s np=%u L=%u G=%u E=%u l2=%g alg=%s packs=%d bpp=%llu %s", k->numerics,
+    snprintf(name, sizeof name, "%s %s np=%u L=%u G=%u E=%u l2=%g alg=%s packs=%d bpp=%llu %s%s%s", k->numerics,
              k->strategy, k->W, k->L, k->G, k->E, k->l2, k->alg ? k->alg : "auto", k->packs, (unsigned long long)k->bpp,
-             k->policy);
+             k->policy, k->experiment ? " " : "", k->experiment ? k->experiment : "");
     config_of(k, "mpi", k->strategy, k->L, tf, sizeof tf, &vc);   /* (for the verdicts' columns) */
     launch(r, k, NULL, &m, NULL, 0);
     /* the bits' oracle: fast, openmp with the same W and L; exact, ref one_device (OFF: ref's emulation) */
@@ -261,7 +267,7 @@ static int checkpoints(results *r)
 /* A TF_CONFIG that names 3 workers under -np 2: exit 2, both numbers named. */
 static int tf_config_mismatch(results *r)
 {
-    static const cell k = { "multi_worker_mirrored", 2, 1, 32, 64, 0.0, NULL, 1, 0, "auto", "exact" };
+    static const cell k = { "multi_worker_mirrored", 2, 1, 32, 64, 0.0, NULL, 1, 0, "auto", "exact", NULL };
     char log[4096];
     outcome m;
     int code = launch(r, &k, "TF_CONFIG='{\"cluster\": {\"worker\": [\"a:1\", \"b:1\", \"c:1\"]}, \"task\": "

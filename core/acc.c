@@ -171,18 +171,6 @@ bool dr_acc_deserialize(dr_acc *a, const uint8_t in[DR_ACC_BYTES])
 
 /* ---- rounding ----------------------------------------------------------- */
 
-/* The number of significant bits of v (0 for 0). */
-static inline int bit_length(uint64_t v)
-{
-#if defined(__GNUC__)
-    return v ? 64 - __builtin_clzll(v) : 0;
-#else
-    int n = 0;
-    while (v) { v >>= 1; n++; }
-    return n;
-#endif
-}
-
 /* Rounds W * 2^E (plus a nonzero fraction below it when sticky) to a float:
  * ties to even, gradual underflow, overflow to inf. W != 0. */
 float dr_round_window(uint64_t W, int E, int sticky, int negative)
@@ -190,7 +178,7 @@ float dr_round_window(uint64_t W, int E, int sticky, int negative)
     uint32_t sign = negative ? 0x80000000u : 0u;
     int top, lsb, shift, biased;
     uint64_t m, half = 0;
-    top = bit_length(W) - 1;
+    top = dr_bit_length(W) - 1;
     lsb = E + top - 23;                            /* exponent of the result's ulp */
     if (lsb < DR_F32_EXP_MIN) lsb = DR_F32_EXP_MIN;
     shift = lsb - E;                               /* low bits of W below the ulp */
@@ -217,9 +205,9 @@ float dr_round_window(uint64_t W, int E, int sticky, int negative)
  * bits, more than the 25 rounding needs); the rest only decides stickiness.
  * A power-of-two divisor 2^s divides nothing: it lowers the exponent by s
  * (the one rounding, subnormals included, is dr_round_window's). */
-static float round_digits(const uint32_t d[DR_ACC_LIMBS], uint32_t divisor, int negative)
+float dr_round_digits(const uint32_t *d, int top, int lsb_exp, uint32_t divisor, int negative)
 {
-    int t = TOP, sticky = 0, eoff = 0;
+    int t = top, sticky = 0, eoff = 0;
     uint64_t rem = 0, q[3];
     while (t > 0 && d[t] == 0) t--;
     if (t < 2) t = 2;
@@ -240,18 +228,18 @@ static float round_digits(const uint32_t d[DR_ACC_LIMBS], uint32_t divisor, int 
         return dr_bits_f32(negative ? 0x80000000u : 0u);
     }
     if (q[0] == 0) {
-        return dr_round_window(q[1] << 32 | q[2], 32 * (t - 2) + DR_ACC_LSB_EXP - eoff, sticky, negative);
+        return dr_round_window(q[1] << 32 | q[2], 32 * (t - 2) + lsb_exp - eoff, sticky, negative);
     }
     /* q0 (< 2^32) over the 64 bits below: keep the top 64 bits, the rest is sticky. */
     {
-        int s = bit_length(q[0]);                  /* bits in q0 */
+        int s = dr_bit_length(q[0]);                  /* bits in q0 */
         sticky |= (q[2] & (((uint64_t)1 << s) - 1u)) != 0;
         return dr_round_window(q[0] << (64 - s) | q[1] << (32 - s) | q[2] >> s,
-                            32 * (t - 2) + s + DR_ACC_LSB_EXP - eoff, sticky, negative);
+                            32 * (t - 2) + s + lsb_exp - eoff, sticky, negative);
     }
 }
 
-static float round_special(uint32_t flags)
+float dr_round_special(uint32_t flags)
 {
     int pos = (flags & DR_ACC_F_POS_INF) != 0, neg = (flags & DR_ACC_F_NEG_INF) != 0;
     if ((flags & DR_ACC_F_NAN) || (pos && neg)) return dr_bits_f32(0x7fc00000u);
@@ -270,7 +258,7 @@ float dr_acc_round_div(const dr_acc *a, uint32_t divisor)
     int lo = 0, hi = TOP, t, negative = 0;
     int64_t carry = 0, top;
     if (a->flags & (DR_ACC_F_POS_INF | DR_ACC_F_NEG_INF | DR_ACC_F_NAN))
-        return round_special(a->flags);
+        return dr_round_special(a->flags);
     if (divisor == 0) return dr_bits_f32(0x7fc00000u);
     while (lo <= TOP && a->limb[lo] == 0) lo++;
     if (lo <= TOP) {
@@ -294,7 +282,7 @@ float dr_acc_round_div(const dr_acc *a, uint32_t divisor)
         }
         d[t] = (uint32_t)top;
         for (int i = lo; i <= t; i++)
-            if (d[i]) return round_digits(d, divisor, negative);
+            if (d[i]) return dr_round_digits(d, TOP, DR_ACC_LSB_EXP, divisor, negative);
     }
     {   /* An exact zero: -0 only for a non-empty all-(-0) sum, as IEEE. */
         int neg0 = (a->flags & DR_ACC_F_NONEMPTY) && !(a->flags & DR_ACC_F_NOT_NEG0);

@@ -69,14 +69,28 @@ static inline uint32_t dr_term_flags(int negative, int zero)
 
 void dr_acc_normalize(dr_acc *a);
 
-/* Whether the exact sums may use their AVX-512 kernel where the CPU has one
- * (default on); off, every CPU takes the portable path. The bits are the
- * same either way: tests run both. Not thread-safe: set it before any sum. */
-void dr_exact_set_simd(int on);
+/* The number of significant bits of v (0 for 0). */
+static inline int dr_bit_length(uint64_t v)
+{
+#if defined(__GNUC__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) { v >>= 1; n++; }
+    return n;
+#endif
+}
+
 
 /* The float nearest to W * 2^E (+ a nonzero fraction below it when sticky),
  * ties to even, gradual underflow, overflow to inf; W != 0. */
 float dr_round_window(uint64_t W, int E, int sticky, int negative);
+/* Digits d[0..top] (32 bits each, d[i] weighted 2^(32 i + lsb_exp), at
+ * least three of them, zero above top) of a magnitude, divided by divisor
+ * and rounded once; the value must be nonzero. */
+float dr_round_digits(const uint32_t *d, int top, int lsb_exp, uint32_t divisor, int negative);
+/* The special value (NaN, +-inf) that the DR_ACC_F_ special flags give. */
+float dr_round_special(uint32_t flags);
 void dr_acc_note_special_sum(dr_acc *a, uint32_t bits);
 void dr_acc_note_special_prod(dr_acc *a, uint32_t xb, uint32_t yb);
 

@@ -12,6 +12,7 @@
 #include "distref/data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@
 #define DRAWS_PER_IMAGE (IMAGE_FEATURES / 4)       /* 4 bytes per 32-bit draw */
 #define NUM_CLASSES    10u
 #define TOY_N          100u
+#define WIDE_N         256u
+#define WIDE_F         8u
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -275,6 +278,35 @@ int dr_dataset_toy(dr_dataset *out, dr_err *err)
     for (uint32_t i = 0; i < TOY_N; i++) {
         out->values[i] = 1.0f;
         out->targets[i] = 1.0f;
+    }
+    return DR_OK;
+}
+
+/* ---- the wide-range regression ---------------------------------------- */
+
+int dr_dataset_wide(uint64_t seed, dr_dataset *out, dr_err *err)
+{
+    memset(out, 0, sizeof *out);
+    set_name(out, "wide");
+    out->n = WIDE_N;
+    out->features = WIDE_F;
+    out->classes = 0;
+    out->values = malloc(sizeof(float) * WIDE_N * WIDE_F);
+    out->targets = malloc(sizeof(float) * WIDE_N);
+    if (out->values == NULL || out->targets == NULL) {
+        dr_dataset_free(out);
+        return dr_fail(err, DR_ENOMEM, "wide dataset: out of memory");
+    }
+    for (uint32_t i = 0; i < WIDE_N * WIDE_F; i++) {
+        uint32_t u = dr_rng_u32(seed, DR_STREAM_DATA + 2, i);
+        /* sign, 23 mantissa bits, and a binade in [-60, 60] */
+        int e = (int)((u >> 24) % 121u) - 60;
+        float m = 1.0f + (float)(u & 0x7fffffu) * 0x1p-23f;
+        out->values[i] = ((u >> 23) & 1u ? -1.0f : 1.0f) * ldexpf(m, e);
+    }
+    for (uint32_t i = 0; i < WIDE_N; i++) {
+        uint32_t u = dr_rng_u32(seed, DR_STREAM_DATA + 3, i);
+        out->targets[i] = (float)(u >> 8) * 0x1p-23f - 1.0f;
     }
     return DR_OK;
 }

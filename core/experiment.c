@@ -8,6 +8,11 @@ static const dr_experiment experiments[] = {
     { "linear_ones", "toy",
       { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
       10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f } },
+    /* Exact reductions under extreme dynamic range: Dense(1) on 8 features
+     * spanning 2^-60 .. 2^60 (dr_dataset_wide), MSE, SGD at 2^-120. */
+    { "linear_wide", "wide",
+      { 1, { { 8, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
+      32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f } },
     /* The default: 784-128-10 on the embedded synthetic data. */
     { "mlp_synthetic", "synthetic",
       { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f },
@@ -24,7 +29,7 @@ int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
         if (strcmp(name, experiments[i].name) == 0) { *out = experiments[i]; return DR_OK; }
     }
     return dr_fail(err, DR_EUSAGE, "--experiment: unknown experiment '%s'; expected one of "
-                   "linear_ones, mlp_synthetic, mlp_fashion_mnist", name);
+                   "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist", name);
 }
 
 void dr_run_config_defaults(dr_run_config *c)

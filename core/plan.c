@@ -50,6 +50,7 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
 int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err)
 {
     if (strcmp(dataset, "toy") == 0) return dr_dataset_toy(out, err);
+    if (strcmp(dataset, "wide") == 0) return dr_dataset_wide(cfg->seed + (uint64_t)split, out, err);
     if (strcmp(dataset, "synthetic") == 0) {
         uint32_t n = split ? (cfg->synthetic_examples + 3) / 4 : cfg->synthetic_examples;
         return dr_dataset_synthetic(cfg->seed, split, n, out, err);

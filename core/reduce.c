@@ -60,14 +60,9 @@ static void sum_chunk(dr_acc *a, const float *x, size_t n)
 #define WIN_CHUNK 4096
 #define WIN_S 27
 
-static int simd_enabled = 1;
-
-void dr_exact_set_simd(int on)
-{
-    simd_enabled = on;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
+/* -DDR_EXACT_NO_SIMD builds the portable path alone (the tests' second
+ * build, test_exact_portable: the same bits from both). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(DR_EXACT_NO_SIMD)
 #include <immintrin.h>
 #define HAVE_WIN_AVX512 1
 
@@ -166,7 +161,7 @@ void dr_acc_add_sum(dr_acc *a, const float *x, size_t n)
         return;
     }
 #if defined(HAVE_WIN_AVX512)
-    if (simd_enabled && __builtin_cpu_supports("avx512f")) {
+    if (__builtin_cpu_supports("avx512f")) {
         sum_window(a, x, n);
         return;
     }

@@ -204,7 +204,7 @@ int dr_ct_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err)
     ct_slot *me;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_f32: no endpoint (NULL)");
-    me = dr_ct_publish(c, NULL, n, NULL, 0);
+    me = dr_ct_publish(c, NULL, NULL, n, NULL, 0);
     me->flocal = local;
     if (c->hub->cfg.alg == DR_COMM_TORUS)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads all_reduce_f32: algorithm TORUS reduces by "
@@ -226,7 +226,7 @@ int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads reduce_to_f32: no endpoint (NULL)");
     h = c->hub;
-    me = dr_ct_publish(c, NULL, n, NULL, dst_device);
+    me = dr_ct_publish(c, NULL, NULL, n, NULL, dst_device);
     me->flocal = local;
     me->fdst = dst;
     me->rc = check_arrays(h, "reduce_to_f32", local, n, &me->err);

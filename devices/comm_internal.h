@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "distref/cacc.h"
 #include "distref/comm.h"
 
 /* Elements per unit of parallel work: a block of one replica's accumulators
@@ -18,13 +19,33 @@
 /* The same for floats (16 KB of one replica's floats per block). */
 #define DR_CT_BLOCK_F32 4096
 
+/* The exact element a collective moves: a dr_acc or a compact dr_cacc
+ * (distref/cacc.h). Merging either is exact, so every algorithm is the same
+ * for both; only the bytes differ (wire: what one element counts when it
+ * moves, and what the MPI comm sends). */
+typedef struct ct_elem {
+    size_t size, wire;
+    void  (*merge)(void *dst, const void *src, size_t k);   /* dst[0..k) += src[0..k) */
+    void  (*serialize)(const void *src, size_t k, uint8_t *out);
+    bool  (*deserialize)(void *dst, size_t k, const uint8_t *in);   /* false: corrupt */
+} ct_elem;
+
+extern const ct_elem dr_ct_elem_acc, dr_ct_elem_cacc;
+
+/* Element i of an array of el's elements. */
+static inline char *dr_ct_at(const ct_elem *el, void *base, size_t i)
+{
+    return (char *)base + i * el->size;
+}
+
 /* What a rank publishes on entering a collective, for the others to read
  * between the entry barrier and the last one. */
 typedef struct ct_slot {
-    dr_acc *const *local;   /* the caller's array of local_replicas pointers */
-    float  *const *flocal;  /* the same for a float collective (local is then NULL) */
+    char  *local[DR_MAX_DEVICES];   /* the caller's local_replicas arrays (exact collectives) */
+    const ct_elem *el;              /* their element */
+    float  *const *flocal;  /* the same for a float collective (local is then unused) */
     size_t   n;
-    dr_acc  *dst;           /* reduce_to: rank 0's destination */
+    char    *dst;           /* reduce_to: rank 0's destination */
     float   *fdst;          /* reduce_to_f32: rank 0's destination */
     uint32_t dst_device;
     int      rc;            /* DR_OK, or why this rank refused the call */
@@ -45,6 +66,20 @@ struct dr_comm {
     ct_hub  *hub;
     uint32_t rank;
 };
+
+/* A caller's typed arrays as the generic code takes them (local_replicas
+ * pointers copied into p, which has room for DR_MAX_DEVICES). */
+static inline void **dr_ct_untyped_acc(const struct ct_hub *h, dr_acc *const *local, void **p)
+{
+    for (uint32_t r = 0; r < h->cfg.local_replicas && r < DR_MAX_DEVICES; r++) p[r] = local[r];
+    return p;
+}
+
+static inline void **dr_ct_untyped_cacc(const struct ct_hub *h, dr_cacc *const *local, void **p)
+{
+    for (uint32_t r = 0; r < h->cfg.local_replicas && r < DR_MAX_DEVICES; r++) p[r] = local[r];
+    return p;
+}
 
 /* Chunk c of a ring of n members over len elements: [c*len/n, (c+1)*len/n). */
 void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi);
@@ -74,7 +109,8 @@ int      dr_ct_check_lengths(const ct_hub *h, const char *what, size_t n, dr_err
  * slot filled on entry (flocal/fdst set by float callers after it); the
  * agreement after every rank published: all go on or all fail alike. */
 int      dr_ct_sync(ct_hub *h, dr_err *err);
-ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device);
+ct_slot *dr_ct_publish(dr_comm *c, const ct_elem *el, void *const *local, size_t n, void *dst,
+                       uint32_t dst_device);
 int      dr_ct_agree(dr_comm *c, const char *what, dr_err *err);
 /* reduce_to's destination on rank 0: an array when n > 0, a device of the
  * strategy (both reduce_to and reduce_to_f32). */
@@ -87,6 +123,8 @@ int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_
 
 /* dst[0..k) += src[0..k), on the calling thread. */
 void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
+/* Any element's arrays as the generic code takes them: pointers to char. */
+#define DR_CT_MAX_LOCAL DR_MAX_DEVICES
 
 /* The ring's whole data flow for elements [at, at+k) of chunk c, ring[j]
  * being member j's array: the reduce-scatter carries the chunk from member c
@@ -94,6 +132,7 @@ void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
  * the total from c-1 around to c-2. Exactly the merges and copies of the
  * step-by-step ring, for these elements. */
 void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
+void dr_ct_ring_chain_el(const ct_elem *el, char *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
 /* The same over floats (devices/comm_f32.c): member j adds its own element
  * to what it receives, so chunk c's total is ((x_c + x_{c+1}) + ...) + x_{c-1}. */
 void dr_ct_ring_chain_f32(float *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);

@@ -45,18 +45,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A caller's typed arrays (one of f, a, c) as untyped pointers in p. */
+static void *const *dr_cm_untyped(const cm_ep *e, float *const *f, dr_acc *const *a, dr_cacc *const *c, void **p)
+{
+    for (uint32_t r = 0; r < e->geom.cfg.local_replicas && r < DR_MAX_DEVICES; r++)
+        p[r] = f ? (void *)f[r] : a ? (void *)a[r] : (void *)c[r];
+    return p;
+}
+
+#if defined(DR_MUTANT_MPI_ROUNDED)
+/* The planted fault's rounding of k partials, either exact element. */
+static void dr_cm_round_partials(const ct_elem *el, void *tmp, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        if (el == &dr_ct_elem_acc) {
+            dr_acc *t = (dr_acc *)tmp + i;
+            float r = dr_acc_round(t);
+            dr_acc_init(t);
+            dr_acc_add(t, r);
+        } else {
+            dr_cacc *t = (dr_cacc *)tmp + i;
+            float r = dr_cacc_round_div(t, 1);
+            dr_cacc_init(t);
+            dr_cacc_add(t, r);
+        }
+    }
+}
+#endif
+
 /* ---- segments ------------------------------------------------------------ */
 
-/* Elements per segment: CM_SEG accumulators, or as many floats as fit in
- * the same slot (21 times more). */
-static size_t seg_len(bool fast) { return fast ? (size_t)CM_SEG * DR_ACC_BYTES / sizeof(float) : CM_SEG; }
+/* The element a collective moves: el (exact: dr_acc or dr_cacc), or floats
+ * when el is NULL. Elements per segment: as many as fit in a slot of
+ * CM_SEG * DR_ACC_BYTES bytes (CM_SEG full accumulators, 2.6 times as many
+ * compact ones, 21 times as many floats). */
+static size_t width_el(const ct_elem *el) { return el ? el->wire : sizeof(float); }
+static size_t seg_len(const ct_elem *el) { return (size_t)CM_SEG * DR_ACC_BYTES / width_el(el); }
 
 /* The segments of chunk c (of W) of every pack of an n-element array. */
-static int ring_segments(const cm_ep *e, size_t n, uint32_t c, bool fast, cm_seg **out, size_t *count, dr_err *err)
+static int ring_segments(const cm_ep *e, size_t n, uint32_t c, const ct_elem *el, cm_seg **out, size_t *count,
+                         dr_err *err)
 {
     const ct_hub *h = &e->geom;
     uint32_t np = dr_ct_num_packs(h);
-    size_t S = seg_len(fast), cap = n / S + np + 1, k = 0, off = 0;
+    size_t S = seg_len(el), cap = n / S + np + 1, k = 0, off = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
     for (uint32_t p = 0; p < np; p++) {
@@ -74,9 +106,9 @@ static int ring_segments(const cm_ep *e, size_t n, uint32_t c, bool fast, cm_seg
 }
 
 /* Whole arrays of n elements, cut into segments. */
-static int whole_segments(size_t n, bool fast, cm_seg **out, size_t *count, dr_err *err)
+static int whole_segments(size_t n, const ct_elem *el, cm_seg **out, size_t *count, dr_err *err)
 {
-    size_t S = seg_len(fast), cap = n / S + 1, k = 0;
+    size_t S = seg_len(el), cap = n / S + 1, k = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
     for (size_t a = 0; a < n; a += S) s[k++] = (cm_seg){ a, n - a < S ? n - a : S };
@@ -85,21 +117,21 @@ static int whole_segments(size_t n, bool fast, cm_seg **out, size_t *count, dr_e
     return DR_OK;
 }
 
-static size_t width_of(cm_op op) { return op == CM_MERGE || op == CM_SET ? DR_ACC_BYTES : sizeof(float); }
-
-static void pack_seg(cm_op op, const void *base, cm_seg sg, uint8_t *buf)
+static void pack_seg(const ct_elem *el, const void *base, cm_seg sg, uint8_t *buf)
 {
-    if (width_of(op) == sizeof(float)) {
+    if (!el) {
         memcpy(buf, (const float *)base + sg.at, sg.len * sizeof(float));
         return;
     }
-    for (size_t i = 0; i < sg.len; i++) dr_acc_serialize((const dr_acc *)base + sg.at + i, buf + i * DR_ACC_BYTES);
+    el->serialize((const char *)base + sg.at * el->size, sg.len, buf);
 }
 
-static int unpack_seg(cm_op op, void *base, cm_seg sg, const uint8_t *buf, uint32_t from, dr_err *err)
+/* A segment that arrived: floats added or copied; exact elements merged
+ * (through tmp, room for a segment) or set. */
+static int unpack_seg(cm_op op, const ct_elem *el, void *base, cm_seg sg, const uint8_t *buf, void *tmp,
+                      uint32_t from, dr_err *err)
 {
     float *f = (float *)base + sg.at;
-    dr_acc *a = (dr_acc *)base + sg.at;
     const float *v = (const float *)(const void *)buf;
     switch (op) {
     case CM_ADD:
@@ -109,17 +141,14 @@ static int unpack_seg(cm_op op, void *base, cm_seg sg, const uint8_t *buf, uint3
         memcpy(f, buf, sg.len * sizeof(float));
         return DR_OK;
     default:
-        for (size_t i = 0; i < sg.len; i++) {
-            dr_acc t;
-            if (!dr_acc_deserialize(op == CM_SET ? &a[i] : &t, buf + i * DR_ACC_BYTES))
-                return dr_fail(err, DR_EFORMAT, "comm mpi: a corrupt accumulator from rank %u (element %zu)", from,
-                               sg.at + i);
+        if (!el->deserialize(op == CM_SET ? dr_ct_at(el, base, sg.at) : tmp, sg.len, buf))
+            return dr_fail(err, DR_EFORMAT, "comm mpi: a corrupt accumulator from rank %u (elements %zu..%zu)",
+                           from, sg.at, sg.at + sg.len - 1);
 #if defined(DR_MUTANT_MPI_ROUNDED)
-            /* planted fault: the partial from the previous rank is rounded to a float before it is merged */
-            if (op == CM_MERGE) { float r = dr_acc_round(&t); dr_acc_init(&t); dr_acc_add(&t, r); }
+        /* planted fault: the partial from the previous rank is rounded to a float before it is merged */
+        if (op == CM_MERGE) dr_cm_round_partials(el, tmp, sg.len);
 #endif
-            if (op == CM_MERGE) dr_acc_merge(&a[i], &t);
-        }
+        if (op == CM_MERGE) el->merge(dr_ct_at(el, base, sg.at), tmp, sg.len);
         return DR_OK;
     }
 }
@@ -135,12 +164,12 @@ typedef struct cm_flow {
 
 /* Sends tx's segments to tx.peer and receives rx's from rx.peer at once,
  * applying op to each segment that arrives. */
-static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr_err *err)
+static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, const char *what, dr_err *err)
 {
     MPI_Request req[2 * CM_DEPTH];
     MPI_Status st[2 * CM_DEPTH];
     int idx[2 * CM_DEPTH], out, mrc;
-    size_t seg_of[2 * CM_DEPTH], next_s = 0, next_r = 0, done_s = 0, done_r = 0, w = width_of(op);
+    size_t seg_of[2 * CM_DEPTH], next_s = 0, next_r = 0, done_s = 0, done_r = 0, w = width_el(el);
     double last = dr_cm_now();
     if (tx.peer < 0) tx.nseg = 0;
     if (rx.peer < 0) rx.nseg = 0;
@@ -157,7 +186,7 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
         for (int i = CM_DEPTH; i < 2 * CM_DEPTH && next_s < tx.nseg; i++) {
             uint8_t *buf = e->sbuf + (size_t)(i - CM_DEPTH) * CM_SEG * DR_ACC_BYTES;
             if (req[i] != MPI_REQUEST_NULL) continue;
-            pack_seg(op, tx.base, tx.seg[next_s], buf);
+            pack_seg(el, tx.base, tx.seg[next_s], buf);
             mrc = MPI_Isend(buf, (int)(tx.seg[next_s].len * w), MPI_BYTE, tx.peer, (int)(next_s % CM_TAGS), e->comm,
                             &req[i]);
             if (mrc != MPI_SUCCESS) { dr_cm_cancel_all(req, 2 * CM_DEPTH); return dr_cm_fail(err, mrc, e->rank, what); }
@@ -179,8 +208,8 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
                                    "expected (the ranks disagree on the arrays or the packs)", e->rank, what,
                                    rx.peer, got, sg.len * w);
                 }
-                if ((mrc = unpack_seg(op, rx.base, sg, e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, (uint32_t)rx.peer,
-                                      err))) {
+                if ((mrc = unpack_seg(op, el, rx.base, sg, e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, e->tmp,
+                                      (uint32_t)rx.peer, err))) {
                     dr_cm_cancel_all(req, 2 * CM_DEPTH);
                     return mrc;
                 }
@@ -216,7 +245,7 @@ static int pump(cm_ep *e, cm_op op, cm_flow tx, cm_flow rx, const char *what, dr
 /* ---- across ranks ---------------------------------------------------------- */
 
 /* The rank's replicas onto its local[0] (back: local[0] onto the others). */
-static void rank_fold(const cm_ep *e, void *const *local, size_t n, bool fast, bool back)
+static void rank_fold(const cm_ep *e, void *const *local, size_t n, const ct_elem *el, bool back)
 {
     uint32_t L = e->geom.cfg.local_replicas;
     size_t nb = (n + CM_SEG - 1) / CM_SEG;
@@ -225,41 +254,42 @@ static void rank_fold(const cm_ep *e, void *const *local, size_t n, bool fast, b
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * CM_SEG, k = n - a < CM_SEG ? n - a : CM_SEG;
         for (uint32_t r = 1; r < L; r++) {
-            if (back && fast) {
+            if (back && !el) {
                 memcpy((float *)local[r] + a, (const float *)local[0] + a, k * sizeof(float));
             } else if (back) {
-                memcpy((dr_acc *)local[r] + a, (const dr_acc *)local[0] + a, k * sizeof(dr_acc));
-            } else if (fast) {
+                memcpy(dr_ct_at(el, local[r], a), dr_ct_at(el, local[0], a), k * el->size);
+            } else if (!el) {
                 float *t = (float *)local[0] + a;
                 const float *v = (const float *)local[r] + a;
                 for (size_t i = 0; i < k; i++) t[i] = t[i] + v[i];
             } else {
-                dr_ct_merge((dr_acc *)local[0] + a, (const dr_acc *)local[r] + a, k);
+                el->merge(dr_ct_at(el, local[0], a), dr_ct_at(el, local[r], a), k);
             }
         }
     }
 }
 
-static int ring(cm_ep *e, void *const *local, size_t n, bool fast, const char *what, dr_err *err)
+static int ring(cm_ep *e, void *const *local, size_t n, const ct_elem *el, const char *what, dr_err *err)
 {
     uint32_t W = e->size, w = e->rank, next = (w + 1) % W, prev = (w + W - 1) % W;
+    const bool fast = el == NULL;
     int rc = DR_OK;
-    if (n) rank_fold(e, local, n, fast, false);
-    dr_ct_count_ranks(&e->geom, n, fast ? sizeof(float) : DR_ACC_BYTES);
+    if (n) rank_fold(e, local, n, el, false);
+    dr_ct_count_ranks(&e->geom, n, width_el(el));
     for (uint32_t phase = 0; rc == DR_OK && phase < 2; phase++)
         for (uint32_t step = 0; rc == DR_OK && step + 1 < W; step++) {
             cm_seg *ss = NULL, *rs = NULL;
             size_t ns = 0, nr = 0;
             uint32_t cs = (w + W - step + phase) % W, cr = (prev + W - step + phase) % W;
             cm_op op = fast ? (phase ? CM_COPY : CM_ADD) : (phase ? CM_SET : CM_MERGE);
-            if ((rc = ring_segments(e, n, cs, fast, &ss, &ns, err)) == DR_OK &&
-                (rc = ring_segments(e, n, cr, fast, &rs, &nr, err)) == DR_OK)
-                rc = pump(e, op, (cm_flow){ (int)next, local[0], ss, ns }, (cm_flow){ (int)prev, local[0], rs, nr },
+            if ((rc = ring_segments(e, n, cs, el, &ss, &ns, err)) == DR_OK &&
+                (rc = ring_segments(e, n, cr, el, &rs, &nr, err)) == DR_OK)
+                rc = pump(e, op, el, (cm_flow){ (int)next, local[0], ss, ns }, (cm_flow){ (int)prev, local[0], rs, nr },
                           what, err);
             free(ss);
             free(rs);
         }
-    if (rc == DR_OK && n) rank_fold(e, local, n, fast, true);
+    if (rc == DR_OK && n) rank_fold(e, local, n, el, true);
     return rc;
 }
 
@@ -289,6 +319,7 @@ static void cm_close(dr_comm **eps, uint32_t neps)
         free(e->geom.tensor_len);
         free(e->sbuf);
         free(e->rbuf);
+        free(e->tmp);
         free(e);
     }
 }
@@ -311,6 +342,8 @@ static int cm_open(const dr_comm_config *cfg, dr_comm **eps, uint32_t *neps, dr_
                        cfg->num_ranks, size);
     if (cfg->local_replicas == 0 || cfg->num_packs < 0 || (cfg->ntensors && !cfg->tensor_len))
         return dr_fail(err, DR_EUSAGE, "comm mpi: local_replicas >= 1, num_packs >= 0 and tensor lengths needed");
+    if (cfg->local_replicas > DR_MAX_DEVICES)
+        return dr_fail(err, DR_EUSAGE, "comm mpi: %u local replicas; at most %d", cfg->local_replicas, DR_MAX_DEVICES);
     if (cfg->strategy && (uint64_t)cfg->num_ranks * cfg->local_replicas != cfg->strategy->num_replicas)
         return dr_fail(err, DR_EUSAGE, "comm mpi: %u ranks x %u local replicas, but the strategy has %u replicas",
                        cfg->num_ranks, cfg->local_replicas, cfg->strategy->num_replicas);
@@ -325,7 +358,8 @@ static int cm_open(const dr_comm_config *cfg, dr_comm **eps, uint32_t *neps, dr_
     e->geom.tensor_len = malloc((size_t)cfg->ntensors * sizeof(size_t) + 1);
     e->sbuf = malloc((size_t)CM_DEPTH * CM_SEG * DR_ACC_BYTES);
     e->rbuf = malloc((size_t)CM_DEPTH * CM_SEG * DR_ACC_BYTES);
-    if (!e->geom.tensor_len || !e->sbuf || !e->rbuf) {
+    e->tmp = malloc((size_t)CM_SEG * sizeof(dr_acc));   /* a segment: CM_SEG dr_acc or more dr_cacc */
+    if (!e->geom.tensor_len || !e->sbuf || !e->rbuf || !e->tmp) {
         dr_comm *d = &e->base;
         cm_close(&d, 1);
         return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for the message slots");
@@ -363,8 +397,27 @@ static int cm_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce: no endpoint (NULL)");
     e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->all_reduce(e->inner, local, n, err);
-    if ((rc = check_call(e, "all_reduce", (void *const *)local, n, err))) return rc;
-    return ring(e, (void *const *)local, n, false, "all_reduce", err);
+    {
+        void *p[DR_MAX_DEVICES];
+        void *const *lp = local ? dr_cm_untyped(e, NULL, local, NULL, p) : NULL;
+        if ((rc = check_call(e, "all_reduce", lp, n, err))) return rc;
+        return ring(e, lp, n, &dr_ct_elem_acc, "all_reduce", err);
+    }
+}
+
+static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err)
+{
+    cm_ep *e;
+    int rc;
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_compact: no endpoint (NULL)");
+    e = dr_cm_ep(c);
+    if (e->inner) return dr_comm_threads()->all_reduce_compact(e->inner, local, n, err);
+    {
+        void *p[DR_MAX_DEVICES];
+        void *const *lp = local ? dr_cm_untyped(e, NULL, NULL, local, p) : NULL;
+        if ((rc = check_call(e, "all_reduce_compact", lp, n, err))) return rc;
+        return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
+    }
 }
 
 static int cm_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err)
@@ -374,46 +427,50 @@ static int cm_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_f32: no endpoint (NULL)");
     e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->all_reduce_f32(e->inner, local, n, err);
-    if ((rc = check_call(e, "all_reduce_f32", (void *const *)local, n, err))) return rc;
-    return ring(e, (void *const *)local, n, true, "all_reduce_f32", err);
+    {
+        void *p[DR_MAX_DEVICES];
+        void *const *lp = local ? dr_cm_untyped(e, local, NULL, NULL, p) : NULL;
+        if ((rc = check_call(e, "all_reduce_f32", lp, n, err))) return rc;
+        return ring(e, lp, n, NULL, "all_reduce_f32", err);
+    }
 }
 
 /* Every rank's replicas to rank 0's dst: exact, each rank's merged first;
  * float, every array on its own, in global replica order. */
-static int reduce_to_impl(cm_ep *e, void *const *local, size_t n, uint32_t dst_device, void *dst, bool fast,
-                          const char *what, dr_err *err)
+static int reduce_to_impl(cm_ep *e, void *const *local, size_t n, uint32_t dst_device, void *dst,
+                          const ct_elem *el, const char *what, dr_err *err)
 {
     uint32_t L = e->geom.cfg.local_replicas, W = e->size;
+    const bool fast = el == NULL;
     cm_seg *seg = NULL;
     size_t nseg = 0;
-    dr_acc *mine = NULL;
+    char *mine = NULL;
     int rc;
     if ((rc = check_call(e, what, local, n, err))) return rc;
     if ((rc = dr_ct_check_dst(&e->geom, e->rank, n, dst, dst_device, what, err))) return rc;
-    if ((rc = whole_segments(n, fast, &seg, &nseg, err))) return rc;
+    if ((rc = whole_segments(n, el, &seg, &nseg, err))) return rc;
     if (e->rank == 0) {
         if (fast) memcpy(dst, local[0], n * sizeof(float));
         for (uint32_t r = fast ? 1 : 0; r < L; r++) {
             if (fast) { float *d = dst; const float *v = local[r]; for (size_t i = 0; i < n; i++) d[i] = d[i] + v[i]; }
-            else dr_ct_merge(dst, local[r], n);
+            else el->merge(dst, local[r], n);
         }
         for (uint32_t q = 1; rc == DR_OK && q < W; q++)
             for (uint32_t r = 0; rc == DR_OK && r < (fast ? L : 1); r++)
-                rc = pump(e, fast ? CM_ADD : CM_MERGE, (cm_flow){ -1, NULL, NULL, 0 }, (cm_flow){ (int)q, dst, seg, nseg },
-                          what, err);
+                rc = pump(e, fast ? CM_ADD : CM_MERGE, el, (cm_flow){ -1, NULL, NULL, 0 },
+                          (cm_flow){ (int)q, dst, seg, nseg }, what, err);
     } else if (fast) {
         for (uint32_t r = 0; rc == DR_OK && r < L; r++)
-            rc = pump(e, CM_ADD, (cm_flow){ 0, local[r], seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
-    } else if (!(mine = calloc(n + 1, sizeof *mine))) {
+            rc = pump(e, CM_ADD, NULL, (cm_flow){ 0, local[r], seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
+    } else if (!(mine = calloc(n + 1, el->size))) {
         rc = dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu accumulators", what, n);
     } else {
-        for (uint32_t r = 0; r < L; r++) dr_ct_merge(mine, local[r], n);
-        rc = pump(e, CM_MERGE, (cm_flow){ 0, mine, seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
+        for (uint32_t r = 0; r < L; r++) el->merge(mine, local[r], n);
+        rc = pump(e, CM_MERGE, el, (cm_flow){ 0, mine, seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
     }
     for (uint32_t q = 0; rc == DR_OK && q < W; q++)
         for (uint32_t r = 0; r < L; r++)
-            dr_ct_count(e->geom.cfg.strategy, dr_ct_dev_of(&e->geom, q, r), dst_device, n,
-                        fast ? sizeof(float) : DR_ACC_BYTES);
+            dr_ct_count(e->geom.cfg.strategy, dr_ct_dev_of(&e->geom, q, r), dst_device, n, width_el(el));
     free(mine);
     free(seg);
     return rc;
@@ -425,7 +482,25 @@ static int cm_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to: no endpoint (NULL)");
     e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->reduce_to(e->inner, local, n, dst_device, dst, err);
-    return reduce_to_impl(e, (void *const *)local, n, dst_device, dst, false, "reduce_to", err);
+    {
+        void *p[DR_MAX_DEVICES];
+        return reduce_to_impl(e, local ? dr_cm_untyped(e, NULL, local, NULL, p) : NULL, n, dst_device, dst,
+                              &dr_ct_elem_acc, "reduce_to", err);
+    }
+}
+
+static int cm_reduce_to_compact(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
+                                dr_err *err)
+{
+    cm_ep *e;
+    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to_compact: no endpoint (NULL)");
+    e = dr_cm_ep(c);
+    if (e->inner) return dr_comm_threads()->reduce_to_compact(e->inner, local, n, dst_device, dst, err);
+    {
+        void *p[DR_MAX_DEVICES];
+        return reduce_to_impl(e, local ? dr_cm_untyped(e, NULL, NULL, local, p) : NULL, n, dst_device, dst,
+                              &dr_ct_elem_cacc, "reduce_to_compact", err);
+    }
 }
 
 static int cm_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst, dr_err *err)
@@ -434,7 +509,11 @@ static int cm_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t 
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to_f32: no endpoint (NULL)");
     e = dr_cm_ep(c);
     if (e->inner) return dr_comm_threads()->reduce_to_f32(e->inner, local, n, dst_device, dst, err);
-    return reduce_to_impl(e, (void *const *)local, n, dst_device, dst, true, "reduce_to_f32", err);
+    {
+        void *p[DR_MAX_DEVICES];
+        return reduce_to_impl(e, local ? dr_cm_untyped(e, local, NULL, NULL, p) : NULL, n, dst_device, dst, NULL,
+                              "reduce_to_f32", err);
+    }
 }
 
 static int cm_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges, uint32_t l,
@@ -469,6 +548,8 @@ static const dr_comm_ops mpi_ops = {
     .all_reduce_ranges_f32 = cm_ranges_f32,
     .barrier = dr_cm_barrier,
     .all_gather = dr_cm_all_gather,
+    .all_reduce_compact = cm_all_reduce_compact,
+    .reduce_to_compact = cm_reduce_to_compact,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)

@@ -29,6 +29,7 @@ typedef struct cm_ep {
     uint32_t rank, size;
     dr_comm *inner;          /* one rank: the threads comm's endpoint */
     uint8_t *sbuf, *rbuf;    /* CM_DEPTH slots of CM_SEG * DR_ACC_BYTES each */
+    void    *tmp;            /* one segment's elements, deserialized before they merge */
     double   timeout;
 } cm_ep;
 

@@ -48,9 +48,49 @@
  * collective's last barrier otherwise. With no strategy nothing is counted.
  */
 #include "devices/comm_internal.h"
+#include "distref/cacc.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the two exact elements ---------------------------------------------- */
+
+static void merge_acc(void *dst, const void *src, size_t k)
+{
+    for (size_t i = 0; i < k; i++) dr_acc_merge((dr_acc *)dst + i, (const dr_acc *)src + i);
+}
+
+static void ser_acc(const void *src, size_t k, uint8_t *out)
+{
+    for (size_t i = 0; i < k; i++) dr_acc_serialize((const dr_acc *)src + i, out + i * DR_ACC_BYTES);
+}
+
+static bool deser_acc(void *dst, size_t k, const uint8_t *in)
+{
+    for (size_t i = 0; i < k; i++)
+        if (!dr_acc_deserialize((dr_acc *)dst + i, in + i * DR_ACC_BYTES)) return false;
+    return true;
+}
+
+static void merge_cacc(void *dst, const void *src, size_t k)
+{
+    for (size_t i = 0; i < k; i++) dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
+}
+
+static void ser_cacc(const void *src, size_t k, uint8_t *out)
+{
+    for (size_t i = 0; i < k; i++) dr_cacc_serialize((const dr_cacc *)src + i, out + i * DR_CACC_BYTES);
+}
+
+static bool deser_cacc(void *dst, size_t k, const uint8_t *in)
+{
+    for (size_t i = 0; i < k; i++)
+        if (!dr_cacc_deserialize((dr_cacc *)dst + i, in + i * DR_CACC_BYTES)) return false;
+    return true;
+}
+
+const ct_elem dr_ct_elem_acc = { sizeof(dr_acc), DR_ACC_BYTES, merge_acc, ser_acc, deser_acc };
+const ct_elem dr_ct_elem_cacc = { sizeof(dr_cacc), DR_CACC_BYTES, merge_cacc, ser_cacc, deser_cacc };
 
 /* ---- pieces shared with comm_torus.c ------------------------------------ */
 
@@ -75,18 +115,25 @@ void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k)
     for (size_t i = 0; i < k; i++) dr_acc_merge(&dst[i], &src[i]);
 }
 
-void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k)
+void dr_ct_ring_chain_el(const ct_elem *el, char *const *ring, uint32_t n, uint32_t c, size_t at, size_t k)
 {
     /* Reduce-scatter step s: member c+s sends what it holds of chunk c on. */
     for (uint32_t s = 0; s + 1 < n; s++) {
         uint32_t j = (c + s) % n;
-        dr_ct_merge(ring[(j + 1) % n] + at, ring[j] + at, k);
+        el->merge(dr_ct_at(el, ring[(j + 1) % n], at), dr_ct_at(el, ring[j], at), k);
     }
     /* All-gather step s: member c-1+s passes the total on. */
     for (uint32_t s = 0; s + 1 < n; s++) {
         uint32_t j = (c + s + n - 1) % n;
-        memcpy(ring[(j + 1) % n] + at, ring[j] + at, k * sizeof(dr_acc));
+        memcpy(dr_ct_at(el, ring[(j + 1) % n], at), dr_ct_at(el, ring[j], at), k * el->size);
     }
+}
+
+void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k)
+{
+    char *r[DR_CT_MAX_LOCAL];
+    for (uint32_t j = 0; j < n && j < DR_CT_MAX_LOCAL; j++) r[j] = (char *)ring[j];
+    dr_ct_ring_chain_el(&dr_ct_elem_acc, r, n, c, at, k);
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -129,6 +176,9 @@ static int check_config(const dr_comm_config *cfg, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "comm threads: num_ranks must be at least 1, got 0");
     if (cfg->local_replicas == 0)
         return dr_fail(err, DR_EUSAGE, "comm threads: local_replicas must be at least 1, got 0");
+    if (cfg->local_replicas > DR_CT_MAX_LOCAL)
+        return dr_fail(err, DR_EUSAGE, "comm threads: %u local replicas; at most %d", cfg->local_replicas,
+                       DR_CT_MAX_LOCAL);
     if ((unsigned)cfg->alg > (unsigned)DR_COMM_TORUS)
         return dr_fail(err, DR_EUSAGE, "comm threads: unknown algorithm %d", (int)cfg->alg);
     if (cfg->num_packs < 0)
@@ -164,7 +214,7 @@ int dr_ct_check_lengths(const ct_hub *h, const char *what, size_t n, dr_err *err
     return DR_OK;
 }
 
-static int check_arrays(const ct_hub *h, const char *what, dr_acc *const *local, size_t n, dr_err *err)
+static int check_arrays(const ct_hub *h, const char *what, void *const *local, size_t n, dr_err *err)
 {
     if (n == 0) return DR_OK;
     if (!local) return dr_fail(err, DR_EUSAGE, "comm threads %s: no local arrays (NULL)", what);
@@ -206,10 +256,12 @@ int dr_ct_agree(dr_comm *c, const char *what, dr_err *err)
 }
 
 /* Fills this rank's slot; its verdict comes after, in me->rc. */
-ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, uint32_t dst_device)
+ct_slot *dr_ct_publish(dr_comm *c, const ct_elem *el, void *const *local, size_t n, void *dst,
+                       uint32_t dst_device)
 {
     ct_slot *me = &c->hub->slot[c->rank];
-    me->local = local;
+    for (uint32_t r = 0; r < c->hub->cfg.local_replicas; r++) me->local[r] = local && n ? local[r] : NULL;
+    me->el = el;
     me->flocal = NULL;
     me->fdst = NULL;
     me->n = n;
@@ -223,16 +275,18 @@ ct_slot *dr_ct_publish(dr_comm *c, dr_acc *const *local, size_t n, dr_acc *dst, 
 
 /* ---- within a rank ------------------------------------------------------ */
 
-static void to_root(dr_acc *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at, size_t k)
+static void to_root(const ct_elem *el, char *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
+                    size_t k)
 {
     for (uint32_t r = lo; r < hi; r++)
-        if (r != root) dr_ct_merge(acc[root] + at, acc[r] + at, k);
+        if (r != root) el->merge(dr_ct_at(el, acc[root], at), dr_ct_at(el, acc[r], at), k);
 }
 
-static void from_root(dr_acc *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at, size_t k)
+static void from_root(const ct_elem *el, char *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
+                      size_t k)
 {
     for (uint32_t r = lo; r < hi; r++)
-        if (r != root) memcpy(acc[r] + at, acc[root] + at, k * sizeof(dr_acc));
+        if (r != root) memcpy(dr_ct_at(el, acc[r], at), dr_ct_at(el, acc[root], at), k * el->size);
 }
 
 /* HierarchicalCopyAllReduce's roots of the two halves for a pack. */
@@ -244,8 +298,8 @@ void dr_ct_roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1)
 }
 
 /* The algorithm's data flow for elements [a, e) of the pack [off, off+len). */
-static void local_block(const ct_hub *h, dr_acc *const *acc, size_t off, size_t len, uint32_t pack,
-                        size_t a, size_t e)
+static void local_block(const ct_hub *h, const ct_elem *el, char *const *acc, size_t off, size_t len,
+                        uint32_t pack, size_t a, size_t e)
 {
     uint32_t R = h->cfg.local_replicas, half = R / 2, r0, r1;
     switch (h->cfg.alg) {
@@ -255,34 +309,34 @@ static void local_block(const ct_hub *h, dr_acc *const *acc, size_t off, size_t 
             dr_ct_chunk(len, R, c, &lo, &hi);
             if (lo < a) lo = a;
             if (hi > e) hi = e;
-            if (lo < hi) dr_ct_ring_chain(acc, R, c, off + lo, hi - lo);
+            if (lo < hi) dr_ct_ring_chain_el(el, acc, R, c, off + lo, hi - lo);
         }
         break;
     case DR_COMM_HIERARCHICAL:
         dr_ct_roots(R, pack, &r0, &r1);
-        to_root(acc, 0, half, r0, off + a, e - a);
-        to_root(acc, half, R, r1, off + a, e - a);
+        to_root(el, acc, 0, half, r0, off + a, e - a);
+        to_root(el, acc, half, R, r1, off + a, e - a);
         if (half) {
-            dr_ct_merge(acc[r0] + off + a, acc[r1] + off + a, e - a);
-            memcpy(acc[r1] + off + a, acc[r0] + off + a, (e - a) * sizeof(dr_acc));
+            el->merge(dr_ct_at(el, acc[r0], off + a), dr_ct_at(el, acc[r1], off + a), e - a);
+            memcpy(dr_ct_at(el, acc[r1], off + a), dr_ct_at(el, acc[r0], off + a), (e - a) * el->size);
         }
-        from_root(acc, 0, half, r0, off + a, e - a);
-        from_root(acc, half, R, r1, off + a, e - a);
+        from_root(el, acc, 0, half, r0, off + a, e - a);
+        from_root(el, acc, half, R, r1, off + a, e - a);
         break;
     default:   /* ONE_DEVICE */
-        to_root(acc, 0, R, 0, off + a, e - a);
-        from_root(acc, 0, R, 0, off + a, e - a);
+        to_root(el, acc, 0, R, 0, off + a, e - a);
+        from_root(el, acc, 0, R, 0, off + a, e - a);
         break;
     }
 }
 
-static void local_pack(const ct_hub *h, dr_acc *const *acc, size_t off, size_t len, uint32_t pack)
+static void local_pack(const ct_hub *h, const ct_elem *el, char *const *acc, size_t off, size_t len, uint32_t pack)
 {
     size_t nb = nblocks(len);
     #pragma omp parallel for schedule(static) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * DR_CT_BLOCK, e = len - a > DR_CT_BLOCK ? a + DR_CT_BLOCK : len;
-        local_block(h, acc, off, len, pack, a, e);
+        local_block(h, el, acc, off, len, pack, a, e);
     }
 }
 
@@ -323,14 +377,14 @@ void dr_ct_count_local_pack(const ct_hub *h, size_t len, uint32_t pack, size_t w
     }
 }
 
-static void local_all_reduce(const ct_hub *h, dr_acc *const *acc, size_t n)
+static void local_all_reduce(const ct_hub *h, const ct_elem *el, char *const *acc, size_t n)
 {
     size_t off = 0;
     if (h->cfg.local_replicas == 1) return;
     for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off);
-        local_pack(h, acc, off, len, p);
-        dr_ct_count_local_pack(h, len, p, DR_ACC_BYTES);
+        local_pack(h, el, acc, off, len, p);
+        dr_ct_count_local_pack(h, len, p, el->wire);
         off += len;
     }
 }
@@ -338,7 +392,7 @@ static void local_all_reduce(const ct_hub *h, dr_acc *const *acc, size_t n)
 /* ---- across ranks ------------------------------------------------------- */
 
 /* A rank's replicas onto its local[0] (back: local[0] onto the others). */
-static void rank_gather(const ct_hub *h, dr_acc *const *local, size_t n, bool back)
+static void rank_gather(const ct_hub *h, const ct_elem *el, char *const *local, size_t n, bool back)
 {
     uint32_t R = h->cfg.local_replicas;
     size_t nb = nblocks(n);
@@ -346,20 +400,20 @@ static void rank_gather(const ct_hub *h, dr_acc *const *local, size_t n, bool ba
     #pragma omp parallel for schedule(static) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * DR_CT_BLOCK, k = n - a > DR_CT_BLOCK ? DR_CT_BLOCK : n - a;
-        if (back) from_root(local, 0, R, 0, a, k);
-        else to_root(local, 0, R, 0, a, k);
+        if (back) from_root(el, local, 0, R, 0, a, k);
+        else to_root(el, local, 0, R, 0, a, k);
     }
 }
 
 /* dst[0..k) += src[0..k), or = src with copy. */
-static void par_move(dr_acc *dst, const dr_acc *src, size_t k, bool copy)
+static void par_move(const ct_elem *el, char *dst, char *src, size_t k, bool copy)
 {
     size_t nb = nblocks(k);
     #pragma omp parallel for schedule(static) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * DR_CT_BLOCK, m = k - a > DR_CT_BLOCK ? DR_CT_BLOCK : k - a;
-        if (copy) memcpy(dst + a, src + a, m * sizeof(dr_acc));
-        else dr_ct_merge(dst + a, src + a, m);
+        if (copy) memcpy(dr_ct_at(el, dst, a), dr_ct_at(el, src, a), m * el->size);
+        else el->merge(dr_ct_at(el, dst, a), dr_ct_at(el, src, a), m);
     }
 }
 
@@ -370,13 +424,13 @@ static void par_move(dr_acc *dst, const dr_acc *src, size_t k, bool copy)
 static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step, uint32_t phase)
 {
     uint32_t W = h->cfg.num_ranks, prev = (w + W - 1) % W, c = (prev + W - step + phase) % W;
-    dr_acc *dst = h->slot[w].local[0];
-    const dr_acc *src = h->slot[prev].local[0];
+    const ct_elem *el = h->slot[w].el;
+    char *dst = h->slot[w].local[0], *src = h->slot[prev].local[0];
     size_t off = 0;
     for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off), lo, hi;
         dr_ct_chunk(len, W, c, &lo, &hi);
-        par_move(dst + off + lo, src + off + lo, hi - lo, phase == 1);
+        par_move(el, dr_ct_at(el, dst, off + lo), dr_ct_at(el, src, off + lo), hi - lo, phase == 1);
         off += len;
     }
 }
@@ -405,20 +459,20 @@ void dr_ct_count_ranks(const ct_hub *h, size_t n, size_t width)
     }
 }
 
-static int ranks_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+static int ranks_all_reduce(dr_comm *c, const ct_elem *el, char *const *local, size_t n, dr_err *err)
 {
     ct_hub *h = c->hub;
     uint32_t W = h->cfg.num_ranks;
     int rc;
-    if (n) rank_gather(h, local, n, false);
-    if (c->rank == 0) dr_ct_count_ranks(h, n, DR_ACC_BYTES);
+    if (n) rank_gather(h, el, local, n, false);
+    if (c->rank == 0) dr_ct_count_ranks(h, n, el->wire);
     if ((rc = dr_ct_sync(h, err))) return rc;
     for (uint32_t phase = 0; phase < 2; phase++)
         for (uint32_t step = 0; step + 1 < W; step++) {
             if (n) rank_ring_recv(h, c->rank, n, step, phase);
             if ((rc = dr_ct_sync(h, err))) return rc;
         }
-    if (n) rank_gather(h, local, n, true);
+    if (n) rank_gather(h, el, local, n, true);
     return DR_OK;
 }
 
@@ -483,21 +537,33 @@ static void ct_close(dr_comm **eps, uint32_t neps)
 static uint32_t ct_rank(const dr_comm *c) { return c->rank; }
 static uint32_t ct_num_ranks(const dr_comm *c) { return c->hub->cfg.num_ranks; }
 
-static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+static int all_reduce_el(dr_comm *c, const ct_elem *el, void *const *local, size_t n, dr_err *err)
 {
     ct_slot *me;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce: no endpoint (NULL)");
-    me = dr_ct_publish(c, local, n, NULL, 0);
+    me = dr_ct_publish(c, el, local, n, NULL, 0);
     if (c->hub->cfg.alg == DR_COMM_TORUS)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads all_reduce: algorithm TORUS reduces by "
                          "all_reduce_ranges");
     if (me->rc == DR_OK) me->rc = dr_ct_check_lengths(c->hub, "all_reduce", n, &me->err);
     if (me->rc == DR_OK) me->rc = check_arrays(c->hub, "all_reduce", local, n, &me->err);
     if ((rc = dr_ct_agree(c, "all_reduce", err))) return rc;
-    if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, local, n, err);
-    local_all_reduce(c->hub, local, n);
+    if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, el, me->local, n, err);
+    local_all_reduce(c->hub, el, me->local, n);
     return DR_OK;
+}
+
+static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+{
+    void *p[DR_CT_MAX_LOCAL];
+    return all_reduce_el(c, &dr_ct_elem_acc, local && c ? dr_ct_untyped_acc(c->hub, local, p) : NULL, n, err);
+}
+
+static int ct_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err)
+{
+    void *p[DR_CT_MAX_LOCAL];
+    return all_reduce_el(c, &dr_ct_elem_cacc, local && c ? dr_ct_untyped_cacc(c->hub, local, p) : NULL, n, err);
 }
 
 int dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, uint32_t dst_device,
@@ -512,17 +578,18 @@ int dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, u
     return DR_OK;
 }
 
-static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
-                        dr_err *err)
+static int reduce_to_el(dr_comm *c, const ct_elem *el, void *const *local, size_t n, uint32_t dst_device,
+                        void *dst, dr_err *err)
 {
     ct_hub *h;
     ct_slot *me;
     uint32_t W, R, w;
     size_t lo, hi, nb;
+    char *d;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads reduce_to: no endpoint (NULL)");
     h = c->hub;
-    me = dr_ct_publish(c, local, n, dst, dst_device);
+    me = dr_ct_publish(c, el, local, n, dst, dst_device);
     me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
     if (me->rc == DR_OK) me->rc = dr_ct_check_dst(h, c->rank, n, dst, dst_device, "reduce_to", &me->err);
     if ((rc = dr_ct_agree(c, "reduce_to", err))) return rc;
@@ -531,18 +598,35 @@ static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     w = c->rank;
     lo = (size_t)w * n / W;
     hi = ((size_t)w + 1) * n / W;
-    dst = h->slot[0].dst;
+    d = h->slot[0].dst;
     nb = nblocks(hi - lo);
     #pragma omp parallel for schedule(static) if (nb > 1)
     for (size_t b = 0; b < nb; b++) {
         size_t a = lo + b * DR_CT_BLOCK, k = hi - a > DR_CT_BLOCK ? DR_CT_BLOCK : hi - a;
         for (uint32_t q = 0; q < W; q++)
-            for (uint32_t r = 0; r < R; r++) dr_ct_merge(dst + a, h->slot[q].local[r] + a, k);
+            for (uint32_t r = 0; r < R; r++) el->merge(dr_ct_at(el, d, a), dr_ct_at(el, h->slot[q].local[r], a), k);
     }
     if (w == 0)
         for (uint32_t q = 0; q < W; q++)
-            for (uint32_t r = 0; r < R; r++) dr_ct_count(h->cfg.strategy, dr_ct_dev_of(h, q, r), h->slot[0].dst_device, n, DR_ACC_BYTES);
+            for (uint32_t r = 0; r < R; r++)
+                dr_ct_count(h->cfg.strategy, dr_ct_dev_of(h, q, r), h->slot[0].dst_device, n, el->wire);
     return dr_ct_sync(h, err);
+}
+
+static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
+                        dr_err *err)
+{
+    void *p[DR_CT_MAX_LOCAL];
+    return reduce_to_el(c, &dr_ct_elem_acc, local && c ? dr_ct_untyped_acc(c->hub, local, p) : NULL, n,
+                        dst_device, dst, err);
+}
+
+static int ct_reduce_to_compact(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
+                                dr_err *err)
+{
+    void *p[DR_CT_MAX_LOCAL];
+    return reduce_to_el(c, &dr_ct_elem_cacc, local && c ? dr_ct_untyped_cacc(c->hub, local, p) : NULL, n,
+                        dst_device, dst, err);
 }
 
 static int ct_all_reduce_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
@@ -580,6 +664,8 @@ static const dr_comm_ops threads_ops = {
     .all_reduce = ct_all_reduce,
     .reduce_to = ct_reduce_to,
     .all_reduce_ranges = ct_all_reduce_ranges,
+    .all_reduce_compact = ct_all_reduce_compact,
+    .reduce_to_compact = ct_reduce_to_compact,
     .all_reduce_f32 = dr_ct_all_reduce_f32,
     .reduce_to_f32 = dr_ct_reduce_to_f32,
     .all_reduce_ranges_f32 = ct_all_reduce_ranges_f32,

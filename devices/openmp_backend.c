@@ -52,8 +52,11 @@ static int omp_supports(const dr_backend_query *q, dr_err *err)
                        "the MPI variant will bring it");
     if ((unsigned)q->strategy > DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown strategy kind %d", (int)q->strategy);
-    if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
+    if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST &&
+        q->numerics != DR_NUMERICS_EXACT_COMPACT)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown numerics %d", (int)q->numerics);
+    if (q->numerics == DR_NUMERICS_EXACT_COMPACT && (q->tiles > 1 || q->strategy == DR_STRATEGY_TPU))
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: compact gradients are not built for the tpu strategy");
     if (q->tiles < 1)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: %u tiles per replica; at least 1 is needed", q->tiles);
     return DR_OK;   /* every other strategy, any replica count, layer placement */
@@ -86,7 +89,7 @@ static int omp_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics n
     int rc;
     *out = NULL;
     if ((rc = check_model(m, err))) return rc;
-    if (num != DR_NUMERICS_EXACT && num != DR_NUMERICS_FAST)
+    if (num != DR_NUMERICS_EXACT && num != DR_NUMERICS_FAST && num != DR_NUMERICS_EXACT_COMPACT)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown numerics %d", (int)num);
     if (o->kind != DR_OPT_SGD && o->kind != DR_OPT_ADAM)
         return dr_fail(err, DR_EUSAGE, "openmp backend: unknown optimizer %d", (int)o->kind);
@@ -269,6 +272,29 @@ static inline void share_one(dr_acc *a, uint32_t mult, uint32_t coef, float g)
 #endif
 }
 
+/* share_one for a compact accumulator, with the same seams. */
+static inline void share_one_compact(dr_cacc *a, uint32_t mult, uint32_t coef, float g)
+{
+    if (mult > 1) dr_cacc_mul_u32(a, mult);
+#if defined(DR_MUTANT_REG_NOT_SCALED)
+    g = g * (float)mult;
+#elif defined(DR_MUTANT_REG_SCALED_TWICE)
+    g = g / (float)mult;
+#endif
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+    (void)coef; (void)g;
+#else
+    if (g != 0.0f) dr_cacc_add_prod(a, (float)coef, g);
+#endif
+#if defined(DR_MUTANT_ROUND_PARTIAL)
+    {
+        float v = dr_cacc_round_div(a, coef * mult);
+        dr_cacc_init(a);
+        dr_cacc_add_prod(a, v, (float)(coef * mult));
+    }
+#endif
+}
+
 /* Fast numerics: TensorFlow's per-replica gradient of sum(loss_i)/D +
  * reg/R, in float (distref/backend.h): sg = fl(mult/den), sr = fl(coef/den). */
 static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den)
@@ -304,29 +330,19 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     return DR_OK;
 }
 
-static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
+/* Exact share of a replica's gradient in form EXACT (dr_acc) or
+ * EXACT_COMPACT (dr_cacc). */
+static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, void *gradv, uint32_t mult,
+                        uint32_t coef)
 {
     const dr_model_spec *m = &b->m;
     const float *w;
     dr_acc *grad, *loss;
     float reg = 0.0f, c = 2.0f * m->l2;
-    int rc;
-    if (mult < 1 || mult > (1u << 30))
-        return dr_fail(err, DR_EUSAGE, "openmp backend: share multiplier %u; 1..2^30 supported", mult);
-    if (b->num == DR_NUMERICS_FAST) {
-        if (den < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: share over a denominator of 0");
-        if ((rc = dr_omp_need(rb->grad, b->P * sizeof(float), "grad", err)) ||
-            (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
-            (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
-            return rc;
-        return share_f32(b, rb, mult, coef, den);
-    }
-    if ((rc = dr_omp_need(rb->grad, b->P * sizeof(dr_acc), "grad", err)) ||
-        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
-        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
-        return rc;
+    const bool compact = form == DR_NUMERICS_EXACT_COMPACT;
+    dr_cacc *cgrad = compact ? (dr_cacc *)gradv : NULL;
     w = dr_omp_f32(rb->params);
-    grad = dr_omp_acc(rb->grad);
+    grad = compact ? NULL : (dr_acc *)gradv;
     loss = dr_omp_acc(rb->loss);
     if (m->l2 != 0.0f) {   /* reg = l2 * round(sum of w^2 over the kernels) */
         dr_acc sq;
@@ -339,12 +355,21 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
         size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out, nb = m->layer[l].out;
         if (m->l2 != 0.0f) {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
-            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], mult, coef, c * w[p]);
+            for (size_t p = k0; p < k0 + nk; p++) {
+                if (compact) share_one_compact(&cgrad[p], mult, coef, c * w[p]);
+                else share_one(&grad[p], mult, coef, c * w[p]);
+            }
         } else {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
-            for (size_t p = k0; p < k0 + nk; p++) share_one(&grad[p], mult, coef, 0.0f);
+            for (size_t p = k0; p < k0 + nk; p++) {
+                if (compact) share_one_compact(&cgrad[p], mult, coef, 0.0f);
+                else share_one(&grad[p], mult, coef, 0.0f);
+            }
         }
-        for (size_t p = k0 + nk; p < k0 + nk + nb; p++) share_one(&grad[p], mult, coef, 0.0f);   /* biases */
+        for (size_t p = k0 + nk; p < k0 + nk + nb; p++) {   /* biases */
+            if (compact) share_one_compact(&cgrad[p], mult, coef, 0.0f);
+            else share_one(&grad[p], mult, coef, 0.0f);
+        }
     }
     if (mult > 1) dr_acc_mul_u32(loss, mult);
 #if defined(DR_MUTANT_REG_NOT_SCALED)
@@ -353,6 +378,26 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     reg = reg / (float)mult;   /* fault: the regularization loss is scaled by 1/R twice */
 #endif
     dr_acc_add_prod(loss, (float)coef, reg);
+}
+
+static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
+{
+    int rc;
+    if (mult < 1 || mult > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "openmp backend: share multiplier %u; 1..2^30 supported", mult);
+    if (b->num == DR_NUMERICS_FAST) {
+        if (den < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: share over a denominator of 0");
+        if ((rc = dr_omp_need(rb->grad, b->P * sizeof(float), "grad", err)) ||
+            (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
+            (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+            return rc;
+        return share_f32(b, rb, mult, coef, den);
+    }
+    if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
+        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+        return rc;
+    share_exact(b, rb, b->num, rb->grad->data, mult, coef);
     return DR_OK;
 }
 
@@ -388,37 +433,46 @@ static void apply_momentum_f32(const dr_optimizer *o, const float *t, float d, f
     }
 }
 
+/* Where apply reads the gradient total: exact accumulators (full or
+ * compact), or (fast) floats. */
+typedef struct grad_src {
+    const dr_acc  *t;
+    const dr_cacc *tc;
+    const float   *tf;
+} grad_src;
+
 /* The gradient of parameter p: round(t / d) from exact accumulators, or
- * (fast, tf non-NULL: Adam only) the float total over d. */
-static inline float grad_of(const dr_acc *t, const float *tf, uint32_t d, size_t p)
+ * (fast: Adam only) the float total over d. */
+static inline float grad_of(const grad_src *g, uint32_t d, size_t p)
 {
-    if (tf) return tf[p] / (float)d;
-    return dr_acc_round_div(&t[p], d);
+    if (g->tc) return dr_cacc_round_div(&g->tc[p], d);
+    if (g->tf) return g->tf[p] / (float)d;
+    return dr_acc_round_div(&g->t[p], d);
 }
 
-static void apply_sgd(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, size_t P)
+static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, size_t P)
 {
     const float lr = o->lr;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = dr_acc_round_div(&t[p], d);
+        float g = grad_of(t, d, p);
         w[p] = w[p] - lr * g;
     }
 }
 
-static void apply_momentum(const dr_optimizer *o, const dr_acc *t, uint32_t d, float *w, float *v, size_t P)
+static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, float *v, size_t P)
 {
     const float lr = o->lr, mu = o->momentum;
     const bool nesterov = o->nesterov;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = dr_acc_round_div(&t[p], d);
+        float g = grad_of(t, d, p);
         v[p] = mu * v[p] - lr * g;
         w[p] = nesterov ? w[p] + (mu * v[p] - lr * g) : w[p] + v[p];
     }
 }
 
-static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, const float *tf, uint32_t d,
+static void apply_adam(const dr_optimizer *o, uint64_t step, const grad_src *t, uint32_t d,
                        float *w, float *m, float *v, size_t P)
 {
     unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
@@ -427,7 +481,7 @@ static void apply_adam(const dr_optimizer *o, uint64_t step, const dr_acc *t, co
     const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, tf, d, p);
+        float g = grad_of(t, d, p);
         m[p] = m[p] + (g - m[p]) * one_b1;
         v[p] = v[p] + (g * g - v[p]) * one_b2;
         w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
@@ -440,24 +494,26 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
     const bool fast = b->num == DR_NUMERICS_FAST;
-    const dr_acc *t;
+    grad_src t = { NULL, NULL, NULL };
     const float *tf;
     float *w, *s;
     int rc;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: apply with divisor 0");
-    if ((rc = dr_omp_need(total, P * dr_sum_bytes(b->num), "gradient total", err)) ||
+    if ((rc = dr_omp_need(total, P * dr_grad_bytes(b->num), "gradient total", err)) ||
         (rc = dr_omp_need(params, P * sizeof(float), "params", err)) ||
         (nslots && (rc = dr_omp_need(slots, nslots * P * sizeof(float), "slots", err))))
         return rc;
-    t = fast ? NULL : dr_omp_acc(total);
     tf = fast ? dr_omp_f32(total) : NULL;
+    if (fast) t.tf = tf;
+    else if (b->num == DR_NUMERICS_EXACT_COMPACT) t.tc = dr_omp_cacc(total);
+    else t.t = dr_omp_acc(total);
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, t, tf, divisor, w, s, s + P, P);
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, &t, divisor, w, s, s + P, P);
     else if (fast && o->momentum != 0.0f) apply_momentum_f32(o, tf, (float)divisor, w, s, P);
     else if (fast) apply_sgd_f32(o, tf, (float)divisor, w, P);
-    else if (o->momentum != 0.0f) apply_momentum(o, t, divisor, w, s, P);
-    else apply_sgd(o, t, divisor, w, P);
+    else if (o->momentum != 0.0f) apply_momentum(o, &t, divisor, w, s, P);
+    else apply_sgd(o, &t, divisor, w, P);
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
     if (b->m.l2 != 0.0f) {   /* fault: L2 as weight decay after the optimizer step (see share_one) */
         const float decay = o->lr * (2.0f * b->m.l2);
@@ -467,6 +523,17 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         }
     }
 #endif
+    return DR_OK;
+}
+
+/* Exact numerics switch between full and compact gradients (the engine's
+ * fallback, between steps). */
+static int omp_set_numerics(dr_backend *b, dr_numerics num, dr_err *err)
+{
+    bool exact_now = b->num == DR_NUMERICS_EXACT || b->num == DR_NUMERICS_EXACT_COMPACT;
+    if (!exact_now || (num != DR_NUMERICS_EXACT && num != DR_NUMERICS_EXACT_COMPACT))
+        return dr_fail(err, DR_EUSAGE, "openmp backend: numerics switch between the two exact forms only");
+    b->num = num;
     return DR_OK;
 }
 
@@ -504,6 +571,7 @@ const dr_backend_ops *dr_backend_openmp(void)
         .share = omp_share,
         .apply = omp_apply,
         .round_loss = omp_round_loss,
+        .set_numerics = omp_set_numerics,
         .layer0_partial = dr_omp_layer0_partial,
         .layer0_finish = dr_omp_layer0_finish,
         .layer0_delta = dr_omp_layer0_delta,

@@ -32,6 +32,7 @@
 #define DISTREF_DEVICES_OPENMP_BACKEND_H
 
 #include "distref/backend.h"
+#include "distref/cacc.h"
 
 struct dr_buffer {
     size_t bytes;
@@ -64,6 +65,7 @@ typedef struct dr_omp_scratch {
 
 static inline float *dr_omp_f32(const dr_buffer *b) { return b ? (float *)b->data : NULL; }
 static inline dr_acc *dr_omp_acc(const dr_buffer *b) { return b ? (dr_acc *)b->data : NULL; }
+static inline dr_cacc *dr_omp_cacc(const dr_buffer *b) { return b ? (dr_cacc *)b->data : NULL; }
 
 /* Checks that a buffer holds at least `bytes`; names it in the error. */
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);

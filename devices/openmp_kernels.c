@@ -27,6 +27,7 @@
 #include "devices/openmp_backend.h"
 #include "distref/elem.h"
 #include "distref/fastgemm.h"
+#include "devices/par_blas.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -53,18 +54,19 @@ static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, siz
 /* C[M x N] (ldc N) = beta C + op(A) op(B): exact accumulators (C += the
  * exact product; beta is then 1), or in fast numerics floats by one
  * cblas_sgemm (beta 0: C is overwritten; 1: added to). */
-static int gemm_acc(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+static int gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     const float *A, size_t lda, const float *B, size_t ldb, void *C, float beta)
 {
     if (M == 0 || N == 0) return DR_OK;
-    if (b->num != DR_NUMERICS_FAST)
+    if (form == DR_NUMERICS_EXACT_COMPACT)
+        return K ? dr_gemm_cacc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
+    if (form != DR_NUMERICS_FAST)
         return K ? dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
     if (K == 0) {
         if (beta == 0.0f) memset(C, 0, M * N * sizeof(float));
         return DR_OK;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)N);
+    dr_par_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
     return DR_OK;
 }
 
@@ -230,6 +232,22 @@ static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, flo
 #endif
 }
 
+/* The same into compact accumulators: the few bias sums are formed in full
+ * accumulators (by bias_grad, its seams included) and merged. */
+static int bias_grad_compact(dr_cacc *gb, const float *dz, uint32_t n, uint32_t out, float *colT)
+{
+    dr_acc *t = calloc(out ? out : 1, sizeof *t);
+    if (!t) return DR_ENOMEM;
+    bias_grad(t, dz, n, out, colT);
+    for (uint32_t j = 0; j < out; j++) {
+        dr_cacc c;
+        dr_cacc_from_acc(&c, &t[j]);
+        dr_cacc_merge(&gb[j], &c);
+    }
+    free(t);
+    return DR_OK;
+}
+
 /* Fast numerics: gb[j] = sum over the n rows of dz[.][j], float, row by row. */
 static void bias_grad_f32(float *gb, const float *dz, uint32_t n, uint32_t out)
 {
@@ -259,26 +277,31 @@ static void relu_mask(float *delta, const float *pre, size_t cells)
     }
 }
 
-/* grad: P accumulators (exact) or P floats (fast). */
+/* grad: P accumulators (exact: dr_acc, or dr_cacc in form EXACT_COMPACT) or
+ * P floats (fast). */
 static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params, const float *x,
-                    uint32_t n, bool kernel0, void *grad, dr_err *err)
+                    uint32_t n, bool kernel0, dr_numerics form, void *grad, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
-    const bool fast = b->num == DR_NUMERICS_FAST;
+    const bool fast = form == DR_NUMERICS_FAST;
+    const size_t gsz = dr_grad_bytes(form);
     float *dz = s->dz[0];
     int rc;
     for (uint32_t l = m->nlayers; l-- > 0;) {
         const dr_dense *d = &m->layer[l];
         const float *in = l ? s->act[l - 1] : x, *W = params + b->koff[l];
         size_t kb = b->koff[l], bb = kb + (size_t)d->in * d->out;
-        void *gW = fast ? (void *)((float *)grad + kb) : (void *)((dr_acc *)grad + kb);
+        void *gW = (char *)grad + kb * gsz;
         float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
         if (l > 0 || kernel0) {
-            rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
+            rc = gemm_acc(form, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
             if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
         }
         if (fast) bias_grad_f32((float *)grad + bb, dz, n, d->out);
-        else bias_grad((dr_acc *)grad + bb, dz, n, d->out, s->colT);
+        else if (form == DR_NUMERICS_EXACT_COMPACT) {
+            if (bias_grad_compact((dr_cacc *)grad + bb, dz, n, d->out, s->colT))
+                return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory in layer %u's bias gradient", l);
+        } else bias_grad((dr_acc *)grad + bb, dz, n, d->out, s->colT);
         if (l == 0) break;
         rc = gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
         if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);
@@ -291,29 +314,32 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
 
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
 {
+    const dr_numerics form = b->num;
+    void *grad;
     const dr_model_spec *m = &b->m;
     uint32_t nout = m->layer[m->nlayers - 1].out;
     dr_omp_scratch *s;
     const uint8_t *labels;
     const float *targets;
-    const bool fast = b->num == DR_NUMERICS_FAST;
-    size_t esz = dr_sum_bytes(b->num);
+    const bool fast = form == DR_NUMERICS_FAST;
+    size_t esz = dr_sum_bytes(form), gsz = dr_grad_bytes(form);
     uint64_t correct = 0;
     int rc;
     if ((rc = need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
-    if ((rc = dr_omp_need(rb->grad, b->P * esz, "grad", err)) ||
+    if ((rc = dr_omp_need(rb->grad, b->P * gsz, "grad", err)) ||
         (rc = dr_omp_need(rb->loss, esz, "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     if (n > s->fwd_rows)
         return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
+    grad = rb->grad->data;
     /* exact: every accumulator zeroed; fast: layer 0's kernel only when the
      * caller forms it (every other gradient is written whole below) */
-    if (!fast) memset(rb->grad->data, 0, b->P * esz);
+    if (!fast) memset(grad, 0, b->P * gsz);
     else if (!kernel0 || n == 0)
-        memset(rb->grad->data, 0, (n == 0 ? b->P : (size_t)m->layer[0].in * m->layer[0].out) * esz);
+        memset(grad, 0, (n == 0 ? b->P : (size_t)m->layer[0].in * m->layer[0].out) * gsz);
     if (fast) *dr_omp_f32(rb->loss) = 0.0f;
     else dr_acc_init(dr_omp_acc(rb->loss));
     rb->correct = 0;
@@ -340,8 +366,8 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     else dr_acc_add_sum(dr_omp_acc(rb->loss), s->ex_loss, n);
     for (uint32_t r = 0; r < n; r++) correct += s->hit[r];
     rb->correct = correct;
-    rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0,
-                  rb->grad->data, err);
+    rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0, form,
+                  grad, err);
     if (rc == DR_OK) s->grad_n = n;
     return rc;
 }
@@ -377,7 +403,7 @@ int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pi
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's kernel rows");
     for (uint32_t q = 0; q < len; q++)
         memcpy(Wt + (size_t)q * out0, W + (size_t)pix[q] * out0, out0 * sizeof *Wt);
-    rc = gemm_acc(b, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0, z->data, 1.0f);
+    rc = gemm_acc(b->num == DR_NUMERICS_FAST ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0, z->data, 1.0f);
     free(Wt);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in a tile's GEMM");
     return DR_OK;
@@ -433,6 +459,8 @@ int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *
     uint32_t out0 = b->m.layer[0].out;
     const bool fast = b->num == DR_NUMERICS_FAST;
     size_t esz = dr_sum_bytes(b->num);
+    if (b->num == DR_NUMERICS_EXACT_COMPACT)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: layer 0's gradient rows (tpu) need full accumulators");
     char *g;
     void *tmp;
     bool run = true;
@@ -446,14 +474,14 @@ int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *
     g = (char *)grad->data + b->koff[0] * esz;
     for (uint32_t q = 1; q < len && run; q++) run = pix[q] == pix[0] + q;
     if (run) {   /* consecutive pixels: their gradient rows are one block */
-        rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
+        rc = gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
                       g + (size_t)pix[0] * out0 * esz, 1.0f);
         return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
     }
     /* otherwise one GEMM into a block of the tile's rows, merged row by row */
     if (!(tmp = calloc((size_t)len * out0, esz)))
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's gradient rows");
-    rc = gemm_acc(b, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, 0.0f);
+    rc = gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, 0.0f);
     if (rc == DR_OK)
         for (uint32_t q = 0; q < len; q++)
             for (uint32_t j = 0; j < out0; j++) {

@@ -35,7 +35,11 @@ int  openblas_get_num_threads(void);
  * threads (multi_worker_mirrored) each take T / W, at least 1, so W workers
  * together stay within T. Both process-wide settings changed here are
  * restored when the last open run closes: the caller's OpenBLAS thread count
- * and the opening thread's OpenMP team size. */
+ * and the opening thread's OpenMP team size.
+ * The count of open runs below is process-wide state on purpose, the one
+ * exception besides the default strategy: it mirrors OpenBLAS's thread
+ * count, itself one setting per process, so that concurrent runs restore it
+ * once, after the last of them. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned threads_users;
 static int threads_blas_saved;
@@ -133,7 +137,7 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
     int rc;
     if ((rc = b->alloc(s->be, P * sizeof(float), &rb->params, err)) ||
         (holds && (rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
-        (rc = b->alloc(s->be, P * s->esz, &rb->grad, err)) ||
+        (rc = b->alloc(s->be, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
         (rc = b->alloc(s->be, s->esz, &rb->loss, err)) ||
         (rc = b->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
         (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
@@ -154,7 +158,8 @@ static void engine_close(dr_session *s)
     if (s->ps) { engine_ps_close(s); return; }
     for (uint32_t r = 0; s->be && r < s->R; r++) {
         dr_replica_bufs *rb = &s->rb[r];
-        dr_buffer *bufs[] = { rb->params, rb->slots, rb->grad, rb->loss, rb->x, rb->labels, rb->targets };
+        dr_buffer *bufs[] = { rb->params, rb->slots, rb->grad, rb->loss, rb->x, rb->labels, rb->targets,
+                              s->full_grad[r] };
         if (rb->scratch) s->bo->replica_close(s->be, rb);
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) s->bo->release(s->be, bufs[i]);
     }
@@ -162,6 +167,7 @@ static void engine_close(dr_session *s)
         if (s->var) s->bo->release(s->be, s->var);
         if (s->var_slots) s->bo->release(s->be, s->var_slots);
         if (s->central) s->bo->release(s->be, s->central);
+        if (s->full_central) s->bo->release(s->be, s->full_central);
         engine_tpu_close(s);
         s->bo->close(s->be);
     }
@@ -225,6 +231,22 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
         goto fail;
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
+    /* Exact gradients in compact accumulators (distref/cacc.h: 32 bytes a
+     * parameter instead of 168, the same bits) where the backend can switch
+     * forms and the comm reduces them; a step whose total overflows is
+     * redone with full accumulators (step.c). Not for the tpu strategy,
+     * whose layer-0 tiles and torus rings carry dr_acc. */
+    if (num == DR_NUMERICS_EXACT && !s->tpu.on && !plan->cfg->full_accumulators && bo->set_numerics &&
+        co->all_reduce_compact && co->reduce_to_compact) {
+        dr_backend_query q;
+        dr_err ignored;
+        memset(&q, 0, sizeof q);
+        q.strategy = spec.kind;
+        q.numerics = DR_NUMERICS_EXACT_COMPACT;
+        q.num_replicas = s->L;
+        q.tiles = 1;
+        if (bo->supports(&q, &ignored) == DR_OK) s->num = num = DR_NUMERICS_EXACT_COMPACT;
+    }
     memset(&cc, 0, sizeof cc);
     cc.num_ranks = s->W;
     cc.local_replicas = s->L;
@@ -262,7 +284,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
         ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
          (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * s->esz, &s->central, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * dr_grad_bytes(s->num), &s->central, err)) ||
          (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
                                  plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
         goto fail;
@@ -359,6 +381,11 @@ static void engine_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "devices", dr_devices_json(&s->strat));
     json_object_object_add(o, "backend", json_object_new_string(s->bo->name));
     json_object_object_add(o, "comm", json_object_new_string(s->co->name));
+    if (s->num != DR_NUMERICS_FAST) {   /* exact: which accumulators held the gradients */
+        json_object_object_add(o, "exact_accumulator",
+                               json_object_new_string(s->num == DR_NUMERICS_EXACT_COMPACT ? "compact" : "full"));
+        json_object_object_add(o, "exact_fallback_steps", json_object_new_int64((int64_t)s->fallback_steps));
+    }
     if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
 }
 

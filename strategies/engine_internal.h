@@ -75,6 +75,15 @@ struct dr_session {
      * comm (download, collective, upload). NULL for host-memory backends. */
     void                *stage[DR_MAX_DEVICES - 1];
     void                *stage_central;
+    /* Compact gradients (num EXACT_COMPACT, distref/cacc.h): a worker whose
+     * reduced total has an overflowed element sets overflow[w - wlo] and
+     * applies nothing; the step is then redone with full accumulators, into
+     * these buffers (allocated at the first such step, swapped with
+     * rb[r].grad and central while it runs). */
+    bool                 overflow[ENGINE_MAX_WORKERS];
+    dr_buffer           *full_grad[DR_MAX_DEVICES - 1];
+    dr_buffer           *full_central;
+    uint64_t             fallback_steps;
 };
 
 /* step.c */

@@ -22,6 +22,7 @@
 
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,12 +148,27 @@ static int stage_down(dr_session *s, uint32_t lo, uint32_t L, dr_err *err)
     return DR_OK;
 }
 
+/* Whether any element of a compact total left its window (the engine then
+ * redoes the step with full accumulators: engine_step). */
+static bool total_overflowed(const dr_session *s, const dr_buffer *total)
+{
+    const dr_cacc *t = s->bo->host_ptr((dr_buffer *)total);
+    uint32_t f = 0;
+    for (size_t p = 0; p < s->plan->P; p++) f |= t[p].flags;
+#if defined(DR_MUTANT_CACC_NO_FALLBACK)
+    f = 0;   /* planted fault: an overflowed element goes on to be rounded */
+#endif
+    return (f & DR_CACC_F_OVERFLOW) != 0;
+}
+
 /* Phase 2 of worker w: the collective, then its replicas' updates. */
 static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
     const bool fast = s->num == DR_NUMERICS_FAST, staged = s->stage[s->wlo * s->L] != NULL;
+    const bool compact = s->num == DR_NUMERICS_EXACT_COMPACT;
     dr_acc *local[DR_MAX_DEVICES];
+    dr_cacc *clocal[DR_MAX_DEVICES];
     float *flocal[DR_MAX_DEVICES];
     uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
     size_t bytes = s->plan->P * s->esz;
@@ -161,25 +177,34 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     for (uint32_t k = 0; k < L; k++) {
         void *g = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
         local[k] = fast ? NULL : g;
+        clocal[k] = compact ? g : NULL;
         flocal[k] = fast ? g : NULL;
     }
+    s->overflow[w - s->wlo] = false;
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         void *dst = staged ? s->stage_central : b->host_ptr(s->central);
         dr_comm *ep = s->ep[w - s->wlo];
         if (fast) rc = s->co->reduce_to_f32(ep, flocal, s->plan->P, s->strat.variable_device, dst, err);
-        else if (staged) {
+        else if (compact) {
+            if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_cacc), err)) == DR_OK)
+                rc = s->co->reduce_to_compact(ep, clocal, s->plan->P, s->strat.variable_device, dst, err);
+        } else if (staged) {
             memset(dst, 0, bytes);
             rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
         } else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
             rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
         if (rc == DR_OK && staged && w == 0) rc = b->upload(s->be, s->central, 0, dst, bytes, err);
         if (rc) return rc;
+        if (compact && total_overflowed(s, s->central)) { s->overflow[w - s->wlo] = true; return DR_OK; }
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     }
-    rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
-              : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
+    if (compact) rc = s->co->all_reduce_compact(s->ep[w - s->wlo], clocal, s->plan->P, err);
+    else rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
+                   : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
     if (rc) return rc;
+    /* every replica of every worker holds the same total: all see an overflow alike */
+    if (compact && total_overflowed(s, s->rb[lo].grad)) { s->overflow[w - s->wlo] = true; return DR_OK; }
     if (staged) {   /* one upload of the total; every replica applies it */
         if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;
         for (uint32_t k = 0; k < L; k++)
@@ -316,6 +341,41 @@ static int scale(dr_session *s, dr_err *err)
     return DR_OK;
 }
 
+/* Swaps the compact gradients with the full ones (allocated the first
+ * time) and tells the backend which form its kernels write. */
+static int swap_forms(dr_session *s, dr_numerics to, dr_err *err)
+{
+    const dr_backend_ops *b = s->bo;
+    size_t full = s->plan->P * sizeof(dr_acc);
+    int rc;
+    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++) {
+        dr_buffer *t;
+        if (!s->full_grad[r] && (rc = b->alloc(s->be, full, &s->full_grad[r], err))) return rc;
+        t = s->rb[r].grad; s->rb[r].grad = s->full_grad[r]; s->full_grad[r] = t;
+    }
+    if (s->central) {
+        dr_buffer *t;
+        if (!s->full_central && (rc = b->alloc(s->be, full, &s->full_central, err))) return rc;
+        t = s->central; s->central = s->full_central; s->full_central = t;
+    }
+    if ((rc = b->set_numerics(s->be, to, err))) return rc;
+    s->num = to;
+    return DR_OK;
+}
+
+/* The step again with full accumulators, after a compact total overflowed
+ * (the staged batches are still on the devices; nothing was applied). */
+static int redo_full(dr_session *s, dr_err *err)
+{
+    int rc = swap_forms(s, DR_NUMERICS_EXACT, err), back;
+    dr_err e2;
+    if (rc == DR_OK) rc = run_workers(s, DR_OK, err);
+    back = swap_forms(s, DR_NUMERICS_EXACT_COMPACT, &e2);
+    if (rc == DR_OK && back) { *err = e2; rc = back; }
+    s->fallback_steps++;
+    return rc;
+}
+
 int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
 {
     int rc;
@@ -341,6 +401,10 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     }
     if (rc && !s->ranks) return rc;   /* MPI: a rank's failure goes through the agreement */
     if ((rc = run_workers(s, rc, err))) return rc;
+    if (s->num == DR_NUMERICS_EXACT_COMPACT && s->overflow[0]) {
+        if ((rc = redo_full(s, err))) return rc;
+        snprintf(out->extra, sizeof out->extra, ",\"exact_fallback\":true");
+    }
     engine_report(s, out);
     return DR_OK;
 }

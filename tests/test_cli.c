@@ -491,7 +491,7 @@ static void test_unknown_experiment(void **s)
     (void)s; result r;
     RUN(&r, "train", MD, "--experiment=nope");
     expect(&r, 2, "unknown experiment 'nope'");
-    assert_non_null(strstr(r.out, "linear_ones, mlp_synthetic, mlp_fashion_mnist"));
+    assert_non_null(strstr(r.out, "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist"));
 }
 static void test_unknown_optimizer(void **s) { (void)s; result r; RUN(&r, "train", MD, "--optimizer=rmsprop"); expect(&r, 2, "--optimizer: expected sgd or adam, got 'rmsprop'"); }
 

@@ -15,6 +15,7 @@
 
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
+#include "distref/cacc.h"
 
 typedef struct { uint64_t s; } trng;
 
@@ -88,6 +89,7 @@ static void compare(int mode, int trials, size_t kmax)
         float *A = calloc((ta ? K : M) * lda + 1, 4), *B = calloc((tb ? N : K) * ldb + 1, 4);
         float *C1 = calloc(M * N, 4), *C2 = calloc(M * N, 4), bias[8];
         dr_acc *X1 = calloc(M * N, sizeof(dr_acc)), *X2 = calloc(M * N, sizeof(dr_acc));
+        dr_cacc *X3 = calloc(M * N, sizeof(dr_cacc));
         for (size_t i = 0; i < (ta ? K : M) * lda; i++) A[i] = value(&r, mode);
         for (size_t i = 0; i < (tb ? N : K) * ldb; i++) B[i] = value(&r, mode);
         for (size_t j = 0; j < N; j++) bias[j] = value(&r, mode == 3 ? 1 : mode);
@@ -104,6 +106,20 @@ static void compare(int mode, int trials, size_t kmax)
                                           bias_on ? bias : NULL, C2, ldc), 0);
         dr_gemm_acc((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X1);
         assert_int_equal(dr_gemm_acc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X2), 0);
+        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X3), 0);
+        for (size_t i = 0; i < M * N; i++) {   /* compact: the same value, or flagged (never wrong) */
+            dr_acc back;
+            if (dr_cacc_overflowed(&X3[i])) {
+                if (mode == 0 || mode == 4) fail_msg("mode %d trial %d: element %zu overflowed", mode, t, i);
+                continue;
+            }
+            assert_true(dr_cacc_to_acc(&back, &X3[i]));
+            assert_true(dr_acc_equal(&back, &X1[i]));
+            for (uint32_t d = 1; d <= 7; d += 2) {
+                float u = dr_cacc_round_div(&X3[i], d), v = dr_acc_round_div(&X1[i], d);
+                assert_true(memcmp(&u, &v, 4) == 0 || (isnan(u) && isnan(v)));
+            }
+        }
         for (size_t i = 0; i < M * N; i++) {
             uint32_t a, b;
             memcpy(&a, &C1[i], 4); memcpy(&b, &C2[i], 4);
@@ -113,7 +129,7 @@ static void compare(int mode, int trials, size_t kmax)
             }
             assert_true(dr_acc_equal(&X1[i], &X2[i]));
         }
-        free(A); free(B); free(C1); free(C2); free(X1); free(X2);
+        free(A); free(B); free(C1); free(C2); free(X1); free(X2); free(X3);
     }
 }
 

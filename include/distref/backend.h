@@ -73,17 +73,30 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "distref/error.h"
+#include "distref/cacc.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/model.h"
 
-typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST } dr_numerics;
+/* EXACT_COMPACT is exact numerics with the gradient kept in 32-byte compact
+ * accumulators (distref/cacc.h) instead of dr_acc: the same bits, or an
+ * element marked overflowed. The engine checks the reduced total before
+ * apply(); when any element overflowed, it switches the backend to EXACT
+ * (set_numerics) and redoes the step's compute and reduction with full
+ * accumulators (strategies/step.c), so apply() never sees an overflow. */
+typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST, DR_NUMERICS_EXACT_COMPACT } dr_numerics;
 
-/* Bytes of one element of grad, loss and layer 0's partial sums z: an exact
+/* Bytes of one element of loss and layer 0's partial sums z: an exact
  * accumulator in exact numerics, a float in fast numerics. */
 static inline size_t dr_sum_bytes(dr_numerics num)
 {
     return num == DR_NUMERICS_FAST ? sizeof(float) : sizeof(dr_acc);
+}
+
+/* Bytes of one element of grad: the same, but a dr_cacc for EXACT_COMPACT. */
+static inline size_t dr_grad_bytes(dr_numerics num)
+{
+    return num == DR_NUMERICS_EXACT_COMPACT ? sizeof(dr_cacc) : dr_sum_bytes(num);
 }
 
 typedef struct dr_backend dr_backend;   /* an opened backend */
@@ -102,6 +115,7 @@ typedef struct dr_backend_query {
  * alloc() and hands them to the kernels; sizes in elements:
  *   params  P floats             slots   P * nslots floats (or NULL)
  *   grad    P dr_acc             loss    1 dr_acc     (exact numerics)
+ *   grad    P dr_cacc            loss    1 dr_acc     (exact, compact gradient)
  *   grad    P floats             loss    1 float      (fast numerics)
  *   x       rows * in0 floats    labels  rows bytes (or NULL)
  *   targets rows * out floats (or NULL)
@@ -163,6 +177,9 @@ typedef struct dr_backend_ops {
     /* round(loss / divisor) of an accumulator buffer (fast: a float buffer,
      * loss / divisor in float), synchronously. */
     int   (*round_loss)(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);
+    /* Optional (NULL: the numerics of open() only): switch between EXACT and
+     * EXACT_COMPACT between steps; grad buffers are then the new form's. */
+    int   (*set_numerics)(dr_backend *b, dr_numerics num, dr_err *err);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 

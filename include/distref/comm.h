@@ -62,6 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "distref/error.h"
+#include "distref/cacc.h"
 #include "distref/exact.h"
 #include "distref/strategy.h"
 
@@ -124,6 +125,14 @@ typedef struct dr_comm_ops {
      * mine, on every rank. The engine's agreement before a reduction and
      * its step report (losses, counts, the examples each rank staged). */
     int      (*all_gather)(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
+    /* all_reduce and reduce_to over compact accumulators (distref/cacc.h):
+     * the same algorithms, packs and results (merges are exact), DR_CACC_BYTES
+     * per element moved. An element that leaves its window comes out marked
+     * overflowed (in every replica alike: each element's total is formed
+     * once and copied), and the caller redoes the reduction with dr_acc. */
+    int      (*all_reduce_compact)(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err);
+    int      (*reduce_to_compact)(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
+                                  dr_err *err);
 } dr_comm_ops;
 
 /* Ranks as thread groups of one process (devices/comm_threads.c): every

@@ -48,6 +48,14 @@ int  dr_dataset_fashion_mnist(const char *dir, int split, dr_dataset *out, dr_er
  * (n = 100, features = 1, classes = 0: values and targets all 1.0f). */
 int  dr_dataset_toy(dr_dataset *out, dr_err *err);
 
+/* A regression built to stress exact reductions (experiment linear_wide):
+ * 256 examples of 8 features x = +-(1 + f) 2^e, e uniform in [-60, 60] and
+ * f 23 random bits, targets uniform in [-1, 1), all from the seed. A
+ * gradient element then sums products some 240 binades apart, beyond the
+ * compact accumulator's window (distref/cacc.h): the engine's full
+ * accumulators must take over without changing a bit. */
+int  dr_dataset_wide(uint64_t seed, dr_dataset *out, dr_err *err);
+
 void dr_dataset_free(dr_dataset *d);
 
 /* Gathers examples ids[0..count) into x (count x features floats) and, as the

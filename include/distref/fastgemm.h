@@ -33,6 +33,13 @@ int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *A, size_t lda, const float *B, size_t ldb,
                      dr_acc *Cacc);
 
+/* The same into compact accumulators (distref/cacc.h): Cacc[i*N + j] +=
+ * the exact product, or the element is marked overflowed. */
+struct dr_cacc;
+int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb,
+                      struct dr_cacc *Cacc);
+
 /* Fast (inexact) mode: cblas_sgemm plus the bias, rounded as sgemm rounds. */
 void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                        const float *A, size_t lda, const float *B, size_t ldb,

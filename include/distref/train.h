@@ -24,7 +24,8 @@
 #include "distref/model.h"
 #include "distref/strategy.h"
 
-/* Experiments by name: linear_ones (the guide's Dense(1) toy), mlp_synthetic
+/* Experiments by name: linear_ones (the guide's Dense(1) toy), linear_wide
+ * (Dense(1) on features spanning 2^-60 .. 2^60: exact sums stressed), mlp_synthetic
  * (784-128-10 on the embedded data, the default), mlp_fashion_mnist
  * (784-128-10, Adam 0.001, as in the seeds). */
 typedef struct dr_experiment {
@@ -74,6 +75,8 @@ typedef struct dr_run_config {
     char     variant[16];         /* "ref" (default), "openmp", "mpi" or "opencl" */
     char     numerics[16];        /* "exact" (default) or "fast" (openmp only) */
     int      threads;             /* OpenMP threads for the engine; 0 = OpenMP's default */
+    bool     full_accumulators;   /* --exact_accumulator=full: the openmp and mpi engines keep exact
+                                   * gradients in dr_acc, not compact dr_cacc (the same bits) */
     double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
                                    * it fails naming the rank it waits for; 0 = the comm's default */
     int      opencl_platform;     /* --variant=opencl: platform index; -1 = DISTREF_OPENCL_PLATFORM or 0 */
