@@ -21,8 +21,11 @@
 
 /* PSM_ABORT: the chief saw a rank die or hang; its error text follows and
  * every other rank stops with it (a wait of a worker or ps rank also
- * watches for it). */
-enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT };
+ * watches for it). PSM_PING / PSM_PONG: a worker or ps rank that has heard
+ * nothing from the chief for the deadline asks whether it lives; the chief
+ * answers from inside its own waits. */
+enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT,
+       PSM_PING, PSM_PONG };
 
 typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
 
@@ -43,6 +46,12 @@ typedef struct engine_ps {
     dr_ps_layout   layout;
     size_t         mine;               /* floats of the shards this ps task holds */
     size_t         msg_bytes;          /* a result message */
+    /* --schedule=free under `mpirun --enable-recovery` (Open MPI sets
+     * OMPI_MCA_orte_enable_recovery=1 in every rank): a worker rank that dies
+     * loses only its closure, which re-runs on a live worker */
+    bool           rerun;
+    double         timeout;            /* --collective_timeout (or the default), seconds */
+    double         chief_quiet, ping_at;   /* worker, ps: last word from the chief; a ping's time (0: none) */
     /* worker: one replica's buffers, its iterator */
     dr_replica_bufs rb;
     float         *vars;               /* P: the variables it read / the gradient it sends */
@@ -54,6 +63,12 @@ typedef struct engine_ps {
     /* ps: its variables and slots (full-length buffers; only its shards are
      * its), the exact total an update is applied from */
     dr_buffer     *params, *slots, *total;
+    /* ps, rerun: sends of the variables to a worker that did not take them
+     * within a quarter of the deadline (dead, or not yet reading): left
+     * pending with their buffers, never reused */
+    MPI_Request    abandoned[DR_PS_MAX_WORKERS];
+    float         *abandoned_buf[DR_PS_MAX_WORKERS];
+    uint32_t       nabandoned;
     /* chief */
     uint8_t       *res[DR_PS_MAX_WORKERS];      /* each busy worker's result */
     MPI_Request    req[DR_PS_MAX_WORKERS];
@@ -62,6 +77,9 @@ typedef struct engine_ps {
     char          *record;                      /* --schedule=free: ps_schedule.jsonl so far */
     size_t         record_len, record_cap;
     uint64_t       updates, max_staleness, staleness_sum, dispatches;
+    uint64_t       worker_failures, rerun_closures;
+    uint64_t       rerun_of[DR_PS_MAX_WORKERS];  /* a lost worker's closure not landed yet (0: none) */
+    uint64_t       lost_at[DR_PS_MAX_WORKERS];   /* the step a worker was lost at (0: alive) */
 } engine_ps;
 
 /* strategies/ps_mpi_roles.c */

@@ -127,9 +127,15 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
     s->L = 1;
     s->wlo = s->ps->rank;   /* rank 0, the chief, writes model_dir (mpi_chief) */
     s->whi = s->wlo + 1;
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &s->ps->comm) != MPI_SUCCESS) {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &s->ps->comm) != MPI_SUCCESS ||
+        MPI_Comm_set_errhandler(s->ps->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
         rc = dr_fail(err, DR_EIO, "parameter_server over MPI: MPI_Comm_dup failed");
         goto fail;
+    }
+    {   /* measured with Open MPI 4.1.4: `mpirun --enable-recovery` sets this in every rank (docs/MPI.md) */
+        const char *rec = getenv("OMPI_MCA_orte_enable_recovery");
+        s->ps->rerun = strcmp(plan->cfg->schedule, "free") == 0 && rec && strcmp(rec, "1") == 0;
+        s->ps->timeout = plan->cfg->collective_timeout > 0 ? plan->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT;
     }
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err)) || (rc = layout(s, err)) ||
         (rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, s->num, &s->be, err)) || (rc = buffers(s, err)))
@@ -145,6 +151,10 @@ void engine_ps_close(dr_session *s)
 {
     engine_ps *ps = s->ps;
     psm_roles_close(s);
+    for (uint32_t i = 0; i < ps->nabandoned; i++) {   /* sends to a dead worker: they never complete */
+        if (ps->abandoned[i] != MPI_REQUEST_NULL) MPI_Request_free(&ps->abandoned[i]);
+        free(ps->abandoned_buf[i]);
+    }
     if (s->be) s->bo->close(s->be);
     for (uint32_t w = 0; w < DR_PS_MAX_WORKERS; w++) free(ps->res[w]);
     free(ps->send); free(ps->vars); free(ps->final_params); free(ps->final_slots); free(ps->record);
@@ -169,6 +179,21 @@ void engine_ps_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "ps_partitioner", json_object_new_string(s->cfg->ps_partitioner));
     json_object_object_add(o, "updates_applied", json_object_new_int64((int64_t)ps->updates));
     json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)ps->max_staleness));
+    json_object_object_add(o, "worker_failures", json_object_new_int64((int64_t)ps->worker_failures));
+    json_object_object_add(o, "rerun_closures", json_object_new_int64((int64_t)ps->rerun_closures));
+    {
+        json_object *dead = json_object_new_array();
+        for (uint32_t w = 0; w < ps->W; w++) {
+            json_object *d;
+            if (!ps->lost_at[w]) continue;
+            d = json_object_new_object();
+            json_object_object_add(d, "worker", json_object_new_int((int)w));
+            json_object_object_add(d, "mpi_rank", json_object_new_int((int)(1 + w)));
+            json_object_object_add(d, "step", json_object_new_int64((int64_t)ps->lost_at[w]));
+            json_object_array_add(dead, d);
+        }
+        json_object_object_add(o, "dead_workers", dead);
+    }
     json_object_object_add(o, "mean_staleness",
                            json_object_new_double(ps->updates ? (double)ps->staleness_sum / (double)ps->updates : 0.0));
     for (uint32_t i = 0; i < ps->layout.num_shards; i++) {
