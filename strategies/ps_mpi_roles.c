@@ -82,8 +82,8 @@ static void tell_chief(engine_ps *ps, const dr_err *err)
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
 }
 
-/* Is the chief still there? After the deadline without a word from it,
- * this rank pings it; after another deadline without the answer (the
+/* Is the chief still there? After half the deadline without a word from
+ * it, this rank pings it; after the deadline without the answer (the
  * chief answers from inside its own waits), it names the chief dead, so
  * that under `mpirun --enable-recovery` a dead chief cannot leave the other
  * ranks waiting forever. An order or an answer resets the clock. */
@@ -99,7 +99,7 @@ static int chief_alive(engine_ps *ps, dr_err *err)
             return mpi_fail(mrc, "waiting for the chief", err);
         ps->chief_quiet = now;
         ps->ping_at = 0;
-    } else if (ps->ping_at == 0 && now - ps->chief_quiet > ps->timeout) {
+    } else if (ps->ping_at == 0 && now - ps->chief_quiet > ps->timeout / 2) {
         MPI_Request req;
         if (MPI_Isend(&ping, 1, MPI_CHAR, 0, PSM_PING, ps->comm, &req) == MPI_SUCCESS) MPI_Request_free(&req);
         ps->ping_at = now;
