@@ -267,18 +267,25 @@ static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, con
     return rc;
 }
 
-/* A worker's result did not come: the run ends (lose_worker is for the
- * free schedule's loop), saying why it does not re-run the closure. */
-static int no_result(const chief *c, uint32_t w, dr_err *err)
+/* The run ends on a dead worker rank (its own deadline, or a ps task's
+ * report): say why its closure was not re-run. */
+static void why_no_rerun(const chief *c, dr_err *err)
 {
+    const char *at = strstr(err->msg, "rank ");
+    unsigned r = 0;
     size_t n = strlen(err->msg);
-    if (c->timed_out != 1 + w) return err->code;
+    bool worker = false;
+    for (; at && !worker; at = strstr(at + 5, "rank ")) {   /* "rank R died or hangs", R a worker's rank */
+        int end = 0;
+        worker = sscanf(at, "rank %u died%n", &r, &end) == 1 && end > 0 && r >= 1 && r <= c->ps->W;
+    }
+    if (!worker || c->ps->rerun) return;
     snprintf(err->msg + n, sizeof err->msg - n, "%s", c->ps->record
-             ? " (its closure re-runs on another worker only under `mpirun --enable-recovery`, where the survivors "
-               "keep running)"
-             : " (--schedule=seeded does not re-run it: the seeded schedule is the reference's, whose failed worker "
-               "(--fail_worker) rejoins; a dead rank cannot. Use --schedule=free under `mpirun --enable-recovery`)");
-    return err->code;
+             ? " (a dead worker's closure re-runs on another worker only under `mpirun --enable-recovery`, where "
+               "the survivors keep running)"
+             : " (--schedule=seeded does not re-run a dead worker's closure: the seeded schedule is the reference's, "
+               "whose failed worker (--fail_worker) rejoins, and a dead rank cannot; --schedule=free under `mpirun "
+               "--enable-recovery` re-runs it)");
 }
 
 static int land(chief *c, const dr_ps_event *ev, dr_err *err)
@@ -291,7 +298,7 @@ static int land(chief *c, const dr_ps_event *ev, dr_err *err)
     uint64_t hdr[2] = { ev->version, 0 };
     psm_result h;
     int rc = wait_for(c, &ps->req[w], 1 + w, "no result from worker", ev->version, err);
-    if (rc) return no_result(c, w, err);
+    if (rc) return rc;
     memcpy(&h, msg, sizeof h);
     if (h.closure != ev->closure)
         return dr_fail(err, DR_EFORMAT, "worker %u sent the result of closure %llu, expected %llu", w,
@@ -361,7 +368,7 @@ static int drain_free(chief *c, dr_err *err)
                 return dr_fail(err, DR_ESTATE, "--schedule=free: results arrived but none may land (schedule bug)");
             rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err);
             if (rc && ps->rerun && c->timed_out == 1 + oldest) rc = lose_worker(c, oldest, err);
-            else if (rc) return no_result(c, oldest, err);
+            else if (rc) return rc;
             else c->arrival[oldest] = ++c->arrivals;
         }
     }
@@ -498,6 +505,7 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
             stop[0] = ps->worker_failures;
             rc = send_to(c, stop, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
         }
+    if (rc == DR_EFAULT) why_no_rerun(c, err);
     if (rc) abort_all(c, err);
     out->steps = c->N;
     out->last_loss = c->last_loss;

@@ -55,6 +55,7 @@ typedef struct engine_ps {
     /* worker: one replica's buffers, its iterator */
     dr_replica_bufs rb;
     float         *vars;               /* P: the variables it read / the gradient it sends */
+    MPI_Request   *vreq;               /* one receive per ps task, all posted at once */
     uint32_t      *pass;               /* this pass of its shard */
     uint32_t       pass_n, position, epoch;
     bool           built;

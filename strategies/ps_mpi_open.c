@@ -85,7 +85,8 @@ static int buffers(dr_session *s, dr_err *err)
         if ((ps->role == PSM_CHIEF || (ps->role == PSM_WORKER && w == 0)) && !(ps->res[w] = malloc(ps->msg_bytes)))
             return dr_fail(err, DR_ENOMEM, "no memory for the workers' results");
     }
-    if (ps->role == PSM_WORKER && !(ps->vars = malloc(P * sizeof(float) + 1)))
+    if (ps->role == PSM_WORKER &&
+        (!(ps->vars = malloc(P * sizeof(float) + 1)) || !(ps->vreq = calloc(ps->P, sizeof *ps->vreq))))
         return dr_fail(err, DR_ENOMEM, "no memory for the variables");
     if (ps->role == PSM_CHIEF) {
         ps->final_params = calloc(P + 1, sizeof(float));
@@ -157,7 +158,7 @@ void engine_ps_close(dr_session *s)
     }
     if (s->be) s->bo->close(s->be);
     for (uint32_t w = 0; w < DR_PS_MAX_WORKERS; w++) free(ps->res[w]);
-    free(ps->send); free(ps->vars); free(ps->final_params); free(ps->final_slots); free(ps->record);
+    free(ps->send); free(ps->vars); free(ps->vreq); free(ps->final_params); free(ps->final_slots); free(ps->record);
     dr_ps_layout_free(&ps->layout);
     if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
     free(s->host_x); free(s->host_labels); free(s->host_targets);

@@ -82,8 +82,8 @@ static void tell_chief(engine_ps *ps, const dr_err *err)
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
 }
 
-/* Is the chief still there? After half the deadline without a word from
- * it, this rank pings it; after the deadline without the answer (the
+/* Is the chief still there? After a quarter of the deadline without a
+ * word from it, this rank pings it; after the deadline without the answer (the
  * chief answers from inside its own waits), it names the chief dead, so
  * that under `mpirun --enable-recovery` a dead chief cannot leave the other
  * ranks waiting forever. An order or an answer resets the clock. */
@@ -99,7 +99,7 @@ static int chief_alive(engine_ps *ps, dr_err *err)
             return mpi_fail(mrc, "waiting for the chief", err);
         ps->chief_quiet = now;
         ps->ping_at = 0;
-    } else if (ps->ping_at == 0 && now - ps->chief_quiet > ps->timeout / 2) {
+    } else if (ps->ping_at == 0 && now - ps->chief_quiet > ps->timeout / 4) {
         MPI_Request req;
         if (MPI_Isend(&ping, 1, MPI_CHAR, 0, PSM_PING, ps->comm, &req) == MPI_SUCCESS) MPI_Request_free(&req);
         ps->ping_at = now;
@@ -241,15 +241,31 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     uint32_t G = s->plan->G, *ids = (uint32_t *)(msg + sizeof h), n;
     float *grad = (float *)(msg + sizeof h + (size_t)G * sizeof(uint32_t));
     int rc;
-    /* the read: every ps task's shards, in ps order */
+    /* the read: every ps task's shards, each into its own part of ps->send;
+     * the receives are all posted first, so that a live worker takes every
+     * ps task's send at once and a ps task that waits on a worker waits
+     * only on a dead one (it names it after a quarter of the deadline, this
+     * worker a dead ps task after half) */
+    size_t at = 0;
     for (uint32_t p = 0; p < ps->P; p++) {
-        size_t k = psm_gather(ps, p, ps->vars, ps->send);   /* (only its length matters here) */
-        if (k == 0) continue;
+        size_t k = 0;
+        int mrc;
+        for (uint32_t i = 0; i < ps->layout.num_shards; i++)
+            if (ps->layout.shard[i].ps_task == p) k += ps->layout.shard[i].length;
+        ps->vreq[p] = MPI_REQUEST_NULL;
+        if (k && (mrc = MPI_Irecv(ps->send + at, (int)k, MPI_FLOAT, (int)(1 + ps->W + p), PSM_VARS, ps->comm,
+                                  &ps->vreq[p])))
+            return mpi_fail(mrc, "a worker's read of the variables", err);
+        at += k;
+    }
+    at = 0;
+    for (uint32_t p = 0; p < ps->P; p++) {
+        if (ps->vreq[p] == MPI_REQUEST_NULL) continue;
         watch(s, 1 + ps->W + p);
-        rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read of the variables", err);
+        rc = role_wait(ps, &ps->vreq[p], "a worker's read of the variables", err);
         ps->limit = 0;
         if (rc) return rc;
-        psm_scatter(ps, p, ps->send, ps->vars);
+        at += psm_scatter(ps, p, ps->send + at, ps->vars);
     }
     if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))
         return rc;
@@ -329,6 +345,7 @@ static int send_vars(dr_session *s, uint32_t worker, dr_err *err)
     psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
     if (!ps->rerun) {
         watch(s, 1 + worker);
+        ps->limit = ps->timeout / 4;   /* before a worker names this task (half): run_closure */
         rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + worker, PSM_VARS, "sending its shards to a worker",
                        err);
         ps->limit = 0;
