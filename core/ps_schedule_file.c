@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 size_t dr_ps_event_line(const dr_ps_event *ev, char *buf, size_t n)
 {
@@ -79,4 +80,33 @@ int dr_ps_schedule_load(const char *path, dr_ps_event **events, size_t *count, d
     *events = ev;
     *count = n;
     return DR_OK;
+}
+
+size_t dr_ps_settings_line(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "{\"checkpoint_step\":%llu,\"workers\":%u,\"ps\":%u,\"staleness\":%u,"
+                       "\"schedule_seed\":%llu,\"checkpoint_every\":%llu,\"fail_worker\":\"%s\",\"ps_partitioner\":\"%s\"}\n",
+                       (unsigned long long)step, W, P, cfg->staleness, (unsigned long long)cfg->schedule_seed,
+                       (unsigned long long)cfg->checkpoint_every, cfg->fail_worker, cfg->ps_partitioner);
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
+
+int dr_ps_settings_check(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, bool *absent,
+                         dr_err *err)
+{
+    char path[1100], now[512];
+    uint8_t *saved;
+    size_t n, len = dr_ps_settings_line(cfg, W, P, step, now, sizeof now);
+    int rc;
+    snprintf(path, sizeof path, "%s/ps_schedule.json", cfg->model_dir);
+    *absent = access(path, F_OK) != 0;
+    if (*absent) return DR_OK;
+    if ((rc = dr_read_file(path, 4096, &saved, &n, err))) return rc;
+    if (n != len || memcmp(saved, now, n) != 0)
+        rc = dr_fail(err, DR_EFORMAT, "%s: the checkpoint's schedule was %.*s, this run's is %.*s; "
+                     "resume with the same TF_CONFIG, --staleness, --schedule_seed, --checkpoint_every, "
+                     "--fail_worker and --ps_partitioner, or use another --model_dir",
+                     path, (int)(n ? n - 1 : 0), (const char *)saved, (int)(len ? len - 1 : 0), now);
+    free(saved);
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include "distref/error.h"
 #include "distref/model.h"
 #include "distref/strategy.h"
+#include "distref/train.h"
 
 /* A failed worker rejoins after this many landings of other workers' updates
  * (or at once when no live worker is left to make progress). */
@@ -223,6 +224,22 @@ size_t dr_ps_event_line(const dr_ps_event *ev, char *buf, size_t n);
 /* Reads such a file (*events malloc'd). DR_EUSAGE for a missing file,
  * DR_EFORMAT naming the line for anything else than those lines. */
 int  dr_ps_schedule_load(const char *path, dr_ps_event **events, size_t *count, dr_err *err);
+
+/* ---- the plan's settings (model_dir/ps_schedule.json) -------------------- */
+
+/* What decides the plan a resumed run re-walks, written beside every
+ * parameter_server checkpoint (by --variant=ref and --variant=mpi alike;
+ * DRCKPT02 has no room for it), with the checkpoint's step:
+ *   {"checkpoint_step":S,"workers":W,"ps":P,"staleness":..,"schedule_seed":..,
+ *    "checkpoint_every":..,"fail_worker":"..","ps_partitioner":".."}
+ * Not in it: --fail_ps (a ps failure ends the plan, it does not change it)
+ * and the step count (the resumed step is a join of both plans). */
+size_t dr_ps_settings_line(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, char *buf, size_t n);
+/* Compares model_dir/ps_schedule.json with this run's line: DR_OK when
+ * equal; *absent (DR_OK) when there is no such file; DR_EFORMAT naming both
+ * settings when they differ. */
+int  dr_ps_settings_check(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, bool *absent,
+                          dr_err *err);
 
 /* --fail_worker=W:K and --fail_ps=P:K: "" gives *step = 0 (none); DR_EUSAGE,
  * naming the flag, for anything but two decimal integers with K >= 1 and
