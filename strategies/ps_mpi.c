@@ -428,6 +428,13 @@ static int save(chief *c, dr_err *err)
     ck.params = ps->final_params;
     ck.slots = ps->final_slots;
     if ((rc = dr_run_log_save(c->log, &ck, err))) return rc;
+    if (!ps->record) {   /* what decides the seeded plan a resume re-walks (core: dr_ps_settings_line), as the
+                          * reference writes it; a free run's plan is its recording: none */
+        char path[1100], settings[512];
+        size_t n = dr_ps_settings_line(s->cfg, ps->W, ps->P, ps->updates, settings, sizeof settings);
+        snprintf(path, sizeof path, "%s/ps_schedule.json", s->cfg->model_dir);
+        if ((rc = dr_write_atomic(path, settings, n, err))) return rc;
+    }
     if (ps->record) {
         char path[1100];
         snprintf(path, sizeof path, "%s/ps_schedule.jsonl", s->cfg->model_dir);
@@ -438,31 +445,68 @@ static int save(chief *c, dr_err *err)
 
 /* ---- the training program ------------------------------------------------- */
 
-static uint64_t total_steps(const dr_session *s)
+uint64_t psm_total_steps(const dr_session *s)
 {
     uint64_t G = s->plan->G, n = s->data->n;
     uint64_t per = s->cfg->drop_remainder ? n / G : (n + G - 1) / G;
     return s->cfg->train_steps ? s->cfg->train_steps : (uint64_t)s->plan->epochs * per;
 }
 
+/* Closures are scheduled up to the next join: a multiple of
+ * --checkpoint_every, the resumed step or the end (the reference's rule). */
+static uint64_t next_join(const chief *c, uint64_t done)
+{
+    uint64_t E = c->s->cfg->checkpoint_every, next = E ? (done / E + 1) * E : c->N, R = c->ps->resume_step;
+    if (R > done && R < next) next = R;
+    return next < c->N ? next : c->N;
+}
+
+/* A resumed run re-walks the seeded plan up to the checkpoint without
+ * computing anything (as the reference does): each worker is told how many
+ * batches it took (it skips them), worker 0's iterator is recounted for the
+ * checkpoints, and the variables are the checkpoint's (on the ps tasks). */
+static int rewalk(chief *c, uint64_t *done, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint64_t batches[DR_PS_MAX_WORKERS] = { 0 }, hdr[2] = { 0, 0 };
+    int rc = DR_OK;
+    while (rc == DR_OK && *done < ps->resume_step) {
+        uint64_t until = next_join(c, *done);
+        dr_ps_event ev;
+        for (; rc == DR_OK && *done < until; (*done)++)
+            if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
+        while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev))
+            if (ev.kind == DR_PS_DISPATCH) batches[ev.worker]++;
+    }
+    for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
+        hdr[0] = batches[w];
+#if defined(DR_MUTANT_PS_RESUME_NO_SKIP)
+        hdr[0] = 0;   /* planted fault: a resumed worker starts its data over instead of skipping its batches */
+#endif
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + w, PSM_SKIP, ps->resume_step, "resuming", err);
+    }
+    for (uint64_t i = 0; i < batches[0]; i++) skip_batch(c, &c->last0);
+    ps->updates = ps->resume_step;
+    return rc;
+}
+
 static int coordinate(chief *c, dr_err *err)
 {
     uint64_t done = 0, E = c->s->cfg->checkpoint_every;
     bool seeded = c->ps->record == NULL;
-    int rc = DR_OK;
+    int rc = c->ps->resume_step ? rewalk(c, &done, err) : DR_OK;
     while (rc == DR_OK && done < c->N) {
-        uint64_t until = E ? (done / E + 1) * E : c->N;
+        uint64_t until = next_join(c, done);
         dr_ps_event ev;
-        if (until > c->N) until = c->N;
         for (; rc == DR_OK && done < until; done++)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
         if (seeded)
             while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) rc = event(c, &ev, err);
         else if (rc == DR_OK)
             rc = drain_free(c, err);
-        if (rc == DR_OK && E && done % E == 0 && done < c->N) rc = save(c, err);
+        if (rc == DR_OK && E && done % E == 0 && done > c->ps->resume_step && done < c->N) rc = save(c, err);
     }
-    if (rc == DR_OK) rc = save(c, err);
+    if (rc == DR_OK && c->N != c->ps->resume_step) rc = save(c, err);   /* a finished run, run again: nothing */
     return rc;
 }
 
@@ -496,8 +540,15 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     c->s = s;
     c->ps = ps;
     c->log = log;
-    c->N = total_steps(s);
-    dr_run_log_trim(log, 0);
+    c->N = psm_total_steps(s);
+    dr_run_log_trim(log, ps->resume_step);
+    if (ps->resume_step) {   /* what a finished run reports; a resume continues them (ref/ps.c) */
+        const dr_checkpoint *k = &ps->ck;
+        c->epoch_correct = k->epoch_correct;
+        c->epoch_examples = k->epoch_examples;
+        c->acc_epoch = k->position == 0 && k->step > 0 && k->epoch > 0 ? k->epoch - 1 : k->epoch;
+        memcpy(&c->last_loss, &k->last_loss_bits, sizeof c->last_loss);
+    }
     if ((rc = dr_ps_schedule_init(&c->sched, &so, 1, err)) == DR_OK) rc = coordinate(c, err);
     dr_ps_schedule_free(&c->sched);
     for (uint32_t r = 1; rc == DR_OK && r < 1 + ps->W + ps->P; r++)   /* training is over: every rank stops */
@@ -508,6 +559,7 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     if (rc == DR_EFAULT) why_no_rerun(c, err);
     if (rc) abort_all(c, err);
     out->steps = c->N;
+    out->start_step = ps->resume_step;
     out->last_loss = c->last_loss;
     out->epoch_correct = c->epoch_correct;
     out->epoch_examples = c->epoch_examples;
@@ -523,7 +575,7 @@ int engine_ps_train(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err
     if (!ps) return dr_fail(err, DR_ESTATE, "train: not a parameter_server session");
     if (ps->role == PSM_CHIEF) return run_chief(s, log, out, err);
     rc = ps->role == PSM_WORKER ? psm_worker_loop(s, err) : psm_ps_loop(s, err);
-    out->steps = total_steps(s);
+    out->steps = psm_total_steps(s);
     out->peer_lost = ps->worker_failures > 0;
     return rc;
 }

@@ -14,6 +14,7 @@
 #endif
 
 #include <mpi.h>
+#include "distref/checkpoint.h"
 #include "distref/ps_plan.h"
 #include "distref/run_log.h"
 #include "distref/variant.h"
@@ -25,7 +26,7 @@
  * nothing from the chief for the deadline asks whether it lives; the chief
  * answers from inside its own waits. */
 enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT,
-       PSM_PING, PSM_PONG };
+       PSM_PING, PSM_PONG, PSM_SKIP };   /* PSM_SKIP: a resumed run's worker skips the batches it took before */
 
 typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
 
@@ -79,6 +80,9 @@ typedef struct engine_ps {
     size_t         record_len, record_cap;
     uint64_t       updates, max_staleness, staleness_sum, dispatches;
     uint64_t       worker_failures, rerun_closures;
+    /* a resumed run (--schedule=seeded): the checkpoint every rank read */
+    dr_checkpoint  ck;
+    uint64_t       resume_step;        /* its step (0: a fresh run) */
     uint64_t       rerun_of[DR_PS_MAX_WORKERS];  /* a lost worker's closure not landed yet (0: none) */
     uint64_t       lost_at[DR_PS_MAX_WORKERS];   /* the step a worker was lost at (0: alive) */
 } engine_ps;
@@ -93,6 +97,7 @@ size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out
 size_t psm_scatter(const engine_ps *ps, uint32_t p, const float *in, float *full);
 
 /* strategies/ps_mpi.c */
+uint64_t psm_total_steps(const dr_session *s);
 int  engine_ps_supports(const dr_run_plan *plan, dr_err *err);
 int  engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err);
 int  engine_ps_train(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err);

@@ -60,6 +60,40 @@ static int world(dr_session *s, dr_err *err)
     return DR_OK;
 }
 
+/* A checkpoint in model_dir: every rank reads it (model_dir is on a shared
+ * file system), the chief for its counters and data position, the ps tasks
+ * for their shards, and checks it as the reference does (ref/ps.c): the
+ * run's settings, and the plan's (ps_schedule.json) unless one worker. */
+static int resume_load(dr_session *s, const char *path, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    const dr_run_plan *plan = s->plan;
+    dr_checkpoint now;
+    bool found = false, absent = false;
+    int rc;
+    if (strcmp(s->cfg->schedule, "free") == 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi --schedule=free: does not resume a checkpoint (%s "
+                       "exists): the order up to it is only in its recording; use --schedule=seeded (the plan a "
+                       "resume re-walks), or another --model_dir", path);
+    if ((rc = dr_checkpoint_load(s->cfg->model_dir, &ps->ck, &found, err)) || !found) return rc;
+    memset(&now, 0, sizeof now);
+    dr_plan_checkpoint_settings(plan, &now);
+    rc = dr_checkpoint_check(&ps->ck, s->cfg->model_dir, plan->exp.name, plan->P, plan->nslots,
+                             (int)plan->exp.optimizer.kind, s->cfg->seed, plan->G, s->data->n, err);
+    if (!rc) rc = dr_checkpoint_check_settings(&ps->ck, s->cfg->model_dir, &now, err);
+    if (!rc) rc = dr_ps_settings_check(s->cfg, ps->W, ps->P, ps->ck.step, &absent, err);
+    if (!rc && absent && ps->W != 1)
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s has no ps_schedule.json beside it: it was not written by a "
+                     "parameter_server run (or by a --schedule=free one), and one with %u workers resumes only "
+                     "those; use another --model_dir", path, ps->W);
+    if (!rc && ps->ck.step > psm_total_steps(s))
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is past this run's %llu steps; use another "
+                     "--model_dir or more steps", path, (unsigned long long)ps->ck.step,
+                     (unsigned long long)psm_total_steps(s));
+    if (!rc) ps->resume_step = ps->ck.step;
+    return rc;
+}
+
 static int layout(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -93,6 +127,10 @@ static int buffers(dr_session *s, dr_err *err)
         ps->final_slots = calloc(P * (size_t)s->plan->nslots + 1, sizeof(float));
         if (!ps->final_params || !ps->final_slots) return dr_fail(err, DR_ENOMEM, "no memory for the variables");
         dr_model_init(&s->plan->exp.model, s->cfg->seed, ps->final_params);
+        if (ps->resume_step) {   /* what a finished run, run again, reports */
+            memcpy(ps->final_params, ps->ck.params, P * sizeof(float));
+            memcpy(ps->final_slots, ps->ck.slots, P * (size_t)s->plan->nslots * sizeof(float));
+        }
         if (strcmp(s->cfg->schedule, "free") == 0 && !(ps->record = malloc(ps->record_cap = 65536)))
             return dr_fail(err, DR_ENOMEM, "no memory for the recorded schedule");
     }
@@ -116,11 +154,7 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
     s->ps->comm = MPI_COMM_NULL;
     snprintf(path, sizeof path, "%s/ckpt.bin", plan->cfg->model_dir);
     if ((rc = world(s, err))) goto fail;
-    if (access(path, F_OK) == 0) {
-        rc = dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server does not resume a checkpoint yet (%s "
-                     "exists); resume it with --variant=ref, or use another --model_dir", path);
-        goto fail;
-    }
+    if (access(path, F_OK) == 0 && (rc = resume_load(s, path, err))) goto fail;
     sopt.num_workers = s->ps->W;
     sopt.num_ps = s->ps->P;
     s->W = s->ps->W;
@@ -160,6 +194,7 @@ void engine_ps_close(dr_session *s)
     for (uint32_t w = 0; w < DR_PS_MAX_WORKERS; w++) free(ps->res[w]);
     free(ps->send); free(ps->vars); free(ps->vreq); free(ps->final_params); free(ps->final_slots); free(ps->record);
     dr_ps_layout_free(&ps->layout);
+    if (ps->resume_step) dr_checkpoint_free(&ps->ck);
     if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
     free(s->host_x); free(s->host_labels); free(s->host_targets);
     free(ps);

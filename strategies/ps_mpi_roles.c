@@ -210,6 +210,19 @@ static int build_pass(dr_session *s, uint32_t epoch, dr_err *err)
     return DR_OK;
 }
 
+static int skip_batches(dr_session *s, uint64_t n, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    uint32_t G = s->plan->G;
+    int rc;
+    for (uint64_t i = 0; i < n; i++) {
+        if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))
+            return rc;
+        ps->position += ps->pass_n - ps->position < G ? ps->pass_n - ps->position : G;
+    }
+    return DR_OK;
+}
+
 static int compute(dr_session *s, const uint32_t *ids, uint32_t n, psm_result *h, float *grad, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -290,6 +303,11 @@ int psm_worker_loop(dr_session *s, dr_err *err)
         int tag = 0, rc = next_order(ps, hdr, &tag, err);
         if (rc) return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
         if (tag == PSM_STOP) { ps->worker_failures = hdr[0]; return DR_OK; }
+        if (tag == PSM_SKIP) {   /* a resumed run: the batches this worker took before the checkpoint */
+            if ((rc = skip_batches(s, hdr[0], err)))
+                return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
+            continue;
+        }
         if ((rc = run_closure(s, hdr[0], err)))
             return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u), step function %llu", ps->rank,
                                 ps->index, (unsigned long long)hdr[0]);
@@ -440,6 +458,10 @@ int psm_roles_open(dr_session *s, dr_err *err)
         float *init = calloc(P * (size_t)(1 + s->plan->nslots) + 1, sizeof(float));
         if (!init) return dr_fail(err, DR_ENOMEM, "ps: no memory for the variables");
         dr_model_init(&s->plan->exp.model, s->cfg->seed, init);   /* the same values the chief would send */
+        if (ps->resume_step) {   /* or the checkpoint's */
+            memcpy(init, ps->ck.params, P * sizeof(float));
+            memcpy(init + P, ps->ck.slots, P * (size_t)s->plan->nslots * sizeof(float));
+        }
         rc = b->alloc(s->be, P * sizeof(float), &ps->params, err);
         if (!rc) rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &ps->slots, err);
         if (!rc) rc = b->alloc(s->be, P * sizeof(dr_acc), &ps->total, err);
