@@ -475,8 +475,12 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
         dr_ps_event ev;
         for (; rc == DR_OK && *done < until; (*done)++)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
-        while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev))
+        while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) {
             if (ev.kind == DR_PS_DISPATCH) batches[ev.worker]++;
+            if (ev.kind != DR_PS_LAND) continue;
+            ps->staleness_sum += ev.staleness;   /* summary.json counts them, as the reference's replay does */
+            if (ev.staleness > ps->max_staleness) ps->max_staleness = ev.staleness;
+        }
     }
     for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
         hdr[0] = batches[w];
