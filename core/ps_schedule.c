@@ -156,6 +156,19 @@ static void dispatch(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
     *ev = (dr_ps_event){ DR_PS_DISPATCH, w, c, s->version, s->version, 0 };
 }
 
+/* A worker's rank died running its closure (dr_ps_schedule_take): nothing
+ * lands, the closure goes back to the front, the worker never rejoins. */
+static void lose(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
+{
+    uint64_t c = s->closure[w], r = s->read[w];
+    s->busy[w] = false;
+    s->doomed[w] = false;
+    s->down[w] = s->lost[w] = true;
+    s->recover_in[w] = 0;
+    put_back(s, c);
+    *ev = (dr_ps_event){ DR_PS_FAIL, w, c, r, s->version, 0 };
+}
+
 static void land(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
 {
     uint64_t c = s->closure[w], r = s->read[w];
@@ -179,15 +192,18 @@ bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev)
     uint32_t W = s->opt.num_workers;
     actions a;
     for (uint32_t w = 0; w < W; w++)
-        if (s->down[w] && s->recover_in[w] == 0) { recover(s, w, ev); return true; }
+        if (s->down[w] && !s->lost[w] && s->recover_in[w] == 0) { recover(s, w, ev); return true; }
     valid_actions(s, &a);
     if (a.n == 0) {
         uint32_t first = W;
         if (s->qlen == 0) return false;   /* nothing queued, nothing in flight */
         /* Every worker is down: the one due soonest rejoins now. */
         for (uint32_t w = 0; w < W; w++)
-            if (s->down[w] && (first == W || s->recover_in[w] < s->recover_in[first])) first = w;
-        if (first == W) return false;     /* unreachable: a live idle worker would dispatch */
+            if (s->down[w] && !s->lost[w] && (first == W || s->recover_in[w] < s->recover_in[first])) first = w;
+        if (first == W) {                 /* every worker lost: only a recording can get here */
+            s->replay_bad = s->opt.replay != NULL;
+            return false;
+        }
         recover(s, first, ev);
         return true;
     }
@@ -211,9 +227,11 @@ bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev)
 bool dr_ps_schedule_allows(const dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w)
 {
     actions a;
-    if (w >= s->opt.num_workers || (kind != DR_PS_DISPATCH && kind != DR_PS_LAND)) return false;
+    if (w >= s->opt.num_workers) return false;
+    if (kind == DR_PS_FAIL) return s->busy[w];   /* a rank can die whenever it runs a closure */
+    if (kind != DR_PS_DISPATCH && kind != DR_PS_LAND) return false;
     for (uint32_t v = 0; v < s->opt.num_workers; v++)
-        if (s->down[v] && s->recover_in[v] == 0) return false;   /* a recovery is due first */
+        if (s->down[v] && !s->lost[v] && s->recover_in[v] == 0) return false;   /* a recovery is due first */
     valid_actions(s, &a);
     for (uint32_t i = 0; i < a.n; i++)
         if (a.worker[i] == w && a.land[i] == (kind == DR_PS_LAND)) return true;
@@ -224,6 +242,7 @@ bool dr_ps_schedule_take(dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w, d
 {
     if (!dr_ps_schedule_allows(s, kind, w)) return false;
     if (kind == DR_PS_LAND) land(s, w, ev);
+    else if (kind == DR_PS_FAIL) lose(s, w, ev);
     else dispatch(s, w, ev);
     return true;
 }

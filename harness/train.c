@@ -273,6 +273,7 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
         r->epoch_correct = tot.epoch_correct;
         r->epoch_examples = tot.epoch_examples;
         if (rc == DR_OK) rc = finish(r, res, err);
+        if (rc == DR_OK) res->peer_lost = tot.peer_lost;
     } else if (rc == DR_OK) {
         rc = loop(r, err);
         if (rc == DR_OK) rc = finish(r, res, err);

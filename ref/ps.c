@@ -119,47 +119,22 @@ static int flags(ps_run *r, dr_err *err)
     return DR_OK;
 }
 
-/* What decides the plan a resumed run replays. DRCKPT02 has no room for
- * it, so every save writes it to model_dir/ps_schedule.json beside the
- * checkpoint, with the checkpoint's step; a rerun with other settings would
- * replay another plan and continue from data positions that were never
- * reached, so it is refused. Not in it: --fail_ps (a ps failure ends the
- * plan, it does not change it) and the step count (the resumed step is a
- * join of both plans, so more or fewer steps share the prefix). */
-static void schedule_settings(const ps_run *r, uint64_t step, char *buf, size_t n)
-{
-    const dr_run_config *cfg = r->t.cfg;
-    snprintf(buf, n, "{\"checkpoint_step\":%llu,\"workers\":%u,\"ps\":%u,\"staleness\":%u,"
-             "\"schedule_seed\":%llu,\"checkpoint_every\":%llu,\"fail_worker\":\"%s\",\"ps_partitioner\":\"%s\"}\n",
-             (unsigned long long)step, r->W, r->P, cfg->staleness, (unsigned long long)cfg->schedule_seed,
-             (unsigned long long)cfg->checkpoint_every, cfg->fail_worker, cfg->ps_partitioner);
-}
-
+/* What decides the plan a resumed run replays (model_dir/ps_schedule.json,
+ * core: dr_ps_settings_line): a rerun with other settings would replay
+ * another plan and continue from data positions that were never reached,
+ * so it is refused. */
 static int check_schedule(const ps_run *r, uint64_t step, dr_err *err)
 {
-    char path[1100], now[512];
-    uint8_t *saved;
-    size_t n;
-    int rc;
-    snprintf(path, sizeof path, "%s/ps_schedule.json", r->t.cfg->model_dir);
-    if (access(path, F_OK) != 0) {
-        /* Another strategy's checkpoint: with one worker and no failure the
-         * plan is sequential whatever the seed and staleness. */
-        if (r->W == 1 && !r->t.cfg->fail_worker[0]) return DR_OK;
-        return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin has no ps_schedule.json beside it: it was not "
-                       "written by a parameter_server run, and one with %u workers%s resumes only its own "
-                       "checkpoints; use another --model_dir", r->t.cfg->model_dir, r->W,
-                       r->t.cfg->fail_worker[0] ? " or a --fail_worker" : "");
-    }
-    if ((rc = dr_read_file(path, 4096, &saved, &n, err))) return rc;
-    schedule_settings(r, step, now, sizeof now);
-    if (n != strlen(now) || memcmp(saved, now, n) != 0)
-        rc = dr_fail(err, DR_EFORMAT, "%s: the checkpoint's schedule was %.*s, this run's is %.*s; "
-                     "resume with the same TF_CONFIG, --staleness, --schedule_seed, --checkpoint_every, "
-                     "--fail_worker and --ps_partitioner, or use another --model_dir",
-                     path, (int)(n ? n - 1 : 0), (const char *)saved, (int)strlen(now) - 1, now);
-    free(saved);
-    return rc;
+    bool absent = false;
+    int rc = dr_ps_settings_check(r->t.cfg, r->W, r->P, step, &absent, err);
+    if (rc || !absent) return rc;
+    /* Another strategy's checkpoint: with one worker and no failure the
+     * plan is sequential whatever the seed and staleness. */
+    if (r->W == 1 && !r->t.cfg->fail_worker[0]) return DR_OK;
+    return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin has no ps_schedule.json beside it: it was not "
+                   "written by a parameter_server run, and one with %u workers%s resumes only its own "
+                   "checkpoints; use another --model_dir", r->t.cfg->model_dir, r->W,
+                   r->t.cfg->fail_worker[0] ? " or a --fail_worker" : "");
 }
 
 /* The checkpoint's variables and step. The data positions are not read
@@ -353,7 +328,7 @@ static int save(ps_run *r, dr_err *err)
     {
         char path[1100], settings[512];
         snprintf(path, sizeof path, "%s/ps_schedule.json", t->cfg->model_dir);
-        schedule_settings(r, t->step, settings, sizeof settings);
+        dr_ps_settings_line(t->cfg, r->W, r->P, t->step, settings, sizeof settings);
         if ((rc = dr_run_log_save(r->log, &c, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
             return rc;
     }

@@ -379,7 +379,8 @@ static int step(dr_coordinator *c, bool *idle, dr_err *err)
                                   "closures are still queued or in flight", c->sched.replayed), err);
         return die(c, dr_fail(err, DR_EFORMAT, "--replay_schedule: event %zu (%s of closure %llu on worker %u) is "
                               "not allowed here (queue, staleness bound %u or workers differ from the run that "
-                              "recorded it)", c->sched.replayed + 1, r->kind == DR_PS_LAND ? "land" : "dispatch",
+                              "recorded it)", c->sched.replayed + 1,
+                              r->kind == DR_PS_LAND ? "land" : r->kind == DR_PS_FAIL ? "fail" : "dispatch",
                               (unsigned long long)r->closure, r->worker, c->opt.staleness), err);
     }
     return *idle ? DR_OK : die(c, process(c, &ev, err), err);

@@ -43,6 +43,7 @@ typedef struct chief {
     psm_result     last0;          /* worker 0's iterator after its last landed closure */
     uint64_t       arrival[DR_PS_MAX_WORKERS];   /* free: when its result arrived (0: not yet) */
     uint64_t       arrivals;
+    uint32_t       timed_out;      /* the rank whose deadline ran out in the last failed wait (0: none) */
 } chief;
 
 static int mpi_fail(int mrc, const char *what, dr_err *err)
@@ -61,20 +62,39 @@ static size_t held_by(const engine_ps *ps, uint32_t p)
     return n;
 }
 
+/* A worker or ps rank that heard nothing for the deadline asks whether
+ * the chief lives (ps_mpi_roles.c, chief_alive): the answer. */
+static void answer_pings(const chief *c)
+{
+    static const char pong = 0;
+    for (;;) {
+        MPI_Status st;
+        MPI_Request req;
+        char b;
+        int flag = 0;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PSM_PING, c->ps->comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+        if (MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, PSM_PING, c->ps->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+        if (MPI_Isend(&pong, 1, MPI_CHAR, st.MPI_SOURCE, PSM_PONG, c->ps->comm, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+}
+
 /* Every wait of the chief polls with a deadline (--collective_timeout
  * seconds without the message moving): a rank that died or hangs ends the
  * run with an error naming it and the step, and the CLI's MPI_Abort ends
- * every rank, instead of a wait that never returns. */
-static int wait_for(const chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
+ * every rank, instead of a wait that never returns (under rerun, a worker
+ * whose result never comes is lost instead: lose_worker). */
+static int wait_for(chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
 {
     const struct timespec nap = { 0, 50000 };
-    double t0 = dr_now(), limit = c->s->cfg->collective_timeout > 0 ? c->s->cfg->collective_timeout
-                                                                    : DR_COMM_TIMEOUT_DEFAULT;
+    double t0 = dr_now(), limit = c->ps->timeout;
+    c->timed_out = 0;
     for (;;) {
         MPI_Status st;
         int done = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (mrc) return mpi_fail(mrc, what, err);
         if (done) return DR_OK;
+        answer_pings(c);
         if ((mrc = MPI_Iprobe(MPI_ANY_SOURCE, PSM_ABORT, c->ps->comm, &done, &st))) return mpi_fail(mrc, what, err);
         if (done) {   /* a worker saw a ps task die while reading the variables, or a ps task the worker */
             char msg[sizeof err->msg] = "";
@@ -85,15 +105,17 @@ static int wait_for(const chief *c, MPI_Request *req, uint32_t rank, const char 
             return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: MPI rank %d: %s",
                            (unsigned long long)step, st.MPI_SOURCE, msg);
         }
-        if (dr_now() - t0 > limit)
+        if (dr_now() - t0 > limit) {
+            c->timed_out = rank;
             return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: %s MPI rank %u for %.1f s: rank %u died or "
                            "hangs", (unsigned long long)step, what, rank, limit, rank);
+        }
         nanosleep(&nap, NULL);
     }
 }
 
 /* A send from the chief, with the deadline. */
-static int send_to(const chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
+static int send_to(chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
                    const char *what, dr_err *err)
 {
     MPI_Request req;
@@ -120,27 +142,103 @@ static int record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
 
 /* ---- events --------------------------------------------------------------- */
 
+static int lose_worker(chief *c, uint32_t w, dr_err *err);
+
 static int dispatch(chief *c, const dr_ps_event *ev, dr_err *err)
 {
     engine_ps *ps = c->ps;
     uint64_t hdr[2] = { ev->closure, ev->read_version }, rd[2] = { ev->worker, 0 };
-    int rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err), mrc;
+    int rc = ps->record ? record(ps, ev, err) : DR_OK, mrc;
+    c->arrival[ev->worker] = 0;
+    ps->dispatches++;
+    for (uint32_t v = 0; v < ps->W; v++)
+        if (ps->rerun_of[v] == ev->closure) ps->rerun_closures++;
+    if (rc == DR_OK)
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err);
+    if (rc && ps->rerun && c->timed_out == 1 + ev->worker) return lose_worker(c, ev->worker, err);
     for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++)   /* the worker reads every shard */
         if (held_by(ps, p))
             rc = send_to(c, rd, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_READ, ev->version + 1, "a read request to", err);
     if (rc) return rc;
     mrc = MPI_Irecv(ps->res[ev->worker], (int)ps->msg_bytes, MPI_BYTE, (int)(1 + ev->worker), PSM_RESULT, ps->comm,
                     &ps->req[ev->worker]);
-    if (mrc) return mpi_fail(mrc, "dispatch", err);
-    ps->dispatches++;
-    c->arrival[ev->worker] = 0;
-    return ps->record ? record(ps, ev, err) : DR_OK;
+    return mrc ? mpi_fail(mrc, "dispatch", err) : DR_OK;
+}
+
+/* worker 0's iterator after one more batch: the batch a lost worker 0 took
+ * with the closure it died running (the reference's per-worker dataset
+ * gave it; the checkpoint's data position is worker 0's, ref/ps.c) */
+static void skip_batch(const chief *c, psm_result *k)
+{
+    uint32_t W = c->ps->W, N = c->s->data->n, G = c->s->plan->G;
+    uint32_t n = N / W + (N % W ? 1 : 0);
+    if (c->s->cfg->drop_remainder) n -= n % G;
+    if (k->pass_size == 0) {   /* it never landed anything: the first batch of epoch 0 */
+        k->epoch = 0;
+        k->position = 0;
+        k->pass_size = n;
+    } else if (k->position == k->pass_size) {
+        k->epoch++;
+        k->position = 0;
+    }
+    k->position += k->pass_size - k->position < G ? k->pass_size - k->position : G;
+}
+
+/* --schedule=free under `mpirun --enable-recovery`: worker w's rank took no
+ * dispatch or sent no result within the deadline, so it is lost with the
+ * closure it ran: the closure goes back to the front of the queue (its next
+ * dispatch, to a live worker, is the re-run; ClusterCoordinator re-runs a
+ * closure whose worker failed the same way), the event is recorded for the
+ * reference's replay, and w is never dispatched to again. A note on stderr
+ * names the rank and the step; err (the deadline's message) is cleared. */
+static int lose_worker(chief *c, uint32_t w, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    dr_ps_event ev;
+    MPI_Request req;
+    double t0 = dr_now();
+    int done = 0, rc, alive = 0;
+    if (ps->req[w] != MPI_REQUEST_NULL) {   /* the result never comes: withdraw the receive */
+        MPI_Cancel(&ps->req[w]);
+        while (!done && dr_now() - t0 < 1.0)
+            if (MPI_Test(&ps->req[w], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (!done) MPI_Request_free(&ps->req[w]);
+        ps->req[w] = MPI_REQUEST_NULL;
+    }
+    if (!dr_ps_schedule_take(&c->sched, DR_PS_FAIL, w, &ev))
+        return dr_fail(err, DR_ESTATE, "parameter_server over MPI: worker %u lost but not running a closure", w);
+#if defined(DR_MUTANT_PS_DEAD_CLOSURE_DROPPED)
+    /* planted fault: the dead worker's closure is dropped instead of re-run */
+    c->sched.qhead = (c->sched.qhead + 1) % c->sched.qcap;
+    c->sched.qlen--;
+#endif
+    ps->worker_failures++;
+    ps->rerun_of[w] = ev.closure;
+    ps->lost_at[w] = ev.version + 1;
+    if (w == 0) skip_batch(c, &c->last0);
+    if (ps->record && (rc = record(ps, &ev, err))) return rc;
+    fprintf(stderr, "distref: note: MPI rank %u (/job:worker/replica:0/task:%u) died or hangs: no result for step "
+            "function %llu within %.1f s at step %llu; it re-runs on another worker (%s)\n", 1 + w, w,
+            (unsigned long long)ev.closure, ps->timeout, (unsigned long long)ev.version + 1, err->msg);
+    fflush(stderr);
+    /* a worker that only hangs must not wait forever for orders: it is told (the send is not waited for) */
+    if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, (int)(1 + w), PSM_ABORT, ps->comm, &req) ==
+        MPI_SUCCESS)
+        MPI_Request_free(&req);
+    for (uint32_t v = 0; v < ps->W; v++) alive += !c->sched.lost[v];
+    if (!alive)
+        return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: every worker rank died (the last, MPI rank %u, "
+                       "with step function %llu)", (unsigned long long)ev.version + 1, 1 + w,
+                       (unsigned long long)ev.closure);
+    err->code = DR_OK;
+    err->msg[0] = '\0';
+    return DR_OK;
 }
 
 static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, const uint32_t *ids, dr_err *err)
 {
     dr_step_report rep;
-    int rc;
+    int rc, len;
     memset(&rep, 0, sizeof rep);
     rep.loss = h->loss;
     rep.count = h->count;
@@ -155,12 +253,39 @@ static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, con
     c->epoch_correct += h->correct;
     c->epoch_examples += h->count;
     c->last_loss = h->loss;
-    snprintf(rep.extra, sizeof rep.extra, ",\"closure\":%llu,\"worker\":%u,\"read_version\":%llu,\"staleness\":%llu",
-             (unsigned long long)ev->closure, ev->worker, (unsigned long long)ev->read_version,
-             (unsigned long long)ev->staleness);
+    len = snprintf(rep.extra, sizeof rep.extra, ",\"closure\":%llu,\"worker\":%u,\"read_version\":%llu,"
+                   "\"staleness\":%llu", (unsigned long long)ev->closure, ev->worker,
+                   (unsigned long long)ev->read_version, (unsigned long long)ev->staleness);
+    for (uint32_t v = 0; v < c->ps->W; v++)   /* as the reference's line for a closure re-run after a failure */
+        if (c->ps->rerun_of[v] == ev->closure && len > 0 && (size_t)len < sizeof rep.extra) {
+            snprintf(rep.extra + len, sizeof rep.extra - (size_t)len, ",\"rerun_after_failure_of_worker\":%u", v);
+            c->ps->rerun_of[v] = 0;
+            break;
+        }
     rc = dr_run_log_step(c->log, ev->version, h->epoch, &rep, err);
     dr_run_log_progress(c->log, ev->version, h->epoch, c->s->plan->epochs, h->loss);
     return rc;
+}
+
+/* The run ends on a dead worker rank (its own deadline, or a ps task's
+ * report): say why its closure was not re-run. */
+static void why_no_rerun(const chief *c, dr_err *err)
+{
+    const char *at = strstr(err->msg, "rank ");
+    unsigned r = 0;
+    size_t n = strlen(err->msg);
+    bool worker = false;
+    for (; at && !worker; at = strstr(at + 5, "rank ")) {   /* "rank R died or hangs", R a worker's rank */
+        int end = 0;
+        worker = sscanf(at, "rank %u died%n", &r, &end) == 1 && end > 0 && r >= 1 && r <= c->ps->W;
+    }
+    if (!worker || c->ps->rerun) return;
+    snprintf(err->msg + n, sizeof err->msg - n, "%s", c->ps->record
+             ? " (a dead worker's closure re-runs on another worker only under `mpirun --enable-recovery`, where "
+               "the survivors keep running)"
+             : " (--schedule=seeded does not re-run a dead worker's closure: the seeded schedule is the reference's, "
+               "whose failed worker (--fail_worker) rejoins, and a dead rank cannot; --schedule=free under `mpirun "
+               "--enable-recovery` re-runs it)");
 }
 
 static int land(chief *c, const dr_ps_event *ev, dr_err *err)
@@ -241,9 +366,10 @@ static int drain_free(chief *c, dr_err *err)
                     oldest = w;
             if (oldest == W)
                 return dr_fail(err, DR_ESTATE, "--schedule=free: results arrived but none may land (schedule bug)");
-            if ((rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err)))
-                return rc;
-            c->arrival[oldest] = ++c->arrivals;
+            rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err);
+            if (rc && ps->rerun && c->timed_out == 1 + oldest) rc = lose_worker(c, oldest, err);
+            else if (rc) return rc;
+            else c->arrival[oldest] = ++c->arrivals;
         }
     }
     return rc;
@@ -302,6 +428,13 @@ static int save(chief *c, dr_err *err)
     ck.params = ps->final_params;
     ck.slots = ps->final_slots;
     if ((rc = dr_run_log_save(c->log, &ck, err))) return rc;
+    if (!ps->record) {   /* what decides the seeded plan a resume re-walks (core: dr_ps_settings_line), as the
+                          * reference writes it; a free run's plan is its recording: none */
+        char path[1100], settings[512];
+        size_t n = dr_ps_settings_line(s->cfg, ps->W, ps->P, ps->updates, settings, sizeof settings);
+        snprintf(path, sizeof path, "%s/ps_schedule.json", s->cfg->model_dir);
+        if ((rc = dr_write_atomic(path, settings, n, err))) return rc;
+    }
     if (ps->record) {
         char path[1100];
         snprintf(path, sizeof path, "%s/ps_schedule.jsonl", s->cfg->model_dir);
@@ -312,31 +445,72 @@ static int save(chief *c, dr_err *err)
 
 /* ---- the training program ------------------------------------------------- */
 
-static uint64_t total_steps(const dr_session *s)
+uint64_t psm_total_steps(const dr_session *s)
 {
     uint64_t G = s->plan->G, n = s->data->n;
     uint64_t per = s->cfg->drop_remainder ? n / G : (n + G - 1) / G;
     return s->cfg->train_steps ? s->cfg->train_steps : (uint64_t)s->plan->epochs * per;
 }
 
+/* Closures are scheduled up to the next join: a multiple of
+ * --checkpoint_every, the resumed step or the end (the reference's rule). */
+static uint64_t next_join(const chief *c, uint64_t done)
+{
+    uint64_t E = c->s->cfg->checkpoint_every, next = E ? (done / E + 1) * E : c->N, R = c->ps->resume_step;
+    if (R > done && R < next) next = R;
+    return next < c->N ? next : c->N;
+}
+
+/* A resumed run re-walks the seeded plan up to the checkpoint without
+ * computing anything (as the reference does): each worker is told how many
+ * batches it took (it skips them), worker 0's iterator is recounted for the
+ * checkpoints, and the variables are the checkpoint's (on the ps tasks). */
+static int rewalk(chief *c, uint64_t *done, dr_err *err)
+{
+    engine_ps *ps = c->ps;
+    uint64_t batches[DR_PS_MAX_WORKERS] = { 0 }, hdr[2] = { 0, 0 };
+    int rc = DR_OK;
+    while (rc == DR_OK && *done < ps->resume_step) {
+        uint64_t until = next_join(c, *done);
+        dr_ps_event ev;
+        for (; rc == DR_OK && *done < until; (*done)++)
+            if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
+        while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) {
+            if (ev.kind == DR_PS_DISPATCH) batches[ev.worker]++;
+            if (ev.kind != DR_PS_LAND) continue;
+            ps->staleness_sum += ev.staleness;   /* summary.json counts them, as the reference's replay does */
+            if (ev.staleness > ps->max_staleness) ps->max_staleness = ev.staleness;
+        }
+    }
+    for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
+        hdr[0] = batches[w];
+#if defined(DR_MUTANT_PS_RESUME_NO_SKIP)
+        hdr[0] = 0;   /* planted fault: a resumed worker starts its data over instead of skipping its batches */
+#endif
+        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + w, PSM_SKIP, ps->resume_step, "resuming", err);
+    }
+    for (uint64_t i = 0; i < batches[0]; i++) skip_batch(c, &c->last0);
+    ps->updates = ps->resume_step;
+    return rc;
+}
+
 static int coordinate(chief *c, dr_err *err)
 {
     uint64_t done = 0, E = c->s->cfg->checkpoint_every;
     bool seeded = c->ps->record == NULL;
-    int rc = DR_OK;
+    int rc = c->ps->resume_step ? rewalk(c, &done, err) : DR_OK;
     while (rc == DR_OK && done < c->N) {
-        uint64_t until = E ? (done / E + 1) * E : c->N;
+        uint64_t until = next_join(c, done);
         dr_ps_event ev;
-        if (until > c->N) until = c->N;
         for (; rc == DR_OK && done < until; done++)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
         if (seeded)
             while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) rc = event(c, &ev, err);
         else if (rc == DR_OK)
             rc = drain_free(c, err);
-        if (rc == DR_OK && E && done % E == 0 && done < c->N) rc = save(c, err);
+        if (rc == DR_OK && E && done % E == 0 && done > c->ps->resume_step && done < c->N) rc = save(c, err);
     }
-    if (rc == DR_OK) rc = save(c, err);
+    if (rc == DR_OK && c->N != c->ps->resume_step) rc = save(c, err);   /* a finished run, run again: nothing */
     return rc;
 }
 
@@ -364,23 +538,36 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     engine_ps *ps = s->ps;
     chief *c = calloc(1, sizeof *c);
     dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, 0, 0, NULL, 0 };
-    uint64_t none[2] = { 0, 0 };
+    uint64_t stop[2] = { 0, 0 };
     int rc;
     if (!c) return dr_fail(err, DR_ENOMEM, "coordinator: no memory");
     c->s = s;
     c->ps = ps;
     c->log = log;
-    c->N = total_steps(s);
-    dr_run_log_trim(log, 0);
+    c->N = psm_total_steps(s);
+    dr_run_log_trim(log, ps->resume_step);
+    if (ps->resume_step) {   /* what a finished run reports; a resume continues them (ref/ps.c) */
+        const dr_checkpoint *k = &ps->ck;
+        c->epoch_correct = k->epoch_correct;
+        c->epoch_examples = k->epoch_examples;
+        c->acc_epoch = k->position == 0 && k->step > 0 && k->epoch > 0 ? k->epoch - 1 : k->epoch;
+        memcpy(&c->last_loss, &k->last_loss_bits, sizeof c->last_loss);
+    }
     if ((rc = dr_ps_schedule_init(&c->sched, &so, 1, err)) == DR_OK) rc = coordinate(c, err);
     dr_ps_schedule_free(&c->sched);
     for (uint32_t r = 1; rc == DR_OK && r < 1 + ps->W + ps->P; r++)   /* training is over: every rank stops */
-        rc = send_to(c, none, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
+        if (r > ps->W || !ps->lost_at[r - 1]) {   /* stop[0]: how many workers died (no MPI_Finalize then) */
+            stop[0] = ps->worker_failures;
+            rc = send_to(c, stop, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
+        }
+    if (rc == DR_EFAULT) why_no_rerun(c, err);
     if (rc) abort_all(c, err);
     out->steps = c->N;
+    out->start_step = ps->resume_step;
     out->last_loss = c->last_loss;
     out->epoch_correct = c->epoch_correct;
     out->epoch_examples = c->epoch_examples;
+    out->peer_lost = ps->worker_failures > 0;
     free(c);
     return rc;
 }
@@ -392,6 +579,7 @@ int engine_ps_train(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err
     if (!ps) return dr_fail(err, DR_ESTATE, "train: not a parameter_server session");
     if (ps->role == PSM_CHIEF) return run_chief(s, log, out, err);
     rc = ps->role == PSM_WORKER ? psm_worker_loop(s, err) : psm_ps_loop(s, err);
-    out->steps = total_steps(s);
+    out->steps = psm_total_steps(s);
+    out->peer_lost = ps->worker_failures > 0;
     return rc;
 }

@@ -14,6 +14,7 @@
 #endif
 
 #include <mpi.h>
+#include "distref/checkpoint.h"
 #include "distref/ps_plan.h"
 #include "distref/run_log.h"
 #include "distref/variant.h"
@@ -21,8 +22,11 @@
 
 /* PSM_ABORT: the chief saw a rank die or hang; its error text follows and
  * every other rank stops with it (a wait of a worker or ps rank also
- * watches for it). */
-enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT };
+ * watches for it). PSM_PING / PSM_PONG: a worker or ps rank that has heard
+ * nothing from the chief for the deadline asks whether it lives; the chief
+ * answers from inside its own waits. */
+enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT,
+       PSM_PING, PSM_PONG, PSM_SKIP };   /* PSM_SKIP: a resumed run's worker skips the batches it took before */
 
 typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
 
@@ -43,9 +47,16 @@ typedef struct engine_ps {
     dr_ps_layout   layout;
     size_t         mine;               /* floats of the shards this ps task holds */
     size_t         msg_bytes;          /* a result message */
+    /* --schedule=free under `mpirun --enable-recovery` (Open MPI sets
+     * OMPI_MCA_orte_enable_recovery=1 in every rank): a worker rank that dies
+     * loses only its closure, which re-runs on a live worker */
+    bool           rerun;
+    double         timeout;            /* --collective_timeout (or the default), seconds */
+    double         chief_quiet, ping_at;   /* worker, ps: last word from the chief; a ping's time (0: none) */
     /* worker: one replica's buffers, its iterator */
     dr_replica_bufs rb;
     float         *vars;               /* P: the variables it read / the gradient it sends */
+    MPI_Request   *vreq;               /* one receive per ps task, all posted at once */
     uint32_t      *pass;               /* this pass of its shard */
     uint32_t       pass_n, position, epoch;
     bool           built;
@@ -54,6 +65,12 @@ typedef struct engine_ps {
     /* ps: its variables and slots (full-length buffers; only its shards are
      * its), the exact total an update is applied from */
     dr_buffer     *params, *slots, *total;
+    /* ps, rerun: sends of the variables to a worker that did not take them
+     * within a quarter of the deadline (dead, or not yet reading): left
+     * pending with their buffers, never reused */
+    MPI_Request    abandoned[DR_PS_MAX_WORKERS];
+    float         *abandoned_buf[DR_PS_MAX_WORKERS];
+    uint32_t       nabandoned;
     /* chief */
     uint8_t       *res[DR_PS_MAX_WORKERS];      /* each busy worker's result */
     MPI_Request    req[DR_PS_MAX_WORKERS];
@@ -62,6 +79,12 @@ typedef struct engine_ps {
     char          *record;                      /* --schedule=free: ps_schedule.jsonl so far */
     size_t         record_len, record_cap;
     uint64_t       updates, max_staleness, staleness_sum, dispatches;
+    uint64_t       worker_failures, rerun_closures;
+    /* a resumed run (--schedule=seeded): the checkpoint every rank read */
+    dr_checkpoint  ck;
+    uint64_t       resume_step;        /* its step (0: a fresh run) */
+    uint64_t       rerun_of[DR_PS_MAX_WORKERS];  /* a lost worker's closure not landed yet (0: none) */
+    uint64_t       lost_at[DR_PS_MAX_WORKERS];   /* the step a worker was lost at (0: alive) */
 } engine_ps;
 
 /* strategies/ps_mpi_roles.c */
@@ -74,6 +97,7 @@ size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out
 size_t psm_scatter(const engine_ps *ps, uint32_t p, const float *in, float *full);
 
 /* strategies/ps_mpi.c */
+uint64_t psm_total_steps(const dr_session *s);
 int  engine_ps_supports(const dr_run_plan *plan, dr_err *err);
 int  engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session **out, dr_err *err);
 int  engine_ps_train(dr_session *s, struct dr_run_log *log, dr_train_totals *out, dr_err *err);

@@ -60,6 +60,40 @@ static int world(dr_session *s, dr_err *err)
     return DR_OK;
 }
 
+/* A checkpoint in model_dir: every rank reads it (model_dir is on a shared
+ * file system), the chief for its counters and data position, the ps tasks
+ * for their shards, and checks it as the reference does (ref/ps.c): the
+ * run's settings, and the plan's (ps_schedule.json) unless one worker. */
+static int resume_load(dr_session *s, const char *path, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    const dr_run_plan *plan = s->plan;
+    dr_checkpoint now;
+    bool found = false, absent = false;
+    int rc;
+    if (strcmp(s->cfg->schedule, "free") == 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi --schedule=free: does not resume a checkpoint (%s "
+                       "exists): the order up to it is only in its recording; use --schedule=seeded (the plan a "
+                       "resume re-walks), or another --model_dir", path);
+    if ((rc = dr_checkpoint_load(s->cfg->model_dir, &ps->ck, &found, err)) || !found) return rc;
+    memset(&now, 0, sizeof now);
+    dr_plan_checkpoint_settings(plan, &now);
+    rc = dr_checkpoint_check(&ps->ck, s->cfg->model_dir, plan->exp.name, plan->P, plan->nslots,
+                             (int)plan->exp.optimizer.kind, s->cfg->seed, plan->G, s->data->n, err);
+    if (!rc) rc = dr_checkpoint_check_settings(&ps->ck, s->cfg->model_dir, &now, err);
+    if (!rc) rc = dr_ps_settings_check(s->cfg, ps->W, ps->P, ps->ck.step, &absent, err);
+    if (!rc && absent && ps->W != 1)
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s has no ps_schedule.json beside it: it was not written by a "
+                     "parameter_server run (or by a --schedule=free one), and one with %u workers resumes only "
+                     "those; use another --model_dir", path, ps->W);
+    if (!rc && ps->ck.step > psm_total_steps(s))
+        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is past this run's %llu steps; use another "
+                     "--model_dir or more steps", path, (unsigned long long)ps->ck.step,
+                     (unsigned long long)psm_total_steps(s));
+    if (!rc) ps->resume_step = ps->ck.step;
+    return rc;
+}
+
 static int layout(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -85,13 +119,18 @@ static int buffers(dr_session *s, dr_err *err)
         if ((ps->role == PSM_CHIEF || (ps->role == PSM_WORKER && w == 0)) && !(ps->res[w] = malloc(ps->msg_bytes)))
             return dr_fail(err, DR_ENOMEM, "no memory for the workers' results");
     }
-    if (ps->role == PSM_WORKER && !(ps->vars = malloc(P * sizeof(float) + 1)))
+    if (ps->role == PSM_WORKER &&
+        (!(ps->vars = malloc(P * sizeof(float) + 1)) || !(ps->vreq = calloc(ps->P, sizeof *ps->vreq))))
         return dr_fail(err, DR_ENOMEM, "no memory for the variables");
     if (ps->role == PSM_CHIEF) {
         ps->final_params = calloc(P + 1, sizeof(float));
         ps->final_slots = calloc(P * (size_t)s->plan->nslots + 1, sizeof(float));
         if (!ps->final_params || !ps->final_slots) return dr_fail(err, DR_ENOMEM, "no memory for the variables");
         dr_model_init(&s->plan->exp.model, s->cfg->seed, ps->final_params);
+        if (ps->resume_step) {   /* what a finished run, run again, reports */
+            memcpy(ps->final_params, ps->ck.params, P * sizeof(float));
+            memcpy(ps->final_slots, ps->ck.slots, P * (size_t)s->plan->nslots * sizeof(float));
+        }
         if (strcmp(s->cfg->schedule, "free") == 0 && !(ps->record = malloc(ps->record_cap = 65536)))
             return dr_fail(err, DR_ENOMEM, "no memory for the recorded schedule");
     }
@@ -115,11 +154,7 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
     s->ps->comm = MPI_COMM_NULL;
     snprintf(path, sizeof path, "%s/ckpt.bin", plan->cfg->model_dir);
     if ((rc = world(s, err))) goto fail;
-    if (access(path, F_OK) == 0) {
-        rc = dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server does not resume a checkpoint yet (%s "
-                     "exists); resume it with --variant=ref, or use another --model_dir", path);
-        goto fail;
-    }
+    if (access(path, F_OK) == 0 && (rc = resume_load(s, path, err))) goto fail;
     sopt.num_workers = s->ps->W;
     sopt.num_ps = s->ps->P;
     s->W = s->ps->W;
@@ -127,9 +162,15 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
     s->L = 1;
     s->wlo = s->ps->rank;   /* rank 0, the chief, writes model_dir (mpi_chief) */
     s->whi = s->wlo + 1;
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &s->ps->comm) != MPI_SUCCESS) {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &s->ps->comm) != MPI_SUCCESS ||
+        MPI_Comm_set_errhandler(s->ps->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
         rc = dr_fail(err, DR_EIO, "parameter_server over MPI: MPI_Comm_dup failed");
         goto fail;
+    }
+    {   /* measured with Open MPI 4.1.4: `mpirun --enable-recovery` sets this in every rank (docs/MPI.md) */
+        const char *rec = getenv("OMPI_MCA_orte_enable_recovery");
+        s->ps->rerun = strcmp(plan->cfg->schedule, "free") == 0 && rec && strcmp(rec, "1") == 0;
+        s->ps->timeout = plan->cfg->collective_timeout > 0 ? plan->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT;
     }
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err)) || (rc = layout(s, err)) ||
         (rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, s->num, &s->be, err)) || (rc = buffers(s, err)))
@@ -145,10 +186,15 @@ void engine_ps_close(dr_session *s)
 {
     engine_ps *ps = s->ps;
     psm_roles_close(s);
+    for (uint32_t i = 0; i < ps->nabandoned; i++) {   /* sends to a dead worker: they never complete */
+        if (ps->abandoned[i] != MPI_REQUEST_NULL) MPI_Request_free(&ps->abandoned[i]);
+        free(ps->abandoned_buf[i]);
+    }
     if (s->be) s->bo->close(s->be);
     for (uint32_t w = 0; w < DR_PS_MAX_WORKERS; w++) free(ps->res[w]);
-    free(ps->send); free(ps->vars); free(ps->final_params); free(ps->final_slots); free(ps->record);
+    free(ps->send); free(ps->vars); free(ps->vreq); free(ps->final_params); free(ps->final_slots); free(ps->record);
     dr_ps_layout_free(&ps->layout);
+    if (ps->resume_step) dr_checkpoint_free(&ps->ck);
     if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
     free(s->host_x); free(s->host_labels); free(s->host_targets);
     free(ps);
@@ -169,6 +215,21 @@ void engine_ps_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "ps_partitioner", json_object_new_string(s->cfg->ps_partitioner));
     json_object_object_add(o, "updates_applied", json_object_new_int64((int64_t)ps->updates));
     json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)ps->max_staleness));
+    json_object_object_add(o, "worker_failures", json_object_new_int64((int64_t)ps->worker_failures));
+    json_object_object_add(o, "rerun_closures", json_object_new_int64((int64_t)ps->rerun_closures));
+    {
+        json_object *dead = json_object_new_array();
+        for (uint32_t w = 0; w < ps->W; w++) {
+            json_object *d;
+            if (!ps->lost_at[w]) continue;
+            d = json_object_new_object();
+            json_object_object_add(d, "worker", json_object_new_int((int)w));
+            json_object_object_add(d, "mpi_rank", json_object_new_int((int)(1 + w)));
+            json_object_object_add(d, "step", json_object_new_int64((int64_t)ps->lost_at[w]));
+            json_object_array_add(dead, d);
+        }
+        json_object_object_add(o, "dead_workers", dead);
+    }
     json_object_object_add(o, "mean_staleness",
                            json_object_new_double(ps->updates ? (double)ps->staleness_sum / (double)ps->updates : 0.0));
     for (uint32_t i = 0; i < ps->layout.num_shards; i++) {

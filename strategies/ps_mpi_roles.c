@@ -82,12 +82,42 @@ static void tell_chief(engine_ps *ps, const dr_err *err)
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
 }
 
+/* Is the chief still there? After a quarter of the deadline without a
+ * word from it, this rank pings it; after the deadline without the answer (the
+ * chief answers from inside its own waits), it names the chief dead, so
+ * that under `mpirun --enable-recovery` a dead chief cannot leave the other
+ * ranks waiting forever. An order or an answer resets the clock. */
+static int chief_alive(engine_ps *ps, dr_err *err)
+{
+    static const char ping = 0;
+    double now = dr_now();
+    int flag = 0, mrc = MPI_Iprobe(0, PSM_PONG, ps->comm, &flag, MPI_STATUS_IGNORE);
+    if (mrc) return mpi_fail(mrc, "waiting for the chief", err);
+    if (flag) {
+        char b;
+        if ((mrc = MPI_Recv(&b, 1, MPI_CHAR, 0, PSM_PONG, ps->comm, MPI_STATUS_IGNORE)))
+            return mpi_fail(mrc, "waiting for the chief", err);
+        ps->chief_quiet = now;
+        ps->ping_at = 0;
+    } else if (ps->ping_at == 0 && now - ps->chief_quiet > ps->timeout / 4) {
+        MPI_Request req;
+        if (MPI_Isend(&ping, 1, MPI_CHAR, 0, PSM_PING, ps->comm, &req) == MPI_SUCCESS) MPI_Request_free(&req);
+        ps->ping_at = now;
+    } else if (ps->ping_at > 0 && now - ps->ping_at > ps->timeout) {
+        return dr_fail(err, DR_EFAULT, "the chief (MPI rank 0) died or hangs: nothing from it for %.1f s, and no "
+                       "answer to a ping for %.1f s", now - ps->chief_quiet, now - ps->ping_at);
+    }
+    return DR_OK;
+}
+
 /* A worker's or ps task's wait on one message: it completes, or the chief
  * aborts (a rank this one waits for may be dead: the chief's deadline
- * sees it and tells everyone). */
+ * sees it and tells everyone), or the chief itself is gone. */
 static int role_wait(engine_ps *ps, MPI_Request *req, const char *what, dr_err *err)
 {
     const struct timespec nap = { 0, 50000 };
+    int rc;
+    if (ps->ping_at == 0) ps->chief_quiet = dr_now();
     for (;;) {
         int done = 0, flag = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (mrc) return mpi_fail(mrc, what, err);
@@ -100,6 +130,7 @@ static int role_wait(engine_ps *ps, MPI_Request *req, const char *what, dr_err *
         }
         if ((mrc = MPI_Iprobe(0, PSM_ABORT, ps->comm, &flag, MPI_STATUS_IGNORE))) return mpi_fail(mrc, what, err);
         if (flag) return aborted(ps, err);
+        if ((rc = chief_alive(ps, err))) return rc;
         nanosleep(&nap, NULL);
     }
 }
@@ -120,16 +151,26 @@ static int role_send(engine_ps *ps, const void *buf, int n, MPI_Datatype type, u
     return mrc ? mpi_fail(mrc, what, err) : role_wait(ps, &req, what, err);
 }
 
-/* The chief's next order: its tag, and the header (2 words) unless it aborts. */
+/* The chief's next order: its tag, and the header (2 words) unless it
+ * aborts; an answer to a ping is taken on the way (chief_alive). */
 static int next_order(engine_ps *ps, uint64_t hdr[2], int *tag, dr_err *err)
 {
-    MPI_Status st;
-    int mrc = MPI_Probe(0, MPI_ANY_TAG, ps->comm, &st);
-    if (mrc) return mpi_fail(mrc, "waiting for the chief", err);
-    if (st.MPI_TAG == PSM_ABORT) return aborted(ps, err);
-    *tag = st.MPI_TAG;
-    mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, st.MPI_TAG, ps->comm, MPI_STATUS_IGNORE);
-    return mrc ? mpi_fail(mrc, "waiting for the chief", err) : DR_OK;
+    const struct timespec nap = { 0, 100000 };
+    if (ps->ping_at == 0) ps->chief_quiet = dr_now();
+    for (;;) {
+        MPI_Status st;
+        int flag = 0, rc, mrc = MPI_Iprobe(0, MPI_ANY_TAG, ps->comm, &flag, &st);
+        if (mrc) return mpi_fail(mrc, "waiting for the chief", err);
+        if (flag && st.MPI_TAG == PSM_ABORT) return aborted(ps, err);
+        if (flag && st.MPI_TAG != PSM_PONG) {
+            *tag = st.MPI_TAG;
+            mrc = MPI_Recv(hdr, 2, MPI_UINT64_T, 0, st.MPI_TAG, ps->comm, MPI_STATUS_IGNORE);
+            ps->chief_quiet = dr_now();
+            return mrc ? mpi_fail(mrc, "waiting for the chief", err) : DR_OK;
+        }
+        if ((rc = chief_alive(ps, err))) return rc;
+        if (!flag) nanosleep(&nap, NULL);
+    }
 }
 
 /* The variables' way from a ps task to a worker is watched from both ends
@@ -169,6 +210,19 @@ static int build_pass(dr_session *s, uint32_t epoch, dr_err *err)
     return DR_OK;
 }
 
+static int skip_batches(dr_session *s, uint64_t n, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    uint32_t G = s->plan->G;
+    int rc;
+    for (uint64_t i = 0; i < n; i++) {
+        if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))
+            return rc;
+        ps->position += ps->pass_n - ps->position < G ? ps->pass_n - ps->position : G;
+    }
+    return DR_OK;
+}
+
 static int compute(dr_session *s, const uint32_t *ids, uint32_t n, psm_result *h, float *grad, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -200,15 +254,31 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     uint32_t G = s->plan->G, *ids = (uint32_t *)(msg + sizeof h), n;
     float *grad = (float *)(msg + sizeof h + (size_t)G * sizeof(uint32_t));
     int rc;
-    /* the read: every ps task's shards, in ps order */
+    /* the read: every ps task's shards, each into its own part of ps->send;
+     * the receives are all posted first, so that a live worker takes every
+     * ps task's send at once and a ps task that waits on a worker waits
+     * only on a dead one (it names it after a quarter of the deadline, this
+     * worker a dead ps task after half) */
+    size_t at = 0;
     for (uint32_t p = 0; p < ps->P; p++) {
-        size_t k = psm_gather(ps, p, ps->vars, ps->send);   /* (only its length matters here) */
-        if (k == 0) continue;
+        size_t k = 0;
+        int mrc;
+        for (uint32_t i = 0; i < ps->layout.num_shards; i++)
+            if (ps->layout.shard[i].ps_task == p) k += ps->layout.shard[i].length;
+        ps->vreq[p] = MPI_REQUEST_NULL;
+        if (k && (mrc = MPI_Irecv(ps->send + at, (int)k, MPI_FLOAT, (int)(1 + ps->W + p), PSM_VARS, ps->comm,
+                                  &ps->vreq[p])))
+            return mpi_fail(mrc, "a worker's read of the variables", err);
+        at += k;
+    }
+    at = 0;
+    for (uint32_t p = 0; p < ps->P; p++) {
+        if (ps->vreq[p] == MPI_REQUEST_NULL) continue;
         watch(s, 1 + ps->W + p);
-        rc = role_recv(ps, ps->send, (int)k, MPI_FLOAT, 1 + ps->W + p, PSM_VARS, "a worker's read of the variables", err);
+        rc = role_wait(ps, &ps->vreq[p], "a worker's read of the variables", err);
         ps->limit = 0;
         if (rc) return rc;
-        psm_scatter(ps, p, ps->send, ps->vars);
+        at += psm_scatter(ps, p, ps->send + at, ps->vars);
     }
     if ((!ps->built || ps->position == ps->pass_n) && (rc = build_pass(s, ps->built ? ps->epoch + 1 : 0, err)))
         return rc;
@@ -232,7 +302,12 @@ int psm_worker_loop(dr_session *s, dr_err *err)
         uint64_t hdr[2];
         int tag = 0, rc = next_order(ps, hdr, &tag, err);
         if (rc) return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
-        if (tag == PSM_STOP) return DR_OK;
+        if (tag == PSM_STOP) { ps->worker_failures = hdr[0]; return DR_OK; }
+        if (tag == PSM_SKIP) {   /* a resumed run: the batches this worker took before the checkpoint */
+            if ((rc = skip_batches(s, hdr[0], err)))
+                return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
+            continue;
+        }
         if ((rc = run_closure(s, hdr[0], err)))
             return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u), step function %llu", ps->rank,
                                 ps->index, (unsigned long long)hdr[0]);
@@ -271,6 +346,65 @@ static int send_shards(dr_session *s, dr_err *err)
     return rc;
 }
 
+/* PSM_READ: this ps task's shards to a worker. Without rerun, a worker
+ * that does not take them within half the deadline is named dead (and the
+ * chief told). With rerun (a dead worker's closure re-runs elsewhere) this
+ * task must outlive the worker: after a quarter of the deadline the send is
+ * left pending with its buffer (a live worker that reads late still gets
+ * exactly these values) and a fresh buffer serves the next order, so the
+ * chief's updates and the other workers' reads never wait on a dead rank. */
+static int send_vars(dr_session *s, uint32_t worker, dr_err *err)
+{
+    const struct timespec nap = { 0, 50000 };
+    engine_ps *ps = s->ps;
+    MPI_Request req;
+    double t0;
+    int rc, mrc;
+    psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
+    if (!ps->rerun) {
+        watch(s, 1 + worker);
+        ps->limit = ps->timeout / 4;   /* before a worker names this task (half): run_closure */
+        rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + worker, PSM_VARS, "sending its shards to a worker",
+                       err);
+        ps->limit = 0;
+        return rc;
+    }
+    for (uint32_t i = 0; i < ps->nabandoned;) {   /* a late reader took an earlier send: its buffer is free */
+        int done = 0;
+        if (MPI_Test(&ps->abandoned[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+            free(ps->abandoned_buf[i]);
+            ps->abandoned[i] = ps->abandoned[--ps->nabandoned];
+            ps->abandoned_buf[i] = ps->abandoned_buf[ps->nabandoned];
+        } else {
+            i++;
+        }
+    }
+    if ((mrc = MPI_Isend(ps->send, (int)ps->mine, MPI_FLOAT, (int)(1 + worker), PSM_VARS, ps->comm, &req)))
+        return mpi_fail(mrc, "sending its shards to a worker", err);
+    t0 = dr_now();
+    if (ps->ping_at == 0) ps->chief_quiet = t0;
+    for (;;) {
+        int done = 0, flag = 0;
+        if ((mrc = MPI_Test(&req, &done, MPI_STATUS_IGNORE))) return mpi_fail(mrc, "sending its shards to a worker", err);
+        if (done) return DR_OK;
+        if (dr_now() - t0 > ps->timeout / 4) {
+            float *fresh;
+            if (ps->nabandoned == DR_PS_MAX_WORKERS || !(fresh = malloc(s->plan->P * sizeof(float) + 1)))
+                return dr_fail(err, DR_EFAULT, "%u sends of the variables to workers that never read them",
+                               ps->nabandoned);
+            ps->abandoned[ps->nabandoned] = req;
+            ps->abandoned_buf[ps->nabandoned++] = ps->send;
+            ps->send = fresh;
+            return DR_OK;
+        }
+        if ((mrc = MPI_Iprobe(0, PSM_ABORT, ps->comm, &flag, MPI_STATUS_IGNORE)))
+            return mpi_fail(mrc, "sending its shards to a worker", err);
+        if (flag) return aborted(ps, err);
+        if ((rc = chief_alive(ps, err))) return rc;
+        nanosleep(&nap, NULL);
+    }
+}
+
 int psm_ps_loop(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -279,13 +413,9 @@ int psm_ps_loop(dr_session *s, dr_err *err)
         int tag = 0, rc = next_order(ps, hdr, &tag, err);
         if (rc == DR_OK) {
             switch (tag) {
-            case PSM_STOP: return DR_OK;
+            case PSM_STOP: ps->worker_failures = hdr[0]; return DR_OK;
             case PSM_READ:   /* hdr[0]: the worker that reads; a dead one is named (as a worker names a ps) */
-                psm_gather(ps, ps->index, s->bo->host_ptr(ps->params), ps->send);
-                watch(s, 1 + (uint32_t)hdr[0]);
-                rc = role_send(ps, ps->send, (int)ps->mine, MPI_FLOAT, 1 + (uint32_t)hdr[0], PSM_VARS,
-                               "sending its shards to a worker", err);
-                ps->limit = 0;
+                rc = send_vars(s, (uint32_t)hdr[0], err);
                 break;
             case PSM_APPLY:  /* hdr[0]: the version it makes; its shards' gradient follows */
                 rc = role_recv(ps, ps->send, (int)ps->mine, MPI_FLOAT, 0, PSM_APPLY, "an update", err);
@@ -328,6 +458,10 @@ int psm_roles_open(dr_session *s, dr_err *err)
         float *init = calloc(P * (size_t)(1 + s->plan->nslots) + 1, sizeof(float));
         if (!init) return dr_fail(err, DR_ENOMEM, "ps: no memory for the variables");
         dr_model_init(&s->plan->exp.model, s->cfg->seed, init);   /* the same values the chief would send */
+        if (ps->resume_step) {   /* or the checkpoint's */
+            memcpy(init, ps->ck.params, P * sizeof(float));
+            memcpy(init + P, ps->ck.slots, P * (size_t)s->plan->nslots * sizeof(float));
+        }
         rc = b->alloc(s->be, P * sizeof(float), &ps->params, err);
         if (!rc) rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &ps->slots, err);
         if (!rc) rc = b->alloc(s->be, P * sizeof(dr_acc), &ps->total, err);

@@ -1,7 +1,9 @@
 /* distref tests — the recorded schedule (core/ps_schedule.c, replay and
  * take; core/ps_schedule_file.c): a seeded plan replayed from its own
- * events gives the same events; take refuses what the rule forbids; the
- * file's lines round-trip.
+ * events gives the same events; take refuses what the rule forbids; a
+ * worker lost with its closure (take's FAIL: its MPI rank died) puts the
+ * closure back at the front and never returns, and a recording with it
+ * replays; the file's lines round-trip.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +72,69 @@ static void take_follows_the_rule(void **state)
     dr_ps_schedule_free(&s);
 }
 
+/* W = 3, S = 1, 8 closures: worker 1 is lost running closure 2; the rest
+ * is drawn. Returns the events (a recording: DISPATCH, LAND, FAIL). */
+static size_t lost_run(dr_ps_event **out)
+{
+    dr_ps_schedule s;
+    dr_ps_schedule_options o = { 3, 1, 21, 0, 0, NULL, 0 };
+    dr_ps_event ev, *all = calloc(64, sizeof *all);
+    size_t n = 0;
+    dr_err err;
+    assert_non_null(all);
+    assert_int_equal(dr_ps_schedule_init(&s, &o, 1, &err), DR_OK);
+    for (int i = 0; i < 8; i++) assert_int_not_equal(dr_ps_schedule_push(&s), 0);
+    assert_false(dr_ps_schedule_take(&s, DR_PS_FAIL, 1, &ev));       /* idle: nothing to lose */
+    assert_true(dr_ps_schedule_take(&s, DR_PS_DISPATCH, 0, &ev)); all[n++] = ev;   /* closure 1 */
+    assert_true(dr_ps_schedule_take(&s, DR_PS_DISPATCH, 1, &ev)); all[n++] = ev;   /* closure 2 */
+    assert_true(dr_ps_schedule_take(&s, DR_PS_FAIL, 1, &ev)); all[n++] = ev;
+    assert_int_equal(ev.kind, DR_PS_FAIL);
+    assert_int_equal(ev.closure, 2);
+    assert_int_equal(ev.version, 0);
+    assert_int_equal(s.qlen, 7);
+    assert_int_equal(s.queue[s.qhead], 2);                           /* back at the front */
+    assert_false(dr_ps_schedule_take(&s, DR_PS_DISPATCH, 1, &ev));   /* lost for good */
+    while (dr_ps_schedule_next(&s, &ev)) {
+        assert_true(n < 64);
+        assert_int_not_equal(ev.kind, DR_PS_RECOVER);                /* it never rejoins */
+        assert_false(ev.kind == DR_PS_DISPATCH && ev.worker == 1);
+        all[n++] = ev;
+    }
+    assert_int_equal(s.version, 8);                                  /* every closure landed once */
+    dr_ps_schedule_free(&s);
+    *out = all;
+    return n;
+}
+
+static void lost_worker_reruns(void **state)
+{
+    dr_ps_event *ev, *again;
+    size_t n = lost_run(&ev), m, dispatched = 0, landed = 0;
+    dr_ps_schedule_options o = { 3, 1, 999, 0, 0, NULL, 0 };
+    dr_err err;
+    (void)state;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].closure != 2) continue;
+        dispatched += ev[i].kind == DR_PS_DISPATCH;
+        landed += ev[i].kind == DR_PS_LAND;
+        if (ev[i].kind == DR_PS_DISPATCH && dispatched == 2) assert_int_not_equal(ev[i].worker, 1);
+    }
+    assert_int_equal(dispatched, 2);   /* the lost run and its re-run */
+    assert_int_equal(landed, 1);
+    o.replay = ev;                      /* the reference replays the recording, the FAIL included */
+    o.replay_len = n;
+    assert_int_equal(dr_ps_plan(&o, 8, 0, &again, &m, &err), DR_OK);
+    assert_int_equal(m, n);
+    assert_memory_equal(again, ev, n * sizeof *ev);
+    free(again);
+    memmove(&ev[2], &ev[3], (n - 3) * sizeof *ev);   /* the recording without its FAIL: closure 2's second */
+    o.replay_len = n - 1;                             /* dispatch is not the queue's front, the replay stops */
+    assert_int_equal(dr_ps_plan(&o, 8, 0, &again, &m, &err), DR_OK);
+    assert_true(m < n - 1);
+    free(again);
+    free(ev);
+}
+
 static void file_round_trip(void **state)
 {
     char dir[] = "/tmp/dr_ps_replay_XXXXXX", path[64], line[256];
@@ -83,6 +148,17 @@ static void file_round_trip(void **state)
     assert_non_null(f = fopen(path, "w"));
     for (size_t i = 0; i < n; i++) fputs((dr_ps_event_line(&ev[i], line, sizeof line), line), f);
     fclose(f);
+    {   /* a fail line (a worker's rank died) round-trips too */
+        dr_ps_event fail = { DR_PS_FAIL, 2, 7, 5, 6, 0 };
+        dr_ps_event_line(&fail, line, sizeof line);
+        assert_string_equal(line, "{\"event\":\"fail\",\"worker\":2,\"closure\":7,\"read_version\":5,\"version\":6}\n");
+        assert_non_null(f = fopen(path, "a"));
+        fputs(line, f);
+        fclose(f);
+        ev = realloc(ev, (n + 1) * sizeof *ev);
+        assert_non_null(ev);
+        ev[n++] = fail;
+    }
     assert_int_equal(dr_ps_schedule_load(path, &back, &m, &err), DR_OK);
     assert_int_equal(m, n);
     for (size_t i = 0; i < n; i++) {
@@ -109,6 +185,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replay_equals_plan),
         cmocka_unit_test(take_follows_the_rule),
+        cmocka_unit_test(lost_worker_reruns),
         cmocka_unit_test(file_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

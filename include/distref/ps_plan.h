@@ -17,6 +17,7 @@
 #include "distref/error.h"
 #include "distref/model.h"
 #include "distref/strategy.h"
+#include "distref/train.h"
 
 /* A failed worker rejoins after this many landings of other workers' updates
  * (or at once when no live worker is left to make progress). */
@@ -106,7 +107,9 @@ uint32_t dr_ps_model_variables(const dr_model_spec *m, dr_ps_variable *vars);
 typedef enum dr_ps_event_kind {
     DR_PS_DISPATCH = 0,   /* closure starts on worker: reads the variables at read_version */
     DR_PS_LAND,           /* its update is applied: version becomes read_version + staleness + 1 */
-    DR_PS_FAIL,           /* the worker failed running it: result lost, closure re-queued at the front */
+    DR_PS_FAIL,           /* the worker failed running it: result lost, closure re-queued at the front
+                           * (a worker that fails by --fail_worker rejoins; one whose rank died,
+                           * dr_ps_schedule_take's DR_PS_FAIL, is lost for good) */
     DR_PS_RECOVER         /* the failed worker rejoins, its datasets rebuilt */
 } dr_ps_event_kind;
 
@@ -126,8 +129,9 @@ typedef struct dr_ps_schedule_options {
     uint32_t fail_worker;    /* --fail_worker=W:K: worker W ... */
     uint64_t fail_step;      /* ... fails running closure K (kept for W); 0 = never */
     /* A recorded schedule to follow instead of drawing (--replay_schedule):
-     * dr_ps_schedule_next takes replay[0], replay[1], ... (DISPATCH and LAND
-     * events, matched by kind and worker), each checked against the rule's
+     * dr_ps_schedule_next takes replay[0], replay[1], ... (DISPATCH, LAND
+     * and FAIL events, matched by kind and worker, taken as
+     * dr_ps_schedule_take does), each checked against the rule's
      * validity; one that is not valid, or running out, stops the schedule
      * with replay_bad set. NULL: draw with the seed. */
     const struct dr_ps_event *replay;
@@ -162,6 +166,7 @@ typedef struct dr_ps_schedule {
     bool      busy[DR_PS_MAX_WORKERS];
     bool      doomed[DR_PS_MAX_WORKERS];
     bool      down[DR_PS_MAX_WORKERS];
+    bool      lost[DR_PS_MAX_WORKERS];         /* down for good: its rank died (take's DR_PS_FAIL) */
     uint32_t  recover_in[DR_PS_MAX_WORKERS];   /* landings until a down worker rejoins */
     uint64_t  closure[DR_PS_MAX_WORKERS];      /* what a busy worker runs */
     uint64_t  read[DR_PS_MAX_WORKERS];         /* and the version it read */
@@ -182,10 +187,16 @@ void dr_ps_schedule_cancel_queued(dr_ps_schedule *s);
 /* The next event; false when nothing is queued or in flight. */
 bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev);
 /* Takes one action chosen by the caller instead of a draw: DR_PS_DISPATCH
- * of the closure at the front of the queue to worker w, or DR_PS_LAND of
- * worker w's closure. False (nothing changes) when the rule does not allow
- * it now (a busy or reserved worker, the staleness bound, nothing queued).
- * How a free-running coordinator lets real arrival order decide. */
+ * of the closure at the front of the queue to worker w, DR_PS_LAND of
+ * worker w's closure, or DR_PS_FAIL of worker w's closure: w's rank died
+ * with it in flight, so it goes back to the front of the queue (its next
+ * dispatch, to a live worker, is a re-run, as ClusterCoordinator re-runs a
+ * closure lost with its worker) and w is lost for good (never dispatched
+ * to again, never rejoins). False (nothing changes) when the rule does not
+ * allow it now (a busy or reserved worker, the staleness bound, nothing
+ * queued; FAIL: w is not running a closure). How a free-running
+ * coordinator lets real arrival order decide, and how a recording of one
+ * is replayed. */
 bool dr_ps_schedule_take(dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w, dr_ps_event *ev);
 bool dr_ps_schedule_allows(const dr_ps_schedule *s, dr_ps_event_kind kind, uint32_t w);
 static inline uint32_t dr_ps_schedule_in_flight(const dr_ps_schedule *s)
@@ -205,13 +216,30 @@ int  dr_ps_plan(const dr_ps_schedule_options *opt, uint64_t n, uint64_t join_eve
 
 /* ---- the recorded schedule (model_dir/ps_schedule.jsonl) ---------------- */
 
-/* One JSON line per DISPATCH or LAND event:
+/* One JSON line per DISPATCH, LAND or FAIL (a worker rank that died) event:
  *   {"event":"dispatch","worker":1,"closure":3,"read_version":2,"version":2}
+ *   {"event":"fail","worker":1,"closure":3,"read_version":2,"version":3}
  * into buf (NUL-terminated, '\n' ended); returns its length. */
 size_t dr_ps_event_line(const dr_ps_event *ev, char *buf, size_t n);
 /* Reads such a file (*events malloc'd). DR_EUSAGE for a missing file,
  * DR_EFORMAT naming the line for anything else than those lines. */
 int  dr_ps_schedule_load(const char *path, dr_ps_event **events, size_t *count, dr_err *err);
+
+/* ---- the plan's settings (model_dir/ps_schedule.json) -------------------- */
+
+/* What decides the plan a resumed run re-walks, written beside every
+ * parameter_server checkpoint (by --variant=ref and --variant=mpi alike;
+ * DRCKPT02 has no room for it), with the checkpoint's step:
+ *   {"checkpoint_step":S,"workers":W,"ps":P,"staleness":..,"schedule_seed":..,
+ *    "checkpoint_every":..,"fail_worker":"..","ps_partitioner":".."}
+ * Not in it: --fail_ps (a ps failure ends the plan, it does not change it)
+ * and the step count (the resumed step is a join of both plans). */
+size_t dr_ps_settings_line(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, char *buf, size_t n);
+/* Compares model_dir/ps_schedule.json with this run's line: DR_OK when
+ * equal; *absent (DR_OK) when there is no such file; DR_EFORMAT naming both
+ * settings when they differ. */
+int  dr_ps_settings_check(const dr_run_config *cfg, uint32_t W, uint32_t P, uint64_t step, bool *absent,
+                          dr_err *err);
 
 /* --fail_worker=W:K and --fail_ps=P:K: "" gives *step = 0 (none); DR_EUSAGE,
  * naming the flag, for anything but two decimal integers with K >= 1 and

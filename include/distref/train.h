@@ -112,6 +112,8 @@ typedef struct dr_run_result {
     char     weights_sha256[65];
     double   seconds;
     double   emulated_seconds;    /* tpu: the emulated time of this run's steps (alpha-beta model) */
+    bool     peer_lost;           /* mpi: a rank of the job died and the run finished without it
+                                   * (MPI_Finalize must then be skipped: docs/MPI.md) */
 } dr_run_result;
 
 /* Training, evaluation and prediction are the harness's (distref/harness.h). */

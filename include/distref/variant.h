@@ -45,6 +45,7 @@ typedef struct dr_train_totals {
     uint64_t start_step;                         /* the checkpoint's step it resumed from (0: none) */
     float    last_loss;
     uint64_t epoch_correct, epoch_examples;      /* of the last epoch */
+    bool     peer_lost;                          /* mpi: a rank died and the run finished without it */
 } dr_train_totals;
 
 typedef struct dr_session dr_session;           /* a variant's open run */

@@ -1,0 +1,54 @@
+#!/bin/sh
+# `make test`'s checks of parameter_server over MPI ranks that need
+# mpirun and a killed rank or a second run:
+#   tests/mpi_ps_rerun.sh against bin/distref (TRIALS trials; a killed
+#   worker's closure re-runs and the run equals the reference's replay), then
+#   against bin/distref built with the planted fault
+#   DR_MUTANT_PS_DEAD_CLOSURE_DROPPED (the dead worker's closure dropped
+#   instead of re-run, strategies/ps_mpi.c), which must fail it;
+#   tests/mpi_ps_resume.sh (checkpoints across ref and mpi), then against
+#   DR_MUTANT_PS_RESUME_NO_SKIP (a resumed worker does not skip the batches
+#   it took), which must fail it.
+# Skipped without mpirun.
+#
+#   sh scripts/test_mpi_ps_rerun.sh DISTREF [TRIALS]
+#
+# Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD (for the mutant).
+set -u
+: "${CC:?}" "${BUILD:?}"
+bin=${1:?usage: test_mpi_ps_rerun.sh DISTREF [TRIALS]}
+trials=${2:-2}
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "mpi_ps_rerun: skipped (no mpirun on PATH): a dead worker's closure re-run is not checked"
+    exit 0
+fi
+rc=0
+sh tests/mpi_ps_rerun.sh "$bin" "$trials" || rc=1
+if sh scripts/mutant_cli.sh ps_dead_closure_dropped > /dev/null; then
+    m="$BUILD/mutants/cli_ps_dead_closure_dropped/distref"
+    if sh tests/mpi_ps_rerun.sh "$m" 1 > "$BUILD/mutants/cli_ps_dead_closure_dropped/out.txt" 2>&1; then
+        echo "mutant ps_dead_closure_dropped   must fail mpi_ps_rerun     MISSED (the test passed)"
+        rc=1
+    else
+        echo "mutant ps_dead_closure_dropped   must fail mpi_ps_rerun     caught ($(grep -o 'FAILED:.*' \
+            "$BUILD/mutants/cli_ps_dead_closure_dropped/out.txt" | head -1 | cut -c1-100))"
+    fi
+else
+    echo "mutant ps_dead_closure_dropped: build failed" >&2
+    rc=1
+fi
+sh tests/mpi_ps_resume.sh "$bin" || rc=1
+if sh scripts/mutant_cli.sh ps_resume_no_skip > /dev/null; then
+    m="$BUILD/mutants/cli_ps_resume_no_skip/distref"
+    if sh tests/mpi_ps_resume.sh "$m" > "$BUILD/mutants/cli_ps_resume_no_skip/out.txt" 2>&1; then
+        echo "mutant ps_resume_no_skip         must fail mpi_ps_resume    MISSED (the test passed)"
+        rc=1
+    else
+        echo "mutant ps_resume_no_skip         must fail mpi_ps_resume    caught ($(grep -c FAILED \
+            "$BUILD/mutants/cli_ps_resume_no_skip/out.txt") checks failed)"
+    fi
+else
+    echo "mutant ps_resume_no_skip: build failed" >&2
+    rc=1
+fi
+exit $rc
