@@ -3,7 +3,11 @@
  *   training   mlp_synthetic examples/s, exact and fast, one_device and
  *              mirrored (2 replicas), opencl and openmp side by side, with
  *              the ratio opencl / openmp and #wrong (exact runs whose
- *              weights differ from the reference's: must be 0).
+ *              weights differ from the reference's: must be 0); opencl's
+ *              mirrored runs once per replica mapping (--opencl_mapping:
+ *              shared, one queue; queues, one queue per replica;
+ *              subdevices, one sub-device per replica, where the device
+ *              splits), set through DISTREF_OPENCL_MAPPING.
  *   GEMM       the fast kernel (devices/cl/kernels.cl gemm_fast) at
  *              M x K x N = 256 x 784 x 128 (layer 0's forward at G = 256)
  *              against cblas_sgemm on the same shape, OpenBLAS on 1 and
@@ -26,10 +30,11 @@
 
 void openblas_set_num_threads(int);
 
-typedef struct row { const char *variant, *numerics, *strategy; int gpus; } row;
+typedef struct row { const char *variant, *numerics, *strategy; int gpus; const char *mapping; } row;
 
 static double run(const row *w, uint64_t steps, char sha[65])
 {
+    if (w->mapping) setenv("DISTREF_OPENCL_MAPPING", w->mapping, 1);   /* the run's default mapping */
     return bench_train_run("bench_opencl", w->variant, w->numerics, w->strategy, w->gpus, 64, steps, 0, sha);
 }
 
@@ -45,21 +50,21 @@ static double cl_gemm_seconds(dr_backend *b, bool exact, uint32_t M, uint32_t K,
     double t0 = 0, t = -1;
     if (!h || !A || !B || !C) goto out;
     for (size_t i = 0; i < (size_t)M * K + (size_t)K * N; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-    clEnqueueWriteBuffer(b->q, A, CL_TRUE, 0, (size_t)M * K * 4, h, 0, NULL, NULL);
-    clEnqueueWriteBuffer(b->q, B, CL_TRUE, 0, (size_t)K * N * 4, h + (size_t)M * K, 0, NULL, NULL);
+    clEnqueueWriteBuffer(b->slot[0].q, A, CL_TRUE, 0, (size_t)M * K * 4, h, 0, NULL, NULL);
+    clEnqueueWriteBuffer(b->slot[0].q, B, CL_TRUE, 0, (size_t)K * N * 4, h + (size_t)M * K, 0, NULL, NULL);
     for (int r = -1; r < reps; r++) {
-        if (r == 0) { clFinish(b->q); t0 = dr_now(); }
+        if (r == 0) { clFinish(b->slot[0].q); t0 = dr_now(); }
         if (exact) {
             dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
                               CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(N) };
-            if (dr_cl_launch(b, K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, "gemm", &err)) goto out;
+            if (dr_cl_launch(&b->slot[0], K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, "gemm", &err)) goto out;
         } else {
             dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
                               CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(0), CLU(N) };
-            if (dr_cl_fast_gemm(b, a, "gemm", &err)) goto out;
+            if (dr_cl_fast_gemm(&b->slot[0], a, "gemm", &err)) goto out;
         }
     }
-    clFinish(b->q);
+    clFinish(b->slot[0].q);
     t = (dr_now() - t0) / reps;
 out:
     free(h);
@@ -92,11 +97,13 @@ static double sgemm_seconds(uint32_t M, uint32_t K, uint32_t N, int threads, int
 int main(int argc, char **argv)
 {
     static const row rows[] = {
-        { "ref", "exact", "one_device", 0 },
-        { "openmp", "exact", "one_device", 0 }, { "opencl", "exact", "one_device", 0 },
-        { "openmp", "exact", "mirrored", 2 }, { "opencl", "exact", "mirrored", 2 },
-        { "openmp", "fast", "one_device", 0 }, { "opencl", "fast", "one_device", 0 },
-        { "openmp", "fast", "mirrored", 2 }, { "opencl", "fast", "mirrored", 2 },
+        { "ref", "exact", "one_device", 0, NULL },
+        { "openmp", "exact", "one_device", 0, NULL }, { "opencl", "exact", "one_device", 0, "auto" },
+        { "openmp", "exact", "mirrored", 2, NULL }, { "opencl", "exact", "mirrored", 2, "shared" },
+        { "opencl", "exact", "mirrored", 2, "queues" }, { "opencl", "exact", "mirrored", 2, "subdevices" },
+        { "openmp", "fast", "one_device", 0, NULL }, { "opencl", "fast", "one_device", 0, "auto" },
+        { "openmp", "fast", "mirrored", 2, NULL }, { "opencl", "fast", "mirrored", 2, "shared" },
+        { "opencl", "fast", "mirrored", 2, "queues" }, { "opencl", "fast", "mirrored", 2, "subdevices" },
     };
     enum { NROWS = sizeof rows / sizeof rows[0] };
     const uint32_t M = 256, K = 784, N = 128;
@@ -104,7 +111,7 @@ int main(int argc, char **argv)
     FILE *json = NULL;
     char ref_sha[65] = "";
     double omp_rate = 0;
-    dr_opencl_select sel = { -1, -1 };
+    dr_opencl_select sel = { -1, NULL, "shared", 1 };
     dr_err err;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = fopen(argv[++i], "w");
@@ -120,8 +127,8 @@ int main(int argc, char **argv)
     printf("# opencl vs openmp, mlp_synthetic G=64, %llu steps less %llu; OPENBLAS_CORETYPE=%s\n",
            (unsigned long long)steps, (unsigned long long)steps / 4,
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
-    printf("# %-7s %-6s %-11s %4s %10s %12s %10s %7s\n", "variant", "mode", "strategy", "gpus", "seconds",
-           "examples/s", "vs_openmp", "#wrong");
+    printf("# %-7s %-6s %-11s %4s %-10s %10s %12s %10s %7s\n", "variant", "mode", "strategy", "gpus", "mapping",
+           "seconds", "examples/s", "vs_openmp", "#wrong");
     if (json) fputs("[\n", json);
     for (size_t i = 0; i < NROWS; i++) {
         char sha[65], sha4[65];
@@ -133,12 +140,13 @@ int main(int argc, char **argv)
         if (!strcmp(rows[i].variant, "ref")) memcpy(ref_sha, sha, 65);
         if (!strcmp(rows[i].variant, "openmp")) omp_rate = rate;
         wrong = !strcmp(rows[i].numerics, "exact") && strcmp(sha, ref_sha) != 0;
-        printf("  %-7s %-6s %-11s %4d %10.2f %12.0f %10.3f %7d\n", rows[i].variant, rows[i].numerics,
-               rows[i].strategy, rows[i].gpus, s, rate, cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
+        printf("  %-7s %-6s %-11s %4d %-10s %10.2f %12.0f %10.3f %7d\n", rows[i].variant, rows[i].numerics,
+               rows[i].strategy, rows[i].gpus, rows[i].mapping ? rows[i].mapping : "-", s, rate, cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
         if (json)
             fprintf(json, "%s{\"bench\":\"opencl_train\",\"variant\":\"%s\",\"numerics\":\"%s\",\"strategy\":\"%s\","
-                    "\"gpus\":%d,\"examples_per_s\":%.1f,\"ratio_vs_openmp\":%.4f,\"wrong\":%d}", i ? ",\n" : "",
-                    rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].gpus, rate,
+                    "\"gpus\":%d,\"mapping\":\"%s\",\"examples_per_s\":%.1f,\"ratio_vs_openmp\":%.4f,\"wrong\":%d}",
+                    i ? ",\n" : "", rows[i].variant, rows[i].numerics, rows[i].strategy, rows[i].gpus,
+                    rows[i].mapping ? rows[i].mapping : "-", rate,
                     cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
     }
     {
@@ -152,7 +160,7 @@ int main(int argc, char **argv)
             double tf = cl_gemm_seconds(b, false, M, K, N, 20), tx = cl_gemm_seconds(b, true, M, K, N, 2);
             double s1 = sgemm_seconds(M, K, N, 1, 50), s2 = sgemm_seconds(M, K, N, 2, 50);
             printf("# GEMM %ux%ux%u on %s: opencl fast %.3f ms (%.1f GFLOP/s), exact %.1f ms; cblas_sgemm "
-                   "1 thread %.3f ms (%.1f GFLOP/s), 2 threads %.3f ms (%.1f GFLOP/s)\n", M, K, N, b->caps.name,
+                   "1 thread %.3f ms (%.1f GFLOP/s), 2 threads %.3f ms (%.1f GFLOP/s)\n", M, K, N, b->devs[0].caps.name,
                    1e3 * tf, gf / tf, 1e3 * tx, 1e3 * s1, gf / s1, 1e3 * s2, gf / s2);
             printf("# opencl fast GEMM / cblas_sgemm: %.3fx (1 thread), %.3fx (2 threads); target >= 0.3x\n",
                    s1 / tf, s2 / tf);

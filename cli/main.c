@@ -34,7 +34,8 @@ typedef struct cli {
     char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     char    exact_accumulator[DR_FLAG_STR_MAX];
-    int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform, opencl_device;
+    char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
+    int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
@@ -83,7 +84,12 @@ static int table(cli *c, dr_flag *f)
         STR("numerics", numerics, "exact|fast (fast: the engine's variants; float kernels)"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
         INT("opencl_platform", opencl_platform, -1, 64, "opencl: platform index (-1 = $DISTREF_OPENCL_PLATFORM or 0; distref devices)"),
-        INT("opencl_device", opencl_device, -1, 64, "opencl: device index (-1 = $DISTREF_OPENCL_DEVICE or 0)"),
+        STR("opencl_device", opencl_device, "opencl: device index, or a list like 0,1 for the replicas (empty = "
+            "$DISTREF_OPENCL_DEVICE or 0)"),
+        STR("opencl_mapping", opencl_mapping, "opencl: replicas onto devices: shared (one queue) | queues (a queue "
+            "each, round-robin over --opencl_device's list) | subdevices (the device split equally) | auto (empty = "
+            "$DISTREF_OPENCL_MAPPING or auto: shared for 1 replica, queues for a list, else subdevices where "
+            "the device splits, else queues)"),
         STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
         STR("input_mode", input_mode, "dataset (experimental_distribute_dataset)|function (distribute_datasets_from_function)"),
         STR("what", what, "export: init|data|batches|all"),
@@ -138,7 +144,8 @@ static void defaults(cli *c)
     c->staleness = d.staleness;
     c->schedule_seed = (int64_t)d.schedule_seed;
     c->opencl_platform = d.opencl_platform;
-    c->opencl_device = d.opencl_device;
+    strcpy(c->opencl_device, d.opencl_device);
+    strcpy(c->opencl_mapping, d.opencl_mapping);
 }
 
 static void usage(FILE *out, cli *c)
@@ -212,6 +219,8 @@ static const scope k_scopes[] = {
     { "opencl_platform", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
     { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
+      ALL_COMMANDS, "opencl", "--variant=opencl" },
+    { "opencl_mapping", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
     { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
     { "exact_accumulator", ALL_STRATEGIES, CMD_TRAIN, "openmp mpi", "--variant=openmp or mpi" },
@@ -304,7 +313,9 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
         (rc = copy_flag(cfg->fail_worker, sizeof cfg->fail_worker, c->fail_worker, "fail_worker", err)) ||
         (rc = copy_flag(cfg->fail_ps, sizeof cfg->fail_ps, c->fail_ps, "fail_ps", err)) ||
         (rc = copy_flag(cfg->schedule, sizeof cfg->schedule, c->schedule, "schedule", err)) ||
-        (rc = copy_flag(cfg->replay_schedule, sizeof cfg->replay_schedule, c->replay_schedule, "replay_schedule", err)))
+        (rc = copy_flag(cfg->replay_schedule, sizeof cfg->replay_schedule, c->replay_schedule, "replay_schedule", err)) ||
+        (rc = copy_flag(cfg->opencl_device, sizeof cfg->opencl_device, c->opencl_device, "opencl_device", err)) ||
+        (rc = copy_flag(cfg->opencl_mapping, sizeof cfg->opencl_mapping, c->opencl_mapping, "opencl_mapping", err)))
         return rc;
     if (strcmp(cfg->schedule, "seeded") != 0 && strcmp(cfg->schedule, "free") != 0)
         return dr_fail(err, DR_EUSAGE, "--schedule=%s: expected seeded or free", cfg->schedule);
@@ -328,7 +339,6 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
     cfg->threads = (int)c->threads;
     cfg->collective_timeout = c->collective_timeout;
     cfg->opencl_platform = (int)c->opencl_platform;
-    cfg->opencl_device = (int)c->opencl_device;
     cfg->bytes_per_pack = (uint64_t)c->bytes_per_pack;
     cfg->memory.gpu_memory_bytes = (uint64_t)c->gpu_memory_mb << 20;
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;

@@ -93,6 +93,8 @@ int suite_reductions(results *r);
 int loss_curves_blank_images(results *r);
 /* Part of loss_curves: policies, input modes and divisors (conformance/policies.c). */
 int loss_curves_policies(results *r);
+/* the opencl variant's replica mappings: shared, queues, subdevices, a device list (conformance/opencl_mapping.c) */
+int loss_curves_opencl_mappings(results *r);
 int suite_checkpoints(results *r);
 int suite_durability(results *r);
 /* The mpi variant under mpirun (conformance/mpi.c). */

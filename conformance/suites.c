@@ -292,6 +292,7 @@ int suite_loss_curves(results *r, const char *outdir)
     fails += tpu_identity(r, DR_UNSET) + tpu_identity(r, 1e-3);
     fails += loss_curves_blank_images(r);
     fails += loss_curves_policies(r);
+    fails += loss_curves_opencl_mappings(r);
     if (!r->fault) {
         size_t nv;
         const dr_variant *const *ev = engine_variants(r, &nv);

@@ -54,7 +54,8 @@ void dr_run_config_defaults(dr_run_config *c)
     strcpy(c->numerics, "exact");
     strcpy(c->schedule, "seeded");
     c->opencl_platform = -1;
-    c->opencl_device = -1;
+    c->opencl_device[0] = 0;
+    c->opencl_mapping[0] = 0;
     c->tpu_hbm_scale = 1.0;
     c->staleness = 2;
 }

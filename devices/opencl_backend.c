@@ -1,9 +1,17 @@
 /* distref devices — the OpenCL backend (distref/backend.h).
  *
- * Device memory is the device's: a dr_buffer is a cl_mem, host_ptr() is
- * NULL, upload/download are blocking transfers on the backend's one
- * in-order queue (devices/opencl_backend.h). Kernels are enqueued without
- * waiting; sync() is clFinish. Running out of device memory (an allocation
+ * Device memory is the device's: a dr_buffer is a cl_mem made for one slot
+ * (a replica's device and in-order queue, devices/opencl_places.c),
+ * host_ptr() is NULL, upload/download are blocking transfers on the
+ * buffer's queue. Kernels are enqueued without waiting on the queue of the
+ * replica's buffers; sync() is clFinish on every queue.
+ *
+ * Across queues: a blocking transfer waits for its own queue only. Where
+ * one slot's command reads another slot's buffer (apply's total when it is
+ * another replica's grad; a copy between slots) the source's queue is
+ * finished first; the reader's queue is finished after a copy; for apply
+ * the caller syncs before the total is written again (distref/backend.h,
+ * strategies/step.c). Running out of device memory (an allocation
  * or a kernel failing with CL_MEM_OBJECT_ALLOCATION_FAILURE or
  * CL_OUT_OF_RESOURCES) is DR_EDEVICE_OOM naming what failed.
  *
@@ -32,10 +40,10 @@ int dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 
 /* Sets the arguments and enqueues one launch (global g0 x g1 rounded up to
  * the local size; l0 = 0: the implementation's choice). */
-int dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
+int dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
                  const dr_cl_arg *args, int nargs, const char *what, dr_err *err)
 {
-    cl_kernel k = b->k[kernel];
+    cl_kernel k = sl->k[kernel];
     size_t g[2], l[2];
     cl_int e = CL_SUCCESS;
     if (g0 == 0 || g1 == 0) return DR_OK;
@@ -43,7 +51,7 @@ int dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, siz
     g[0] = l0 ? (g0 + l0 - 1) / l0 * l0 : g0;
     g[1] = l1 ? (g1 + l1 - 1) / l1 * l1 : g1;
     l[0] = l0; l[1] = l1;
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&sl->lock);
     for (int i = 0; i < nargs && e == CL_SUCCESS; i++) {
         const dr_cl_arg *a = &args[i];
         if (a->kind == 'm') e = clSetKernelArg(k, (cl_uint)i, sizeof(cl_mem), a->m ? &a->m : NULL);
@@ -51,8 +59,8 @@ int dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, siz
         else e = clSetKernelArg(k, (cl_uint)i, sizeof(cl_float), &a->f);
     }
     if (e == CL_SUCCESS)
-        e = clEnqueueNDRangeKernel(b->q, k, g1 > 1 || l1 ? 2 : 1, NULL, g, l0 ? l : NULL, 0, NULL, NULL);
-    pthread_mutex_unlock(&b->lock);
+        e = clEnqueueNDRangeKernel(sl->q, k, g1 > 1 || l1 ? 2 : 1, NULL, g, l0 ? l : NULL, 0, NULL, NULL);
+    pthread_mutex_unlock(&sl->lock);
     return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, what);
 }
 
@@ -77,19 +85,11 @@ static int cl_supports(const dr_backend_query *q, dr_err *err)
 static void cl_close(dr_backend *b)
 {
     if (!b) return;
-    if (b->q) clFinish(b->q);
-    if (b->ranges) clReleaseMemObject(b->ranges);
-    if (b->part) clReleaseMemObject(b->part);
-    if (b->reg) clReleaseMemObject(b->reg);
-    for (int i = 0; i < K_COUNT; i++) if (b->k[i]) clReleaseKernel(b->k[i]);
-    if (b->prog) clReleaseProgram(b->prog);
-    if (b->q) clReleaseCommandQueue(b->q);
-    if (b->ctx) clReleaseContext(b->ctx);
-    if (b->lock_made) pthread_mutex_destroy(&b->lock);
+    dr_cl_places_close(b);
     free(b);
 }
 
-static int share_buffers(dr_backend *b, dr_err *err)
+int dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     cl_uint ranges[2 * DR_MAX_LAYERS];
@@ -102,12 +102,12 @@ static int share_buffers(dr_backend *b, dr_err *err)
         groups += (nk + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
     }
     b->part_n = groups;
-    b->ranges = clCreateBuffer(b->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof ranges, ranges, &e);
-    if (!b->ranges) return dr_cl_fail(err, e, "allocating the share's ranges");
-    b->part = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (groups ? groups : 1) * sizeof(dr_acc), NULL, &e);
-    if (!b->part) return dr_cl_fail(err, e, "allocating the share's partial sums");
-    b->reg = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, sizeof(float), NULL, &e);
-    if (!b->reg) return dr_cl_fail(err, e, "allocating the share's regularization");
+    sl->ranges = clCreateBuffer(b->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof ranges, ranges, &e);
+    if (!sl->ranges) return dr_cl_fail(err, e, "allocating the share's ranges");
+    sl->part = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (groups ? groups : 1) * sizeof(dr_acc), NULL, &e);
+    if (!sl->part) return dr_cl_fail(err, e, "allocating the share's partial sums");
+    sl->reg = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, sizeof(float), NULL, &e);
+    if (!sl->reg) return dr_cl_fail(err, e, "allocating the share's regularization");
     return DR_OK;
 }
 
@@ -115,8 +115,6 @@ int dr_backend_opencl_open(const dr_opencl_select *sel, const dr_model_spec *m, 
                            dr_numerics num, dr_backend **out, dr_err *err)
 {
     dr_backend *b;
-    const char *missing;
-    cl_int e;
     int rc;
     *out = NULL;
     if (m->nlayers < 1 || m->nlayers > DR_MAX_LAYERS)
@@ -140,28 +138,12 @@ int dr_backend_opencl_open(const dr_opencl_select *sel, const dr_model_spec *m, 
         free(b);
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %zu parameters; the kernels index below 2^32 bytes", P);
     }
-    if (pthread_mutex_init(&b->lock, NULL) != 0) {
-        free(b);
-        return dr_fail(err, DR_ENOMEM, "opencl backend: could not make a lock");
+    if ((rc = dr_cl_places_open(b, sel, err))) {
+        cl_close(b);
+        return rc;
     }
-    b->lock_made = true;
-    if ((rc = dr_cl_pick(sel ? sel->platform : -1, sel ? sel->device : -1, &b->platform, &b->dev, err))) goto fail;
-    dr_cl_caps_of(b->platform, b->dev, &b->caps);
-    if (num == DR_NUMERICS_EXACT && (missing = dr_cl_exact_missing(&b->caps))) {
-        rc = dr_fail(err, DR_EUNSUPPORTED, "opencl backend: exact numerics need %s, which %s lacks; "
-                     "--numerics=fast runs there", missing, b->caps.name);
-        goto fail;
-    }
-    b->ctx = clCreateContext(NULL, 1, &b->dev, NULL, NULL, &e);
-    if (!b->ctx) { rc = dr_cl_fail(err, e, "clCreateContext"); goto fail; }
-    b->q = clCreateCommandQueue(b->ctx, b->dev, 0, &e);
-    if (!b->q) { rc = dr_cl_fail(err, e, "clCreateCommandQueue"); goto fail; }
-    if ((rc = dr_cl_build(b, err)) || (rc = share_buffers(b, err))) goto fail;
     *out = b;
     return DR_OK;
-fail:
-    cl_close(b);
-    return rc;
 }
 
 static int cl_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num, dr_backend **out, dr_err *err)
@@ -182,27 +164,40 @@ static int in_range(const dr_buffer *buf, size_t off, size_t bytes, const char *
 
 static int cl_fill_zero(dr_backend *b, dr_buffer *dst, size_t off, size_t bytes, dr_err *err);
 
-static int cl_alloc(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err)
+/* A buffer on place p's slot (its replica's device), counted against that device. */
+static int cl_alloc_on(dr_backend *b, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err)
 {
-    dr_buffer *buf = calloc(1, sizeof *buf);
+    dr_buffer *buf;
+    uint32_t slot = dr_cl_slot_of_place(b, place);
+    dr_cl_slot *sl = &b->slot[slot];
+    const dr_cl_caps *c = dr_cl_caps_of_slot(b, sl);
     cl_int e = CL_SUCCESS;
     int rc;
     *out = NULL;
-    if (!buf) return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory");
-    if (bytes > b->caps.max_alloc) {
-        free(buf);
+    if (place >= b->places)
+        return dr_fail(err, DR_EUSAGE, "opencl backend: memory for replica %u, but the backend was opened for %u",
+                       place, b->places);
+    if (bytes > c->max_alloc)
         return dr_fail(err, DR_EDEVICE_OOM, "opencl backend: a buffer of %zu bytes is larger than %s's largest "
-                       "allocation (%llu bytes): the device is out of memory", bytes, b->caps.name,
-                       (unsigned long long)b->caps.max_alloc);
+                       "allocation (%llu bytes): the device is out of memory", bytes, c->name,
+                       (unsigned long long)c->max_alloc);
+    if ((rc = dr_cl_mem_take(b, sl, bytes, err))) return rc;
+    if (!(buf = calloc(1, sizeof *buf))) {
+        dr_cl_mem_give(b, sl, bytes);
+        return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory");
     }
     buf->bytes = bytes;
+    buf->slot = slot;
     buf->mem = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &e);
     if (!buf->mem) {
+        dr_cl_mem_give(b, sl, bytes);
         free(buf);
         return dr_cl_fail(err, e, "allocating a device buffer");
     }
+    /* the first command on it, on its own queue, places it on the replica's device */
     if ((rc = cl_fill_zero(b, buf, 0, bytes, err))) {
         clReleaseMemObject(buf->mem);
+        dr_cl_mem_give(b, sl, bytes);
         free(buf);
         return rc;
     }
@@ -210,10 +205,15 @@ static int cl_alloc(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err)
     return DR_OK;
 }
 
+static int cl_alloc(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err)
+{
+    return cl_alloc_on(b, 0, bytes, out, err);
+}
+
 static void cl_release(dr_backend *b, dr_buffer *buf)
 {
-    (void)b;
     if (!buf) return;
+    dr_cl_mem_give(b, dr_cl_slot_of(b, buf), buf->bytes);
     clReleaseMemObject(buf->mem);
     free(buf);
 }
@@ -223,7 +223,7 @@ static int cl_upload(dr_backend *b, dr_buffer *dst, size_t off, const void *src,
     int rc = in_range(dst, off, bytes, "upload", err);
     cl_int e;
     if (rc || !bytes) return rc;
-    e = clEnqueueWriteBuffer(b->q, dst->mem, CL_TRUE, off, bytes, src, 0, NULL, NULL);
+    e = clEnqueueWriteBuffer(dr_cl_slot_of(b, dst)->q, dst->mem, CL_TRUE, off, bytes, src, 0, NULL, NULL);
     return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, "upload");
 }
 
@@ -232,13 +232,21 @@ static int cl_download(dr_backend *b, void *dst, const dr_buffer *src, size_t of
     int rc = in_range(src, off, bytes, "download", err);
     cl_int e;
     if (rc || !bytes) return rc;
-    e = clEnqueueReadBuffer(b->q, src->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL);
+    e = clEnqueueReadBuffer(dr_cl_slot_of(b, src)->q, src->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL);
     return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, "download");
+}
+
+/* Before a slot's command reads src: src's own queue finished when it is another's. */
+static cl_int settle(dr_backend *b, const dr_cl_slot *reader, const dr_buffer *src)
+{
+    dr_cl_slot *own = dr_cl_slot_of(b, src);
+    return own == reader ? CL_SUCCESS : clFinish(own->q);
 }
 
 static int cl_copy(dr_backend *b, dr_buffer *dst, size_t dst_off, const dr_buffer *src, size_t src_off,
                    size_t bytes, dr_err *err)
 {
+    dr_cl_slot *sl = dr_cl_slot_of(b, dst);
     int rc;
     cl_int e;
     if ((rc = in_range(dst, dst_off, bytes, "copy (destination)", err)) ||
@@ -246,7 +254,9 @@ static int cl_copy(dr_backend *b, dr_buffer *dst, size_t dst_off, const dr_buffe
         return rc;
     if (dst == src && dst_off < src_off + bytes && src_off < dst_off + bytes)
         return dr_fail(err, DR_EUSAGE, "opencl backend: overlapping copy within one buffer");
-    e = clEnqueueCopyBuffer(b->q, src->mem, dst->mem, src_off, dst_off, bytes, 0, NULL, NULL);
+    if ((e = settle(b, sl, src)) == CL_SUCCESS)
+        e = clEnqueueCopyBuffer(sl->q, src->mem, dst->mem, src_off, dst_off, bytes, 0, NULL, NULL);
+    if (e == CL_SUCCESS && dr_cl_slot_of(b, src) != sl) e = clFinish(sl->q);   /* src may be written again */
     return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, "copy");
 }
 
@@ -256,14 +266,17 @@ static int cl_fill_zero(dr_backend *b, dr_buffer *dst, size_t off, size_t bytes,
     cl_uchar zero = 0;
     cl_int e;
     if (rc || !bytes) return rc;
-    e = clEnqueueFillBuffer(b->q, dst->mem, &zero, 1, off, bytes, 0, NULL, NULL);
+    e = clEnqueueFillBuffer(dr_cl_slot_of(b, dst)->q, dst->mem, &zero, 1, off, bytes, 0, NULL, NULL);
     return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, "fill_zero");
 }
 
 static int cl_sync(dr_backend *b, dr_err *err)
 {
-    cl_int e = clFinish(b->q);
-    return e == CL_SUCCESS ? DR_OK : dr_cl_fail(err, e, "waiting for the device");
+    for (uint32_t s = 0; s < b->nslots; s++) {
+        cl_int e = clFinish(b->slot[s].q);
+        if (e != CL_SUCCESS) return dr_cl_fail(err, e, "waiting for the device");
+    }
+    return DR_OK;
 }
 
 static void *cl_host_ptr(dr_buffer *buf)
@@ -292,11 +305,14 @@ static int cl_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, dr
     size_t cap = rows ? rows : 1;
     dr_cl_scratch *s = calloc(1, sizeof *s);
     cl_int e = CL_SUCCESS;
+    size_t bytes = 0;
+    int rc;
     rb->scratch = NULL;
     rb->correct = 0;
     if (!s) return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory");
     s->cap = rows;
-#define MK(field, bytes) do { if (e == CL_SUCCESS) field = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (bytes), NULL, &e); } while (0)
+    s->slot = rb->params ? rb->params->slot : 0;
+#define MK(field, n) do { if (e == CL_SUCCESS) { field = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (n), NULL, &e); bytes += (n); } } while (0)
     for (uint32_t l = 0; l < m->nlayers; l++) {
         MK(s->pre[l], cap * m->layer[l].out * sizeof(float));
         MK(s->act[l], cap * m->layer[l].out * sizeof(float));
@@ -313,14 +329,20 @@ static int cl_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, dr
         return e != CL_SUCCESS ? dr_cl_fail(err, e, "allocating a replica's workspace")
                                : dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory");
     }
+    if ((rc = dr_cl_mem_take(b, &b->slot[s->slot], bytes, err))) {   /* counted against the replica's device */
+        scratch_free(s);
+        return rc;
+    }
+    s->bytes = bytes;
     rb->scratch = s;
     return DR_OK;
 }
 
 static void cl_replica_close(dr_backend *b, dr_replica_bufs *rb)
 {
-    (void)b;
-    scratch_free(rb->scratch);
+    dr_cl_scratch *s = rb->scratch;
+    if (s) dr_cl_mem_give(b, &b->slot[s->slot], s->bytes);
+    scratch_free(s);
     rb->scratch = NULL;
 }
 
@@ -331,6 +353,7 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
     const dr_model_spec *m = &b->m;
     const bool fast = b->num == DR_NUMERICS_FAST;
     const float c = 2.0f * m->l2;
+    dr_cl_slot *sl;
     int rc;
     if (mult < 1 || mult > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "opencl backend: share multiplier %u; 1..2^30 supported", mult);
@@ -338,6 +361,7 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
         (rc = dr_cl_need(rb->loss, dr_sum_bytes(b->num), "loss", err)) ||
         (rc = dr_cl_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
+    sl = dr_cl_slot_of(b, rb->params);
     if (fast) {
         float sg, sr;
         if (den < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: share over a denominator of 0");
@@ -351,27 +375,27 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
                               CLF(sg), CLF(c), CLF(sr), CLU(m->l2 != 0.0f) };
             if (m->l2 != 0.0f) {   /* the kernel with its L2 term, then the biases alone */
                 a[2] = CLU(k0 + nk); a[3] = CLU(m->layer[l].out);
-                if ((rc = dr_cl_launch(b, K_SHARE_FAST, nk, 1, 0, 0, k, 8, "share", err))) return rc;
+                if ((rc = dr_cl_launch(sl, K_SHARE_FAST, nk, 1, 0, 0, k, 8, "share", err))) return rc;
             }
-            if ((rc = dr_cl_launch(b, K_SHARE_FAST, a[3].u, 1, 0, 0, a, 8, "share", err))) return rc;
+            if ((rc = dr_cl_launch(sl, K_SHARE_FAST, a[3].u, 1, 0, 0, a, 8, "share", err))) return rc;
         }
         {
-            dr_cl_arg a[] = { CLM(rb->loss->mem), CLM(rb->params->mem), CLM(b->ranges), CLU(m->l2 != 0.0f ? m->nlayers : 0),
+            dr_cl_arg a[] = { CLM(rb->loss->mem), CLM(rb->params->mem), CLM(sl->ranges), CLU(m->l2 != 0.0f ? m->nlayers : 0),
                               CLF(sg), CLF(sr), CLF(m->l2) };
-            return dr_cl_launch(b, K_LOSS_SHARE_FAST, 1, 1, 0, 0, a, 7, "share (loss)", err);
+            return dr_cl_launch(sl, K_LOSS_SHARE_FAST, 1, 1, 0, 0, a, 7, "share (loss)", err);
         }
     }
     if (m->l2 != 0.0f) {   /* reg = l2 * round(sum of w^2 over the kernels), on the device */
         size_t poff = 0;
         for (uint32_t l = 0; l < m->nlayers; l++) {
             size_t nk = (size_t)m->layer[l].in * m->layer[l].out, g = (nk + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
-            dr_cl_arg a[] = { CLM(rb->params->mem), CLU(b->koff[l]), CLU(nk), CLU(1), CLM(b->part), CLU(poff) };
-            if ((rc = dr_cl_launch(b, K_PARTIAL_SUM, g, 1, 0, 0, a, 6, "share (sum of squares)", err))) return rc;
+            dr_cl_arg a[] = { CLM(rb->params->mem), CLU(b->koff[l]), CLU(nk), CLU(1), CLM(sl->part), CLU(poff) };
+            if ((rc = dr_cl_launch(sl, K_PARTIAL_SUM, g, 1, 0, 0, a, 6, "share (sum of squares)", err))) return rc;
             poff += g;
         }
         {
-            dr_cl_arg a[] = { CLM(b->part), CLU(poff), CLM(NULL), CLM(b->reg), CLF(m->l2) };
-            if ((rc = dr_cl_launch(b, K_MERGE, 1, 1, 0, 0, a, 5, "share (sum of squares)", err))) return rc;
+            dr_cl_arg a[] = { CLM(sl->part), CLU(poff), CLM(NULL), CLM(sl->reg), CLF(m->l2) };
+            if ((rc = dr_cl_launch(sl, K_MERGE, 1, 1, 0, 0, a, 5, "share (sum of squares)", err))) return rc;
         }
     }
     for (uint32_t l = 0; l < m->nlayers; l++) {
@@ -379,13 +403,13 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
         dr_cl_arg k[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0), CLU(nk), CLU(mult), CLU(coef), CLF(c) };
         dr_cl_arg a[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0 + nk), CLU(m->layer[l].out), CLU(mult),
                           CLU(coef), CLF(0.0f) };
-        if ((rc = dr_cl_launch(b, K_SHARE_EXACT, nk, 1, 0, 0, k, 7, "share", err)) ||
-            (rc = dr_cl_launch(b, K_SHARE_EXACT, m->layer[l].out, 1, 0, 0, a, 7, "share", err)))
+        if ((rc = dr_cl_launch(sl, K_SHARE_EXACT, nk, 1, 0, 0, k, 7, "share", err)) ||
+            (rc = dr_cl_launch(sl, K_SHARE_EXACT, m->layer[l].out, 1, 0, 0, a, 7, "share", err)))
             return rc;
     }
     {
-        dr_cl_arg a[] = { CLM(rb->loss->mem), CLU(mult), CLU(coef), CLM(m->l2 != 0.0f ? b->reg : NULL) };
-        return dr_cl_launch(b, K_LOSS_SHARE_EXACT, 1, 1, 0, 0, a, 4, "share (loss)", err);
+        dr_cl_arg a[] = { CLM(rb->loss->mem), CLU(mult), CLU(coef), CLM(m->l2 != 0.0f ? sl->reg : NULL) };
+        return dr_cl_launch(sl, K_LOSS_SHARE_EXACT, 1, 1, 0, 0, a, 4, "share (loss)", err);
     }
 }
 
@@ -399,12 +423,16 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     const bool fast = b->num == DR_NUMERICS_FAST;
     float lr_t = 0.0f;
     cl_uint opt;
+    dr_cl_slot *sl;
+    cl_int e;
     int rc;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: apply with divisor 0");
     if ((rc = dr_cl_need(total, P * dr_sum_bytes(b->num), "gradient total", err)) ||
         (rc = dr_cl_need(params, P * sizeof(float), "params", err)) ||
         (nslots && (rc = dr_cl_need(slots, nslots * P * sizeof(float), "slots", err))))
         return rc;
+    sl = dr_cl_slot_of(b, params);
+    if ((e = settle(b, sl, total)) != CL_SUCCESS) return dr_cl_fail(err, e, "apply (waiting for the total)");
     if (o->kind == DR_OPT_ADAM) {   /* the host computes lr_t as the OpenMP backend does */
         unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
         const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
@@ -417,7 +445,7 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
         dr_cl_arg a[] = { CLM(total->mem), fast ? CLF((float)divisor) : CLU(divisor), CLU(P), CLU(opt), CLF(o->lr),
                           CLF(o->momentum), CLF(lr_t), CLF(1.0f - o->beta1), CLF(1.0f - o->beta2), CLF(o->epsilon),
                           CLM(params->mem), CLM(slots ? slots->mem : NULL) };
-        return dr_cl_launch(b, fast ? K_APPLY_FAST : K_APPLY_EXACT, P, 1, 0, 0, a, 12, "apply", err);
+        return dr_cl_launch(sl, fast ? K_APPLY_FAST : K_APPLY_EXACT, P, 1, 0, 0, a, 12, "apply", err);
     }
 }
 
@@ -475,6 +503,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .open = cl_open,
         .close = cl_close,
         .alloc = cl_alloc,
+        .alloc_on = cl_alloc_on,
         .release = cl_release,
         .upload = cl_upload,
         .download = cl_download,

@@ -5,12 +5,18 @@
  * devices/opencl_backend.c   the table: open/close, memory, share, apply
  * devices/opencl_kernels.c   forward, loss and gradients (kernel launches)
  *
- * A dr_buffer is a cl_mem in the backend's context; host_ptr() is NULL,
- * so the engine stages collectives through download/upload. All replicas
- * of a run share one device and one in-order command queue: kernels of one
- * replica therefore run in issue order, and a lock serializes setting a
- * kernel's arguments and enqueueing it (cl_kernel objects are not
- * thread-safe; the engine may call from several threads).
+ * devices/opencl_places.c    the device list, the replica mapping (shared
+ *                            queue, a queue per replica, sub-devices), the
+ *                            context, queues and kernels; memory accounting
+ *
+ * A dr_buffer is a cl_mem in the backend's one context, made for one slot
+ * (a replica's device and in-order queue); host_ptr() is NULL, so the
+ * engine stages collectives through download/upload. Everything on a
+ * buffer runs on its slot's queue, so a replica's work runs in issue order.
+ * Each slot has its own kernel objects and share scratch; its lock
+ * serializes setting a kernel's arguments and enqueueing it (cl_kernel
+ * objects are not thread-safe; under the shared mapping every replica
+ * uses slot 0 from several threads).
  */
 #ifndef DISTREF_DEVICES_OPENCL_BACKEND_H
 #define DISTREF_DEVICES_OPENCL_BACKEND_H
@@ -31,8 +37,9 @@ enum {
 #define DR_CL_TS    16   /* its GEMM tile edge */
 
 struct dr_buffer {
-    size_t bytes;
-    cl_mem mem;
+    size_t   bytes;
+    cl_mem   mem;
+    uint32_t slot;   /* the slot (device and queue) it was made for */
 };
 
 /* What the device can do (bin/distref devices, and exact mode's checks). */
@@ -46,7 +53,35 @@ typedef struct dr_cl_caps {
     cl_ulong global_mem, max_alloc, local_mem;
     cl_uint  compute_units;
     size_t   max_wg;
+    cl_uint  max_sub_devices;  /* CL_DEVICE_PARTITION_MAX_SUB_DEVICES */
+    bool     part_equally;     /* CL_DEVICE_PARTITION_EQUALLY offered */
 } dr_cl_caps;
+
+#define DR_CL_MAX_SLOTS 64   /* replicas of one process (DR_MAX_DEVICES - 1) */
+
+typedef enum dr_cl_mapping { DR_CL_MAP_AUTO, DR_CL_MAP_SHARED, DR_CL_MAP_QUEUES, DR_CL_MAP_SUBDEVICES } dr_cl_mapping;
+
+/* A device of the context: a listed device or one of its sub-devices. */
+typedef struct dr_cl_dev {
+    cl_device_id id;
+    int          index;       /* the listed device's index in the platform */
+    int          sub;         /* its sub-device number, or -1 */
+    dr_cl_caps   caps;
+    cl_program   prog;
+} dr_cl_dev;
+
+/* Where a replica runs: a device of the context and an in-order queue. */
+typedef struct dr_cl_slot {
+    uint32_t         dev;     /* into dr_backend.devs */
+    cl_command_queue q;
+    cl_kernel        k[K_COUNT];
+    pthread_mutex_t  lock;
+    bool             lock_made;
+    cl_mem           ranges;  /* fast share: the kernels' (offset, length) pairs */
+    cl_mem           part;    /* exact share: partial sums of w^2 */
+    cl_mem           reg;     /* exact share: l2 * round(sum w^2) */
+    uint64_t         bytes;   /* device memory allocated through the slot */
+} dr_cl_slot;
 
 struct dr_backend {
     dr_model_spec m;
@@ -56,23 +91,35 @@ struct dr_backend {
     size_t        koff[DR_MAX_LAYERS];
     uint32_t      widest;
     cl_platform_id   platform;
-    cl_device_id     dev;
-    dr_cl_caps       caps;
+    dr_cl_mapping    mapping;  /* resolved: shared, queues or subdevices */
     cl_context       ctx;
-    cl_command_queue q;
-    cl_program       prog;
-    cl_kernel        k[K_COUNT];
-    pthread_mutex_t  lock;
-    bool             lock_made;
-    cl_mem           ranges;   /* fast share: the kernels' (offset, length) pairs */
-    cl_mem           part;     /* exact share: partial sums of w^2 */
-    cl_mem           reg;      /* exact share: l2 * round(sum w^2) */
+    uint32_t         ndevs, nslots, places;
+    dr_cl_dev        devs[DR_CL_MAX_SLOTS];
+    dr_cl_slot       slot[DR_CL_MAX_SLOTS];
+    pthread_mutex_t  mem_lock;  /* the slots' byte counts */
+    bool             mem_lock_made;
     size_t           part_n;
 };
+
+/* The slot of place p (a replica), and of a buffer. */
+static inline uint32_t dr_cl_slot_of_place(const dr_backend *b, uint32_t p)
+{
+    return b->nslots ? p % b->nslots : 0;
+}
+static inline dr_cl_slot *dr_cl_slot_of(dr_backend *b, const dr_buffer *buf)
+{
+    return &b->slot[buf && buf->slot < b->nslots ? buf->slot : 0];
+}
+static inline const dr_cl_caps *dr_cl_caps_of_slot(const dr_backend *b, const dr_cl_slot *sl)
+{
+    return &b->devs[sl->dev].caps;
+}
 
 /* A replica's workspace on the device. */
 typedef struct dr_cl_scratch {
     uint32_t cap, fwd_rows, grad_n;
+    uint32_t slot;      /* the replica's slot: its params' */
+    size_t   bytes;     /* device memory of the workspace (counted on the slot) */
     cl_mem   pre[DR_MAX_LAYERS], act[DR_MAX_LAYERS], dz[2], ex_loss, hit, part;
     unsigned char *hit_host;
 } dr_cl_scratch;
@@ -91,23 +138,39 @@ typedef struct dr_cl_arg {
 /* devices/opencl_program.c */
 const char *dr_cl_strerror(cl_int e);
 int  dr_cl_fail(dr_err *err, cl_int e, const char *what);
-/* platform/device indices: < 0 = DISTREF_OPENCL_PLATFORM/DEVICE, else 0 */
+/* platform/device indices: < 0 = DISTREF_OPENCL_PLATFORM/DEVICE (its first entry), else 0 */
 int  dr_cl_pick(int platform, int device, cl_platform_id *pid, cl_device_id *did, dr_err *err);
+/* The platform and the listed devices (devices NULL or "": the environment,
+ * else "0"); n_out devices, at most DR_CL_MAX_SLOTS. */
+int  dr_cl_pick_list(int platform, const char *devices, cl_platform_id *pid, cl_device_id *ids, int *index,
+                     uint32_t *n_out, dr_err *err);
 void dr_cl_caps_of(cl_platform_id p, cl_device_id d, dr_cl_caps *c);
 /* Why exact numerics cannot run on the device (NULL: they can). */
 const char *dr_cl_exact_missing(const dr_cl_caps *c);
-int  dr_cl_build(dr_backend *b, dr_err *err);
+/* Builds the program for dev (through the binary cache). */
+int  dr_cl_build_dev(dr_backend *b, dr_cl_dev *dev, dr_err *err);
+/* Creates slot sl's kernels from its device's program. */
+int  dr_cl_kernels(dr_backend *b, dr_cl_slot *sl, dr_err *err);
 /* Builds a program of elem.h, acc.cl and extra_src (tests). */
 int  dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps, const char *extra_src,
                          cl_program *out, dr_err *err);
 
+/* devices/opencl_places.c: the devices, mapping, context, slots (queues,
+ * kernels, locks; share buffers by dr_cl_share_buffers); close releases them */
+int  dr_cl_places_open(dr_backend *b, const dr_opencl_select *sel, dr_err *err);
+void dr_cl_places_close(dr_backend *b);
+/* Counts bytes against the slot's device; DR_EDEVICE_OOM past its memory. */
+int  dr_cl_mem_take(dr_backend *b, dr_cl_slot *sl, size_t bytes, dr_err *err);
+void dr_cl_mem_give(dr_backend *b, dr_cl_slot *sl, size_t bytes);
+
 /* devices/opencl_backend.c */
-int  dr_cl_launch(dr_backend *b, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
+int  dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err);
+int  dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
                   const dr_cl_arg *args, int nargs, const char *what, dr_err *err);
 int  dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
 /* devices/opencl_kernels.c */
-int dr_cl_fast_gemm(dr_backend *b, const dr_cl_arg *a17, const char *what, dr_err *err);
+int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 

@@ -30,27 +30,27 @@ static int need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
 
 /* A fast GEMM launch (gemm_fast's 17 arguments): the float16 kernel where
  * op(B)'s rows are contiguous and N is a multiple of 16, else the tiled one. */
-int dr_cl_fast_gemm(dr_backend *b, const dr_cl_arg *a, const char *what, dr_err *err)
+int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a, const char *what, dr_err *err)
 {
     cl_uint M = a[0].u, N = a[1].u, sbj = a[10].u;
     if (sbj == 1 && N % 16 == 0)
-        return dr_cl_launch(b, K_GEMM_FAST_V, (M + 3) / 4, N / 16, 8, 1, a, 17, what, err);
-    return dr_cl_launch(b, K_GEMM_FAST, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
+        return dr_cl_launch(sl, K_GEMM_FAST_V, (M + 3) / 4, N / 16, 8, 1, a, 17, what, err);
+    return dr_cl_launch(sl, K_GEMM_FAST, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
 }
 
 /* C (M x N, float) = [bias +] op(A) op(B): exact rounded once, or fast. */
-static int gemm_f32(dr_backend *b, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff, size_t sai,
+static int gemm_f32(dr_backend *b, dr_cl_slot *sl, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff, size_t sai,
                     size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
                     cl_mem C, size_t ldc, const char *what, dr_err *err)
 {
     if (b->num == DR_NUMERICS_FAST) {
         dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(aoff), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
                           CLU(sbj), CLM(bias), CLU(bias_off), CLU(bias != NULL), CLM(C), CLU(0), CLU(ldc) };
-        return dr_cl_fast_gemm(b, a, what, err);
+        return dr_cl_fast_gemm(sl, a, what, err);
     } else {
         dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(aoff), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
                           CLU(sbj), CLM(bias), CLU(bias_off), CLU(bias != NULL), CLM(C), CLU(ldc) };
-        return dr_cl_launch(b, K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, what, err);
+        return dr_cl_launch(sl, K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, what, err);
     }
 }
 
@@ -59,9 +59,11 @@ int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t fi
     const dr_model_spec *m = &b->m;
     const bool fast = b->num == DR_NUMERICS_FAST;
     dr_cl_scratch *s;
+    dr_cl_slot *sl;
     int rc;
     if ((rc = need_scratch(rb, rows, err))) return rc;
     s = rb->scratch;
+    sl = &b->slot[s->slot];
     if (first != 0)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: forward from layer %u (spatial partitioning) is not built",
                        first);
@@ -72,13 +74,13 @@ int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t fi
         const dr_dense *d = &m->layer[l];
         cl_mem in = l ? s->act[l - 1] : rb->x->mem;
         size_t k0 = b->koff[l];
-        if ((rc = gemm_f32(b, rows, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out, 1,
+        if ((rc = gemm_f32(b, sl, rows, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out, 1,
                            rb->params->mem, k0 + (size_t)d->in * d->out, s->pre[l], d->out, "forward GEMM", err)))
             return rc;
         {
             dr_cl_arg a[] = { CLM(s->pre[l]), CLM(s->act[l]), CLU(rows), CLU(d->out),
                               CLU(d->act == DR_ACT_LINEAR ? 0 : d->act == DR_ACT_RELU ? 1 : 2), CLU(fast) };
-            if ((rc = dr_cl_launch(b, K_ACTIVATE, rows, 1, 0, 0, a, 6, "activation", err))) return rc;
+            if ((rc = dr_cl_launch(sl, K_ACTIVATE, rows, 1, 0, 0, a, 6, "activation", err))) return rc;
         }
     }
     s->fwd_rows = rows;
@@ -90,6 +92,7 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     const dr_model_spec *m = &b->m;
     const bool fast = b->num == DR_NUMERICS_FAST;
     cl_mem dz = s->dz[0], grad = rb->grad->mem, W = rb->params->mem;
+    dr_cl_slot *sl = &b->slot[s->slot];
     int rc;
     for (uint32_t l = m->nlayers; l-- > 0;) {
         const dr_dense *d = &m->layer[l];
@@ -100,27 +103,27 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
                 dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz),
                                   CLU(0), CLU(d->out), CLU(1), CLM(NULL), CLU(0), CLU(0), CLM(grad), CLU(kb),
                                   CLU(d->out) };
-                rc = dr_cl_fast_gemm(b, a, "gradient GEMM", err);
+                rc = dr_cl_fast_gemm(sl, a, "gradient GEMM", err);
             } else {
                 dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz),
                                   CLU(0), CLU(d->out), CLU(1), CLM(grad), CLU(kb) };
-                rc = dr_cl_launch(b, K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS, DR_CL_TS, a, 13, "gradient GEMM", err);
+                rc = dr_cl_launch(sl, K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS, DR_CL_TS, a, 13, "gradient GEMM", err);
             }
             if (rc) return rc;
         }
         {
             dr_cl_arg a[] = { CLM(dz), CLU(n), CLU(d->out), CLM(grad), CLU(bb) };
-            if ((rc = dr_cl_launch(b, fast ? K_BIAS_FAST : K_BIAS_EXACT, d->out, 1, 0, 0, a, 5, "bias gradient", err)))
+            if ((rc = dr_cl_launch(sl, fast ? K_BIAS_FAST : K_BIAS_EXACT, d->out, 1, 0, 0, a, 5, "bias gradient", err)))
                 return rc;
         }
         if (l == 0) break;
         /* the delta below: dz W^T, op(B)[k][j] = W[j][k] */
-        if ((rc = gemm_f32(b, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0, dprev, d->in,
+        if ((rc = gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0, dprev, d->in,
                            "delta GEMM", err)))
             return rc;
         if (m->layer[l - 1].act == DR_ACT_RELU) {
             dr_cl_arg a[] = { CLM(dprev), CLM(s->pre[l - 1]), CLU((size_t)n * d->in) };
-            if ((rc = dr_cl_launch(b, K_RELU_MASK, (size_t)n * d->in, 1, 0, 0, a, 3, "ReLU mask", err))) return rc;
+            if ((rc = dr_cl_launch(sl, K_RELU_MASK, (size_t)n * d->in, 1, 0, 0, a, 3, "ReLU mask", err))) return rc;
         }
         dz = dprev;
     }
@@ -135,10 +138,12 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
     size_t esz = dr_sum_bytes(b->num);
     const dr_backend_ops *ops = dr_backend_opencl();
     dr_cl_scratch *s;
+    dr_cl_slot *sl;
     uint64_t correct = 0;
     int rc;
     if ((rc = need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
+    sl = &b->slot[s->slot];
     if ((rc = dr_cl_need(rb->grad, b->P * esz, "grad", err)) ||
         (rc = dr_cl_need(rb->loss, esz, "loss", err)) ||
         (rc = dr_cl_need(rb->params, b->P * sizeof(float), "params", err)))
@@ -170,22 +175,22 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
                           CLM(rb->labels ? rb->labels->mem : NULL), CLM(rb->targets ? rb->targets->mem : NULL),
                           CLU(n), CLU(nout), CLU(m->loss == DR_LOSS_XENT_LOGITS ? 0 : m->loss == DR_LOSS_XENT_PROBS ? 1 : 2),
                           CLU(fast), CLM(s->ex_loss), CLM(s->dz[0]), CLM(s->hit) };
-        if ((rc = dr_cl_launch(b, K_LOSS_ROWS, n, 1, 0, 0, a, 11, "loss", err))) return rc;
+        if ((rc = dr_cl_launch(sl, K_LOSS_ROWS, n, 1, 0, 0, a, 11, "loss", err))) return rc;
     }
     if (fast) {
         dr_cl_arg a[] = { CLM(s->ex_loss), CLU(n), CLM(rb->loss->mem) };
-        rc = dr_cl_launch(b, K_SUM_FAST, 1, 1, 0, 0, a, 3, "loss sum", err);
+        rc = dr_cl_launch(sl, K_SUM_FAST, 1, 1, 0, 0, a, 3, "loss sum", err);
     } else {
         size_t groups = (n + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
         dr_cl_arg a[] = { CLM(s->ex_loss), CLU(0), CLU(n), CLU(0), CLM(s->part), CLU(0) };
         dr_cl_arg g[] = { CLM(s->part), CLU(groups), CLM(rb->loss->mem), CLM(NULL), CLF(0.0f) };
-        if ((rc = dr_cl_launch(b, K_PARTIAL_SUM, groups, 1, 0, 0, a, 6, "loss sum", err)) == DR_OK)
-            rc = dr_cl_launch(b, K_MERGE, 1, 1, 0, 0, g, 5, "loss sum", err);
+        if ((rc = dr_cl_launch(sl, K_PARTIAL_SUM, groups, 1, 0, 0, a, 6, "loss sum", err)) == DR_OK)
+            rc = dr_cl_launch(sl, K_MERGE, 1, 1, 0, 0, g, 5, "loss sum", err);
     }
     if (rc) return rc;
     if ((rc = backward(b, rb, s, n, kernel0, err))) return rc;
     if (rb->labels) {
-        if ((rc = ops->download(b, s->hit_host, &(dr_buffer){ n, s->hit }, 0, n, err))) return rc;
+        if ((rc = ops->download(b, s->hit_host, &(dr_buffer){ n, s->hit, s->slot }, 0, n, err))) return rc;
         for (uint32_t r = 0; r < n; r++) correct += s->hit_host[r];
     }
     rb->correct = correct;

@@ -1,8 +1,7 @@
 /* distref devices — OpenCL platforms, devices and the program.
  *
- * Choosing a device: platform and device indices (--opencl_platform,
- * --opencl_device; else DISTREF_OPENCL_PLATFORM, DISTREF_OPENCL_DEVICE;
- * else 0 and 0), counting devices of every type.
+ * Devices are listed and capabilities read here; choosing them and
+ * mapping replicas onto them is devices/opencl_places.c.
  *
  * The program is one source, concatenated on the host from files of the
  * repository, read at run time (docs/OPENCL.md):
@@ -80,38 +79,6 @@ int dr_cl_fail(dr_err *err, cl_int e, const char *what)
                    code == DR_EDEVICE_OOM ? ": the device is out of memory" : "");
 }
 
-static int env_index(const char *name, int given)
-{
-    const char *v = getenv(name);
-    if (given >= 0) return given;
-    return v && *v ? atoi(v) : 0;
-}
-
-int dr_cl_pick(int platform, int device, cl_platform_id *pid, cl_device_id *did, dr_err *err)
-{
-    cl_platform_id ps[16];
-    cl_device_id ds[16];
-    cl_uint np = 0, nd = 0;
-    cl_int e = clGetPlatformIDs(16, ps, &np);
-    int pi = env_index("DISTREF_OPENCL_PLATFORM", platform), di = env_index("DISTREF_OPENCL_DEVICE", device);
-    if (e != CL_SUCCESS || np == 0)
-        return dr_fail(err, DR_EUNSUPPORTED, "not available: no OpenCL platform (%s)",
-                       e == CL_SUCCESS ? "none installed" : dr_cl_strerror(e));
-    if (pi < 0 || (cl_uint)pi >= np)
-        return dr_fail(err, DR_EUSAGE, "--opencl_platform=%d: %u platform%s present (bin/distref devices)",
-                       pi, np, np == 1 ? "" : "s");
-    e = clGetDeviceIDs(ps[pi], CL_DEVICE_TYPE_ALL, 16, ds, &nd);
-    if (e != CL_SUCCESS || nd == 0)
-        return dr_fail(err, DR_EUNSUPPORTED, "not available: OpenCL platform %d has no device (%s)", pi,
-                       dr_cl_strerror(e));
-    if (di < 0 || (cl_uint)di >= nd)
-        return dr_fail(err, DR_EUSAGE, "--opencl_device=%d: platform %d has %u device%s (bin/distref devices)",
-                       di, pi, nd, nd == 1 ? "" : "s");
-    *pid = ps[pi];
-    *did = ds[di];
-    return DR_OK;
-}
-
 void dr_cl_caps_of(cl_platform_id p, cl_device_id d, dr_cl_caps *c)
 {
     cl_device_fp_config fp = 0;
@@ -135,6 +102,13 @@ void dr_cl_caps_of(cl_platform_id p, cl_device_id d, dr_cl_caps *c)
     c->fma = (fp & CL_FP_FMA) != 0;
     c->fp64 = strstr(ext, "cl_khr_fp64") != NULL;
     c->full_profile = strcmp(profile, "FULL_PROFILE") == 0;
+    {
+        cl_device_partition_property pp[8];
+        size_t n = 0;
+        clGetDeviceInfo(d, CL_DEVICE_PARTITION_MAX_SUB_DEVICES, sizeof c->max_sub_devices, &c->max_sub_devices, NULL);
+        if (clGetDeviceInfo(d, CL_DEVICE_PARTITION_PROPERTIES, sizeof pp, pp, &n) == CL_SUCCESS)
+            for (size_t i = 0; i < n / sizeof pp[0]; i++) c->part_equally |= pp[i] == CL_DEVICE_PARTITION_EQUALLY;
+    }
 }
 
 const char *dr_cl_exact_missing(const dr_cl_caps *c)
@@ -274,39 +248,28 @@ int dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps
     return DR_OK;
 }
 
-int dr_cl_build(dr_backend *b, dr_err *err)
+static const char *const k_names[K_COUNT] = {
+    "gemm_exact", "gemm_acc_exact", "gemm_fast", "activate", "loss_rows", "partial_sum", "merge_partials",
+    "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
+    "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
+};
+
+int dr_cl_build_dev(dr_backend *b, dr_cl_dev *dev, dr_err *err)
 {
-    static const char *const names[K_COUNT] = {
-        "gemm_exact", "gemm_acc_exact", "gemm_fast", "activate", "loss_rows", "partial_sum", "merge_partials",
-        "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
-        "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
-    };
-    int rc = dr_cl_build_program(b->ctx, b->dev, &b->caps, NULL, &b->prog, err);
-    if (rc) return rc;
+    return dr_cl_build_program(b->ctx, dev->id, &dev->caps, NULL, &dev->prog, err);
+}
+
+int dr_cl_kernels(dr_backend *b, dr_cl_slot *sl, dr_err *err)
+{
     for (int i = 0; i < K_COUNT; i++) {
         cl_int e;
-        b->k[i] = clCreateKernel(b->prog, names[i], &e);
-        if (!b->k[i]) return dr_cl_fail(err, e, names[i]);
+        sl->k[i] = clCreateKernel(b->devs[sl->dev].prog, k_names[i], &e);
+        if (!sl->k[i]) return dr_cl_fail(err, e, k_names[i]);
     }
     return DR_OK;
 }
 
 /* ---- availability and the device listing ----------------------------------------- */
-
-int dr_opencl_available(const dr_opencl_select *sel, bool exact, dr_err *err)
-{
-    cl_platform_id p;
-    cl_device_id d;
-    dr_cl_caps caps;
-    const char *missing;
-    int rc = dr_cl_pick(sel ? sel->platform : -1, sel ? sel->device : -1, &p, &d, err);
-    if (rc) return rc;
-    dr_cl_caps_of(p, d, &caps);
-    if (exact && (missing = dr_cl_exact_missing(&caps)))
-        return dr_fail(err, DR_EUNSUPPORTED, "exact numerics need %s, which %s lacks; --numerics=fast runs there",
-                       missing, caps.name);
-    return DR_OK;
-}
 
 void dr_opencl_devices_print(FILE *out)
 {
@@ -344,6 +307,11 @@ void dr_opencl_devices_print(FILE *out)
                     c.cr_divide_sqrt ? "yes" : "no", c.denorm ? "yes" : "no", c.fma ? "yes" : "no",
                     c.fp64 ? "yes" : "no", c.full_profile ? "yes" : "no");
             fprintf(out, "    exact numerics: %s%s\n", missing ? "no, lacks " : "yes", missing ? missing : "");
+            if (c.part_equally && c.max_sub_devices >= 2)
+                fprintf(out, "    sub-devices: up to %u (CL_DEVICE_PARTITION_EQUALLY; --opencl_mapping=subdevices)\n",
+                        c.max_sub_devices);
+            else
+                fprintf(out, "    sub-devices: none (%s)\n", c.part_equally ? "at most 1" : "no equal partition offered");
         }
     }
 }

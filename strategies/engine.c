@@ -112,7 +112,11 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
                        name, plan->num_workers, ENGINE_MAX_WORKERS);
     if ((rc = bo->supports(&q, err))) return rc;
     if (bo == dr_backend_opencl()) {
-        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        const dr_strategy_spec *sp = &plan->spec;
+        uint32_t gpus = sp->num_gpus > 0 ? (uint32_t)sp->num_gpus : 1;
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device, plan->cfg->opencl_mapping,
+                                 sp->kind == DR_STRATEGY_MIRRORED || sp->kind == DR_STRATEGY_CENTRAL_STORAGE ? gpus
+                                 : sp->kind == DR_STRATEGY_MULTI_WORKER_MIRRORED ? plan->num_workers * gpus : 1 };
         return dr_opencl_available(&sel, plan->exact, err);
     }
     return DR_OK;
@@ -128,20 +132,28 @@ static dr_comm_alg comm_alg(const dr_strategy *st)
     return DR_COMM_RING;
 }
 
+/* Memory for one of this process's replicas (place: 0-based here) on its
+ * device: a backend with several devices or queues places it (alloc_on). */
+static int alloc_at(dr_session *s, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err)
+{
+    return s->bo->alloc_on ? s->bo->alloc_on(s->be, place, bytes, out, err) : s->bo->alloc(s->be, bytes, out, err);
+}
+
 static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
     dr_replica_bufs *rb = &s->rb[r];
     size_t P = s->plan->P, f = s->data->features, out = s->plan->exp.model.layer[s->plan->exp.model.nlayers - 1].out;
     bool holds = s->strat.spec.kind != DR_STRATEGY_CENTRAL_STORAGE;
+    uint32_t place = r - s->wlo * s->L;   /* the backend's replica number in this process */
     int rc;
-    if ((rc = b->alloc(s->be, P * sizeof(float), &rb->params, err)) ||
-        (holds && (rc = b->alloc(s->be, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
-        (rc = b->alloc(s->be, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
-        (rc = b->alloc(s->be, s->esz, &rb->loss, err)) ||
-        (rc = b->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
-        (s->data->labels && (rc = b->alloc(s->be, s->rows + 1, &rb->labels, err))) ||
-        (s->data->targets && (rc = b->alloc(s->be, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
+    if ((rc = alloc_at(s, place, P * sizeof(float), &rb->params, err)) ||
+        (holds && (rc = alloc_at(s, place, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
+        (rc = alloc_at(s, place, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
+        (rc = alloc_at(s, place, s->esz, &rb->loss, err)) ||
+        (rc = alloc_at(s, place, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
+        (s->data->labels && (rc = alloc_at(s, place, s->rows + 1, &rb->labels, err))) ||
+        (s->data->targets && (rc = alloc_at(s, place, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
     if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in tpu.c */
         uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + s->esz) +
@@ -261,7 +273,8 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
     s->whi = s->neps == s->W ? s->W : s->wlo + 1;
     if (bo == dr_backend_opencl()) {
-        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device };
+        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device, plan->cfg->opencl_mapping,
+                                 (s->whi - s->wlo) * s->L };
         rc = dr_backend_opencl_open(&sel, &plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
     } else {
         rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
@@ -374,6 +387,32 @@ static bool replicas_identical(dr_session *s)
     return same;
 }
 
+/* --variant=opencl: the mapping and, per replica of this process, its
+ * device (sub-device), queue and the device memory allocated for it. */
+static json_object *opencl_places_json(dr_session *s)
+{
+    json_object *o = json_object_new_object(), *a = json_object_new_array();
+    uint32_t n = (s->whi - s->wlo) * s->L;
+    json_object_object_add(o, "mapping", json_object_new_string(dr_opencl_mapping_name(s->be)));
+    for (uint32_t p = 0; p < n; p++) {
+        dr_opencl_place pl;
+        dr_err err;
+        json_object *r;
+        if (dr_opencl_place_of(s->be, p, &pl, &err) != DR_OK) break;
+        r = json_object_new_object();
+        json_object_object_add(r, "replica", json_object_new_int64((int64_t)(s->wlo * s->L + p)));
+        json_object_object_add(r, "device", json_object_new_string(pl.device));
+        json_object_object_add(r, "device_index", json_object_new_int(pl.device_index));
+        json_object_object_add(r, "subdevice", json_object_new_int(pl.subdevice));
+        json_object_object_add(r, "queue", json_object_new_int64(pl.queue));
+        json_object_object_add(r, "bytes", json_object_new_int64((int64_t)pl.bytes));
+        json_object_object_add(r, "device_memory_bytes", json_object_new_int64((int64_t)pl.capacity));
+        json_object_array_add(a, r);
+    }
+    json_object_object_add(o, "replicas", a);
+    return o;
+}
+
 static void engine_summarize(dr_session *s, json_object *o)
 {
     if (s->ps) { engine_ps_summarize(s, o); return; }
@@ -387,6 +426,7 @@ static void engine_summarize(dr_session *s, json_object *o)
         json_object_object_add(o, "exact_fallback_steps", json_object_new_int64((int64_t)s->fallback_steps));
     }
     if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
+    if (s->bo == dr_backend_opencl()) json_object_object_add(o, "opencl", opencl_places_json(s));
 }
 
 const dr_variant dr_variant_openmp = {

@@ -210,7 +210,10 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         for (uint32_t k = 0; k < L; k++)
             if ((rc = b->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo + k].params, s->rb[lo + k].slots, err)))
                 return rc;
-        return DR_OK;
+        /* Replicas on other queues (opencl: a queue or sub-device each) read
+         * the first replica's grad; it is written again by the next step's
+         * loss_grad on its own queue, so every apply finishes first. */
+        return L > 1 ? b->sync(s->be, err) : DR_OK;
     }
     #pragma omp parallel for schedule(static) if (L > 1)
     for (uint32_t k = 0; k < L; k++)

@@ -396,6 +396,17 @@ static void test_opencl_flags(void **s)
     RUN(&r, "devices");
     assert_int_equal(r.status, 0);
     assert_true(strstr(r.out, "platform 0:") != NULL || strstr(r.out, "opencl: not available") != NULL);
+    assert_true(strstr(r.out, "sub-devices: ") != NULL || strstr(r.out, "opencl: not available") != NULL);
+    /* the replica mapping and the device list: checked before any device is opened */
+    RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=mirrored", "--num_gpus=2",
+        "--opencl_mapping=queues");
+    expect(&r, 2, "--opencl_mapping does not apply to --variant=openmp: it is only for --variant=opencl");
+    RUN(&r, "train", MD, "--variant=opencl", "--distribution_strategy=mirrored", "--num_gpus=2",
+        "--opencl_mapping=bogus", "--experiment=linear_ones");
+    expect(&r, 2, "--opencl_mapping=bogus: expected shared, queues, subdevices or auto");
+    RUN(&r, "train", MD, "--variant=opencl", "--distribution_strategy=mirrored", "--num_gpus=2",
+        "--opencl_device=0,x", "--experiment=linear_ones");
+    expect(&r, 2, "--opencl_device=0,x: expected a device index or a list like 0,1");
 }
 /* What a variant cannot run is refused by name, and listed by `variants`. */
 static void test_variant_refusals(void **s)

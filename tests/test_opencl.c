@@ -15,6 +15,16 @@
  *                      the accumulator written in the host's dr_acc layout.
  *   exact_capabilities what exact numerics refuse, naming it.
  *   device_oom         a buffer beyond the device's memory is DR_EDEVICE_OOM.
+ *   subdevice_places   --opencl_mapping=subdevices with 2 replicas: two
+ *                      sub-devices, a queue each, a buffer counted against
+ *                      its own replica's place; a place beyond the
+ *                      replicas is refused.
+ *   device_list_places queues over --opencl_device=0,1: replica r on device
+ *                      r (PoCL is asked for two devices by main(), unless
+ *                      POCL_DEVICES is set); skipped with the reason where
+ *                      the platform has one device.
+ *   mapping_errors     a bad mapping name, a repeated or malformed device
+ *                      list, shared with a list: usage errors naming them.
  *
  * Every test is skipped, with the reason printed, where no OpenCL device is
  * present.
@@ -30,6 +40,7 @@
 #include <string.h>
 
 #include "devices/opencl_backend.h"
+#include "distref/opencl.h"
 #include "distref/elem.h"
 #include "distref/exact.h"
 
@@ -265,6 +276,100 @@ static void device_oom(void **state)
     ops->close(b);
 }
 
+/* ---- replica mappings ------------------------------------------------------------ */
+
+static const dr_model_spec k_small = { 2, { { 4, 3, DR_ACT_RELU }, { 3, 2, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f };
+
+static dr_optimizer sgd(void)
+{
+    dr_optimizer o;
+    memset(&o, 0, sizeof o);
+    o.kind = DR_OPT_SGD;
+    o.lr = 0.1f;
+    return o;
+}
+
+static void subdevice_places(void **state)
+{
+    dr_opencl_select sel = { -1, "", "subdevices", 2 };
+    dr_optimizer o = sgd();
+    const dr_backend_ops *ops = dr_backend_opencl();
+    dr_opencl_place p0, p1;
+    dr_backend *b;
+    dr_buffer *buf = NULL;
+    dr_err err;
+    int rc;
+    (void)state;
+    rc = dr_backend_opencl_open(&sel, &k_small, &o, DR_NUMERICS_EXACT, &b, &err);
+    if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
+    if (rc) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, DR_OK);
+    assert_string_equal(dr_opencl_mapping_name(b), "subdevices");
+    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(p0.subdevice, 0);
+    assert_int_equal(p1.subdevice, 1);
+    assert_int_not_equal(p0.queue, p1.queue);
+    assert_true(p0.capacity > 0);
+    assert_int_equal(ops->alloc_on(b, 1, 4096, &buf, &err), DR_OK);
+    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(p1.bytes - p0.bytes, 4096);   /* counted against replica 1's place only */
+    ops->release(b, buf);
+    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(p1.bytes, p0.bytes);
+    assert_int_equal(ops->alloc_on(b, 2, 64, &buf, &err), DR_EUSAGE);
+    assert_int_equal(dr_opencl_place_of(b, 2, &p1, &err), DR_EUSAGE);
+    ops->close(b);
+}
+
+static void device_list_places(void **state)
+{
+    dr_opencl_select sel = { -1, "0,1", "auto", 2 };
+    dr_optimizer o = sgd();
+    dr_opencl_place p0, p1;
+    dr_backend *b;
+    dr_err err;
+    int rc;
+    (void)state;
+    rc = dr_backend_opencl_open(&sel, &k_small, &o, DR_NUMERICS_EXACT, &b, &err);
+    if (rc != DR_OK && strstr(err.msg, "has 1 device")) { printf("skipped: %s\n", err.msg); skip(); }
+    if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
+    if (rc) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, DR_OK);
+    assert_string_equal(dr_opencl_mapping_name(b), "queues");
+    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(p0.device_index, 0);
+    assert_int_equal(p1.device_index, 1);
+    assert_int_equal(p0.subdevice, -1);
+    assert_int_not_equal(p0.queue, p1.queue);
+    dr_backend_opencl()->close(b);
+}
+
+static void mapping_errors(void **state)
+{
+    static const struct { const char *devices, *mapping, *phrase; } bad[] = {
+        { "", "bogus", "--opencl_mapping=bogus: expected shared, queues, subdevices or auto" },
+        { "0,0", "queues", "device 0 listed twice" },
+        { "0,", "queues", "expected a device index or a list like 0,1" },
+        { "-1", "queues", "expected a device index or a list like 0,1" },
+        { "0,1", "shared", "" },   /* shared runs on one device (or device 1 is absent): a usage error either way */
+    };
+    cl_env e;
+    (void)state;
+    if (!env_open(&e)) skip();
+    env_close(&e);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dr_opencl_select sel = { -1, bad[i].devices, bad[i].mapping, 2 };
+        dr_err err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dr_opencl_available(&sel, false, &err), DR_EUSAGE);
+        if (!strstr(err.msg, bad[i].phrase)) fprintf(stderr, "%s\n", err.msg);
+        assert_non_null(strstr(err.msg, bad[i].phrase));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +377,12 @@ int main(void)
         cmocka_unit_test(acc_on_device),
         cmocka_unit_test(exact_capabilities),
         cmocka_unit_test(device_oom),
+        cmocka_unit_test(subdevice_places),
+        cmocka_unit_test(device_list_places),
+        cmocka_unit_test(mapping_errors),
     };
+    /* PoCL: two devices for device_list_places (other platforms ignore it); set
+     * before the first OpenCL call, device 0 stays what it was */
+    if (!getenv("POCL_DEVICES")) setenv("POCL_DEVICES", "pthread pthread", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

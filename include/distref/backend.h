@@ -140,6 +140,14 @@ typedef struct dr_backend_ops {
 
     /* memory: zero-filled on alloc; offsets and sizes in bytes */
     int   (*alloc)(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err);
+    /* Optional (NULL: alloc): memory on the device of `place`, the
+     * process's replica number (0-based) the buffer belongs to. A backend
+     * with several devices or queues (opencl) runs a replica's kernels,
+     * transfers and fills where its buffers are, so replicas' kernels may
+     * run at once; a command that reads another place's buffer (apply's
+     * total, a copy's source) waits for that place's work first, and such a
+     * buffer may be written again only after sync(). */
+    int   (*alloc_on)(dr_backend *b, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err);
     void  (*release)(dr_backend *b, dr_buffer *buf);
     int   (*upload)(dr_backend *b, dr_buffer *dst, size_t off, const void *src, size_t bytes, dr_err *err);
     int   (*download)(dr_backend *b, void *dst, const dr_buffer *src, size_t off, size_t bytes, dr_err *err);

@@ -80,7 +80,9 @@ typedef struct dr_run_config {
     double   collective_timeout;  /* --variant=mpi: seconds a collective waits without progress before
                                    * it fails naming the rank it waits for; 0 = the comm's default */
     int      opencl_platform;     /* --variant=opencl: platform index; -1 = DISTREF_OPENCL_PLATFORM or 0 */
-    int      opencl_device;       /* its device index; -1 = DISTREF_OPENCL_DEVICE or 0 */
+    char     opencl_device[64];   /* its devices: "D" or "D1,D2,..."; "" = DISTREF_OPENCL_DEVICE or "0" */
+    char     opencl_mapping[16];  /* replicas onto them: shared|queues|subdevices|auto; "" = DISTREF_OPENCL_MAPPING
+                                   * or auto (distref/opencl.h) */
     bool     progress;            /* a progress bar on stderr */
     FILE    *placement_log;       /* --log_device_placement: the reference logs each op's device
                                    * here (TensorFlow's format, ref/placement_log.c); NULL: off */
