@@ -6,16 +6,11 @@
 #include "core/acc_internal.h"
 #include "distref/cacc.h"
 #include "core/bins.h"
-#include "devices/par_blas.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Vectors per unit of parallel work in the split, and the operand size
- * below which it stays on one thread. */
-#define SCAN_BLOCK   64
-#define SCAN_PAR_MIN (1u << 15)
 
 /* One side of the product, split: vector v (a row of op(A) or a column of
  * op(B)) is sign * (hi * 2^w + lo) * 2^base[v] + rem, elementwise. */
@@ -68,35 +63,29 @@ static inline double pow2d(int e)
  * OR and AND of the bits (the signs present). Plain max/or/and loops. */
 static void scan_vectors(sliced *s, int *top, uint32_t *mx)
 {
-    size_t nv = s->nvec, K = s->K, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    size_t nv = s->nvec, K = s->K;
     uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1;
-    /* blocks of vectors, one OpenMP iteration each (each block reads its
-     * own vectors' elements, so any split gives the same result) */
-    #pragma omp parallel for schedule(static) if (nb > 1 && nv * K >= SCAN_PAR_MIN)
-    for (size_t blk = 0; blk < nb; blk++) {
-        size_t v0 = blk * SCAN_BLOCK, v1 = nv - v0 < SCAN_BLOCK ? nv : v0 + SCAN_BLOCK;
-        if (!s->em) {
-            for (size_t v = v0; v < v1; v++) {
-                const float *x = s->base_ptr + v * s->inc_vec;
-                uint32_t m = 0, o = 0, n = 0xffffffffu;
-                for (size_t k = 0; k < K; k++) {
-                    uint32_t u = dr_f32_bits(x[k]), g = u & 0x7fffffffu;
-                    m = g > m ? g : m;
-                    o |= u;
-                    n &= u;
-                }
-                mx[v] = m; orr[v] = o; andd[v] = n;
-            }
-        } else {
-            for (size_t v = v0; v < v1; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+    if (!s->em) {
+        for (size_t v = 0; v < nv; v++) {
+            const float *x = s->base_ptr + v * s->inc_vec;
+            uint32_t m = 0, o = 0, n = 0xffffffffu;
             for (size_t k = 0; k < K; k++) {
-                const float *x = s->base_ptr + k * s->inc_elem;
-                for (size_t v = v0; v < v1; v++) {
-                    uint32_t u = dr_f32_bits(x[v]), g = u & 0x7fffffffu;
-                    mx[v] = g > mx[v] ? g : mx[v];
-                    orr[v] |= u;
-                    andd[v] &= u;
-                }
+                uint32_t u = dr_f32_bits(x[k]), g = u & 0x7fffffffu;
+                m = g > m ? g : m;
+                o |= u;
+                n &= u;
+            }
+            mx[v] = m; orr[v] = o; andd[v] = n;
+        }
+    } else {
+        for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+        for (size_t k = 0; k < K; k++) {
+            const float *x = s->base_ptr + k * s->inc_elem;
+            for (size_t v = 0; v < nv; v++) {
+                uint32_t u = dr_f32_bits(x[v]), g = u & 0x7fffffffu;
+                mx[v] = g > mx[v] ? g : mx[v];
+                orr[v] |= u;
+                andd[v] &= u;
             }
         }
     }
@@ -123,32 +112,28 @@ static inline int split_one(float x, double sc, double inv_w, double two_w, doub
 
 static void split_all(sliced *s, unsigned char *has_rem)
 {
-    size_t nv = s->nvec, K = s->K, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    size_t nv = s->nvec, K = s->K;
     const double two_w = pow2d(s->w), inv_w = pow2d(-s->w);
-    #pragma omp parallel for schedule(static) if (nb > 1 && nv * K >= SCAN_PAR_MIN)
-    for (size_t blk = 0; blk < nb; blk++) {
-        size_t v0 = blk * SCAN_BLOCK, v1 = nv - v0 < SCAN_BLOCK ? nv : v0 + SCAN_BLOCK;
-        for (size_t v = v0; v < v1; v++) has_rem[v] = 0;
-        if (!s->em) {
-            for (size_t v = v0; v < v1; v++) {
-                const float *x = s->base_ptr + v * s->inc_vec;
-                double *hi = s->hi + v * K, *lo = s->lo + v * K, sc = s->scale[v];
-                int r = 0;
-                if (s->special[v]) {
-                    for (size_t k = 0; k < K; k++) hi[k] = lo[k] = 0.0;
-                    continue;
-                }
-                for (size_t k = 0; k < K; k++) r |= split_one(x[k], sc, inv_w, two_w, &hi[k], &lo[k]);
-                has_rem[v] = (unsigned char)r;
+    for (size_t v = 0; v < nv; v++) has_rem[v] = 0;
+    if (!s->em) {
+        for (size_t v = 0; v < nv; v++) {
+            const float *x = s->base_ptr + v * s->inc_vec;
+            double *hi = s->hi + v * K, *lo = s->lo + v * K, sc = s->scale[v];
+            int r = 0;
+            if (s->special[v]) {
+                for (size_t k = 0; k < K; k++) hi[k] = lo[k] = 0.0;
+                continue;
             }
-        } else {
-            for (size_t k = 0; k < K; k++) {
-                const float *x = s->base_ptr + k * s->inc_elem;
-                double *hi = s->hi + k * nv, *lo = s->lo + k * nv;
-                for (size_t v = v0; v < v1; v++) {
-                    if (s->special[v]) { hi[v] = lo[v] = 0.0; continue; }
-                    has_rem[v] |= (unsigned char)split_one(x[v], s->scale[v], inv_w, two_w, &hi[v], &lo[v]);
-                }
+            for (size_t k = 0; k < K; k++) r |= split_one(x[k], sc, inv_w, two_w, &hi[k], &lo[k]);
+            has_rem[v] = (unsigned char)r;
+        }
+    } else {
+        for (size_t k = 0; k < K; k++) {
+            const float *x = s->base_ptr + k * s->inc_elem;
+            double *hi = s->hi + k * nv, *lo = s->lo + k * nv;
+            for (size_t v = 0; v < nv; v++) {
+                if (s->special[v]) { hi[v] = lo[v] = 0.0; continue; }
+                has_rem[v] |= (unsigned char)split_one(x[v], s->scale[v], inv_w, two_w, &hi[v], &lo[v]);
             }
         }
     }
@@ -257,8 +242,9 @@ static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N
         p->c[q] = malloc(M * N * sizeof(double) + 8);
         if (!p->c[q]) { product_free(p); return DR_ENOMEM; }
         if (M && N && K)
-            dr_par_dgemm(p->a.em ? DR_TRANS : DR_NO_TRANS, p->b.em ? DR_NO_TRANS : DR_TRANS, M, N, K,
-                         x, p->a.em ? M : K, y, p->b.em ? N : K, p->c[q], N);
+            cblas_dgemm(CblasRowMajor, p->a.em ? CblasTrans : CblasNoTrans, p->b.em ? CblasNoTrans : CblasTrans,
+                        (int)M, (int)N, (int)K, 1.0, x, (int)(p->a.em ? M : K), y, (int)(p->b.em ? N : K),
+                        0.0, p->c[q], (int)N);
         else
             memset(p->c[q], 0, M * N * sizeof(double));
     }
@@ -694,5 +680,6 @@ void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
     if (M && N && K)
-        dr_par_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
 }

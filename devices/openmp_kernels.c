@@ -27,7 +27,6 @@
 #include "devices/openmp_backend.h"
 #include "distref/elem.h"
 #include "distref/fastgemm.h"
-#include "devices/par_blas.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -66,7 +65,8 @@ static int gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t
         if (beta == 0.0f) memset(C, 0, M * N * sizeof(float));
         return DR_OK;
     }
-    dr_par_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)N);
     return DR_OK;
 }
 
