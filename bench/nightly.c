@@ -321,8 +321,14 @@ int main(int argc, char **argv)
     printf("# nightly: %d interleaved samples per metric; ratio = kernel s / baseline s from neighbouring "
            "measurements (lower is better)\n", samples);
     printf("# %-32s %8s %8s %8s %12s %12s\n", "metric", "median", "min", "max", "kernel_s", "baseline_s");
-    if (json) fprintf(json, "{\"samples\":%d,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[", samples,
-                      plant_name, plant);
+    if (json) {
+        /* "opencl": "" with a device, else why not (nightly.py skips the opencl conformance rows too) */
+        fprintf(json, "{\"samples\":%d,\"plant\":\"%s\",\"plant_fraction\":%g,\"opencl\":\"", samples, plant_name,
+                plant);
+        for (const char *c = have_cl || !cl_why[0] ? "" : cl_why; *c; c++)
+            if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, json);
+        fputs("\",\"metrics\":[", json);
+    }
     for (int m = 0; m < NMETRICS; m++) {
         const metric *w = &metrics[m];
         double p = strcmp(plant_name, w->name) ? 0 : plant, lo, hi;
