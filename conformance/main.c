@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
@@ -65,35 +64,20 @@ static int run_suites(results *r, const char *out)
 }
 
 /* DISTREF_NIGHTLY_PLANT=conformance_wall_s_<variant>:F stretches this
- * run's wall time by F of itself (a spin before the exit), and
- * conformance_peak_rss_mib_<variant>:F its peak RSS by F (an allocation
- * that size, touched): the planted regressions that prove make nightly's
- * conformance rows (docs/NIGHTLY.md). <variant> is --variant's; read by
+ * run's wall time by F of itself (a spin before the exit): the planted
+ * regression that proves make nightly's conformance rows (docs/NIGHTLY.md). <variant> is --variant's; read by
  * this program only, never by the library. */
 static void nightly_plant(const char *variant, double t0)
 {
     const char *env = getenv("DISTREF_NIGHTLY_PLANT"), *colon = env ? strrchr(env, ':') : NULL;
-    char wall[64], rss[64];
+    char wall[64];
     double f;
     if (!colon || !variant || (f = atof(colon + 1)) <= 0 || f > 10) return;
     snprintf(wall, sizeof wall, "conformance_wall_s_%s", variant);
-    snprintf(rss, sizeof rss, "conformance_peak_rss_mib_%s", variant);
     if ((size_t)(colon - env) == strlen(wall) && strncmp(env, wall, strlen(wall)) == 0) {
         double until = now() + f * (now() - t0);
         fprintf(stderr, "conformance: PLANTED slowdown: +%.0f%% wall time\n", 100 * f);
         while (now() < until) {}
-    } else if ((size_t)(colon - env) == strlen(rss) && strncmp(env, rss, strlen(rss)) == 0) {
-        struct rusage ru;
-        size_t n;
-        char *p;
-        if (getrusage(RUSAGE_SELF, &ru) != 0) return;
-        n = (size_t)((double)ru.ru_maxrss * 1024.0 * f);
-        fprintf(stderr, "conformance: PLANTED %zu bytes more peak RSS\n", n);
-        if ((p = malloc(n))) {
-            memset(p, 1, n);
-            fprintf(stderr, "conformance: (touched %d)\n", p[n / 2]);
-            free(p);
-        }
     }
 }
 
