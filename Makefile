@@ -185,9 +185,9 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST)
-	@sh scripts/test_nightly.sh $(NIGHTLY_BIN)
+	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
@@ -218,19 +218,28 @@ bench: deps
 # Google Benchmark JSON and JUnit XML, compares with the earlier runs (or
 # BASELINE=<rev>) by Mann-Whitney U and a minimum effect, plots the history.
 # Exits non-zero naming each regressed metric.
+# The MPI all-reduce rows come from bench/nightly_mpi.c under mpirun -np 2,
+# the per-variant conformance wall time and peak RSS from bin/conformance's
+# slices (CONF_SAMPLES runs each; 0 leaves them out).
 NIGHTLY_BIN = $(BUILD)/bench/nightly
+NIGHTLY_MPI_BIN = $(BUILD)/bench/nightly_mpi
 SAMPLES ?= 15
-$(NIGHTLY_BIN): bench/nightly.c $(LAYER_LIBS) $(BUILD)/.flags
+CONF_SAMPLES ?= 3
+$(NIGHTLY_BIN): bench/nightly.c bench/bench_common.h bench/bench_cl_gemm.h $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(BLAS_LIBS) $(LDLIBS_COMMON)
+$(NIGHTLY_MPI_BIN): bench/nightly_mpi.c bench/bench_common.h $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 # REVS="a b c": one run per revision, each built in its own worktree
 # (scripts/nightly_revs.sh), to backfill the history or bisect.
 nightly: deps
 	@test "$(MODE)" = rel || { echo "make nightly: release builds only (no SANITIZE=1)"; exit 2; }
 ifeq ($(REVS),)
-	@$(MAKE) --no-print-directory $(NIGHTLY_BIN)
-	@python3 scripts/nightly.py run --bench $(NIGHTLY_BIN) --samples $(SAMPLES) \
+	@$(MAKE) --no-print-directory $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CLI) $(CONF_BIN)
+	@python3 scripts/nightly.py run --bench $(NIGHTLY_BIN) --mpi-bench $(NIGHTLY_MPI_BIN) \
+	    --conformance $(CONF_BIN) --conf-samples $(CONF_SAMPLES) --samples $(SAMPLES) \
 	    --cflags '$(CC) $(CFLAGS)' $(if $(BASELINE),--baseline $(BASELINE),) $(if $(ONLY),--only $(ONLY),)
 else
 	@sh scripts/nightly_revs.sh '$(SAMPLES)' '$(ONLY)' '$(CC)' '$(CFLAGS) $(BLAS_CFLAGS)' '$(LDFLAGS) $(BLAS_LIBS) $(LDLIBS_COMMON)' $(REVS)

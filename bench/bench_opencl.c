@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_cl_gemm.h"
 #include "bench/bench_common.h"
 #include "devices/opencl_backend.h"
 #include "distref/factory.h"
@@ -38,40 +39,16 @@ static double run(const row *w, uint64_t steps, char sha[65])
     return bench_train_run("bench_opencl", w->variant, w->numerics, w->strategy, w->gpus, 64, steps, 0, sha);
 }
 
-/* The GEMM: seconds per call of the fast (or exact) kernel, after a warm-up. */
-static double cl_gemm_seconds(dr_backend *b, bool exact, uint32_t M, uint32_t K, uint32_t N, int reps)
+/* The GEMM: seconds per call of the fast (or exact) kernel, each call
+ * waited for, after a warm-up (bench/bench_cl_gemm.h). */
+static double cl_gemm_seconds(bench_cl_gemm *g, bool exact, int reps)
 {
-    cl_int e;
-    cl_mem A = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)M * K * 4, NULL, &e);
-    cl_mem B = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)K * N * 4, NULL, &e);
-    cl_mem C = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (size_t)M * N * 4, NULL, &e);
-    float *h = malloc((size_t)M * K * 4 + (size_t)K * N * 4);
-    dr_err err;
-    double t0 = 0, t = -1;
-    if (!h || !A || !B || !C) goto out;
-    for (size_t i = 0; i < (size_t)M * K + (size_t)K * N; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
-    clEnqueueWriteBuffer(b->slot[0].q, A, CL_TRUE, 0, (size_t)M * K * 4, h, 0, NULL, NULL);
-    clEnqueueWriteBuffer(b->slot[0].q, B, CL_TRUE, 0, (size_t)K * N * 4, h + (size_t)M * K, 0, NULL, NULL);
+    double t0 = 0;
     for (int r = -1; r < reps; r++) {
-        if (r == 0) { clFinish(b->slot[0].q); t0 = dr_now(); }
-        if (exact) {
-            dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
-                              CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(N) };
-            if (dr_cl_launch(&b->slot[0], K_GEMM_EXACT, M, N, DR_CL_TS, DR_CL_TS, a, 16, "gemm", &err)) goto out;
-        } else {
-            dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(K), CLU(1), CLM(B), CLU(0), CLU(N), CLU(1),
-                              CLM(NULL), CLU(0), CLU(0), CLM(C), CLU(0), CLU(N) };
-            if (dr_cl_fast_gemm(&b->slot[0], a, "gemm", &err)) goto out;
-        }
+        if (r == 0) t0 = dr_now();
+        if ((exact ? bench_cl_gemm_run_exact(g) : bench_cl_gemm_run(g)) != 0) return -1;
     }
-    clFinish(b->slot[0].q);
-    t = (dr_now() - t0) / reps;
-out:
-    free(h);
-    if (A) clReleaseMemObject(A);
-    if (B) clReleaseMemObject(B);
-    if (C) clReleaseMemObject(C);
-    return t;
+    return (dr_now() - t0) / reps;
 }
 
 static double sgemm_seconds(uint32_t M, uint32_t K, uint32_t N, int threads, int reps)
@@ -150,17 +127,17 @@ int main(int argc, char **argv)
                     cl && omp_rate > 0 ? rate / omp_rate : 1.0, wrong);
     }
     {
-        dr_model_spec m = { 1, { { 4, 4, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f };
-        dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
-        dr_backend *b;
+        float *h = malloc(((size_t)M * K + (size_t)K * N) * sizeof *h);
+        bench_cl_gemm *g = NULL;
         double gf = 2.0 * M * N * K * 1e-9;
-        if (dr_backend_opencl_open(&sel, &m, &o, DR_NUMERICS_FAST, &b, &err) != DR_OK) {
-            printf("# opencl GEMM: %s\n", err.msg);
+        for (size_t i = 0; h && i < (size_t)M * K + (size_t)K * N; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+        if (!h || !(g = bench_cl_gemm_open(M, K, N, h, h + (size_t)M * K))) {
+            printf("# opencl GEMM: not measured (see above)\n");
         } else {
-            double tf = cl_gemm_seconds(b, false, M, K, N, 20), tx = cl_gemm_seconds(b, true, M, K, N, 2);
+            double tf = cl_gemm_seconds(g, false, 20), tx = cl_gemm_seconds(g, true, 2);
             double s1 = sgemm_seconds(M, K, N, 1, 50), s2 = sgemm_seconds(M, K, N, 2, 50);
             printf("# GEMM %ux%ux%u on %s: opencl fast %.3f ms (%.1f GFLOP/s), exact %.1f ms; cblas_sgemm "
-                   "1 thread %.3f ms (%.1f GFLOP/s), 2 threads %.3f ms (%.1f GFLOP/s)\n", M, K, N, b->devs[0].caps.name,
+                   "1 thread %.3f ms (%.1f GFLOP/s), 2 threads %.3f ms (%.1f GFLOP/s)\n", M, K, N, g->b->devs[0].caps.name,
                    1e3 * tf, gf / tf, 1e3 * tx, 1e3 * s1, gf / s1, 1e3 * s2, gf / s2);
             printf("# opencl fast GEMM / cblas_sgemm: %.3fx (1 thread), %.3fx (2 threads); target >= 0.3x\n",
                    s1 / tf, s2 / tf);
@@ -168,8 +145,9 @@ int main(int argc, char **argv)
                 fprintf(json, ",\n{\"bench\":\"opencl_gemm\",\"m\":%u,\"k\":%u,\"n\":%u,\"opencl_fast_s\":%.9g,"
                         "\"opencl_exact_s\":%.9g,\"sgemm1_s\":%.9g,\"sgemm2_s\":%.9g,\"ratio_1\":%.4f,\"ratio_2\":%.4f}",
                         M, K, N, tf, tx, s1, s2, s1 / tf, s2 / tf);
-            dr_backend_opencl()->close(b);
         }
+        bench_cl_gemm_close(g);
+        free(h);
     }
     if (json) { fputs("\n]\n", json); fclose(json); }
     return 0;

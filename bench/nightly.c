@@ -18,6 +18,11 @@
  * kernel 15% slower. The tests and docs/NIGHTLY.md use it to prove that the
  * detector flags a known regression.
  *
+ * The OpenCL rows (train_opencl_*, gemm_opencl_*) need an OpenCL device
+ * (DISTREF_OPENCL_PLATFORM / _DEVICE select it, docs/OPENCL.md); where none
+ * is present they are skipped with a one-line note naming why. PoCL's CPU
+ * device runs one thread (POCL_MAX_PTHREAD_COUNT=1 unless set).
+ *
  * Output: a readable table on stdout (median, min and max of each metric's
  * ratio samples); with --json FILE every sample as JSON.
  */
@@ -31,10 +36,12 @@
 #include <time.h>
 
 #include "bench/bench_common.h"
+#include "bench/bench_cl_gemm.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/fastgemm.h"
 #include "distref/harness.h"
+#include "distref/opencl.h"
 #include "distref/rng.h"
 #include "distref/train.h"
 
@@ -174,32 +181,59 @@ static void k_train_mirrored2(void) { train_with("openmp", "fast", "mirrored", 2
 static void k_train_g256_2thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 2); }
 static void k_train_g256_1thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 1); }
 
+/* The OpenCL variant against the OpenMP one, the same run otherwise (the
+ * host side on one thread; the OpenCL device's own threads are its
+ * runtime's): fast 40 steps, exact 4 (an exact step on PoCL is ~0.1 s). */
+static void k_train_cl_fast(void) { train("opencl", "fast", 40); }
+static void k_train_cl_exact(void) { train("opencl", "exact", 4); }
+static void k_train_omp_exact4(void) { train("openmp", "exact", 4); }
+
+/* The OpenCL fast GEMM (devices/cl/kernels.cl gemm_fast_v) on the shape of
+ * gemm_fast_256x784x128_vs_sgemm, against cblas_sgemm on one thread. */
+static bench_cl_gemm *clg;
+static void setup_cl_gemm(void)
+{
+    setup_gemm();
+    if (!clg && !(clg = bench_cl_gemm_open(GM, GK, GN, ga, gb))) exit(1);
+}
+static void k_cl_gemm(void)
+{
+    if (bench_cl_gemm_run(clg) != 0) exit(1);
+}
+
 typedef struct metric {
     const char *name, *kernel_name, *baseline_name;
     void (*setup)(void);
     void (*kernel)(void), (*baseline)(void);
     int kernel_inner, baseline_inner;   /* calls per timed measurement */
     int best_of;                        /* pairs of measurements per sample, the fastest of each kept */
+    int opencl;                         /* 1: needs an OpenCL device, skipped with a note where none is */
 } metric;
 
 static void setup_none(void) {}
 
 static const metric metrics[] = {
-    { "synthetic_loop", "xorshift loop 2^18", "the same loop", setup_none, k_loop, k_loop, 1, 1, 7 },
-    { "sum_exact_100k_vs_naive", "dr_sum_f32 n=1e5", "naive float loop", setup_sum, k_sum_exact, k_sum_naive, 20, 20, 3 },
-    { "sum_exact_100k_vs_sdot", "dr_sum_f32 n=1e5", "cblas_sdot with ones", setup_sum, k_sum_exact, k_sdot, 20, 40, 3 },
+    { "synthetic_loop", "xorshift loop 2^18", "the same loop", setup_none, k_loop, k_loop, 1, 1, 7, 0 },
+    { "sum_exact_100k_vs_naive", "dr_sum_f32 n=1e5", "naive float loop", setup_sum, k_sum_exact, k_sum_naive, 20, 20, 3, 0 },
+    { "sum_exact_100k_vs_sdot", "dr_sum_f32 n=1e5", "cblas_sdot with ones", setup_sum, k_sum_exact, k_sdot, 20, 40, 3, 0 },
     { "gemm_fast_256x784x128_vs_sgemm", "dr_gemm_f32_fast 1 thread", "cblas_sgemm 1 thread", setup_gemm,
-      k_gemm_fast, k_sgemm, 1, 5, 3 },
+      k_gemm_fast, k_sgemm, 1, 5, 3, 0 },
     { "train_fast_g64_vs_gemms", "openmp fast one_device 40 steps", "the steps' five sgemms x40", setup_step,
-      k_train_fast, k_gemm_steps, 1, 1, 3 },
+      k_train_fast, k_gemm_steps, 1, 1, 3, 0 },
     { "train_exact_g64_vs_gemms", "openmp exact one_device 16 steps", "the steps' five sgemms x40", setup_step,
-      k_train_exact, k_gemm_steps, 1, 1, 3 },
+      k_train_exact, k_gemm_steps, 1, 1, 3, 0 },
     { "train_ref_g64_vs_gemms", "ref one_device 8 steps", "the steps' five sgemms x40", setup_step,
-      k_train_ref, k_gemm_steps, 1, 1, 3 },
+      k_train_ref, k_gemm_steps, 1, 1, 3, 0 },
     { "train_fast_mirrored2_g64_vs_one_device", "openmp fast mirrored 2 GPUs 40 steps",
-      "openmp fast one_device 40 steps", setup_none, k_train_mirrored2, k_train_fast, 1, 1, 3 },
+      "openmp fast one_device 40 steps", setup_none, k_train_mirrored2, k_train_fast, 1, 1, 3, 0 },
     { "train_fast_g256_2thr_vs_1thr", "openmp fast one_device G=256 2 threads 20 steps",
-      "the same on 1 thread", setup_none, k_train_g256_2thr, k_train_g256_1thr, 1, 1, 3 },
+      "the same on 1 thread", setup_none, k_train_g256_2thr, k_train_g256_1thr, 1, 1, 3, 0 },
+    { "train_opencl_fast_g64_vs_openmp", "opencl fast one_device 40 steps", "openmp fast one_device 40 steps",
+      setup_none, k_train_cl_fast, k_train_fast, 1, 1, 3, 1 },
+    { "train_opencl_exact_g64_vs_openmp", "opencl exact one_device 4 steps", "openmp exact one_device 4 steps",
+      setup_none, k_train_cl_exact, k_train_omp_exact4, 1, 1, 2, 1 },
+    { "gemm_opencl_fast_256x784x128_vs_sgemm", "opencl gemm_fast_v (clFinish)", "cblas_sgemm 1 thread",
+      setup_cl_gemm, k_cl_gemm, k_sgemm, 5, 5, 3, 1 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
 
@@ -240,7 +274,8 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int samples = 15, first = 1;
+    int samples = 15, first = 1, have_cl = 0;
+    char cl_why[sizeof(dr_err){ 0 }.msg] = "";
     const char *only = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
     char plant_name[128] = "";
     double plant = 0;
@@ -270,8 +305,23 @@ int main(int argc, char **argv)
         }
         memcpy(plant_name, plant_env, len);
         plant_name[len] = 0;
-        fprintf(stderr, "nightly: PLANTED slowdown: %s kernel +%.1f%%\n", plant_name, 100 * plant);
+        for (int m = 0; m < NMETRICS; m++)   /* (a name of another program's metric: that program plants it) */
+            if (!strcmp(metrics[m].name, plant_name))
+                fprintf(stderr, "nightly: PLANTED slowdown: %s kernel +%.1f%%\n", plant_name, 100 * plant);
     }
+    /* PoCL's CPU device on one thread, as OpenMP and OpenBLAS below: with
+     * its default (a thread per core) the OpenCL rows' ratios moved with
+     * the other core's load, 0.54 when it was idle, 0.90-0.96 when busy, in
+     * A/A runs (docs/NIGHTLY.md). A value already set is kept. */
+    setenv("POCL_MAX_PTHREAD_COUNT", "1", 0);
+    for (int m = 0; m < NMETRICS; m++)
+        if (metrics[m].opencl && selected(only, metrics[m].name)) {
+            dr_opencl_select sel = { -1, -1 };
+            dr_err err;
+            have_cl = dr_opencl_available(&sel, true, &err) == DR_OK;
+            if (!have_cl) snprintf(cl_why, sizeof cl_why, "%s", err.msg);
+            break;
+        }
     omp_set_num_threads(1);
     openblas_set_num_threads(1);
     double *ratio = xmalloc((size_t)samples * sizeof *ratio);
@@ -279,12 +329,22 @@ int main(int argc, char **argv)
     printf("# nightly: %d interleaved samples per metric; ratio = kernel s / baseline s from neighbouring "
            "measurements (lower is better)\n", samples);
     printf("# %-32s %8s %8s %8s %12s %12s\n", "metric", "median", "min", "max", "kernel_s", "baseline_s");
-    if (json) fprintf(json, "{\"samples\":%d,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[", samples,
-                      plant_name, plant);
+    if (json) {
+        /* "opencl": "" with a device, else why not (nightly.py skips the opencl conformance rows too) */
+        fprintf(json, "{\"samples\":%d,\"plant\":\"%s\",\"plant_fraction\":%g,\"opencl\":\"", samples, plant_name,
+                plant);
+        for (const char *c = have_cl || !cl_why[0] ? "" : cl_why; *c; c++)
+            if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, json);
+        fputs("\",\"metrics\":[", json);
+    }
     for (int m = 0; m < NMETRICS; m++) {
         const metric *w = &metrics[m];
         double p = strcmp(plant_name, w->name) ? 0 : plant, lo, hi;
         if (!selected(only, w->name)) continue;
+        if (w->opencl && !have_cl) {
+            printf("  %-32s skipped: no OpenCL device (%s)\n", w->name, cl_why);
+            continue;
+        }
         w->setup();
         w->kernel();       /* warm-up: caches, pages, OpenBLAS's buffers */
         w->baseline();
@@ -324,6 +384,7 @@ int main(int argc, char **argv)
         }
     }
     if (json) { fputs("\n]}\n", json); fclose(json); }
+    bench_cl_gemm_close(clg);
     free(ratio); free(tk); free(tb);
     return 0;
 }

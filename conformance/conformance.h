@@ -52,8 +52,9 @@ typedef struct results {
     bool     quick;
     bool     full;               /* FULL=1: Fashion-MNIST and longer runs too */
     const char *bin;             /* the distref the launched suites run (--bin; default the build's) */
-    const char *only;            /* --only SUITE: that suite alone */
-    const char *variant;         /* --variant NAME: the one engine variant the suites run (NULL: all) */
+    const char *only;            /* --only SUITE[,SUITE]: those suites alone (NULL: all) */
+    const char *variant;         /* --variant NAME: the one variant the suites run (NULL: all; "ref": none
+                                    of the engine's, the reference's cases only) */
 } results;
 
 double now(void);   /* monotonic seconds */

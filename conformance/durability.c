@@ -23,6 +23,7 @@ int suite_durability(results *r)
     char line[512];
     int fails = 0, cases = 0;
     if (r->fault) return 0;   /* engine mutants do not reach the run directory's writes */
+    if (r->variant) return 0; /* --variant: one variant's slice; this suite is the CLI's, not a variant's */
     p = popen("sh scripts/durability.sh " DR_BIN " 8 2>&1", "r");
     if (!p) {
         record(r, "durability", NULL, 2, false, 0, "could not start scripts/durability.sh");

@@ -1,13 +1,21 @@
 /* distref conformance — `make conformance`: run the suites over every
  * variant of the registry against the reference.
  *
- *   bin/conformance [--quick] [--full] [--out DIR] [--only mpi] [--bin DISTREF]
+ *   bin/conformance [--quick] [--full] [--out DIR] [--only SUITE[,SUITE]] [--variant NAME] [--bin DISTREF]
  *   build/.../mutants/conformance_NAME --mutant NAME --expect SUITE
  *
  * The second form is a mutant build: the same program linked against an
  * engine (or a reference) with one planted fault compiled in (scripts/
  * run_conformance_mutants.sh builds them). It runs the quick suites and
  * exits 0 only when SUITE failed: the fault was caught.
+ *
+ * --variant NAME runs the suites for one variant only: an engine variant
+ * (openmp, opencl) beside the reference, `ref` for the reference's own
+ * cases alone, `mpi` for the reference's cases and the mpi suite; the
+ * variant-independent durability suite and, for a variant other than mpi,
+ * the mpi suite are left out. --only names the suites to run (loss_curves,
+ * batch_splitting, regularization, reductions, checkpoints, durability,
+ * mpi). make nightly times these slices (docs/NIGHTLY.md).
  *
  * Exit status 0 only when every case passes (or, for a mutant, the fault is
  * caught).
@@ -20,11 +28,58 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
+                                        "checkpoints", "durability", "compact", "mpi" };
+enum { NSUITES = sizeof k_suites / sizeof k_suites[0] };
+
+/* Is suite s named in the comma-separated list (NULL: every suite)? */
+static bool wanted(const char *list, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, s, n) == 0 && (p[n] == ',' || p[n] == 0)) return true;
+    return list == NULL;
+}
+
+static bool known_suites(const char *list)
+{
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t len = strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p), i;
+        for (i = 0; i < NSUITES; i++)
+            if (strlen(k_suites[i]) == len && strncmp(p, k_suites[i], len) == 0) break;
+        if (i == NSUITES) return false;
+    }
+    return true;
+}
+
 static int run_suites(results *r, const char *out)
 {
-    if (r->only && strcmp(r->only, "mpi") == 0) return suite_mpi(r);
-    return suite_loss_curves(r, out) + suite_batch_splitting(r, out) + suite_regularization(r, out) +
-           suite_reductions(r) + suite_checkpoints(r) + suite_durability(r) + suite_compact(r) + suite_mpi(r);
+    const char *o = r->only;
+    return (wanted(o, "loss_curves") ? suite_loss_curves(r, out) : 0) +
+           (wanted(o, "batch_splitting") ? suite_batch_splitting(r, out) : 0) +
+           (wanted(o, "regularization") ? suite_regularization(r, out) : 0) +
+           (wanted(o, "reductions") ? suite_reductions(r) : 0) +
+           (wanted(o, "checkpoints") ? suite_checkpoints(r) : 0) +
+           (wanted(o, "durability") ? suite_durability(r) : 0) + (wanted(o, "compact") ? suite_compact(r) : 0) +
+           (wanted(o, "mpi") ? suite_mpi(r) : 0);
+}
+
+/* DISTREF_NIGHTLY_PLANT=conformance_wall_s_<variant>:F stretches this
+ * run's wall time by F of itself (a spin before the exit): the planted
+ * regression that proves make nightly's conformance rows (docs/NIGHTLY.md). <variant> is --variant's; read by
+ * this program only, never by the library. */
+static void nightly_plant(const char *variant, double t0)
+{
+    const char *env = getenv("DISTREF_NIGHTLY_PLANT"), *colon = env ? strrchr(env, ':') : NULL;
+    char wall[64];
+    double f;
+    if (!colon || !variant || (f = atof(colon + 1)) <= 0 || f > 10) return;
+    snprintf(wall, sizeof wall, "conformance_wall_s_%s", variant);
+    if ((size_t)(colon - env) == strlen(wall) && strncmp(env, wall, strlen(wall)) == 0) {
+        double until = now() + f * (now() - t0);
+        fprintf(stderr, "conformance: PLANTED slowdown: +%.0f%% wall time\n", 100 * f);
+        while (now() < until) {}
+    }
 }
 
 int main(int argc, char **argv)
@@ -42,9 +97,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) r.variant = argv[++i];
         else if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) expect = argv[++i];
         else if (strcmp(argv[i], "--bin") == 0 && i + 1 < argc) r.bin = argv[++i];
-        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc && strcmp(argv[i + 1], "mpi") == 0) r.only = argv[++i];
-        else { fprintf(stderr, "usage: conformance [--quick] [--full] [--out DIR] [--only mpi] [--bin DISTREF] "
-                       "[--variant NAME] [--mutant NAME --expect SUITE]\n"); return 2; }
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) r.only = argv[++i];
+        else { fprintf(stderr, "usage: conformance [--quick] [--full] [--out DIR] [--only SUITE[,SUITE]] "
+                       "[--bin DISTREF] [--variant NAME] [--mutant NAME --expect SUITE]\n"); return 2; }
+    }
+    if (r.only && !known_suites(r.only)) {
+        fprintf(stderr, "conformance: --only %s: a suite is not one of loss_curves, batch_splitting, regularization, "
+                "reductions, checkpoints, durability, compact, mpi\n", r.only);
+        return 2;
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */
         bool caught;
@@ -70,6 +130,7 @@ int main(int argc, char **argv)
         printf("report: %s/index.html (%.0f s)\n", out, now() - t0);
         printf("conformance: %zu passed, %zu failed\n", pass, r.n - pass);
     }
+    nightly_plant(r.variant, t0);
     free(r.v);
     return fails || missed ? 1 : 0;
 }

@@ -284,6 +284,7 @@ int suite_mpi(results *r)
     int fails = 0;
     double t0 = now();
     if (r->fault && strncmp(r->fault, "mpi_", 4) != 0) return 0;   /* other faults are the in-process suites' */
+    if (!r->fault && r->variant && strcmp(r->variant, "mpi") != 0) return 0;   /* --variant: another variant's slice */
     if (system("command -v mpirun > /dev/null 2>&1") != 0) {
         record(r, "mpi", NULL, 0, false, 0, "mpirun not found (scripts/deps.sh installs openmpi-bin)");
         return 1;

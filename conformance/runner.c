@@ -221,11 +221,13 @@ bool supported(results *r, const char *suite, const dr_run_config *c, int replic
 /* The engine's in-process variants: one with a launcher (mpi: "mpirun -np
  * N") is run under it by its own suite (conformance/mpi.c); the registry
  * lists the reference first and the launched variants last. With
- * --variant NAME (the mutant runs) only that one, if it is in-process. */
+ * --variant NAME (the mutant runs, make nightly's slices) only that one, if
+ * it is in-process; --variant ref none (the reference's own cases alone). */
 const dr_variant *const *engine_variants(const results *r, size_t *n)
 {
     size_t all;
     const dr_variant *const *v = dr_variants(&all);
+    if (r->variant && strcmp(r->variant, v[0]->name) == 0) { *n = 0; return v + 1; }
     for (size_t i = 1; r->variant && i < all; i++)
         if (strcmp(v[i]->name, r->variant) == 0) { *n = v[i]->launcher[0] ? 0 : 1; return v + i; }
     *n = all - 1;

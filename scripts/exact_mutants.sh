@@ -3,8 +3,8 @@
 # same-bits tests. Each mutant is one test binary linked against one object
 # rebuilt with one fault: engine files (devices/) through a
 # `#if defined(DR_MUTANT_X)` seam compiled with -DDR_MUTANT_X; core files
-# (which carry no fault code) through a sed patch of a copy in the build
-# folder. The mutated object is linked before the archives, so it replaces
+# (which carry no fault code, but for tfevents.c's seam) through a sed patch
+# of a copy in the build folder. The mutated object is linked before the archives, so it replaces
 # the release build's. Every mutant must make its test binary fail.
 #
 #   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
@@ -21,6 +21,11 @@
 #   sum_upper_sign  core/reduce.c       the upper eight lanes take the lower eight's signs
 #   sum_unit        core/reduce.c       the chunk's total goes in one binade too high
 #   sum_special     core/reduce.c       a chunk holding inf or NaN stays on the window path
+# and one outside the numerics, by its seam (-DDR_MUTANT_TFEVENTS_NO_START):
+#   tfevents_no_start core/tfevents.c   a segment's event file has no SessionLog START, so
+#                                       TensorBoard shows a resumed run's redone steps twice
+#                                       (test_tfevents reads a resumed run's files with
+#                                       TensorBoard's purge rule; no TensorBoard needed)
 # The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
 # /proc/cpuinfo); elsewhere they are skipped, with a line saying so.
 #
@@ -50,6 +55,7 @@ run round_fast_sign core/acc.c CORE 's/            negative = 1;/            neg
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
 run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
 run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eoff++; }/while (divisor > 2u) { divisor >>= 1; eoff++; }/' test_exact
+run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
     run sum_negzero    core/reduce.c CORE 's/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, zero);/' test_exact

@@ -2,6 +2,8 @@
 """distref nightly performance regression runs (issue 15, docs/NIGHTLY.md).
 
     nightly.py run --bench build/rel/bench/nightly [--samples N] [--only A,B]
+                   [--mpi-bench build/rel/bench/nightly_mpi]
+                   [--conformance bin/conformance --conf-samples N]
                    [--baseline REV] [--window W] [--alpha A] [--min-effect F]
                    [--effect METRIC=F ...] [--history FILE] [--outdir DIR]
                    [--label TEXT] [--no-plot] [--cflags TEXT]
@@ -9,7 +11,9 @@
     nightly.py selftest
 
 `run` runs the bench program once (every metric: N interleaved ratio
-samples), compares each metric with a baseline (the pooled samples of the
+samples), the MPI bench under mpirun and the conformance slices
+(scripts/nightly_rows.py; each skipped with a note when its tool is
+absent), compares each metric with a baseline (the pooled samples of the
 last W earlier runs in the history, planted runs excluded, or of every run
 of revision REV), prints a table, writes JUnit XML and a Google
 Benchmark-compatible JSON of the run, appends one record per metric to the
@@ -35,11 +39,13 @@ import os
 import platform
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import xml.sax.saxutils as sx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nightly_rows  # noqa: E402  (scripts/nightly_rows.py: the MPI and conformance rows)
 
 # Minimum effect per metric (relative change of the median ratio) below
 # which a significant change is not an alarm, set from A/A runs on the
@@ -59,6 +65,24 @@ METRIC_EFFECT = {
     "train_fast_mirrored2_g64_vs_one_device": 0.20,
     "train_fast_g256_2thr_vs_1thr": 0.25,
 }
+# Item 6's rows (docs/NIGHTLY.md, "The OpenCL, MPI and conformance rows"),
+# set from A/A runs on the shared machine while its load average went from
+# 6 to 1.5: with PoCL on one thread the OpenCL training ratios moved up to
+# 11% (fast) and 4% (exact), the OpenCL GEMM's between 0.76 and 1.07; the all-reduce at
+# 64 KB 53..76, at 1 MB 129..642 (the exact ring's time is compute and
+# fell 5x with the load, MPI_Allreduce's is not); the conformance slices'
+# wall times 2.5x (they are absolute seconds, no in-run baseline); their
+# peak RSS within 1%.
+METRIC_EFFECT.update({
+    "train_opencl_fast_g64_vs_openmp": 0.20,
+    "train_opencl_exact_g64_vs_openmp": 0.10,
+    "gemm_opencl_fast_256x784x128_vs_sgemm": 0.30,
+    "allreduce_exact_64k_np2_vs_mpi": 0.50,
+    "allreduce_exact_1m_np2_vs_mpi": 4.0,
+})
+for _n in nightly_rows.conf_metric_names():
+    METRIC_EFFECT[_n] = 1.5 if "_wall_" in _n else 0.10
+
 
 
 # ---- statistics ------------------------------------------------------------
@@ -216,6 +240,7 @@ def context(cflags):
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "(unset)"),
+        "pocl_max_pthread_count": os.environ.get("POCL_MAX_PTHREAD_COUNT", "1 (set by the bench)"),
         "bench_threads": 1,
         "host": platform.node(),
         "kernel": platform.release(),
@@ -268,6 +293,8 @@ def write_gbench(path, ctx, metrics, stamp):
 
     def family(name, values, unit, scale):
         n = len(values)
+        if n == 0:
+            return
         fam = len({b["run_name"] for b in bms})
         for i, v in enumerate(values):
             bms.append({"name": name, "family_index": fam, "per_family_instance_index": 0, "run_name": name,
@@ -282,6 +309,8 @@ def write_gbench(path, ctx, metrics, stamp):
                         "cpu_time": val * scale, "time_unit": unit})
 
     for m in metrics:
+        # The value itself as real_time (a ratio, seconds or MiB: compare.py
+        # reads them all as times; "unit" is in the history).
         family(m["name"], m["ratio"], "s", 1.0)
         family(m["name"] + "/kernel", m["kernel_s"], "ns", 1e9)
         family(m["name"] + "/baseline", m["baseline_s"], "ns", 1e9)
@@ -326,94 +355,25 @@ def describe(r):
 
 def print_table(rows, base_desc):
     print("nightly: baseline = %s" % base_desc)
-    print("%-32s %12s %12s %8s %9s %15s %s" % ("metric", "base_median", "this_median", "change", "p",
+    print("%-38s %12s %12s %8s %9s %15s %s" % ("metric", "base_median", "this_median", "change", "p",
                                               "CI(ratio)", "verdict"))
     for r in rows:
         if r["verdict"] == "new":
-            print("%-32s %12s %12.4g %8s %9s %15s %s" % (r["metric"], "-", r["this_median"], "-", "-", "-", "new"))
+            print("%-38s %12s %12.4g %8s %9s %15s %s" % (r["metric"], "-", r["this_median"], "-", "-", "-", "new"))
         else:
-            print("%-32s %12.4g %12.4g %+7.1f%% %9.2g %7.3f..%-6.3f %s" % (
+            print("%-38s %12.4g %12.4g %+7.1f%% %9.2g %7.3f..%-6.3f %s" % (
                 r["metric"], r["base_median"], r["this_median"], 100 * r["change"], r["p"], r["ci"][0],
                 r["ci"][1], r["verdict"]))
 
 
-def plot(history_path, outdir, window=5):
-    """reports/bench/history.png: each metric's median over the runs, with
-    the min..max of its samples; planted runs drawn apart, regressions
-    circled."""
-    if not shutil.which("gnuplot"):
-        print("nightly: plot skipped: no gnuplot")
-        return
-    hist = load_history(history_path)
-    metrics = []
-    for r in hist:
-        if r["metric"] not in metrics:
-            metrics.append(r["metric"])
-    if not metrics:
-        return
-    ddir = os.path.join(outdir, "plot")
-    os.makedirs(ddir, exist_ok=True)
-    runs = []
-    for r in hist:
-        if r["run_id"] not in runs:
-            runs.append(r["run_id"])
-    index = {rid: i for i, rid in enumerate(runs)}
-    cols = 2
-    rows_n = (len(metrics) + cols - 1) // cols
-    gp = ["set terminal pngcairo size %d,%d font 'sans,9'" % (1100, 300 * rows_n),
-          "set output '%s'" % os.path.join(outdir, "history.png"),
-          "set multiplot layout %d,%d title 'distref nightly: median ratio per run (bars: min..max of its samples); "
-          "orange: planted slowdown; red circle: REGRESSION; shaded: the baseline window of the latest run'"
-          % (rows_n, cols),
-          "set xlabel 'run (revision)'", "set ylabel 'kernel / baseline'", "set grid",
-          "unset key", "set xtics rotate by 45 right", "set offsets 0.5, 0.5, 0, 0"]
-    for m in metrics:
-        fn = os.path.join(ddir, re.sub(r"[^A-Za-z0-9_]", "_", m) + ".dat")
-        with open(fn, "w") as f:
-            for r in hist:
-                if r["metric"] != m:
-                    continue
-                s = r["samples"]
-                f.write("%d %g %g %g %s %d %d\n" % (index[r["run_id"]], median(s), min(s), max(s),
-                                                    r.get("revision_short", "?"), 1 if r.get("plant") else 0,
-                                                    1 if r.get("verdict") == "REGRESSION" else 0))
-        # The baseline window of the latest run: the earlier plain runs it
-        # was compared with, shaded.
-        mr = [r for r in hist if r["metric"] == m]
-        plain = [index[r["run_id"]] for r in mr[:-1] if not r.get("plant")][-window:]
-        gp.append("unset object")
-        if plain:
-            gp.append("set object 1 rect from %g, graph 0 to %g, graph 1 fc rgb '#e8e8e8' fs solid noborder behind"
-                      % (min(plain) - 0.4, max(plain) + 0.4))
-        gp.append("set title '%s' noenhanced" % m)
-        gp.append("plot '%s' using 1:($6==0?$2:1/0):3:4:xtic(5) with yerrorbars lc rgb '#1f77b4' pt 7 title "
-                  "'median', '' using 1:($6==1?$2:1/0):3:4 with yerrorbars lc rgb '#ff7f0e' pt 5 title 'planted', "
-                  "'' using 1:($7==1?$2:1/0) with points lc rgb '#d62728' pt 6 ps 3 lw 2 title 'REGRESSION'"
-                  % fn)
-    gp.append("unset multiplot")
-    with open(os.path.join(ddir, "history.gp"), "w") as f:
-        f.write("\n".join(gp) + "\n")
-    r = subprocess.run(["gnuplot", os.path.join(ddir, "history.gp")], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("nightly: gnuplot failed: %s" % r.stderr.strip()[:500], file=sys.stderr)
-        return
-    # index.html: the plot and the latest run's verdicts.
-    last = runs[-1]
-    rows = ["<tr><td>%s</td><td>%s</td><td>%.4g</td><td>%s</td></tr>" % (
-        sx.escape(r["metric"]), sx.escape(r.get("revision_short", "?")), r["median"], sx.escape(r.get("verdict", "")))
-        for r in hist if r["run_id"] == last]
-    with open(os.path.join(outdir, "index.html"), "w") as f:
-        f.write("<!doctype html><html><head><meta charset='utf-8'><title>distref nightly</title></head><body>\n"
-                "<h1>distref nightly performance runs</h1>\n<p>%d runs in <code>history.jsonl</code>; "
-                "latest: <code>%s</code> (docs/NIGHTLY.md)</p>\n"
-                "<table border='1' cellpadding='4'><tr><th>metric</th><th>revision</th>"
-                "<th>median ratio</th><th>verdict</th></tr>\n%s\n</table>\n"
-                "<p><img src='history.png' alt='each metric per run'></p></body></html>\n"
-                % (len(runs), sx.escape(last), "\n".join(rows)))
-    print("nightly: plot %s, %s" % (os.path.join(outdir, "history.png"), os.path.join(outdir, "index.html")))
-
-
 # ---- commands ------------------------------------------------------------------
+
+def plot(history_path, outdir, window=5):
+    """scripts/nightly_plot.py: history.png and index.html (imported here,
+    not at the top: it imports this module's history helpers)."""
+    import nightly_plot
+    nightly_plot.plot(history_path, outdir, window)
+
 
 def parse_effects(items):
     eff = dict(METRIC_EFFECT)
@@ -441,6 +401,25 @@ def run_bench(bench, samples, only):
         os.unlink(tmp)
 
 
+def measure(a, only):
+    """Every source of metrics, one after the other: the bench program,
+    the MPI bench, the conformance slices. One dict like the bench's JSON
+    ("metrics", "plant"), or None when one failed."""
+    bench = run_bench(a.bench, a.samples, only)
+    if bench is None:
+        return None
+    metrics, plant = list(bench["metrics"]), bench.get("plant", "")
+    if bench.get("opencl"):
+        print("nightly: OpenCL rows skipped: no OpenCL device (%s)" % bench["opencl"])
+    for more in (nightly_rows.run_mpi(a.mpi_bench, a.samples, only),
+                 nightly_rows.run_conformance(a.conformance, a.conf_samples, only, not bench.get("opencl"))):
+        if more is None:
+            return None
+        metrics += more["metrics"]
+        plant = plant or more.get("plant", "")
+    return {"metrics": metrics, "plant": plant}
+
+
 def cmd_run(a):
     os.makedirs(a.outdir, exist_ok=True)
     history_path = a.history or os.path.join(a.outdir, "history.jsonl")
@@ -452,7 +431,7 @@ def cmd_run(a):
     print("nightly: run %s, rev %s%s, %s, %d cores, %s, OPENBLAS_CORETYPE=%s" % (
         run_id, ctx["revision_short"], " (dirty)" if ctx["dirty"] else "", ctx["cpu_model"], ctx["cores"],
         ctx["compiler"], ctx["openblas_coretype"]))
-    bench = run_bench(a.bench, a.samples, a.only)
+    bench = measure(a, a.only)
     if bench is None:
         return 2
     plant = bench.get("plant", "")
@@ -475,12 +454,15 @@ def cmd_run(a):
     if suspects and a.confirm:
         names = ",".join(r["metric"] for r in suspects)
         print("nightly: confirming %s with %d fresh samples" % (names, a.samples))
-        again = run_bench(a.bench, a.samples, names)
+        again = measure(a, names)
         if again is None:
             return 2
         for m in again["metrics"]:
             confirm_samples[m["name"]] = m["ratio"]
         for r in suspects:
+            if r["metric"] not in confirm_samples:   # not measured again (its tool went away): not confirmed
+                r["verdict"] = "unconfirmed"
+                continue
             base, _ = baseline_samples(history, r["metric"], a.window, a.baseline)
             r2 = verdict(confirm_samples[r["metric"]], base, a.alpha, r["effect"])
             r["confirm"] = r2
@@ -491,7 +473,7 @@ def cmd_run(a):
     verdicts = {r["metric"]: r["verdict"] for r in rows}
     with open(history_path, "a") as f:
         for m in bench["metrics"]:
-            rec = {"run_id": run_id, "time": stamp, "metric": m["name"], "unit": "ratio",
+            rec = {"run_id": run_id, "time": stamp, "metric": m["name"], "unit": m.get("unit", "ratio"),
                    "kernel": m["kernel"], "baseline": m["baseline"], "samples": m["ratio"],
                    "kernel_s": m["kernel_s"], "baseline_s": m["baseline_s"], "median": median(m["ratio"]),
                    "plant": plant if plant == m["name"] else "", "label": a.label or "",
@@ -583,6 +565,9 @@ def main():
     r.add_argument("--bench", default="build/rel/bench/nightly")
     r.add_argument("--samples", type=int, default=15)
     r.add_argument("--only")
+    r.add_argument("--mpi-bench", default="", help="bench/nightly_mpi, run under mpirun -np 2 (none: no MPI rows)")
+    r.add_argument("--conformance", default="", help="bin/conformance: its per-variant slices are timed (none: no rows)")
+    r.add_argument("--conf-samples", type=int, default=3, help="runs of each conformance slice (0: none)")
     r.add_argument("--baseline", help="a revision (prefix): its runs are the baseline")
     r.add_argument("--window", type=int, default=5, help="earlier runs pooled as the baseline")
     r.add_argument("--alpha", type=float, default=0.01)

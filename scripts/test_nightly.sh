@@ -13,9 +13,16 @@
 # sit within 1% of 1.000 and the planted run's at 1.150, against a 5%
 # minimum effect and p < 0.01, so neither verdict depends on the machine's
 # load. The verdicts are checked, never a speed.
+#   - item 6's rows flow like the others: with MPI_BENCH and CONFORMANCE
+#     given, one run of an MPI row (3 samples, under mpirun; a note when
+#     mpirun is absent) and of the reference's conformance slice (1 run)
+#     must reach the table, history.jsonl (unit "ratio", "s", "MiB"), the
+#     JUnit XML and the Google Benchmark JSON.
 # Prints "nightly: N passed, N failed"; exit status 1 on any failure.
+#   test_nightly.sh BENCH [MPI_BENCH CONFORMANCE]
 set -u
-bench=${1:?usage: test_nightly.sh BENCH_BINARY}
+bench=${1:?usage: test_nightly.sh BENCH_BINARY [MPI_BENCH CONFORMANCE]}
+mpi_bench=${2:-}; conf=${3:-}
 py=${PYTHON:-python3}
 tmp=$(mktemp -d /tmp/distref_nightly_test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -55,6 +62,29 @@ if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"];
      "$(ls "$tmp"/nightly-*.json | tail -1)" 2>"$tmp/last.log" &&
    [ "$(grep -c '"metric": "synthetic_loop"' "$tmp/history.jsonl")" -eq 6 ]
 then ok "Google Benchmark JSON and 6 history records"; else bad "the run's JSON or history"; fi
+
+if [ -n "$conf" ]; then
+    rows=conformance_wall_s_ref,conformance_peak_rss_mib_ref
+    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi
+    if "$py" scripts/nightly.py run --bench "$bench" --mpi-bench "$mpi_bench" --conformance "$conf" --conf-samples 1 \
+           --samples 3 --only "$rows" --outdir "$tmp/rows" --no-plot --label rows > "$tmp/last.log" 2>&1 &&
+       "$py" - "$tmp/rows" "$rows" >> "$tmp/last.log" 2>&1 <<'PY'
+import glob, json, sys
+d, rows = sys.argv[1], sys.argv[2].split(",")
+hist = [json.loads(l) for l in open(d + "/history.jsonl")]
+units = {r["metric"]: r["unit"] for r in hist}
+assert sorted(units) == sorted(rows), units
+assert units["conformance_wall_s_ref"] == "s" and units["conformance_peak_rss_mib_ref"] == "MiB", units
+assert all(r["samples"] and r["samples"][0] > 0 for r in hist), hist
+junit = open(d + "/nightly-junit.xml").read()
+assert all('name="%s"' % m in junit for m in rows), junit
+g = json.load(open(glob.glob(d + "/nightly-*.json")[0]))
+assert {b["name"] for b in g["benchmarks"] if b["run_type"] == "iteration"} >= set(rows)
+PY
+    then ok "item 6's rows reach the table, history ($(grep -o '"unit": "[A-Za-z]*"' "$tmp/rows/history.jsonl" | sort -u | tr '\n' ' ')), JUnit and Google Benchmark JSON"
+    else bad "item 6's rows ($rows)"; fi
+    command -v mpirun >/dev/null 2>&1 || echo "nightly: note: no mpirun: the MPI row was not checked"
+fi
 
 echo "nightly: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,10 @@
 /* Unit tests for core/tfevents.c: CRC-32C against the published check
  * values, and event files read back by a protobuf decoder written here from
- * the wire-format rules (not the writer's code). tests/test_tensorboard.sh
- * reads a training run's file with TensorBoard itself when it is installed. */
+ * the wire-format rules (not the writer's code); a resumed run's event
+ * files, read as TensorBoard reads them, hold every step once.
+ * scripts/test_tensorboard.sh reads a training run's files with TensorBoard
+ * itself when it is installed. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +13,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "distref/factory.h"
 #include "distref/fileio.h"
+#include "distref/harness.h"
 #include "distref/tfevents.h"
+#include "distref/train.h"
 #include "tmpdir.h"
 
 static int setup(void **state) { return temp_dir_from(state, "/tmp/distref_tfevents_XXXXXX"); }
@@ -173,11 +179,122 @@ static void test_events_read_back(void **state)
     dr_tfevents_free(&ev);
 }
 
+/* ---- a resumed run, read as TensorBoard reads it ---------------------------- */
+
+enum { RUN_STEPS = 20, MAX_FILES = 8, MAX_KEPT = 256 };
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void train_to(const char *dir, uint64_t steps)
+{
+    dr_run_config c;
+    dr_run_result res;
+    dr_err err = { 0, "" };
+    dr_run_config_defaults(&c);
+    assert_int_equal(dr_get_distribution_strategy("mirrored", 2, NULL, 1, NULL, &c.strategy, &err), DR_OK);
+    c.synthetic_examples = 256;
+    c.global_batch_size = 32;
+    c.train_steps = steps;
+    c.checkpoint_every = 10;
+    c.progress = false;
+    snprintf(c.model_dir, sizeof c.model_dir, "%s", dir);
+    if (dr_run_train(&c, &res, &err) != DR_OK) fail_msg("train %s to %llu: %s", dir, (unsigned long long)steps, err.msg);
+}
+
+/* The steps of the loss scalars in dir's event files, read in name order
+ * (TensorBoard's order: the names begin with the segment's start time)
+ * with TensorBoard's purge of orphaned data for files of version
+ * brain.Event:2 applied: a SessionLog START at step s drops every event
+ * read so far whose step is >= s (EventAccumulator's restart check). kept[]
+ * gets the surviving steps in reading order; returns their count, and the
+ * number of files in *nfiles. */
+static size_t loss_steps_as_tensorboard(const char *dir, int64_t *kept, int *nfiles)
+{
+    char *names[MAX_FILES], path[1200];
+    struct dirent *d;
+    DIR *dd = opendir(dir);
+    size_t nkept = 0;
+    int n = 0;
+    assert_non_null(dd);
+    while ((d = readdir(dd)))
+        if (strncmp(d->d_name, "events.out.tfevents.", 20) == 0) {
+            assert_true(n < MAX_FILES);
+            names[n++] = strdup(d->d_name);
+        }
+    closedir(dd);
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    for (int f = 0; f < n; f++) {
+        uint8_t *file;
+        size_t len, pos = 0, rlen;
+        const uint8_t *data;
+        dr_err err;
+        event e;
+        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+        assert_int_equal(dr_read_file(path, 1 << 24, &file, &len, &err), DR_OK);
+        while (dr_tfrecord_next(file, len, &pos, &data, &rlen, &err) == DR_OK && data) {
+            decode_event(data, rlen, &e);
+            if (e.version[0]) assert_string_equal(e.version, "brain.Event:2");
+            if (e.start) {
+                size_t w = 0;
+                for (size_t i = 0; i < nkept; i++)
+                    if (kept[i] < e.step) kept[w++] = kept[i];
+                nkept = w;
+            }
+            if (e.nvals > 0 && strcmp(e.tag[0], "loss") == 0) {
+                assert_true(nkept < MAX_KEPT);
+                kept[nkept++] = e.step;
+            }
+        }
+        assert_null(data);   /* every record read: none corrupt */
+        free(file);
+        free(names[f]);
+    }
+    *nfiles = n;
+    return nkept;
+}
+
+/* A run checkpointing every 10 steps is trained to 10, continued to 15
+ * (a second segment, a second event file holding steps 11..15, and the
+ * step-15 checkpoint), then "killed" before that checkpoint's commit: the
+ * step-10 checkpoint is put back, as in tests/test_checkpoint.c, while the
+ * event files and metrics.jsonl keep steps up to 15 (they are written
+ * before the checkpoint's commit). Resumed to 20, the third segment redoes
+ * 11..15. Read as TensorBoard reads them, the three files must show each
+ * step 1..20 once, in order: the resume's SessionLog START at step 11 drops
+ * the second segment's 11..15. Without the START (DR_MUTANT_TFEVENTS_NO_START)
+ * steps 11..15 appear twice. */
+static void test_resumed_run_steps_once(void **state)
+{
+    char dir[1100], ckpt[1200], *cmd = malloc(2600);
+    int64_t kept[MAX_KEPT];
+    int nfiles;
+    size_t n;
+    assert_non_null(cmd);
+    snprintf(dir, sizeof dir, "%s/run", (const char *)*state);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.bin", dir);
+    train_to(dir, 10);
+    snprintf(cmd, 2600, "cp '%s' '%s.step10'", ckpt, ckpt);
+    assert_int_equal(system(cmd), 0);
+    train_to(dir, 15);
+    snprintf(cmd, 2600, "mv '%s.step10' '%s'", ckpt, ckpt);   /* the step-15 commit "never happened" */
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    train_to(dir, RUN_STEPS);
+    n = loss_steps_as_tensorboard(dir, kept, &nfiles);
+    assert_int_equal(nfiles, 3);
+    if (n != RUN_STEPS) {
+        for (size_t i = 0; i < n; i++) print_message("%lld ", (long long)kept[i]);
+        fail_msg("TensorBoard would show %zu loss events (above), want steps 1..%d once each", n, RUN_STEPS);
+    }
+    for (size_t i = 0; i < n; i++) assert_int_equal(kept[i], (int64_t)i + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
         cmocka_unit_test_setup_teardown(test_events_read_back, setup, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_resumed_run_steps_once, setup, drop_temp_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,246 @@
+/* distref nightly bench, MPI part — the exact all-reduce against
+ * MPI_Allreduce, sampled for regression detection the way bench/nightly.c
+ * samples its metrics (issue 15; scripts/nightly.py runs it under
+ * `mpirun -np 2`, docs/NIGHTLY.md):
+ *
+ *   mpirun -np 2 build/rel/bench/nightly_mpi [--samples N] [--json FILE] [--only NAME[,NAME]] [--list]
+ *
+ * Each metric is a ratio of seconds, lower is better: the MPI comm's exact
+ * all-reduce (dr_comm_mpi()->all_reduce over exact accumulators, one local
+ * replica per rank, the ring over the DR_ACC_BYTES wire form; the final
+ * rounding not timed) over MPI_Allreduce(MPI_FLOAT, MPI_SUM) of the same
+ * float data, in the same run. The time of one call is the slowest rank's
+ * (a barrier before it), the fastest of a few calls; the ratio equals MPI_Allreduce's busbw over the
+ * exact all-reduce's (nccl-tests' busbw = size / time * 2 (n-1) / n, the
+ * same factor for both). Every sample is made of neighbouring measurements,
+ * the order alternating, the fastest of best_of pairs kept, as in
+ * bench/nightly.c; the JSON has the same shape, so nightly.py reads both.
+ *
+ * DISTREF_NIGHTLY_PLANT=NAME:FRACTION plants a slowdown into the exact
+ * all-reduce of metric NAME (every rank spins for FRACTION of its own call's
+ * time inside the timed region), read here only, as in bench/nightly.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "bench/bench_common.h"
+#include "distref/comm.h"
+#include "distref/exact.h"
+#include "distref/mpi.h"
+#include "distref/rng.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct metric {
+    const char *name;
+    size_t bytes;               /* float data per rank */
+    int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
+} metric;
+
+static const metric metrics[] = {
+    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30 },
+    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10 },
+};
+enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
+
+typedef struct buffers {
+    size_t n;
+    dr_acc *acc, *pristine;
+    float *x, *y;
+    dr_comm *ep;
+} buffers;
+
+static double slowest(double t)
+{
+    double m = t;
+    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static void fail(const char *what, const dr_err *err)
+{
+    fprintf(stderr, "nightly_mpi: %s: %s\n", what, err ? err->msg : "out of memory");
+    dr_mpi_abort(1);
+}
+
+/* Seconds of one exact all-reduce, the slowest rank's, the fastest of
+ * inner calls (a call the scheduler interrupted is dropped); each rank's
+ * call stretched by plant of its own time. */
+static double time_exact(buffers *b, int inner, double plant)
+{
+    double best = 0;
+    dr_err err;
+    for (int k = 0; k < inner; k++) {
+        double t0, t;
+        memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = dr_now();
+        if (dr_comm_mpi()->all_reduce(b->ep, &b->acc, b->n, &err)) fail("exact all-reduce", &err);
+        t = dr_now() - t0;
+        if (plant > 0)
+            while (dr_now() < t0 + t * (1.0 + plant)) {}
+        t = slowest(dr_now() - t0);
+        best = k == 0 || t < best ? t : best;
+    }
+    return best;
+}
+
+/* The same for MPI_Allreduce. */
+static double time_mpi(buffers *b, int inner)
+{
+    double best = 0;
+    for (int k = 0; k < inner; k++) {
+        double t0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = dr_now();
+        MPI_Allreduce(b->x, b->y, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double t = slowest(dr_now() - t0);
+        best = k == 0 || t < best ? t : best;
+    }
+    return best;
+}
+
+static int selected(const char *only, const char *name)
+{
+    size_t n = strlen(name);
+    if (!only) return 1;
+    for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
+static void json_array(FILE *f, const char *key, const double *v, int n)
+{
+    fprintf(f, "\"%s\":[", key);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", v[i]);
+    fputc(']', f);
+}
+
+static double median_of(const double *v, int n)
+{
+    double t[1024];
+    int m = n < 1024 ? n : 1024;
+    memcpy(t, v, (size_t)m * sizeof *t);
+    qsort(t, (size_t)m, sizeof *t, cmp_double);
+    return m % 2 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    int samples = 15, first = 1;
+    const char *only = NULL, *json_path = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
+    char plant_name[128] = "";
+    double plant = 0, ratio[1024], tk[1024], tb[1024];
+    uint32_t rank, W;
+    FILE *json = NULL;
+    dr_err err;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--samples") && i + 1 < argc) samples = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--list")) {
+            for (int m = 0; m < NMETRICS; m++)
+                printf("%-32s exact all-reduce %zu B, 2 ranks / MPI_Allreduce\n", metrics[m].name, metrics[m].bytes);
+            return 0;
+        } else {
+            fprintf(stderr, "usage: mpirun -np 2 nightly_mpi [--samples N] [--json FILE] [--only NAME[,NAME]] [--list]\n");
+            return 2;
+        }
+    }
+    if (samples < 1 || samples > 1024) { fprintf(stderr, "nightly_mpi: --samples must be 1..1024\n"); return 2; }
+    if (plant_env && *plant_env) {
+        const char *colon = strrchr(plant_env, ':');
+        size_t len = colon ? (size_t)(colon - plant_env) : 0;
+        if (!colon || len == 0 || len >= sizeof plant_name || (plant = atof(colon + 1)) <= 0 || plant > 10) {
+            fprintf(stderr, "nightly_mpi: DISTREF_NIGHTLY_PLANT must be NAME:FRACTION (0 < FRACTION <= 10)\n");
+            return 2;
+        }
+        memcpy(plant_name, plant_env, len);
+        plant_name[len] = 0;
+    }
+    if (dr_mpi_init(&argc, &argv, &err)) { fprintf(stderr, "nightly_mpi: %s\n", err.msg); return 1; }
+    dr_mpi_world(&rank, &W);
+    if (rank == 0) {
+        for (int m = 0; plant > 0 && m < NMETRICS; m++)   /* (another program's metric: that one plants it) */
+            if (!strcmp(metrics[m].name, plant_name))
+                fprintf(stderr, "nightly_mpi: PLANTED slowdown: %s exact all-reduce +%.1f%%\n", plant_name, 100 * plant);
+        if (json_path && !(json = fopen(json_path, "w"))) {
+            fprintf(stderr, "nightly_mpi: --json: cannot write %s\n", json_path);
+            dr_mpi_abort(2);
+        }
+        printf("# nightly_mpi: %u ranks, %d interleaved samples per metric; ratio = exact all-reduce s / "
+               "MPI_Allreduce s (= mpi busbw / exact busbw; lower is better)\n", W, samples);
+        if (json) fprintf(json, "{\"samples\":%d,\"ranks\":%u,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[",
+                          samples, W, plant_name, plant);
+    }
+    for (int m = 0; m < NMETRICS; m++) {
+        const metric *w = &metrics[m];
+        double p = strcmp(plant_name, w->name) ? 0 : plant;
+        buffers b;
+        dr_comm_config cc;
+        uint32_t neps = 0;
+        if (!selected(only, w->name)) continue;
+        memset(&b, 0, sizeof b);
+        b.n = w->bytes / sizeof(float);
+        b.acc = malloc(b.n * sizeof *b.acc);
+        b.pristine = malloc(b.n * sizeof *b.pristine);
+        b.x = malloc(b.n * sizeof *b.x);
+        b.y = malloc(b.n * sizeof *b.y);
+        if (!b.acc || !b.pristine || !b.x || !b.y) fail("buffers", NULL);
+        for (size_t i = 0; i < b.n; i++) {
+            b.x[i] = (2.0f * dr_rng_uniform(2026, rank, (uint64_t)i) - 1.0f) * (float)(1u << (i % 5));
+            dr_acc_init(&b.pristine[i]);
+            dr_acc_add(&b.pristine[i], b.x[i]);
+        }
+        memset(&cc, 0, sizeof cc);
+        cc.num_ranks = W;
+        cc.local_replicas = 1;
+        cc.alg = DR_COMM_RING;
+        cc.num_packs = 1;
+        if (dr_comm_mpi()->open(&cc, &b.ep, &neps, &err)) fail("open", &err);
+        time_exact(&b, 1, 0);   /* warm-up: pages, the MPI library's buffers */
+        time_mpi(&b, 1);
+        for (int s = 0; s < samples; s++) {
+            for (int r = 0; r < BEST_OF; r++) {
+                double k, bl;
+                if ((s + r) % 2 == 0) {
+                    k = time_exact(&b, w->exact_inner, p);
+                    bl = time_mpi(&b, w->mpi_inner);
+                } else {
+                    bl = time_mpi(&b, w->mpi_inner);
+                    k = time_exact(&b, w->exact_inner, p);
+                }
+                if (r == 0 || k < tk[s]) tk[s] = k;
+                if (r == 0 || bl < tb[s]) tb[s] = bl;
+            }
+            ratio[s] = tb[s] > 0 ? tk[s] / tb[s] : 0;
+        }
+        dr_comm_mpi()->close(&b.ep, neps);
+        if (rank == 0) {
+            char kname[96], bname[96];
+            double lo = ratio[0], hi = ratio[0];
+            for (int s = 1; s < samples; s++) { lo = ratio[s] < lo ? ratio[s] : lo; hi = ratio[s] > hi ? ratio[s] : hi; }
+            printf("  %-32s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
+                   median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
+            fflush(stdout);
+            snprintf(kname, sizeof kname, "exact all-reduce %zu B x %u ranks (dr_comm_mpi ring)", w->bytes, W);
+            snprintf(bname, sizeof bname, "MPI_Allreduce float %zu B x %u ranks", w->bytes, W);
+            if (json) {
+                fprintf(json, "%s\n{\"name\":\"%s\",\"kernel\":\"%s\",\"baseline\":\"%s\",\"unit\":\"ratio\",",
+                        first ? "" : ",", w->name, kname, bname);
+                json_array(json, "ratio", ratio, samples);
+                fputc(',', json);
+                json_array(json, "kernel_s", tk, samples);
+                fputc(',', json);
+                json_array(json, "baseline_s", tb, samples);
+                fputc('}', json);
+            }
+            first = 0;
+        }
+        free(b.acc); free(b.pristine); free(b.x); free(b.y);
+    }
+    if (json) { fputs("\n]}\n", json); fclose(json); }
+    dr_mpi_finalize();
+    return 0;
+}

@@ -1,0 +1,153 @@
+"""distref nightly: the rows measured outside bench/nightly.c (issue 15,
+item 6; docs/NIGHTLY.md). scripts/nightly.py imports this module.
+
+Each runner returns what bench/nightly.c writes with --json, a dict with
+"metrics": [{"name", "kernel", "baseline", "unit", "ratio": [samples],
+"kernel_s": [...], "baseline_s": [...]}] and "plant", or None when the
+measurement failed (the error printed). A runner whose tool is absent
+prints a one-line note and returns no metrics.
+
+  run_mpi(bench, samples, only)     bench/nightly_mpi.c under mpirun -np 2:
+                                    the exact all-reduce over MPI_Allreduce
+  run_conformance(conf, samples, only, have_opencl)
+                                    bin/conformance's per-variant slices:
+                                    wall time (s) and peak RSS (MiB), lower
+                                    is better, no in-run baseline
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+MPI_NP = 2
+
+# The slice of `make conformance` each variant's rows time: its quick suites
+# for that variant alone (bin/conformance --variant NAME; ref = the
+# reference's own cases). loss_curves (21-58 s a variant here) and the
+# variant-independent durability suite (18 s) are left out so that a full
+# `make nightly` stays under 10 minutes on 2 cores; mpi is its own suite
+# (the mpi variant under mpirun against the reference, ~60 s).
+IN_PROCESS_SUITES = "batch_splitting,regularization,reductions,checkpoints"
+CONF_SLICES = [
+    ("ref", ["--quick", "--variant", "ref", "--only", IN_PROCESS_SUITES]),
+    ("openmp", ["--quick", "--variant", "openmp", "--only", IN_PROCESS_SUITES]),
+    ("opencl", ["--quick", "--variant", "opencl", "--only", IN_PROCESS_SUITES]),
+    ("mpi", ["--quick", "--variant", "mpi", "--only", "mpi"]),
+]
+
+
+def conf_metric_names():
+    out = []
+    for v, _ in CONF_SLICES:
+        out += ["conformance_wall_s_" + v, "conformance_peak_rss_mib_" + v]
+    return out
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def _selected(only, names):
+    if not only:
+        return list(names)
+    want = only.split(",")
+    return [n for n in names if n in want]
+
+
+def run_mpi(bench, samples, only):
+    """bench/nightly_mpi.c under mpirun -np 2 (root allowed, oversubscribed)."""
+    if not bench:
+        return {"metrics": [], "plant": ""}
+    if not shutil.which("mpirun"):
+        print("nightly: MPI rows skipped: no mpirun (scripts/deps.sh installs openmpi-bin)")
+        return {"metrics": [], "plant": ""}
+    try:
+        listed = subprocess.run([bench, "--list"], capture_output=True, text=True).stdout.split()
+    except OSError as e:
+        print("nightly: %s: %s" % (bench, e), file=sys.stderr)
+        return None
+    names = [w for w in listed if w.startswith("allreduce_")]
+    if only and not _selected(only, names):
+        return {"metrics": [], "plant": ""}
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmd = ["mpirun", "--oversubscribe", "-np", str(MPI_NP), bench, "--samples", str(samples), "--json", tmp]
+    if only:
+        cmd += ["--only", only]
+    sys.stdout.flush()
+    try:
+        if subprocess.run(cmd, env=mpi_env()).returncode != 0:
+            print("nightly: the MPI bench program failed", file=sys.stderr)
+            return None
+        with open(tmp) as f:
+            return json.load(f)
+    finally:
+        os.unlink(tmp)
+
+
+def _time_child(cmd, env):
+    """Wall seconds, peak RSS (MiB) and exit status of cmd. The RSS is
+    wait4's ru_maxrss: the largest of the process and every descendant it
+    waited for (mpirun and its ranks, the shells of system())."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return wall, ru.ru_maxrss / 1024.0, p.returncode, err.decode(errors="replace")
+
+
+def run_conformance(conf, samples, only, have_opencl=True):
+    """samples runs of each selected slice, the order rotating from one
+    sample to the next (load drifting during the run spreads over every
+    variant), each in a fresh --out folder."""
+    if not conf or samples <= 0:
+        return {"metrics": [], "plant": ""}
+    slices = []
+    for v, args in CONF_SLICES:
+        if only and not _selected(only, ["conformance_wall_s_" + v, "conformance_peak_rss_mib_" + v]):
+            continue
+        if v == "opencl" and not have_opencl:
+            print("nightly: conformance opencl rows skipped: no OpenCL device")
+            continue
+        if v == "mpi" and not shutil.which("mpirun"):
+            print("nightly: conformance mpi rows skipped: no mpirun")
+            continue
+        slices.append((v, args))
+    if not slices:
+        return {"metrics": [], "plant": ""}
+    wall = {v: [] for v, _ in slices}
+    rss = {v: [] for v, _ in slices}
+    out = tempfile.mkdtemp(prefix="distref_nightly_conf_")
+    print("nightly: conformance slices %s, %d runs each" % (", ".join(v for v, _ in slices), samples))
+    sys.stdout.flush()
+    try:
+        for s in range(samples):
+            k = s % len(slices)
+            for v, args in slices[k:] + slices[:k]:
+                cmd = [conf] + args + ["--out", os.path.join(out, v)]
+                w, r, rc, err = _time_child(cmd, mpi_env())
+                if rc != 0:
+                    print("nightly: %s failed (exit %d): %s" % (" ".join(cmd), rc, err.strip()[-300:]),
+                          file=sys.stderr)
+                    return None
+                wall[v].append(w)
+                rss[v].append(r)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    metrics = []
+    for v, args in slices:
+        what = "bin/conformance " + " ".join(args)
+        print("  conformance %-7s wall %s s, peak RSS %s MiB" % (
+            v, " ".join("%.1f" % x for x in wall[v]), " ".join("%.0f" % x for x in rss[v])))
+        metrics.append({"name": "conformance_wall_s_" + v, "kernel": what + ": wall time", "baseline": "-",
+                        "unit": "s", "ratio": wall[v], "kernel_s": wall[v], "baseline_s": []})
+        metrics.append({"name": "conformance_peak_rss_mib_" + v, "kernel": what + ": peak RSS", "baseline": "-",
+                        "unit": "MiB", "ratio": rss[v], "kernel_s": wall[v], "baseline_s": []})
+    return {"metrics": metrics, "plant": ""}
