@@ -39,7 +39,7 @@ static inline bench_cl_gemm *bench_cl_gemm_open(uint32_t M, uint32_t K, uint32_t
 {
     dr_model_spec m = { 1, { { 4, 4, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f };
     dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
-    dr_opencl_select sel = { -1, -1 };
+    dr_opencl_select sel = { -1, NULL, "shared", 1 };
     bench_cl_gemm *g = calloc(1, sizeof *g);
     dr_err err;
     cl_int e = CL_SUCCESS;

@@ -316,7 +316,7 @@ int main(int argc, char **argv)
     setenv("POCL_MAX_PTHREAD_COUNT", "1", 0);
     for (int m = 0; m < NMETRICS; m++)
         if (metrics[m].opencl && selected(only, metrics[m].name)) {
-            dr_opencl_select sel = { -1, -1 };
+            dr_opencl_select sel = { -1, NULL, "shared", 1 };
             dr_err err;
             have_cl = dr_opencl_available(&sel, true, &err) == DR_OK;
             if (!have_cl) snprintf(cl_why, sizeof cl_why, "%s", err.msg);
