@@ -43,22 +43,29 @@ static inline void count_one(dr_acc *a)
     if (++a->pending >= DR_ACC_MAX_PENDING) dr_acc_normalize(a);
 }
 
-void dr_acc_note_special_sum(dr_acc *a, uint32_t bits)
+uint32_t dr_special_sum_flags(uint32_t bits)
 {
-    a->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-    if (bits & 0x007fffffu) a->flags |= DR_ACC_F_NAN;
-    else a->flags |= (bits >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF;
+    uint32_t f = DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+    if (bits & 0x007fffffu) return f | DR_ACC_F_NAN;
+    return f | ((bits >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF);
 }
 
 /* x*y where x or y is inf or NaN: NaN for NaN or inf * 0, else a signed inf. */
+uint32_t dr_special_prod_flags(uint32_t xb, uint32_t yb)
+{
+    uint32_t xm = xb & 0x7fffffffu, ym = yb & 0x7fffffffu, f = DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+    if (xm > 0x7f800000u || ym > 0x7f800000u || xm == 0 || ym == 0) return f | DR_ACC_F_NAN;
+    return f | (((xb ^ yb) >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF);
+}
+
+void dr_acc_note_special_sum(dr_acc *a, uint32_t bits)
+{
+    a->flags |= dr_special_sum_flags(bits);
+}
+
 void dr_acc_note_special_prod(dr_acc *a, uint32_t xb, uint32_t yb)
 {
-    uint32_t xm = xb & 0x7fffffffu, ym = yb & 0x7fffffffu;
-    a->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-    if (xm > 0x7f800000u || ym > 0x7f800000u || xm == 0 || ym == 0)
-        a->flags |= DR_ACC_F_NAN;
-    else
-        a->flags |= ((xb ^ yb) >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF;
+    a->flags |= dr_special_prod_flags(xb, yb);
 }
 
 void dr_acc_add(dr_acc *a, float x)

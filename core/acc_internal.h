@@ -91,6 +91,11 @@ float dr_round_window(uint64_t W, int E, int sticky, int negative);
 float dr_round_digits(const uint32_t *d, int top, int lsb_exp, uint32_t divisor, int negative);
 /* The special value (NaN, +-inf) that the DR_ACC_F_ special flags give. */
 float dr_round_special(uint32_t flags);
+/* The flags of an inf or NaN term (bits of the float), or of a product with
+ * an inf or NaN factor (NaN for NaN or inf * 0, else a signed inf); shared
+ * by dr_acc and dr_cacc. */
+uint32_t dr_special_sum_flags(uint32_t bits);
+uint32_t dr_special_prod_flags(uint32_t xb, uint32_t yb);
 void dr_acc_note_special_sum(dr_acc *a, uint32_t bits);
 void dr_acc_note_special_prod(dr_acc *a, uint32_t xb, uint32_t yb);
 

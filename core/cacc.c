@@ -216,12 +216,7 @@ void dr_cacc_add(dr_cacc *a, float x)
 {
     uint32_t bits = dr_f32_bits(x);
     int32_t m, e;
-    if (dr_f32_is_special(bits)) {
-        a->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-        if (bits & 0x007fffffu) a->flags |= DR_ACC_F_NAN;
-        else a->flags |= (bits >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF;
-        return;
-    }
+    if (dr_f32_is_special(bits)) { a->flags |= dr_special_sum_flags(bits); return; }
     dr_split_f32(bits, &m, &e);
     a->flags |= dr_term_flags((int)(bits >> 31), m == 0);
     if (m) add_i64(a, m, e);
@@ -231,13 +226,7 @@ void dr_cacc_add_prod(dr_cacc *a, float x, float y)
 {
     uint32_t xb = dr_f32_bits(x), yb = dr_f32_bits(y);
     int32_t xm, xe, ym, ye;
-    if (dr_f32_is_special(xb) || dr_f32_is_special(yb)) {
-        uint32_t xm2 = xb & 0x7fffffffu, ym2 = yb & 0x7fffffffu;
-        a->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-        if (xm2 > 0x7f800000u || ym2 > 0x7f800000u || xm2 == 0 || ym2 == 0) a->flags |= DR_ACC_F_NAN;
-        else a->flags |= ((xb ^ yb) >> 31) ? DR_ACC_F_NEG_INF : DR_ACC_F_POS_INF;
-        return;
-    }
+    if (dr_f32_is_special(xb) || dr_f32_is_special(yb)) { a->flags |= dr_special_prod_flags(xb, yb); return; }
     dr_split_f32(xb, &xm, &xe);
     dr_split_f32(yb, &ym, &ye);
     a->flags |= dr_term_flags((int)((xb ^ yb) >> 31), xm == 0 || ym == 0);

@@ -81,6 +81,12 @@ static inline void **dr_ct_untyped_cacc(const struct ct_hub *h, dr_cacc *const *
     return p;
 }
 
+static inline void **dr_ct_untyped_f32(const struct ct_hub *h, float *const *local, void **p)
+{
+    for (uint32_t r = 0; r < h->cfg.local_replicas && r < DR_MAX_DEVICES; r++) p[r] = local[r];
+    return p;
+}
+
 /* Chunk c of a ring of n members over len elements: [c*len/n, (c+1)*len/n). */
 void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi);
 

@@ -45,14 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A caller's typed arrays (one of f, a, c) as untyped pointers in p. */
-static void *const *dr_cm_untyped(const cm_ep *e, float *const *f, dr_acc *const *a, dr_cacc *const *c, void **p)
-{
-    for (uint32_t r = 0; r < e->geom.cfg.local_replicas && r < DR_MAX_DEVICES; r++)
-        p[r] = f ? (void *)f[r] : a ? (void *)a[r] : (void *)c[r];
-    return p;
-}
-
 #if defined(DR_MUTANT_MPI_ROUNDED)
 /* The planted fault's rounding of k partials, either exact element. */
 static void dr_cm_round_partials(const ct_elem *el, void *tmp, size_t k)
@@ -399,7 +391,7 @@ static int cm_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err
     if (e->inner) return dr_comm_threads()->all_reduce(e->inner, local, n, err);
     {
         void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_cm_untyped(e, NULL, local, NULL, p) : NULL;
+        void *const *lp = local ? dr_ct_untyped_acc(&e->geom, local, p) : NULL;
         if ((rc = check_call(e, "all_reduce", lp, n, err))) return rc;
         return ring(e, lp, n, &dr_ct_elem_acc, "all_reduce", err);
     }
@@ -414,7 +406,7 @@ static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr
     if (e->inner) return dr_comm_threads()->all_reduce_compact(e->inner, local, n, err);
     {
         void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_cm_untyped(e, NULL, NULL, local, p) : NULL;
+        void *const *lp = local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL;
         if ((rc = check_call(e, "all_reduce_compact", lp, n, err))) return rc;
         return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
     }
@@ -429,7 +421,7 @@ static int cm_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *
     if (e->inner) return dr_comm_threads()->all_reduce_f32(e->inner, local, n, err);
     {
         void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_cm_untyped(e, local, NULL, NULL, p) : NULL;
+        void *const *lp = local ? dr_ct_untyped_f32(&e->geom, local, p) : NULL;
         if ((rc = check_call(e, "all_reduce_f32", lp, n, err))) return rc;
         return ring(e, lp, n, NULL, "all_reduce_f32", err);
     }
@@ -484,7 +476,7 @@ static int cm_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst
     if (e->inner) return dr_comm_threads()->reduce_to(e->inner, local, n, dst_device, dst, err);
     {
         void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_cm_untyped(e, NULL, local, NULL, p) : NULL, n, dst_device, dst,
+        return reduce_to_impl(e, local ? dr_ct_untyped_acc(&e->geom, local, p) : NULL, n, dst_device, dst,
                               &dr_ct_elem_acc, "reduce_to", err);
     }
 }
@@ -498,7 +490,7 @@ static int cm_reduce_to_compact(dr_comm *c, dr_cacc *const *local, size_t n, uin
     if (e->inner) return dr_comm_threads()->reduce_to_compact(e->inner, local, n, dst_device, dst, err);
     {
         void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_cm_untyped(e, NULL, NULL, local, p) : NULL, n, dst_device, dst,
+        return reduce_to_impl(e, local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL, n, dst_device, dst,
                               &dr_ct_elem_cacc, "reduce_to_compact", err);
     }
 }
@@ -511,7 +503,7 @@ static int cm_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t 
     if (e->inner) return dr_comm_threads()->reduce_to_f32(e->inner, local, n, dst_device, dst, err);
     {
         void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_cm_untyped(e, local, NULL, NULL, p) : NULL, n, dst_device, dst, NULL,
+        return reduce_to_impl(e, local ? dr_ct_untyped_f32(&e->geom, local, p) : NULL, n, dst_device, dst, NULL,
                               "reduce_to_f32", err);
     }
 }

@@ -381,33 +381,58 @@ static void add_wide(dr_acc *acc, dr_i128 V, int E)
 }
 #endif
 
+/* The cases both accumulator forms take alike, for a row and column without
+ * inf or NaN: K == 0 or an all-zero side (flags only), and the direct path
+ * without remainders (V * 2^(base_a + base_b), or flags when V = 0). */
+enum { DOT_DONE, DOT_VALUE, DOT_GENERAL };
+
+static int dot_direct(const product *p, size_t i, size_t j, size_t N, uint32_t *flags, void *V)
+{
+    if (p->a.K == 0) return DOT_DONE;
+    if (p->a.zero[i] || p->b.zero[j]) {   /* every product is a zero: flags only */
+        *flags |= zero_product_flags(p, i, j);
+        return DOT_DONE;
+    }
+#if defined(__SIZEOF_INT128__)
+    if (p->a.rem_start[i] == p->a.rem_start[i + 1] && p->b.rem_start[j] == p->b.rem_start[j + 1]) {
+        dr_i128 v = slice_value(p, i, j, N);
+        if (v == 0) {
+            *flags |= dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
+                                        p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
+            return DOT_DONE;
+        }
+        memcpy(V, &v, sizeof v);
+        return DOT_VALUE;
+    }
+#else
+    (void)N; (void)V;
+#endif
+    return DOT_GENERAL;
+}
+
 /* acc += row i . column j, exactly, by whichever path the data allows. */
 static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc, dr_prod_bins *bins)
 {
     dr_acc part;
+    int how;
     if (p->a.special[i] || p->b.special[j]) {
         dr_acc_add_dot_strided(acc, p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
                                p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K, bins);
         return;
     }
-    if (p->a.K == 0) return;
-    if (p->a.zero[i] || p->b.zero[j]) {   /* every product is a zero: flags only */
-        acc->flags |= zero_product_flags(p, i, j);
-        return;
-    }
 #if defined(__SIZEOF_INT128__)
-    if (p->a.rem_start[i] == p->a.rem_start[i + 1] && p->b.rem_start[j] == p->b.rem_start[j + 1]) {
-        dr_i128 V = slice_value(p, i, j, N);
-        if (V != 0) {
+    {
+        dr_i128 V;
+        how = dot_direct(p, i, j, N, &acc->flags, &V);
+        if (how == DOT_VALUE) {
             add_wide(acc, V, p->a.base[i] + p->b.base[j]);
             acc->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-        } else {
-            acc->flags |= dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
-                                            p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
         }
-        return;
     }
+#else
+    how = dot_direct(p, i, j, N, &acc->flags, NULL);
 #endif
+    if (how != DOT_GENERAL) return;
     exact_dot(p, i, j, N, &part);
     dr_acc_merge(acc, &part);
 }
@@ -420,24 +445,18 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
 {
     dr_acc part;
     dr_cacc c;
-    if (p->a.K == 0) return;
     if (!p->a.special[i] && !p->b.special[j]) {
-        if (p->a.zero[i] || p->b.zero[j]) {   /* every product is a zero: flags only */
-            acc->flags |= zero_product_flags(p, i, j);
-            return;
-        }
 #if defined(__SIZEOF_INT128__)
-        if (p->a.rem_start[i] == p->a.rem_start[i + 1] && p->b.rem_start[j] == p->b.rem_start[j + 1]) {
-            dr_i128 V = slice_value(p, i, j, N);
-            if (V != 0) {
-                dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
-            } else {
-                acc->flags |= dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
-                                                p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
-            }
-            return;
-        }
+        dr_i128 V;
+        int how = dot_direct(p, i, j, N, &acc->flags, &V);
+        if (how == DOT_VALUE)
+            dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
+#else
+        int how = dot_direct(p, i, j, N, &acc->flags, NULL);
 #endif
+        if (how != DOT_GENERAL) return;
+    } else if (p->a.K == 0) {
+        return;
     }
     dr_acc_init(&part);
     dot_into(p, i, j, N, &part, bins);
