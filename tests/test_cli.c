@@ -271,6 +271,17 @@ static void test_ps_schedule_scope(void **s)
     unsetenv("TF_CONFIG");
     expect(&r, 2, "--replay_schedule=/nonexistent/ps_schedule.jsonl: cannot open it");
 }
+/* --exact_accumulator: compact or full, the openmp and mpi engines' only. */
+static void test_exact_accumulator(void **s)
+{
+    (void)s; result r;
+    RUN(&r, "train", MD, "--variant=openmp", "--exact_accumulator=small");
+    expect(&r, 2, "--exact_accumulator=small: expected compact or full");
+    RUN(&r, "train", MD, "--variant=ref", "--exact_accumulator=full");
+    expect(&r, 2, "--exact_accumulator does not apply to --variant=ref: it is only for --variant=openmp or mpi");
+    RUN(&r, "train", MD, "--variant=openmp", "--experiment=linear_wid");
+    expect(&r, 2, "expected one of linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist");
+}
 /* --log_device_placement: the reference's synchronous training only. */
 static void test_log_device_placement_scope(void **s)
 {
@@ -685,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_ps_flag_values),
         cmocka_unit_test(test_log_device_placement_scope),
         cmocka_unit_test(test_ps_schedule_scope),
+        cmocka_unit_test(test_exact_accumulator),
         cmocka_unit_test(test_tpu_grpc),
         cmocka_unit_test(test_tpu_flags_without_tpu),
         cmocka_unit_test(test_tpu_static_batch),
