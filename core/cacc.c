@@ -169,9 +169,7 @@ static void add_value(dr_cacc *a, u192 X, int32_t e)
         a->exp = e;
     }
     add192(&W, &X);
-#if !defined(DR_MUTANT_CACC_NO_TOP_CHECK)
     if (mag_bits(&W) > DR_CACC_BITS) { overflow(a); return; }
-#endif
     memcpy(a->w, W.w, sizeof a->w);
 }
 

@@ -16,6 +16,9 @@
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
 #   round_pow2      core/acc.c          a power-of-two divisor shifts the exponent one bit short
+#   cacc_sticky     core/cacc.c         dr_cacc_round_div drops the division's remainder (sticky bit)
+#   cacc_align      core/cacc.c         a merge lines the later term up one bit short
+#   cacc_trim       core/cacc.c         a term's trailing zeros move into the exponent one too many
 #   sum_window_slack core/reduce.c      the AVX-512 window keeps (and loses) terms one binade below it
 #   sum_negzero     core/reduce.c       the AVX-512 window takes -0 for +0 (the sign of a zero sum)
 #   sum_upper_sign  core/reduce.c       the upper eight lanes take the lower eight's signs
@@ -55,6 +58,9 @@ run round_fast_sign core/acc.c CORE 's/            negative = 1;/            neg
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
 run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact
 run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eoff++; }/while (divisor > 2u) { divisor >>= 1; eoff++; }/' test_exact
+run cacc_sticky    core/cacc.c CORE 's/            sticky |= n64 % d != 0;/            (void)0;/' test_cacc
+run cacc_align     core/cacc.c CORE 's/x = (i128)((u128)x << d);/x = (i128)((u128)x << (d ? d - 1 : 0));/' test_cacc
+run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' test_cacc
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact

@@ -128,6 +128,40 @@ static void cancellation_and_ties(void **state)
     }
 }
 
+/* Quotients on a tie but for the division's remainder: X = q d + r with q
+ * odd and 25 bits wide (its last bit the half-ulp), so X / d rounds up for
+ * r > 0 and to even for r = 0; only the remainder tells them apart (for a
+ * large d and r = 1, it leaves no trace in the quotient's guard bits). */
+static void division_remainder(void **state)
+{
+    static const uint32_t ds[] = { 3, 5, 7, 100, 6144, 1000003, 1073741789u };
+    trng r = { 31337 };
+    (void)state;
+    for (size_t k = 0; k < sizeof ds / sizeof *ds; k++)
+        for (int t = 0; t < 200; t++) {
+            uint64_t q = ((uint64_t)1 << 24) | ((next_u64(&r) & 0x7fffffu) << 1) | 1u;
+            /* no remainder, the smallest (its trace below the quotient's guard
+             * bits only in the sticky bit), or any */
+            uint64_t rem = t % 3 == 0 ? 0 : t % 3 == 1 ? 1 : 1 + next_u64(&r) % (ds[k] - 1);
+            uint64_t X = q * ds[k] + rem;
+            int e = (int)(next_u64(&r) % 41) - 20;
+            dr_cacc c;
+            dr_acc a;
+            float x, y;
+            dr_cacc_init(&c);
+            dr_acc_init(&a);
+            dr_cacc_add_scaled(&c, 0, X, e - 30);
+            dr_acc_add_i64(&a, (int64_t)X, e - 30);
+            dr_acc_normalize(&a);
+            a.flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+            x = dr_cacc_round_div(&c, ds[k]);
+            y = dr_acc_round_div(&a, ds[k]);
+            if (f_bits(x) != f_bits(y))
+                fail_msg("X = %llu * 2^%d over %u: compact 0x%08x, full 0x%08x", (unsigned long long)X, e - 30,
+                         ds[k], f_bits(x), f_bits(y));
+        }
+}
+
 /* Terms too far apart leave the window: flagged, never rounded. */
 static void far_terms_overflow(void **state)
 {
@@ -334,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_terms_match),
         cmocka_unit_test(cancellation_and_ties),
+        cmocka_unit_test(division_remainder),
         cmocka_unit_test(far_terms_overflow),
         cmocka_unit_test(merge_trees),
         cmocka_unit_test(multiply),
