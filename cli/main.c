@@ -223,7 +223,8 @@ static const scope k_scopes[] = {
     { "opencl_mapping", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
       ALL_COMMANDS, "opencl", "--variant=opencl" },
     { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
-    { "exact_accumulator", ALL_STRATEGIES, CMD_TRAIN, "openmp mpi", "--variant=openmp or mpi" },
+    { "exact_accumulator", ALL_STRATEGIES & ~S(TPU), CMD_TRAIN, "openmp mpi",
+      "--variant=openmp or mpi, not tpu (its tiles and torus carry the full accumulator)" },
     { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, "ref",
       "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
@@ -321,6 +322,9 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
         return dr_fail(err, DR_EUSAGE, "--schedule=%s: expected seeded or free", cfg->schedule);
     if (strcmp(c->exact_accumulator, "compact") != 0 && strcmp(c->exact_accumulator, "full") != 0)
         return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s: expected compact or full", c->exact_accumulator);
+    if (given(f, n, "exact_accumulator") && strcmp(c->numerics, "exact") != 0)
+        return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s does not apply to --numerics=%s: it chooses the "
+                       "accumulator of --numerics=exact", c->exact_accumulator, c->numerics);
     cfg->full_accumulators = strcmp(c->exact_accumulator, "full") == 0;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;

@@ -271,7 +271,7 @@ static void test_ps_schedule_scope(void **s)
     unsetenv("TF_CONFIG");
     expect(&r, 2, "--replay_schedule=/nonexistent/ps_schedule.jsonl: cannot open it");
 }
-/* --exact_accumulator: compact or full, the openmp and mpi engines' only. */
+/* --exact_accumulator: compact or full, the openmp and mpi engines' exact numerics only, not tpu. */
 static void test_exact_accumulator(void **s)
 {
     (void)s; result r;
@@ -279,6 +279,10 @@ static void test_exact_accumulator(void **s)
     expect(&r, 2, "--exact_accumulator=small: expected compact or full");
     RUN(&r, "train", MD, "--variant=ref", "--exact_accumulator=full");
     expect(&r, 2, "--exact_accumulator does not apply to --variant=ref: it is only for --variant=openmp or mpi");
+    RUN(&r, "train", MD, "--variant=openmp", "--numerics=fast", "--exact_accumulator=full");
+    expect(&r, 2, "--exact_accumulator=full does not apply to --numerics=fast");
+    RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=tpu", "--exact_accumulator=compact");
+    expect(&r, 2, "--exact_accumulator does not apply to --distribution_strategy=tpu");
     RUN(&r, "train", MD, "--variant=openmp", "--experiment=linear_wid");
     expect(&r, 2, "expected one of linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist");
 }
