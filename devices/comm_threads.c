@@ -74,7 +74,15 @@ static bool deser_acc(void *dst, size_t k, const uint8_t *in)
 
 static void merge_cacc(void *dst, const void *src, size_t k)
 {
-    for (size_t i = 0; i < k; i++) dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
+    for (size_t i = 0; i < k; i++) {
+#if defined(DR_MUTANT_CACC_MERGE_FLAG)
+        uint32_t had = ((dr_cacc *)dst)[i].flags & DR_CACC_F_OVERFLOW;
+        dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
+        ((dr_cacc *)dst)[i].flags = (((dr_cacc *)dst)[i].flags & ~DR_CACC_F_OVERFLOW) | had;   /* mutant: the sender's overflow is lost */
+#else
+        dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
+#endif
+    }
 }
 
 static void ser_cacc(const void *src, size_t k, uint8_t *out)
