@@ -320,6 +320,10 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
         return rc;
     if (strcmp(cfg->schedule, "seeded") != 0 && strcmp(cfg->schedule, "free") != 0)
         return dr_fail(err, DR_EUSAGE, "--schedule=%s: expected seeded or free", cfg->schedule);
+    if ((cfg->fail_worker[0] || cfg->fail_ps[0]) && strcmp(cfg->schedule, "free") == 0)
+        return dr_fail(err, DR_EUSAGE, "--%s with --schedule=free: an injected failure is a step of the reference's "
+                       "seeded plan (--schedule=seeded); a free run's failures are ranks that really die",
+                       cfg->fail_worker[0] ? "fail_worker" : "fail_ps");
     if (strcmp(c->exact_accumulator, "compact") != 0 && strcmp(c->exact_accumulator, "full") != 0)
         return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s: expected compact or full", c->exact_accumulator);
     if (given(f, n, "exact_accumulator") && strcmp(c->numerics, "exact") != 0)

@@ -12,9 +12,17 @@
  *           weights;
  *   usage   a TF_CONFIG whose chief + workers + ps differ from -np exits 2
  *           naming both.
+ *   faults  seeded with --fail_worker=W:K (worker W's rank loses closure K,
+ *           which re-runs; W rejoins with its datasets re-created) equals
+ *           the reference's run with the same failure; with --fail_ps=P:K
+ *           too, the run must stop at step K naming ps task P (exit 1), and
+ *           the rerun without --fail_ps, resumed from the last checkpoint
+ *           (re-walking the failure), must equal the reference's run that
+ *           never stopped.
  * 2-3 workers x 1-2 ps, staleness 0 and 2, L2 on and off, uneven short
- * batches. Mutant (scripts/run_conformance_mutants.sh): the coordinator
- * drops one landed update (DR_MUTANT_MPI_PS_DROP_UPDATE).
+ * batches. Mutants (scripts/run_conformance_mutants.sh): the coordinator
+ * drops one landed update (DR_MUTANT_MPI_PS_DROP_UPDATE); a recovered
+ * worker keeps its iterator (DR_MUTANT_PS_RECOVER_NO_REBUILD).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -32,16 +40,21 @@ typedef struct ps_cell {
     double      l2;
     const char *partitioner;
     const char *schedule;    /* seeded | free */
+    const char *fail_worker; /* --fail_worker=W:K, or "" */
+    const char *fail_ps;     /* --fail_ps=P:K, or "": the run stops at K, its rerun without it resumes */
 } ps_cell;
 
 static const ps_cell k_ps_cells[] = {
-    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded" },
-    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded" },
-    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded" },
-    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded" },
-    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded" },
-    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free" },
-    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free" },
+    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "" },
+    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "" },
+    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "" },
+    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "" },
+    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "" },
+    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "" },
+    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "" },
+    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "" },
+    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "" },
+    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8" },
 };
 
 #define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
@@ -65,27 +78,44 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
     c->schedule_seed = k->seed;
     c->checkpoint_every = k->every;
     snprintf(c->ps_partitioner, sizeof c->ps_partitioner, "%s", k->partitioner);
+    snprintf(c->fail_worker, sizeof c->fail_worker, "%s", k->fail_worker);   /* fail_ps: the run that never stopped */
     ps_tf_config(k->W, k->P, true, tf, ntf);
     c->tf_config = tf;
 }
 
-/* mpirun into dir (kept: the caller reads it and removes it); returns the exit status. */
-static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uint32_t np, const char *dir)
+/* mpirun into dir (kept: the caller reads it and removes it); returns the
+ * exit status. with_fail_ps: pass the cell's --fail_ps (its first run). */
+static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uint32_t np, const char *dir,
+                     bool with_fail_ps)
 {
-    char cmd[3000], tf[1024], part[96] = "";
+    char cmd[3000], tf[1024], part[96] = "", faults[96] = "";
     int st;
     if (!tf_env) {
         ps_tf_config(k->W, k->P, false, tf, sizeof tf);
         tf_env = tf;
     }
     if (k->partitioner[0]) snprintf(part, sizeof part, " --ps_partitioner=%s", k->partitioner);
+    snprintf(faults, sizeof faults, "%s%s%s%s", k->fail_worker[0] ? " --fail_worker=" : "", k->fail_worker,
+             with_fail_ps && k->fail_ps[0] ? " --fail_ps=" : "", with_fail_ps ? k->fail_ps : "");
     snprintf(cmd, sizeof cmd, PS_ENV "TF_CONFIG='%s' mpirun --oversubscribe -np %u %s train --variant=mpi "
              "--distribution_strategy=parameter_server --global_batch_size=%u --synthetic_examples=%u --epochs=1 "
-             "--seed=7 --l2=%g --staleness=%u --schedule_seed=%llu --checkpoint_every=%u --schedule=%s%s "
-             "--model_dir=%s > %s/log.txt 2>&1", tf_env, np, r->bin ? r->bin : DR_BIN, k->G, k->E, k->l2, k->S,
-             (unsigned long long)k->seed, k->every, k->schedule, part, dir, dir);
+             "--seed=7 --l2=%g --staleness=%u --schedule_seed=%llu --checkpoint_every=%u --schedule=%s%s%s "
+             "--model_dir=%s >> %s/log.txt 2>&1", tf_env, np, r->bin ? r->bin : DR_BIN, k->G, k->E, k->l2, k->S,
+             (unsigned long long)k->seed, k->every, k->schedule, part, faults, dir, dir);
     st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Whether dir/log.txt holds text. */
+static bool log_has(const char *dir, const char *text)
+{
+    char path[1100], log[16384];
+    size_t n = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    if ((f = fopen(path, "r"))) { n = fread(log, 1, sizeof log - 1, f); fclose(f); }
+    log[n] = '\0';
+    return strstr(log, text) != NULL;
 }
 
 static bool same_bits(const outcome *a, const outcome *b, char *why, size_t n)
@@ -107,7 +137,7 @@ static bool same_bits(const outcome *a, const outcome *b, char *why, size_t n)
 
 static int ps_cell_run(results *r, const ps_cell *k)
 {
-    char dir[] = "/tmp/distref_mpips_XXXXXX", tf[1024], name[160], why[600] = "", cmd[1200];
+    char dir[] = "/tmp/distref_mpips_XXXXXX", tf[1024], name[224], why[600] = "", cmd[1200];
     dr_run_config rc, vc;
     outcome m, oracle;
     bool free_run = strcmp(k->schedule, "free") == 0, pass;
@@ -120,9 +150,25 @@ static int ps_cell_run(results *r, const ps_cell *k)
     ref_config(k, tf, sizeof tf, &rc);
     vc = rc;
     snprintf(vc.variant, sizeof vc.variant, "mpi");
+    if (k->fail_worker[0] || k->fail_ps[0]) {
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " fail_worker=%s%s%s", k->fail_worker[0] ? k->fail_worker : "-",
+                 k->fail_ps[0] ? " fail_ps=" : "", k->fail_ps);
+    }
     if (mkdtemp(dir)) {
-        code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir);
+        bool stopped = true;
+        if (k->fail_ps[0]) {   /* the run that stops at the ps task's failure, naming it and the step */
+            char want[160];
+            snprintf(want, sizeof want, "parameter server /job:ps/replica:0/task:%.*s failed at step %s",
+                     (int)strcspn(k->fail_ps, ":"), k->fail_ps, strchr(k->fail_ps, ':') + 1);
+            code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, true);
+            stopped = code != 0 && log_has(dir, want);
+            if (!stopped) snprintf(why, sizeof why, "with --fail_ps=%s: exit %d, want non-zero and \"%s\" in the log; ",
+                                   k->fail_ps, code, want);
+        }
+        code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false);
         read_outcome(dir, &m);
+        if (!stopped && !m.error[0]) snprintf(m.error, sizeof m.error, "%s", why);
         if (code != 0 && !m.error[0]) snprintf(m.error, sizeof m.error, "mpirun exited with status %d", code);
         if (free_run) {   /* the oracle: the reference following the run's recorded order */
             snprintf(rc.replay_schedule, sizeof rc.replay_schedule, "%s/ps_schedule.jsonl", dir);
@@ -146,14 +192,14 @@ static int ps_cell_run(results *r, const ps_cell *k)
 /* chief + 2 workers + 1 ps (4 tasks) under -np 3: exit 2, both named. */
 static int ps_tf_config_mismatch(results *r)
 {
-    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded" };
+    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "" };
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[512], log[4096] = "", path[1100], cmd[1200];
     FILE *f;
     int code = -1;
     bool pass;
     if (mkdtemp(dir)) {
         ps_tf_config(2, 1, false, tf, sizeof tf);
-        code = ps_launch(r, &k, tf, 3, dir);
+        code = ps_launch(r, &k, tf, 3, dir, false);
         snprintf(path, sizeof path, "%s/log.txt", dir);
         if ((f = fopen(path, "r"))) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = '\0'; fclose(f); }
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

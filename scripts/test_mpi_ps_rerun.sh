@@ -5,7 +5,7 @@
 #   worker's closure re-runs and the run equals the reference's replay), then
 #   against bin/distref built with the planted fault
 #   DR_MUTANT_PS_DEAD_CLOSURE_DROPPED (the dead worker's closure dropped
-#   instead of re-run, strategies/ps_mpi.c), which must fail it;
+#   instead of re-run, strategies/ps_mpi_faults.c), which must fail it;
 #   tests/mpi_ps_resume.sh (checkpoints across ref and mpi), then against
 #   DR_MUTANT_PS_RESUME_NO_SKIP (a resumed worker does not skip the batches
 #   it took), which must fail it.

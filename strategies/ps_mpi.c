@@ -31,20 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct chief {
-    dr_session    *s;
-    engine_ps     *ps;
-    dr_run_log    *log;
-    dr_ps_schedule sched;
-    uint64_t       N;
-    float          last_loss;
-    uint64_t       epoch_correct, epoch_examples;
-    uint32_t       acc_epoch;
-    psm_result     last0;          /* worker 0's iterator after its last landed closure */
-    uint64_t       arrival[DR_PS_MAX_WORKERS];   /* free: when its result arrived (0: not yet) */
-    uint64_t       arrivals;
-    uint32_t       timed_out;      /* the rank whose deadline ran out in the last failed wait (0: none) */
-} chief;
+typedef psm_chief chief;
 
 static int mpi_fail(int mrc, const char *what, dr_err *err)
 {
@@ -84,7 +71,7 @@ static void answer_pings(const chief *c)
  * run with an error naming it and the step, and the CLI's MPI_Abort ends
  * every rank, instead of a wait that never returns (under rerun, a worker
  * whose result never comes is lost instead: lose_worker). */
-static int wait_for(chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
+int psm_wait_for(chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err)
 {
     const struct timespec nap = { 0, 50000 };
     double t0 = dr_now(), limit = c->ps->timeout;
@@ -115,16 +102,16 @@ static int wait_for(chief *c, MPI_Request *req, uint32_t rank, const char *what,
 }
 
 /* A send from the chief, with the deadline. */
-static int send_to(chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
+int psm_send_to(chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
                    const char *what, dr_err *err)
 {
     MPI_Request req;
     int mrc = MPI_Isend(buf, n, type, (int)rank, tag, c->ps->comm, &req);
     if (mrc) return mpi_fail(mrc, what, err);
-    return wait_for(c, &req, rank, what, step, err);
+    return psm_wait_for(c, &req, rank, what, step, err);
 }
 
-static int record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
+int psm_record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
 {
     char line[256];
     size_t n = dr_ps_event_line(ev, line, sizeof line);
@@ -142,97 +129,25 @@ static int record(engine_ps *ps, const dr_ps_event *ev, dr_err *err)
 
 /* ---- events --------------------------------------------------------------- */
 
-static int lose_worker(chief *c, uint32_t w, dr_err *err);
-
 static int dispatch(chief *c, const dr_ps_event *ev, dr_err *err)
 {
     engine_ps *ps = c->ps;
     uint64_t hdr[2] = { ev->closure, ev->read_version }, rd[2] = { ev->worker, 0 };
-    int rc = ps->record ? record(ps, ev, err) : DR_OK, mrc;
+    int rc = ps->record ? psm_record(ps, ev, err) : DR_OK, mrc;
     c->arrival[ev->worker] = 0;
     ps->dispatches++;
     for (uint32_t v = 0; v < ps->W; v++)
         if (ps->rerun_of[v] == ev->closure) ps->rerun_closures++;
     if (rc == DR_OK)
-        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err);
-    if (rc && ps->rerun && c->timed_out == 1 + ev->worker) return lose_worker(c, ev->worker, err);
+        rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_DISPATCH, ev->version + 1, "dispatching to", err);
+    if (rc && ps->rerun && c->timed_out == 1 + ev->worker) return psm_lose_worker(c, ev->worker, err);
     for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++)   /* the worker reads every shard */
         if (held_by(ps, p))
-            rc = send_to(c, rd, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_READ, ev->version + 1, "a read request to", err);
+            rc = psm_send_to(c, rd, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_READ, ev->version + 1, "a read request to", err);
     if (rc) return rc;
     mrc = MPI_Irecv(ps->res[ev->worker], (int)ps->msg_bytes, MPI_BYTE, (int)(1 + ev->worker), PSM_RESULT, ps->comm,
                     &ps->req[ev->worker]);
     return mrc ? mpi_fail(mrc, "dispatch", err) : DR_OK;
-}
-
-/* worker 0's iterator after one more batch: the batch a lost worker 0 took
- * with the closure it died running (the reference's per-worker dataset
- * gave it; the checkpoint's data position is worker 0's, ref/ps.c) */
-static void skip_batch(const chief *c, psm_result *k)
-{
-    uint32_t W = c->ps->W, N = c->s->data->n, G = c->s->plan->G;
-    uint32_t n = N / W + (N % W ? 1 : 0);
-    if (c->s->cfg->drop_remainder) n -= n % G;
-    if (k->pass_size == 0) {   /* it never landed anything: the first batch of epoch 0 */
-        k->epoch = 0;
-        k->position = 0;
-        k->pass_size = n;
-    } else if (k->position == k->pass_size) {
-        k->epoch++;
-        k->position = 0;
-    }
-    k->position += k->pass_size - k->position < G ? k->pass_size - k->position : G;
-}
-
-/* --schedule=free under `mpirun --enable-recovery`: worker w's rank took no
- * dispatch or sent no result within the deadline, so it is lost with the
- * closure it ran: the closure goes back to the front of the queue (its next
- * dispatch, to a live worker, is the re-run; ClusterCoordinator re-runs a
- * closure whose worker failed the same way), the event is recorded for the
- * reference's replay, and w is never dispatched to again. A note on stderr
- * names the rank and the step; err (the deadline's message) is cleared. */
-static int lose_worker(chief *c, uint32_t w, dr_err *err)
-{
-    engine_ps *ps = c->ps;
-    dr_ps_event ev;
-    MPI_Request req;
-    double t0 = dr_now();
-    int done = 0, rc, alive = 0;
-    if (ps->req[w] != MPI_REQUEST_NULL) {   /* the result never comes: withdraw the receive */
-        MPI_Cancel(&ps->req[w]);
-        while (!done && dr_now() - t0 < 1.0)
-            if (MPI_Test(&ps->req[w], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (!done) MPI_Request_free(&ps->req[w]);
-        ps->req[w] = MPI_REQUEST_NULL;
-    }
-    if (!dr_ps_schedule_take(&c->sched, DR_PS_FAIL, w, &ev))
-        return dr_fail(err, DR_ESTATE, "parameter_server over MPI: worker %u lost but not running a closure", w);
-#if defined(DR_MUTANT_PS_DEAD_CLOSURE_DROPPED)
-    /* planted fault: the dead worker's closure is dropped instead of re-run */
-    c->sched.qhead = (c->sched.qhead + 1) % c->sched.qcap;
-    c->sched.qlen--;
-#endif
-    ps->worker_failures++;
-    ps->rerun_of[w] = ev.closure;
-    ps->lost_at[w] = ev.version + 1;
-    if (w == 0) skip_batch(c, &c->last0);
-    if (ps->record && (rc = record(ps, &ev, err))) return rc;
-    fprintf(stderr, "distref: note: MPI rank %u (/job:worker/replica:0/task:%u) died or hangs: no result for step "
-            "function %llu within %.1f s at step %llu; it re-runs on another worker (%s)\n", 1 + w, w,
-            (unsigned long long)ev.closure, ps->timeout, (unsigned long long)ev.version + 1, err->msg);
-    fflush(stderr);
-    /* a worker that only hangs must not wait forever for orders: it is told (the send is not waited for) */
-    if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, (int)(1 + w), PSM_ABORT, ps->comm, &req) ==
-        MPI_SUCCESS)
-        MPI_Request_free(&req);
-    for (uint32_t v = 0; v < ps->W; v++) alive += !c->sched.lost[v];
-    if (!alive)
-        return dr_fail(err, DR_EFAULT, "parameter_server: step %llu: every worker rank died (the last, MPI rank %u, "
-                       "with step function %llu)", (unsigned long long)ev.version + 1, 1 + w,
-                       (unsigned long long)ev.closure);
-    err->code = DR_OK;
-    err->msg[0] = '\0';
-    return DR_OK;
 }
 
 static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, const uint32_t *ids, dr_err *err)
@@ -267,27 +182,6 @@ static int log_landing(chief *c, const dr_ps_event *ev, const psm_result *h, con
     return rc;
 }
 
-/* The run ends on a dead worker rank (its own deadline, or a ps task's
- * report): say why its closure was not re-run. */
-static void why_no_rerun(const chief *c, dr_err *err)
-{
-    const char *at = strstr(err->msg, "rank ");
-    unsigned r = 0;
-    size_t n = strlen(err->msg);
-    bool worker = false;
-    for (; at && !worker; at = strstr(at + 5, "rank ")) {   /* "rank R died or hangs", R a worker's rank */
-        int end = 0;
-        worker = sscanf(at, "rank %u died%n", &r, &end) == 1 && end > 0 && r >= 1 && r <= c->ps->W;
-    }
-    if (!worker || c->ps->rerun) return;
-    snprintf(err->msg + n, sizeof err->msg - n, "%s", c->ps->record
-             ? " (a dead worker's closure re-runs on another worker only under `mpirun --enable-recovery`, where "
-               "the survivors keep running)"
-             : " (--schedule=seeded does not re-run a dead worker's closure: the seeded schedule is the reference's, "
-               "whose failed worker (--fail_worker) rejoins, and a dead rank cannot; --schedule=free under `mpirun "
-               "--enable-recovery` re-runs it)");
-}
-
 static int land(chief *c, const dr_ps_event *ev, dr_err *err)
 {
     engine_ps *ps = c->ps;
@@ -297,8 +191,9 @@ static int land(chief *c, const dr_ps_event *ev, dr_err *err)
     const float *grad = (const float *)(msg + sizeof(psm_result) + (size_t)c->s->plan->G * sizeof(uint32_t));
     uint64_t hdr[2] = { ev->version, 0 };
     psm_result h;
-    int rc = wait_for(c, &ps->req[w], 1 + w, "no result from worker", ev->version, err);
-    if (rc) return rc;
+    int rc;
+    if (ps->fail_ps_step && ev->version == ps->fail_ps_step) return psm_ps_failure(c, ev, err);
+    if ((rc = psm_wait_for(c, &ps->req[w], 1 + w, "no result from worker", ev->version, err))) return rc;
     memcpy(&h, msg, sizeof h);
     if (h.closure != ev->closure)
         return dr_fail(err, DR_EFORMAT, "worker %u sent the result of closure %llu, expected %llu", w,
@@ -310,16 +205,16 @@ static int land(chief *c, const dr_ps_event *ev, dr_err *err)
         /* planted fault: the coordinator drops the third landed update (it is logged, never applied) */
         if (ev->version == 3) continue;
 #endif
-        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
+        rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
         if (rc == DR_OK)
-            rc = send_to(c, ps->send, (int)n, MPI_FLOAT, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
+            rc = psm_send_to(c, ps->send, (int)n, MPI_FLOAT, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
     }
     if (rc) return rc;
     ps->updates = ev->version;
     ps->staleness_sum += ev->staleness;
     if (ev->staleness > ps->max_staleness) ps->max_staleness = ev->staleness;
     if (w == 0) c->last0 = h;
-    if (ps->record && (rc = record(ps, ev, err))) return rc;
+    if (ps->record && (rc = psm_record(ps, ev, err))) return rc;
     return log_landing(c, ev, &h, ids, err);
 }
 
@@ -327,6 +222,8 @@ static int event(chief *c, const dr_ps_event *ev, dr_err *err)
 {
     if (ev->kind == DR_PS_DISPATCH) return dispatch(c, ev, err);
     if (ev->kind == DR_PS_LAND) return land(c, ev, err);
+    if (ev->kind == DR_PS_FAIL) return psm_fail_closure(c, ev, err);
+    if (ev->kind == DR_PS_RECOVER) return psm_recover_worker(c, ev, err);
     return dr_fail(err, DR_ESTATE, "parameter_server over MPI: unexpected schedule event %d", (int)ev->kind);
 }
 
@@ -366,8 +263,8 @@ static int drain_free(chief *c, dr_err *err)
                     oldest = w;
             if (oldest == W)
                 return dr_fail(err, DR_ESTATE, "--schedule=free: results arrived but none may land (schedule bug)");
-            rc = wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err);
-            if (rc && ps->rerun && c->timed_out == 1 + oldest) rc = lose_worker(c, oldest, err);
+            rc = psm_wait_for(c, &ps->req[oldest], 1 + oldest, "no result from worker", c->sched.version + 1, err);
+            if (rc && ps->rerun && c->timed_out == 1 + oldest) rc = psm_lose_worker(c, oldest, err);
             else if (rc) return rc;
             else c->arrival[oldest] = ++c->arrivals;
         }
@@ -386,12 +283,12 @@ static int fetch(chief *c, dr_err *err)
     for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {
         size_t n = held_by(ps, p);
         if (!n) continue;
-        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_FETCH, ps->updates, "a checkpoint read from", err);
+        rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_FETCH, ps->updates, "a checkpoint read from", err);
         for (int j = -1; rc == DR_OK && j < c->s->plan->nslots; j++) {
             MPI_Request req;
             int mrc = MPI_Irecv(ps->send, (int)n, MPI_FLOAT, (int)(1 + ps->W + p), PSM_SHARDS, ps->comm, &req);
             rc = mrc ? mpi_fail(mrc, "reading the variables back", err)
-                     : wait_for(c, &req, 1 + ps->W + p, "no shards for the checkpoint from", ps->updates, err);
+                     : psm_wait_for(c, &req, 1 + ps->W + p, "no shards for the checkpoint from", ps->updates, err);
             if (rc == DR_OK) psm_scatter(ps, p, ps->send, j < 0 ? ps->final_params : ps->final_slots + (size_t)j * P);
         }
     }
@@ -428,6 +325,8 @@ static int save(chief *c, dr_err *err)
     ck.params = ps->final_params;
     ck.slots = ps->final_slots;
     if ((rc = dr_run_log_save(c->log, &ck, err))) return rc;
+    ps->saved = ps->updates;
+    ps->have_ckpt = true;
     if (!ps->record) {   /* what decides the seeded plan a resume re-walks (core: dr_ps_settings_line), as the
                           * reference writes it; a free run's plan is its recording: none */
         char path[1100], settings[512];
@@ -469,17 +368,35 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
 {
     engine_ps *ps = c->ps;
     uint64_t batches[DR_PS_MAX_WORKERS] = { 0 }, hdr[2] = { 0, 0 };
+    psm_result it0;   /* worker 0's iterator (re-created when it recovers) */
     int rc = DR_OK;
+    memset(&it0, 0, sizeof it0);
     while (rc == DR_OK && *done < ps->resume_step) {
         uint64_t until = next_join(c, *done);
         dr_ps_event ev;
         for (; rc == DR_OK && *done < until; (*done)++)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
         while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) {
-            if (ev.kind == DR_PS_DISPATCH) batches[ev.worker]++;
-            if (ev.kind != DR_PS_LAND) continue;
-            ps->staleness_sum += ev.staleness;   /* summary.json counts them, as the reference's replay does */
-            if (ev.staleness > ps->max_staleness) ps->max_staleness = ev.staleness;
+            uint32_t w = ev.worker;
+            /* summary.json counts them, as the reference's replay does */
+            if (ev.kind == DR_PS_DISPATCH) {
+                batches[w]++;
+                if (w == 0) { psm_skip_batch(c, &it0); c->last0 = it0; }
+                for (uint32_t v = 0; v < ps->W; v++)
+                    if (ps->rerun_of[v] == ev.closure) ps->rerun_closures++;
+            } else if (ev.kind == DR_PS_FAIL) {
+                ps->worker_failures++;
+                ps->rerun_of[w] = ev.closure;
+            } else if (ev.kind == DR_PS_RECOVER) {   /* its datasets re-created: its batches count from here */
+                ps->recoveries++;
+                batches[w] = 0;
+                if (w == 0) memset(&it0, 0, sizeof it0);
+            } else {
+                ps->staleness_sum += ev.staleness;
+                if (ev.staleness > ps->max_staleness) ps->max_staleness = ev.staleness;
+                for (uint32_t v = 0; v < ps->W; v++)
+                    if (ps->rerun_of[v] == ev.closure) ps->rerun_of[v] = 0;
+            }
         }
     }
     for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
@@ -487,9 +404,8 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
 #if defined(DR_MUTANT_PS_RESUME_NO_SKIP)
         hdr[0] = 0;   /* planted fault: a resumed worker starts its data over instead of skipping its batches */
 #endif
-        rc = send_to(c, hdr, 2, MPI_UINT64_T, 1 + w, PSM_SKIP, ps->resume_step, "resuming", err);
+        rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + w, PSM_SKIP, ps->resume_step, "resuming", err);
     }
-    for (uint64_t i = 0; i < batches[0]; i++) skip_batch(c, &c->last0);
     ps->updates = ps->resume_step;
     return rc;
 }
@@ -514,30 +430,12 @@ static int coordinate(chief *c, dr_err *err)
     return rc;
 }
 
-/* A failure (a rank died or hangs): every other rank is told, with the
- * reason, so that none waits forever (under `mpirun --enable-recovery`
- * MPI_Abort alone leaves them blocked); the sends are not waited for
- * longer than a second (one goes to the dead rank). */
-static void abort_all(chief *c, const dr_err *err)
-{
-    engine_ps *ps = c->ps;
-    uint32_t n = ps->W + ps->P;
-    MPI_Request req[2 * DR_PS_MAX_WORKERS + 64];
-    double t0 = dr_now();
-    int all = 0;
-    if (n > sizeof req / sizeof req[0]) n = sizeof req / sizeof req[0];
-    for (uint32_t r = 0; r < n; r++)
-        if (MPI_Isend(err->msg, (int)strlen(err->msg) + 1, MPI_CHAR, (int)(r + 1), PSM_ABORT, ps->comm, &req[r]))
-            req[r] = MPI_REQUEST_NULL;
-    while (!all && dr_now() - t0 < 1.0)
-        if (MPI_Testall((int)n, req, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
-}
-
 static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err *err)
 {
     engine_ps *ps = s->ps;
     chief *c = calloc(1, sizeof *c);
-    dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, 0, 0, NULL, 0 };
+    dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, ps->fail_worker,
+                                  ps->fail_worker_step, NULL, 0 };
     uint64_t stop[2] = { 0, 0 };
     int rc;
     if (!c) return dr_fail(err, DR_ENOMEM, "coordinator: no memory");
@@ -557,17 +455,17 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     dr_ps_schedule_free(&c->sched);
     for (uint32_t r = 1; rc == DR_OK && r < 1 + ps->W + ps->P; r++)   /* training is over: every rank stops */
         if (r > ps->W || !ps->lost_at[r - 1]) {   /* stop[0]: how many workers died (no MPI_Finalize then) */
-            stop[0] = ps->worker_failures;
-            rc = send_to(c, stop, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
+            stop[0] = ps->dead_workers;
+            rc = psm_send_to(c, stop, 2, MPI_UINT64_T, r, PSM_STOP, c->N, "stopping", err);
         }
-    if (rc == DR_EFAULT) why_no_rerun(c, err);
-    if (rc) abort_all(c, err);
+    if (rc == DR_EFAULT) psm_why_no_rerun(c, err);
+    if (rc) psm_abort_all(c, err);
     out->steps = c->N;
     out->start_step = ps->resume_step;
     out->last_loss = c->last_loss;
     out->epoch_correct = c->epoch_correct;
     out->epoch_examples = c->epoch_examples;
-    out->peer_lost = ps->worker_failures > 0;
+    out->peer_lost = ps->dead_workers > 0;
     free(c);
     return rc;
 }
@@ -580,6 +478,6 @@ int engine_ps_train(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_err
     if (ps->role == PSM_CHIEF) return run_chief(s, log, out, err);
     rc = ps->role == PSM_WORKER ? psm_worker_loop(s, err) : psm_ps_loop(s, err);
     out->steps = psm_total_steps(s);
-    out->peer_lost = ps->worker_failures > 0;
+    out->peer_lost = ps->dead_workers > 0;
     return rc;
 }

@@ -26,7 +26,11 @@
  * nothing from the chief for the deadline asks whether it lives; the chief
  * answers from inside its own waits. */
 enum { PSM_DISPATCH = 101, PSM_READ, PSM_VARS, PSM_RESULT, PSM_APPLY, PSM_FETCH, PSM_SHARDS, PSM_STOP, PSM_ABORT,
-       PSM_PING, PSM_PONG, PSM_SKIP };   /* PSM_SKIP: a resumed run's worker skips the batches it took before */
+       PSM_PING, PSM_PONG, PSM_SKIP };
+/* PSM_SKIP { n, rebuild }: with rebuild = 1 the worker's datasets are
+ * re-created first (a recovered worker, --fail_worker: its iterator starts
+ * again at epoch 0); then it skips n batches (a resumed run: the batches it
+ * took since its last rebuild). */
 
 typedef enum psm_role { PSM_CHIEF = 0, PSM_WORKER, PSM_PS } psm_role;
 
@@ -79,13 +83,56 @@ typedef struct engine_ps {
     char          *record;                      /* --schedule=free: ps_schedule.jsonl so far */
     size_t         record_len, record_cap;
     uint64_t       updates, max_staleness, staleness_sum, dispatches;
-    uint64_t       worker_failures, rerun_closures;
+    uint64_t       worker_failures, rerun_closures, recoveries;   /* injected and real, as summary.json says */
+    uint64_t       dead_workers;       /* ranks that really died (no MPI_Finalize then); workers: from PSM_STOP */
+    /* --fail_worker=W:K, --fail_ps=P:K (--schedule=seeded): the reference's
+     * injected failures (docs/PARAMETER_SERVER.md "Failures"); steps 0 = none */
+    uint32_t       fail_worker, fail_ps;
+    uint64_t       fail_worker_step, fail_ps_step;
+    uint64_t       saved;              /* chief: the step of the last checkpoint (resumed or written) */
+    bool           have_ckpt;
     /* a resumed run (--schedule=seeded): the checkpoint every rank read */
     dr_checkpoint  ck;
     uint64_t       resume_step;        /* its step (0: a fresh run) */
     uint64_t       rerun_of[DR_PS_MAX_WORKERS];  /* a lost worker's closure not landed yet (0: none) */
     uint64_t       lost_at[DR_PS_MAX_WORKERS];   /* the step a worker was lost at (0: alive) */
 } engine_ps;
+
+/* ---- the chief ------------------------------------------------------------ */
+
+/* The coordinator's state (rank 0; strategies/ps_mpi.c, its failures
+ * strategies/ps_mpi_faults.c). */
+typedef struct psm_chief {
+    dr_session    *s;
+    engine_ps     *ps;
+    dr_run_log    *log;
+    dr_ps_schedule sched;
+    uint64_t       N;
+    float          last_loss;
+    uint64_t       epoch_correct, epoch_examples;
+    uint32_t       acc_epoch;
+    psm_result     last0;          /* worker 0's iterator after its last landed closure */
+    uint64_t       arrival[DR_PS_MAX_WORKERS];   /* free: when its result arrived (0: not yet) */
+    uint64_t       arrivals;
+    uint32_t       timed_out;      /* the rank whose deadline ran out in the last failed wait (0: none) */
+} psm_chief;
+
+/* strategies/ps_mpi.c: every wait of the chief polls with a deadline and
+ * answers pings; a send is a wait; a free run's event into its recording */
+int  psm_wait_for(psm_chief *c, MPI_Request *req, uint32_t rank, const char *what, uint64_t step, dr_err *err);
+int  psm_send_to(psm_chief *c, const void *buf, int n, MPI_Datatype type, uint32_t rank, int tag, uint64_t step,
+                 const char *what, dr_err *err);
+int  psm_record(engine_ps *ps, const dr_ps_event *ev, dr_err *err);
+
+/* strategies/ps_mpi_faults.c: workers and ps tasks that fail, injected
+ * (--fail_worker, --fail_ps: the reference's) or real (a rank that dies) */
+void psm_skip_batch(const psm_chief *c, psm_result *k);
+int  psm_lose_worker(psm_chief *c, uint32_t w, dr_err *err);
+int  psm_fail_closure(psm_chief *c, const dr_ps_event *ev, dr_err *err);
+int  psm_recover_worker(psm_chief *c, const dr_ps_event *ev, dr_err *err);
+int  psm_ps_failure(const psm_chief *c, const dr_ps_event *ev, dr_err *err);
+void psm_why_no_rerun(const psm_chief *c, dr_err *err);
+void psm_abort_all(psm_chief *c, const dr_err *err);
 
 /* strategies/ps_mpi_roles.c */
 int  psm_worker_loop(dr_session *s, dr_err *err);

@@ -19,9 +19,10 @@ int engine_ps_supports(const dr_run_plan *plan, dr_err *err)
     if (!plan->exact)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server runs in exact numerics only "
                        "(the reference's bits); drop --numerics=fast");
-    if (cfg->fail_worker[0] || cfg->fail_ps[0])
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server does not inject --%s (a failure is "
-                       "a rank that dies); use --variant=ref", cfg->fail_worker[0] ? "fail_worker" : "fail_ps");
+    if ((cfg->fail_worker[0] || cfg->fail_ps[0]) && strcmp(cfg->schedule, "seeded") != 0)
+        return dr_fail(err, DR_EUSAGE, "--%s with --schedule=%s: an injected failure is a step of the reference's "
+                       "seeded plan (--schedule=seeded); a free run's failures are ranks that really die",
+                       cfg->fail_worker[0] ? "fail_worker" : "fail_ps", cfg->schedule);
     if (plan->spec.num_gpus)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server workers are CPUs (--num_gpus=0)");
     if (cfg->input_partition_dims[0] || cfg->tpu_platform[0] || cfg->layer_devices[0])
@@ -90,8 +91,30 @@ static int resume_load(dr_session *s, const char *path, dr_err *err)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is past this run's %llu steps; use another "
                      "--model_dir or more steps", path, (unsigned long long)ps->ck.step,
                      (unsigned long long)psm_total_steps(s));
-    if (!rc) ps->resume_step = ps->ck.step;
+    if (!rc) ps->resume_step = ps->saved = ps->ck.step;
+    ps->have_ckpt = rc == DR_OK;
     return rc;
+}
+
+/* --fail_worker / --fail_ps against this run's workers, ps tasks and steps,
+ * as the reference checks them (ref/ps.c). */
+static int failures(dr_session *s, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    const dr_run_config *cfg = s->cfg;
+    uint64_t N = psm_total_steps(s);
+    int rc;
+    if ((rc = dr_ps_parse_failure("fail_worker", cfg->fail_worker, ps->W, &ps->fail_worker, &ps->fail_worker_step,
+                                  err)) ||
+        (rc = dr_ps_parse_failure("fail_ps", cfg->fail_ps, ps->P, &ps->fail_ps, &ps->fail_ps_step, err)))
+        return rc;
+    if (ps->fail_worker_step > N)
+        return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
+                       "schedules", cfg->fail_worker, (unsigned long long)ps->fail_worker_step, (unsigned long long)N);
+    if (ps->fail_ps_step > N)
+        return dr_fail(err, DR_EUSAGE, "--fail_ps=%s: step %llu is beyond the %llu steps this run takes",
+                       cfg->fail_ps, (unsigned long long)ps->fail_ps_step, (unsigned long long)N);
+    return DR_OK;
 }
 
 static int layout(dr_session *s, dr_err *err)
@@ -153,7 +176,7 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
     s->esz = dr_sum_bytes(s->num);
     s->ps->comm = MPI_COMM_NULL;
     snprintf(path, sizeof path, "%s/ckpt.bin", plan->cfg->model_dir);
-    if ((rc = world(s, err))) goto fail;
+    if ((rc = world(s, err)) || (rc = failures(s, err))) goto fail;
     if (access(path, F_OK) == 0 && (rc = resume_load(s, path, err))) goto fail;
     sopt.num_workers = s->ps->W;
     sopt.num_ps = s->ps->P;
@@ -217,6 +240,7 @@ void engine_ps_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "max_staleness", json_object_new_int64((int64_t)ps->max_staleness));
     json_object_object_add(o, "worker_failures", json_object_new_int64((int64_t)ps->worker_failures));
     json_object_object_add(o, "rerun_closures", json_object_new_int64((int64_t)ps->rerun_closures));
+    json_object_object_add(o, "worker_recoveries", json_object_new_int64((int64_t)ps->recoveries));
     {
         json_object *dead = json_object_new_array();
         for (uint32_t w = 0; w < ps->W; w++) {

@@ -302,8 +302,9 @@ int psm_worker_loop(dr_session *s, dr_err *err)
         uint64_t hdr[2];
         int tag = 0, rc = next_order(ps, hdr, &tag, err);
         if (rc) return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
-        if (tag == PSM_STOP) { ps->worker_failures = hdr[0]; return DR_OK; }
-        if (tag == PSM_SKIP) {   /* a resumed run: the batches this worker took before the checkpoint */
+        if (tag == PSM_STOP) { ps->dead_workers = hdr[0]; return DR_OK; }
+        if (tag == PSM_SKIP) {   /* a recovered worker's datasets re-created; a resumed run's batches skipped */
+            if (hdr[1]) ps->built = false;   /* the next batch is the first of epoch 0 */
             if ((rc = skip_batches(s, hdr[0], err)))
                 return dr_fail_wrap(err, "MPI rank %u (/job:worker/replica:0/task:%u)", ps->rank, ps->index);
             continue;
@@ -413,7 +414,7 @@ int psm_ps_loop(dr_session *s, dr_err *err)
         int tag = 0, rc = next_order(ps, hdr, &tag, err);
         if (rc == DR_OK) {
             switch (tag) {
-            case PSM_STOP: ps->worker_failures = hdr[0]; return DR_OK;
+            case PSM_STOP: ps->dead_workers = hdr[0]; return DR_OK;
             case PSM_READ:   /* hdr[0]: the worker that reads; a dead one is named (as a worker names a ps) */
                 rc = send_vars(s, (uint32_t)hdr[0], err);
                 break;

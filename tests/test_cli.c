@@ -257,6 +257,9 @@ static void test_ps_schedule_scope(void **s)
     expect(&r, 2, "--schedule does not apply to --variant=ref: it is only for --distribution_strategy=parameter_server under --variant=mpi");
     RUN(&r, "train", MD, "--distribution_strategy=mirrored", "--variant=mpi", "--schedule=free");
     expect(&r, 2, "--schedule does not apply to --distribution_strategy=mirrored");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--variant=mpi", "--schedule=free",
+        "--fail_worker=0:2");
+    expect(&r, 2, "--fail_worker with --schedule=free: an injected failure is a step of the reference's seeded plan");
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--variant=openmp", "--replay_schedule=x");
     expect(&r, 2, "--replay_schedule does not apply to --variant=openmp: it is only for --distribution_strategy=parameter_server under --variant=ref");
     RUN(&r, "train", MD, "--distribution_strategy=one_device", "--replay_schedule=x");
