@@ -8,7 +8,9 @@
 #   instead of re-run, strategies/ps_mpi_faults.c), which must fail it;
 #   tests/mpi_ps_resume.sh (checkpoints across ref and mpi), then against
 #   DR_MUTANT_PS_RESUME_NO_SKIP (a resumed worker does not skip the batches
-#   it took), which must fail it.
+#   it took) and DR_MUTANT_PS_FREE_RESUME_UNRECORDED (a resumed free run
+#   leaves the re-walked order out of its recording), each of which must
+#   fail it.
 # Skipped without mpirun.
 #
 #   sh scripts/test_mpi_ps_rerun.sh DISTREF [TRIALS]
@@ -38,17 +40,19 @@ else
     rc=1
 fi
 sh tests/mpi_ps_resume.sh "$bin" || rc=1
-if sh scripts/mutant_cli.sh ps_resume_no_skip > /dev/null; then
-    m="$BUILD/mutants/cli_ps_resume_no_skip/distref"
-    if sh tests/mpi_ps_resume.sh "$m" > "$BUILD/mutants/cli_ps_resume_no_skip/out.txt" 2>&1; then
-        echo "mutant ps_resume_no_skip         must fail mpi_ps_resume    MISSED (the test passed)"
-        rc=1
+for name in ps_resume_no_skip ps_free_resume_unrecorded; do
+    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
+        m="$BUILD/mutants/cli_$name/distref"
+        if sh tests/mpi_ps_resume.sh "$m" > "$BUILD/mutants/cli_$name/out.txt" 2>&1; then
+            printf 'mutant %-26s must fail mpi_ps_resume    MISSED (the test passed)\n' "$name"
+            rc=1
+        else
+            printf 'mutant %-26s must fail mpi_ps_resume    caught (%s checks failed)\n' "$name" \
+                "$(grep -c FAILED "$BUILD/mutants/cli_$name/out.txt")"
+        fi
     else
-        echo "mutant ps_resume_no_skip         must fail mpi_ps_resume    caught ($(grep -c FAILED \
-            "$BUILD/mutants/cli_ps_resume_no_skip/out.txt") checks failed)"
+        echo "mutant $name: build failed" >&2
+        rc=1
     fi
-else
-    echo "mutant ps_resume_no_skip: build failed" >&2
-    rc=1
-fi
+done
 exit $rc

@@ -360,10 +360,13 @@ static uint64_t next_join(const chief *c, uint64_t done)
     return next < c->N ? next : c->N;
 }
 
-/* A resumed run re-walks the seeded plan up to the checkpoint without
+/* A resumed run re-walks the seeded plan (or, --schedule=free, the
+ * recording: the schedule follows it as --replay_schedule does, and every
+ * event goes into this run's recording again) up to the checkpoint without
  * computing anything (as the reference does): each worker is told how many
- * batches it took (it skips them), worker 0's iterator is recounted for the
- * checkpoints, and the variables are the checkpoint's (on the ps tasks). */
+ * batches it took since its datasets were last created (it skips them),
+ * worker 0's iterator is recounted for the checkpoints, and the variables
+ * are the checkpoint's (on the ps tasks). */
 static int rewalk(chief *c, uint64_t *done, dr_err *err)
 {
     engine_ps *ps = c->ps;
@@ -378,6 +381,9 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
         while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) {
             uint32_t w = ev.worker;
+#if !defined(DR_MUTANT_PS_FREE_RESUME_UNRECORDED)   /* planted fault: the re-walked order left out of the recording */
+            if (ps->record && (rc = psm_record(ps, &ev, err))) break;
+#endif
             /* summary.json counts them, as the reference's replay does */
             if (ev.kind == DR_PS_DISPATCH) {
                 batches[w]++;
@@ -399,6 +405,12 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
             }
         }
     }
+    if (rc == DR_OK && ps->record && (c->sched.replay_bad || c->sched.replayed != ps->nreplay))
+        rc = dr_fail(err, DR_EFORMAT, "%s/ps_schedule.jsonl: event %zu of %zu does not fit this run's plan (TF_CONFIG, "
+                     "--staleness, --checkpoint_every as the run that wrote it); resume with that run's settings",
+                     c->s->cfg->model_dir, c->sched.replayed + 1, ps->nreplay);
+    c->sched.opt.replay = NULL;   /* from here the free run's own order */
+    c->sched.opt.replay_len = 0;
     for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
         hdr[0] = batches[w];
 #if defined(DR_MUTANT_PS_RESUME_NO_SKIP)
@@ -435,7 +447,7 @@ static int run_chief(dr_session *s, dr_run_log *log, dr_train_totals *out, dr_er
     engine_ps *ps = s->ps;
     chief *c = calloc(1, sizeof *c);
     dr_ps_schedule_options so = { ps->W, s->cfg->staleness, s->cfg->schedule_seed, ps->fail_worker,
-                                  ps->fail_worker_step, NULL, 0 };
+                                  ps->fail_worker_step, ps->replay, ps->nreplay };   /* replay: a free resume's */
     uint64_t stop[2] = { 0, 0 };
     int rc;
     if (!c) return dr_fail(err, DR_ENOMEM, "coordinator: no memory");

@@ -94,6 +94,8 @@ typedef struct engine_ps {
     /* a resumed run (--schedule=seeded): the checkpoint every rank read */
     dr_checkpoint  ck;
     uint64_t       resume_step;        /* its step (0: a fresh run) */
+    dr_ps_event   *replay;             /* chief, --schedule=free: the recording up to it, re-walked */
+    size_t         nreplay;
     uint64_t       rerun_of[DR_PS_MAX_WORKERS];  /* a lost worker's closure not landed yet (0: none) */
     uint64_t       lost_at[DR_PS_MAX_WORKERS];   /* the step a worker was lost at (0: alive) */
 } engine_ps;

@@ -61,6 +61,34 @@ static int world(dr_session *s, dr_err *err)
     return DR_OK;
 }
 
+/* A --schedule=free checkpoint: the order up to it is its recording,
+ * model_dir/ps_schedule.jsonl, rewritten with every checkpoint; the chief
+ * re-walks it (strategies/ps_mpi.c, rewalk) and the recording goes on. It
+ * must hold exactly the checkpoint's updates (a recording of another
+ * checkpoint, or of a seeded run's, is refused); that it fits this run's
+ * TF_CONFIG, --staleness and --checkpoint_every is checked event by event
+ * as it is re-walked. */
+static int resume_recording(dr_session *s, const char *ckpt, dr_err *err)
+{
+    engine_ps *ps = s->ps;
+    char path[1100];
+    uint64_t lands = 0;
+    int rc;
+    snprintf(path, sizeof path, "%s/ps_schedule.jsonl", s->cfg->model_dir);
+    if (access(path, F_OK) != 0)
+        return dr_fail(err, DR_EFORMAT, "--schedule=free: checkpoint %s has no %s beside it (the order up to it): it "
+                       "was not written by a --schedule=free run; resume it with --schedule=seeded, or use another "
+                       "--model_dir", ckpt, path);
+    if (ps->role != PSM_CHIEF) return DR_OK;   /* only the chief re-walks the order */
+    if ((rc = dr_ps_schedule_load(path, &ps->replay, &ps->nreplay, err))) return rc;
+    for (size_t i = 0; i < ps->nreplay; i++) lands += ps->replay[i].kind == DR_PS_LAND;
+    if (lands != ps->ck.step)
+        return dr_fail(err, DR_EFORMAT, "%s records %llu updates but checkpoint %s is at step %llu: they were not "
+                       "written together; use another --model_dir", path, (unsigned long long)lands, ckpt,
+                       (unsigned long long)ps->ck.step);
+    return DR_OK;
+}
+
 /* A checkpoint in model_dir: every rank reads it (model_dir is on a shared
  * file system), the chief for its counters and data position, the ps tasks
  * for their shards, and checks it as the reference does (ref/ps.c): the
@@ -72,18 +100,16 @@ static int resume_load(dr_session *s, const char *path, dr_err *err)
     dr_checkpoint now;
     bool found = false, absent = false;
     int rc;
-    if (strcmp(s->cfg->schedule, "free") == 0)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi --schedule=free: does not resume a checkpoint (%s "
-                       "exists): the order up to it is only in its recording; use --schedule=seeded (the plan a "
-                       "resume re-walks), or another --model_dir", path);
+    bool free_run = strcmp(s->cfg->schedule, "free") == 0;
     if ((rc = dr_checkpoint_load(s->cfg->model_dir, &ps->ck, &found, err)) || !found) return rc;
     memset(&now, 0, sizeof now);
     dr_plan_checkpoint_settings(plan, &now);
     rc = dr_checkpoint_check(&ps->ck, s->cfg->model_dir, plan->exp.name, plan->P, plan->nslots,
                              (int)plan->exp.optimizer.kind, s->cfg->seed, plan->G, s->data->n, err);
     if (!rc) rc = dr_checkpoint_check_settings(&ps->ck, s->cfg->model_dir, &now, err);
-    if (!rc) rc = dr_ps_settings_check(s->cfg, ps->W, ps->P, ps->ck.step, &absent, err);
-    if (!rc && absent && ps->W != 1)
+    if (!rc && free_run) rc = resume_recording(s, path, err);
+    else if (!rc) rc = dr_ps_settings_check(s->cfg, ps->W, ps->P, ps->ck.step, &absent, err);
+    if (!rc && !free_run && absent && ps->W != 1)
         rc = dr_fail(err, DR_EFORMAT, "checkpoint %s has no ps_schedule.json beside it: it was not written by a "
                      "parameter_server run (or by a --schedule=free one), and one with %u workers resumes only "
                      "those; use another --model_dir", path, ps->W);
@@ -216,6 +242,7 @@ void engine_ps_close(dr_session *s)
     if (s->be) s->bo->close(s->be);
     for (uint32_t w = 0; w < DR_PS_MAX_WORKERS; w++) free(ps->res[w]);
     free(ps->send); free(ps->vars); free(ps->vreq); free(ps->final_params); free(ps->final_slots); free(ps->record);
+    free(ps->replay);
     dr_ps_layout_free(&ps->layout);
     if (ps->resume_step) dr_checkpoint_free(&ps->ck);
     if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
@@ -241,6 +268,7 @@ void engine_ps_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "worker_failures", json_object_new_int64((int64_t)ps->worker_failures));
     json_object_object_add(o, "rerun_closures", json_object_new_int64((int64_t)ps->rerun_closures));
     json_object_object_add(o, "worker_recoveries", json_object_new_int64((int64_t)ps->recoveries));
+    json_object_object_add(o, "resumed_from_step", json_object_new_int64((int64_t)ps->resume_step));
     {
         json_object *dead = json_object_new_array();
         for (uint32_t w = 0; w < ps->W; w++) {

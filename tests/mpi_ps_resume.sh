@@ -8,10 +8,16 @@
 #   mpi -> mpi mpi stops at step K2 (not a multiple of --checkpoint_every:
 #              the plan's final join), mpi resumes to N (the resumed step
 #              is a join: the oracle is the reference's own K2 -> N);
+#   free       mpi --schedule=free stops at step K, mpi --schedule=free
+#              resumes to N (re-walking its recording, ps_schedule.jsonl);
+#              its oracle is the reference replaying the final recording
+#              from step 0;
 # each must equal the reference's uninterrupted N steps: weights_sha256,
 # every metrics line's loss_bits, ckpt.bin byte for byte. And refused with
 # a message naming the setting: a resume with another --schedule_seed
-# (ps_schedule.json differs) and one with --schedule=free.
+# (ps_schedule.json differs), a seeded checkpoint resumed with
+# --schedule=free (no recording beside it), and a free one whose recording
+# holds fewer updates than the checkpoint.
 #
 #   sh tests/mpi_ps_resume.sh [DISTREF]
 #
@@ -34,10 +40,11 @@ mpi() {   # mpi DIR STEPS [more flags]: the mpi variant under mpirun -np 4
     env -u TF_CONFIG mpirun --oversubscribe -np 4 "$bin" train --variant=mpi $flags --schedule_seed="${seed:-7}" \
         --train_steps="$steps" --model_dir="$d/$dir" "$@" > /dev/null 2>> "$d/$dir.err"
 }
-ref() {   # ref DIR STEPS
+ref() {   # ref DIR STEPS [more flags]
+    dir=$1 steps=$2; shift 2
     # shellcheck disable=SC2086
-    TF_CONFIG=$tf "$bin" train --variant=ref $flags --schedule_seed=7 --train_steps="$2" --model_dir="$d/$1" \
-        > /dev/null 2>> "$d/$1.err"
+    TF_CONFIG=$tf "$bin" train --variant=ref $flags --schedule_seed=7 --train_steps="$steps" --model_dir="$d/$dir" \
+        "$@" > /dev/null 2>> "$d/$dir.err"
 }
 same() {   # same NAME DIR [ORACLE]: DIR's run equals the reference's (default: oracle, uninterrupted)
     o=${3:-oracle}
@@ -66,12 +73,25 @@ else
     echo "resume with another --schedule_seed: FAILED (not refused as expected)"; fails=$((fails + 1))
 fi
 mpi seed 16 --schedule=free
-if grep -q 'schedule=free: does not resume a checkpoint' "$d/seed.err"; then
-    echo "resume with --schedule=free: refused: passed"
+if grep -q 'schedule=free: checkpoint .* has no .*ps_schedule.jsonl beside it' "$d/seed.err"; then
+    echo "seeded checkpoint resumed with --schedule=free: refused, naming ps_schedule.jsonl: passed"
 else
-    echo "resume with --schedule=free: FAILED (not refused as expected)"; fails=$((fails + 1))
+    echo "seeded checkpoint resumed with --schedule=free: FAILED (not refused as expected)"; fails=$((fails + 1))
 fi
-grep -h 'distref: error' "$d"/*.err | grep -v 'schedule was\|does not resume' | head -3 | sed 's/^/    /'
+# --schedule=free: the order is the run's own; its resume re-walks the recording
+mpi f2f 8 --schedule=free && mpi f2f 16 --schedule=free
+cp "$d/f2f/ps_schedule.jsonl" "$d/f2f.jsonl" 2>/dev/null
+ref fref 16 --replay_schedule="$d/f2f.jsonl"; same "mpi free 8 steps -> mpi free resumes to 16" f2f fref
+grep -q '"resumed_from_step":8' "$d/f2f/summary.json" ||
+    { echo "mpi free 8 steps -> 16: FAILED (summary.json does not say it resumed from step 8)"; fails=$((fails + 1)); }
+head -n 5 "$d/f2f.jsonl" > "$d/f2f/ps_schedule.jsonl"
+mpi f2f 20 --schedule=free
+if grep -q 'ps_schedule.jsonl records [0-9]* updates but checkpoint .* is at step 16' "$d/f2f.err"; then
+    echo "free resume with a recording of another checkpoint: refused, naming both: passed"
+else
+    echo "free resume with a recording of another checkpoint: FAILED (not refused as expected)"; fails=$((fails + 1))
+fi
+grep -h 'distref: error' "$d"/*.err | grep -v 'schedule was\|beside it\|updates but checkpoint' | head -3 | sed 's/^/    /'
 rm -rf "$d"
 echo "mpi_ps_resume: $fails failed"
 [ "$fails" -eq 0 ]
