@@ -196,6 +196,8 @@ test: deps
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
