@@ -408,7 +408,14 @@ static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr
         void *p[DR_MAX_DEVICES];
         void *const *lp = local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL;
         if ((rc = check_call(e, "all_reduce_compact", lp, n, err))) return rc;
-        return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
+        if (e->geom.cfg.ranks_alg == DR_COMM_RANKS_RING) return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
+        /* the library's own all-reduce on integer digits (comm_mpi_native.c); the
+         * strategy's byte counts are the ring's, as for every algorithm */
+        if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, false);
+        dr_ct_count_ranks(&e->geom, n, DR_CACC_BYTES);
+        if ((rc = dr_cm_native_compact(e, lp[0], n, "all_reduce_compact", err))) return rc;
+        if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, true);
+        return DR_OK;
     }
 }
 

@@ -38,6 +38,13 @@ typedef struct cm_ep {
 /* A dr_comm of this comm is a cm_ep (its first member). */
 static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
 
+/* ---- comm_mpi_native.c -------------------------------------------------- */
+/* The exact sum over the ranks of a[0..n) (each rank's one array, its
+ * replicas already merged into it), per pack, through MPI_Iallreduce on
+ * integer digits; an element that leaves the compact window comes out
+ * marked overflowed. */
+int    dr_cm_native_compact(cm_ep *e, dr_cacc *a, size_t n, const char *what, dr_err *err);
+
 /* ---- comm_mpi_wait.c ---------------------------------------------------- */
 double dr_cm_now(void);                  /* monotonic seconds */
 /* Yields the core once `since` is more than CM_SPIN_S ago. */
