@@ -66,11 +66,15 @@ typedef struct nat_pack {
     int          stage;         /* 0: agreement posted, 1: sums posted, 2: done */
 } nat_pack;
 
-static int floor_div4(int v) { return v >= 0 ? v / NAT_Q : -((-v + NAT_Q - 1) / NAT_Q); }
-static int ceil_div4(int v) { return -floor_div4(-v); }
+/* floor(v / 4), ceil(v / 4) for |v| <= NAT_LIM + 3 */
+static inline int floor_div4(int v) { return (v + 4 * 256) / NAT_Q - 256; }
+static inline int ceil_div4(int v) { return (v + 4 * 256 + NAT_Q - 1) / NAT_Q - 256; }
 
 static int bitlen(uint64_t v)
 {
+#if defined(__GNUC__)
+    if (v) return 64 - __builtin_clzll(v);
+#endif
     int n = 0;
     while (v >> 8) { v >>= 8; n += 8; }
     while (v) { v >>= 1; n++; }
@@ -118,7 +122,12 @@ static void codes_of(dr_cacc *a, size_t len, int8_t *code, uint32_t sum[2])
     for (size_t i = 0; i < len; i++) {
         dr_cacc *c = &a[i];
         int8_t ce = NAT_NONE, ct = NAT_NONE;
-        if (!(c->flags & DR_CACC_F_OVERFLOW) && (c->w[0] | c->w[1] | c->w[2])) {
+        uint64_t s = (uint64_t)0 - (c->w[0] >> 63);   /* W's sign word when it fits 64 bits */
+        if (c->w[1] == s && c->w[2] == s && !(c->flags & DR_CACC_F_OVERFLOW)) {   /* the common case */
+            int64_t e = c->exp, t = e + bitlen((c->w[0] ^ s) - s);
+            if (c->w[0] && (e < -NAT_LIM || t > NAT_LIM)) c->flags |= DR_CACC_F_OVERFLOW;
+            else if (c->w[0]) { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
+        } else if (!(c->flags & DR_CACC_F_OVERFLOW) && (c->w[0] | c->w[1] | c->w[2])) {
             int64_t e = c->exp, t = e + bits192(c->w);
             if (e < -NAT_LIM || t > NAT_LIM) c->flags |= DR_CACC_F_OVERFLOW;   /* beyond dr_acc's range */
             else { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
@@ -143,6 +152,11 @@ static inline int digits_of(const int8_t *code, size_t i, int D)
     return (s + D - 1) / D;
 }
 
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+#endif
+
 static void put_digits(const dr_cacc *c, int g, int K, int D, int32_t *out)
 {
     int sh;
@@ -152,6 +166,20 @@ static void put_digits(const dr_cacc *c, int g, int K, int D, int32_t *out)
         return;
     }
     sh = c->exp - g;   /* >= 0: the grid is at or below every rank's exp */
+    if (K == 1 && c->w[1] == (uint64_t)0 - (c->w[0] >> 63) && c->w[2] == c->w[1]) {
+        out[0] = (int32_t)((int64_t)c->w[0] * ((int64_t)1 << sh));   /* below 2^(D-1) in magnitude */
+        return;
+    }
+#if defined(__SIZEOF_INT128__)
+    if (K * D <= 120 && c->w[2] == ((c->w[1] >> 63) ? ~(uint64_t)0 : 0)) {
+        /* the common case: W fits 128 bits and the shifted value (below
+         * 2^(K D - 1), the agreed top) does too */
+        i128 x = (i128)((u128)((u128)c->w[1] << 64 | c->w[0]) << sh);
+        for (int k = 0; k + 1 < K; k++) out[k] = (int32_t)(uint32_t)((uint64_t)(x >> (D * k)) & mask);
+        out[K - 1] = (int32_t)(x >> (D * (K - 1)));
+        return;
+    }
+#endif
     for (int k = 0; k + 1 < K; k++) out[k] = (int32_t)(bits_at(c->w, D * k - sh) & mask);
     out[K - 1] = (int32_t)(int64_t)bits_at(c->w, D * (K - 1) - sh);   /* signed: the rest is sign */
 }
@@ -160,6 +188,9 @@ static void put_digits(const dr_cacc *c, int g, int K, int D, int32_t *out)
 
 static int ctz64(uint64_t v)   /* v != 0 */
 {
+#if defined(__GNUC__)
+    return __builtin_ctzll(v);
+#endif
     int n = 0;
     while (!(v & 0xffu)) { v >>= 8; n += 8; }
     while (!(v & 1u)) { v >>= 1; n++; }
@@ -172,6 +203,32 @@ static void from_digits(dr_cacc *c, const int32_t *d, int K, int D, int g)
     uint64_t x[NAT_WORDS];
     int nw = (D * K + 31 + 63) / 64 + 1, lo, tz, bits;
     bool neg;
+    if (K == 1) {   /* one digit: W is the digit without its trailing zeros */
+        int64_t v = d[0];
+        if (!v) return;
+        tz = ctz64((uint64_t)v);
+        v /= (int64_t)1 << tz;   /* exact */
+        c->w[0] = (uint64_t)v;
+        c->w[1] = c->w[2] = v < 0 ? ~(uint64_t)0 : 0;
+        c->exp = g + tz;
+        return;
+    }
+#if defined(__SIZEOF_INT128__)
+    if (D * K <= 96) {   /* the common case: the sum (below 2^(D K + 31)) fits 127 bits */
+        i128 v = 0;
+        u128 m;
+        for (int k = 0; k < K; k++) v += (i128)d[k] * ((i128)1 << (D * k));
+        if (!v) return;
+        m = (u128)v;
+        tz = (uint64_t)m ? ctz64((uint64_t)m) : 64 + ctz64((uint64_t)(m >> 64));
+        v >>= tz;   /* arithmetic and exact: the bits shifted out are zero */
+        c->w[0] = (uint64_t)v;
+        c->w[1] = (uint64_t)((u128)v >> 64);
+        c->w[2] = v < 0 ? ~(uint64_t)0 : 0;
+        c->exp = g + tz;
+        return;
+    }
+#endif
     memset(x, 0, (size_t)nw * sizeof x[0]);
     for (int k = 0; k < K; k++) {   /* x += d[k] * 2^(D k), two's complement over nw words */
         int64_t v = d[k];
@@ -242,7 +299,11 @@ static int post_sums(cm_ep *e, dr_cacc *a, nat_pack *p, int D, const char *what,
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0, nreq = 0;
     bool mixed = p->sum[0] != ~p->sum[1];
     int mrc = MPI_SUCCESS;
-    for (size_t i = 0; i < p->len; i++) count[digits_of(p->code, i, D)]++;
+    for (size_t i = 0; i < p->len; i++) {   /* the top's code is not needed again: it becomes K */
+        int K = digits_of(p->code, i, D);
+        p->code[2 * i + 1] = (int8_t)K;
+        count[K]++;
+    }
     for (int K = 1; K <= NAT_KMAX; K++) {
         at[K] = total;
         total += count[K] * (size_t)K;
@@ -255,7 +316,7 @@ static int post_sums(cm_ep *e, dr_cacc *a, nat_pack *p, int D, const char *what,
         (mixed && !(p->flags = malloc(p->len + 1))))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu digits", what, total);
     for (size_t i = 0; i < p->len; i++) {
-        int K = digits_of(p->code, i, D);
+        int K = p->code[2 * i + 1];
         if (mixed) p->flags[i] = (uint8_t)a[p->off + i].flags;
         if (!K) continue;
         put_digits(&a[p->off + i], NAT_Q * p->code[2 * i], K, D, p->dig + at[K]);
@@ -281,11 +342,11 @@ static void finish(dr_cacc *a, nat_pack *p, int D)
 {
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0;
     uint32_t common = p->sum[0];
-    for (size_t i = 0; i < p->len; i++) count[digits_of(p->code, i, D)]++;
+    for (size_t i = 0; i < p->len; i++) count[p->code[2 * i + 1]]++;
     for (int K = 1; K <= NAT_KMAX; K++) { at[K] = total; total += count[K] * (size_t)K; }
     for (size_t i = 0; i < p->len; i++) {
         dr_cacc *c = &a[p->off + i];
-        int K = digits_of(p->code, i, D);
+        int K = p->code[2 * i + 1];
         c->flags = 0;
         memset(c->w, 0, sizeof c->w);
         c->exp = 0;
