@@ -281,6 +281,9 @@ static void pack_free(nat_pack *p)
 static int post_agreement(cm_ep *e, dr_cacc *a, nat_pack *p, const char *what, dr_err *err)
 {
     int mrc;
+    if (p->len > INT_MAX / 2)
+        return dr_fail(err, DR_EUSAGE, "comm mpi %s: a pack of %zu elements; the native sum takes at most %d (give "
+                       "--bytes_per_pack)", what, p->len, INT_MAX / 2);
     if (!(p->code = malloc(2 * p->len + 1)) || !(p->req = malloc(2 * sizeof *p->req)))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
     codes_of(a + p->off, p->len, p->code, p->sum);
