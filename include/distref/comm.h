@@ -166,7 +166,8 @@ const dr_comm_ops *dr_comm_threads(void);
  * "across ranks" above over nonblocking point-to-point messages: the exact
  * collectives carry the DR_ACC_BYTES wire form, the float ones floats, in
  * the float order documented above (the threads comm's bits for the same
- * ranks and local replicas). Every wait has a deadline (timeout_s without
+ * ranks and local replicas); all_reduce_compact runs ranks_alg (above:
+ * the ring, or MPI_Iallreduce on exact integer digits). Every wait has a deadline (timeout_s without
  * progress), after which the call fails naming the rank it waited for. */
 const dr_comm_ops *dr_comm_mpi(void);
 
