@@ -18,7 +18,8 @@
  * ranks exchange their whole float arrays at once instead (one wait for the
  * other rank instead of two, the same bytes) and add each chunk in that
  * order. Compact accumulators, unless the config asks for the ring
- * (DR_COMM_RANKS_RING), take the native sum (comm_mpi_native.c).
+ * (DR_COMM_RANKS_RING), take the native sum (comm_mpi_native.c), which
+ * adds the replicas' digits instead of merging them first.
  *
  * Messages. A step's chunks (every pack's) are cut into segments of at most
  * CM_SEG accumulators (or the floats that fit in the same bytes); up to CM_DEPTH segments are in flight each way
@@ -451,9 +452,9 @@ static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr
         if (e->geom.cfg.ranks_alg == DR_COMM_RANKS_RING) return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
         /* the library's own all-reduce on integer digits (comm_mpi_native.c); the
          * strategy's byte counts are the ring's, as for every algorithm */
-        if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, false);
         dr_ct_count_ranks(&e->geom, n, DR_CACC_BYTES);
-        if ((rc = dr_cm_native_compact(e, lp[0], n, "all_reduce_compact", err))) return rc;
+        if ((rc = dr_cm_native_compact(e, local, e->geom.cfg.local_replicas, n, "all_reduce_compact", err)))
+            return rc;
         if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, true);
         return DR_OK;
     }

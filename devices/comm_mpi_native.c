@@ -3,23 +3,26 @@
  *
  * Integer addition is associative, so MPI_Iallreduce(MPI_INT32_T, MPI_SUM)
  * gives the same bits whatever algorithm Open MPI picks, provided nothing
- * overflows. A compact accumulator is W * 2^exp; per pack, every rank:
+ * overflows. A compact accumulator is W * 2^exp; per pack, every rank, over
+ * its L local replicas at once (they are not merged first: their digits
+ * are added, so a replica's partial sum never overflows):
  *
  * 1. Agreement (two reductions in flight at once). Per element, its lowest
  *    exponent e (the accumulator's exp: its trailing zeros are already
  *    in it) and its top t (|value| < 2^t), quantized to int8 codes
  *    floor(e/4) and ceil(t/4) (so e in [-504, 507], t in [-504, 504]:
  *    dr_acc spans 2^-320 .. 2^320, nothing real lies outside), reduced
- *    with MPI_MIN over [code_e, -code_t] pairs; an element with no value
- *    (zero, or overflowed) sends 127 for both. And the pack's flags
+ *    with MPI_MIN over [code_e, -code_t] pairs (the rank's own: the
+ *    extremes over its replicas); an element with no value (zero, or
+ *    overflowed) sends 127 for both. And the pack's flags
  *    summary, reduced with MPI_BOR: [OR of every element's flags, OR of
  *    their complements]. Every rank then knows, identically, each
  *    element's grid g = 4 min code_e and top T = 4 max code_t.
  * 2. Sums. Element i needs s = T - g + 1 bits (sign included); it is cut
- *    into K = ceil(s / D) digits of D = 31 - ceil(log2 W) bits (the lower
- *    ones unsigned, the top one signed), so that the sum of any digit over
- *    W ranks fits an int32 (carry-save: the carries are resolved after
- *    the sum). Elements are grouped by K, every rank knowing the groups,
+ *    into K = ceil(s / D) digits of D = 31 - ceil(log2 (W L)) bits (the
+ *    lower ones unsigned, the top one signed), so that the sum of any digit
+ *    over W ranks of L replicas fits an int32 (carry-save: the carries are resolved after
+ *    the sum; each rank first adds its replicas' digits). Elements are grouped by K, every rank knowing the groups,
  *    and each group is one MPI_Iallreduce(MPI_SUM) over its digits. When
  *    the summary shows that not every element carries the same flags (the
  *    OR differs from the AND), the per-element flags go with them
@@ -29,8 +32,8 @@
  *    compact window (|W| < 2^DR_CACC_BITS); otherwise, and for any element
  *    some rank held overflowed, it is marked DR_CACC_F_OVERFLOW (the
  *    engine redoes the step with full accumulators: the same bits). The
- *    result is the exact sum with the flags ORed, as the ring's merges
- *    give (dr_cacc_merge), or the flag.
+ *    result, in the first replica's array, is the exact sum with the flags
+ *    ORed, as the ring's merges give (dr_cacc_merge), or the flag.
  *
  * Packs (--bytes_per_pack) are pipelined: up to NAT_DEPTH packs' agreement
  * in flight while earlier packs' sums run; every rank posts its
@@ -93,11 +96,11 @@ static int bits192(const uint64_t w[3])   /* bits of |W| */
     return bitlen(m[0]);
 }
 
-/* Digit width: the sum of W digits of D bits fits an int32. */
-static int digit_bits(uint32_t W)
+/* Digit width: the sum of n = W L digits of D bits fits an int32. */
+static int digit_bits(uint64_t n)
 {
     int lg = 0;
-    while ((1u << lg) < W) lg++;
+    while (((uint64_t)1 << lg) < n) lg++;
 #if defined(DR_MUTANT_MPI_NATIVE_HEADROOM)
     return 32 - lg;   /* planted fault: headroom one bit short, a digit sum can wrap */
 #else
@@ -116,26 +119,41 @@ static inline uint64_t bits_at(const uint64_t w[3], int pos)
 
 /* ---- stage 1: codes and summary ------------------------------------------ */
 
-static void codes_of(dr_cacc *a, size_t len, int8_t *code, uint32_t sum[2])
+/* One accumulator's codes: *ce = min(*ce, its code_e), *ct = min(*ct,
+ * -code_t); one beyond dr_acc's range is marked overflowed. */
+static inline void code_one(dr_cacc *c, int8_t *pce, int8_t *pct)
+{
+    int8_t ce = NAT_NONE, ct = NAT_NONE;
+    uint64_t s = (uint64_t)0 - (c->w[0] >> 63);   /* W's sign word when it fits 64 bits */
+    if (c->w[1] == s && c->w[2] == s && !(c->flags & DR_CACC_F_OVERFLOW)) {   /* the common case */
+        int64_t e = c->exp, t = e + bitlen((c->w[0] ^ s) - s);
+        if (c->w[0] && (e < -NAT_LIM || t > NAT_LIM)) c->flags |= DR_CACC_F_OVERFLOW;
+        else if (c->w[0]) { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
+    } else if (!(c->flags & DR_CACC_F_OVERFLOW) && (c->w[0] | c->w[1] | c->w[2])) {
+        int64_t e = c->exp, t = e + bits192(c->w);
+        if (e < -NAT_LIM || t > NAT_LIM) c->flags |= DR_CACC_F_OVERFLOW;   /* beyond dr_acc's range */
+        else { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
+    }
+    if (ce < *pce) *pce = ce;
+    if (ct < *pct) *pct = ct;
+}
+
+/* The codes of elements off .. off+len of the rank's L replicas, and the
+ * summary of their flags (each element's ORed over the replicas). */
+static void codes_of(dr_cacc *const *loc, uint32_t L, size_t off, size_t len, int8_t *code, uint32_t sum[2])
 {
     uint32_t o = 0, no = 0;
     for (size_t i = 0; i < len; i++) {
-        dr_cacc *c = &a[i];
         int8_t ce = NAT_NONE, ct = NAT_NONE;
-        uint64_t s = (uint64_t)0 - (c->w[0] >> 63);   /* W's sign word when it fits 64 bits */
-        if (c->w[1] == s && c->w[2] == s && !(c->flags & DR_CACC_F_OVERFLOW)) {   /* the common case */
-            int64_t e = c->exp, t = e + bitlen((c->w[0] ^ s) - s);
-            if (c->w[0] && (e < -NAT_LIM || t > NAT_LIM)) c->flags |= DR_CACC_F_OVERFLOW;
-            else if (c->w[0]) { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
-        } else if (!(c->flags & DR_CACC_F_OVERFLOW) && (c->w[0] | c->w[1] | c->w[2])) {
-            int64_t e = c->exp, t = e + bits192(c->w);
-            if (e < -NAT_LIM || t > NAT_LIM) c->flags |= DR_CACC_F_OVERFLOW;   /* beyond dr_acc's range */
-            else { ce = (int8_t)floor_div4((int)e); ct = (int8_t)-ceil_div4((int)t); }
+        uint32_t f = 0;
+        for (uint32_t r = 0; r < L; r++) {
+            code_one(&loc[r][off + i], &ce, &ct);
+            f |= loc[r][off + i].flags;
         }
         code[2 * i] = ce;
         code[2 * i + 1] = ct;
-        o |= c->flags;
-        no |= ~c->flags;
+        o |= f;
+        no |= ~f;
     }
     sum[0] = o;
     sum[1] = no;
@@ -278,7 +296,7 @@ static void pack_free(nat_pack *p)
     memset(p, 0, sizeof *p);
 }
 
-static int post_agreement(cm_ep *e, dr_cacc *a, nat_pack *p, const char *what, dr_err *err)
+static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, const char *what, dr_err *err)
 {
     int mrc;
     if (p->len > INT_MAX / 2)
@@ -286,7 +304,7 @@ static int post_agreement(cm_ep *e, dr_cacc *a, nat_pack *p, const char *what, d
                        "--bytes_per_pack)", what, p->len, INT_MAX / 2);
     if (!(p->code = malloc(2 * p->len + 1)) || !(p->req = malloc(2 * sizeof *p->req)))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
-    codes_of(a + p->off, p->len, p->code, p->sum);
+    codes_of(loc, L, p->off, p->len, p->code, p->sum);
     p->req[0] = p->req[1] = MPI_REQUEST_NULL;
     p->nreq = 2;
     mrc = MPI_Iallreduce(MPI_IN_PLACE, p->code, (int)(2 * p->len), MPI_INT8_T, MPI_MIN, e->comm, &p->req[0]);
@@ -297,7 +315,7 @@ static int post_agreement(cm_ep *e, dr_cacc *a, nat_pack *p, const char *what, d
 
 /* The digits of every group (group K's elements in index order) and one
  * reduction per group (pieces of at most NAT_PIECE ints), plus the flags. */
-static int post_sums(cm_ep *e, dr_cacc *a, nat_pack *p, int D, const char *what, dr_err *err)
+static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int D, const char *what, dr_err *err)
 {
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0, nreq = 0;
     bool mixed = p->sum[0] != ~p->sum[1];
@@ -319,10 +337,20 @@ static int post_sums(cm_ep *e, dr_cacc *a, nat_pack *p, int D, const char *what,
         (mixed && !(p->flags = malloc(p->len + 1))))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu digits", what, total);
     for (size_t i = 0; i < p->len; i++) {
-        int K = p->code[2 * i + 1];
-        if (mixed) p->flags[i] = (uint8_t)a[p->off + i].flags;
+        int K = p->code[2 * i + 1], g = NAT_Q * p->code[2 * i];
+        int32_t *out = p->dig + at[K];
+        if (mixed) {
+            uint32_t f = 0;
+            for (uint32_t r = 0; r < L; r++) f |= loc[r][p->off + i].flags;
+            p->flags[i] = (uint8_t)f;
+        }
         if (!K) continue;
-        put_digits(&a[p->off + i], NAT_Q * p->code[2 * i], K, D, p->dig + at[K]);
+        put_digits(&loc[0][p->off + i], g, K, D, out);
+        for (uint32_t r = 1; r < L; r++) {   /* the other replicas' digits added: below 2^31 (headroom) */
+            int32_t t[NAT_KMAX];
+            put_digits(&loc[r][p->off + i], g, K, D, t);
+            for (int k = 0; k < K; k++) out[k] += t[k];
+        }
         at[K] += (size_t)K;
     }
     for (int K = 1; K <= NAT_KMAX && mrc == MPI_SUCCESS; K++) {
@@ -431,16 +459,17 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
     }
 }
 
-int dr_cm_native_compact(cm_ep *e, dr_cacc *a, size_t n, const char *what, dr_err *err)
+int dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, const char *what, dr_err *err)
 {
     const ct_hub *h = &e->geom;
     uint32_t np = dr_ct_num_packs(h), posted = 0;
-    int D = digit_bits(e->size), rc = DR_OK;
+    int D = digit_bits((uint64_t)e->size * L), rc = DR_OK;
+    dr_cacc *a = loc[0];
     nat_pack *pk;
     size_t off = 0;
     if (!n) return DR_OK;
-    if (D < 8) return dr_fail(err, DR_EUNSUPPORTED, "comm mpi %s: %u ranks; the native sum takes at most 2^23",
-                              what, e->size);
+    if (D < 8) return dr_fail(err, DR_EUNSUPPORTED, "comm mpi %s: %u ranks x %u replicas; the native sum takes "
+                              "at most 2^23", what, e->size, L);
     if (!(pk = calloc(np, sizeof *pk))) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u packs", what, np);
     for (uint32_t p = 0; p < np; p++) {
         pk[p].off = off;
@@ -449,14 +478,14 @@ int dr_cm_native_compact(cm_ep *e, dr_cacc *a, size_t n, const char *what, dr_er
     }
     for (uint32_t p = 0; rc == DR_OK && p < np; p++) {
         while (rc == DR_OK && posted < np && posted < p + NAT_DEPTH) {   /* the same order on every rank */
-            if (pk[posted].len) rc = post_agreement(e, a, &pk[posted], what, err);
+            if (pk[posted].len) rc = post_agreement(e, loc, L, &pk[posted], what, err);
             else pk[posted].stage = 2;
             posted++;
         }
         if (rc || pk[p].stage == 2) continue;
         if ((rc = drive(e, a, pk, np, p, D, what, err))) break;
         pk[p].stage = 1;
-        rc = post_sums(e, a, &pk[p], D, what, err);
+        rc = post_sums(e, loc, L, &pk[p], D, what, err);
     }
     if (rc == DR_OK) rc = drive(e, a, pk, np, np, D, what, err);
     if (rc == DR_OK) free(pk);   /* on failure the library may still write them: the job ends */

@@ -18,8 +18,8 @@
  * the same float) or overflowed, and overflowed only where it may be: some
  * rank's input was, or the total does not fit the window (the ring may
  * also overflow on a partial sum, so for it, where the inputs together
- * span more than the window; the native sum only where a rank's replicas,
- * merged first, do). Both
+ * span more than the window; the native sum never does: it adds the
+ * replicas' digits, not merged partials). Both
  * algorithms must agree wherever neither overflowed. Prints one line per
  * configuration; exit 1 on any failure.
  */
@@ -196,7 +196,7 @@ int main(int argc, char **argv)
                     dr_mpi_abort(1);
                 }
                 dr_comm_mpi()->close(ep, neps);
-                for (uint32_t r = 0; r < L; r++) check(res[alg][r], want, in_over, alg && L == 1 ? NULL : wide, n, &st[alg],
+                for (uint32_t r = 0; r < L; r++) check(res[alg][r], want, in_over, alg ? NULL : wide, n, &st[alg],
                                                         alg ? "native" : "ring");
             }
             for (uint32_t r = 0; r < L; r++)
