@@ -185,8 +185,9 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK)
 	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST)
+	@sh tests/mpi_native.sh $(MPI_CHECK)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
@@ -207,6 +208,13 @@ $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 # and 4 (scripts/run_bench.sh: MPI_BENCH).
 MPI_BENCH = $(BUILD)/bench/mpi_allreduce
 $(MPI_BENCH): bench/mpi_allreduce.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
+
+# The compact all-reduce across MPI ranks, ring and native, against
+# independent totals (tests/mpi_native.sh runs it under mpirun -np 2..4).
+MPI_CHECK = $(BUILD)/tests/mpi_native_check
+$(MPI_CHECK): tests/mpi_native_check.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 

@@ -10,7 +10,9 @@
  *           form, rounded once afterwards (the rounding is not timed)
  *   compact all_reduce_compact: the same ring over compact accumulators
  *           (distref/cacc.h, DR_CACC_BYTES on the wire), what the engine's
- *           exact gradients use
+ *           exact gradients use (--all_reduce_alg=ring)
+ *   native  all_reduce_compact through MPI_Iallreduce on exact integer
+ *           digits (devices/comm_mpi_native.c; --all_reduce_alg=nccl, auto)
  *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
@@ -70,9 +72,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
                "wire), ring32 = the same ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W, DR_ACC_BYTES);
-        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)",
-               "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong", "compact(us)", "busbw", "ratio", "#wrong",
-               "ring32(us)", "busbw", "#wrong", "mpi(us)", "busbw", "#wrong");
+        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %7s | %10s %8s "
+               "%7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong", "compact(us)", "busbw",
+               "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)",
+               "busbw", "#wrong");
         if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
     }
     for (size_t bytes = 1024; bytes <= (size_t)(max_mb * 1048576.0); bytes *= 4) {
@@ -82,11 +85,11 @@ int main(int argc, char **argv)
         dr_cacc *cacc = malloc(n * sizeof *cacc), *cpristine = malloc(n * sizeof *cpristine);
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
         float *expect = malloc(n * sizeof *expect);
-        double t[ITERS_MAX], te, tc, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
-        uint64_t wrong_e = 0, wrong_c = 0, wrong_r = 0, wrong_m = 0;
+        double t[ITERS_MAX], te, tc, tn, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
+        uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_r = 0, wrong_m = 0;
         dr_comm_config cc;
-        dr_comm *ep[1];
-        uint32_t neps = 0;
+        dr_comm *ep[1], *nep[1];
+        uint32_t neps = 0, nneps = 0;
         if (iters < 3) iters = 3;
         if (iters > ITERS_MAX) iters = ITERS_MAX;
         if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
@@ -105,7 +108,10 @@ int main(int argc, char **argv)
         cc.local_replicas = 1;
         cc.alg = DR_COMM_RING;
         cc.num_packs = 1;
+        cc.ranks_alg = DR_COMM_RANKS_RING;
         if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+        cc.ranks_alg = DR_COMM_RANKS_NATIVE;
+        if (dr_comm_mpi()->open(&cc, nep, &nneps, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
         for (int k = 0; k < iters; k++) {   /* exact */
             double t0;
             memcpy(acc, pristine, n * sizeof *acc);
@@ -129,6 +135,19 @@ int main(int argc, char **argv)
         }
         tc = median(t, iters);
         for (size_t i = 0; i < n; i++) wrong_c += dr_cacc_round_div(&cacc[i], 1) != expect[i];
+        for (int k = 0; k < iters; k++) {   /* native: MPI_Iallreduce on integer digits */
+            double t0;
+            memcpy(cacc, cpristine, n * sizeof *cacc);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce_compact(nep[0], &cacc, n, &err)) {
+                fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
+                dr_mpi_abort(1);
+            }
+            t[k] = slowest(dr_now() - t0);
+        }
+        tn = median(t, iters);
+        for (size_t i = 0; i < n; i++) wrong_n += dr_cacc_round_div(&cacc[i], 1) != expect[i];
         for (int k = 0; k < iters; k++) {   /* the same ring on floats */
             double t0;
             memcpy(f, x, n * sizeof *f);
@@ -149,23 +168,27 @@ int main(int argc, char **argv)
         tm = median(t, iters);
         for (size_t i = 0; i < n; i++) wrong_m += y[i] != expect[i];
         dr_comm_mpi()->close(ep, neps);
+        dr_comm_mpi()->close(nep, nneps);
         {   /* #wrong summed over ranks (each rank checks its own copy of the result) */
-            uint64_t mine[4] = { wrong_e, wrong_c, wrong_r, wrong_m }, all[4];
-            MPI_Allreduce(mine, all, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-            wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3];
+            uint64_t mine[5] = { wrong_e, wrong_c, wrong_r, wrong_m, wrong_n }, all[5];
+            MPI_Allreduce(mine, all, 5, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3]; wrong_n = all[4];
         }
         if (rank == 0) {
             double ae = bytes / te / 1e9, be = ae * busf, br = bytes / tr / 1e9 * busf, bm = bytes / tm / 1e9 * busf;
-            double bc = bytes / tc / 1e9 * busf;
-            printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | "
-                   "%10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be, W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e,
-                   tc * 1e6, bc, W > 1 ? bc / bm : 0.0, (unsigned long long)wrong_c, tr * 1e6, br,
+            double bc = bytes / tc / 1e9 * busf, bn = bytes / tn / 1e9 * busf;
+            printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | "
+                   "%10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be, W > 1 ? be / bm : 0.0,
+                   (unsigned long long)wrong_e, tc * 1e6, bc, W > 1 ? bc / bm : 0.0, (unsigned long long)wrong_c,
+                   tn * 1e6, bn, W > 1 ? bn / bm : 0.0, (unsigned long long)wrong_n, tr * 1e6, br,
                    (unsigned long long)wrong_r, tm * 1e6, bm, (unsigned long long)wrong_m);
             if (jf)
-                fprintf(jf, "%s{\"bytes\": %zu, \"compact_us\": %.3f, \"compact_busbw\": %.4f, \"compact_wrong\": %llu, "
+                fprintf(jf, "%s{\"bytes\": %zu, \"native_us\": %.3f, \"native_busbw\": %.4f, \"native_wrong\": %llu, "
+                        "\"compact_us\": %.3f, \"compact_busbw\": %.4f, \"compact_wrong\": %llu, "
                         "\"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
                         "\"ring32_us\": %.3f, \"ring32_busbw\": %.4f, \"ring32_wrong\": %llu, \"mpi_us\": %.3f, "
-                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tc * 1e6, bc,
+                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tn * 1e6, bn,
+                        (unsigned long long)wrong_n, tc * 1e6, bc,
                         (unsigned long long)wrong_c, te * 1e6, be,
                         (unsigned long long)wrong_e, tr * 1e6, br, (unsigned long long)wrong_r, tm * 1e6, bm,
                         (unsigned long long)wrong_m);

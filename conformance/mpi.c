@@ -20,12 +20,14 @@
  *          under openmp resumes under mpi with another rank count, both
  *          equal to an uninterrupted reference run.
  * W = 1..4 ranks x L = 1..2 local replicas, uneven and short final batches,
- * L2 on and off, ring / nccl / auto, one pack and many (bytes_per_pack), and
- * the one-worker strategies (one_device, mirrored with every algorithm and
- * packing, central_storage) under -np 1. Mutants (scripts/
- * run_conformance_mutants.sh): a pack boundary off by one on the wire, the
- * cross-rank partial rounded to a float, a rank taking the wrong replica's
- * shard; each must fail this suite. parameter_server over ranks (seeded
+ * L2 on and off, ring / nccl / auto (across ranks: ring the ring, nccl and
+ * auto MPI_Iallreduce on exact integer digits, devices/comm_mpi_native.c),
+ * one pack and many (bytes_per_pack), and the one-worker strategies
+ * (one_device, mirrored with every algorithm and packing, central_storage)
+ * under -np 1. Mutants (scripts/run_conformance_mutants.sh): a pack
+ * boundary off by one on the wire, the cross-rank partial rounded to a
+ * float, a rank taking the wrong replica's shard, the native sum's digits
+ * one headroom bit short (a digit sum wraps); each must fail this suite. parameter_server over ranks (seeded
  * order = ref, free order = ref's replay of it): conformance/mpi_ps.c.
  */
 #ifndef DR_BIN
@@ -67,6 +69,12 @@ static const cell k_cells[] = {
     /* every step overflows the compact window: the ranks redo it in full together */
     { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "ring", 1, 0, "auto", "exact", "linear_wide" },
     { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "ring", 1, 64, "data", "exact", "linear_wide" },
+    /* nccl: the compact sums through MPI_Iallreduce on integer digits (devices/comm_mpi_native.c) */
+    { "multi_worker_mirrored", 2, 1, 37, 230, 1e-3, "nccl", 1, 1000, "data", "exact", NULL },
+    { "multi_worker_mirrored", 3, 1, 37, 227, 0.0, "nccl", 1, 4096, "auto", "exact", NULL },
+    { "multi_worker_mirrored", 4, 1, 37, 230, 1e-3, "nccl", 1, 0, "data", "exact", NULL },
+    { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "nccl", 1, 0, "auto", "exact", "linear_wide" },
+    { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "nccl", 1, 64, "data", "exact", "linear_wide" },
     { "multi_worker_mirrored", 2, 2, 37, 230, 1e-3, "ring", 1, 4096, "auto", "fast", NULL },
     { "multi_worker_mirrored", 3, 1, 32, 200, 0.0, "ring", 1, 0, "data", "fast", NULL },
     { "multi_worker_mirrored", 4, 2, 37, 227, 1e-3, "ring", 1, 1000, "data", "fast", NULL },

@@ -14,7 +14,12 @@
  * sends chunk (w - step) mod W to w+1 and merges (adds) the chunk it gets
  * from w-1, then the all-gather, W-1 steps passing the totals on; then
  * local[0] copied to the rank's other replicas. Chunk c's float total is
- * therefore ((y_c + y_{c+1}) + ...) + y_{c-1}, as comm.h documents.
+ * therefore ((y_c + y_{c+1}) + ...) + y_{c-1}, as comm.h documents. Two
+ * ranks exchange their whole float arrays at once instead (one wait for the
+ * other rank instead of two, the same bytes) and add each chunk in that
+ * order. Compact accumulators, unless the config asks for the ring
+ * (DR_COMM_RANKS_RING), take the native sum (comm_mpi_native.c), which
+ * adds the replicas' digits instead of merging them first.
  *
  * Messages. A step's chunks (every pack's) are cut into segments of at most
  * CM_SEG accumulators (or the floats that fit in the same bytes); up to CM_DEPTH segments are in flight each way
@@ -261,6 +266,37 @@ static void rank_fold(const cm_ep *e, void *const *local, size_t n, const ct_ele
     }
 }
 
+/* Two ranks, floats: one exchange of the whole array instead of the ring's
+ * two steps (one wait for the other rank a step instead of two; the same
+ * bytes), each chunk added in the ring's order, chunk c being y_c + y_{c+1}:
+ * the rank's own first in its own chunk, the other's first in the other. */
+static int pair_f32(cm_ep *e, float *mine, size_t n, const char *what, dr_err *err)
+{
+    const ct_hub *h = &e->geom;
+    float *other = malloc(n * sizeof *other + 1);
+    cm_seg *seg = NULL;
+    size_t nseg = 0, off = 0;
+    int peer = (int)(1 - e->rank), rc;
+    if (!other) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu floats", what, n);
+    if ((rc = whole_segments(n, NULL, &seg, &nseg, err)) == DR_OK)
+        rc = pump(e, CM_COPY, NULL, (cm_flow){ peer, mine, seg, nseg }, (cm_flow){ peer, other, seg, nseg }, what, err);
+    for (uint32_t p = 0; rc == DR_OK && p < dr_ct_num_packs(h); p++) {
+        size_t len = dr_ct_pack_len(h, p, n, off);
+        for (uint32_t c = 0; c < 2; c++) {
+            size_t lo, hi;
+            float *f = mine + off;
+            const float *o = other + off;
+            dr_ct_chunk(len, 2, c, &lo, &hi);
+            if (c == e->rank) for (size_t i = lo; i < hi; i++) f[i] = f[i] + o[i];
+            else for (size_t i = lo; i < hi; i++) f[i] = o[i] + f[i];
+        }
+        off += len;
+    }
+    free(seg);
+    free(other);
+    return rc;
+}
+
 static int ring(cm_ep *e, void *const *local, size_t n, const ct_elem *el, const char *what, dr_err *err)
 {
     uint32_t W = e->size, w = e->rank, next = (w + 1) % W, prev = (w + W - 1) % W;
@@ -268,6 +304,11 @@ static int ring(cm_ep *e, void *const *local, size_t n, const ct_elem *el, const
     int rc = DR_OK;
     if (n) rank_fold(e, local, n, el, false);
     dr_ct_count_ranks(&e->geom, n, width_el(el));
+    if (fast && W == 2 && n) {
+        rc = pair_f32(e, local[0], n, what, err);
+        if (rc == DR_OK) rank_fold(e, local, n, el, true);
+        return rc;
+    }
     for (uint32_t phase = 0; rc == DR_OK && phase < 2; phase++)
         for (uint32_t step = 0; rc == DR_OK && step + 1 < W; step++) {
             cm_seg *ss = NULL, *rs = NULL;
@@ -408,7 +449,14 @@ static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr
         void *p[DR_MAX_DEVICES];
         void *const *lp = local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL;
         if ((rc = check_call(e, "all_reduce_compact", lp, n, err))) return rc;
-        return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
+        if (e->geom.cfg.ranks_alg == DR_COMM_RANKS_RING) return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
+        /* the library's own all-reduce on integer digits (comm_mpi_native.c); the
+         * strategy's byte counts are the ring's, as for every algorithm */
+        dr_ct_count_ranks(&e->geom, n, DR_CACC_BYTES);
+        if ((rc = dr_cm_native_compact(e, local, e->geom.cfg.local_replicas, n, "all_reduce_compact", err)))
+            return rc;
+        if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, true);
+        return DR_OK;
     }
 }
 

@@ -38,6 +38,13 @@ typedef struct cm_ep {
 /* A dr_comm of this comm is a cm_ep (its first member). */
 static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
 
+/* ---- comm_mpi_native.c -------------------------------------------------- */
+/* The exact sum over every replica of every rank of loc[0..L)[0..n), per
+ * pack, through MPI_Iallreduce on integer digits, into loc[0] (the other
+ * arrays are left as they were, but for their flags); an element whose
+ * total leaves the compact window comes out marked overflowed. */
+int    dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
+
 /* ---- comm_mpi_wait.c ---------------------------------------------------- */
 double dr_cm_now(void);                  /* monotonic seconds */
 /* Yields the core once `since` is more than CM_SPIN_S ago. */

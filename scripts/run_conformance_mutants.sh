@@ -108,6 +108,7 @@ MPI_MUTANTS="
 mpi_pack_off_by_one:DR_MUTANT_MPI_PACK_OFF_BY_ONE
 mpi_rounded:DR_MUTANT_MPI_ROUNDED
 mpi_shard_swap:DR_MUTANT_MPI_SHARD_SWAP
+mpi_native_headroom:DR_MUTANT_MPI_NATIVE_HEADROOM
 mpi_ps_drop_update:DR_MUTANT_MPI_PS_DROP_UPDATE
 mpi_ps_recover_no_rebuild:DR_MUTANT_PS_RECOVER_NO_REBUILD
 "

@@ -132,6 +132,16 @@ static dr_comm_alg comm_alg(const dr_strategy *st)
     return DR_COMM_RING;
 }
 
+/* multi_worker_mirrored's CommunicationImplementation across ranks: NCCL
+ * is the MPI library's own collective, RING distref's ring, AUTO the
+ * comm's choice (distref/comm.h). */
+static dr_comm_ranks_alg ranks_alg(const dr_strategy *st)
+{
+    if (st->spec.cross_device_op == DR_XDEV_NCCL) return DR_COMM_RANKS_NATIVE;
+    if (st->spec.cross_device_op == DR_XDEV_RING) return DR_COMM_RANKS_RING;
+    return DR_COMM_RANKS_AUTO;
+}
+
 /* Memory for one of this process's replicas (place: 0-based here) on its
  * device: a backend with several devices or queues places it (alloc_on). */
 static int alloc_at(dr_session *s, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err)
@@ -263,6 +273,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     cc.num_ranks = s->W;
     cc.local_replicas = s->L;
     cc.alg = comm_alg(&s->strat);
+    cc.ranks_alg = ranks_alg(&s->strat);
     cc.num_packs = s->strat.spec.num_packs;
     cc.tensor_len = plan->tensor_len;
     cc.ntensors = plan->ntensors;

@@ -3,7 +3,10 @@
 # under `mpirun -np 3`: every surviving rank must exit within 10 s with an
 # error naming the dead rank and the step (docs/MPI.md, "When a rank dies").
 #
-#   sh tests/mpi_kill.sh [DISTREF] [TRIALS] [MODE]
+#   sh tests/mpi_kill.sh [DISTREF] [TRIALS] [MODE] [ALG]
+#
+# ALG: --all_reduce_alg across the ranks (auto, the default, and nccl: the
+# native sum, MPI_Iallreduce on integer digits; ring: distref's ring).
 #
 # MODE recovery (default): mpirun --enable-recovery, so that mpirun does not
 # end the job itself and distref's own deadline (--collective_timeout, 5 s)
@@ -17,16 +20,19 @@ set -u
 bin=${1:-bin/distref}
 trials=${2:-10}
 mode=${3:-recovery}
+alg=${4:-auto}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 extra=""
 [ "$mode" = recovery ] && extra="--enable-recovery"
+algflag=""
+[ "$alg" = auto ] || algflag="--all_reduce_alg=$alg"
 ok=0
 i=1
 while [ "$i" -le "$trials" ]; do
     d=$(mktemp -d)
     # shellcheck disable=SC2086
     mpirun --oversubscribe $extra -np 3 "$bin" train --variant=mpi --distribution_strategy=multi_worker_mirrored \
-        --global_batch_size=64 --synthetic_examples=20000 --epochs=100 --model_dir="$d/m" > "$d/out" 2> "$d/err" &
+        --global_batch_size=64 --synthetic_examples=20000 --epochs=100 $algflag --model_dir="$d/m" > "$d/out" 2> "$d/err" &
     mp=$!
     if ! kill_rank "$mp" 1 "$i"; then
         echo "trial $i: rank 1 not found (the run ended early?)"
@@ -46,5 +52,5 @@ while [ "$i" -le "$trials" ]; do
     rm -rf "$d"
     i=$((i + 1))
 done
-echo "detected $ok/$trials ($mode)"
+echo "detected $ok/$trials ($mode, all_reduce_alg $alg)"
 [ "$ok" -eq "$trials" ]

@@ -73,6 +73,24 @@ typedef enum dr_comm_alg {
     DR_COMM_TORUS
 } dr_comm_alg;
 
+/* Across ranks (the MPI comm, more than one rank), for the compact exact
+ * all-reduce (TensorFlow's CommunicationImplementation):
+ *   RANKS_RING    the ring "across ranks" below, merging compact
+ *                 accumulators hop by hop (RING)
+ *   RANKS_NATIVE  the MPI library's own all-reduce on exact integer digits:
+ *                 the ranks agree on each element's exponent grid, then
+ *                 MPI_Iallreduce(MPI_SUM) adds fixed-point digits with
+ *                 headroom, which no reduction order can change (NCCL:
+ *                 the library's own collective, devices/comm_mpi_native.c)
+ *   RANKS_AUTO    RANKS_NATIVE (docs/MPI.md measures both)
+ * The result is the same exact value (or the overflow flag) either way;
+ * the full dr_acc and the float collectives always run the ring. */
+typedef enum dr_comm_ranks_alg {
+    DR_COMM_RANKS_AUTO = 0,
+    DR_COMM_RANKS_RING,
+    DR_COMM_RANKS_NATIVE
+} dr_comm_ranks_alg;
+
 typedef struct dr_comm_config {
     uint32_t      num_ranks;       /* workers */
     uint32_t      local_replicas;  /* replicas of each rank */
@@ -84,6 +102,7 @@ typedef struct dr_comm_config {
     double        timeout_s;       /* MPI: seconds a collective may wait without any message
                                       moving before it fails naming the rank it waits for
                                       (0: DR_COMM_TIMEOUT_DEFAULT); the threads comm waits */
+    dr_comm_ranks_alg ranks_alg;   /* MPI, more than one rank: the compact all-reduce across ranks */
 } dr_comm_config;
 
 #define DR_COMM_TIMEOUT_DEFAULT 5.0
@@ -147,7 +166,8 @@ const dr_comm_ops *dr_comm_threads(void);
  * "across ranks" above over nonblocking point-to-point messages: the exact
  * collectives carry the DR_ACC_BYTES wire form, the float ones floats, in
  * the float order documented above (the threads comm's bits for the same
- * ranks and local replicas). Every wait has a deadline (timeout_s without
+ * ranks and local replicas); all_reduce_compact runs ranks_alg (above:
+ * the ring, or MPI_Iallreduce on exact integer digits). Every wait has a deadline (timeout_s without
  * progress), after which the call fails naming the rank it waited for. */
 const dr_comm_ops *dr_comm_mpi(void);
 

@@ -1,0 +1,226 @@
+/* distref tests — the MPI comm's compact all-reduce across ranks, both
+ * algorithms (ring and native: devices/comm_mpi_native.c), against totals
+ * computed independently. Run under mpirun (tests/mpi_native.sh, np 2..4):
+ *
+ *   mpirun -np W build/rel/tests/mpi_native_check
+ *
+ * Every rank builds every rank's inputs (a pure function of rank, replica
+ * and element), so each knows the exact total: every replica's terms added
+ * to a full dr_acc. Inputs cover the cases that travel differently: values
+ * over 60 binades, exact zeros of both signs and cancellations to zero,
+ * +-inf and NaN on some ranks, denormal-scale products next to normal
+ * values (spans beyond the compact window), an element already overflowed
+ * on one rank, elements empty everywhere or on some ranks only, values near
+ * 2^256 and digit counts from 1 to many. For each algorithm, packing
+ * (per tensor, 1 and 3 packs) and 1 or 2 local replicas, every element of
+ * every replica must be either the exact total with the ORed flags
+ * (dr_cacc_to_acc equals the dr_acc total, flags included, and rounds to
+ * the same float) or overflowed, and overflowed only where it may be: some
+ * rank's input was, or the total does not fit the window (the ring may
+ * also overflow on a partial sum, so for it, where the inputs together
+ * span more than the window; the native sum never does: it adds the
+ * replicas' digits, not merged partials). Both
+ * algorithms must agree wherever neither overflowed. Prints one line per
+ * configuration; exit 1 on any failure.
+ */
+#include "distref/cacc.h"
+#include "distref/comm.h"
+#include "distref/exact.h"
+#include "distref/mpi.h"
+#include "distref/rng.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CASES 16
+
+static const size_t tensors[] = { 5, 64, 1, 300, 7, 2000 };
+#define NT 6
+
+static size_t total_len(void)
+{
+    size_t n = 0;
+    for (int t = 0; t < NT; t++) n += tensors[t];
+    return n;
+}
+
+static float u01(uint64_t s, uint32_t a, uint64_t b) { return dr_rng_uniform(s, a, b); }
+
+/* The float terms of replica q's element i: *n of them into x (products
+ * x[2k] * x[2k+1] when *prod). */
+static void terms(uint32_t q, size_t i, float *x, int *n, int *prod)
+{
+    int c = (int)(i % CASES);
+    float u = u01(11, q, i) - 0.5f, v = u01(12, q, i) - 0.5f;
+    *prod = 0;
+    *n = 0;
+    switch (c) {
+    case 0: x[0] = u * ldexpf(1.0f, (int)(i % 60) - 30); x[1] = v * 1e-20f; *n = 2; break;
+    case 1: x[0] = 0.0f; *n = 1; break;                                     /* +0 everywhere */
+    case 2: x[0] = -0.0f; *n = 1; break;                                    /* -0 everywhere: -0 */
+    case 3: x[0] = q % 2 ? -0.0f : 0.0f; *n = 1; break;
+    case 4: x[0] = q == 1 ? INFINITY : u; *n = 1; break;
+    case 5: x[0] = q == 0 ? INFINITY : q == 1 ? -INFINITY : u; *n = 1; break;   /* inf - inf: NaN */
+    case 6: x[0] = q == 0 ? NAN : u; *n = 1; break;
+    case 7: x[0] = (q % 2 ? -1.0f : 1.0f) * (float)(1 + i % 7) * 0.375f; *n = 1; break;   /* cancels for even R */
+    case 8:   /* denormal-scale products on one rank, normal values on the others */
+        *prod = 1;
+        if (q == 0) { x[0] = ldexpf(1.0f + u, -140); x[1] = ldexpf(1.0f + v, -140); }
+        else { x[0] = u; x[1] = 1.0f; }
+        *n = 2;
+        break;
+    case 9:   /* overflowed on replica 1 already: 1e38 and a denormal product */
+        *prod = 1;
+        if (q == 1) { x[0] = 1e38f; x[1] = 1.0f; x[2] = ldexpf(1.0f, -149); x[3] = ldexpf(1.0f, -149); *n = 4; }
+        else { x[0] = u; x[1] = v; *n = 2; }
+        break;
+    case 10: *n = 0; break;                                                 /* empty everywhere */
+    case 11: if (q % 3 == 0) { x[0] = u; *n = 1; } break;                   /* empty on some */
+    case 12: *prod = 1; x[0] = 3e38f * (0.5f + u); x[1] = 2e38f; *n = 2; break;   /* near 2^256 */
+    case 13:   /* spans 120..200 bits across ranks: many digits, some overflow */
+        x[0] = ldexpf(1.0f + u, (int)(i % 90) * (q % 2 ? 1 : -1)); *n = 1; break;
+    case 14:   /* tiny products on every rank */
+        *prod = 1; x[0] = ldexpf(1.0f + u, -130 - (int)(q % 5)); x[1] = ldexpf(1.0f + v, -140); *n = 2; break;
+    default: x[0] = u; x[1] = v * 0x1p-24f; x[2] = -u; *n = 3; break;      /* cancels to a small remainder */
+    }
+}
+
+static void build(uint32_t q, size_t n, dr_cacc *c, dr_acc *a)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x[4];
+        int k, prod;
+        dr_cacc_init(&c[i]);
+        if (a) dr_acc_init(&a[i]);
+        terms(q, i, x, &k, &prod);
+        for (int j = 0; j < k; j += prod ? 2 : 1) {
+            if (prod) { dr_cacc_add_prod(&c[i], x[j], x[j + 1]); if (a) dr_acc_add_prod(&a[i], x[j], x[j + 1]); }
+            else { dr_cacc_add(&c[i], x[j]); if (a) dr_acc_add(&a[i], x[j]); }
+        }
+    }
+}
+
+typedef struct stats { size_t exact, overflowed, bad; char first[200]; } stats;
+
+/* Bits of |W|. */
+static int mag(const dr_cacc *c)
+{
+    int b = 0;
+    uint64_t w[3] = { c->w[0], c->w[1], c->w[2] };
+    if (w[2] >> 63) {
+        uint64_t k = 1;
+        for (int i = 0; i < 3; i++) { uint64_t t = ~w[i] + k; k = k && t == 0; w[i] = t; }
+    }
+    for (int i = 2; i >= 0 && !b; i--)
+        if (w[i]) { b = 64 * i; while (w[i]) { w[i] >>= 1; b++; } }
+    return b;
+}
+
+static void check(const dr_cacc *got, const dr_acc *want, const bool *in_over, const bool *wide, size_t n, stats *st,
+                  const char *who)
+{
+    for (size_t i = 0; i < n; i++) {
+        dr_acc g;
+        dr_cacc fit;
+        bool ok;
+        dr_cacc_from_acc(&fit, &want[i]);
+        if (dr_cacc_overflowed(&got[i])) {
+            ok = in_over[i] || dr_cacc_overflowed(&fit) || (wide && wide[i]);
+            st->overflowed++;
+        } else {
+            float a = dr_cacc_round_div(&got[i], 3), b = dr_acc_round_div(&want[i], 3);
+            ok = !in_over[i] && dr_cacc_to_acc(&g, &got[i]) && dr_acc_equal(&g, &want[i]) &&
+                 memcmp(&a, &b, sizeof a) == 0;
+            st->exact++;
+        }
+        if (!ok && !st->bad++)
+            snprintf(st->first, sizeof st->first, "%s element %zu (case %zu): %s", who, i, i % CASES,
+                     dr_cacc_overflowed(&got[i]) ? "overflowed where the total fits" : "not the exact total");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const int packs[] = { 0, 1, 3 };
+    uint32_t rank, W;
+    size_t n = total_len();
+    dr_err err;
+    int fails = 0;
+    if (dr_mpi_init(&argc, &argv, &err)) { fprintf(stderr, "mpi_native_check: %s\n", err.msg); return 1; }
+    dr_mpi_world(&rank, &W);
+    for (uint32_t L = 1; L <= 2; L++)
+        for (int pi = 0; pi < 3; pi++) {
+            dr_acc *want = calloc(n, sizeof *want), *part = calloc(n, sizeof *part);
+            bool *in_over = calloc(n, sizeof *in_over), *wide = calloc(n, sizeof *wide);
+            int *lo = malloc(n * sizeof *lo), *hi = malloc(n * sizeof *hi);
+            dr_cacc *res[2][2], *tmp = calloc(n, sizeof *tmp);
+            stats st[2];
+            size_t agree = 0, both = 0;
+            memset(st, 0, sizeof st);
+            for (size_t i = 0; i < n; i++) { lo[i] = 1 << 20; hi[i] = -(1 << 20); }
+            for (uint32_t q = 0; q < W * L; q++) {   /* the independent total */
+                build(q, n, tmp, part);
+                for (size_t i = 0; i < n; i++) {
+                    dr_acc_merge(&want[i], &part[i]);
+                    in_over[i] = in_over[i] || dr_cacc_overflowed(&tmp[i]);
+                    if (!dr_cacc_overflowed(&tmp[i]) && mag(&tmp[i])) {
+                        if (tmp[i].exp < lo[i]) lo[i] = tmp[i].exp;
+                        if (tmp[i].exp + mag(&tmp[i]) > hi[i]) hi[i] = tmp[i].exp + mag(&tmp[i]);
+                    }
+                }
+            }
+            for (size_t i = 0; i < n; i++) wide[i] = hi[i] - lo[i] > DR_CACC_BITS - 2;
+            for (int alg = 0; alg < 2; alg++) {
+                dr_comm_config cc;
+                dr_comm *ep[1];
+                uint32_t neps = 0;
+                memset(&cc, 0, sizeof cc);
+                cc.num_ranks = W;
+                cc.local_replicas = L;
+                cc.alg = DR_COMM_RING;
+                cc.num_packs = packs[pi];
+                cc.tensor_len = tensors;
+                cc.ntensors = NT;
+                cc.timeout_s = 30;
+                cc.ranks_alg = alg ? DR_COMM_RANKS_NATIVE : DR_COMM_RANKS_RING;
+                for (uint32_t r = 0; r < L; r++) {
+                    res[alg][r] = calloc(n, sizeof(dr_cacc));
+                    build(rank * L + r, n, res[alg][r], NULL);
+                }
+                if (dr_comm_mpi()->open(&cc, ep, &neps, &err) ||
+                    dr_comm_mpi()->all_reduce_compact(ep[0], res[alg], n, &err)) {
+                    fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
+                    dr_mpi_abort(1);
+                }
+                dr_comm_mpi()->close(ep, neps);
+                for (uint32_t r = 0; r < L; r++) check(res[alg][r], want, in_over, alg ? NULL : wide, n, &st[alg],
+                                                        alg ? "native" : "ring");
+            }
+            for (uint32_t r = 0; r < L; r++)
+                for (size_t i = 0; i < n; i++) {
+                    dr_acc a, b;
+                    if (dr_cacc_overflowed(&res[0][r][i]) || dr_cacc_overflowed(&res[1][r][i])) continue;
+                    both++;
+                    agree += dr_cacc_to_acc(&a, &res[0][r][i]) && dr_cacc_to_acc(&b, &res[1][r][i]) && dr_acc_equal(&a, &b);
+                }
+            {
+                unsigned long long mine[3] = { st[0].bad, st[1].bad, both - agree }, all[3];
+                MPI_Allreduce(mine, all, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+                if (rank == 0)
+                    printf("np=%u L=%u num_packs=%d: ring %zu exact %zu overflowed, native %zu exact %zu overflowed; "
+                           "wrong: ring %llu native %llu; disagree %llu  %s\n", W, L, packs[pi], st[0].exact,
+                           st[0].overflowed, st[1].exact, st[1].overflowed, all[0], all[1], all[2],
+                           all[0] + all[1] + all[2] ? "FAIL" : "ok");
+                if (st[0].bad) fprintf(stderr, "rank %u: %s\n", rank, st[0].first);
+                if (st[1].bad) fprintf(stderr, "rank %u: %s\n", rank, st[1].first);
+                fails += all[0] + all[1] + all[2] != 0;
+            }
+            for (int alg = 0; alg < 2; alg++) for (uint32_t r = 0; r < L; r++) free(res[alg][r]);
+            free(want); free(part); free(in_over); free(wide); free(lo); free(hi); free(tmp);
+        }
+    dr_mpi_finalize();
+    return fails ? 1 : 0;
+}
