@@ -6,31 +6,15 @@
 #include "core/acc_internal.h"
 #include "distref/cacc.h"
 #include "core/bins.h"
+#include "devices/cpu_gemm_internal.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One side of the product, split: vector v (a row of op(A) or a column of
- * op(B)) is sign * (hi * 2^w + lo) * 2^base[v] + rem, elementwise. */
-typedef struct sliced {
-    const float *base_ptr;
-    size_t   inc_vec, inc_elem;
-    size_t   nvec, K;
-    int      w;
-    int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
-    double  *hi, *lo;          /* integers below 2^w */
-    double  *scale;            /* per vector: 2^-base */
-    int     *base;             /* per vector */
-    unsigned char *special;    /* per vector: holds inf or NaN */
-    unsigned char *zero;       /* per vector: every element is +0 or -0 */
-    unsigned char *signs;      /* per vector: 1 some sign bit clear, 2 some sign bit set */
-    size_t  *rem_start;        /* per vector: its remainders in rem_k/rem_v */
-    uint32_t *rem_k;
-    float   *rem_v;
-    size_t   nrem;
-} sliced;
+typedef dr_sliced sliced;
+typedef dr_product product;
 
 static float elem(const sliced *s, size_t v, size_t k)
 {
@@ -171,14 +155,14 @@ static int slice_width(size_t K)
  * elements are contiguous, element-major (K x nvec) otherwise, so every
  * pass reads the operand in memory order; the DGEMM takes either. */
 static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
-                       size_t nvec, size_t K)
+                       size_t nvec, size_t K, int w)
 {
     int *top;
     unsigned char *has_rem;
     uint32_t *scan;
     memset(s, 0, sizeof *s);
     s->base_ptr = base; s->inc_vec = inc_vec; s->inc_elem = inc_elem;
-    s->nvec = nvec; s->K = K; s->w = slice_width(K);
+    s->nvec = nvec; s->K = K; s->w = w;
     s->em = inc_elem != 1;
     s->hi = malloc(nvec * K * sizeof(double) + 8);
     s->lo = malloc(nvec * K * sizeof(double) + 8);
@@ -212,29 +196,37 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
 
 /* ---- the four slice products and their exact combination ---------------- */
 
-typedef struct product {
-    sliced  a, b;              /* rows of op(A), columns of op(B) */
-    double *c[4];              /* hi*hi, hi*lo, lo*hi, lo*lo: M x N each */
-} product;
 
 static void product_free(product *p)
 {
     sliced_free(&p->a);
     sliced_free(&p->b);
     for (int q = 0; q < 4; q++) free(p->c[q]);
+#if defined(__SIZEOF_INT128__)
+    free(p->V);
+#endif
 }
 
+/* The two sides sliced and their integer products formed: by four (three
+ * without lo . lo) DGEMMs, or, crt > 0, by residues (cpu_gemm_crt.c; crt = 2
+ * the VNNI kernel), exact integers either way. */
 static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                        const float *A, size_t lda, const float *B, size_t ldb, int need_ll)
+                        const float *A, size_t lda, const float *B, size_t ldb, int need_ll, int crt)
 {
+    int w = crt ? dr_crt_width(K) : slice_width(K);
     memset(p, 0, sizeof *p);
-    if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K) ||
-        sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K)) {
+    if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K, w) ||
+        sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K, w)) {
         product_free(p);
         return DR_ENOMEM;
     }
-    p->b.w = p->a.w;
-#if !defined(__SIZEOF_INT128__)
+#if defined(__SIZEOF_INT128__)
+    if (crt) {
+        int rc = dr_crt_values(p, crt == 2);
+        if (rc) product_free(p);
+        return rc;
+    }
+#else
     need_ll = 1;
 #endif
     for (int q = 0; q < 4 - !need_ll; q++) {
@@ -278,6 +270,10 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
     if (v) dr_acc_add_i64(part, v, e);
 }
 
+#if defined(__SIZEOF_INT128__)
+static void add_wide(dr_acc *acc, dr_i128 V, int E);
+#endif
+
 /* The exact dot product of row i and column j, as the plain path keeps it:
  * the value, and flags that only a zero sum needs the terms for. */
 static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *part)
@@ -288,6 +284,11 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
     int zero = 1;
     dr_acc_init(part);
     if (K == 0) return;
+#if defined(__SIZEOF_INT128__)
+    if (p->V) {
+        if (p->V[i * N + j] != 0) add_wide(part, p->V[i * N + j], base);
+    } else
+#endif
     for (int q = 0; q < 4; q++) {
         double v = q == 3 ? ll_value(p, i, j, N) : p->c[q][i * N + j];
         int shift = ((q & 2) ? 0 : w) + ((q & 1) ? 0 : w);
@@ -333,13 +334,12 @@ static uint32_t zero_product_flags(const product *p, size_t i, size_t j)
  * w <= 26, so |V| < 2^107: an __int128 holds it, and it goes into the
  * caller's accumulator as two int64 pieces, with no temporary accumulator,
  * no normalization and no merge. */
-__extension__ typedef __int128 dr_i128;
-__extension__ typedef unsigned __int128 dr_u128;
 
 static dr_i128 slice_value(const product *p, size_t i, size_t j, size_t N)
 {
     int w = p->a.w;
     size_t ij = i * N + j;
+    if (p->V) return p->V[ij];                     /* the CRT path's: |V| < K 2^4w < 2^107 */
     return (dr_i128)(int64_t)p->c[0][ij] * ((dr_i128)1 << (2 * w)) +
            ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w) +
            (dr_i128)(int64_t)ll_value(p, i, j, N);
@@ -466,10 +466,10 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
 
 /* Every element of the product into its accumulator (full or compact). */
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact)
+                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
     #pragma omp parallel
     {
@@ -484,12 +484,6 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
     }
     product_free(&p);
     return DR_OK;
-}
-
-int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
-{
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc);
 }
 
 /* ---- the common case without an accumulator ---------------------------- */
@@ -553,7 +547,7 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
     dr_i128 V, B = 0;
     if (a->K == 0 || a->rem_start[i] != a->rem_start[i + 1] || b->rem_start[j] != b->rem_start[j + 1])
         return false;
-    V = p->c[3] ? slice_value(p, i, j, N) : slice_value_hi(p, i, j, N, &B);   /* |V| < 2^107 */
+    V = (p->V || p->c[3]) ? slice_value(p, i, j, N) : slice_value_hi(p, i, j, N, &B);   /* |V| < 2^107 */
     if (bias && dr_f32_is_special(dr_f32_bits(bias[j]))) return false;   /* inf/NaN: the full path */
     if (bias && bias[j] != 0.0f) {
         int32_t m, e;
@@ -648,18 +642,13 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
 
 #endif
 
-int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                     const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
-{
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, Cacc, NULL);
-}
-
-int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                     const float *A, size_t lda, const float *B, size_t ldb,
-                     const float *bias, float *C, size_t ldc)
+/* bias + op(A) op(B) rounded once, element by element. */
+static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb,
+                    const float *bias, float *C, size_t ldc, int crt)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0, crt);
     if (rc) return rc;
     #pragma omp parallel
     {
@@ -690,6 +679,51 @@ int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
     }
     product_free(&p);
     return DR_OK;
+}
+
+/* 0: DGEMM; 1, 2: CRT (portable, VNNI kernel); -1: the forced path cannot run. */
+static int path_code(dr_gemm_path path, size_t K)
+{
+#if defined(__SIZEOF_INT128__)
+    int crt_ok = dr_crt_width(K) > 0;
+#else
+    int crt_ok = 0;
+#endif
+    switch (path) {
+    case DR_GEMM_PATH_DGEMM: return 0;
+    case DR_GEMM_PATH_CRT_PORTABLE: return crt_ok ? 1 : -1;
+    case DR_GEMM_PATH_CRT_VNNI: return crt_ok && dr_crt_have_vnni() ? 2 : -1;
+    default: return crt_ok && dr_crt_have_vnni() ? 2 : 0;
+    }
+}
+
+int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb,
+                      const float *bias, float *C, size_t ldc, dr_acc *full, dr_cacc *compact)
+{
+    int crt = path_code(path, K);
+    if (crt < 0) return DR_EUNSUPPORTED;
+    if (C) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, crt);
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt);
+}
+
+int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                     const float *A, size_t lda, const float *B, size_t ldb,
+                     const float *bias, float *C, size_t ldc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, NULL, NULL);
+}
+
+int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                     const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, Cacc, NULL);
+}
+
+int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, NULL, Cacc);
 }
 
 void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,

@@ -1,0 +1,227 @@
+/* distref devices — the exact GEMM's integer products by residues (Ozaki
+ * scheme II: Ozaki, Uchino, Imamura 2025, here kept exact).
+ *
+ * cpu_gemm.c slices every row of op(A) and column of op(B) onto a grid of
+ * 2w bits below its largest exponent (what falls below the grid is a listed
+ * remainder, added exactly elsewhere), so the products needed are integer
+ * dot products V = a . b, |a_k|, |b_k| < 2^2w, |V| <= K (2^2w - 1)^2. Here V
+ * is formed modulo n pairwise coprime moduli m_t <= 256 whose product P
+ * exceeds 2 K (2^2w - 1)^2 (with room: |V| / P < 1/2 - 2^-30):
+ *
+ *   a mod m_t as u8 in [0, m_t), b mod m_t as s8 in [-m_t/2, m_t/2), one
+ *   int8 GEMM per modulus with int32 sums (|sum| <= K 255 128 < 2^31 for
+ *   K <= 65536: no wrap), then per element the Chinese remainder theorem:
+ *   y_t = (c_t mod m_t) (P/m_t)^-1 mod m_t, S = sum y_t P/m_t (mod 2^128),
+ *   q = round(sum y_t / m_t) (in double: V / P = sum y_t / m_t - q, far from
+ *   the rounding boundary), V = S - q P, exact in 128-bit two's complement.
+ *
+ * Residues of an integer t, |t| < 2^41, in double: r = t - m floor(t/m + c)
+ * with t/m computed as t * (1/m) (error below 2^-18, against margins of at
+ * least 2^-10 that c leaves: c = 1/(2m) gives [0, m), c = 1/2 + 1/(4m) the
+ * symmetric [-m/2, m/2)). The portable path and the VNNI path compute the
+ * same residues and the same int32 sums (exact), so the same V.
+ */
+#include "devices/cpu_gemm_internal.h"
+#include "distref/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Pairwise coprime: 2^8, 3*5*17, 11*23, 251, 13*19, 241, 239, 233, 229,
+ * 227, 223, 7*31, 211, 199, 197, 193 (tests/test_gemm_crt.c checks it). */
+static const int moduli[] = { 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193 };
+#define CRT_MAX (int)(sizeof moduli / sizeof moduli[0])
+/* The grid: at most 2w = 40 bits (16 binades below a vector's largest
+ * element before a remainder), and never wider than the DGEMM path's. */
+#define CRT_W_MAX 20
+
+int dr_crt_width(size_t K)
+{
+    int L = 0, w;
+    if (K == 0 || K > DR_CRT_K_MAX) return 0;
+    while (((size_t)1 << L) < K) L++;
+    w = (53 - L) / 2;
+    return w < CRT_W_MAX ? w : CRT_W_MAX;
+}
+
+#if defined(__SIZEOF_INT128__)
+int dr_crt_moduli(size_t K, int w)
+{
+    dr_u128 g = ((dr_u128)1 << (2 * w)) - 1u, bound = (dr_u128)K * g * g, P = 1;
+    for (int n = 1; n <= CRT_MAX; n++) {
+        P *= (unsigned)moduli[n - 1];
+        if (bound < (P >> 1) - (P >> 30)) {
+#if defined(DR_MUTANT_CRT_FEW_MODULI)
+            return n - 1;                          /* fault: one modulus too few */
+#else
+            return n;
+#endif
+        }
+    }
+    return 0;
+}
+
+typedef struct crt_plan {
+    int n;
+    double m[CRT_MAX], invm[CRT_MAX], inv[CRT_MAX];
+    dr_u128 Q[CRT_MAX], P;                         /* Q_t = P / m_t */
+} crt_plan;
+
+static void plan_init(crt_plan *c, int n)
+{
+    c->n = n;
+    c->P = 1;
+    for (int t = 0; t < n; t++) c->P *= (unsigned)moduli[t];
+    for (int t = 0; t < n; t++) {
+        unsigned m = (unsigned)moduli[t], q = (unsigned)(c->P / m % m), x = 1;
+        c->Q[t] = c->P / m;
+        while (q * x % m != 1u) x++;               /* the inverse of Q_t mod m_t (m <= 256) */
+#if defined(DR_MUTANT_CRT_COEFF)
+        if (t == n - 1) x = x % m + 1;             /* fault: one CRT coefficient wrong */
+#endif
+        c->m[t] = (double)m;
+        c->invm[t] = 1.0 / (double)m;
+        c->inv[t] = (double)x;
+    }
+}
+
+/* t mod m in [0, m), t an integer, |t| < 2^41. */
+static inline double res_u(double t, double m, double invm)
+{
+    return t - m * floor(t * invm + 0.5 * invm);
+}
+
+/* t mod m in [-m/2, m/2). */
+static inline double res_s(double t, double m, double invm)
+{
+    return t - m * floor(t * invm + (0.5 + 0.25 * invm));
+}
+
+/* The integer part of element k of vector v on its grid: trunc(x 2^-base);
+ * 0 for a vector holding inf or NaN (its products take the plain path). */
+static inline double grid_value(const dr_sliced *s, size_t v, size_t k)
+{
+    if (s->special[v]) return 0.0;
+    return trunc((double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v]);
+}
+
+/* Rows of op(A) as u8 residues: n planes of M x lda. */
+static void pack_a(const crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda)
+{
+    size_t M = s->nvec, K = s->K, plane = M * lda;
+    memset(Ap, 0, (size_t)c->n * plane);
+    for (size_t i = 0; i < M; i++)
+        for (size_t k = 0; k < K; k++) {
+            double t = grid_value(s, i, k);
+            for (int q = 0; q < c->n; q++)
+#if defined(DR_MUTANT_CRT_RESIDUE)
+                Ap[q * plane + i * lda + k] = (uint8_t)(int)(t < 0 ? res_u(t, c->m[q], c->invm[q]) - 1.0 : res_u(t, c->m[q], c->invm[q]));   /* fault: negative elements' residues one short */
+#else
+                Ap[q * plane + i * lda + k] = (uint8_t)(int)res_u(t, c->m[q], c->invm[q]);
+#endif
+        }
+}
+
+/* Columns of op(B) as s8 residues in vpdpbusd's layout: n planes of Np/16
+ * panels of G groups of 64 bytes (byte 4c + t of group g of panel q is
+ * op(B)[4g + t][16q + c]). */
+static void pack_b(const crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np)
+{
+    size_t N = s->nvec, K = s->K, plane = Np * G * 4;
+    memset(Bp, 0, (size_t)c->n * plane);
+    for (size_t j = 0; j < N; j++)
+        for (size_t k = 0; k < K; k++) {
+            double t = grid_value(s, j, k);
+            size_t at = (j / 16) * G * 64 + (k / 4) * 64 + (j % 16) * 4 + k % 4;
+            for (int q = 0; q < c->n; q++)
+                Bp[q * plane + at] = (int8_t)(int)res_s(t, c->m[q], c->invm[q]);
+        }
+}
+
+void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
+                            size_t K, int32_t *C, size_t ldc)
+{
+    size_t G = (K + 3) / 4;
+    for (size_t i = 0; i < M; i++)
+        for (size_t q = 0; q < Np / 16; q++) {
+            const uint8_t *a = A + i * lda;
+            const int8_t *b = B + q * G * 64;
+            int32_t acc[16] = { 0 };
+            for (size_t g = 0; g < G; g++)
+                for (int cc = 0; cc < 16; cc++)
+                    for (int t = 0; t < 4; t++) acc[cc] += (int32_t)a[4 * g + t] * b[g * 64 + 4 * cc + t];
+            memcpy(C + i * ldc + 16 * q, acc, sizeof acc);
+        }
+}
+
+int dr_crt_have_vnni(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
+/* V of every element from its n int32 sums (planes of M x Np). */
+static void reconstruct(const crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np, dr_i128 *V)
+{
+    size_t plane = M * Np;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            dr_u128 S = 0;
+            double f = 0.0;
+            for (int t = 0; t < c->n; t++) {
+                double r = res_u((double)C32[t * plane + i * Np + j], c->m[t], c->invm[t]);
+                double y = res_u(r * c->inv[t], c->m[t], c->invm[t]);
+                S += (dr_u128)(uint64_t)y * c->Q[t];
+                f += y * c->invm[t];
+            }
+            V[i * N + j] = (dr_i128)(S - (dr_u128)(uint64_t)floor(f + 0.5) * c->P);
+        }
+}
+
+int dr_crt_values(dr_product *p, int vnni)
+{
+    size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16;
+    int n = dr_crt_moduli(K, p->a.w);
+    crt_plan c;
+    uint8_t *Ap;
+    int8_t *Bp;
+    int32_t *C32;
+    plan_init(&c, n);
+    p->V = malloc(M * N * sizeof(dr_i128) + 16);
+    Ap = malloc((size_t)n * M * G * 4 + 64);
+    Bp = malloc((size_t)n * Np * G * 4 + 64);
+    C32 = malloc((size_t)n * M * Np * sizeof(int32_t) + 64);
+    if (!p->V || !Ap || !Bp || !C32) {
+        free(Ap); free(Bp); free(C32);
+        return DR_ENOMEM;
+    }
+    pack_a(&c, &p->a, Ap, G * 4);
+    pack_b(&c, &p->b, Bp, G, Np);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *a = Ap + (size_t)t * M * G * 4;
+        const int8_t *b = Bp + (size_t)t * Np * G * 4;
+        int32_t *cc = C32 + (size_t)t * M * Np;
+        if (vnni) dr_crt_kernel_vnni(a, G * 4, b, M, Np, K, cc, Np);
+        else dr_crt_kernel_portable(a, G * 4, b, M, Np, K, cc, Np);
+    }
+    reconstruct(&c, C32, M, N, Np, p->V);
+    free(Ap); free(Bp); free(C32);
+    return DR_OK;
+}
+#else
+int dr_crt_moduli(size_t K, int w) { (void)K; (void)w; return 0; }
+int dr_crt_have_vnni(void) { return 0; }
+int dr_crt_values(dr_product *p, int vnni) { (void)p; (void)vnni; return DR_EUNSUPPORTED; }
+void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
+                            size_t K, int32_t *C, size_t ldc)
+{
+    (void)A; (void)lda; (void)B; (void)M; (void)Np; (void)K; (void)C; (void)ldc;
+}
+#endif

@@ -1,0 +1,92 @@
+/* distref devices — internals of the engine's exact GEMM, shared by
+ * cpu_gemm.c (the slicing, the DGEMM products and the per-element paths),
+ * cpu_gemm_crt.c (the same integer products by residues, Ozaki scheme II)
+ * and cpu_gemm_vnni.c (the int8 kernel). Not a public header: the tests
+ * include it to force a path and to call the kernels directly.
+ */
+#ifndef DISTREF_CPU_GEMM_INTERNAL_H
+#define DISTREF_CPU_GEMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "distref/exact.h"
+
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef __int128 dr_i128;
+__extension__ typedef unsigned __int128 dr_u128;
+#endif
+
+/* One side of the product, split: vector v (a row of op(A) or a column of
+ * op(B)) is sign * (hi * 2^w + lo) * 2^base[v] + rem, elementwise. */
+typedef struct dr_sliced {
+    const float *base_ptr;
+    size_t   inc_vec, inc_elem;
+    size_t   nvec, K;
+    int      w;
+    int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
+    double  *hi, *lo;          /* integers below 2^w */
+    double  *scale;            /* per vector: 2^-base */
+    int     *base;             /* per vector */
+    unsigned char *special;    /* per vector: holds inf or NaN */
+    unsigned char *zero;       /* per vector: every element is +0 or -0 */
+    unsigned char *signs;      /* per vector: 1 some sign bit clear, 2 some sign bit set */
+    size_t  *rem_start;        /* per vector: its remainders in rem_k/rem_v */
+    uint32_t *rem_k;
+    float   *rem_v;
+    size_t   nrem;
+} dr_sliced;
+
+/* The slices of both sides and their integer products: either the four
+ * DGEMM products of the slices (c), or (V, the CRT path) the exact integer
+ * (hi 2^w + lo) . (hi' 2^w + lo') of every row and column, M x N. */
+typedef struct dr_product {
+    dr_sliced a, b;            /* rows of op(A), columns of op(B) */
+    double   *c[4];            /* hi*hi, hi*lo, lo*hi, lo*lo: M x N each */
+#if defined(__SIZEOF_INT128__)
+    dr_i128  *V;
+#endif
+} dr_product;
+
+/* Which way the integer products are formed. AUTO: the CRT path with the
+ * VNNI kernel when the CPU has it and K is in its range, else DGEMM. */
+typedef enum {
+    DR_GEMM_PATH_AUTO,
+    DR_GEMM_PATH_DGEMM,         /* Ozaki scheme I: slices through DGEMM */
+    DR_GEMM_PATH_CRT_VNNI,      /* Ozaki scheme II: residues, int8 GEMM on AVX-512 VNNI */
+    DR_GEMM_PATH_CRT_PORTABLE   /* the same residues, the plain C int8 kernel */
+} dr_gemm_path;
+
+/* The three entry points of fastgemm.h with the path forced: exactly one of
+ * C (with bias), full and compact is non-NULL. DR_EUNSUPPORTED when the
+ * forced path cannot run here (no VNNI, no __int128, K out of range). */
+struct dr_cacc;
+int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb,
+                      const float *bias, float *C, size_t ldc, dr_acc *full, struct dr_cacc *compact);
+
+/* ---- the CRT path (cpu_gemm_crt.c) --------------------------------------- */
+
+/* Slice width w (grid of 2w bits per vector) for the CRT path at this K, or
+ * 0 when the path does not take K (K = 0, or K above DR_CRT_K_MAX, where
+ * the int32 sums of u8 x s8 products could wrap). */
+#define DR_CRT_K_MAX 65536
+int dr_crt_width(size_t K);
+/* How many moduli that w and K need: their product P exceeds
+ * 2 K (2^2w - 1)^2 with room to spare. */
+int dr_crt_moduli(size_t K, int w);
+/* Whether this CPU runs the VNNI kernel (avx512f, avx512bw, avx512vnni). */
+int dr_crt_have_vnni(void);
+/* p->V from p->a, p->b (sliced with w = dr_crt_width(K)). DR_OK or DR_ENOMEM. */
+int dr_crt_values(dr_product *p, int vnni);
+
+/* The int8 kernels: C[i][j] = sum_k A[i][k] * B[k][j] in int32 for one
+ * modulus, i < M, j < Np (Np a multiple of 16). A: M rows of u8, row
+ * stride lda >= 4 ceil(K/4), zero past K. B: packed for vpdpbusd, Np/16
+ * panels of ceil(K/4) groups of 64 bytes (16 columns x 4 consecutive k,
+ * byte 4c + t = B[4g + t][16q + c]), zero past K. Both give the same int32s. */
+void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
+                            size_t K, int32_t *C, size_t ldc);
+void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
+                        size_t K, int32_t *C, size_t ldc);
+
+#endif
