@@ -121,14 +121,24 @@ static void split_all(sliced *s, unsigned char *has_rem)
             }
         }
     }
+    dr_sliced_rems(s, has_rem);
+}
+
+/* Pass 3: the remainders of the vectors flagged, listed vector by vector:
+ * t - (hi 2^w + lo), or without slices (the CRT path) t - trunc(t). Vectors
+ * holding inf or NaN have none (they take the plain path). */
+void dr_sliced_rems(sliced *s, const unsigned char *has_rem)
+{
+    size_t nv = s->nvec, K = s->K;
+    const double two_w = pow2d(s->w);
     s->nrem = 0;
     for (size_t v = 0; v < nv; v++) {
         s->rem_start[v] = s->nrem;
-        if (!has_rem[v]) continue;
+        if (!has_rem[v] || s->special[v]) continue;
         for (size_t k = 0; k < K; k++) {
             size_t at = s->em ? k * nv + v : v * K + k;
             double t = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
-            double r = t - s->hi[at] * two_w - s->lo[at];
+            double r = s->hi ? t - s->hi[at] * two_w - s->lo[at] : t - trunc(t);
             if (r != 0.0) {
                 s->rem_k[s->nrem] = (uint32_t)k;
                 s->rem_v[s->nrem++] = (float)(r * pow2d(s->base[v]));   /* exact: low bits of a float */
@@ -155,7 +165,7 @@ static int slice_width(size_t K)
  * elements are contiguous, element-major (K x nvec) otherwise, so every
  * pass reads the operand in memory order; the DGEMM takes either. */
 static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
-                       size_t nvec, size_t K, int w)
+                       size_t nvec, size_t K, int w, int slices)
 {
     int *top;
     unsigned char *has_rem;
@@ -164,8 +174,10 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
     s->base_ptr = base; s->inc_vec = inc_vec; s->inc_elem = inc_elem;
     s->nvec = nvec; s->K = K; s->w = w;
     s->em = inc_elem != 1;
-    s->hi = malloc(nvec * K * sizeof(double) + 8);
-    s->lo = malloc(nvec * K * sizeof(double) + 8);
+    if (slices) {
+        s->hi = malloc(nvec * K * sizeof(double) + 8);
+        s->lo = malloc(nvec * K * sizeof(double) + 8);
+    }
     s->base = malloc(nvec * sizeof(int) + 8);
     s->scale = malloc(nvec * sizeof(double) + 8);
     s->special = calloc(nvec + 1, 1);
@@ -177,7 +189,7 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
     top = malloc(nvec * sizeof(int) + 8);
     has_rem = malloc(nvec + 1);
     scan = malloc((nvec + 1) * 3 * sizeof(uint32_t));
-    if (!scan || !s->hi || !s->lo || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
+    if (!scan || (slices && (!s->hi || !s->lo)) || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
         !s->rem_start || !s->rem_k || !s->rem_v || !top || !has_rem) {
         sliced_free(s);
         free(top); free(has_rem); free(scan);
@@ -189,7 +201,7 @@ static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_
         s->base[v] = top[v] == INT32_MIN ? 0 : top[v] - 2 * s->w + 1;   /* exponent of lo's unit */
         s->scale[v] = pow2d(-s->base[v]);
     }
-    split_all(s, has_rem);
+    if (slices) split_all(s, has_rem);   /* else the CRT path lists the remainders (dr_sliced_rems) */
     free(top); free(has_rem); free(scan);
     return DR_OK;
 }
@@ -215,8 +227,8 @@ static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N
 {
     int w = crt ? dr_crt_width(K) : slice_width(K);
     memset(p, 0, sizeof *p);
-    if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K, w) ||
-        sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K, w)) {
+    if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K, w, !crt) ||
+        sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K, w, !crt)) {
         product_free(p);
         return DR_ENOMEM;
     }

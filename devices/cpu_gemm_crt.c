@@ -25,16 +25,18 @@
 #include "distref/error.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Pairwise coprime: 2^8, 3*5*17, 11*23, 251, 13*19, 241, 239, 233, 229,
  * 227, 223, 7*31, 211, 199, 197, 193 (tests/test_gemm_crt.c checks it). */
 static const int moduli[] = { 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193 };
-#define CRT_MAX (int)(sizeof moduli / sizeof moduli[0])
+#define CRT_MAX DR_CRT_MAX_MODULI
 /* The grid: at most 2w = 40 bits (16 binades below a vector's largest
  * element before a remainder), and never wider than the DGEMM path's. */
 #define CRT_W_MAX 20
+#define CRT_MB 64                                  /* rows per block (a multiple of the kernel's 8) */
 
 int dr_crt_width(size_t K)
 {
@@ -43,6 +45,22 @@ int dr_crt_width(size_t K)
     while (((size_t)1 << L) < K) L++;
     w = (53 - L) / 2;
     return w < CRT_W_MAX ? w : CRT_W_MAX;
+}
+
+void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
+                            size_t K, int32_t *C, size_t ldc)
+{
+    size_t G = (K + 3) / 4;
+    for (size_t i = 0; i < M; i++)
+        for (size_t q = 0; q < Np / 16; q++) {
+            const uint8_t *a = A + i * lda;
+            const int8_t *b = B + q * G * 64;
+            int32_t acc[16] = { 0 };
+            for (size_t g = 0; g < G; g++)
+                for (int cc = 0; cc < 16; cc++)
+                    for (int t = 0; t < 4; t++) acc[cc] += (int32_t)a[4 * g + t] * b[g * 64 + 4 * cc + t];
+            memcpy(C + i * ldc + 16 * q, acc, sizeof acc);
+        }
 }
 
 #if defined(__SIZEOF_INT128__)
@@ -62,11 +80,7 @@ int dr_crt_moduli(size_t K, int w)
     return 0;
 }
 
-typedef struct crt_plan {
-    int n;
-    double m[CRT_MAX], invm[CRT_MAX], inv[CRT_MAX];
-    dr_u128 Q[CRT_MAX], P;                         /* Q_t = P / m_t */
-} crt_plan;
+typedef dr_crt_plan crt_plan;
 
 static void plan_init(crt_plan *c, int n)
 {
@@ -83,75 +97,63 @@ static void plan_init(crt_plan *c, int n)
         c->m[t] = (double)m;
         c->invm[t] = 1.0 / (double)m;
         c->inv[t] = (double)x;
+        c->cu[t] = 0.5 * c->invm[t];
+        c->cs[t] = 0.5 + 0.25 * c->invm[t];
+        for (int l = 0; l < 4; l++) c->Qlimb[t][l] = (uint32_t)(c->Q[t] >> (32 * l));
     }
 }
 
-/* t mod m in [0, m), t an integer, |t| < 2^41. */
-static inline double res_u(double t, double m, double invm)
+/* t mod m_q in [0, m_q), t an integer, |t| < 2^41. */
+static inline double res_u(const crt_plan *c, int q, double t)
 {
-    return t - m * floor(t * invm + 0.5 * invm);
+    return t - c->m[q] * floor(t * c->invm[q] + c->cu[q]);
 }
 
-/* t mod m in [-m/2, m/2). */
-static inline double res_s(double t, double m, double invm)
+/* t mod m_q in [-m_q/2, m_q/2). */
+static inline double res_s(const crt_plan *c, int q, double t)
 {
-    return t - m * floor(t * invm + (0.5 + 0.25 * invm));
+    return t - c->m[q] * floor(t * c->invm[q] + c->cs[q]);
 }
 
-/* The integer part of element k of vector v on its grid: trunc(x 2^-base);
- * 0 for a vector holding inf or NaN (its products take the plain path). */
-static inline double grid_value(const dr_sliced *s, size_t v, size_t k)
+/* The integer part of element k of vector v on its grid, trunc(x 2^-base),
+ * and whether bits fell below it (*rem); 0 for a vector holding inf or NaN
+ * (its products take the plain path). */
+static inline double grid_value(const dr_sliced *s, size_t v, size_t k, unsigned char *rem)
 {
+    double x, t;
     if (s->special[v]) return 0.0;
-    return trunc((double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v]);
+    x = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
+    t = trunc(x);
+    *rem |= t != x;
+    return t;
 }
 
 /* Rows of op(A) as u8 residues: n planes of M x lda. */
-static void pack_a(const crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda)
+static void pack_a(const crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, unsigned char *has_rem)
 {
     size_t M = s->nvec, K = s->K, plane = M * lda;
     memset(Ap, 0, (size_t)c->n * plane);
     for (size_t i = 0; i < M; i++)
         for (size_t k = 0; k < K; k++) {
-            double t = grid_value(s, i, k);
+            double t = grid_value(s, i, k, &has_rem[i]);
             for (int q = 0; q < c->n; q++)
-#if defined(DR_MUTANT_CRT_RESIDUE)
-                Ap[q * plane + i * lda + k] = (uint8_t)(int)(t < 0 ? res_u(t, c->m[q], c->invm[q]) - 1.0 : res_u(t, c->m[q], c->invm[q]));   /* fault: negative elements' residues one short */
-#else
-                Ap[q * plane + i * lda + k] = (uint8_t)(int)res_u(t, c->m[q], c->invm[q]);
-#endif
+                Ap[q * plane + i * lda + k] = (uint8_t)(int)res_u(c, q, t);
         }
 }
 
 /* Columns of op(B) as s8 residues in vpdpbusd's layout: n planes of Np/16
  * panels of G groups of 64 bytes (byte 4c + t of group g of panel q is
  * op(B)[4g + t][16q + c]). */
-static void pack_b(const crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np)
+static void pack_b(const crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np, unsigned char *has_rem)
 {
     size_t N = s->nvec, K = s->K, plane = Np * G * 4;
     memset(Bp, 0, (size_t)c->n * plane);
     for (size_t j = 0; j < N; j++)
         for (size_t k = 0; k < K; k++) {
-            double t = grid_value(s, j, k);
+            double t = grid_value(s, j, k, &has_rem[j]);
             size_t at = (j / 16) * G * 64 + (k / 4) * 64 + (j % 16) * 4 + k % 4;
             for (int q = 0; q < c->n; q++)
-                Bp[q * plane + at] = (int8_t)(int)res_s(t, c->m[q], c->invm[q]);
-        }
-}
-
-void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
-                            size_t K, int32_t *C, size_t ldc)
-{
-    size_t G = (K + 3) / 4;
-    for (size_t i = 0; i < M; i++)
-        for (size_t q = 0; q < Np / 16; q++) {
-            const uint8_t *a = A + i * lda;
-            const int8_t *b = B + q * G * 64;
-            int32_t acc[16] = { 0 };
-            for (size_t g = 0; g < G; g++)
-                for (int cc = 0; cc < 16; cc++)
-                    for (int t = 0; t < 4; t++) acc[cc] += (int32_t)a[4 * g + t] * b[g * 64 + 4 * cc + t];
-            memcpy(C + i * ldc + 16 * q, acc, sizeof acc);
+                Bp[q * plane + at] = (int8_t)(int)res_s(c, q, t);
         }
 }
 
@@ -160,6 +162,7 @@ int dr_crt_have_vnni(void)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni");
 #else
     return 0;
@@ -170,14 +173,13 @@ int dr_crt_have_vnni(void)
 static void reconstruct(const crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np, dr_i128 *V)
 {
     size_t plane = M * Np;
-    #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
             dr_u128 S = 0;
             double f = 0.0;
             for (int t = 0; t < c->n; t++) {
-                double r = res_u((double)C32[t * plane + i * Np + j], c->m[t], c->invm[t]);
-                double y = res_u(r * c->inv[t], c->m[t], c->invm[t]);
+                double r = res_u(c, t, (double)C32[t * plane + i * Np + j]);
+                double y = res_u(c, t, r * c->inv[t]);
                 S += (dr_u128)(uint64_t)y * c->Q[t];
                 f += y * c->invm[t];
             }
@@ -193,35 +195,50 @@ int dr_crt_values(dr_product *p, int vnni)
     uint8_t *Ap;
     int8_t *Bp;
     int32_t *C32;
+    uint8_t *tmp;
+    unsigned char *ra, *rb;
     plan_init(&c, n);
     p->V = malloc(M * N * sizeof(dr_i128) + 16);
     Ap = malloc((size_t)n * M * G * 4 + 64);
     Bp = malloc((size_t)n * Np * G * 4 + 64);
-    C32 = malloc((size_t)n * M * Np * sizeof(int32_t) + 64);
-    if (!p->V || !Ap || !Bp || !C32) {
-        free(Ap); free(Bp); free(C32);
+    C32 = malloc((size_t)omp_get_max_threads() * n * CRT_MB * Np * sizeof(int32_t) + 64);
+    tmp = malloc((size_t)n * (M + 4 * Np + 4 * G) + 64);
+    ra = calloc(M + N + 2, 1);
+    rb = ra ? ra + M + 1 : NULL;
+    if (!p->V || !Ap || !Bp || !C32 || !tmp || !ra) {
+        free(Ap); free(Bp); free(C32); free(tmp); free(ra);
         return DR_ENOMEM;
     }
-    pack_a(&c, &p->a, Ap, G * 4);
-    pack_b(&c, &p->b, Bp, G, Np);
-    for (int t = 0; t < n; t++) {
-        const uint8_t *a = Ap + (size_t)t * M * G * 4;
-        const int8_t *b = Bp + (size_t)t * Np * G * 4;
-        int32_t *cc = C32 + (size_t)t * M * Np;
-        if (vnni) dr_crt_kernel_vnni(a, G * 4, b, M, Np, K, cc, Np);
-        else dr_crt_kernel_portable(a, G * 4, b, M, Np, K, cc, Np);
+    if (vnni) {
+        dr_crt_pack_a_vnni(&c, &p->a, Ap, G * 4, tmp, ra);
+        dr_crt_pack_b_vnni(&c, &p->b, Bp, G, Np, tmp, rb);
+    } else {
+        pack_a(&c, &p->a, Ap, G * 4, ra);
+        pack_b(&c, &p->b, Bp, G, Np, rb);
     }
-    reconstruct(&c, C32, M, N, Np, p->V);
-    free(Ap); free(Bp); free(C32);
+    dr_sliced_rems(&p->a, ra);
+    dr_sliced_rems(&p->b, rb);
+    /* Row blocks of CRT_MB: the n int32 planes of a block (n MB Np 4 bytes,
+     * 393 KB at n = 12, N = 128) stay in L2 between kernel and reconstruction;
+     * one block buffer per thread. */
+    #pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < M; i0 += CRT_MB) {
+        size_t mb = M - i0 < CRT_MB ? M - i0 : CRT_MB;
+        int32_t *blk = C32 + (size_t)omp_get_thread_num() * n * CRT_MB * Np;
+        for (int t = 0; t < n; t++) {
+            const uint8_t *a = Ap + (size_t)t * M * G * 4 + i0 * G * 4;
+            const int8_t *b = Bp + (size_t)t * Np * G * 4;
+            if (vnni) dr_crt_kernel_vnni(a, G * 4, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
+            else dr_crt_kernel_portable(a, G * 4, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
+        }
+        if (vnni) dr_crt_reconstruct_vnni(&c, blk, mb, N, Np, p->V + i0 * N);
+        else reconstruct(&c, blk, mb, N, Np, p->V + i0 * N);
+    }
+    free(Ap); free(Bp); free(C32); free(tmp); free(ra);
     return DR_OK;
 }
 #else
 int dr_crt_moduli(size_t K, int w) { (void)K; (void)w; return 0; }
 int dr_crt_have_vnni(void) { return 0; }
 int dr_crt_values(dr_product *p, int vnni) { (void)p; (void)vnni; return DR_EUNSUPPORTED; }
-void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
-                            size_t K, int32_t *C, size_t ldc)
-{
-    (void)A; (void)lda; (void)B; (void)M; (void)Np; (void)K; (void)C; (void)ldc;
-}
 #endif

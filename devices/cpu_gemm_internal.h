@@ -24,7 +24,7 @@ typedef struct dr_sliced {
     size_t   nvec, K;
     int      w;
     int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
-    double  *hi, *lo;          /* integers below 2^w */
+    double  *hi, *lo;          /* integers below 2^w; NULL on the CRT path */
     double  *scale;            /* per vector: 2^-base */
     int     *base;             /* per vector */
     unsigned char *special;    /* per vector: holds inf or NaN */
@@ -46,6 +46,10 @@ typedef struct dr_product {
     dr_i128  *V;
 #endif
 } dr_product;
+
+/* The remainders of the vectors flagged in has_rem (nvec flags) listed in
+ * s->rem_*: bits of an element below its vector's grid. */
+void dr_sliced_rems(dr_sliced *s, const unsigned char *has_rem);
 
 /* Which way the integer products are formed. AUTO: the CRT path with the
  * VNNI kernel when the CPU has it and K is in its range, else DGEMM. */
@@ -78,6 +82,32 @@ int dr_crt_moduli(size_t K, int w);
 int dr_crt_have_vnni(void);
 /* p->V from p->a, p->b (sliced with w = dr_crt_width(K)). DR_OK or DR_ENOMEM. */
 int dr_crt_values(dr_product *p, int vnni);
+
+#define DR_CRT_MAX_MODULI 16
+#if defined(__SIZEOF_INT128__)
+/* The n moduli and what the residues and the reconstruction need of them. */
+typedef struct dr_crt_plan {
+    int n;
+    double m[DR_CRT_MAX_MODULI], invm[DR_CRT_MAX_MODULI];    /* m_t, 1/m_t */
+    double inv[DR_CRT_MAX_MODULI];                            /* (P/m_t)^-1 mod m_t */
+    double cu[DR_CRT_MAX_MODULI], cs[DR_CRT_MAX_MODULI];      /* 1/(2m), 1/2 + 1/(4m) */
+    dr_u128 Q[DR_CRT_MAX_MODULI], P;                          /* Q_t = P / m_t */
+    uint32_t Qlimb[DR_CRT_MAX_MODULI][4];                     /* Q_t in 32-bit digits */
+} dr_crt_plan;
+
+/* The VNNI path's residues and reconstruction (cpu_gemm_vnni.c), the same
+ * bytes and the same V as the plain C ones in cpu_gemm_crt.c: packed A
+ * (n planes of M x lda u8) and B (n planes of Np x 4G s8, kernel layout),
+ * V (M x N) from the n planes of int32 sums (M x Np each). tmp: scratch of
+ * n (M + 4 Np + 4G) bytes. has_rem[v] |= 1 when vector v has bits below its
+ * grid (a remainder). */
+void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,
+                        unsigned char *has_rem);
+void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
+                        uint8_t *tmp, unsigned char *has_rem);
+void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                             dr_i128 *V);
+#endif
 
 /* The int8 kernels: C[i][j] = sum_k A[i][k] * B[k][j] in int32 for one
  * modulus, i < M, j < Np (Np a multiple of 16). A: M rows of u8, row

@@ -12,22 +12,25 @@
  */
 #include "devices/cpu_gemm_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
 #include <immintrin.h>
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 static inline VNNI __attribute__((always_inline))
 void micro(const uint8_t *A, size_t lda, const int8_t *B0, const int8_t *B1, size_t G,
            int32_t *C, size_t ldc, int mr, int np)
 {
     __m512i acc[8][2];
+#pragma GCC unroll 8
     for (int r = 0; r < 8; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
     for (size_t g = 0; g < G; g++) {
         __m512i b0 = _mm512_loadu_si512((const void *)(B0 + g * 64));
         __m512i b1 = np > 1 ? _mm512_loadu_si512((const void *)(B1 + g * 64)) : b0;
+#pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             int32_t a4;
             __m512i a;
@@ -38,6 +41,7 @@ void micro(const uint8_t *A, size_t lda, const int8_t *B0, const int8_t *B1, siz
             if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
         }
     }
+#pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
         _mm512_storeu_si512((void *)(C + r * ldc), acc[r][0]);
         if (np > 1) _mm512_storeu_si512((void *)(C + r * ldc + 16), acc[r][1]);
@@ -76,6 +80,152 @@ VNNI void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size
             micro_any(A + i * lda, lda, B0, B1, G, C + i * ldc + 16 * q, ldc, mr, np);
         }
     }
+}
+
+/* ---- residues: 8 elements per step, every modulus ------------------------
+ * t = trunc(x * scale) in double, then per modulus r = t - m floor(t/m + c)
+ * as in cpu_gemm_crt.c (fma instead of mul + add: both within the margin, so
+ * the same r), formed as (t + 1.5 2^52) - m q, whose low byte is r's. */
+#define MAGIC 0x1.8p52
+
+static VNNI void residues(const dr_crt_plan *c, const float *x, size_t n, const double *sc, double sc1,
+                          int sym, uint8_t *out, size_t ostride, unsigned char *rem)
+{
+    __mmask8 any = 0;
+    const __m512d magic = _mm512_set1_pd(MAGIC);
+    for (size_t e = 0; e < n; e += 8) {
+        __mmask8 live = n - e >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - e)) - 1u);
+        __m512d t = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(live, x + e)), tm;
+        __mmask8 below;
+        t = _mm512_mul_pd(t, sc ? _mm512_maskz_loadu_pd(live, sc + e) : _mm512_set1_pd(sc1));
+        tm = _mm512_roundscale_pd(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        below = _mm512_cmp_pd_mask(t, tm, _CMP_NEQ_UQ);   /* bits below the grid (or NaN) */
+        t = tm;
+        if (sc && below)                                  /* one vector per lane */
+            for (unsigned b = 0; b < 8; b++) { if (below >> b & 1u) rem[e + b] = 1; }
+        any |= below;
+        tm = _mm512_add_pd(t, magic);
+        for (int q = 0; q < c->n; q++) {
+#if defined(DR_MUTANT_CRT_RESIDUE)
+            double off = sym && q != 0 ? c->cu[q] : sym ? c->cs[q] : c->cu[q];   /* fault: B's residues not centred */
+#else
+            double off = sym ? c->cs[q] : c->cu[q];
+#endif
+            __m512d f = _mm512_fmadd_pd(t, _mm512_set1_pd(c->invm[q]), _mm512_set1_pd(off));
+            __m512d r = _mm512_fnmadd_pd(_mm512_roundscale_pd(f, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
+                                         _mm512_set1_pd(c->m[q]), tm);
+            if (live == 0xff) _mm_storel_epi64((void *)(out + q * ostride + e), _mm512_cvtepi64_epi8(_mm512_castpd_si512(r)));
+            else _mm512_mask_cvtepi64_storeu_epi8(out + q * ostride + e, live, _mm512_castpd_si512(r));
+        }
+    }
+    if (!sc && any) *rem = 1;                             /* one vector */
+}
+
+/* Rows of op(A): straight into their planes when a row is contiguous, else
+ * one k at a time through a scratch row, scattered. Rows holding inf or NaN
+ * get bytes that no result uses. */
+VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,
+                             unsigned char *has_rem)
+{
+    size_t M = s->nvec, K = s->K, plane = M * lda;
+    if (!s->em) {
+        for (size_t i = 0; i < M; i++) {
+            uint8_t *row = Ap + i * lda;
+            residues(c, s->base_ptr + i * s->inc_vec, K, NULL, s->scale[i], 0, row, plane, &has_rem[i]);
+            for (int q = 0; q < c->n; q++) memset(row + q * plane + K, 0, lda - K);
+        }
+        return;
+    }
+    memset(Ap, 0, (size_t)c->n * plane);
+    for (size_t k = 0; k < K; k++) {
+        residues(c, s->base_ptr + k * s->inc_elem, M, s->scale, 0.0, 0, tmp, M, has_rem);
+        for (int q = 0; q < c->n; q++)
+            for (size_t i = 0; i < M; i++) Ap[q * plane + i * lda + k] = tmp[q * M + i];
+    }
+}
+
+/* Columns of op(B) into vpdpbusd's layout: when rows of op(B) are
+ * contiguous, four rows (one group) at a time through scratch rows, then
+ * 16 columns x 4 rows interleaved by byte and word unpacks; else column by
+ * column, 4 bytes per group. */
+VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
+                             uint8_t *tmp, unsigned char *has_rem)
+{
+    size_t N = s->nvec, K = s->K, plane = Np * G * 4;
+    if (!s->em) {
+        memset(Bp, 0, (size_t)c->n * plane);
+        for (size_t j = 0; j < N; j++) {
+            residues(c, s->base_ptr + j * s->inc_vec, K, NULL, s->scale[j], 1, tmp, 4 * G, &has_rem[j]);
+            for (int q = 0; q < c->n; q++) {
+                int8_t *dst = Bp + q * plane + (j / 16) * G * 64 + (j % 16) * 4;
+                memset(tmp + q * 4 * G + K, 0, 4 * G - K);
+                for (size_t g = 0; g < G; g++) memcpy(dst + g * 64, tmp + q * 4 * G + 4 * g, 4);
+            }
+        }
+        return;
+    }
+    memset(tmp, 0, (size_t)c->n * 4 * Np);          /* columns N..Np stay zero */
+    for (size_t g = 0; g < G; g++) {
+        for (size_t r = 0; r < 4; r++) {
+            if (4 * g + r < K)
+                residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, N, s->scale, 0.0, 1, tmp + r * Np, 4 * Np,
+                         has_rem);
+            else
+                for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * Np + r * Np, 0, Np);
+        }
+        for (int q = 0; q < c->n; q++)
+            for (size_t p = 0; p < Np / 16; p++) {
+                const uint8_t *t0 = tmp + q * 4 * Np + 16 * p;
+                __m128i r0 = _mm_loadu_si128((const void *)t0), r1 = _mm_loadu_si128((const void *)(t0 + Np));
+                __m128i r2 = _mm_loadu_si128((const void *)(t0 + 2 * Np)), r3 = _mm_loadu_si128((const void *)(t0 + 3 * Np));
+                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                int8_t *dst = Bp + q * plane + p * G * 64 + g * 64;
+                _mm_storeu_si128((void *)dst, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((void *)(dst + 16), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((void *)(dst + 32), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((void *)(dst + 48), _mm_unpackhi_epi16(hi01, hi23));
+            }
+    }
+}
+
+/* V of 8 elements per step: per modulus y = ((c mod m) inv) mod m in double
+ * (exact), S += y Q_t in four 32-bit digits of int64 lanes (each below
+ * 16 2^8 2^32: no carry lost), f += y / m; then per element, as in
+ * cpu_gemm_crt.c, V = S - floor(f + 1/2) P modulo 2^128. */
+VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                                  dr_i128 *V)
+{
+    const __m512d magic = _mm512_set1_pd(MAGIC), half = _mm512_set1_pd(0.5);
+    size_t plane = M * Np;
+    for (size_t i = 0; i < M; i++)
+        for (size_t j0 = 0; j0 < N; j0 += 8) {
+            __m512i S[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                             _mm512_setzero_si512() };
+            __m512d f = _mm512_setzero_pd();
+            uint64_t d[4][8], qv[8];
+            for (int t = 0; t < c->n; t++) {
+                __m512d m = _mm512_set1_pd(c->m[t]), im = _mm512_set1_pd(c->invm[t]), cu = _mm512_set1_pd(c->cu[t]);
+                __m512d x = _mm512_cvtepi32_pd(_mm256_loadu_si256((const void *)(C32 + t * plane + i * Np + j0)));
+                __m512d r = _mm512_fnmadd_pd(_mm512_roundscale_pd(_mm512_fmadd_pd(x, im, cu), _MM_FROUND_TO_NEG_INF |
+                                                                  _MM_FROUND_NO_EXC), m, x);
+                __m512d u = _mm512_mul_pd(r, _mm512_set1_pd(c->inv[t]));
+                __m512d ym = _mm512_fnmadd_pd(_mm512_roundscale_pd(_mm512_fmadd_pd(u, im, cu), _MM_FROUND_TO_NEG_INF |
+                                                                   _MM_FROUND_NO_EXC), m, _mm512_add_pd(u, magic));
+                __m512i yi = _mm512_castpd_si512(ym);
+                f = _mm512_fmadd_pd(_mm512_sub_pd(ym, magic), im, f);
+                for (int l = 0; l < 4; l++)
+                    S[l] = _mm512_add_epi64(S[l], _mm512_mul_epu32(yi, _mm512_set1_epi64((long long)c->Qlimb[t][l])));
+            }
+            for (int l = 0; l < 4; l++) _mm512_storeu_si512((void *)d[l], S[l]);
+            _mm512_storeu_si512((void *)qv, _mm512_cvttpd_epu64(_mm512_roundscale_pd(_mm512_add_pd(f, half),
+                                                            _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
+            for (size_t e = 0; e < 8 && j0 + e < N; e++) {
+                dr_u128 x = (dr_u128)d[0][e] + ((dr_u128)d[1][e] << 32) + ((dr_u128)d[2][e] << 64) +
+                            ((dr_u128)d[3][e] << 96);
+                V[i * N + j0 + e] = (dr_i128)(x - (dr_u128)qv[e] * c->P);
+            }
+        }
 }
 #else
 void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
