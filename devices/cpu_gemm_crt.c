@@ -38,6 +38,11 @@ static const int moduli[] = { 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 
 #define CRT_W_MAX 20
 #define CRT_MB 64                                  /* rows per block (a multiple of the kernel's 8) */
 
+int dr_crt_modulus(int t)
+{
+    return t >= 0 && t < CRT_MAX ? moduli[t] : 0;
+}
+
 int dr_crt_width(size_t K)
 {
     int L = 0, w;

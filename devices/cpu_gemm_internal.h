@@ -74,16 +74,18 @@ int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, siz
  * 0 when the path does not take K (K = 0, or K above DR_CRT_K_MAX, where
  * the int32 sums of u8 x s8 products could wrap). */
 #define DR_CRT_K_MAX 65536
+#define DR_CRT_MAX_MODULI 16
 int dr_crt_width(size_t K);
 /* How many moduli that w and K need: their product P exceeds
  * 2 K (2^2w - 1)^2 with room to spare. */
 int dr_crt_moduli(size_t K, int w);
+/* Modulus t (0 <= t < DR_CRT_MAX_MODULI), in the order they are taken. */
+int dr_crt_modulus(int t);
 /* Whether this CPU runs the VNNI kernel (avx512f, avx512bw, avx512vnni). */
 int dr_crt_have_vnni(void);
 /* p->V from p->a, p->b (sliced with w = dr_crt_width(K)). DR_OK or DR_ENOMEM. */
 int dr_crt_values(dr_product *p, int vnni);
 
-#define DR_CRT_MAX_MODULI 16
 #if defined(__SIZEOF_INT128__)
 /* The n moduli and what the residues and the reconstruction need of them. */
 typedef struct dr_crt_plan {

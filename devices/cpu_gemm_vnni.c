@@ -99,7 +99,11 @@ static VNNI void residues(const dr_crt_plan *c, const float *x, size_t n, const 
         __mmask8 below;
         t = _mm512_mul_pd(t, sc ? _mm512_maskz_loadu_pd(live, sc + e) : _mm512_set1_pd(sc1));
         tm = _mm512_roundscale_pd(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+#if defined(DR_MUTANT_CRT_NO_REM)
+        below = 0;                                        /* fault: bits below the grid go unnoticed */
+#else
         below = _mm512_cmp_pd_mask(t, tm, _CMP_NEQ_UQ);   /* bits below the grid (or NaN) */
+#endif
         t = tm;
         if (sc && below)                                  /* one vector per lane */
             for (unsigned b = 0; b < 8; b++) { if (below >> b & 1u) rem[e + b] = 1; }
