@@ -11,7 +11,7 @@
  *   a mod m_t as u8 in [0, m_t), b mod m_t as s8 in [-m_t/2, m_t/2), one
  *   int8 GEMM per modulus with int32 sums (|sum| <= K 255 128 < 2^31 for
  *   K <= 65536: no wrap), then per element the Chinese remainder theorem:
- *   y_t = (c_t mod m_t) (P/m_t)^-1 mod m_t, S = sum y_t P/m_t (mod 2^128),
+ *   y_t = c_t (P/m_t)^-1 mod m_t, S = sum y_t P/m_t (mod 2^128),
  *   q = round(sum y_t / m_t) (in double: V / P = sum y_t / m_t - q, far from
  *   the rounding boundary), V = S - q P, exact in 128-bit two's complement.
  *
@@ -183,8 +183,7 @@ static void reconstruct(const crt_plan *c, const int32_t *C32, size_t M, size_t 
             dr_u128 S = 0;
             double f = 0.0;
             for (int t = 0; t < c->n; t++) {
-                double r = res_u(c, t, (double)C32[t * plane + i * Np + j]);
-                double y = res_u(c, t, r * c->inv[t]);
+                double y = res_u(c, t, (double)C32[t * plane + i * Np + j] * c->inv[t]);   /* |c inv| < 2^39 */
                 S += (dr_u128)(uint64_t)y * c->Q[t];
                 f += y * c->invm[t];
             }
@@ -192,58 +191,66 @@ static void reconstruct(const crt_plan *c, const int32_t *C32, size_t M, size_t 
         }
 }
 
+/* Rows r0 .. r0 + nr of a side, as a side of its own (shares the arrays). */
+static dr_sliced rows_view(const dr_sliced *s, size_t r0, size_t nr)
+{
+    dr_sliced v = *s;
+    v.base_ptr = s->base_ptr + r0 * s->inc_vec;
+    v.nvec = nr;
+    v.scale = s->scale + r0;
+    v.base = s->base + r0;
+    v.special = s->special + r0;
+    return v;
+}
+
 int dr_crt_values(dr_product *p, int vnni)
 {
-    size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16;
+    size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16, lda = 4 * G;
+    size_t nt = (size_t)omp_get_max_threads(), per;
     int n = dr_crt_moduli(K, p->a.w);
     crt_plan c;
-    uint8_t *Ap;
     int8_t *Bp;
-    int32_t *C32;
-    uint8_t *tmp;
+    uint8_t *work;
     unsigned char *ra, *rb;
     plan_init(&c, n);
+    /* Per thread: a block's A residues (n MB lda bytes), its int32 sums
+     * (n MB Np 4 bytes; 393 KB at n = 12, N = 128: they stay in L2 between
+     * kernel and reconstruction) and packing scratch (n 4 MB bytes). */
+    per = (size_t)n * CRT_MB * (lda + 4 * Np + 4) + 64;
     p->V = malloc(M * N * sizeof(dr_i128) + 16);
-    Ap = malloc((size_t)n * M * G * 4 + 64);
-    Bp = malloc((size_t)n * Np * G * 4 + 64);
-    C32 = malloc((size_t)omp_get_max_threads() * n * CRT_MB * Np * sizeof(int32_t) + 64);
-    tmp = malloc((size_t)n * (M + 4 * Np + 4 * G) + 64);
+    Bp = malloc((size_t)n * Np * lda + 64);
+    work = malloc(nt * per + (size_t)n * (4 * Np + lda) + 64);
     ra = calloc(M + N + 2, 1);
     rb = ra ? ra + M + 1 : NULL;
-    if (!p->V || !Ap || !Bp || !C32 || !tmp || !ra) {
-        free(Ap); free(Bp); free(C32); free(tmp); free(ra);
+    if (!p->V || !Bp || !work || !ra) {
+        free(Bp); free(work); free(ra);
         return DR_ENOMEM;
     }
-    if (vnni) {
-        dr_crt_pack_a_vnni(&c, &p->a, Ap, G * 4, tmp, ra);
-        dr_crt_pack_b_vnni(&c, &p->b, Bp, G, Np, tmp, rb);
-    } else {
-        pack_a(&c, &p->a, Ap, G * 4, ra);
-        pack_b(&c, &p->b, Bp, G, Np, rb);
-    }
-    dr_sliced_rems(&p->a, ra);
-    dr_sliced_rems(&p->b, rb);
-    /* Row blocks of CRT_MB: the n int32 planes of a block (n MB Np 4 bytes,
-     * 393 KB at n = 12, N = 128) stay in L2 between kernel and reconstruction;
-     * one block buffer per thread. */
+    if (vnni) dr_crt_pack_b_vnni(&c, &p->b, Bp, G, Np, work + nt * per, rb);
+    else pack_b(&c, &p->b, Bp, G, Np, rb);
     #pragma omp parallel for schedule(static)
     for (size_t i0 = 0; i0 < M; i0 += CRT_MB) {
         size_t mb = M - i0 < CRT_MB ? M - i0 : CRT_MB;
-        int32_t *blk = C32 + (size_t)omp_get_thread_num() * n * CRT_MB * Np;
+        uint8_t *Ab = work + (size_t)omp_get_thread_num() * per, *tmp = Ab + (size_t)n * CRT_MB * lda;
+        int32_t *blk;
+        dr_sliced rows = rows_view(&p->a, i0, mb);
+        blk = (int32_t *)(void *)(tmp + (size_t)n * 4 * CRT_MB);   /* after the scratch, 4-aligned */
+        if (vnni) dr_crt_pack_a_vnni(&c, &rows, Ab, lda, tmp, ra + i0);
+        else pack_a(&c, &rows, Ab, lda, ra + i0);
         for (int t = 0; t < n; t++) {
-            const uint8_t *a = Ap + (size_t)t * M * G * 4 + i0 * G * 4;
-            const int8_t *b = Bp + (size_t)t * Np * G * 4;
-            if (vnni) dr_crt_kernel_vnni(a, G * 4, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
-            else dr_crt_kernel_portable(a, G * 4, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
+            const uint8_t *a = Ab + (size_t)t * mb * lda;
+            const int8_t *b = Bp + (size_t)t * Np * lda;
+            if (vnni) dr_crt_kernel_vnni(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
+            else dr_crt_kernel_portable(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
         }
         if (vnni) dr_crt_reconstruct_vnni(&c, blk, mb, N, Np, p->V + i0 * N);
         else reconstruct(&c, blk, mb, N, Np, p->V + i0 * N);
     }
-    free(Ap); free(Bp); free(C32); free(tmp); free(ra);
+    dr_sliced_rems(&p->a, ra);
+    dr_sliced_rems(&p->b, rb);
+    free(Bp); free(work); free(ra);
     return DR_OK;
 }
 #else
-int dr_crt_moduli(size_t K, int w) { (void)K; (void)w; return 0; }
-int dr_crt_have_vnni(void) { return 0; }
 int dr_crt_values(dr_product *p, int vnni) { (void)p; (void)vnni; return DR_EUNSUPPORTED; }
 #endif

@@ -101,7 +101,7 @@ typedef struct dr_crt_plan {
  * bytes and the same V as the plain C ones in cpu_gemm_crt.c: packed A
  * (n planes of M x lda u8) and B (n planes of Np x 4G s8, kernel layout),
  * V (M x N) from the n planes of int32 sums (M x Np each). tmp: scratch of
- * n (M + 4 Np + 4G) bytes. has_rem[v] |= 1 when vector v has bits below its
+ * n (4 M + 4 Np + 4G) bytes. has_rem[v] |= 1 when vector v has bits below its
  * grid (a remainder). */
 void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,
                         unsigned char *has_rem);

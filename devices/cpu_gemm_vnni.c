@@ -140,11 +140,36 @@ VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *
         }
         return;
     }
-    memset(Ap, 0, (size_t)c->n * plane);
-    for (size_t k = 0; k < K; k++) {
-        residues(c, s->base_ptr + k * s->inc_elem, M, s->scale, 0.0, 0, tmp, M, has_rem);
-        for (int q = 0; q < c->n; q++)
-            for (size_t i = 0; i < M; i++) Ap[q * plane + i * lda + k] = tmp[q * M + i];
+    /* Columns of the source: four k at a time through scratch rows, each
+     * 16 rows' 4 bytes interleaved by byte and word unpacks, as for B. */
+    for (size_t g = 0; g < (K + 3) / 4; g++) {
+        for (size_t r = 0; r < 4; r++) {
+            if (4 * g + r < K)
+                residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, M, s->scale, 0.0, 0, tmp + r * M, 4 * M,
+                         has_rem);
+            else
+                for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * M + r * M, 0, M);
+        }
+        for (int q = 0; q < c->n; q++) {
+            const uint8_t *t0 = tmp + q * 4 * M;
+            uint8_t *dst = Ap + q * plane + 4 * g;
+            size_t i = 0;
+            for (; i + 16 <= M; i += 16) {
+                __m128i r0 = _mm_loadu_si128((const void *)(t0 + i)), r1 = _mm_loadu_si128((const void *)(t0 + M + i));
+                __m128i r2 = _mm_loadu_si128((const void *)(t0 + 2 * M + i));
+                __m128i r3 = _mm_loadu_si128((const void *)(t0 + 3 * M + i));
+                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                uint32_t w[16];
+                _mm_storeu_si128((void *)w, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((void *)(w + 4), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((void *)(w + 8), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((void *)(w + 12), _mm_unpackhi_epi16(hi01, hi23));
+                for (int e = 0; e < 16; e++) memcpy(dst + (i + e) * lda, &w[e], 4);
+            }
+            for (; i < M; i++)
+                for (int r = 0; r < 4; r++) dst[i * lda + r] = t0[r * M + i];
+        }
     }
 }
 
@@ -193,8 +218,8 @@ VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *B
     }
 }
 
-/* V of 8 elements per step: per modulus y = ((c mod m) inv) mod m in double
- * (exact), S += y Q_t in four 32-bit digits of int64 lanes (each below
+/* V of 8 elements per step: per modulus y = (c inv) mod m in double
+ * (exact: |c inv| < 2^31 2^8), S += y Q_t in four 32-bit digits of int64 lanes (each below
  * 16 2^8 2^32: no carry lost), f += y / m; then per element, as in
  * cpu_gemm_crt.c, V = S - floor(f + 1/2) P modulo 2^128. */
 VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
@@ -211,9 +236,7 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
             for (int t = 0; t < c->n; t++) {
                 __m512d m = _mm512_set1_pd(c->m[t]), im = _mm512_set1_pd(c->invm[t]), cu = _mm512_set1_pd(c->cu[t]);
                 __m512d x = _mm512_cvtepi32_pd(_mm256_loadu_si256((const void *)(C32 + t * plane + i * Np + j0)));
-                __m512d r = _mm512_fnmadd_pd(_mm512_roundscale_pd(_mm512_fmadd_pd(x, im, cu), _MM_FROUND_TO_NEG_INF |
-                                                                  _MM_FROUND_NO_EXC), m, x);
-                __m512d u = _mm512_mul_pd(r, _mm512_set1_pd(c->inv[t]));
+                __m512d u = _mm512_mul_pd(x, _mm512_set1_pd(c->inv[t]));   /* |c inv| < 2^39: exact */
                 __m512d ym = _mm512_fnmadd_pd(_mm512_roundscale_pd(_mm512_fmadd_pd(u, im, cu), _MM_FROUND_TO_NEG_INF |
                                                                    _MM_FROUND_NO_EXC), m, _mm512_add_pd(u, magic));
                 __m512i yi = _mm512_castpd_si512(ym);
