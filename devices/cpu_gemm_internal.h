@@ -1,5 +1,6 @@
 /* distref devices — internals of the engine's exact GEMM, shared by
- * cpu_gemm.c (the slicing, the DGEMM products and the per-element paths),
+ * cpu_gemm_slice.c (the slicing), cpu_gemm.c (the DGEMM products and the
+ * per-element paths),
  * cpu_gemm_crt.c (the same integer products by residues, Ozaki scheme II)
  * and cpu_gemm_vnni.c (the int8 kernel). Not a public header: the tests
  * include it to force a path and to call the kernels directly.
@@ -47,6 +48,15 @@ typedef struct dr_product {
 #endif
 } dr_product;
 
+/* cpu_gemm_slice.c. The DGEMM path's slice width: w = (53 - ceil(log2 K)) / 2. */
+int dr_slice_width(size_t K);
+/* Vector v of a side is base[v * inc_vec + k * inc_elem], k < K, v < nvec;
+ * its grid is 2w bits below its largest exponent. slices: also the DGEMM
+ * path's hi/lo slices and remainders; else (the CRT path) hi = lo = NULL
+ * and the caller lists the remainders (dr_sliced_rems). DR_OK or DR_ENOMEM. */
+int dr_sliced_init(dr_sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
+                   size_t nvec, size_t K, int w, int slices);
+void dr_sliced_free(dr_sliced *s);
 /* The remainders of the vectors flagged in has_rem (nvec flags) listed in
  * s->rem_*: bits of an element below its vector's grid. */
 void dr_sliced_rems(dr_sliced *s, const unsigned char *has_rem);
