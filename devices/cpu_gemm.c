@@ -1,6 +1,9 @@
-/* distref devices — exact GEMM by error-free splitting over DGEMM (see
- * fastgemm.h for the scheme). Checked bit for bit against dr_gemm_f32 and
- * dr_gemm_acc in tests/test_fastgemm.c and in bench/bench_exact.c.
+/* distref devices — exact GEMM (see fastgemm.h for the scheme): the integer
+ * products by DGEMM on slices (here) or by residues (cpu_gemm_crt.c), and
+ * the per-element paths both share (the 128-bit direct path, remainders,
+ * zeros, inf/NaN), and the choice between them. Checked bit for bit against
+ * dr_gemm_f32 and dr_gemm_acc in tests/test_fastgemm.c, test_gemm_crt.c and
+ * bench/bench_exact.c.
  */
 #include "distref/fastgemm.h"
 #include "core/acc_internal.h"
