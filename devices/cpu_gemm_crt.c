@@ -92,6 +92,7 @@ static void plan_init(crt_plan *c, int n)
     c->n = n;
     c->P = 1;
     for (int t = 0; t < n; t++) c->P *= (unsigned)moduli[t];
+    for (int l = 0; l < 4; l++) c->Plimb[l] = (uint32_t)(c->P >> (32 * l));
     for (int t = 0; t < n; t++) {
         unsigned m = (unsigned)moduli[t], q = (unsigned)(c->P / m % m), x = 1;
         c->Q[t] = c->P / m;

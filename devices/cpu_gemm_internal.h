@@ -104,7 +104,7 @@ typedef struct dr_crt_plan {
     double inv[DR_CRT_MAX_MODULI];                            /* (P/m_t)^-1 mod m_t */
     double cu[DR_CRT_MAX_MODULI], cs[DR_CRT_MAX_MODULI];      /* 1/(2m), 1/2 + 1/(4m) */
     dr_u128 Q[DR_CRT_MAX_MODULI], P;                          /* Q_t = P / m_t */
-    uint32_t Qlimb[DR_CRT_MAX_MODULI][4];                     /* Q_t in 32-bit digits */
+    uint32_t Qlimb[DR_CRT_MAX_MODULI][4], Plimb[4];           /* Q_t, P in 32-bit digits */
 } dr_crt_plan;
 
 /* The VNNI path's residues and reconstruction (cpu_gemm_vnni.c), the same

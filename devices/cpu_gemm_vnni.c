@@ -220,8 +220,9 @@ VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *B
 
 /* V of 8 elements per step: per modulus y = (c inv) mod m in double
  * (exact: |c inv| < 2^31 2^8), S += y Q_t in four 32-bit digits of int64 lanes (each below
- * 16 2^8 2^32: no carry lost), f += y / m; then per element, as in
- * cpu_gemm_crt.c, V = S - floor(f + 1/2) P modulo 2^128. */
+ * 16 2^8 2^32: no carry lost), f += y / m; then, as in cpu_gemm_crt.c,
+ * V = S - floor(f + 1/2) P modulo 2^128: digit by digit in the same lanes
+ * (S_l - q P_l, |.| < 2^45, signed carries), stored as 128-bit integers. */
 VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                                   dr_i128 *V)
 {
@@ -232,7 +233,6 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
             __m512i S[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                              _mm512_setzero_si512() };
             __m512d f = _mm512_setzero_pd();
-            uint64_t d[4][8], qv[8];
             for (int t = 0; t < c->n; t++) {
                 __m512d m = _mm512_set1_pd(c->m[t]), im = _mm512_set1_pd(c->invm[t]), cu = _mm512_set1_pd(c->cu[t]);
                 __m512d x = _mm512_cvtepi32_pd(_mm256_loadu_si256((const void *)(C32 + t * plane + i * Np + j0)));
@@ -244,13 +244,32 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
                 for (int l = 0; l < 4; l++)
                     S[l] = _mm512_add_epi64(S[l], _mm512_mul_epu32(yi, _mm512_set1_epi64((long long)c->Qlimb[t][l])));
             }
-            for (int l = 0; l < 4; l++) _mm512_storeu_si512((void *)d[l], S[l]);
-            _mm512_storeu_si512((void *)qv, _mm512_cvttpd_epu64(_mm512_roundscale_pd(_mm512_add_pd(f, half),
-                                                            _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
-            for (size_t e = 0; e < 8 && j0 + e < N; e++) {
-                dr_u128 x = (dr_u128)d[0][e] + ((dr_u128)d[1][e] << 32) + ((dr_u128)d[2][e] << 64) +
-                            ((dr_u128)d[3][e] << 96);
-                V[i * N + j0 + e] = (dr_i128)(x - (dr_u128)qv[e] * c->P);
+            {   /* V = S - qP in 32-bit digits with signed carries, then as 128-bit words */
+                __m512i q = _mm512_cvttpd_epu64(_mm512_roundscale_pd(_mm512_add_pd(f, half),
+                                                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+                const __m512i low32 = _mm512_set1_epi64(0xffffffffLL);
+                __m512i lo, hi, v0, v1;
+                for (int l = 0; l < 4; l++)
+                    S[l] = _mm512_sub_epi64(S[l], _mm512_mul_epu32(q, _mm512_set1_epi64((long long)c->Plimb[l])));
+                for (int l = 0; l < 3; l++) {
+                    S[l + 1] = _mm512_add_epi64(S[l + 1], _mm512_srai_epi64(S[l], 32));
+                    S[l] = _mm512_and_si512(S[l], low32);
+                }
+                lo = _mm512_or_si512(S[0], _mm512_slli_epi64(S[1], 32));
+                hi = _mm512_or_si512(S[2], _mm512_slli_epi64(S[3], 32));
+                v0 = _mm512_unpacklo_epi64(lo, hi);    /* elements 0, 2, 4, 6 as (lo, hi) */
+                v1 = _mm512_unpackhi_epi64(lo, hi);    /* elements 1, 3, 5, 7 */
+                lo = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), v1);
+                hi = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4), v1);
+                if (j0 + 8 <= N) {
+                    _mm512_storeu_si512((void *)(V + i * N + j0), lo);
+                    _mm512_storeu_si512((void *)(V + i * N + j0 + 4), hi);
+                } else {
+                    dr_i128 t8[8];
+                    _mm512_storeu_si512((void *)t8, lo);
+                    _mm512_storeu_si512((void *)(t8 + 4), hi);
+                    memcpy(V + i * N + j0, t8, (N - j0) * sizeof *t8);
+                }
             }
         }
 }
