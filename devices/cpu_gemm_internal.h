@@ -57,6 +57,10 @@ int dr_slice_width(size_t K);
 int dr_sliced_init(dr_sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
                    size_t nvec, size_t K, int w, int slices);
 void dr_sliced_free(dr_sliced *s);
+/* Per vector of s: the largest magnitude's bits (inf/NaN above every finite
+ * one), the OR and the AND of the elements' bits; on AVX-512 (only where
+ * dr_crt_have_vnni() says so), cpu_gemm_vnni.c. */
+void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd);
 /* The remainders of the vectors flagged in has_rem (nvec flags) listed in
  * s->rem_*: bits of an element below its vector's grid. */
 void dr_sliced_rems(dr_sliced *s, const unsigned char *has_rem);

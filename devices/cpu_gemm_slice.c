@@ -41,7 +41,9 @@ static void scan_vectors(sliced *s, int *top, uint32_t *mx)
 {
     size_t nv = s->nvec, K = s->K;
     uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1;
-    if (!s->em) {
+    if (dr_crt_have_vnni()) {
+        dr_scan_avx512(s, mx, orr, andd);        /* the same maxima and bits, 16 lanes at a time */
+    } else if (!s->em) {
         for (size_t v = 0; v < nv; v++) {
             const float *x = s->base_ptr + v * s->inc_vec;
             uint32_t m = 0, o = 0, n = 0xffffffffu;

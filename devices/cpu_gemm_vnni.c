@@ -273,10 +273,68 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
             }
         }
 }
+
+VNNI void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd)
+{
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    size_t nv = s->nvec, K = s->K;
+    if (!s->em) {                                  /* a vector's elements contiguous: reduce them */
+        for (size_t v = 0; v < nv; v++) {
+            const float *x = s->base_ptr + v * s->inc_vec;
+            __m512i m = _mm512_setzero_si512(), o = m, n = _mm512_set1_epi32(-1);
+            for (size_t k = 0; k < K; k += 16) {
+                __mmask16 live = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+                __m512i u = _mm512_maskz_loadu_epi32(live, x + k);
+                m = _mm512_max_epu32(m, _mm512_and_si512(u, abs));
+                o = _mm512_or_si512(o, u);
+                n = _mm512_mask_and_epi32(n, live, n, u);
+            }
+            mx[v] = (uint32_t)_mm512_reduce_max_epu32(m);
+            orr[v] = (uint32_t)_mm512_reduce_or_epi32(o);
+            andd[v] = (uint32_t)_mm512_reduce_and_epi32(n);
+        }
+        return;
+    }
+    for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+    for (size_t k = 0; k < K; k++) {               /* rows of the source: elementwise */
+        const float *x = s->base_ptr + k * s->inc_elem;
+        for (size_t v = 0; v < nv; v += 16) {
+            __mmask16 live = nv - v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nv - v)) - 1u);
+            __m512i u = _mm512_maskz_loadu_epi32(live, x + v);
+            __m512i m = _mm512_maskz_loadu_epi32(live, mx + v), o = _mm512_maskz_loadu_epi32(live, orr + v);
+            __m512i n = _mm512_maskz_loadu_epi32(live, andd + v);
+            _mm512_mask_storeu_epi32(mx + v, live, _mm512_max_epu32(m, _mm512_and_si512(u, abs)));
+            _mm512_mask_storeu_epi32(orr + v, live, _mm512_or_si512(o, u));
+            _mm512_mask_storeu_epi32(andd + v, live, _mm512_and_si512(n, u));
+        }
+    }
+}
 #else
+/* Never called: dr_crt_have_vnni() is 0 in such a build. */
 void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
                         size_t K, int32_t *C, size_t ldc)
 {
-    dr_crt_kernel_portable(A, lda, B, M, Np, K, C, ldc);   /* never chosen: dr_crt_have_vnni() is 0 */
+    dr_crt_kernel_portable(A, lda, B, M, Np, K, C, ldc);
 }
+void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd)
+{
+    (void)s; (void)mx; (void)orr; (void)andd;
+}
+#if defined(__SIZEOF_INT128__)
+void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,
+                        unsigned char *has_rem)
+{
+    (void)c; (void)s; (void)Ap; (void)lda; (void)tmp; (void)has_rem;
+}
+void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
+                        uint8_t *tmp, unsigned char *has_rem)
+{
+    (void)c; (void)s; (void)Bp; (void)G; (void)Np; (void)tmp; (void)has_rem;
+}
+void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                             dr_i128 *V)
+{
+    (void)c; (void)C32; (void)M; (void)N; (void)Np; (void)V;
+}
+#endif
 #endif
