@@ -166,7 +166,6 @@ static void pack_b(const crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, 
 int dr_crt_have_vnni(void)
 {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
-    __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni");
