@@ -171,6 +171,17 @@ $(PORTABLE_TEST): tests/test_exact.c core/reduce.c $(LAYER_LIBS) $(BUILD)/.flags
 	$(CC) $(CFLAGS) $(BIN_FLAG) -DDR_EXACT_NO_SIMD $(LDFLAGS) -o $@ $< $(BUILD)/tests/reduce_portable.o \
 	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
+# The exact GEMM's tests again as on a CPU without AVX-512 VNNI
+# (devices/cpu_gemm_crt.c and cpu_gemm_vnni.c built with -DDR_NO_VNNI): the
+# public entry points take DGEMM, the plain C residue path still runs.
+NOVNNI_TEST = $(BUILD)/tests/test_fastgemm_novnni
+$(NOVNNI_TEST): tests/test_fastgemm.c devices/cpu_gemm_crt.c devices/cpu_gemm_vnni.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu_gemm_crt.c -o $(BUILD)/tests/cpu_gemm_crt_novnni.o
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu_gemm_vnni.c -o $(BUILD)/tests/cpu_gemm_vnni_novnni.o
+	$(CC) $(CFLAGS) $(BIN_FLAG) $(LDFLAGS) -o $@ $< $(BUILD)/tests/cpu_gemm_crt_novnni.o \
+	    $(BUILD)/tests/cpu_gemm_vnni_novnni.o $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
+
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
 MUTANTS = naive_float double_accum
@@ -185,8 +196,8 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK)
-	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK)
+	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST)
 	@sh tests/mpi_native.sh $(MPI_CHECK)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)

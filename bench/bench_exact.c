@@ -23,6 +23,7 @@ void openblas_set_num_threads(int);   /* OpenBLAS extension */
 #include "bench/bench_common.h"
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
+#include "devices/cpu_gemm_internal.h"
 #include <omp.h>
 #include "distref/rng.h"
 
@@ -106,19 +107,23 @@ static void bench_sums(FILE *json)
 }
 
 /* One GEMM configuration: plain exact, fast exact (1 and 2 threads) against
- * sgemm with the same thread count; #wrong = elements of the fast result that
- * differ from the plain exact one (must be 0). */
-static double time_fast(size_t M, size_t N, size_t K, const float *A, const float *B, float *C, int threads)
+ * sgemm with the same thread count, by each path: "dgemm" the slices through
+ * DGEMM (Ozaki scheme I), "crt" residues through the int8 VNNI kernel (Ozaki
+ * scheme II), "auto" the one dr_gemm_f32_fast picks; #wrong = elements of the
+ * fast result that differ from the plain exact one (must be 0). */
+static double time_fast(size_t M, size_t N, size_t K, const float *A, const float *B, float *C, int threads,
+                        dr_gemm_path path)
 {
-    double t[3];
+    double t[5];
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 5; r++) {
         double t0 = dr_now();
-        dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N, NULL, C, N);
+        if (dr_gemm_fast_path(path, DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N, NULL, C, N, NULL, NULL))
+            return -1.0;   /* the path cannot run here */
         t[r] = dr_now() - t0;
     }
-    return median(t, 3);
+    return median(t, 5);
 }
 
 static double time_sgemm(size_t M, size_t N, size_t K, const float *A, const float *B, float *D, int threads)
@@ -138,8 +143,12 @@ static double time_sgemm(size_t M, size_t N, size_t K, const float *A, const flo
 static void bench_gemm(FILE *json)
 {
     static const size_t shapes[][3] = { { 256, 784, 128 }, { 784, 128, 256 }, { 128, 256, 784 } };
-    printf("# exact GEMM (M x K) * (K x N), median of 3; ratio = exact time / cblas_sgemm time, same threads\n");
-    printf("# %5s %5s %5s %4s %12s %12s %12s %10s %10s %7s\n", "M", "K", "N", "thr", "plain_s", "fast_s",
+    static const struct { const char *name; dr_gemm_path path; } paths[] = {
+        { "dgemm", DR_GEMM_PATH_DGEMM }, { "crt", DR_GEMM_PATH_CRT_VNNI }, { "auto", DR_GEMM_PATH_AUTO } };
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    printf("# exact GEMM (M x K) * (K x N), median of 5; ratio = exact time / cblas_sgemm time, same threads;\n"
+           "# OPENBLAS_CORETYPE=%s\n", core ? core : "(unset)");
+    printf("# %5s %5s %5s %4s %6s %12s %12s %12s %10s %10s %7s\n", "M", "K", "N", "thr", "path", "plain_s", "fast_s",
            "sgemm_s", "plain/sg", "fast/sg", "#wrong");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -153,16 +162,21 @@ static void bench_gemm(FILE *json)
             tp = dr_now() - t0;
         }
         for (int threads = 1; threads <= 2; threads++) {
-            double tf = time_fast(M, N, K, A, B, D, threads), tb;
-            int wrong = 0;
-            for (size_t i = 0; i < M * N; i++) wrong += memcmp(&C[i], &D[i], 4) != 0;
-            tb = time_sgemm(M, N, K, A, B, D, threads);
-            printf("  %5zu %5zu %5zu %4d %12.3e %12.3e %12.3e %10.1f %10.2f %7d\n", M, K, N, threads,
-                   tp, tf, tb, tp / tb, tf / tb, wrong);
-            if (json)
-                fprintf(json, ",\n{\"bench\":\"gemm\",\"M\":%zu,\"K\":%zu,\"N\":%zu,\"threads\":%d,"
-                        "\"plain_s\":%.6e,\"fast_s\":%.6e,\"sgemm_s\":%.6e,\"wrong\":%d}",
-                        M, K, N, threads, tp, tf, tb, wrong);
+            for (size_t q = 0; q < sizeof paths / sizeof paths[0]; q++) {
+                double tf, tb;
+                int wrong = 0;
+                memset(D, 0xff, M * N * 4);
+                tf = time_fast(M, N, K, A, B, D, threads, paths[q].path);
+                if (tf < 0) { printf("# %s: cannot run on this CPU\n", paths[q].name); continue; }
+                for (size_t i = 0; i < M * N; i++) wrong += memcmp(&C[i], &D[i], 4) != 0;
+                tb = time_sgemm(M, N, K, A, B, D, threads);   /* interleaved with the exact runs */
+                printf("  %5zu %5zu %5zu %4d %6s %12.3e %12.3e %12.3e %10.1f %10.2f %7d\n", M, K, N, threads,
+                       paths[q].name, tp, tf, tb, tp / tb, tf / tb, wrong);
+                if (json)
+                    fprintf(json, ",\n{\"bench\":\"gemm\",\"M\":%zu,\"K\":%zu,\"N\":%zu,\"threads\":%d,"
+                            "\"path\":\"%s\",\"plain_s\":%.6e,\"fast_s\":%.6e,\"sgemm_s\":%.6e,\"wrong\":%d}",
+                            M, K, N, threads, paths[q].name, tp, tf, tb, wrong);
+            }
         }
         free(A); free(B); free(C); free(D);
     }
@@ -171,15 +185,16 @@ static void bench_gemm(FILE *json)
 int main(int argc, char **argv)
 {
     FILE *json = NULL;
+    int gemm_only = argc == 2 && strcmp(argv[1], "--gemm-only") == 0;
     if (argc == 3 && strcmp(argv[1], "--json") == 0) {
         json = fopen(argv[2], "w");
         if (!json) { fprintf(stderr, "bench_exact: --json: cannot write %s\n", argv[2]); return 2; }
         fputs("[\n", json);
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: bench_exact [--json FILE]\n");
+    } else if (argc != 1 && !gemm_only) {
+        fprintf(stderr, "usage: bench_exact [--json FILE | --gemm-only]\n");
         return 2;
     }
-    bench_sums(json);
+    if (!gemm_only) bench_sums(json);
     bench_gemm(json);
     if (json) { fputs("\n]\n", json); fclose(json); }
     return 0;

@@ -1,240 +1,62 @@
-/* distref devices — exact GEMM by error-free splitting over DGEMM (see
- * fastgemm.h for the scheme). Checked bit for bit against dr_gemm_f32 and
- * dr_gemm_acc in tests/test_fastgemm.c and in bench/bench_exact.c.
+/* distref devices — exact GEMM (see fastgemm.h for the scheme): the integer
+ * products by DGEMM on slices (here) or by residues (cpu_gemm_crt.c), and
+ * the per-element paths both share (the 128-bit direct path, remainders,
+ * zeros, inf/NaN), and the choice between them. Checked bit for bit against
+ * dr_gemm_f32 and dr_gemm_acc in tests/test_fastgemm.c, test_gemm_crt.c and
+ * bench/bench_exact.c.
  */
 #include "distref/fastgemm.h"
 #include "core/acc_internal.h"
 #include "distref/cacc.h"
 #include "core/bins.h"
+#include "devices/cpu_gemm_internal.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One side of the product, split: vector v (a row of op(A) or a column of
- * op(B)) is sign * (hi * 2^w + lo) * 2^base[v] + rem, elementwise. */
-typedef struct sliced {
-    const float *base_ptr;
-    size_t   inc_vec, inc_elem;
-    size_t   nvec, K;
-    int      w;
-    int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
-    double  *hi, *lo;          /* integers below 2^w */
-    double  *scale;            /* per vector: 2^-base */
-    int     *base;             /* per vector */
-    unsigned char *special;    /* per vector: holds inf or NaN */
-    unsigned char *zero;       /* per vector: every element is +0 or -0 */
-    unsigned char *signs;      /* per vector: 1 some sign bit clear, 2 some sign bit set */
-    size_t  *rem_start;        /* per vector: its remainders in rem_k/rem_v */
-    uint32_t *rem_k;
-    float   *rem_v;
-    size_t   nrem;
-} sliced;
+typedef dr_sliced sliced;
+typedef dr_product product;
 
 static float elem(const sliced *s, size_t v, size_t k)
 {
     return s->base_ptr[v * s->inc_vec + k * s->inc_elem];
 }
 
-/* Exponent of the top bit of a finite nonzero element, from its bits. */
-static inline int top_bit_exponent(uint32_t u)
-{
-    uint32_t field = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
-    if (field) return (int)field - 127;                /* normal: the exponent field says it */
-#if defined(__GNUC__)
-    return -150 + (32 - __builtin_clz(frac));          /* subnormal: its top bit */
-#else
-    { int t = -150; for (; frac; frac >>= 1) t++; return t; }
-#endif
-}
-
-/* 2^e as a double, -1022 <= e <= 1023. */
-static inline double pow2d(int e)
-{
-    uint64_t b = (uint64_t)(1023 + e) << 52;
-    double d;
-    memcpy(&d, &b, sizeof d);
-    return d;
-}
-
-/* Pass 1, in memory order: per vector the largest magnitude's bits (float
- * magnitudes order as their bits; inf/NaN above every finite one), and the
- * OR and AND of the bits (the signs present). Plain max/or/and loops. */
-static void scan_vectors(sliced *s, int *top, uint32_t *mx)
-{
-    size_t nv = s->nvec, K = s->K;
-    uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1;
-    if (!s->em) {
-        for (size_t v = 0; v < nv; v++) {
-            const float *x = s->base_ptr + v * s->inc_vec;
-            uint32_t m = 0, o = 0, n = 0xffffffffu;
-            for (size_t k = 0; k < K; k++) {
-                uint32_t u = dr_f32_bits(x[k]), g = u & 0x7fffffffu;
-                m = g > m ? g : m;
-                o |= u;
-                n &= u;
-            }
-            mx[v] = m; orr[v] = o; andd[v] = n;
-        }
-    } else {
-        for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
-        for (size_t k = 0; k < K; k++) {
-            const float *x = s->base_ptr + k * s->inc_elem;
-            for (size_t v = 0; v < nv; v++) {
-                uint32_t u = dr_f32_bits(x[v]), g = u & 0x7fffffffu;
-                mx[v] = g > mx[v] ? g : mx[v];
-                orr[v] |= u;
-                andd[v] &= u;
-            }
-        }
-    }
-    for (size_t v = 0; v < nv; v++) {
-        s->special[v] = mx[v] >= 0x7f800000u;
-        s->signs[v] = (unsigned char)(K ? (!(andd[v] >> 31)) | (orr[v] >> 31) << 1 : 0);
-        top[v] = (mx[v] == 0 || s->special[v]) ? INT32_MIN : top_bit_exponent(mx[v]);
-    }
-}
-
-/* Pass 2, in memory order: t = x 2^-base (exact in a double, below 2^2w),
- * hi = trunc(t 2^-w), lo = trunc(t - hi 2^w), and what is left below lo's
- * unit, t - hi 2^w - lo, is the remainder (all of one sign, exact). Pass 3
- * lists the remainders vector by vector (rare: an element more than 2w bits
- * below its vector's largest). Vectors holding inf or NaN get zero slices
- * (they take the plain exact path). */
-static inline int split_one(float x, double sc, double inv_w, double two_w, double *hi, double *lo)
-{
-    double t = (double)x * sc, h = (double)(int64_t)(t * inv_w), f = t - h * two_w, l = (double)(int64_t)f;
-    *hi = h;
-    *lo = l;
-    return f != l;
-}
-
-static void split_all(sliced *s, unsigned char *has_rem)
-{
-    size_t nv = s->nvec, K = s->K;
-    const double two_w = pow2d(s->w), inv_w = pow2d(-s->w);
-    for (size_t v = 0; v < nv; v++) has_rem[v] = 0;
-    if (!s->em) {
-        for (size_t v = 0; v < nv; v++) {
-            const float *x = s->base_ptr + v * s->inc_vec;
-            double *hi = s->hi + v * K, *lo = s->lo + v * K, sc = s->scale[v];
-            int r = 0;
-            if (s->special[v]) {
-                for (size_t k = 0; k < K; k++) hi[k] = lo[k] = 0.0;
-                continue;
-            }
-            for (size_t k = 0; k < K; k++) r |= split_one(x[k], sc, inv_w, two_w, &hi[k], &lo[k]);
-            has_rem[v] = (unsigned char)r;
-        }
-    } else {
-        for (size_t k = 0; k < K; k++) {
-            const float *x = s->base_ptr + k * s->inc_elem;
-            double *hi = s->hi + k * nv, *lo = s->lo + k * nv;
-            for (size_t v = 0; v < nv; v++) {
-                if (s->special[v]) { hi[v] = lo[v] = 0.0; continue; }
-                has_rem[v] |= (unsigned char)split_one(x[v], s->scale[v], inv_w, two_w, &hi[v], &lo[v]);
-            }
-        }
-    }
-    s->nrem = 0;
-    for (size_t v = 0; v < nv; v++) {
-        s->rem_start[v] = s->nrem;
-        if (!has_rem[v]) continue;
-        for (size_t k = 0; k < K; k++) {
-            size_t at = s->em ? k * nv + v : v * K + k;
-            double t = (double)s->base_ptr[v * s->inc_vec + k * s->inc_elem] * s->scale[v];
-            double r = t - s->hi[at] * two_w - s->lo[at];
-            if (r != 0.0) {
-                s->rem_k[s->nrem] = (uint32_t)k;
-                s->rem_v[s->nrem++] = (float)(r * pow2d(s->base[v]));   /* exact: low bits of a float */
-            }
-        }
-    }
-    s->rem_start[nv] = s->nrem;
-}
-
-static void sliced_free(sliced *s)
-{
-    free(s->hi); free(s->lo); free(s->base); free(s->special); free(s->zero); free(s->signs);
-    free(s->rem_start); free(s->rem_k); free(s->rem_v); free(s->scale);
-}
-
-static int slice_width(size_t K)
-{
-    int L = 0;
-    while (((size_t)1 << L) < K) L++;
-    return (53 - L) / 2;
-}
-
-/* Slices stored as the source lies: vector-major (nvec x K) when a vector's
- * elements are contiguous, element-major (K x nvec) otherwise, so every
- * pass reads the operand in memory order; the DGEMM takes either. */
-static int sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
-                       size_t nvec, size_t K)
-{
-    int *top;
-    unsigned char *has_rem;
-    uint32_t *scan;
-    memset(s, 0, sizeof *s);
-    s->base_ptr = base; s->inc_vec = inc_vec; s->inc_elem = inc_elem;
-    s->nvec = nvec; s->K = K; s->w = slice_width(K);
-    s->em = inc_elem != 1;
-    s->hi = malloc(nvec * K * sizeof(double) + 8);
-    s->lo = malloc(nvec * K * sizeof(double) + 8);
-    s->base = malloc(nvec * sizeof(int) + 8);
-    s->scale = malloc(nvec * sizeof(double) + 8);
-    s->special = calloc(nvec + 1, 1);
-    s->zero = calloc(nvec + 1, 1);
-    s->signs = calloc(nvec + 1, 1);
-    s->rem_start = malloc((nvec + 1) * sizeof(size_t));
-    s->rem_k = malloc(nvec * K * sizeof(uint32_t) + 8);
-    s->rem_v = malloc(nvec * K * sizeof(float) + 8);
-    top = malloc(nvec * sizeof(int) + 8);
-    has_rem = malloc(nvec + 1);
-    scan = malloc((nvec + 1) * 3 * sizeof(uint32_t));
-    if (!scan || !s->hi || !s->lo || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
-        !s->rem_start || !s->rem_k || !s->rem_v || !top || !has_rem) {
-        sliced_free(s);
-        free(top); free(has_rem); free(scan);
-        return DR_ENOMEM;
-    }
-    scan_vectors(s, top, scan);
-    for (size_t v = 0; v < nvec; v++) {
-        s->zero[v] = top[v] == INT32_MIN && !s->special[v];
-        s->base[v] = top[v] == INT32_MIN ? 0 : top[v] - 2 * s->w + 1;   /* exponent of lo's unit */
-        s->scale[v] = pow2d(-s->base[v]);
-    }
-    split_all(s, has_rem);
-    free(top); free(has_rem); free(scan);
-    return DR_OK;
-}
-
 /* ---- the four slice products and their exact combination ---------------- */
 
-typedef struct product {
-    sliced  a, b;              /* rows of op(A), columns of op(B) */
-    double *c[4];              /* hi*hi, hi*lo, lo*hi, lo*lo: M x N each */
-} product;
 
 static void product_free(product *p)
 {
-    sliced_free(&p->a);
-    sliced_free(&p->b);
+    dr_sliced_free(&p->a);
+    dr_sliced_free(&p->b);
     for (int q = 0; q < 4; q++) free(p->c[q]);
+#if defined(__SIZEOF_INT128__)
+    free(p->V);
+#endif
 }
 
+/* The two sides sliced and their integer products formed: by four (three
+ * without lo . lo) DGEMMs, or, crt > 0, by residues (cpu_gemm_crt.c; crt = 2
+ * the VNNI kernel), exact integers either way. */
 static int product_init(product *p, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                        const float *A, size_t lda, const float *B, size_t ldb, int need_ll)
+                        const float *A, size_t lda, const float *B, size_t ldb, int need_ll, int crt)
 {
+    int w = crt ? dr_crt_width(K) : dr_slice_width(K);
     memset(p, 0, sizeof *p);
-    if (sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K) ||
-        sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K)) {
+    if (dr_sliced_init(&p->a, A, ta ? 1 : lda, ta ? lda : 1, M, K, w, !crt) ||
+        dr_sliced_init(&p->b, B, tb ? ldb : 1, tb ? 1 : ldb, N, K, w, !crt)) {
         product_free(p);
         return DR_ENOMEM;
     }
-    p->b.w = p->a.w;
-#if !defined(__SIZEOF_INT128__)
+#if defined(__SIZEOF_INT128__)
+    if (crt) {
+        int rc = dr_crt_values(p, crt == 2);
+        if (rc) product_free(p);
+        return rc;
+    }
+#else
     need_ll = 1;
 #endif
     for (int q = 0; q < 4 - !need_ll; q++) {
@@ -278,6 +100,10 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
     if (v) dr_acc_add_i64(part, v, e);
 }
 
+#if defined(__SIZEOF_INT128__)
+static void add_wide(dr_acc *acc, dr_i128 V, int E);
+#endif
+
 /* The exact dot product of row i and column j, as the plain path keeps it:
  * the value, and flags that only a zero sum needs the terms for. */
 static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *part)
@@ -288,6 +114,11 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
     int zero = 1;
     dr_acc_init(part);
     if (K == 0) return;
+#if defined(__SIZEOF_INT128__)
+    if (p->V) {
+        if (p->V[i * N + j] != 0) add_wide(part, p->V[i * N + j], base);
+    } else
+#endif
     for (int q = 0; q < 4; q++) {
         double v = q == 3 ? ll_value(p, i, j, N) : p->c[q][i * N + j];
         int shift = ((q & 2) ? 0 : w) + ((q & 1) ? 0 : w);
@@ -333,13 +164,12 @@ static uint32_t zero_product_flags(const product *p, size_t i, size_t j)
  * w <= 26, so |V| < 2^107: an __int128 holds it, and it goes into the
  * caller's accumulator as two int64 pieces, with no temporary accumulator,
  * no normalization and no merge. */
-__extension__ typedef __int128 dr_i128;
-__extension__ typedef unsigned __int128 dr_u128;
 
 static dr_i128 slice_value(const product *p, size_t i, size_t j, size_t N)
 {
     int w = p->a.w;
     size_t ij = i * N + j;
+    if (p->V) return p->V[ij];                     /* the CRT path's: |V| < K 2^4w < 2^107 */
     return (dr_i128)(int64_t)p->c[0][ij] * ((dr_i128)1 << (2 * w)) +
            ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w) +
            (dr_i128)(int64_t)ll_value(p, i, j, N);
@@ -466,10 +296,10 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
 
 /* Every element of the product into its accumulator (full or compact). */
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact)
+                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
     #pragma omp parallel
     {
@@ -484,12 +314,6 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
     }
     product_free(&p);
     return DR_OK;
-}
-
-int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
-{
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc);
 }
 
 /* ---- the common case without an accumulator ---------------------------- */
@@ -553,7 +377,7 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
     dr_i128 V, B = 0;
     if (a->K == 0 || a->rem_start[i] != a->rem_start[i + 1] || b->rem_start[j] != b->rem_start[j + 1])
         return false;
-    V = p->c[3] ? slice_value(p, i, j, N) : slice_value_hi(p, i, j, N, &B);   /* |V| < 2^107 */
+    V = (p->V || p->c[3]) ? slice_value(p, i, j, N) : slice_value_hi(p, i, j, N, &B);   /* |V| < 2^107 */
     if (bias && dr_f32_is_special(dr_f32_bits(bias[j]))) return false;   /* inf/NaN: the full path */
     if (bias && bias[j] != 0.0f) {
         int32_t m, e;
@@ -648,18 +472,13 @@ static bool fast_element(const product *p, size_t i, size_t j, size_t N, const f
 
 #endif
 
-int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                     const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
-{
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, Cacc, NULL);
-}
-
-int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                     const float *A, size_t lda, const float *B, size_t ldb,
-                     const float *bias, float *C, size_t ldc)
+/* bias + op(A) op(B) rounded once, element by element. */
+static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb,
+                    const float *bias, float *C, size_t ldc, int crt)
 {
     product p;
-    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0);
+    int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0, crt);
     if (rc) return rc;
     #pragma omp parallel
     {
@@ -690,6 +509,56 @@ int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
     }
     product_free(&p);
     return DR_OK;
+}
+
+/* 0: DGEMM; 1, 2: CRT (portable, VNNI kernel); -1: the forced path cannot run.
+ * AUTO takes the VNNI kernel from M N K = 2^16 up: below, packing n moduli
+ * costs more than the products (measured: 8^3 and 1 x 1000 x 1 slower by
+ * residues, 64 x 128 x 10 faster; docs/PERFORMANCE.md). */
+#define CRT_MIN_MNK 65536.0
+
+static int path_code(dr_gemm_path path, size_t M, size_t N, size_t K)
+{
+#if defined(__SIZEOF_INT128__)
+    int crt_ok = dr_crt_width(K) > 0;
+#else
+    int crt_ok = 0;
+#endif
+    switch (path) {
+    case DR_GEMM_PATH_DGEMM: return 0;
+    case DR_GEMM_PATH_CRT_PORTABLE: return crt_ok ? 1 : -1;
+    case DR_GEMM_PATH_CRT_VNNI: return crt_ok && dr_crt_have_vnni() ? 2 : -1;
+    default: return crt_ok && (double)M * (double)N * (double)K >= CRT_MIN_MNK && dr_crt_have_vnni() ? 2 : 0;
+    }
+}
+
+int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb,
+                      const float *bias, float *C, size_t ldc, dr_acc *full, dr_cacc *compact)
+{
+    int crt = path_code(path, M, N, K);
+    if (crt < 0) return DR_EUNSUPPORTED;
+    if (C) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, crt);
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt);
+}
+
+int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                     const float *A, size_t lda, const float *B, size_t ldb,
+                     const float *bias, float *C, size_t ldc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, NULL, NULL);
+}
+
+int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                     const float *A, size_t lda, const float *B, size_t ldb, dr_acc *Cacc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, Cacc, NULL);
+}
+
+int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+{
+    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, NULL, Cacc);
 }
 
 void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,

@@ -12,6 +12,13 @@
 #   wide_sticky     devices/cpu_gemm.c  the f32 direct path drops the bits below its top 64
 #   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
 #   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
+#   crt_few_moduli  devices/cpu_gemm_crt.c   one modulus fewer than the bound needs
+#   crt_coeff       devices/cpu_gemm_crt.c   the last modulus's CRT coefficient off by one
+#   crt_rem_portable devices/cpu_gemm_crt.c  the plain C packing misses bits below the grid
+#   crt_ktail_portable devices/cpu_gemm_crt.c the plain C kernel drops the last group of 4 k
+#   crt_residue     devices/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
+#   crt_ktail       devices/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
+#   crt_no_rem      devices/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -33,7 +40,8 @@
 #                                       (test_tfevents reads a resumed run's files with
 #                                       TensorBoard's purge rule; no TensorBoard needed)
 # The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
-# /proc/cpuinfo); elsewhere they are skipped, with a line saying so.
+# /proc/cpuinfo), the crt_* ones of cpu_gemm_vnni.c only where the VNNI
+# kernel runs (avx512_vnni); elsewhere they are skipped, with a line saying so.
 #
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
 set -u
@@ -57,6 +65,17 @@ run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fas
 run wide_sticky    devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_STICKY    test_fastgemm
 run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fastgemm
 run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
+run crt_few_moduli devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
+run crt_coeff      devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
+run crt_rem_portable devices/cpu_gemm_crt.c ENGINE 's/    \*rem |= t != x;/    (void)rem;/' test_gemm_crt
+run crt_ktail_portable devices/cpu_gemm_crt.c ENGINE 's/    size_t G = (K + 3) \/ 4;/    size_t G = K \/ 4;/' test_gemm_crt
+if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
+    run crt_residue devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
+    run crt_ktail   devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
+    run crt_no_rem  devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
+else
+    echo "exact mutants crt_residue, crt_ktail, crt_no_rem: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
+fi
 run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
 run round_fast_lo   core/acc.c CORE 's/== 0) lo++;/== 0) { lo++; } lo += lo < TOP;/' test_exact

@@ -16,6 +16,39 @@
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
 #include "distref/cacc.h"
+#include "devices/cpu_gemm_internal.h"
+
+/* Every way of forming the integer products (cpu_gemm_internal.h): the
+ * public entry points (AUTO), DGEMM slices, and residues with the plain C
+ * kernel and with the VNNI kernel (skipped where the CPU lacks it), each
+ * against the plain exact GEMM. */
+static const dr_gemm_path paths[] = { DR_GEMM_PATH_AUTO, DR_GEMM_PATH_DGEMM, DR_GEMM_PATH_CRT_PORTABLE,
+                                      DR_GEMM_PATH_CRT_VNNI };
+#define NPATHS (sizeof paths / sizeof paths[0])
+
+/* The forced path's results; 0 when it ran, 1 when it cannot run here. */
+static int run_path(dr_gemm_path path, int ta, int tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                    const float *B, size_t ldb, const float *bias, float *C, size_t ldc, dr_acc *X, dr_cacc *Y)
+{
+    int rc;
+    if (path == DR_GEMM_PATH_AUTO) {
+        assert_int_equal(dr_gemm_f32_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc), 0);
+        assert_int_equal(dr_gemm_acc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X), 0);
+        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y), 0);
+        return 0;
+    }
+    rc = dr_gemm_fast_path(path, (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc, NULL, NULL);
+    if (rc == DR_EUNSUPPORTED) {   /* no VNNI here, or K outside the CRT path's range */
+        assert_true(path == DR_GEMM_PATH_CRT_VNNI || dr_crt_width(K) == 0);
+        return 1;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(dr_gemm_fast_path(path, (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0,
+                                       X, NULL), 0);
+    assert_int_equal(dr_gemm_fast_path(path, (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0,
+                                       NULL, Y), 0);
+    return 0;
+}
 
 typedef struct { uint64_t s; } trng;
 
@@ -102,32 +135,38 @@ static void compare(int mode, int trials, size_t kmax)
             }
         }
         dr_gemm_f32((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias_on ? bias : NULL, C1, ldc);
-        assert_int_equal(dr_gemm_f32_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb,
-                                          bias_on ? bias : NULL, C2, ldc), 0);
         dr_gemm_acc((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X1);
-        assert_int_equal(dr_gemm_acc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X2), 0);
-        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X3), 0);
-        for (size_t i = 0; i < M * N; i++) {   /* compact: the same value, or flagged (never wrong) */
-            dr_acc back;
-            if (dr_cacc_overflowed(&X3[i])) {
-                if (mode == 0 || mode == 4) fail_msg("mode %d trial %d: element %zu overflowed", mode, t, i);
-                continue;
+        for (size_t q = 0; q < NPATHS; q++) {
+            memset(X2, 0, M * N * sizeof(dr_acc));
+            memset(X3, 0, M * N * sizeof(dr_cacc));
+            if (run_path(paths[q], ta, tb, M, N, K, A, lda, B, ldb, bias_on ? bias : NULL, C2, ldc, X2, X3)) continue;
+            for (size_t i = 0; i < M * N; i++) {   /* compact: the same value, or flagged (never wrong) */
+                dr_acc back;
+                if (dr_cacc_overflowed(&X3[i])) {
+                    if (mode == 0 || mode == 4) fail_msg("mode %d trial %d: element %zu overflowed", mode, t, i);
+                    continue;
+                }
+                assert_true(dr_cacc_to_acc(&back, &X3[i]));
+                assert_true(dr_acc_equal(&back, &X1[i]));
+                for (uint32_t d = 1; d <= 7; d += 2) {
+                    float u = dr_cacc_round_div(&X3[i], d), v = dr_acc_round_div(&X1[i], d);
+                    assert_true(memcmp(&u, &v, 4) == 0 || (isnan(u) && isnan(v)));
+                }
             }
-            assert_true(dr_cacc_to_acc(&back, &X3[i]));
-            assert_true(dr_acc_equal(&back, &X1[i]));
-            for (uint32_t d = 1; d <= 7; d += 2) {
-                float u = dr_cacc_round_div(&X3[i], d), v = dr_acc_round_div(&X1[i], d);
-                assert_true(memcmp(&u, &v, 4) == 0 || (isnan(u) && isnan(v)));
+            for (size_t i = 0; i < M * N; i++) {
+                uint32_t a, b;
+                memcpy(&a, &C1[i], 4); memcpy(&b, &C2[i], 4);
+                if (!(isnan(C1[i]) && isnan(C2[i])) && a != b) {
+                    print_error("path %d mode %d trial %d K=%zu element %zu: ref 0x%08x, fast 0x%08x\n",
+                                (int)paths[q], mode, t, K, i, a, b);
+                    fail();
+                }
+                if (!dr_acc_equal(&X1[i], &X2[i])) {
+                    print_error("path %d mode %d trial %d K=%zu element %zu: accumulators differ\n",
+                                (int)paths[q], mode, t, K, i);
+                    fail();
+                }
             }
-        }
-        for (size_t i = 0; i < M * N; i++) {
-            uint32_t a, b;
-            memcpy(&a, &C1[i], 4); memcpy(&b, &C2[i], 4);
-            if (!(isnan(C1[i]) && isnan(C2[i])) && a != b) {
-                print_error("mode %d trial %d K=%zu element %zu: ref 0x%08x, fast 0x%08x\n", mode, t, K, i, a, b);
-                fail();
-            }
-            assert_true(dr_acc_equal(&X1[i], &X2[i]));
         }
         free(A); free(B); free(C1); free(C2); free(X1); free(X2); free(X3);
     }
@@ -163,12 +202,17 @@ static void same_bits_wide_ties(void **s)
                 bias[0] = biases[bk];
                 if (k % 3 == 0) A[2] = 0.0f;   /* the tie itself: to even */
                 dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1, bk ? bias : NULL, C1, 1);
-                assert_int_equal(dr_gemm_f32_fast(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1,
-                                                  bk ? bias : NULL, C2, 1), 0);
-                memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
-                if (u1 != u2) {
-                    print_error("k=%d sign=%d bias %d: ref 0x%08x, fast 0x%08x\n", k, sg, bk, u1, u2);
-                    fail();
+                for (size_t q = 1; q < NPATHS; q++) {
+                    int rc = dr_gemm_fast_path(paths[q], DR_NO_TRANS, DR_NO_TRANS, 1, 1, 3, A, 3, B, 1,
+                                               bk ? bias : NULL, C2, 1, NULL, NULL);
+                    if (rc == DR_EUNSUPPORTED) continue;
+                    assert_int_equal(rc, 0);
+                    memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
+                    if (u1 != u2) {
+                        print_error("path %d k=%d sign=%d bias %d: ref 0x%08x, fast 0x%08x\n", (int)paths[q], k, sg,
+                                    bk, u1, u2);
+                        fail();
+                    }
                 }
             }
         }

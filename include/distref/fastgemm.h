@@ -1,20 +1,31 @@
 /* distref — the engine's exact GEMM: same contract, same bits, fewer cycles.
  *
  * dr_gemm_f32_fast and dr_gemm_acc_fast return exactly what dr_gemm_f32 and
- * dr_gemm_acc (exact.h) return, bit for bit, but compute the products with
- * four DGEMM calls (OpenBLAS) on error-free slices of the operands (the Ozaki
- * scheme: Ozaki, Ogita, Oishi, Rump, Numer. Algorithms 59, 2012):
+ * dr_gemm_acc (exact.h) return, bit for bit: every row of op(A) and column
+ * of op(B) is put on an integer grid below its largest exponent, the
+ * integer dot products are formed exactly, and nothing is rounded before
+ * the one final rounding. Two ways of forming the integer products:
  *
- *   Every row of op(A) and column of op(B) is split, relative to its largest
- *   exponent, into two slices of w bits, held as integers in doubles, with
- *   w = floor((53 - ceil(log2 K)) / 2): a slice product summed over K terms
- *   then stays below 2^53, so DGEMM computes it without rounding. The four
- *   slice products are exact integers; they are placed into an exact
- *   accumulator with their scales. Bits of an element below its row's two
- *   slices (an element far smaller than its row's maximum) are a remainder
- *   r; its products are added exactly one by one (a * b = slices + r_a * b +
- *   (a - r_a) * r_b). Rows or columns holding inf or NaN take the plain
- *   exact path. Nothing is rounded before the one final rounding.
+ *   Residues (Ozaki scheme II; Ozaki, Uchino, Imamura 2025), chosen when
+ *   the CPU has AVX-512 VNNI (run-time check), 1 <= K <= 65536 and
+ *   M N K >= 2^16. The grid is 2w = min(40, 2 floor((53 - ceil(log2 K))/2))
+ *   bits; the integers are reduced modulo n pairwise coprime moduli <= 256
+ *   (n from K: their product exceeds 2 K 2^4w; 12 at K = 784), one int8
+ *   GEMM per modulus (vpdpbusd, u8 x s8 into int32), and the Chinese
+ *   remainder theorem gives each 128-bit integer product.
+ *
+ *   Slices through DGEMM (Ozaki scheme I; Ozaki, Ogita, Oishi, Rump, Numer.
+ *   Algorithms 59, 2012), everywhere else: the grid of 2w bits, w =
+ *   floor((53 - ceil(log2 K)) / 2), split into two slices of w bits held as
+ *   integers in doubles, so that a slice product summed over K terms stays
+ *   below 2^53 and DGEMM (OpenBLAS) computes it without rounding; three or
+ *   four DGEMMs.
+ *
+ * Either way, bits of an element below its vector's grid (an element far
+ * smaller than its vector's maximum) are a remainder r, whose products are
+ * added exactly one by one (a * b = grid part + r_a * b + (a - r_a) * r_b);
+ * rows or columns holding inf or NaN take the plain exact path.
+ * devices/cpu_gemm_internal.h forces a path (tests, benches).
  *
  * Returns DR_OK, or DR_ENOMEM (nothing written) when scratch allocation fails.
  */
