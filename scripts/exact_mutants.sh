@@ -32,7 +32,7 @@
 #   sum_unit        core/reduce.c       the chunk's total goes in one binade too high
 #   sum_special     core/reduce.c       a chunk holding inf or NaN stays on the window path
 # and outside the kernels, by their seams:
-#   cacc_merge_flag devices/comm_threads.c  the compact collectives' merge drops the sender's
+#   cacc_merge_flag devices/comm_elem.c     the compact collectives' merge drops the sender's
 #                                       overflow flag (test_comm_compact: an element that leaves
 #                                       the window on one replica must come out overflowed on all)
 #   tfevents_no_start core/tfevents.c   a segment's event file has no SessionLog START, so
@@ -83,7 +83,7 @@ run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eof
 run cacc_sticky    core/cacc.c CORE 's/            sticky |= n64 % d != 0;/            (void)0;/' test_cacc
 run cacc_align     core/cacc.c CORE 's/x = (i128)((u128)x << d);/x = (i128)((u128)x << (d ? d - 1 : 0));/' test_cacc
 run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' test_cacc
-run cacc_merge_flag devices/comm_threads.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
+run cacc_merge_flag devices/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
