@@ -10,6 +10,12 @@
  * much less than either time. The raw times are kept too.
  *
  *   nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]
+ *   nightly --calibrate
+ *
+ * --calibrate does a fixed amount of work that uses no distref code and
+ * exits: the in-run baseline of the conformance rows (scripts/
+ * nightly_rows.py times it, by CPU seconds, right before and after each
+ * conformance slice; see calibrate()).
  *
  * DISTREF_NIGHTLY_PLANT=NAME:FRACTION (read here, in this bench program
  * only, never by the library) plants a slowdown: each timed kernel call of
@@ -201,6 +207,26 @@ static void k_cl_gemm(void)
     if (bench_cl_gemm_run(clg) != 0) exit(1);
 }
 
+/* The conformance rows' calibration workload: no distref code, a fixed
+ * amount of work of a conformance run's kinds (~0.7 s on one core here):
+ * OpenBLAS GEMMs, a dependent integer loop, and sweeps over 16 MB (out of
+ * the core's caches, as training's data and checkpoints are). Its CPU
+ * seconds move with what slows a CPU-bound process on a shared machine
+ * (clock, cache and memory contention, context switches), as the slices'
+ * do, and not with anything distref changes. */
+static void calibrate(void)
+{
+    enum { SWEEP = 4u << 20 };
+    float *m = xmalloc(SWEEP * sizeof *m);
+    setup_gemm();
+    for (int r = 0; r < 1000; r++) k_sgemm();
+    for (int r = 0; r < 256; r++) k_loop();
+    for (int r = 0; r < 200; r++)
+        for (size_t i = 0; i < SWEEP; i += 16) m[(i * 7919u) % SWEEP] += 1.0f;
+    sink = m[12345] + gc[0];
+    free(m);
+}
+
 typedef struct metric {
     const char *name, *kernel_name, *baseline_name;
     void (*setup)(void);
@@ -274,7 +300,7 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int samples = 15, first = 1, have_cl = 0;
+    int samples = 15, first = 1, have_cl = 0, calib = 0;
     char cl_why[sizeof(dr_err){ 0 }.msg] = "";
     const char *only = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
     char plant_name[128] = "";
@@ -286,14 +312,21 @@ int main(int argc, char **argv)
             json = fopen(argv[++i], "w");
             if (!json) { fprintf(stderr, "nightly: --json: cannot write %s\n", argv[i]); return 2; }
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--calibrate")) calib = 1;
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
                 printf("%-32s %s / %s\n", metrics[m].name, metrics[m].kernel_name, metrics[m].baseline_name);
             return 0;
         } else {
-            fprintf(stderr, "usage: nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]\n");
+            fprintf(stderr, "usage: nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list] | --calibrate\n");
             return 2;
         }
+    }
+    if (calib) {   /* before anything else starts (no OpenCL runtime, no planting) */
+        omp_set_num_threads(1);
+        openblas_set_num_threads(1);
+        calibrate();
+        return 0;
     }
     if (samples < 1 || samples > 100000) { fprintf(stderr, "nightly: --samples must be 1..100000\n"); return 2; }
     if (plant_env && *plant_env) {

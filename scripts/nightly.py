@@ -3,7 +3,7 @@
 
     nightly.py run --bench build/rel/bench/nightly [--samples N] [--only A,B]
                    [--mpi-bench build/rel/bench/nightly_mpi]
-                   [--conformance bin/conformance --conf-samples N]
+                   [--conformance bin/conformance --conf-samples N --conf-suites A,B]
                    [--baseline REV] [--window W] [--alpha A] [--min-effect F]
                    [--effect METRIC=F ...] [--history FILE] [--outdir DIR]
                    [--label TEXT] [--no-plot] [--cflags TEXT]
@@ -79,6 +79,7 @@ METRIC_EFFECT.update({
     "gemm_opencl_fast_256x784x128_vs_sgemm": 0.30,
     "allreduce_exact_64k_np2_vs_mpi": 0.50,
     "allreduce_exact_1m_np2_vs_mpi": 4.0,
+    "allreduce_exact_1m_np2_vs_mpi_op": 0.10,
 })
 for _n in nightly_rows.conf_metric_names():
     METRIC_EFFECT[_n] = 1.5 if "_wall_" in _n else 0.10
@@ -412,7 +413,8 @@ def measure(a, only):
     if bench.get("opencl"):
         print("nightly: OpenCL rows skipped: no OpenCL device (%s)" % bench["opencl"])
     for more in (nightly_rows.run_mpi(a.mpi_bench, a.samples, only),
-                 nightly_rows.run_conformance(a.conformance, a.conf_samples, only, not bench.get("opencl"))):
+                 nightly_rows.run_conformance(a.conformance, a.conf_samples, only, not bench.get("opencl"),
+                                              [a.bench, "--calibrate"], a.conf_suites)):
         if more is None:
             return None
         metrics += more["metrics"]
@@ -568,6 +570,8 @@ def main():
     r.add_argument("--mpi-bench", default="", help="bench/nightly_mpi, run under mpirun -np 2 (none: no MPI rows)")
     r.add_argument("--conformance", default="", help="bin/conformance: its per-variant slices are timed (none: no rows)")
     r.add_argument("--conf-samples", type=int, default=3, help="runs of each conformance slice (0: none)")
+    r.add_argument("--conf-suites", default=nightly_rows.IN_PROCESS_SUITES,
+                   help="the suites of the ref, openmp and opencl slices (a smaller slice for tests)")
     r.add_argument("--baseline", help="a revision (prefix): its runs are the baseline")
     r.add_argument("--window", type=int, default=5, help="earlier runs pooled as the baseline")
     r.add_argument("--alpha", type=float, default=0.01)
