@@ -242,6 +242,7 @@ def context(cflags):
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "(unset)"),
         "pocl_max_pthread_count": os.environ.get("POCL_MAX_PTHREAD_COUNT", "1 (set by the bench)"),
+        "pocl_devices": os.environ.get("POCL_DEVICES", "basic (set by the bench)"),
         "bench_threads": 1,
         "host": platform.node(),
         "kernel": platform.release(),
