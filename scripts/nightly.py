@@ -76,7 +76,7 @@ METRIC_EFFECT = {
 METRIC_EFFECT.update({
     "train_opencl_fast_g64_vs_openmp": 0.20,
     "train_opencl_exact_g64_vs_openmp": 0.10,
-    "gemm_opencl_fast_256x784x128_vs_sgemm": 0.30,
+    "gemm_opencl_fast_256x784x128_vs_sgemm": 0.10,
     "allreduce_exact_64k_np2_vs_mpi": 0.50,
     "allreduce_exact_1m_np2_vs_mpi": 4.0,
     "allreduce_exact_1m_np2_vs_mpi_op": 0.10,
