@@ -72,14 +72,18 @@ METRIC_EFFECT = {
 # 64 KB 53..76, at 1 MB 129..642 (the exact ring's time is compute and
 # fell 5x with the load, MPI_Allreduce's is not); the conformance slices'
 # wall times 2.5x (they are absolute seconds, no in-run baseline); their
-# peak RSS within 1%.
+# peak RSS within 1%. Session 8 (docs/NIGHTLY.md, "Load-tracking
+# baselines"): the OpenCL GEMM on PoCL's basic driver, best of 15, moved
+# -2.1..+4.9% in A/A (10%); the 1 MB all-reduce over the same op
+# -10.8..+19.7% at load 2-8 (25%; a planted 15% moved it -3..+38%); the
+# conformance CPU ratios within ~8% (10%).
 METRIC_EFFECT.update({
     "train_opencl_fast_g64_vs_openmp": 0.20,
     "train_opencl_exact_g64_vs_openmp": 0.10,
     "gemm_opencl_fast_256x784x128_vs_sgemm": 0.10,
     "allreduce_exact_64k_np2_vs_mpi": 0.50,
     "allreduce_exact_1m_np2_vs_mpi": 4.0,
-    "allreduce_exact_1m_np2_vs_mpi_op": 0.10,
+    "allreduce_exact_1m_np2_vs_mpi_op": 0.25,
 })
 for _n in nightly_rows.conf_metric_names():
     METRIC_EFFECT[_n] = 1.5 if "_wall_" in _n else 0.10
