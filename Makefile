@@ -240,8 +240,10 @@ bench: deps
 # BASELINE=<rev>) by Mann-Whitney U and a minimum effect, plots the history.
 # Exits non-zero naming each regressed metric.
 # The MPI all-reduce rows come from bench/nightly_mpi.c under mpirun -np 2,
-# the per-variant conformance wall time and peak RSS from bin/conformance's
-# slices (CONF_SAMPLES runs each; 0 leaves them out).
+# the per-variant conformance CPU seconds (over a calibration workload,
+# $(NIGHTLY_BIN) --calibrate, run before and after each slice), wall time
+# and peak RSS from bin/conformance's slices (CONF_SAMPLES runs each; 0
+# leaves them out).
 NIGHTLY_BIN = $(BUILD)/bench/nightly
 NIGHTLY_MPI_BIN = $(BUILD)/bench/nightly_mpi
 SAMPLES ?= 15

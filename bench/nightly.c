@@ -10,6 +10,12 @@
  * much less than either time. The raw times are kept too.
  *
  *   nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]
+ *   nightly --calibrate
+ *
+ * --calibrate does a fixed amount of work that uses no distref code and
+ * exits: the in-run baseline of the conformance rows (scripts/
+ * nightly_rows.py times it, by CPU seconds, right before and after each
+ * conformance slice; see calibrate()).
  *
  * DISTREF_NIGHTLY_PLANT=NAME:FRACTION (read here, in this bench program
  * only, never by the library) plants a slowdown: each timed kernel call of
@@ -21,7 +27,8 @@
  * The OpenCL rows (train_opencl_*, gemm_opencl_*) need an OpenCL device
  * (DISTREF_OPENCL_PLATFORM / _DEVICE select it, docs/OPENCL.md); where none
  * is present they are skipped with a one-line note naming why. PoCL's CPU
- * device runs one thread (POCL_MAX_PTHREAD_COUNT=1 unless set).
+ * device runs in the calling thread (POCL_DEVICES=basic and
+ * POCL_MAX_PTHREAD_COUNT=1 unless set).
  *
  * Output: a readable table on stdout (median, min and max of each metric's
  * ratio samples); with --json FILE every sample as JSON.
@@ -201,6 +208,26 @@ static void k_cl_gemm(void)
     if (bench_cl_gemm_run(clg) != 0) exit(1);
 }
 
+/* The conformance rows' calibration workload: no distref code, a fixed
+ * amount of work of a conformance run's kinds (~0.7 s on one core here):
+ * OpenBLAS GEMMs, a dependent integer loop, and sweeps over 16 MB (out of
+ * the core's caches, as training's data and checkpoints are). Its CPU
+ * seconds move with what slows a CPU-bound process on a shared machine
+ * (clock, cache and memory contention, context switches), as the slices'
+ * do, and not with anything distref changes. */
+static void calibrate(void)
+{
+    enum { SWEEP = 4u << 20 };
+    float *m = xmalloc(SWEEP * sizeof *m);
+    setup_gemm();
+    for (int r = 0; r < 1000; r++) k_sgemm();
+    for (int r = 0; r < 256; r++) k_loop();
+    for (int r = 0; r < 200; r++)
+        for (size_t i = 0; i < SWEEP; i += 16) m[(i * 7919u) % SWEEP] += 1.0f;
+    sink = m[12345] + gc[0];
+    free(m);
+}
+
 typedef struct metric {
     const char *name, *kernel_name, *baseline_name;
     void (*setup)(void);
@@ -216,8 +243,14 @@ static const metric metrics[] = {
     { "synthetic_loop", "xorshift loop 2^18", "the same loop", setup_none, k_loop, k_loop, 1, 1, 7, 0 },
     { "sum_exact_100k_vs_naive", "dr_sum_f32 n=1e5", "naive float loop", setup_sum, k_sum_exact, k_sum_naive, 20, 20, 3, 0 },
     { "sum_exact_100k_vs_sdot", "dr_sum_f32 n=1e5", "cblas_sdot with ones", setup_sum, k_sum_exact, k_sdot, 20, 40, 3, 0 },
+    /* sgemm 15 calls a measurement (was 5): ~6.5 ms, as one fast GEMM, so
+     * a preemption is as likely in either half (with 5 the ratio flipped
+     * 15 <-> 25-30 between A/A runs: the 2 ms sgemm dodged the scheduler,
+     * the 6.5 ms kernel could not; docs/NIGHTLY.md); best of 7 pairs (was
+     * 3): at load 5 all three measurements of a half were often hit.
+     * The OpenCL GEMM below likewise best of 15 (was 3): a pair is ~4 ms. */
     { "gemm_fast_256x784x128_vs_sgemm", "dr_gemm_f32_fast 1 thread", "cblas_sgemm 1 thread", setup_gemm,
-      k_gemm_fast, k_sgemm, 1, 5, 3, 0 },
+      k_gemm_fast, k_sgemm, 1, 15, 7, 0 },
     { "train_fast_g64_vs_gemms", "openmp fast one_device 40 steps", "the steps' five sgemms x40", setup_step,
       k_train_fast, k_gemm_steps, 1, 1, 3, 0 },
     { "train_exact_g64_vs_gemms", "openmp exact one_device 16 steps", "the steps' five sgemms x40", setup_step,
@@ -233,7 +266,7 @@ static const metric metrics[] = {
     { "train_opencl_exact_g64_vs_openmp", "opencl exact one_device 4 steps", "openmp exact one_device 4 steps",
       setup_none, k_train_cl_exact, k_train_omp_exact4, 1, 1, 2, 1 },
     { "gemm_opencl_fast_256x784x128_vs_sgemm", "opencl gemm_fast_v (clFinish)", "cblas_sgemm 1 thread",
-      setup_cl_gemm, k_cl_gemm, k_sgemm, 5, 5, 3, 1 },
+      setup_cl_gemm, k_cl_gemm, k_sgemm, 5, 5, 15, 1 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
 
@@ -274,7 +307,7 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int samples = 15, first = 1, have_cl = 0;
+    int samples = 15, first = 1, have_cl = 0, calib = 0;
     char cl_why[sizeof(dr_err){ 0 }.msg] = "";
     const char *only = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
     char plant_name[128] = "";
@@ -286,14 +319,21 @@ int main(int argc, char **argv)
             json = fopen(argv[++i], "w");
             if (!json) { fprintf(stderr, "nightly: --json: cannot write %s\n", argv[i]); return 2; }
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--calibrate")) calib = 1;
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
                 printf("%-32s %s / %s\n", metrics[m].name, metrics[m].kernel_name, metrics[m].baseline_name);
             return 0;
         } else {
-            fprintf(stderr, "usage: nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list]\n");
+            fprintf(stderr, "usage: nightly [--samples N] [--json FILE] [--only NAME[,NAME...]] [--list] | --calibrate\n");
             return 2;
         }
+    }
+    if (calib) {   /* before anything else starts (no OpenCL runtime, no planting) */
+        omp_set_num_threads(1);
+        openblas_set_num_threads(1);
+        calibrate();
+        return 0;
     }
     if (samples < 1 || samples > 100000) { fprintf(stderr, "nightly: --samples must be 1..100000\n"); return 2; }
     if (plant_env && *plant_env) {
@@ -312,8 +352,17 @@ int main(int argc, char **argv)
     /* PoCL's CPU device on one thread, as OpenMP and OpenBLAS below: with
      * its default (a thread per core) the OpenCL rows' ratios moved with
      * the other core's load, 0.54 when it was idle, 0.90-0.96 when busy, in
-     * A/A runs (docs/NIGHTLY.md). A value already set is kept. */
+     * A/A runs (docs/NIGHTLY.md). And PoCL's "basic" driver, which runs
+     * the kernels in the calling thread: with the "pthread" driver's one
+     * worker every launch is two thread hand-offs (host -> worker ->
+     * host, ~11 us of the GEMM's ~390 us on an idle machine), and under
+     * load a woken thread waits for a core, so the OpenCL GEMM's ratio to
+     * the one-thread sgemm moved 0.92-1.26 between A/A runs at load 3-5
+     * while with "basic" it stayed at 0.871-0.885 (docs/NIGHTLY.md). The
+     * kernels are the same, compiled the same way; work-groups run one
+     * after another in both. Values already set are kept. */
     setenv("POCL_MAX_PTHREAD_COUNT", "1", 0);
+    setenv("POCL_DEVICES", "basic", 0);
     for (int m = 0; m < NMETRICS; m++)
         if (metrics[m].opencl && selected(only, metrics[m].name)) {
             dr_opencl_select sel = { -1, NULL, "shared", 1 };

@@ -36,11 +36,25 @@ typedef struct metric {
     const char *name;
     size_t bytes;               /* float data per rank */
     int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
+    int same_op;                /* baseline: 0 MPI_Allreduce of the floats, 1 of the accumulators (acc_sum_op) */
 } metric;
 
+/* The _vs_mpi rows are item 6's busbw against MPI_Allreduce of the floats:
+ * a compute-bound kernel over a communication-bound baseline, so their
+ * ratio moves with the machine's load (the exact ring, ~15-70 ms at 1 MB,
+ * cannot escape the scheduler; MPI_Allreduce, ~0.1 ms, can). The
+ * _vs_mpi_op rows divide by MPI_Allreduce doing the same work: the same
+ * accumulators, serialized to the same 84-byte wire form, merged by a user
+ * MPI_Op (acc_sum_op), deserialized again: the same bytes moved, the same
+ * merges, a time of the same order, so load moves both halves alike
+ * (docs/NIGHTLY.md: 0.56-0.60 at load 1-3 where the _vs_mpi ratio went
+ * 236 -> 306). Not at 64 KB: there the exact ring's many small exchanges
+ * wait on a descheduled rank, and its ratio to the same op went 0.55 -> 2.6
+ * with one more busy process; the _vs_mpi row keeps its 50% effect. */
 static const metric metrics[] = {
-    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30 },
-    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10 },
+    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, 0 },
+    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, 0 },
+    { "allreduce_exact_1m_np2_vs_mpi_op", 1048576, 2, 2, 1 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
 
@@ -48,8 +62,30 @@ typedef struct buffers {
     size_t n;
     dr_acc *acc, *pristine;
     float *x, *y;
+    uint8_t *wire;              /* n * DR_ACC_BYTES: the same-op baseline's buffer */
     dr_comm *ep;
 } buffers;
+
+/* MPI_Allreduce's user op for the same-op baseline: inout += in, element by
+ * element, over the DR_ACC_BYTES wire form (exact, so commutative). */
+static void acc_sum_op(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    const uint8_t *a = in;
+    uint8_t *b = inout;
+    (void)type;
+    for (int i = 0; i < *len; i++) {
+        dr_acc x, y;
+        dr_acc_init(&x);
+        dr_acc_init(&y);
+        if (!dr_acc_deserialize(&x, a + (size_t)i * DR_ACC_BYTES) ||
+            !dr_acc_deserialize(&y, b + (size_t)i * DR_ACC_BYTES)) {
+            fprintf(stderr, "nightly_mpi: a corrupt accumulator in MPI_Allreduce\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        dr_acc_merge(&y, &x);
+        dr_acc_serialize(&y, b + (size_t)i * DR_ACC_BYTES);
+    }
+}
 
 static double slowest(double t)
 {
@@ -86,15 +122,27 @@ static double time_exact(buffers *b, int inner, double plant)
     return best;
 }
 
-/* The same for MPI_Allreduce. */
-static double time_mpi(buffers *b, int inner)
+/* The same for MPI_Allreduce: of the floats, or (op != MPI_OP_NULL) of the
+ * accumulators, serialized, reduced by op over type and deserialized into
+ * b->acc, as the exact all-reduce's result. */
+static double time_mpi(buffers *b, int inner, MPI_Datatype type, MPI_Op op)
 {
     double best = 0;
     for (int k = 0; k < inner; k++) {
         double t0;
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = dr_now();
-        MPI_Allreduce(b->x, b->y, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (op == MPI_OP_NULL) {
+            MPI_Allreduce(b->x, b->y, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        } else {
+            for (size_t i = 0; i < b->n; i++) dr_acc_serialize(&b->pristine[i], b->wire + i * DR_ACC_BYTES);
+            MPI_Allreduce(MPI_IN_PLACE, b->wire, (int)b->n, type, op, MPI_COMM_WORLD);
+            for (size_t i = 0; i < b->n; i++)
+                if (!dr_acc_deserialize(&b->acc[i], b->wire + i * DR_ACC_BYTES)) {
+                    fprintf(stderr, "nightly_mpi: MPI_Allreduce's result: a corrupt accumulator\n");
+                    dr_mpi_abort(1);
+                }
+        }
         double t = slowest(dr_now() - t0);
         best = k == 0 || t < best ? t : best;
     }
@@ -141,7 +189,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
-                printf("%-32s exact all-reduce %zu B, 2 ranks / MPI_Allreduce\n", metrics[m].name, metrics[m].bytes);
+                printf("%-36s exact all-reduce %zu B, 2 ranks / MPI_Allreduce of the %s\n", metrics[m].name,
+                       metrics[m].bytes, metrics[m].same_op ? "accumulators (user op)" : "floats");
             return 0;
         } else {
             fprintf(stderr, "usage: mpirun -np 2 nightly_mpi [--samples N] [--json FILE] [--only NAME[,NAME]] [--list]\n");
@@ -180,14 +229,22 @@ int main(int argc, char **argv)
         buffers b;
         dr_comm_config cc;
         uint32_t neps = 0;
+        MPI_Datatype type = MPI_DATATYPE_NULL;
+        MPI_Op op = MPI_OP_NULL;
         if (!selected(only, w->name)) continue;
+        if (w->same_op) {
+            MPI_Type_contiguous(DR_ACC_BYTES, MPI_BYTE, &type);
+            MPI_Type_commit(&type);
+            MPI_Op_create(acc_sum_op, 1, &op);
+        }
         memset(&b, 0, sizeof b);
         b.n = w->bytes / sizeof(float);
         b.acc = malloc(b.n * sizeof *b.acc);
         b.pristine = malloc(b.n * sizeof *b.pristine);
         b.x = malloc(b.n * sizeof *b.x);
         b.y = malloc(b.n * sizeof *b.y);
-        if (!b.acc || !b.pristine || !b.x || !b.y) fail("buffers", NULL);
+        b.wire = w->same_op ? malloc(b.n * DR_ACC_BYTES) : NULL;
+        if (!b.acc || !b.pristine || !b.x || !b.y || (w->same_op && !b.wire)) fail("buffers", NULL);
         for (size_t i = 0; i < b.n; i++) {
             b.x[i] = (2.0f * dr_rng_uniform(2026, rank, (uint64_t)i) - 1.0f) * (float)(1u << (i % 5));
             dr_acc_init(&b.pristine[i]);
@@ -200,15 +257,15 @@ int main(int argc, char **argv)
         cc.num_packs = 1;
         if (dr_comm_mpi()->open(&cc, &b.ep, &neps, &err)) fail("open", &err);
         time_exact(&b, 1, 0);   /* warm-up: pages, the MPI library's buffers */
-        time_mpi(&b, 1);
+        time_mpi(&b, 1, type, op);
         for (int s = 0; s < samples; s++) {
             for (int r = 0; r < BEST_OF; r++) {
                 double k, bl;
                 if ((s + r) % 2 == 0) {
                     k = time_exact(&b, w->exact_inner, p);
-                    bl = time_mpi(&b, w->mpi_inner);
+                    bl = time_mpi(&b, w->mpi_inner, type, op);
                 } else {
-                    bl = time_mpi(&b, w->mpi_inner);
+                    bl = time_mpi(&b, w->mpi_inner, type, op);
                     k = time_exact(&b, w->exact_inner, p);
                 }
                 if (r == 0 || k < tk[s]) tk[s] = k;
@@ -217,15 +274,23 @@ int main(int argc, char **argv)
             ratio[s] = tb[s] > 0 ? tk[s] / tb[s] : 0;
         }
         dr_comm_mpi()->close(&b.ep, neps);
+        if (w->same_op) {
+            MPI_Op_free(&op);
+            MPI_Type_free(&type);
+        }
         if (rank == 0) {
-            char kname[96], bname[96];
+            char kname[96], bname[128];
             double lo = ratio[0], hi = ratio[0];
             for (int s = 1; s < samples; s++) { lo = ratio[s] < lo ? ratio[s] : lo; hi = ratio[s] > hi ? ratio[s] : hi; }
-            printf("  %-32s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
+            printf("  %-36s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
                    median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
             fflush(stdout);
             snprintf(kname, sizeof kname, "exact all-reduce %zu B x %u ranks (dr_comm_mpi ring)", w->bytes, W);
-            snprintf(bname, sizeof bname, "MPI_Allreduce float %zu B x %u ranks", w->bytes, W);
+            if (w->same_op)
+                snprintf(bname, sizeof bname, "MPI_Allreduce of the %zu accumulators x %u ranks (wire form, user op)",
+                         b.n, W);
+            else
+                snprintf(bname, sizeof bname, "MPI_Allreduce float %zu B x %u ranks", w->bytes, W);
             if (json) {
                 fprintf(json, "%s\n{\"name\":\"%s\",\"kernel\":\"%s\",\"baseline\":\"%s\",\"unit\":\"ratio\",",
                         first ? "" : ",", w->name, kname, bname);
@@ -238,7 +303,7 @@ int main(int argc, char **argv)
             }
             first = 0;
         }
-        free(b.acc); free(b.pristine); free(b.x); free(b.y);
+        free(b.acc); free(b.pristine); free(b.x); free(b.y); free(b.wire);
     }
     if (json) { fputs("\n]}\n", json); fclose(json); }
     dr_mpi_finalize();

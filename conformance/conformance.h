@@ -58,6 +58,9 @@ typedef struct results {
 } results;
 
 double now(void);   /* monotonic seconds */
+/* make nightly's planted regressions (DISTREF_NIGHTLY_PLANT, conformance/nightly_plant.c):
+ * called once before the exit; t0 = the run's start (now()). */
+void conformance_nightly_plant(const char *variant, double t0);
 
 /* Runs cfg into a fresh temporary directory; fills out (out->error on failure). */
 void run_case(const dr_run_config *cfg, outcome *out);

@@ -64,24 +64,6 @@ static int run_suites(results *r, const char *out)
            (wanted(o, "mpi") ? suite_mpi(r) : 0);
 }
 
-/* DISTREF_NIGHTLY_PLANT=conformance_wall_s_<variant>:F stretches this
- * run's wall time by F of itself (a spin before the exit): the planted
- * regression that proves make nightly's conformance rows (docs/NIGHTLY.md). <variant> is --variant's; read by
- * this program only, never by the library. */
-static void nightly_plant(const char *variant, double t0)
-{
-    const char *env = getenv("DISTREF_NIGHTLY_PLANT"), *colon = env ? strrchr(env, ':') : NULL;
-    char wall[64];
-    double f;
-    if (!colon || !variant || (f = atof(colon + 1)) <= 0 || f > 10) return;
-    snprintf(wall, sizeof wall, "conformance_wall_s_%s", variant);
-    if ((size_t)(colon - env) == strlen(wall) && strncmp(env, wall, strlen(wall)) == 0) {
-        double until = now() + f * (now() - t0);
-        fprintf(stderr, "conformance: PLANTED slowdown: +%.0f%% wall time\n", 100 * f);
-        while (now() < until) {}
-    }
-}
-
 int main(int argc, char **argv)
 {
     results r;
@@ -130,7 +112,7 @@ int main(int argc, char **argv)
         printf("report: %s/index.html (%.0f s)\n", out, now() - t0);
         printf("conformance: %zu passed, %zu failed\n", pass, r.n - pass);
     }
-    nightly_plant(r.variant, t0);
+    conformance_nightly_plant(r.variant, t0);
     free(r.v);
     return fails || missed ? 1 : 0;
 }

@@ -14,10 +14,18 @@
 # minimum effect and p < 0.01, so neither verdict depends on the machine's
 # load. The verdicts are checked, never a speed.
 #   - item 6's rows flow like the others: with MPI_BENCH and CONFORMANCE
-#     given, one run of an MPI row (3 samples, under mpirun; a note when
-#     mpirun is absent) and of the reference's conformance slice (1 run)
-#     must reach the table, history.jsonl (unit "ratio", "s", "MiB"), the
-#     JUnit XML and the Google Benchmark JSON.
+#     given, one run of the MPI rows (3 samples, under mpirun; a note when
+#     mpirun is absent) and of the reference's conformance slice (1 run,
+#     the reductions suite alone: the test's smaller slice, with its
+#     calibration runs) must reach the table, history.jsonl (unit "ratio",
+#     "s", "MiB"), the JUnit XML and the Google Benchmark JSON;
+#   - peak RSS, both ways: 5 runs of that slice make the history, 5 more
+#     must flag nothing, 5 with DISTREF_NIGHTLY_PLANT=conformance_peak_rss_
+#     mib_ref:0.15 (bin/conformance touches 15% more memory than its own
+#     peak before it exits) must be flagged (exit 1, the metric named). The
+#     slice's peak RSS repeats within 1%, so 5 against 5 separate
+#     completely (exact p = 2/252 < 0.01) and the change is ~15% against a
+#     10% minimum effect; no confirmation re-run (--confirm 0), for time.
 # Prints "nightly: N passed, N failed"; exit status 1 on any failure.
 #   test_nightly.sh BENCH [MPI_BENCH CONFORMANCE]
 set -u
@@ -64,10 +72,11 @@ if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"];
 then ok "Google Benchmark JSON and 6 history records"; else bad "the run's JSON or history"; fi
 
 if [ -n "$conf" ]; then
-    rows=conformance_wall_s_ref,conformance_peak_rss_mib_ref
-    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi
+    rows=conformance_cpu_ref_vs_calib,conformance_wall_s_ref,conformance_peak_rss_mib_ref
+    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi,allreduce_exact_1m_np2_vs_mpi_op
     if "$py" scripts/nightly.py run --bench "$bench" --mpi-bench "$mpi_bench" --conformance "$conf" --conf-samples 1 \
-           --samples 3 --only "$rows" --outdir "$tmp/rows" --no-plot --label rows > "$tmp/last.log" 2>&1 &&
+           --conf-suites reductions --samples 3 --only "$rows" --outdir "$tmp/rows" --no-plot --label rows \
+           > "$tmp/last.log" 2>&1 &&
        "$py" - "$tmp/rows" "$rows" >> "$tmp/last.log" 2>&1 <<'PY'
 import glob, json, sys
 d, rows = sys.argv[1], sys.argv[2].split(",")
@@ -75,6 +84,9 @@ hist = [json.loads(l) for l in open(d + "/history.jsonl")]
 units = {r["metric"]: r["unit"] for r in hist}
 assert sorted(units) == sorted(rows), units
 assert units["conformance_wall_s_ref"] == "s" and units["conformance_peak_rss_mib_ref"] == "MiB", units
+assert units["conformance_cpu_ref_vs_calib"] == "ratio", units
+cal = [r for r in hist if r["metric"] == "conformance_cpu_ref_vs_calib"][0]
+assert cal["baseline_s"][0] > 0 and abs(cal["samples"][0] - cal["kernel_s"][0] / cal["baseline_s"][0]) < 1e-9, cal
 assert all(r["samples"] and r["samples"][0] > 0 for r in hist), hist
 junit = open(d + "/nightly-junit.xml").read()
 assert all('name="%s"' % m in junit for m in rows), junit
@@ -83,7 +95,18 @@ assert {b["name"] for b in g["benchmarks"] if b["run_type"] == "iteration"} >= s
 PY
     then ok "item 6's rows reach the table, history ($(grep -o '"unit": "[A-Za-z]*"' "$tmp/rows/history.jsonl" | sort -u | tr '\n' ' ')), JUnit and Google Benchmark JSON"
     else bad "item 6's rows ($rows)"; fi
-    command -v mpirun >/dev/null 2>&1 || echo "nightly: note: no mpirun: the MPI row was not checked"
+    command -v mpirun >/dev/null 2>&1 || echo "nightly: note: no mpirun: the MPI rows were not checked"
+
+    rss() { "$py" scripts/nightly.py run --bench "$bench" --conformance "$conf" --conf-samples 5 \
+                --conf-suites reductions --only conformance_peak_rss_mib_ref --confirm 0 \
+                --outdir "$tmp/rss" --no-plot "$@" > "$tmp/last.log" 2>&1; }
+    rss --label rss-base
+    if rss --label rss-aa && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
+    then ok "A/A: peak RSS of the same build flags nothing"; else bad "A/A flagged peak RSS"; fi
+    DISTREF_NIGHTLY_PLANT=conformance_peak_rss_mib_ref:0.15 rss --label rss-planted; rc=$?
+    if [ "$rc" -eq 1 ] && grep -q 'regressed conformance_peak_rss_mib_ref' "$tmp/last.log"
+    then ok "a planted 15% peak RSS growth is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
+    else bad "a planted 15% peak RSS growth was not flagged (exit $rc)"; fi
 fi
 
 echo "nightly: $passed passed, $failed failed"
