@@ -172,3 +172,30 @@ int dr_ps_parse_failure(const char *flag, const char *text, uint32_t count,
     *step = k;
     return DR_OK;
 }
+
+int dr_ps_parse_failures(const char *fail_worker, const char *fail_ps, uint32_t W, uint32_t P, uint64_t N,
+                         uint32_t *worker, uint64_t *worker_step, uint32_t *ps, uint64_t *ps_step, dr_err *err)
+{
+    int rc;
+    if ((rc = dr_ps_parse_failure("fail_worker", fail_worker, W, worker, worker_step, err)) ||
+        (rc = dr_ps_parse_failure("fail_ps", fail_ps, P, ps, ps_step, err)))
+        return rc;
+    if (*worker_step > N)
+        return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
+                       "schedules", fail_worker, (unsigned long long)*worker_step, (unsigned long long)N);
+    if (*ps_step > N)
+        return dr_fail(err, DR_EUSAGE, "--fail_ps=%s: step %llu is beyond the %llu steps this run takes",
+                       fail_ps, (unsigned long long)*ps_step, (unsigned long long)N);
+    return DR_OK;
+}
+
+int dr_ps_failure_stopped(dr_err *err, const char *model_dir, bool have_ckpt, uint64_t saved)
+{
+    char was[sizeof err->msg];
+    snprintf(was, sizeof was, "%s", err->msg);
+    if (have_ckpt)
+        return dr_fail(err, DR_EFAULT, "%s; training stopped; rerun without the fault to resume from the last "
+                       "checkpoint in %s (step %llu)", was, model_dir, (unsigned long long)saved);
+    return dr_fail(err, DR_EFAULT, "%s; training stopped; %s has no checkpoint yet (use --checkpoint_every): "
+                   "a rerun starts from step 0", was, model_dir);
+}

@@ -98,8 +98,8 @@ static int flags(ps_run *r, dr_err *err)
     o->staleness = cfg->staleness;
     o->schedule_seed = cfg->schedule_seed;
     if ((rc = dr_partitioner_parse(cfg->ps_partitioner, &r->part, err)) ||
-        (rc = dr_ps_parse_failure("fail_worker", cfg->fail_worker, r->W, &o->fail_worker, &o->fail_worker_step, err)) ||
-        (rc = dr_ps_parse_failure("fail_ps", cfg->fail_ps, r->P, &o->fail_ps, &o->fail_ps_step, err)))
+        (rc = dr_ps_parse_failures(cfg->fail_worker, cfg->fail_ps, r->W, r->P, r->N, &o->fail_worker,
+                                   &o->fail_worker_step, &o->fail_ps, &o->fail_ps_step, err)))
         return rc;
     o->partitioner = r->part;
     if (cfg->replay_schedule[0]) {   /* a recorded schedule (an MPI run's free one) instead of the seed */
@@ -110,12 +110,6 @@ static int flags(ps_run *r, dr_err *err)
         o->replay = r->replay;
         o->replay_len = r->nreplay;
     }
-    if (o->fail_worker_step > r->N)
-        return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
-                       "schedules", cfg->fail_worker, (unsigned long long)o->fail_worker_step, (unsigned long long)r->N);
-    if (o->fail_ps_step > r->N)
-        return dr_fail(err, DR_EUSAGE, "--fail_ps=%s: step %llu is beyond the %llu steps this run takes",
-                       cfg->fail_ps, (unsigned long long)o->fail_ps_step, (unsigned long long)r->N);
     return DR_OK;
 }
 
@@ -382,17 +376,6 @@ static uint64_t next_join(const ps_run *r, uint64_t done)
     return next < r->N ? next : r->N;
 }
 
-static int ps_failed(ps_run *r, dr_err *err)
-{
-    char was[sizeof err->msg];
-    snprintf(was, sizeof was, "%s", err->msg);
-    if (r->have_ckpt)
-        return dr_fail(err, DR_EFAULT, "%s; training stopped; rerun without the fault to resume from the last "
-                       "checkpoint in %s (step %llu)", was, r->t.cfg->model_dir, (unsigned long long)r->saved);
-    return dr_fail(err, DR_EFAULT, "%s; training stopped; %s has no checkpoint yet (use --checkpoint_every): "
-                   "a rerun starts from step 0", was, r->t.cfg->model_dir);
-}
-
 static int train_loop(ps_run *r, dr_err *err)
 {
     uint64_t done = 0, E = r->t.cfg->checkpoint_every;
@@ -408,7 +391,7 @@ static int train_loop(ps_run *r, dr_err *err)
             if (stop && *stop) dr_coordinator_cancel_queued(r->coord);
             rc = dr_coordinator_done(r->coord, &joined, err);
         }
-        if (rc == DR_EFAULT && r->copt.fail_ps_step) return ps_failed(r, err);
+        if (rc == DR_EFAULT && r->copt.fail_ps_step) return dr_ps_failure_stopped(err, r->t.cfg->model_dir, r->have_ckpt, r->saved);
         /* stopped: checkpoint there (a join, as --checkpoint_every makes one) */
         if (rc == DR_OK && stop && *stop && (rc = save(r, err)) == DR_OK && r->t.step < r->N)
             return dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "

@@ -113,14 +113,9 @@ void psm_why_no_rerun(const psm_chief *c, dr_err *err)
 int psm_ps_failure(const psm_chief *c, const dr_ps_event *ev, dr_err *err)
 {
     const engine_ps *ps = c->ps;
-    if (ps->have_ckpt)
-        return dr_fail(err, DR_EFAULT, "parameter server /job:ps/replica:0/task:%u failed at step %llu "
-                       "(UnavailableError); training stopped; rerun without the fault to resume from the last "
-                       "checkpoint in %s (step %llu)", ps->fail_ps, (unsigned long long)ev->version,
-                       c->s->cfg->model_dir, (unsigned long long)ps->saved);
-    return dr_fail(err, DR_EFAULT, "parameter server /job:ps/replica:0/task:%u failed at step %llu "
-                   "(UnavailableError); training stopped; %s has no checkpoint yet (use --checkpoint_every): a "
-                   "rerun starts from step 0", ps->fail_ps, (unsigned long long)ev->version, c->s->cfg->model_dir);
+    dr_fail(err, DR_EFAULT, "parameter server /job:ps/replica:0/task:%u failed at step %llu (UnavailableError)",
+            ps->fail_ps, (unsigned long long)ev->version);
+    return dr_ps_failure_stopped(err, c->s->cfg->model_dir, ps->have_ckpt, ps->saved);
 }
 
 

@@ -123,24 +123,12 @@ static int resume_load(dr_session *s, const char *path, dr_err *err)
 }
 
 /* --fail_worker / --fail_ps against this run's workers, ps tasks and steps,
- * as the reference checks them (ref/ps.c). */
+ * as the reference checks them (core: dr_ps_parse_failures). */
 static int failures(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
-    const dr_run_config *cfg = s->cfg;
-    uint64_t N = psm_total_steps(s);
-    int rc;
-    if ((rc = dr_ps_parse_failure("fail_worker", cfg->fail_worker, ps->W, &ps->fail_worker, &ps->fail_worker_step,
-                                  err)) ||
-        (rc = dr_ps_parse_failure("fail_ps", cfg->fail_ps, ps->P, &ps->fail_ps, &ps->fail_ps_step, err)))
-        return rc;
-    if (ps->fail_worker_step > N)
-        return dr_fail(err, DR_EUSAGE, "--fail_worker=%s: step %llu is beyond the %llu step functions this run "
-                       "schedules", cfg->fail_worker, (unsigned long long)ps->fail_worker_step, (unsigned long long)N);
-    if (ps->fail_ps_step > N)
-        return dr_fail(err, DR_EUSAGE, "--fail_ps=%s: step %llu is beyond the %llu steps this run takes",
-                       cfg->fail_ps, (unsigned long long)ps->fail_ps_step, (unsigned long long)N);
-    return DR_OK;
+    return dr_ps_parse_failures(s->cfg->fail_worker, s->cfg->fail_ps, ps->W, ps->P, psm_total_steps(s),
+                                &ps->fail_worker, &ps->fail_worker_step, &ps->fail_ps, &ps->fail_ps_step, err);
 }
 
 static int layout(dr_session *s, dr_err *err)

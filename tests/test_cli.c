@@ -242,6 +242,10 @@ static void test_ps_flag_values(void **s)
     expect(&r, 2, "--fail_worker: expected INDEX:STEP");
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--fail_ps=3:1");
     expect(&r, 2, "--fail_ps=3:1: ps task 3 does not exist");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--train_steps=5", "--fail_worker=0:6");
+    expect(&r, 2, "--fail_worker=0:6: step 6 is beyond the 5 step functions this run schedules");
+    RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--train_steps=5", "--fail_ps=0:9");
+    expect(&r, 2, "--fail_ps=0:9: step 9 is beyond the 5 steps this run takes");
     RUN(&r, "train", MD, "--distribution_strategy=parameter_server", "--ps_partitioner=bogus");
     unsetenv("TF_CONFIG");
     expect(&r, 2, "--ps_partitioner: expected fixed:N, min_size:BYTES[:MAX_SHARDS] or max_size:BYTES[:MAX_SHARDS], got 'bogus'");

@@ -246,5 +246,14 @@ int  dr_ps_settings_check(const dr_run_config *cfg, uint32_t W, uint32_t P, uint
  * the index below count (workers or ps tasks of the cluster). */
 int  dr_ps_parse_failure(const char *flag, const char *text, uint32_t count,
                          uint32_t *index, uint64_t *step, dr_err *err);
+/* Both flags of a run with W workers, P ps tasks and N step functions,
+ * each parsed as above, and their steps checked against N (DR_EUSAGE naming
+ * the flag). The reference and the MPI variant check them alike. */
+int  dr_ps_parse_failures(const char *fail_worker, const char *fail_ps, uint32_t W, uint32_t P, uint64_t N,
+                          uint32_t *worker, uint64_t *worker_step, uint32_t *ps, uint64_t *ps_step, dr_err *err);
+/* A run stopped by --fail_ps=P:K: err's message (the ps task's failure)
+ * gets what to do next, with the last checkpoint (saved, when have_ckpt)
+ * in model_dir. Returns DR_EFAULT. */
+int  dr_ps_failure_stopped(dr_err *err, const char *model_dir, bool have_ckpt, uint64_t saved);
 
 #endif
