@@ -14,6 +14,25 @@
 #include "distref/run_log.h"
 #include "distref/train.h"
 
+/* DISTREF_NIGHTLY_PLANT=NAME:FRACTION (docs/NIGHTLY.md): the metric to
+ * slow down and by how much. Unset or "": nothing planted (name "", 0).
+ * Returns 0, or 2 with a message on stderr prefixed with prog. */
+static inline int bench_parse_plant(const char *prog, const char *env, char *name, size_t cap, double *fraction)
+{
+    const char *colon = env ? strrchr(env, ':') : NULL;
+    size_t len = colon ? (size_t)(colon - env) : 0;
+    name[0] = '\0';
+    *fraction = 0;
+    if (!env || !*env) return 0;
+    if (!colon || len == 0 || len >= cap || (*fraction = atof(colon + 1)) <= 0 || *fraction > 10) {
+        fprintf(stderr, "%s: DISTREF_NIGHTLY_PLANT must be NAME:FRACTION (0 < FRACTION <= 10)\n", prog);
+        return 2;
+    }
+    memcpy(name, env, len);
+    name[len] = '\0';
+    return 0;
+}
+
 static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

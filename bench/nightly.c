@@ -336,15 +336,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (samples < 1 || samples > 100000) { fprintf(stderr, "nightly: --samples must be 1..100000\n"); return 2; }
-    if (plant_env && *plant_env) {
-        const char *colon = strrchr(plant_env, ':');
-        size_t len = colon ? (size_t)(colon - plant_env) : 0;
-        if (!colon || len == 0 || len >= sizeof plant_name || (plant = atof(colon + 1)) <= 0 || plant > 10) {
-            fprintf(stderr, "nightly: DISTREF_NIGHTLY_PLANT must be NAME:FRACTION (0 < FRACTION <= 10)\n");
-            return 2;
-        }
-        memcpy(plant_name, plant_env, len);
-        plant_name[len] = 0;
+    if (bench_parse_plant("nightly", plant_env, plant_name, sizeof plant_name, &plant)) return 2;
+    if (plant_name[0]) {
         for (int m = 0; m < NMETRICS; m++)   /* (a name of another program's metric: that program plants it) */
             if (!strcmp(metrics[m].name, plant_name))
                 fprintf(stderr, "nightly: PLANTED slowdown: %s kernel +%.1f%%\n", plant_name, 100 * plant);

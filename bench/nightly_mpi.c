@@ -198,16 +198,7 @@ int main(int argc, char **argv)
         }
     }
     if (samples < 1 || samples > 1024) { fprintf(stderr, "nightly_mpi: --samples must be 1..1024\n"); return 2; }
-    if (plant_env && *plant_env) {
-        const char *colon = strrchr(plant_env, ':');
-        size_t len = colon ? (size_t)(colon - plant_env) : 0;
-        if (!colon || len == 0 || len >= sizeof plant_name || (plant = atof(colon + 1)) <= 0 || plant > 10) {
-            fprintf(stderr, "nightly_mpi: DISTREF_NIGHTLY_PLANT must be NAME:FRACTION (0 < FRACTION <= 10)\n");
-            return 2;
-        }
-        memcpy(plant_name, plant_env, len);
-        plant_name[len] = 0;
-    }
+    if (bench_parse_plant("nightly_mpi", plant_env, plant_name, sizeof plant_name, &plant)) return 2;
     if (dr_mpi_init(&argc, &argv, &err)) { fprintf(stderr, "nightly_mpi: %s\n", err.msg); return 1; }
     dr_mpi_world(&rank, &W);
     if (rank == 0) {

@@ -125,6 +125,21 @@ static VNNI void residues(const dr_crt_plan *c, const float *x, size_t n, const 
     if (!sc && any) *rem = 1;                             /* one vector */
 }
 
+/* Four rows of 16 bytes (at t0, t0 + stride, ...) interleaved into 16
+ * words of 4 bytes, one per column: vpdpbusd's layout of 4 k. */
+static inline VNNI __attribute__((always_inline)) void interleave4x16(const uint8_t *t0, size_t stride, uint8_t out[64])
+{
+    __m128i r0 = _mm_loadu_si128((const void *)t0), r1 = _mm_loadu_si128((const void *)(t0 + stride));
+    __m128i r2 = _mm_loadu_si128((const void *)(t0 + 2 * stride));
+    __m128i r3 = _mm_loadu_si128((const void *)(t0 + 3 * stride));
+    __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+    __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+    _mm_storeu_si128((void *)out, _mm_unpacklo_epi16(lo01, lo23));
+    _mm_storeu_si128((void *)(out + 16), _mm_unpackhi_epi16(lo01, lo23));
+    _mm_storeu_si128((void *)(out + 32), _mm_unpacklo_epi16(hi01, hi23));
+    _mm_storeu_si128((void *)(out + 48), _mm_unpackhi_epi16(hi01, hi23));
+}
+
 /* Rows of op(A): straight into their planes when a row is contiguous, else
  * one k at a time through a scratch row, scattered. Rows holding inf or NaN
  * get bytes that no result uses. */
@@ -155,17 +170,9 @@ VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *
             uint8_t *dst = Ap + q * plane + 4 * g;
             size_t i = 0;
             for (; i + 16 <= M; i += 16) {
-                __m128i r0 = _mm_loadu_si128((const void *)(t0 + i)), r1 = _mm_loadu_si128((const void *)(t0 + M + i));
-                __m128i r2 = _mm_loadu_si128((const void *)(t0 + 2 * M + i));
-                __m128i r3 = _mm_loadu_si128((const void *)(t0 + 3 * M + i));
-                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-                uint32_t w[16];
-                _mm_storeu_si128((void *)w, _mm_unpacklo_epi16(lo01, lo23));
-                _mm_storeu_si128((void *)(w + 4), _mm_unpackhi_epi16(lo01, lo23));
-                _mm_storeu_si128((void *)(w + 8), _mm_unpacklo_epi16(hi01, hi23));
-                _mm_storeu_si128((void *)(w + 12), _mm_unpackhi_epi16(hi01, hi23));
-                for (int e = 0; e < 16; e++) memcpy(dst + (i + e) * lda, &w[e], 4);
+                uint8_t w[64];
+                interleave4x16(t0 + i, M, w);
+                for (int e = 0; e < 16; e++) memcpy(dst + (i + e) * lda, w + 4 * e, 4);
             }
             for (; i < M; i++)
                 for (int r = 0; r < 4; r++) dst[i * lda + r] = t0[r * M + i];
@@ -203,18 +210,8 @@ VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *B
                 for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * Np + r * Np, 0, Np);
         }
         for (int q = 0; q < c->n; q++)
-            for (size_t p = 0; p < Np / 16; p++) {
-                const uint8_t *t0 = tmp + q * 4 * Np + 16 * p;
-                __m128i r0 = _mm_loadu_si128((const void *)t0), r1 = _mm_loadu_si128((const void *)(t0 + Np));
-                __m128i r2 = _mm_loadu_si128((const void *)(t0 + 2 * Np)), r3 = _mm_loadu_si128((const void *)(t0 + 3 * Np));
-                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-                int8_t *dst = Bp + q * plane + p * G * 64 + g * 64;
-                _mm_storeu_si128((void *)dst, _mm_unpacklo_epi16(lo01, lo23));
-                _mm_storeu_si128((void *)(dst + 16), _mm_unpackhi_epi16(lo01, lo23));
-                _mm_storeu_si128((void *)(dst + 32), _mm_unpacklo_epi16(hi01, hi23));
-                _mm_storeu_si128((void *)(dst + 48), _mm_unpackhi_epi16(hi01, hi23));
-            }
+            for (size_t p = 0; p < Np / 16; p++)
+                interleave4x16(tmp + q * 4 * Np + 16 * p, Np, (uint8_t *)(Bp + q * plane + p * G * 64 + g * 64));
     }
 }
 

@@ -41,7 +41,6 @@ import random
 import re
 import subprocess
 import sys
-import tempfile
 import xml.sax.saxutils as sx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -391,20 +390,7 @@ def parse_effects(items):
 
 def run_bench(bench, samples, only):
     """Runs the bench program; its JSON as a dict, None on failure."""
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    cmd = [bench, "--samples", str(samples), "--json", tmp]
-    if only:
-        cmd += ["--only", only]
-    sys.stdout.flush()
-    try:
-        if subprocess.run(cmd).returncode != 0:
-            print("nightly: the bench program failed", file=sys.stderr)
-            return None
-        with open(tmp) as f:
-            return json.load(f)
-    finally:
-        os.unlink(tmp)
+    return nightly_rows.run_json([bench], samples, only, None, "the bench program")
 
 
 def measure(a, only):

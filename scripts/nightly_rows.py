@@ -85,15 +85,20 @@ def run_mpi(bench, samples, only):
     names = [w for w in listed if w.startswith("allreduce_")]
     if only and not _selected(only, names):
         return {"metrics": [], "plant": ""}
+    return run_json(["mpirun", "--oversubscribe", "-np", str(MPI_NP), bench], samples, only, mpi_env(),
+                    "the MPI bench program")
+
+
+def run_json(cmd, samples, only, env, what):
+    """A bench program's JSON: cmd --samples N --json FILE [--only NAMES],
+    or None (with a note) when it fails."""
     fd, tmp = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    cmd = ["mpirun", "--oversubscribe", "-np", str(MPI_NP), bench, "--samples", str(samples), "--json", tmp]
-    if only:
-        cmd += ["--only", only]
+    cmd = cmd + ["--samples", str(samples), "--json", tmp] + (["--only", only] if only else [])
     sys.stdout.flush()
     try:
-        if subprocess.run(cmd, env=mpi_env()).returncode != 0:
-            print("nightly: the MPI bench program failed", file=sys.stderr)
+        if subprocess.run(cmd, env=env).returncode != 0:
+            print("nightly: %s failed" % what, file=sys.stderr)
             return None
         with open(tmp) as f:
             return json.load(f)
