@@ -308,7 +308,7 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 #elif defined(DR_MUTANT_REG_SCALED_TWICE)
     sr = sr / (float)mult;   /* fault: the regularization is scaled by 1/R twice */
 #endif
-    #pragma omp parallel for simd schedule(static) if (b->P >= PAR_PARAMS_F32)
+    #pragma omp parallel for simd schedule(static) if (parallel: b->P >= PAR_PARAMS_F32)
     for (size_t p = 0; p < b->P; p++) grad[p] = grad[p] * sg;
     for (uint32_t l = 0; l < m->nlayers && m->l2 != 0.0f; l++) {
         size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out;
@@ -322,7 +322,7 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
         (void)c;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
 #else
-        #pragma omp parallel for simd schedule(static) if (nk >= PAR_PARAMS_F32)
+        #pragma omp parallel for simd schedule(static) if (parallel: nk >= PAR_PARAMS_F32)
         for (size_t q = k0; q < k0 + nk; q++) grad[q] = grad[q] + (c * w[q]) * sr;
 #endif
     }
@@ -410,7 +410,7 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 static void apply_sgd_f32(const dr_optimizer *o, const float *t, float d, float *w, size_t P)
 {
     const float lr = o->lr;
-    #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+    #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
     for (size_t p = 0; p < P; p++) w[p] = w[p] - lr * (t[p] / d);
 }
 
@@ -418,14 +418,14 @@ static void apply_momentum_f32(const dr_optimizer *o, const float *t, float d, f
 {
     const float lr = o->lr, mu = o->momentum;
     if (o->nesterov) {
-        #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+        #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
         for (size_t p = 0; p < P; p++) {
             float g = t[p] / d;
             v[p] = mu * v[p] - lr * g;
             w[p] = w[p] + (mu * v[p] - lr * g);
         }
     } else {
-        #pragma omp parallel for simd schedule(static) if (P >= PAR_PARAMS_F32)
+        #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
         for (size_t p = 0; p < P; p++) {
             v[p] = mu * v[p] - lr * (t[p] / d);
             w[p] = w[p] + v[p];
