@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,6 +566,45 @@ static void fast_mode(void **st)
     check_tiles(m, 2, 2, DR_NUMERICS_FAST);
 }
 
+/* Fast numerics on 1 and 2 OpenMP threads: the same bits. The step's
+ * large GEMMs are cut into two slabs by shape, never by the thread count
+ * (openmp_kernels.c: sgemm_team); a cut that followed the threads would
+ * give other bits under OpenBLAS's Haswell kernels (the mutant
+ * sgemm_cut_by_threads in scripts/exact_mutants.sh). G = 256 rows, 250 of
+ * them real, so both layer 0 GEMMs pass the cut's threshold. */
+void openblas_set_num_threads(int);   /* OpenBLAS extensions */
+int  openblas_get_num_threads(void);
+
+static void fast_threads(void **st)
+{
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
+    enum { ROWS = 256, N = 250 };
+    bk k = bk_open(&m, &SGD, DR_NUMERICS_FAST);
+    dr_replica_bufs rb[2];
+    float *params = malloc(k.P * sizeof(float)), *x = malloc((size_t)ROWS * 784 * sizeof(float)), loss[2];
+    uint8_t labels[ROWS];
+    const int saved = omp_get_max_threads(), blas_saved = openblas_get_num_threads();
+    dr_err e = { 0, "" };
+    (void)st;
+    openblas_set_num_threads(1);   /* the engine's thread policy (strategies/engine.c) */
+    init_params(&m, SEED, false, 1.0f, params);
+    gen_batch(&m, SEED + 11, N, ROWS, x, labels, NULL);
+    for (int t = 0; t < 2; t++) {
+        rep_open(&k, &rb[t], ROWS);
+        must(k.ops->upload(k.b, rb[t].params, 0, params, k.P * sizeof(float), &e), &e);
+        omp_set_num_threads(t + 1);
+        must(bk_step(&k, &rb[t], x, labels, NULL, N, ROWS, 1, N, &e), &e);
+        must(k.ops->round_loss(k.b, rb[t].loss, 1, &loss[t], &e), &e);
+    }
+    omp_set_num_threads(saved);
+    openblas_set_num_threads(blas_saved);
+    assert_memory_equal(&loss[0], &loss[1], sizeof(float));
+    expect_same_f32(k.ops->host_ptr(rb[0].grad), k.ops->host_ptr(rb[1].grad), k.P, "fast gradient, 2 threads vs 1");
+    for (int t = 0; t < 2; t++) rep_close(&k, &rb[t]);
+    bk_close(&k);
+    free(params); free(x);
+}
+
 /* ---- the table's plumbing --------------------------------------------------------- */
 
 static void api(void **st)
@@ -633,6 +673,7 @@ int main(void)
         cmocka_unit_test(tiles_2x2),
         cmocka_unit_test(tiles_4x1),
         cmocka_unit_test(fast_mode),
+        cmocka_unit_test(fast_threads),
     };
     return cmocka_run_group_tests_name("backend", tests, NULL, NULL);
 }
