@@ -405,25 +405,6 @@ static int test_pack(cm_ep *e, nat_pack *p, bool *done, bool *moved, const char 
     return DR_OK;
 }
 
-/* Nothing completed for the deadline: ping every other rank; one that does
- * not answer is named (and every other rank told). */
-static int blame(cm_ep *e, double *last, const char *what, dr_err *err)
-{
-    for (uint32_t q = 0; q < e->size; q++) {
-        bool alive;
-        int rc;
-        if (q == e->rank) continue;
-        if ((rc = dr_cm_ping(e, q, &alive, what, err))) return rc;
-        if (!alive) {
-            dr_cm_notice_send(e, q);
-            return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI_Iallreduce made no progress for %.1f s and "
-                           "rank %u does not answer: rank %u died or hangs", e->rank, what, e->timeout, q, q);
-        }
-    }
-    *last = dr_cm_now();   /* every rank answers: a slow one, not a dead one */
-    return DR_OK;
-}
-
 /* Polls the packs in flight until pack `need`'s agreement completes (stage
  * 3), or every pack is done (need == np), finishing any whose sums complete. */
 static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need, int D, const char *what,
@@ -454,7 +435,7 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
         if (moved) { last = dr_cm_now(); continue; }
         dr_cm_pong_serve(e);
         if ((rc = dr_cm_notice_check(e, what, err))) return rc;
-        if (dr_cm_now() - last > e->timeout && (rc = blame(e, &last, what, err))) return rc;
+        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
         dr_cm_idle(last);
     }
 }
