@@ -354,6 +354,7 @@ static void cm_close(dr_comm **eps, uint32_t neps)
         free(e->rbuf);
         free(e->tmp);
         free(e->fx);
+        dr_cm_native_release(e);
         free(e);
     }
 }

@@ -34,6 +34,8 @@ typedef struct cm_ep {
     double   timeout;
     void    *fx;             /* the exact float all-reduce's buffers (comm_mpi_f32x.c), kept between calls */
     size_t   fx_cap;         /* bytes at fx */
+    void    *nat;            /* the native sum's packs and their buffers (comm_mpi_native.c), kept between calls */
+    uint32_t nat_np;         /* packs at nat */
 } cm_ep;
 
 #define CM_SPIN_S 200e-6              /* an idle wait spins this long before it yields the core */
@@ -47,6 +49,8 @@ static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
  * arrays are left as they were, but for their flags); an element whose
  * total leaves the compact window comes out marked overflowed. */
 int    dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
+/* Frees the buffers the native sum keeps with the endpoint (at close). */
+void   dr_cm_native_release(cm_ep *e);
 
 /* ---- comm_mpi_f32x.c ---------------------------------------------------- */
 /* The exact sum of loc[0..L)[0..n) over every replica of every rank,

@@ -67,6 +67,8 @@ typedef struct nat_pack {
     size_t       nreq;
     MPI_Request *req;           /* agreement: 2; sums: groups, pieces and flags */
     int          stage;         /* 0: agreement posted, 1: sums posted, 2: done */
+    bool         mixed;         /* the per-element flags travel (flags) */
+    size_t       code_cap, flags_cap, dig_cap, req_cap;   /* bytes held: the buffers stay with the endpoint */
 } nat_pack;
 
 /* floor(v / 4), ceil(v / 4) for |v| <= NAT_LIM + 3 */
@@ -287,23 +289,41 @@ static void from_digits(dr_cacc *c, const int32_t *d, int K, int D, int g)
 
 /* ---- the pipeline ----------------------------------------------------------- */
 
-static void pack_free(nat_pack *p)
+/* buf (holding *cap bytes), or it grown to bytes; NULL when out of memory
+ * (buf is kept). */
+static void *grow(void *buf, size_t *cap, size_t bytes)
 {
-    free(p->code);
-    free(p->flags);
-    free(p->dig);
-    free(p->req);
-    memset(p, 0, sizeof *p);
+    void *q;
+    if (bytes <= *cap) return buf;
+    if (!(q = realloc(buf, bytes))) return NULL;
+    *cap = bytes;
+    return q;
+}
+
+void dr_cm_native_release(cm_ep *e)
+{
+    nat_pack *pk = e->nat;
+    for (uint32_t p = 0; pk && p < e->nat_np; p++) {
+        free(pk[p].code);
+        free(pk[p].flags);
+        free(pk[p].dig);
+        free(pk[p].req);
+    }
+    free(pk);
+    e->nat = NULL;
+    e->nat_np = 0;
 }
 
 static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, const char *what, dr_err *err)
 {
     int mrc;
+    void *c, *q;
     if (p->len > INT_MAX / 2)
         return dr_fail(err, DR_EUSAGE, "comm mpi %s: a pack of %zu elements; the native sum takes at most %d (give "
                        "--bytes_per_pack)", what, p->len, INT_MAX / 2);
-    if (!(p->code = malloc(2 * p->len + 1)) || !(p->req = malloc(2 * sizeof *p->req)))
-        return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
+    if ((c = grow(p->code, &p->code_cap, 2 * p->len + 1))) p->code = c;
+    if ((q = grow(p->req, &p->req_cap, 2 * sizeof *p->req))) p->req = q;
+    if (!c || !q) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
     codes_of(loc, L, p->off, p->len, p->code, p->sum);
     p->req[0] = p->req[1] = MPI_REQUEST_NULL;
     p->nreq = 2;
@@ -318,8 +338,9 @@ static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p
 static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int D, const char *what, dr_err *err)
 {
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0, nreq = 0;
-    bool mixed = p->sum[0] != ~p->sum[1];
+    bool mixed = p->mixed = p->sum[0] != ~p->sum[1];
     int mrc = MPI_SUCCESS;
+    void *d, *q, *fl = NULL;
     for (size_t i = 0; i < p->len; i++) {   /* the top's code is not needed again: it becomes K */
         int K = digits_of(p->code, i, D);
         p->code[2 * i + 1] = (int8_t)K;
@@ -330,11 +351,11 @@ static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int
         total += count[K] * (size_t)K;
         nreq += (count[K] * (size_t)K + NAT_PIECE - 1) / NAT_PIECE;
     }
-    free(p->req);
-    p->req = NULL;
     p->nreq = 0;
-    if (!(p->dig = malloc(total * sizeof *p->dig + 1)) || !(p->req = malloc((nreq + 1) * sizeof *p->req)) ||
-        (mixed && !(p->flags = malloc(p->len + 1))))
+    if ((d = grow(p->dig, &p->dig_cap, total * sizeof *p->dig + 1))) p->dig = d;
+    if ((q = grow(p->req, &p->req_cap, (nreq + 1) * sizeof *p->req))) p->req = q;
+    if (mixed && (fl = grow(p->flags, &p->flags_cap, p->len + 1))) p->flags = fl;
+    if (!d || !q || (mixed && !fl))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu digits", what, total);
     for (size_t i = 0; i < p->len; i++) {
         int K = p->code[2 * i + 1], g = NAT_Q * p->code[2 * i];
@@ -385,7 +406,7 @@ static void finish(dr_cacc *a, nat_pack *p, int D)
             from_digits(c, p->dig + at[K], K, D, NAT_Q * p->code[2 * i]);
             at[K] += (size_t)K;
         }
-        c->flags |= p->flags ? p->flags[i] : common;
+        c->flags |= p->mixed ? p->flags[i] : common;
         if (c->flags & DR_CACC_F_OVERFLOW) { memset(c->w, 0, sizeof c->w); c->exp = 0; }
     }
 }
@@ -420,7 +441,6 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
             if ((rc = test_pack(e, &pk[q], &done, &moved, what, err))) return rc;
             if (done && pk[q].stage == 1) {
                 finish(a, &pk[q], D);
-                pack_free(&pk[q]);
                 pk[q].stage = 2;
             } else if (done) {
                 pk[q].stage = 3;   /* agreement complete: the caller posts the sums */
@@ -451,8 +471,17 @@ int dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, co
     if (!n) return DR_OK;
     if (D < 8) return dr_fail(err, DR_EUNSUPPORTED, "comm mpi %s: %u ranks x %u replicas; the native sum takes "
                               "at most 2^23", what, e->size, L);
-    if (!(pk = calloc(np, sizeof *pk))) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u packs", what, np);
+    if (e->nat_np != np) {   /* the packs' buffers stay with the endpoint from call to call */
+        dr_cm_native_release(e);
+        if (!(e->nat = calloc(np, sizeof *pk)))
+            return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u packs", what, np);
+        e->nat_np = np;
+    }
+    pk = e->nat;
     for (uint32_t p = 0; p < np; p++) {
+        pk[p].stage = 0;
+        pk[p].nreq = 0;
+        pk[p].mixed = false;
         pk[p].off = off;
         pk[p].len = dr_ct_pack_len(h, p, n, off);
         off += pk[p].len;
@@ -469,6 +498,5 @@ int dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, co
         rc = post_sums(e, loc, L, &pk[p], D, what, err);
     }
     if (rc == DR_OK) rc = drive(e, a, pk, np, np, D, what, err);
-    if (rc == DR_OK) free(pk);   /* on failure the library may still write them: the job ends */
-    return rc;
+    return rc;   /* on failure the library may still write the buffers: they stay until close (the job ends) */
 }
