@@ -33,6 +33,8 @@
 #include <string.h>
 
 #define FX_MAX   ((size_t)1 << 30)   /* elements per call at most */
+#define FX_BLOCK 4096               /* elements checked for inf and NaN at once */
+#define FX_COLS  256                /* elements summed term by term at once */
 #define FX_PIECE ((size_t)1 << 16)   /* floats per message at most: each completes soon, so a wait sees
                                         progress and keeps the core (dr_cm_idle) */
 
@@ -64,6 +66,49 @@ static float fx_slow(const float *const *t, uint32_t R, size_t i)
     return dr_acc_round(&a);
 }
 
+/* Whether no term of a[0..n), b[0..n) is an inf or a NaN; out = a + b
+ * (IEEE addition; out may be a). SSE2, x86-64's baseline, four at a time;
+ * plain C elsewhere (the same bits: the same operations). */
+#if defined(__SSE2__) && !defined(DR_EXACT_NO_SIMD)
+#include <emmintrin.h>
+static bool fx_all_finite(const float *a, const float *b, size_t n)
+{
+    const __m128i ex = _mm_set1_epi32(0x7f800000);
+    __m128i bad = _mm_setzero_si128();
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m128i x = _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(a + i)), ex);
+        __m128i y = _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(b + i)), ex);
+        bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi32(x, ex), _mm_cmpeq_epi32(y, ex)));
+    }
+    for (; i < n; i++) {
+        uint32_t x = f32_bits(a[i]) & 0x7f800000u, y = f32_bits(b[i]) & 0x7f800000u;
+        if (x == 0x7f800000u || y == 0x7f800000u) return false;
+    }
+    return _mm_movemask_epi8(bad) == 0;
+}
+
+static void fx_add(float *out, const float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+    for (; i < n; i++) out[i] = a[i] + b[i];
+}
+#else
+static bool fx_all_finite(const float *a, const float *b, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= ((f32_bits(a[i]) & 0x7f800000u) == 0x7f800000u) | ((f32_bits(b[i]) & 0x7f800000u) == 0x7f800000u);
+    return !bad;
+}
+
+static void fx_add(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+#endif
+
 /* out[i] = the exact sum of t[0..R)[i], rounded once, for i < n. */
 static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int s)
 {
@@ -72,44 +117,52 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
         return;
     }
     if (R == 2) {   /* IEEE addition of two floats is their exact sum rounded once; inf and NaN as exact.h says */
-        for (size_t i = 0; i < n; i++) {
-            float a = t[0][i], b = t[1][i];
-            bool finite = ((f32_bits(a) >> 23 & 0xffu) != 0xffu) & ((f32_bits(b) >> 23 & 0xffu) != 0xffu);
-            out[i] = finite ? a + b : fx_slow(t, R, i);
+        for (size_t lo = 0; lo < n; lo += FX_BLOCK) {
+            size_t hi = lo + FX_BLOCK < n ? lo + FX_BLOCK : n;
+            if (fx_all_finite(t[0] + lo, t[1] + lo, hi - lo)) fx_add(out + lo, t[0] + lo, t[1] + lo, hi - lo);
+            else
+                for (size_t i = lo; i < hi; i++) {
+                    float a = t[0][i], b = t[1][i];
+                    bool finite = ((f32_bits(a) >> 23 & 0xffu) != 0xffu) & ((f32_bits(b) >> 23 & 0xffu) != 0xffu);
+                    out[i] = finite ? a + b : fx_slow(t, R, i);
+                }
         }
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        int U = 1, g;
-        bool slow = false, allneg0 = true;
-        uint64_t acc = 0;   /* the int64 sum, kept unsigned: it fits, so no step wraps in the end result */
-        for (uint32_t k = 0; k < R; k++) {
-            uint32_t b = f32_bits(t[k][i]), ef = b >> 23 & 0xffu;
-            U = (int)ef > U ? (int)ef : U;
-            allneg0 = allneg0 && b == 0x80000000u;
-        }
-        if (U == 255) { out[i] = fx_slow(t, R, i); continue; }
-        for (uint32_t k = 0; k < R && !slow; k++) {   /* each term times 2^-g, g = U - 150 - s */
-            uint32_t b = f32_bits(t[k][i]), ef = b >> 23 & 0xffu, m = (b & 0x7fffffu) | (ef ? 0x800000u : 0);
-            int sh = (int)(ef ? ef : 1) - U + s;   /* <= s: below 2^(24 + s) */
-            uint64_t d;
-            if (sh >= 0) d = (uint64_t)m << sh;
-            else if (-sh < 24 && !(m & ((1u << -sh) - 1u))) d = m >> -sh;
-            else if (!m) d = 0;
-            else { slow = true; break; }   /* bits below the grid */
-            acc += (b >> 31) ? 0 - d : d;
-        }
-        g = U - 150 - s;
-        if (slow) out[i] = fx_slow(t, R, i);
-        else if (!acc) out[i] = allneg0 ? -0.0f : 0.0f;
-        else {
-            int64_t v = acc >> 63 ? -(int64_t)(0 - acc) : (int64_t)acc;   /* |v| < 2^63 */
-            uint64_t pb = (uint64_t)(g + 1023) << 52;
-            double p, y;
-            memcpy(&p, &pb, sizeof p);
-            y = (double)(float)v * p;   /* the one rounding (to 24 bits), then an exact scaling */
-            if (y > -0x1p-126 && y < 0x1p-126) out[i] = fx_slow(t, R, i);   /* subnormal: round once there */
-            else out[i] = (float)y;   /* exact, or beyond the range: +-inf, as rounding the exact sum gives */
+    for (size_t lo = 0; lo < n; lo += FX_COLS) {   /* a block of elements at a time, term by term */
+        size_t m = n - lo < FX_COLS ? n - lo : FX_COLS;
+        uint64_t acc[FX_COLS];   /* the int64 sums, kept unsigned: each fits, so no wrap shows in the end */
+        int32_t U[FX_COLS];
+        uint32_t lost[FX_COLS], notneg0[FX_COLS];
+        for (size_t j = 0; j < m; j++) { U[j] = 1; acc[j] = 0; lost[j] = 0; notneg0[j] = 0; }
+        for (uint32_t k = 0; k < R; k++)
+            for (size_t j = 0; j < m; j++) {
+                uint32_t b = f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu;
+                U[j] = (int32_t)ef > U[j] ? (int32_t)ef : U[j];
+                notneg0[j] |= b ^ 0x80000000u;
+            }
+        for (uint32_t k = 0; k < R; k++)
+            for (size_t j = 0; j < m; j++) {   /* each term times 2^-g, g = U - 150 - s: below 2^(24 + s) */
+                uint32_t b = f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu, mt = (b & 0x7fffffu) | (ef ? 0x800000u : 0);
+                int sh = (int)(ef ? ef : 1) - U[j] + s;
+                uint32_t l = sh > 0 ? (uint32_t)sh : 0, r = sh < 0 ? (uint32_t)(-sh > 31 ? 31 : -sh) : 0;
+                uint64_t d = ((uint64_t)mt << l) >> r;   /* m < 2^24: a shift beyond 23 leaves nothing */
+                lost[j] |= mt & ((1u << r) - 1u);         /* bits below the grid: this element goes slow */
+                acc[j] += (b >> 31) ? 0 - d : d;
+            }
+        for (size_t j = 0; j < m; j++) {
+            size_t i = lo + j;
+            if (U[j] == 255 || lost[j]) out[i] = fx_slow(t, R, i);   /* inf, NaN, or bits below the grid */
+            else if (!acc[j]) out[i] = notneg0[j] ? 0.0f : -0.0f;
+            else {
+                int64_t v = acc[j] >> 63 ? -(int64_t)(0 - acc[j]) : (int64_t)acc[j];   /* |v| < 2^63 */
+                uint64_t pb = (uint64_t)(U[j] - 150 - s + 1023) << 52;              /* 2^g */
+                double p, y;
+                memcpy(&p, &pb, sizeof p);
+                y = (double)(float)v * p;   /* the one rounding (to 24 bits), then an exact scaling */
+                if (y > -0x1p-126 && y < 0x1p-126) out[i] = fx_slow(t, R, i);   /* subnormal: round once there */
+                else out[i] = (float)y;   /* exact, or beyond the range: +-inf, as rounding the exact sum gives */
+            }
         }
     }
 }
