@@ -90,7 +90,9 @@ int main(int argc, char **argv)
     dr_mpi_world(&rank, &W);
     if (rank == 0) {
         printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
-               "wire), ring32 = the same ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W, DR_ACC_BYTES);
+               "wire), compact/native = the compact accumulators' ring / MPI_Iallreduce on digits, f32x = the exact "
+               "float all-reduce, ring32 = the ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W,
+               DR_ACC_BYTES);
         printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s "
                "%8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong",
                "compact(us)", "busbw", "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "f32x(us)", "busbw",
