@@ -119,7 +119,11 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
     if (R == 2) {   /* IEEE addition of two floats is their exact sum rounded once; inf and NaN as exact.h says */
         for (size_t lo = 0; lo < n; lo += FX_BLOCK) {
             size_t hi = lo + FX_BLOCK < n ? lo + FX_BLOCK : n;
-            if (fx_all_finite(t[0] + lo, t[1] + lo, hi - lo)) fx_add(out + lo, t[0] + lo, t[1] + lo, hi - lo);
+            bool finite_all = fx_all_finite(t[0] + lo, t[1] + lo, hi - lo);
+#if defined(DR_MUTANT_MPI_F32X_SPECIAL)
+            finite_all = true;   /* planted fault: inf and NaN terms added by the IEEE addition too */
+#endif
+            if (finite_all) fx_add(out + lo, t[0] + lo, t[1] + lo, hi - lo);
             else
                 for (size_t i = lo; i < hi; i++) {
                     float a = t[0][i], b = t[1][i];
