@@ -163,13 +163,23 @@ static void codes_of(dr_cacc *const *loc, uint32_t L, size_t off, size_t len, in
 
 /* ---- stage 2: digits ------------------------------------------------------ */
 
-/* Element i's digit count from the agreed codes (0: no value anywhere). */
-static inline int digits_of(const int8_t *code, size_t i, int D)
+/* ceil(s / D) for every span s = 4 (a - b) + 1 two int8 codes can give,
+ * [-1019, 1021], at kof[s + NAT_SPAN]: one table a call instead of a
+ * division an element. */
+#define NAT_SPAN 1024
+static void digit_table(int8_t kof[2 * NAT_SPAN], int D)
 {
-    int s;
+    for (int s = -NAT_SPAN; s < NAT_SPAN; s++) {   /* agreed codes give 1 <= s <= 1009: K <= 127 for D >= 8 */
+        int k = (s + D - 1) / D;
+        kof[s + NAT_SPAN] = (int8_t)(k < 0 ? 0 : k > 127 ? 127 : k);
+    }
+}
+
+/* Element i's digit count from the agreed codes (0: no value anywhere). */
+static inline int digits_of(const int8_t *code, size_t i, const int8_t kof[2 * NAT_SPAN])
+{
     if (code[2 * i] == NAT_NONE) return 0;
-    s = NAT_Q * (-code[2 * i + 1]) - NAT_Q * code[2 * i] + 1;
-    return (s + D - 1) / D;
+    return kof[NAT_Q * (-code[2 * i + 1]) - NAT_Q * code[2 * i] + 1 + NAT_SPAN];
 }
 
 #if defined(__SIZEOF_INT128__)
@@ -340,9 +350,11 @@ static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0, nreq = 0;
     bool mixed = p->mixed = p->sum[0] != ~p->sum[1];
     int mrc = MPI_SUCCESS;
+    int8_t kof[2 * NAT_SPAN];
     void *d, *q, *fl = NULL;
+    digit_table(kof, D);
     for (size_t i = 0; i < p->len; i++) {   /* the top's code is not needed again: it becomes K */
-        int K = digits_of(p->code, i, D);
+        int K = digits_of(p->code, i, kof);
         p->code[2 * i + 1] = (int8_t)K;
         count[K]++;
     }
