@@ -196,9 +196,9 @@ mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK)
+	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)
 	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST)
-	@sh tests/mpi_native.sh $(MPI_CHECK)
+	@sh tests/mpi_native.sh $(MPI_CHECK) $(MPI_CHECK_MUT_RUN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
@@ -228,6 +228,14 @@ MPI_CHECK = $(BUILD)/tests/mpi_native_check
 $(MPI_CHECK): tests/mpi_native_check.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
+# The same check against the exact float all-reduce's planted faults
+# (devices/comm_mpi_f32x.c, tests/mpi_native.sh): each must fail it.
+MPI_CHECK_MUT = $(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom $(BUILD)/mpi_mutants/mpi_native_check_f32x_special
+MPI_CHECK_MUT_RUN = 3:$(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom 2:$(BUILD)/mpi_mutants/mpi_native_check_f32x_special
+$(BUILD)/mpi_mutants/mpi_native_check_f32x_%: tests/mpi_native_check.c devices/comm_mpi_f32x.c $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_MUTANT_MPI_F32X_$(shell echo $* | tr a-z A-Z) -c devices/comm_mpi_f32x.c -o $@.o
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $@.o $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN) $(MPI_BENCH)

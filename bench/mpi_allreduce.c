@@ -13,6 +13,9 @@
  *           exact gradients use (--all_reduce_alg=ring)
  *   native  all_reduce_compact through MPI_Iallreduce on exact integer
  *           digits (devices/comm_mpi_native.c; --all_reduce_alg=nccl, auto)
+ *   f32x    all_reduce_f32_exact: floats in, the exact sum rounded once
+ *           out, through one int32 digit an element on an agreed grid
+ *           (devices/comm_mpi_f32x.c)
  *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
@@ -49,15 +52,26 @@ static double slowest(double t)
     return m;
 }
 
+/* Whether column col runs (--only: a comma-separated list; all by default). */
+static bool want(const char *only, const char *col)
+{
+    size_t n = strlen(col);
+    for (const char *p = only; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+        if (strncmp(p, col, n) == 0 && (p[n] == ',' || p[n] == 0)) return true;
+    }
+    return only == NULL;
+}
+
 static double median(double *t, int n)
 {
+    if (!t[0]) return 0;   /* a column not run (--only) */
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     return t[n / 2];
 }
 
 int main(int argc, char **argv)
 {
-    const char *json = NULL;
+    const char *json = NULL, *only = NULL;
     double max_mb = 16;
     uint32_t rank, W;
     dr_err err;
@@ -65,16 +79,24 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
         else if (strcmp(argv[i], "--max_mb") == 0 && i + 1 < argc) max_mb = atof(argv[++i]);
-        else { fprintf(stderr, "usage: mpirun -np N mpi_allreduce [--json FILE] [--max_mb MB]\n"); return 2; }
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else {
+            fprintf(stderr, "usage: mpirun -np N mpi_allreduce [--json FILE] [--max_mb MB] [--only COL[,COL]] "
+                    "(COL: exact, compact, native, native_f32, ring32; mpi always runs)\n");
+            return 2;
+        }
     }
     if (dr_mpi_init(&argc, &argv, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); return 1; }
     dr_mpi_world(&rank, &W);
     if (rank == 0) {
         printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
-               "wire), ring32 = the same ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W, DR_ACC_BYTES);
-        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %7s | %10s %8s "
-               "%7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong", "compact(us)", "busbw",
-               "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)",
+               "wire), compact/native = the compact accumulators' ring / MPI_Iallreduce on digits, f32x = the exact "
+               "float all-reduce, ring32 = the ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W,
+               DR_ACC_BYTES);
+        printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s "
+               "%8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong",
+               "compact(us)", "busbw", "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "f32x(us)", "busbw",
+               "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)",
                "busbw", "#wrong");
         if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
     }
@@ -85,8 +107,8 @@ int main(int argc, char **argv)
         dr_cacc *cacc = malloc(n * sizeof *cacc), *cpristine = malloc(n * sizeof *cpristine);
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
         float *expect = malloc(n * sizeof *expect);
-        double t[ITERS_MAX], te, tc, tn, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
-        uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_r = 0, wrong_m = 0;
+        double t[ITERS_MAX], te, tc, tn, tx, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
+        uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_x = 0, wrong_r = 0, wrong_m = 0;
         dr_comm_config cc;
         dr_comm *ep[1], *nep[1];
         uint32_t neps = 0, nneps = 0;
@@ -112,7 +134,8 @@ int main(int argc, char **argv)
         if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
         cc.ranks_alg = DR_COMM_RANKS_NATIVE;
         if (dr_comm_mpi()->open(&cc, nep, &nneps, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
-        for (int k = 0; k < iters; k++) {   /* exact */
+        t[0] = 0;
+        for (int k = 0; want(only, "exact") && k < iters; k++) {   /* exact */
             double t0;
             memcpy(acc, pristine, n * sizeof *acc);
             MPI_Barrier(MPI_COMM_WORLD);
@@ -121,8 +144,9 @@ int main(int argc, char **argv)
             t[k] = slowest(dr_now() - t0);
         }
         te = median(t, iters);
-        for (size_t i = 0; i < n; i++) wrong_e += dr_acc_round(&acc[i]) != expect[i];
-        for (int k = 0; k < iters; k++) {   /* compact */
+        for (size_t i = 0; te && i < n; i++) wrong_e += dr_acc_round(&acc[i]) != expect[i];
+        t[0] = 0;
+        for (int k = 0; want(only, "compact") && k < iters; k++) {   /* compact */
             double t0;
             memcpy(cacc, cpristine, n * sizeof *cacc);
             MPI_Barrier(MPI_COMM_WORLD);
@@ -134,8 +158,9 @@ int main(int argc, char **argv)
             t[k] = slowest(dr_now() - t0);
         }
         tc = median(t, iters);
-        for (size_t i = 0; i < n; i++) wrong_c += dr_cacc_round_div(&cacc[i], 1) != expect[i];
-        for (int k = 0; k < iters; k++) {   /* native: MPI_Iallreduce on integer digits */
+        for (size_t i = 0; tc && i < n; i++) wrong_c += dr_cacc_round_div(&cacc[i], 1) != expect[i];
+        t[0] = 0;
+        for (int k = 0; want(only, "native") && k < iters; k++) {   /* native: MPI_Iallreduce on integer digits */
             double t0;
             memcpy(cacc, cpristine, n * sizeof *cacc);
             MPI_Barrier(MPI_COMM_WORLD);
@@ -147,8 +172,23 @@ int main(int argc, char **argv)
             t[k] = slowest(dr_now() - t0);
         }
         tn = median(t, iters);
-        for (size_t i = 0; i < n; i++) wrong_n += dr_cacc_round_div(&cacc[i], 1) != expect[i];
-        for (int k = 0; k < iters; k++) {   /* the same ring on floats */
+        for (size_t i = 0; tn && i < n; i++) wrong_n += dr_cacc_round_div(&cacc[i], 1) != expect[i];
+        t[0] = 0;
+        for (int k = 0; want(only, "f32x") && k < iters; k++) {   /* exact floats: one int32 digit an element */
+            double t0;
+            memcpy(f, x, n * sizeof *f);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce_f32_exact(nep[0], &f, n, &err)) {
+                fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
+                dr_mpi_abort(1);
+            }
+            t[k] = slowest(dr_now() - t0);
+        }
+        tx = median(t, iters);
+        for (size_t i = 0; tx && i < n; i++) wrong_x += memcmp(&f[i], &expect[i], sizeof *f) != 0;
+        t[0] = 0;
+        for (int k = 0; want(only, "ring32") && k < iters; k++) {   /* the same ring on floats */
             double t0;
             memcpy(f, x, n * sizeof *f);
             MPI_Barrier(MPI_COMM_WORLD);
@@ -157,7 +197,7 @@ int main(int argc, char **argv)
             t[k] = slowest(dr_now() - t0);
         }
         tr = median(t, iters);
-        for (size_t i = 0; i < n; i++) wrong_r += f[i] != expect[i];
+        for (size_t i = 0; tr && i < n; i++) wrong_r += f[i] != expect[i];
         for (int k = 0; k < iters; k++) {   /* MPI_Allreduce */
             double t0;
             MPI_Barrier(MPI_COMM_WORLD);
@@ -170,24 +210,27 @@ int main(int argc, char **argv)
         dr_comm_mpi()->close(ep, neps);
         dr_comm_mpi()->close(nep, nneps);
         {   /* #wrong summed over ranks (each rank checks its own copy of the result) */
-            uint64_t mine[5] = { wrong_e, wrong_c, wrong_r, wrong_m, wrong_n }, all[5];
-            MPI_Allreduce(mine, all, 5, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-            wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3]; wrong_n = all[4];
+            uint64_t mine[6] = { wrong_e, wrong_c, wrong_r, wrong_m, wrong_n, wrong_x }, all[6];
+            MPI_Allreduce(mine, all, 6, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3]; wrong_n = all[4]; wrong_x = all[5];
         }
         if (rank == 0) {
             double ae = bytes / te / 1e9, be = ae * busf, br = bytes / tr / 1e9 * busf, bm = bytes / tm / 1e9 * busf;
-            double bc = bytes / tc / 1e9 * busf, bn = bytes / tn / 1e9 * busf;
+            double bc = bytes / tc / 1e9 * busf, bn = bytes / tn / 1e9 * busf, bx = bytes / tx / 1e9 * busf;
             printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | "
-                   "%10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be, W > 1 ? be / bm : 0.0,
-                   (unsigned long long)wrong_e, tc * 1e6, bc, W > 1 ? bc / bm : 0.0, (unsigned long long)wrong_c,
-                   tn * 1e6, bn, W > 1 ? bn / bm : 0.0, (unsigned long long)wrong_n, tr * 1e6, br,
+                   "%10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be,
+                   W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e, tc * 1e6, bc, W > 1 ? bc / bm : 0.0,
+                   (unsigned long long)wrong_c, tn * 1e6, bn, W > 1 ? bn / bm : 0.0, (unsigned long long)wrong_n,
+                   tx * 1e6, bx, W > 1 ? bx / bm : 0.0, (unsigned long long)wrong_x, tr * 1e6, br,
                    (unsigned long long)wrong_r, tm * 1e6, bm, (unsigned long long)wrong_m);
             if (jf)
-                fprintf(jf, "%s{\"bytes\": %zu, \"native_us\": %.3f, \"native_busbw\": %.4f, \"native_wrong\": %llu, "
+                fprintf(jf, "%s{\"bytes\": %zu, \"f32x_us\": %.3f, \"f32x_busbw\": %.4f, \"f32x_wrong\": %llu, "
+                        "\"native_us\": %.3f, \"native_busbw\": %.4f, \"native_wrong\": %llu, "
                         "\"compact_us\": %.3f, \"compact_busbw\": %.4f, \"compact_wrong\": %llu, "
                         "\"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
                         "\"ring32_us\": %.3f, \"ring32_busbw\": %.4f, \"ring32_wrong\": %llu, \"mpi_us\": %.3f, "
-                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tn * 1e6, bn,
+                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tx * 1e6, bx,
+                        (unsigned long long)wrong_x, tn * 1e6, bn,
                         (unsigned long long)wrong_n, tc * 1e6, bc,
                         (unsigned long long)wrong_c, te * 1e6, be,
                         (unsigned long long)wrong_e, tr * 1e6, br, (unsigned long long)wrong_r, tm * 1e6, bm,

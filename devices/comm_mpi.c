@@ -353,6 +353,8 @@ static void cm_close(dr_comm **eps, uint32_t neps)
         free(e->sbuf);
         free(e->rbuf);
         free(e->tmp);
+        free(e->fx);
+        dr_cm_native_release(e);
         free(e);
     }
 }
@@ -590,6 +592,7 @@ static const dr_comm_ops mpi_ops = {
     .all_gather = dr_cm_all_gather,
     .all_reduce_compact = cm_all_reduce_compact,
     .reduce_to_compact = cm_reduce_to_compact,
+    .all_reduce_f32_exact = dr_cm_all_reduce_f32_exact,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)

@@ -16,6 +16,7 @@
 #define CM_TAG_NOTICE (CM_TAGS + 2)   /* "rank X died": sent by the first rank whose deadline passed */
 #define CM_TAG_PING   (CM_TAGS + 3)   /* "are you alive?", answered with CM_TAG_PONG from any wait */
 #define CM_TAG_PONG   (CM_TAGS + 4)
+#define CM_TAG_FX     (CM_TAGS + 5)   /* and + 6: the exact float all-reduce of two ranks (comm_mpi_f32x.c) */
 #define CM_PING_S     0.5             /* how long a ping waits for its pong */
 
 typedef enum cm_op { CM_MERGE, CM_SET, CM_ADD, CM_COPY } cm_op;   /* exact: merge, set; float: add, copy */
@@ -31,6 +32,10 @@ typedef struct cm_ep {
     uint8_t *sbuf, *rbuf;    /* CM_DEPTH slots of CM_SEG * DR_ACC_BYTES each */
     void    *tmp;            /* one segment's elements, deserialized before they merge */
     double   timeout;
+    void    *fx;             /* the exact float all-reduce's buffers (comm_mpi_f32x.c), kept between calls */
+    size_t   fx_cap;         /* bytes at fx */
+    void    *nat;            /* the native sum's packs and their buffers (comm_mpi_native.c), kept between calls */
+    uint32_t nat_np;         /* packs at nat */
 } cm_ep;
 
 #define CM_SPIN_S 200e-6              /* an idle wait spins this long before it yields the core */
@@ -44,6 +49,15 @@ static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
  * arrays are left as they were, but for their flags); an element whose
  * total leaves the compact window comes out marked overflowed. */
 int    dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
+/* Frees the buffers the native sum keeps with the endpoint (at close). */
+void   dr_cm_native_release(cm_ep *e);
+
+/* ---- comm_mpi_f32x.c ---------------------------------------------------- */
+/* The exact sum of loc[0..L)[0..n) over every replica of every rank,
+ * rounded once, into every loc[r] (distref/comm.h: all_reduce_f32_exact). */
+int    dr_cm_exact_f32(cm_ep *e, float *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
+/* The op itself (arguments checked). */
+int    dr_cm_all_reduce_f32_exact(dr_comm *c, float *const *local, size_t n, dr_err *err);
 
 /* ---- comm_mpi_wait.c ---------------------------------------------------- */
 double dr_cm_now(void);                  /* monotonic seconds */
@@ -61,6 +75,12 @@ int    dr_cm_notice_check(cm_ep *e, const char *what, dr_err *err);
 void   dr_cm_pong_serve(cm_ep *e);
 /* *alive: whether peer answered a ping within CM_PING_S. */
 int    dr_cm_ping(cm_ep *e, uint32_t peer, bool *alive, const char *what, dr_err *err);
+/* Nothing completed for the deadline: pings every other rank; one that does
+ * not answer is named (DR_EFAULT, every other rank told); else *last = now. */
+int    dr_cm_blame(cm_ep *e, double *last, const char *what, dr_err *err);
+/* Waits for every request of req[0..n) (collectives), polling with the
+ * deadline and dr_cm_blame. */
+int    dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_err *err);
 /* The comm's all_gather and barrier (distref/comm.h). */
 int    dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
 int    dr_cm_barrier(dr_comm *c, dr_err *err);

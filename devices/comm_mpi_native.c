@@ -67,6 +67,8 @@ typedef struct nat_pack {
     size_t       nreq;
     MPI_Request *req;           /* agreement: 2; sums: groups, pieces and flags */
     int          stage;         /* 0: agreement posted, 1: sums posted, 2: done */
+    bool         mixed;         /* the per-element flags travel (flags) */
+    size_t       code_cap, flags_cap, dig_cap, req_cap;   /* bytes held: the buffers stay with the endpoint */
 } nat_pack;
 
 /* floor(v / 4), ceil(v / 4) for |v| <= NAT_LIM + 3 */
@@ -161,13 +163,23 @@ static void codes_of(dr_cacc *const *loc, uint32_t L, size_t off, size_t len, in
 
 /* ---- stage 2: digits ------------------------------------------------------ */
 
-/* Element i's digit count from the agreed codes (0: no value anywhere). */
-static inline int digits_of(const int8_t *code, size_t i, int D)
+/* ceil(s / D) for every span s = 4 (a - b) + 1 two int8 codes can give,
+ * [-1019, 1021], at kof[s + NAT_SPAN]: one table a call instead of a
+ * division an element. */
+#define NAT_SPAN 1024
+static void digit_table(int8_t kof[2 * NAT_SPAN], int D)
 {
-    int s;
+    for (int s = -NAT_SPAN; s < NAT_SPAN; s++) {   /* agreed codes give 1 <= s <= 1009: K <= 127 for D >= 8 */
+        int k = (s + D - 1) / D;
+        kof[s + NAT_SPAN] = (int8_t)(k < 0 ? 0 : k > 127 ? 127 : k);
+    }
+}
+
+/* Element i's digit count from the agreed codes (0: no value anywhere). */
+static inline int digits_of(const int8_t *code, size_t i, const int8_t kof[2 * NAT_SPAN])
+{
     if (code[2 * i] == NAT_NONE) return 0;
-    s = NAT_Q * (-code[2 * i + 1]) - NAT_Q * code[2 * i] + 1;
-    return (s + D - 1) / D;
+    return kof[NAT_Q * (-code[2 * i + 1]) - NAT_Q * code[2 * i] + 1 + NAT_SPAN];
 }
 
 #if defined(__SIZEOF_INT128__)
@@ -287,23 +299,41 @@ static void from_digits(dr_cacc *c, const int32_t *d, int K, int D, int g)
 
 /* ---- the pipeline ----------------------------------------------------------- */
 
-static void pack_free(nat_pack *p)
+/* buf (holding *cap bytes), or it grown to bytes; NULL when out of memory
+ * (buf is kept). */
+static void *grow(void *buf, size_t *cap, size_t bytes)
 {
-    free(p->code);
-    free(p->flags);
-    free(p->dig);
-    free(p->req);
-    memset(p, 0, sizeof *p);
+    void *q;
+    if (bytes <= *cap) return buf;
+    if (!(q = realloc(buf, bytes))) return NULL;
+    *cap = bytes;
+    return q;
+}
+
+void dr_cm_native_release(cm_ep *e)
+{
+    nat_pack *pk = e->nat;
+    for (uint32_t p = 0; pk && p < e->nat_np; p++) {
+        free(pk[p].code);
+        free(pk[p].flags);
+        free(pk[p].dig);
+        free(pk[p].req);
+    }
+    free(pk);
+    e->nat = NULL;
+    e->nat_np = 0;
 }
 
 static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, const char *what, dr_err *err)
 {
     int mrc;
+    void *c, *q;
     if (p->len > INT_MAX / 2)
         return dr_fail(err, DR_EUSAGE, "comm mpi %s: a pack of %zu elements; the native sum takes at most %d (give "
                        "--bytes_per_pack)", what, p->len, INT_MAX / 2);
-    if (!(p->code = malloc(2 * p->len + 1)) || !(p->req = malloc(2 * sizeof *p->req)))
-        return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
+    if ((c = grow(p->code, &p->code_cap, 2 * p->len + 1))) p->code = c;
+    if ((q = grow(p->req, &p->req_cap, 2 * sizeof *p->req))) p->req = q;
+    if (!c || !q) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
     codes_of(loc, L, p->off, p->len, p->code, p->sum);
     p->req[0] = p->req[1] = MPI_REQUEST_NULL;
     p->nreq = 2;
@@ -318,10 +348,13 @@ static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p
 static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int D, const char *what, dr_err *err)
 {
     size_t count[NAT_KMAX + 1] = { 0 }, at[NAT_KMAX + 1], total = 0, nreq = 0;
-    bool mixed = p->sum[0] != ~p->sum[1];
+    bool mixed = p->mixed = p->sum[0] != ~p->sum[1];
     int mrc = MPI_SUCCESS;
+    int8_t kof[2 * NAT_SPAN];
+    void *d, *q, *fl = NULL;
+    digit_table(kof, D);
     for (size_t i = 0; i < p->len; i++) {   /* the top's code is not needed again: it becomes K */
-        int K = digits_of(p->code, i, D);
+        int K = digits_of(p->code, i, kof);
         p->code[2 * i + 1] = (int8_t)K;
         count[K]++;
     }
@@ -330,11 +363,11 @@ static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int
         total += count[K] * (size_t)K;
         nreq += (count[K] * (size_t)K + NAT_PIECE - 1) / NAT_PIECE;
     }
-    free(p->req);
-    p->req = NULL;
     p->nreq = 0;
-    if (!(p->dig = malloc(total * sizeof *p->dig + 1)) || !(p->req = malloc((nreq + 1) * sizeof *p->req)) ||
-        (mixed && !(p->flags = malloc(p->len + 1))))
+    if ((d = grow(p->dig, &p->dig_cap, total * sizeof *p->dig + 1))) p->dig = d;
+    if ((q = grow(p->req, &p->req_cap, (nreq + 1) * sizeof *p->req))) p->req = q;
+    if (mixed && (fl = grow(p->flags, &p->flags_cap, p->len + 1))) p->flags = fl;
+    if (!d || !q || (mixed && !fl))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu digits", what, total);
     for (size_t i = 0; i < p->len; i++) {
         int K = p->code[2 * i + 1], g = NAT_Q * p->code[2 * i];
@@ -385,7 +418,7 @@ static void finish(dr_cacc *a, nat_pack *p, int D)
             from_digits(c, p->dig + at[K], K, D, NAT_Q * p->code[2 * i]);
             at[K] += (size_t)K;
         }
-        c->flags |= p->flags ? p->flags[i] : common;
+        c->flags |= p->mixed ? p->flags[i] : common;
         if (c->flags & DR_CACC_F_OVERFLOW) { memset(c->w, 0, sizeof c->w); c->exp = 0; }
     }
 }
@@ -405,25 +438,6 @@ static int test_pack(cm_ep *e, nat_pack *p, bool *done, bool *moved, const char 
     return DR_OK;
 }
 
-/* Nothing completed for the deadline: ping every other rank; one that does
- * not answer is named (and every other rank told). */
-static int blame(cm_ep *e, double *last, const char *what, dr_err *err)
-{
-    for (uint32_t q = 0; q < e->size; q++) {
-        bool alive;
-        int rc;
-        if (q == e->rank) continue;
-        if ((rc = dr_cm_ping(e, q, &alive, what, err))) return rc;
-        if (!alive) {
-            dr_cm_notice_send(e, q);
-            return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI_Iallreduce made no progress for %.1f s and "
-                           "rank %u does not answer: rank %u died or hangs", e->rank, what, e->timeout, q, q);
-        }
-    }
-    *last = dr_cm_now();   /* every rank answers: a slow one, not a dead one */
-    return DR_OK;
-}
-
 /* Polls the packs in flight until pack `need`'s agreement completes (stage
  * 3), or every pack is done (need == np), finishing any whose sums complete. */
 static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need, int D, const char *what,
@@ -439,7 +453,6 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
             if ((rc = test_pack(e, &pk[q], &done, &moved, what, err))) return rc;
             if (done && pk[q].stage == 1) {
                 finish(a, &pk[q], D);
-                pack_free(&pk[q]);
                 pk[q].stage = 2;
             } else if (done) {
                 pk[q].stage = 3;   /* agreement complete: the caller posts the sums */
@@ -454,7 +467,7 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
         if (moved) { last = dr_cm_now(); continue; }
         dr_cm_pong_serve(e);
         if ((rc = dr_cm_notice_check(e, what, err))) return rc;
-        if (dr_cm_now() - last > e->timeout && (rc = blame(e, &last, what, err))) return rc;
+        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
         dr_cm_idle(last);
     }
 }
@@ -470,8 +483,17 @@ int dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, co
     if (!n) return DR_OK;
     if (D < 8) return dr_fail(err, DR_EUNSUPPORTED, "comm mpi %s: %u ranks x %u replicas; the native sum takes "
                               "at most 2^23", what, e->size, L);
-    if (!(pk = calloc(np, sizeof *pk))) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u packs", what, np);
+    if (e->nat_np != np) {   /* the packs' buffers stay with the endpoint from call to call */
+        dr_cm_native_release(e);
+        if (!(e->nat = calloc(np, sizeof *pk)))
+            return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u packs", what, np);
+        e->nat_np = np;
+    }
+    pk = e->nat;
     for (uint32_t p = 0; p < np; p++) {
+        pk[p].stage = 0;
+        pk[p].nreq = 0;
+        pk[p].mixed = false;
         pk[p].off = off;
         pk[p].len = dr_ct_pack_len(h, p, n, off);
         off += pk[p].len;
@@ -488,6 +510,5 @@ int dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, co
         rc = post_sums(e, loc, L, &pk[p], D, what, err);
     }
     if (rc == DR_OK) rc = drive(e, a, pk, np, np, D, what, err);
-    if (rc == DR_OK) free(pk);   /* on failure the library may still write them: the job ends */
-    return rc;
+    return rc;   /* on failure the library may still write the buffers: they stay until close (the job ends) */
 }

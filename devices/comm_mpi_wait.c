@@ -193,3 +193,45 @@ int dr_cm_barrier(dr_comm *c, dr_err *err)
     free(all);
     return rc;
 }
+
+/* Nothing completed for the deadline: ping every other rank; one that does
+ * not answer is named (and every other rank told). */
+int dr_cm_blame(cm_ep *e, double *last, const char *what, dr_err *err)
+{
+    for (uint32_t q = 0; q < e->size; q++) {
+        bool alive;
+        int rc;
+        if (q == e->rank) continue;
+        if ((rc = dr_cm_ping(e, q, &alive, what, err))) return rc;
+        if (!alive) {
+            dr_cm_notice_send(e, q);
+            return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI_Iallreduce made no progress for %.1f s and "
+                           "rank %u does not answer: rank %u died or hangs", e->rank, what, e->timeout, q, q);
+        }
+    }
+    *last = dr_cm_now();   /* every rank answers: a slow one, not a dead one */
+    return DR_OK;
+}
+
+/* Polls req[0..n) until every one completes, with the endpoint's deadline
+ * (dr_cm_blame when none completes for timeout seconds). */
+int dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_err *err)
+{
+    double last = dr_cm_now();
+    int rc, mrc, left = n;
+    while (left > 0) {
+        int out = 0, idx[8];
+        for (int i = 0; i < n; i += 8) {
+            int m = n - i < 8 ? n - i : 8;
+            if ((mrc = MPI_Testsome(m, req + i, &out, idx, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
+                return dr_cm_fail(err, mrc, e->rank, what);
+            if (out != MPI_UNDEFINED && out > 0) { left -= out; last = dr_cm_now(); }
+        }
+        if (left <= 0) break;
+        dr_cm_pong_serve(e);
+        if ((rc = dr_cm_notice_check(e, what, err))) return rc;
+        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
+        dr_cm_idle(last);
+    }
+    return DR_OK;
+}

@@ -22,6 +22,14 @@
  * replicas' digits, not merged partials). Both
  * algorithms must agree wherever neither overflowed. Prints one line per
  * configuration; exit 1 on any failure.
+ *
+ * Then the exact float all-reduce (all_reduce_f32_exact,
+ * devices/comm_mpi_f32x.c), 1 and 2 local replicas: every element of every
+ * replica must have the bits of dr_acc_round over all W L terms. Floats of
+ * every kind: binades far apart (terms below the int64 grid), zeros of
+ * both signs, +-inf and NaN, subnormal terms and sums, sums beyond
+ * FLT_MAX, ties, and terms at the top of their binade with one sign (the
+ * int64 digits' headroom: one bit less and their sum wraps).
  */
 #include "distref/cacc.h"
 #include "distref/comm.h"
@@ -142,6 +150,77 @@ static void check(const dr_cacc *got, const dr_acc *want, const bool *in_over, c
     }
 }
 
+#define FCASES 16
+
+/* Replica q's float of element i. */
+static float fterm(uint32_t q, size_t i)
+{
+    float u = u01(21, q, i) - 0.5f;
+    int c = (int)(i % FCASES);
+    switch (c) {
+    case 0: return u * ldexpf(1.0f, (int)(i % 60) - 30);
+    case 1: return 0.0f;
+    case 2: return -0.0f;
+    case 3: return q % 2 ? -0.0f : 0.0f;
+    case 4: return q == 1 ? INFINITY : u;
+    case 5: return q == 0 ? INFINITY : q == 1 ? -INFINITY : u;   /* NaN */
+    case 6: return q == 0 ? NAN : u;
+    case 7: return (q % 2 ? -1.0f : 1.0f) * (float)(1 + i % 7) * 0.375f;   /* cancels for even R */
+    case 8: return ldexpf(u, -125 - (int)(q % 5));                        /* subnormal terms and sums */
+    case 9: return 3e38f * (0.75f + u / 2);                                /* beyond FLT_MAX for R >= 2 */
+    case 10: return ldexpf(1.0f + u, (int)(i % 90) * (q % 2 ? 1 : -1));    /* far apart: below the grid */
+    case 11: return ldexpf(0x1.fffffep0f, (int)(i % 40) - 20);             /* one sign, top of the binade */
+    case 12: return q == 0 ? ldexpf(1.0f, -126) : -ldexpf(1.0f, -149) * (float)(q + i % 3);   /* at FLT_MIN */
+    case 13: return q == 0 ? 1.0f : ldexpf(1.0f, -24 - (int)((q - 1) * (i % 3)));   /* ties */
+    case 14: return (float)(int32_t)(u * 16777216.0f) * ldexpf(1.0f, (int)(i % 9));
+    default: return u * (float)(1 + q);
+    }
+}
+
+/* all_reduce_f32_exact with L local replicas against dr_acc_round; returns
+ * the number of wrong elements over every rank. */
+static unsigned long long check_f32x(uint32_t rank, uint32_t W, uint32_t L, size_t n)
+{
+    float *loc[2], *want = malloc(n * sizeof *want);
+    unsigned long long bad = 0, all = 0;
+    size_t first = n;
+    dr_comm_config cc;
+    dr_comm *ep[1];
+    uint32_t neps = 0;
+    dr_err err;
+    for (size_t i = 0; i < n; i++) {
+        dr_acc a;
+        dr_acc_init(&a);
+        for (uint32_t q = 0; q < W * L; q++) dr_acc_add(&a, fterm(q, i));
+        want[i] = dr_acc_round(&a);
+    }
+    memset(&cc, 0, sizeof cc);
+    cc.num_ranks = W;
+    cc.local_replicas = L;
+    cc.alg = DR_COMM_RING;
+    cc.num_packs = 1;
+    cc.timeout_s = 30;
+    for (uint32_t r = 0; r < L; r++) {
+        loc[r] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) loc[r][i] = fterm(rank * L + r, i);
+    }
+    if (dr_comm_mpi()->open(&cc, ep, &neps, &err) || dr_comm_mpi()->all_reduce_f32_exact(ep[0], loc, n, &err)) {
+        fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
+        dr_mpi_abort(1);
+    }
+    dr_comm_mpi()->close(ep, neps);
+    for (uint32_t r = 0; r < L; r++)
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&loc[r][i], &want[i], sizeof(float))) { bad++; if (first == n) first = i; }
+    if (bad)
+        fprintf(stderr, "rank %u: f32x element %zu (case %zu): %a, want %a\n", rank, first, first % FCASES,
+                (double)loc[0][first], (double)want[first]);
+    MPI_Allreduce(&bad, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    for (uint32_t r = 0; r < L; r++) free(loc[r]);
+    free(want);
+    return all;
+}
+
 int main(int argc, char **argv)
 {
     static const int packs[] = { 0, 1, 3 };
@@ -220,6 +299,14 @@ int main(int argc, char **argv)
             }
             for (int alg = 0; alg < 2; alg++) for (uint32_t r = 0; r < L; r++) free(res[alg][r]);
             free(want); free(part); free(in_over); free(wide); free(lo); free(hi); free(tmp);
+        }
+    for (uint32_t L = 1; L <= 2; L++)
+        for (int k = 0; k < 2; k++) {   /* a small call, and one whose chunks take more than one message */
+            size_t nf = k ? 140000 : 1000;
+            unsigned long long wrong = check_f32x(rank, W, L, nf);
+            if (rank == 0)
+                printf("np=%u L=%u n=%zu: all_reduce_f32_exact wrong %llu  %s\n", W, L, nf, wrong, wrong ? "FAIL" : "ok");
+            fails += wrong != 0;
         }
     dr_mpi_finalize();
     return fails ? 1 : 0;

@@ -152,6 +152,13 @@ typedef struct dr_comm_ops {
     int      (*all_reduce_compact)(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err);
     int      (*reduce_to_compact)(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
                                   dr_err *err);
+    /* Optional (NULL: not offered; the MPI comm offers it). Collective:
+     * local[0 .. local_replicas) hold n floats each; afterwards every one
+     * holds, per element, the exact sum over every replica of every rank
+     * rounded once (exact.h: the bits of dr_acc_round of those terms, in
+     * any order, for any rank and replica count). Any n; the packs and
+     * tensor lengths of the config do not apply. */
+    int      (*all_reduce_f32_exact)(dr_comm *c, float *const *local, size_t n, dr_err *err);
 } dr_comm_ops;
 
 /* Ranks as thread groups of one process (devices/comm_threads.c): every
