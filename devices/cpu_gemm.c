@@ -478,16 +478,39 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     const float *bias, float *C, size_t ldc, int crt)
 {
     product p;
+    size_t nb = (N + 7) / 8;
+    int32_t *eb = NULL;
+    uint8_t *done = NULL;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0, crt);
     if (rc) return rc;
+#if defined(__SIZEOF_INT128__)
+    /* The VNNI path rounds most outputs eight at a time (cpu_gemm_round.c):
+     * every column without remainders, inf/NaN or all zeros. */
+    if (crt == 2 && K > 0) {
+        eb = malloc(N * sizeof *eb + 64);
+        done = malloc(nb * M + 64);
+        if (!eb || !done) { free(eb); free(done); product_free(&p); return DR_ENOMEM; }
+        for (size_t j = 0; j < N; j++)
+            eb[j] = p.b.special[j] || p.b.zero[j] || p.b.rem_start[j] != p.b.rem_start[j + 1] ? DR_ROUND_SKIP
+                                                                                             : p.b.base[j];
+    }
+#endif
     #pragma omp parallel
     {
         dr_prod_bins bins;
         dr_prod_bins_init(&bins);
         #pragma omp for schedule(static)
         for (size_t i = 0; i < M; i++) {
+            const uint8_t *dn = NULL;
+#if defined(__SIZEOF_INT128__)
+            if (eb && !p.a.special[i] && !p.a.zero[i] && p.a.rem_start[i] == p.a.rem_start[i + 1]) {
+                dr_crt_round_row_avx512(p.V + i * N, N, p.a.base[i], eb, bias, C + i * ldc, done + i * nb);
+                dn = done + i * nb;
+            }
+#endif
             for (size_t j = 0; j < N; j++) {
                 dr_acc acc;
+                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
                 if (!p.a.special[i] && !p.b.special[j] && fast_element(&p, i, j, N, bias, &C[i * ldc + j]))
                     continue;
                 if (K > 0 && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j]) {
@@ -507,6 +530,8 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
             }
         }
     }
+    free(eb);
+    free(done);
     product_free(&p);
     return DR_OK;
 }

@@ -168,7 +168,7 @@ int dr_crt_have_vnni(void)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512vnni");
 #else
     return 0;
 #endif

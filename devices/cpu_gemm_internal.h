@@ -123,6 +123,16 @@ void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, si
                         uint8_t *tmp, unsigned char *has_rem);
 void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                              dr_i128 *V);
+
+/* cpu_gemm_round.c: the f32 outputs of one row, bias_j + V[j] 2^(Ea + eb[j]),
+ * j < N, correctly rounded, eight at a time on AVX-512 (only where
+ * dr_crt_have_vnni() says so). Bit j % 8 of done[j / 8] says whether out[j]
+ * was written; a column with eb[j] = DR_ROUND_SKIP, a zero sum, an inf/NaN
+ * bias or one whose unit lies below V's or over 100 bits above it is left
+ * to the caller. bias may be NULL. */
+#define DR_ROUND_SKIP (-100000)
+void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
+                             float *out, uint8_t *done);
 #endif
 
 /* The int8 kernels: C[i][j] = sum_k A[i][k] * B[k][j] in int32 for one

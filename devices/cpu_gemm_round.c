@@ -1,0 +1,137 @@
+/* distref devices — the CRT path's f32 outputs rounded eight at a time on
+ * AVX-512: bias_j + V_ij 2^(Ea_i + Eb_j), V the exact 128-bit integer the
+ * residues gave (cpu_gemm_crt.c), rounded once to the nearest float, ties
+ * to even, in 128-bit integers and one double:
+ *
+ *   1. the bias m 2^e (m < 2^24) joins V as the integer m 2^(e - E) when
+ *      0 <= e - E <= 100 (|V| < 2^96, so the sum stays below 2^125);
+ *   2. |V| is cut to a 64-bit window W below its leading bit, the bits
+ *      shifted out OR-ed into W's lowest bit (sticky);
+ *   3. W is converted to double rounding to odd: toward zero, then the
+ *      lowest mantissa bit set when the conversion was inexact. A value
+ *      rounded to odd with 53 bits, then to nearest with at most 24, gives
+ *      the value's own nearest float (Boldo and Melquiond 2008): the odd
+ *      bit keeps a value off the float midpoints exactly when it was off;
+ *   4. the double is scaled by 2^(E + shift) (exact: the exponent is kept
+ *      inside the double's normal range) and converted to float to nearest,
+ *      which also gives float subnormals and overflow to inf correctly;
+ *   5. the sign is V's.
+ *
+ * A lane takes the general path (cpu_gemm.c's window rounding through the
+ * exact accumulator) when this cannot decide it: the sum is zero (the
+ * sign of a zero result depends on the terms), the bias is inf/NaN or its
+ * unit lies below V's or more than 100 bits above it, the column is
+ * marked (remainders, inf/NaN, all zeros: eb[j] = DR_ROUND_SKIP), or the
+ * exponent leaves [-900, 800]. tests/test_fastgemm_round.c checks every
+ * step against dr_gemm_f32 (MPFR-tested): ties, sticky bits only below the
+ * window, windows of every width, biases at and past both limits,
+ * subnormal results, overflow, signed zeros and inf/NaN.
+ */
+#include "devices/cpu_gemm_internal.h"
+
+#include <string.h>
+
+#if defined(__SIZEOF_INT128__)
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
+#include <immintrin.h>
+
+#define ROUND_ISA __attribute__((target("avx512f,avx512dq,avx512cd,avx512vl")))
+
+ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
+                                       float *out, uint8_t *done)
+{
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1), c64 = _mm512_set1_epi64(64);
+    const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i ea = _mm512_set1_epi64(Ea);
+    for (size_t j0 = 0; j0 < N; j0 += 8) {
+        __mmask8 live = N - j0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (N - j0)) - 1u), ok, neg, lz, inexact;
+        size_t q = N - j0 >= 8 ? 16 : 2 * (N - j0);     /* live 64-bit words of V */
+        __mmask8 w0 = q >= 8 ? (__mmask8)0xff : (__mmask8)((1u << q) - 1u);
+        __mmask8 w1 = q >= 16 ? (__mmask8)0xff : q > 8 ? (__mmask8)((1u << (q - 8)) - 1u) : (__mmask8)0;
+        __m512i x0, x1, lo, hi, E, n, sh, W, back, t;
+        __m512d d;
+        __m256 f;
+        /* 8 two's complement 128-bit values as (lo, hi) 64-bit lanes */
+        x0 = _mm512_maskz_loadu_epi64(w0, (const void *)(V + j0));
+        x1 = _mm512_maskz_loadu_epi64(w1, (const void *)(V + j0 + 4));
+        lo = _mm512_permutex2var_epi64(x0, even, x1);
+        hi = _mm512_permutex2var_epi64(x0, odd, x1);
+        E = _mm512_add_epi64(ea, _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(live, eb + j0)));
+        ok = _mm512_mask_cmpge_epi64_mask(live, E, _mm512_set1_epi64(-900)) &
+             _mm512_cmple_epi64_mask(E, _mm512_set1_epi64(800));
+        if (bias) {   /* bias m 2^e added as the integer m 2^(e - E), 0 <= e - E <= 100 */
+            __m512i bb = _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, bias + j0));
+            __m512i ef = _mm512_and_si512(_mm512_srli_epi64(bb, 23), _mm512_set1_epi64(0xff));
+            __m512i m = _mm512_and_si512(bb, _mm512_set1_epi64(0x7fffff)), s, blo, bhi;
+            __mmask8 nz, bneg;
+            m = _mm512_mask_or_epi64(m, _mm512_cmpneq_epi64_mask(ef, zero), m, _mm512_set1_epi64(0x800000));
+            /* e = max(ef, 1) - 150 */
+            s = _mm512_sub_epi64(_mm512_sub_epi64(_mm512_max_epi64(ef, one), _mm512_set1_epi64(150)), E);
+            nz = _mm512_cmpneq_epi64_mask(m, zero);
+            ok &= _mm512_cmpneq_epi64_mask(ef, _mm512_set1_epi64(0xff));
+#if defined(DR_MUTANT_ROUND_BIAS_LOW)
+            ok &= ~nz | (_mm512_cmpge_epi64_mask(s, _mm512_set1_epi64(-1)) &   /* fault: a bias one bit below V's unit */
+                         _mm512_cmple_epi64_mask(s, _mm512_set1_epi64(100)));
+#else
+            ok &= ~nz | (_mm512_cmpge_epi64_mask(s, zero) & _mm512_cmple_epi64_mask(s, _mm512_set1_epi64(100)));
+#endif
+            s = _mm512_max_epi64(s, zero);
+#if defined(DR_MUTANT_ROUND_BIAS_HI)
+            blo = _mm512_sllv_epi64(m, s);       /* fault: the bias's bits that cross into V's high word are lost */
+            bhi = _mm512_sllv_epi64(m, _mm512_sub_epi64(s, c64));
+#else
+            blo = _mm512_sllv_epi64(m, s);       /* counts of 64 and more give 0 */
+            bhi = _mm512_or_si512(_mm512_sllv_epi64(m, _mm512_sub_epi64(s, c64)),
+                                  _mm512_srlv_epi64(m, _mm512_sub_epi64(c64, s)));
+#endif
+            bneg = _mm512_test_epi64_mask(bb, _mm512_set1_epi64(0x80000000LL));
+            bhi = _mm512_mask_xor_epi64(bhi, bneg, bhi, _mm512_set1_epi64(-1));      /* -(bhi:blo) */
+            bhi = _mm512_mask_add_epi64(bhi, bneg & _mm512_cmpeq_epi64_mask(blo, zero), bhi, one);
+            blo = _mm512_mask_sub_epi64(blo, bneg, zero, blo);
+            t = _mm512_add_epi64(lo, blo);
+            hi = _mm512_add_epi64(hi, bhi);
+            hi = _mm512_mask_add_epi64(hi, _mm512_cmplt_epu64_mask(t, lo), hi, one); /* the carry */
+            lo = t;
+        }
+        /* |V| and its sign; a zero sum takes the general path */
+        neg = _mm512_cmplt_epi64_mask(hi, zero);
+        hi = _mm512_mask_xor_epi64(hi, neg, hi, _mm512_set1_epi64(-1));
+        hi = _mm512_mask_add_epi64(hi, neg & _mm512_cmpeq_epi64_mask(lo, zero), hi, one);
+        lo = _mm512_mask_sub_epi64(lo, neg, zero, lo);
+        ok &= _mm512_test_epi64_mask(_mm512_or_si512(lo, hi), _mm512_or_si512(lo, hi));
+        /* the window: 64 bits below the leading one of |V|, sticky in bit 0 */
+        lz = _mm512_cmpeq_epi64_mask(hi, zero);
+        n = _mm512_mask_sub_epi64(_mm512_sub_epi64(_mm512_set1_epi64(128), _mm512_lzcnt_epi64(hi)), lz, c64,
+                                  _mm512_lzcnt_epi64(lo));
+        sh = _mm512_max_epi64(_mm512_sub_epi64(n, c64), zero);
+        W = _mm512_or_si512(_mm512_srlv_epi64(lo, sh), _mm512_sllv_epi64(hi, _mm512_sub_epi64(c64, sh)));
+#if !defined(DR_MUTANT_ROUND_STICKY)   /* the fault: bits below the window dropped */
+        W = _mm512_mask_or_epi64(W, _mm512_test_epi64_mask(_mm512_sllv_epi64(lo, _mm512_sub_epi64(c64, sh)),
+                                                           _mm512_set1_epi64(-1)), W, one);
+#endif
+        /* to double, rounded to odd */
+        d = _mm512_cvt_roundepu64_pd(W, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        back = _mm512_cvttpd_epu64(d);
+        inexact = _mm512_cmpneq_epi64_mask(back, W);
+#if !defined(DR_MUTANT_ROUND_ODD)      /* the fault: truncated, not rounded to odd */
+        d = _mm512_castsi512_pd(_mm512_mask_or_epi64(_mm512_castpd_si512(d), inexact, _mm512_castpd_si512(d), one));
+#else
+        (void)inexact;
+#endif
+        d = _mm512_scalef_pd(d, _mm512_cvtepi64_pd(_mm512_add_epi64(E, sh)));
+        f = _mm512_cvt_roundpd_ps(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        f = _mm256_castsi256_ps(_mm256_mask_or_epi32(_mm256_castps_si256(f), neg, _mm256_castps_si256(f),
+                                                     _mm256_set1_epi32((int)0x80000000u)));
+        _mm256_mask_storeu_ps(out + j0, ok, f);
+        done[j0 / 8] = ok;
+    }
+}
+#else
+void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
+                             float *out, uint8_t *done)
+{   /* never called: dr_crt_have_vnni() is 0 in such a build */
+    (void)V; (void)Ea; (void)eb; (void)bias; (void)out;
+    memset(done, 0, (N + 7) / 8);
+}
+#endif
+#endif
