@@ -33,23 +33,20 @@
 
 #if defined(__SIZEOF_INT128__)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
-#include <immintrin.h>
+#include "core/round_avx512.h"
 
-#define ROUND_ISA __attribute__((target("avx512f,avx512dq,avx512cd,avx512vl")))
-
-ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
+DR_ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
                                        float *out, uint8_t *done)
 {
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1), c64 = _mm512_set1_epi64(64);
     const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
     const __m512i ea = _mm512_set1_epi64(Ea);
     for (size_t j0 = 0; j0 < N; j0 += 8) {
-        __mmask8 live = N - j0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (N - j0)) - 1u), ok, neg, lz, inexact;
+        __mmask8 live = N - j0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (N - j0)) - 1u), ok, neg, lz, sticky;
         size_t q = N - j0 >= 8 ? 16 : 2 * (N - j0);     /* live 64-bit words of V */
         __mmask8 w0 = q >= 8 ? (__mmask8)0xff : (__mmask8)((1u << q) - 1u);
         __mmask8 w1 = q >= 16 ? (__mmask8)0xff : q > 8 ? (__mmask8)((1u << (q - 8)) - 1u) : (__mmask8)0;
-        __m512i x0, x1, lo, hi, E, n, sh, W, back, t;
-        __m512d d;
+        __m512i x0, x1, lo, hi, E, n, sh, W, t;
         __m256 f;
         /* 8 two's complement 128-bit values as (lo, hi) 64-bit lanes */
         x0 = _mm512_maskz_loadu_epi64(w0, (const void *)(V + j0));
@@ -57,7 +54,7 @@ ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const
         lo = _mm512_permutex2var_epi64(x0, even, x1);
         hi = _mm512_permutex2var_epi64(x0, odd, x1);
         E = _mm512_add_epi64(ea, _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(live, eb + j0)));
-        ok = _mm512_mask_cmpge_epi64_mask(live, E, _mm512_set1_epi64(-900)) &
+        ok = _mm512_mask_cmpge_epi64_mask(live, E, _mm512_set1_epi64(-900)) &   /* E + shift: see round_avx512.h */
              _mm512_cmple_epi64_mask(E, _mm512_set1_epi64(800));
         if (bias) {   /* bias m 2^e added as the integer m 2^(e - E), 0 <= e - E <= 100 */
             __m512i bb = _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, bias + j0));
@@ -105,23 +102,8 @@ ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const
                                   _mm512_lzcnt_epi64(lo));
         sh = _mm512_max_epi64(_mm512_sub_epi64(n, c64), zero);
         W = _mm512_or_si512(_mm512_srlv_epi64(lo, sh), _mm512_sllv_epi64(hi, _mm512_sub_epi64(c64, sh)));
-#if !defined(DR_MUTANT_ROUND_STICKY)   /* the fault: bits below the window dropped */
-        W = _mm512_mask_or_epi64(W, _mm512_test_epi64_mask(_mm512_sllv_epi64(lo, _mm512_sub_epi64(c64, sh)),
-                                                           _mm512_set1_epi64(-1)), W, one);
-#endif
-        /* to double, rounded to odd */
-        d = _mm512_cvt_roundepu64_pd(W, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        back = _mm512_cvttpd_epu64(d);
-        inexact = _mm512_cmpneq_epi64_mask(back, W);
-#if !defined(DR_MUTANT_ROUND_ODD)      /* the fault: truncated, not rounded to odd */
-        d = _mm512_castsi512_pd(_mm512_mask_or_epi64(_mm512_castpd_si512(d), inexact, _mm512_castpd_si512(d), one));
-#else
-        (void)inexact;
-#endif
-        d = _mm512_scalef_pd(d, _mm512_cvtepi64_pd(_mm512_add_epi64(E, sh)));
-        f = _mm512_cvt_roundpd_ps(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        f = _mm256_castsi256_ps(_mm256_mask_or_epi32(_mm256_castps_si256(f), neg, _mm256_castps_si256(f),
-                                                     _mm256_set1_epi32((int)0x80000000u)));
+        sticky = _mm512_test_epi64_mask(_mm512_sllv_epi64(lo, _mm512_sub_epi64(c64, sh)), _mm512_set1_epi64(-1));
+        f = dr_round_odd_avx512(W, sticky, _mm512_add_epi64(E, sh), neg);
         _mm256_mask_storeu_ps(out + j0, ok, f);
         done[j0 / 8] = ok;
     }

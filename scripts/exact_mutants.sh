@@ -23,6 +23,9 @@
 #   round_sticky    devices/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
 #   round_bias_hi   devices/cpu_gemm_round.c a bias's bits that cross into V's high word lost
 #   round_bias_low  devices/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
+#   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
+#   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
+#   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -81,8 +84,11 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run round_sticky   devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_STICKY test_fastgemm_round
     run round_bias_hi  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_HI test_fastgemm_round
     run round_bias_low devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_LOW test_fastgemm_round
+    run cacc_round_odd   core/cacc.c CORE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
+    run cacc_round_rest  core/cacc.c CORE 's/_mm512_sub_epi64(c64, s)), rest), all);/_mm512_sub_epi64(c64, s)), _mm512_and_si512(rest, zero)), all);/' test_fastgemm_round
+    run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round
 else
-    echo "exact mutants crt_residue, crt_ktail, crt_no_rem, round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
+    echo "exact mutants crt_residue, crt_ktail, crt_no_rem, round_*, cacc_round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
 fi
 run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact

@@ -29,6 +29,7 @@
 
 #include "distref/exact.h"
 #include "distref/error.h"
+#include "distref/cacc.h"
 #include "core/acc_internal.h"
 #include "devices/cpu_gemm_internal.h"
 
@@ -276,11 +277,108 @@ static void ties_through_products(void **state)
         }
 }
 
+
+/* ---- compact accumulators rounded eight at a time (core/cacc.c) ---------- */
+
+static void set_bit192(uint64_t m[3], int b) { m[b >> 6] |= (uint64_t)1 << (b & 63); }
+
+static void neg192(uint64_t m[3])
+{
+    uint64_t c = 1;
+    for (int i = 0; i < 3; i++) { uint64_t t = ~m[i] + c; c = c && t == 0; m[i] = t; }
+}
+
+static void sub1_192(uint64_t m[3])
+{
+    for (int i = 0; i < 3; i++) { if (m[i]--) break; }
+}
+
+/* |W| of nb bits (1 <= nb <= 188) shaped as in shaped(): random, a tie
+ * after 24 bits, the tie with a bit in the lowest word (below every
+ * window), one less, a bit between 53 and 64 below the top, all ones. */
+static void shaped192(trng *r, int nb, int kind, uint64_t m[3])
+{
+    uint32_t M = (uint32_t)((next_u64(r) >> 40) | 0x800000u);
+    m[0] = m[1] = m[2] = 0;
+    if (nb < 26 || kind == 0) {
+        for (int i = 0; i < 3; i++) m[i] = next_u64(r);
+        for (int b = nb; b < 192; b++) m[b >> 6] &= ~((uint64_t)1 << (b & 63));
+        set_bit192(m, nb - 1);
+        return;
+    }
+    if (kind == 5) { for (int b = 0; b < nb; b++) set_bit192(m, b); return; }
+    for (int t = 0; t < 24; t++) if (M >> t & 1u) set_bit192(m, nb - 24 + t);
+    set_bit192(m, nb - 25);
+    if (kind == 2) set_bit192(m, 0);
+    if (kind == 3) sub1_192(m);
+    if (kind == 4 && nb >= 61) set_bit192(m, nb - 60);
+}
+
+/* dr_cacc_round_div_n against dr_cacc_round_div (and, where the value
+ * fits a dr_acc, dr_acc_round_div): widths up to 2^188, ties decided by
+ * the lowest word, results normal, subnormal, zero and overflowing,
+ * exponents far past the vector path's range, the overflow flag, inf/NaN,
+ * exact zeros of both signs; power-of-two divisors (the vector path) and
+ * others; every batch length from 1 to 41. */
+static void cacc_rounding(void **state)
+{
+    static const uint32_t ds[] = { 1, 2, 64, 256, 0x80000000u, 3, 96 };
+    trng r = { 991 };
+    dr_cacc a[41];
+    float got[41];
+    (void)state;
+    for (int pass = 0; pass < 4000; pass++) {
+        size_t n = 1 + (size_t)(next_u64(&r) % 41);
+        uint32_t d = ds[next_u64(&r) % 7];
+        for (size_t i = 0; i < n; i++) {
+            uint64_t m[3];
+            int nb = 1 + (int)(next_u64(&r) % 188), cls = (int)(next_u64(&r) % 12);
+            shaped192(&r, nb, (int)(next_u64(&r) % 6), m);
+            if (next_u64(&r) & 1) neg192(m);
+            memcpy(a[i].w, m, sizeof m);
+            a[i].flags = DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+            switch (cls) {
+            case 0: case 1: case 2: case 3: a[i].exp = -nb + (int)(next_u64(&r) % 161) - 80; break;
+            case 4: a[i].exp = -nb - 126 - (int)(next_u64(&r) % 30) + 6; break;       /* subnormal, zero */
+            case 5: a[i].exp = -nb + 126 + (int)(next_u64(&r) % 6); break;           /* FLT_MAX, inf */
+            case 6: a[i].exp = (int32_t)(next_u64(&r) % 400) - 1200; break;           /* past the range */
+            case 7: a[i].exp = (int32_t)(next_u64(&r) % 400) + 700; break;
+            case 8: a[i].exp = (next_u64(&r) & 1) ? INT32_MAX - 200 : INT32_MIN + 10; break;
+            case 9: a[i].flags |= (uint32_t[]){ DR_CACC_F_OVERFLOW, DR_ACC_F_POS_INF, DR_ACC_F_NEG_INF,
+                                                DR_ACC_F_NAN }[next_u64(&r) % 4];
+                    a[i].exp = -nb; break;
+            case 10: memset(a[i].w, 0, sizeof a[i].w);                                  /* exact zeros */
+                     a[i].flags = (uint32_t)(next_u64(&r) % 3) * DR_ACC_F_NONEMPTY;
+                     if (a[i].flags > DR_ACC_F_NONEMPTY) a[i].flags = DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
+                     a[i].exp = 0; break;
+            default: a[i].exp = -nb + 1 + (int)(next_u64(&r) % 3); break;               /* near 1 */
+            }
+        }
+        dr_cacc_round_div_n(a, n, d, got);
+        for (size_t i = 0; i < n; i++) {
+            float ref = dr_cacc_round_div(&a[i], d);
+            dr_acc x;
+            if (bits_of(got[i]) != bits_of(ref) && !(isnan(got[i]) && isnan(ref))) {
+                print_error("batch %zu lane %zu d=%u: W = %016llx:%016llx:%016llx exp %d flags %#x: got %a, one by "
+                            "one %a\n", n, i, d, (unsigned long long)a[i].w[2], (unsigned long long)a[i].w[1],
+                            (unsigned long long)a[i].w[0], a[i].exp, a[i].flags, (double)got[i], (double)ref);
+                fail();
+            }
+            if (a[i].exp >= -320 && a[i].exp <= 100 && !(a[i].flags & DR_CACC_F_OVERFLOW) &&
+                dr_cacc_to_acc(&x, &a[i])) {
+                float viaacc = dr_acc_round_div(&x, d);
+                assert_true(bits_of(viaacc) == bits_of(ref) || (isnan(viaacc) && isnan(ref)));
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_rounding),
         cmocka_unit_test(ties_through_products),
+        cmocka_unit_test(cacc_rounding),
     };
     return cmocka_run_group_tests_name("fastgemm_round", tests, NULL, NULL);
 }
