@@ -299,19 +299,33 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
                      const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
     product p;
+    uint8_t *done;
+    int32_t *eb;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
+    eb = compact ? dr_crt_vector_columns(&p, crt == 2, &done) : (done = NULL, NULL);
     #pragma omp parallel
     {
         dr_prod_bins bins;
         dr_prod_bins_init(&bins);
         #pragma omp for schedule(static)
-        for (size_t i = 0; i < M; i++)
+        for (size_t i = 0; i < M; i++) {
+            const uint8_t *dn = NULL;
+#if defined(__SIZEOF_INT128__)
+            if (eb && dr_crt_row_clean(&p, i)) {
+                dn = done + i * ((N + 7) / 8);
+                dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i], eb, compact + i * N, done + i * ((N + 7) / 8));
+            }
+#endif
             for (size_t j = 0; j < N; j++) {
+                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
                 if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
                 else dot_into(&p, i, j, N, &full[i * N + j], &bins);
             }
+        }
     }
+    free(eb);
+    free(done);
     product_free(&p);
     return DR_OK;
 }
@@ -479,22 +493,11 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
 {
     product p;
     size_t nb = (N + 7) / 8;
-    int32_t *eb = NULL;
-    uint8_t *done = NULL;
+    int32_t *eb;
+    uint8_t *done;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0, crt);
     if (rc) return rc;
-#if defined(__SIZEOF_INT128__)
-    /* The VNNI path rounds most outputs eight at a time (cpu_gemm_round.c):
-     * every column without remainders, inf/NaN or all zeros. */
-    if (crt == 2 && K > 0) {
-        eb = malloc(N * sizeof *eb + 64);
-        done = malloc(nb * M + 64);
-        if (!eb || !done) { free(eb); free(done); product_free(&p); return DR_ENOMEM; }
-        for (size_t j = 0; j < N; j++)
-            eb[j] = p.b.special[j] || p.b.zero[j] || p.b.rem_start[j] != p.b.rem_start[j + 1] ? DR_ROUND_SKIP
-                                                                                             : p.b.base[j];
-    }
-#endif
+    eb = dr_crt_vector_columns(&p, crt == 2, &done);
     #pragma omp parallel
     {
         dr_prod_bins bins;
@@ -503,7 +506,7 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
         for (size_t i = 0; i < M; i++) {
             const uint8_t *dn = NULL;
 #if defined(__SIZEOF_INT128__)
-            if (eb && !p.a.special[i] && !p.a.zero[i] && p.a.rem_start[i] == p.a.rem_start[i + 1]) {
+            if (eb && dr_crt_row_clean(&p, i)) {
                 dr_crt_round_row_avx512(p.V + i * N, N, p.a.base[i], eb, bias, C + i * ldc, done + i * nb);
                 dn = done + i * nb;
             }

@@ -19,10 +19,13 @@
 #   crt_residue     devices/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
 #   crt_ktail       devices/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
 #   crt_no_rem      devices/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
+#   crt_ifma_hi     devices/cpu_gemm_vnni.c  the IFMA reconstruction drops the high half of y' Q_t's low digit
 #   round_odd       devices/cpu_gemm_round.c the f32 outputs' double truncated, not rounded to odd
 #   round_sticky    devices/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
 #   round_bias_hi   devices/cpu_gemm_round.c a bias's bits that cross into V's high word lost
 #   round_bias_low  devices/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
+#   cacc_row_tz     devices/cpu_gemm_round.c a GEMM term stored in an empty compact accumulator keeps a trailing zero
+#   cacc_row_full   devices/cpu_gemm_round.c a compact accumulator already holding a term is overwritten
 #   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
 #   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
 #   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
@@ -80,10 +83,17 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run crt_residue devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
     run crt_ktail   devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
     run crt_no_rem  devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
+    if grep -qw avx512ifma /proc/cpuinfo 2>/dev/null; then
+        run crt_ifma_hi devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_IFMA_HI test_gemm_crt
+    else
+        echo "exact mutant crt_ifma_hi: skipped (no avx512ifma on this CPU: the IFMA reconstruction does not run)"
+    fi
     run round_odd      devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
     run round_sticky   devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_STICKY test_fastgemm_round
     run round_bias_hi  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_HI test_fastgemm_round
     run round_bias_low devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_LOW test_fastgemm_round
+    run cacc_row_tz    devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_TZ test_fastgemm_round
+    run cacc_row_full  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_FULL test_fastgemm_round
     run cacc_round_odd   core/cacc.c CORE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
     run cacc_round_rest  core/cacc.c CORE 's/_mm512_sub_epi64(c64, s)), rest), all);/_mm512_sub_epi64(c64, s)), _mm512_and_si512(rest, zero)), all);/' test_fastgemm_round
     run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round

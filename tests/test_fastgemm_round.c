@@ -373,12 +373,75 @@ static void cacc_rounding(void **state)
     }
 }
 
+
+/* The VNNI path's compact accumulators (eight at a time where they are
+ * empty, cpu_gemm_round.c) must be the plain C path's byte for byte (its
+ * elements go one by one through dr_cacc_add_scaled): the same value in
+ * the same form (trailing zeros in the exponent), whatever they held
+ * before: empty, a term, an exact -0 sum, the overflow flag. Rows and
+ * columns with zeros, remainders and inf, every tail of eight. */
+static void cacc_rows_match_scalar(void **state)
+{
+    enum { M = 13, K = 37, N = 43 };
+    trng r = { 4242 };
+    float A[M * K], B[K * N];
+    dr_cacc Y1[M * N], Y2[M * N];
+    dr_acc X[M * N];
+    unsigned char fresh[M * N];
+    (void)state;
+    if (!dr_crt_have_vnni()) { skip(); return; }
+    for (int rep = 0; rep < 40; rep++) {
+        int e0 = (int)(next_u64(&r) % 200) - 100;
+        for (int i = 0; i < M * K; i++) A[i] = ldexpf((float)(int64_t)(next_u64(&r) >> 40) - 0x800000, e0 - 23);
+        for (int i = 0; i < K * N; i++) B[i] = ldexpf((float)(int64_t)(next_u64(&r) >> 40) - 0x800000, -30);
+        for (int k = 0; k < K; k++) A[3 * K + k] = (k & 1) ? -0.0f : 0.0f;        /* a zero row */
+        A[5 * K + 7] = ldexpf(1.0f, e0 - 60);                                     /* a remainder */
+        for (int k = 0; k < K; k++) B[k * N + 9] = 0.0f;                          /* a zero column */
+        B[4 * N + 17] = INFINITY;
+        for (int k = 0; k < K; k++) B[k * N + 30] = ldexpf(1.0f, -40 * (k & 1) - (int)(k % 7));  /* trailing zeros */
+        for (int e = 0; e < M * N; e++) {
+            dr_cacc_init(&Y1[e]);
+            fresh[e] = 0;
+            switch (next_u64(&r) % 8) {
+            case 0: dr_cacc_add(&Y1[e], ldexpf(3.0f, e0 - 40)); break;
+            case 1: dr_cacc_add(&Y1[e], -0.0f); break;
+            case 2: Y1[e].flags |= DR_CACC_F_OVERFLOW; break;
+            case 3: Y1[e].exp = 77; fresh[e] = 1; break;                        /* empty, any exp */
+            default: fresh[e] = 1; break;
+            }
+            Y2[e] = Y1[e];
+        }
+        assert_int_equal(dr_gemm_fast_path(DR_GEMM_PATH_CRT_VNNI, DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N,
+                                           NULL, NULL, 0, NULL, Y1), DR_OK);
+        assert_int_equal(dr_gemm_fast_path(DR_GEMM_PATH_CRT_PORTABLE, DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N,
+                                           NULL, NULL, 0, NULL, Y2), DR_OK);
+        memset(X, 0, sizeof X);
+        dr_gemm_acc(DR_NO_TRANS, DR_NO_TRANS, M, N, K, A, K, B, N, X);
+        for (int e = 0; e < M * N; e++) {
+            dr_acc back;
+            if (memcmp(&Y1[e], &Y2[e], sizeof Y1[e]) != 0) {
+                print_error("rep %d element %d: VNNI %016llx:%016llx:%016llx exp %d flags %#x, plain C "
+                            "%016llx:%016llx:%016llx exp %d flags %#x\n", rep, e, (unsigned long long)Y1[e].w[2],
+                            (unsigned long long)Y1[e].w[1], (unsigned long long)Y1[e].w[0], Y1[e].exp, Y1[e].flags,
+                            (unsigned long long)Y2[e].w[2], (unsigned long long)Y2[e].w[1],
+                            (unsigned long long)Y2[e].w[0], Y2[e].exp, Y2[e].flags);
+                fail();
+            }
+            if (fresh[e]) {   /* it held nothing before: now exactly the product */
+                assert_true(dr_cacc_to_acc(&back, &Y1[e]));
+                assert_true(dr_acc_equal(&back, &X[e]));
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_rounding),
         cmocka_unit_test(ties_through_products),
         cmocka_unit_test(cacc_rounding),
+        cmocka_unit_test(cacc_rows_match_scalar),
     };
     return cmocka_run_group_tests_name("fastgemm_round", tests, NULL, NULL);
 }
