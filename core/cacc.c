@@ -334,9 +334,10 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
 
 #if defined(__SIZEOF_INT128__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 /* Eight accumulators at a time, d = 2^k: |W| cut to 64 bits below its
- * leading one (the words below it sticky), then core/round_avx512.h. A lane
- * with specials, the overflow flag, a zero W or an exponent out of range
- * is left unset in the returned mask (the caller rounds it one by one). */
+ * leading one (the words below it sticky), then core/round_avx512.h; a
+ * zero W gives +-0 by the flags, as dr_cacc_round_div. A lane with
+ * specials, the overflow flag or an exponent out of range is left unset in
+ * the returned mask (the caller rounds it one by one). */
 _Static_assert(sizeof(dr_cacc) == 32, "dr_cacc: four 64-bit words");
 
 static DR_ROUND_ISA __mmask8 round_pow2_x8(const dr_cacc *a, int k, float *out)
@@ -352,8 +353,9 @@ static DR_ROUND_ISA __mmask8 round_pow2_x8(const dr_cacc *a, int k, float *out)
     __m512i w0 = _mm512_permutex2var_epi64(p01, lo4, q01), w1 = _mm512_permutex2var_epi64(p01, hi4, q01);
     __m512i w2 = _mm512_permutex2var_epi64(p23, lo4, q23), ef = _mm512_permutex2var_epi64(p23, hi4, q23);
     __m512i ex = _mm512_srai_epi64(_mm512_slli_epi64(ef, 32), 32), hiw, low, rest, base, s, W, e;
-    __mmask8 ok, neg, c0, c1, m2, m1, sticky;
-    ok = _mm512_testn_epi64_mask(ef, _mm512_set1_epi64((long long)(DR_CACC_F_OVERFLOW | DR_ACC_F_POS_INF |
+    __mmask8 ok, okflags, neg, c0, c1, m2, m1, sticky, wz, nz0;
+    __m256 f;
+    ok = okflags = _mm512_testn_epi64_mask(ef, _mm512_set1_epi64((long long)(DR_CACC_F_OVERFLOW | DR_ACC_F_POS_INF |
                                                                    DR_ACC_F_NEG_INF | DR_ACC_F_NAN) << 32));
     /* |W| and its sign */
     neg = _mm512_cmplt_epi64_mask(w2, zero);
@@ -371,15 +373,20 @@ static DR_ROUND_ISA __mmask8 round_pow2_x8(const dr_cacc *a, int k, float *out)
     low = _mm512_mask_blend_epi64(m2, _mm512_maskz_mov_epi64(m1, w0), w1);
     rest = _mm512_maskz_mov_epi64(m2, w0);
     base = _mm512_mask_blend_epi64(m2, _mm512_maskz_mov_epi64(m1, c64), _mm512_set1_epi64(128));
-    ok &= _mm512_test_epi64_mask(hiw, all);                            /* W = 0: the sign of zero */
+    wz = _mm512_testn_epi64_mask(hiw, all);        /* W = 0: -0 only for a non-empty all-(-0) sum */
+    nz0 = _mm512_mask_cmpeq_epi64_mask(wz, _mm512_and_si512(ef, _mm512_set1_epi64((long long)(DR_ACC_F_NONEMPTY |
+                                       DR_ACC_F_NOT_NEG0) << 32)), _mm512_set1_epi64((long long)DR_ACC_F_NONEMPTY << 32));
     s = _mm512_sub_epi64(c64, _mm512_lzcnt_epi64(hiw));                 /* bits in the leading word */
     W = _mm512_or_si512(_mm512_sllv_epi64(hiw, _mm512_sub_epi64(c64, s)), _mm512_srlv_epi64(low, s));
     sticky = _mm512_test_epi64_mask(_mm512_or_si512(_mm512_sllv_epi64(low, _mm512_sub_epi64(c64, s)), rest), all);
     e = _mm512_add_epi64(ex, _mm512_sub_epi64(_mm512_add_epi64(base, s), _mm512_set1_epi64(64 + k)));
     ok &= _mm512_cmpge_epi64_mask(e, _mm512_set1_epi64(DR_ROUND_E_MIN)) &
           _mm512_cmple_epi64_mask(e, _mm512_set1_epi64(DR_ROUND_E_MAX));
-    _mm256_storeu_ps(out, dr_round_odd_avx512(W, sticky, e, neg));
-    return ok;
+    ok |= wz;   /* a zero's exponent is any: out of range is fine */
+    f = dr_round_odd_avx512(W, sticky, e, neg);
+    f = _mm256_mask_mov_ps(f, wz, _mm256_castsi256_ps(_mm256_maskz_set1_epi32(nz0, (int)0x80000000u)));
+    _mm256_storeu_ps(out, f);
+    return ok & okflags;
 }
 #endif
 

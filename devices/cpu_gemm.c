@@ -319,7 +319,9 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
 #endif
             for (size_t j = 0; j < N; j++) {
                 if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
-                if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
+                if (compact && K && p.a.zero[i] && !p.a.special[i] && !p.b.special[j])
+                    compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
+                else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
                 else dot_into(&p, i, j, N, &full[i * N + j], &bins);
             }
         }

@@ -29,6 +29,7 @@
 #   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
 #   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
 #   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
+#   cacc_round_negzero core/cacc.c      dr_cacc_round_div_n gives -0 for an exact zero that is +0
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -97,6 +98,7 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run cacc_round_odd   core/cacc.c CORE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
     run cacc_round_rest  core/cacc.c CORE 's/_mm512_sub_epi64(c64, s)), rest), all);/_mm512_sub_epi64(c64, s)), _mm512_and_si512(rest, zero)), all);/' test_fastgemm_round
     run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round
+    run cacc_round_negzero core/cacc.c CORE 's/_mm512_set1_epi64((long long)DR_ACC_F_NONEMPTY << 32));/_mm512_set1_epi64((long long)(DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0) << 32));/' test_fastgemm_round
 else
     echo "exact mutants crt_residue, crt_ktail, crt_no_rem, round_*, cacc_round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
 fi
