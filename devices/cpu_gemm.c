@@ -318,8 +318,9 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
             }
 #endif
             for (size_t j = 0; j < N; j++) {
+                if (dn && dn[j >> 3] == 0xffu && (j & 7) == 0 && j + 8 <= N) { j += 7; continue; }
                 if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
-                if (compact && K && p.a.zero[i] && !p.a.special[i] && !p.b.special[j])
+                if (compact && K && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j])
                     compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
                 else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
                 else dot_into(&p, i, j, N, &full[i * N + j], &bins);

@@ -87,6 +87,17 @@ int dr_crt_moduli(size_t K, int w)
 
 typedef dr_crt_plan crt_plan;
 
+/* q^-1 mod m, gcd(q, m) = 1, m > 1: extended Euclid, in [1, m). */
+static unsigned inverse_mod(unsigned q, unsigned m)
+{
+    int r0 = (int)m, r1 = (int)(q % m), t0 = 0, t1 = 1;
+    while (r1) {
+        int k = r0 / r1, r = r0 - k * r1, t = t0 - k * t1;
+        r0 = r1; r1 = r; t0 = t1; t1 = t;
+    }
+    return (unsigned)(t0 < 0 ? t0 + (int)m : t0);
+}
+
 void dr_crt_plan_init(crt_plan *c, int n)
 {
     const dr_u128 m52 = ((dr_u128)1 << 52) - 1u;
@@ -101,9 +112,9 @@ void dr_crt_plan_init(crt_plan *c, int n)
     c->ifma = c->ifma && __builtin_cpu_supports("avx512ifma");
 #endif
     for (int t = 0; t < n; t++) {
-        unsigned m = (unsigned)moduli[t], q = (unsigned)(c->P / m % m), x = 1;
+        unsigned m = (unsigned)moduli[t], x;
         c->Q[t] = c->P / m;
-        while (q * x % m != 1u) x++;               /* the inverse of Q_t mod m_t (m <= 256) */
+        x = inverse_mod((unsigned)(c->Q[t] % m), m);   /* the inverse of Q_t mod m_t */
 #if defined(DR_MUTANT_CRT_COEFF)
         if (t == n - 1) x = x % m + 1;             /* fault: one CRT coefficient wrong */
 #endif

@@ -343,7 +343,7 @@ static void cacc_rounding(void **state)
             case 5: a[i].exp = -nb + 126 + (int)(next_u64(&r) % 6); break;           /* FLT_MAX, inf */
             case 6: a[i].exp = (int32_t)(next_u64(&r) % 400) - 1200; break;           /* past the range */
             case 7: a[i].exp = (int32_t)(next_u64(&r) % 400) + 700; break;
-            case 8: a[i].exp = (next_u64(&r) & 1) ? INT32_MAX - 200 : INT32_MIN + 10; break;
+            case 8: a[i].exp = (next_u64(&r) & 1) ? (1 << 20) : -(1 << 20); break;   /* far past it */
             case 9: a[i].flags |= (uint32_t[]){ DR_CACC_F_OVERFLOW, DR_ACC_F_POS_INF, DR_ACC_F_NEG_INF,
                                                 DR_ACC_F_NAN }[next_u64(&r) % 4];
                     a[i].exp = -nb; break;
