@@ -11,6 +11,7 @@
  */
 #include "distref/cacc.h"
 #include "core/acc_internal.h"
+#include "core/round_avx512.h"
 
 #include <string.h>
 
@@ -329,6 +330,82 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
         dig[3 + 2 * i] = (uint32_t)(m.w[i] >> 32);
     }
     return dr_round_digits(dig, 7, a->exp - 64, d, neg);
+}
+
+#if defined(__SIZEOF_INT128__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* Eight accumulators at a time, d = 2^k: |W| cut to 64 bits below its
+ * leading one (the words below it sticky), then core/round_avx512.h; a
+ * zero W gives +-0 by the flags, as dr_cacc_round_div. A lane with
+ * specials, the overflow flag or an exponent out of range is left unset in
+ * the returned mask (the caller rounds it one by one). */
+_Static_assert(sizeof(dr_cacc) == 32, "dr_cacc: four 64-bit words");
+
+static DR_ROUND_ISA __mmask8 round_pow2_x8(const dr_cacc *a, int k, float *out)
+{
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi64(1), all = _mm512_set1_epi64(-1);
+    const __m512i c64 = _mm512_set1_epi64(64);
+    __m512i z0 = _mm512_loadu_si512((const void *)a), z1 = _mm512_loadu_si512((const void *)(a + 2));
+    __m512i z2 = _mm512_loadu_si512((const void *)(a + 4)), z3 = _mm512_loadu_si512((const void *)(a + 6));
+    const __m512i i01 = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0), i23 = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
+    const __m512i lo4 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi4 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    __m512i p01 = _mm512_permutex2var_epi64(z0, i01, z1), q01 = _mm512_permutex2var_epi64(z2, i01, z3);
+    __m512i p23 = _mm512_permutex2var_epi64(z0, i23, z1), q23 = _mm512_permutex2var_epi64(z2, i23, z3);
+    __m512i w0 = _mm512_permutex2var_epi64(p01, lo4, q01), w1 = _mm512_permutex2var_epi64(p01, hi4, q01);
+    __m512i w2 = _mm512_permutex2var_epi64(p23, lo4, q23), ef = _mm512_permutex2var_epi64(p23, hi4, q23);
+    __m512i ex = _mm512_srai_epi64(_mm512_slli_epi64(ef, 32), 32), hiw, low, rest, base, s, W, e;
+    __mmask8 ok, okflags, neg, c0, c1, m2, m1, sticky, wz, nz0;
+    __m256 f;
+    ok = okflags = _mm512_testn_epi64_mask(ef, _mm512_set1_epi64((long long)(DR_CACC_F_OVERFLOW | DR_ACC_F_POS_INF |
+                                                                   DR_ACC_F_NEG_INF | DR_ACC_F_NAN) << 32));
+    /* |W| and its sign */
+    neg = _mm512_cmplt_epi64_mask(w2, zero);
+    c0 = neg & _mm512_cmpeq_epi64_mask(w0, zero);
+    c1 = c0 & _mm512_cmpeq_epi64_mask(w1, zero);
+    w0 = _mm512_mask_sub_epi64(w0, neg, zero, w0);
+    w1 = _mm512_mask_xor_epi64(w1, neg, w1, all);
+    w1 = _mm512_mask_add_epi64(w1, c0, w1, one);
+    w2 = _mm512_mask_xor_epi64(w2, neg, w2, all);
+    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);
+    /* the leading word, the one below and the rest */
+    m2 = _mm512_test_epi64_mask(w2, all);
+    m1 = (__mmask8)(~m2 & _mm512_test_epi64_mask(w1, all));
+    hiw = _mm512_mask_blend_epi64(m2, _mm512_mask_blend_epi64(m1, w0, w1), w2);
+    low = _mm512_mask_blend_epi64(m2, _mm512_maskz_mov_epi64(m1, w0), w1);
+    rest = _mm512_maskz_mov_epi64(m2, w0);
+    base = _mm512_mask_blend_epi64(m2, _mm512_maskz_mov_epi64(m1, c64), _mm512_set1_epi64(128));
+    wz = _mm512_testn_epi64_mask(hiw, all);        /* W = 0: -0 only for a non-empty all-(-0) sum */
+    nz0 = _mm512_mask_cmpeq_epi64_mask(wz, _mm512_and_si512(ef, _mm512_set1_epi64((long long)(DR_ACC_F_NONEMPTY |
+                                       DR_ACC_F_NOT_NEG0) << 32)), _mm512_set1_epi64((long long)DR_ACC_F_NONEMPTY << 32));
+    s = _mm512_sub_epi64(c64, _mm512_lzcnt_epi64(hiw));                 /* bits in the leading word */
+    W = _mm512_or_si512(_mm512_sllv_epi64(hiw, _mm512_sub_epi64(c64, s)), _mm512_srlv_epi64(low, s));
+    sticky = _mm512_test_epi64_mask(_mm512_or_si512(_mm512_sllv_epi64(low, _mm512_sub_epi64(c64, s)), rest), all);
+    e = _mm512_add_epi64(ex, _mm512_sub_epi64(_mm512_add_epi64(base, s), _mm512_set1_epi64(64 + k)));
+    ok &= _mm512_cmpge_epi64_mask(e, _mm512_set1_epi64(DR_ROUND_E_MIN)) &
+          _mm512_cmple_epi64_mask(e, _mm512_set1_epi64(DR_ROUND_E_MAX));
+    ok |= wz;   /* a zero's exponent is any: out of range is fine */
+    f = dr_round_odd_avx512(W, sticky, e, neg);
+    f = _mm256_mask_mov_ps(f, wz, _mm256_castsi256_ps(_mm256_maskz_set1_epi32(nz0, (int)0x80000000u)));
+    _mm256_storeu_ps(out, f);
+    return ok & okflags;
+}
+#endif
+
+void dr_cacc_round_div_n(const dr_cacc *a, size_t n, uint32_t d, float *out)
+{
+    size_t i = 0;
+#if defined(__SIZEOF_INT128__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (d != 0 && (d & (d - 1u)) == 0 && n >= 8 && dr_round_avx512_ok()) {
+        int k = 0;
+        while ((1u << k) < d) k++;
+        for (; i + 8 <= n; i += 8) {
+            __mmask8 ok = round_pow2_x8(a + i, k, out + i);
+            if (ok != 0xff)
+                for (int j = 0; j < 8; j++)
+                    if (!(ok >> j & 1u)) out[i + j] = dr_cacc_round_div(&a[i + j], d);
+        }
+    }
+#endif
+    for (; i < n; i++) out[i] = dr_cacc_round_div(&a[i], d);
 }
 
 bool dr_cacc_to_acc(dr_acc *dst, const dr_cacc *src)

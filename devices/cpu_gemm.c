@@ -299,19 +299,36 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
                      const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
     product p;
+    uint8_t *done;
+    int32_t *eb;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
+    eb = compact ? dr_crt_vector_columns(&p, crt == 2, &done) : (done = NULL, NULL);
     #pragma omp parallel
     {
         dr_prod_bins bins;
         dr_prod_bins_init(&bins);
         #pragma omp for schedule(static)
-        for (size_t i = 0; i < M; i++)
+        for (size_t i = 0; i < M; i++) {
+            const uint8_t *dn = NULL;
+#if defined(__SIZEOF_INT128__)
+            if (eb && dr_crt_row_clean(&p, i)) {
+                dn = done + i * ((N + 7) / 8);
+                dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i], eb, compact + i * N, done + i * ((N + 7) / 8));
+            }
+#endif
             for (size_t j = 0; j < N; j++) {
-                if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
+                if (dn && dn[j >> 3] == 0xffu && (j & 7) == 0 && j + 8 <= N) { j += 7; continue; }
+                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
+                if (compact && K && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j])
+                    compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
+                else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
                 else dot_into(&p, i, j, N, &full[i * N + j], &bins);
             }
+        }
     }
+    free(eb);
+    free(done);
     product_free(&p);
     return DR_OK;
 }
@@ -478,16 +495,28 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     const float *bias, float *C, size_t ldc, int crt)
 {
     product p;
+    size_t nb = (N + 7) / 8;
+    int32_t *eb;
+    uint8_t *done;
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 0, crt);
     if (rc) return rc;
+    eb = dr_crt_vector_columns(&p, crt == 2, &done);
     #pragma omp parallel
     {
         dr_prod_bins bins;
         dr_prod_bins_init(&bins);
         #pragma omp for schedule(static)
         for (size_t i = 0; i < M; i++) {
+            const uint8_t *dn = NULL;
+#if defined(__SIZEOF_INT128__)
+            if (eb && dr_crt_row_clean(&p, i)) {
+                dr_crt_round_row_avx512(p.V + i * N, N, p.a.base[i], eb, bias, C + i * ldc, done + i * nb);
+                dn = done + i * nb;
+            }
+#endif
             for (size_t j = 0; j < N; j++) {
                 dr_acc acc;
+                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
                 if (!p.a.special[i] && !p.b.special[j] && fast_element(&p, i, j, N, bias, &C[i * ldc + j]))
                     continue;
                 if (K > 0 && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j]) {
@@ -507,6 +536,8 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
             }
         }
     }
+    free(eb);
+    free(done);
     product_free(&p);
     return DR_OK;
 }

@@ -87,16 +87,34 @@ int dr_crt_moduli(size_t K, int w)
 
 typedef dr_crt_plan crt_plan;
 
-static void plan_init(crt_plan *c, int n)
+/* q^-1 mod m, gcd(q, m) = 1, m > 1: extended Euclid, in [1, m). */
+static unsigned inverse_mod(unsigned q, unsigned m)
 {
+    int r0 = (int)m, r1 = (int)(q % m), t0 = 0, t1 = 1;
+    while (r1) {
+        int k = r0 / r1, r = r0 - k * r1, t = t0 - k * t1;
+        r0 = r1; r1 = r; t0 = t1; t1 = t;
+    }
+    return (unsigned)(t0 < 0 ? t0 + (int)m : t0);
+}
+
+void dr_crt_plan_init(crt_plan *c, int n)
+{
+    const dr_u128 m52 = ((dr_u128)1 << 52) - 1u;
     c->n = n;
     c->P = 1;
     for (int t = 0; t < n; t++) c->P *= (unsigned)moduli[t];
     for (int l = 0; l < 4; l++) c->Plimb[l] = (uint32_t)(c->P >> (32 * l));
+    c->P52[0] = (uint64_t)(c->P & m52);
+    c->P52[1] = (uint64_t)(c->P >> 52);
+    c->ifma = (c->P >> 104) == 0 && dr_crt_have_vnni();
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
+    c->ifma = c->ifma && __builtin_cpu_supports("avx512ifma");
+#endif
     for (int t = 0; t < n; t++) {
-        unsigned m = (unsigned)moduli[t], q = (unsigned)(c->P / m % m), x = 1;
+        unsigned m = (unsigned)moduli[t], x;
         c->Q[t] = c->P / m;
-        while (q * x % m != 1u) x++;               /* the inverse of Q_t mod m_t (m <= 256) */
+        x = inverse_mod((unsigned)(c->Q[t] % m), m);   /* the inverse of Q_t mod m_t */
 #if defined(DR_MUTANT_CRT_COEFF)
         if (t == n - 1) x = x % m + 1;             /* fault: one CRT coefficient wrong */
 #endif
@@ -106,6 +124,8 @@ static void plan_init(crt_plan *c, int n)
         c->cu[t] = 0.5 * c->invm[t];
         c->cs[t] = 0.5 + 0.25 * c->invm[t];
         for (int l = 0; l < 4; l++) c->Qlimb[t][l] = (uint32_t)(c->Q[t] >> (32 * l));
+        c->Q52[t][0] = (uint64_t)(c->Q[t] & m52);
+        c->Q52[t][1] = (uint64_t)(c->Q[t] >> 52);
     }
 }
 
@@ -168,7 +188,7 @@ int dr_crt_have_vnni(void)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512vnni");
 #else
     return 0;
 #endif
@@ -212,7 +232,7 @@ int dr_crt_values(dr_product *p, int vnni)
     int8_t *Bp;
     uint8_t *work;
     unsigned char *ra, *rb;
-    plan_init(&c, n);
+    dr_crt_plan_init(&c, n);
     /* Per thread: a block's A residues (n MB lda bytes), its int32 sums
      * (n MB Np 4 bytes; 393 KB at n = 12, N = 128: they stay in L2 between
      * kernel and reconstruction) and packing scratch (n 4 MB bytes). */
@@ -243,7 +263,8 @@ int dr_crt_values(dr_product *p, int vnni)
             if (vnni) dr_crt_kernel_vnni(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
             else dr_crt_kernel_portable(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
         }
-        if (vnni) dr_crt_reconstruct_vnni(&c, blk, mb, N, Np, p->V + i0 * N);
+        if (vnni && c.ifma) dr_crt_reconstruct_ifma(&c, blk, mb, N, Np, p->V + i0 * N);
+        else if (vnni) dr_crt_reconstruct_vnni(&c, blk, mb, N, Np, p->V + i0 * N);
         else reconstruct(&c, blk, mb, N, Np, p->V + i0 * N);
     }
     dr_sliced_rems(&p->a, ra);

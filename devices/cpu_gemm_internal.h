@@ -8,6 +8,7 @@
 #ifndef DISTREF_CPU_GEMM_INTERNAL_H
 #define DISTREF_CPU_GEMM_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "distref/exact.h"
@@ -82,6 +83,15 @@ int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, siz
                       const float *A, size_t lda, const float *B, size_t ldb,
                       const float *bias, float *C, size_t ldc, dr_acc *full, struct dr_cacc *compact);
 
+/* cpu_gemm_round.c: which outputs the VNNI path's eight-at-a-time stages
+ * take. Per column of op(B) its exponent, or DR_ROUND_SKIP (remainders,
+ * inf/NaN, all zeros), and *done: room for M rows of done flags, one bit
+ * an output; NULL, NULL when !vnni, K = 0 or memory is short (every output
+ * then takes the scalar paths, the same bits). Rows: dr_crt_row_clean. */
+#define DR_ROUND_SKIP (-100000)
+int32_t *dr_crt_vector_columns(const dr_product *p, int vnni, uint8_t **done);
+bool dr_crt_row_clean(const dr_product *p, size_t i);
+
 /* ---- the CRT path (cpu_gemm_crt.c) --------------------------------------- */
 
 /* Slice width w (grid of 2w bits per vector) for the CRT path at this K, or
@@ -109,7 +119,12 @@ typedef struct dr_crt_plan {
     double cu[DR_CRT_MAX_MODULI], cs[DR_CRT_MAX_MODULI];      /* 1/(2m), 1/2 + 1/(4m) */
     dr_u128 Q[DR_CRT_MAX_MODULI], P;                          /* Q_t = P / m_t */
     uint32_t Qlimb[DR_CRT_MAX_MODULI][4], Plimb[4];           /* Q_t, P in 32-bit digits */
+    uint64_t Q52[DR_CRT_MAX_MODULI][2], P52[2];               /* Q_t, P in 52-bit digits (when P < 2^104) */
+    int ifma;                                                 /* P < 2^104 and the CPU has avx512ifma */
 } dr_crt_plan;
+
+/* The plan for the first n moduli (cpu_gemm_crt.c). */
+void dr_crt_plan_init(dr_crt_plan *c, int n);
 
 /* The VNNI path's residues and reconstruction (cpu_gemm_vnni.c), the same
  * bytes and the same V as the plain C ones in cpu_gemm_crt.c: packed A
@@ -123,6 +138,23 @@ void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, si
                         uint8_t *tmp, unsigned char *has_rem);
 void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                              dr_i128 *V);
+/* The same V by IFMA (fewer operations a modulus); only where c->ifma. */
+void dr_crt_reconstruct_ifma(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                             dr_i128 *V);
+
+/* cpu_gemm_round.c: the f32 outputs of one row, bias_j + V[j] 2^(Ea + eb[j]),
+ * j < N, correctly rounded, eight at a time on AVX-512 (only where
+ * dr_crt_have_vnni() says so). Bit j % 8 of done[j / 8] says whether out[j]
+ * was written; a column with eb[j] = DR_ROUND_SKIP, a zero sum, an inf/NaN
+ * bias or one whose unit lies below V's or over 100 bits above it is left
+ * to the caller. bias may be NULL. */
+void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
+                             float *out, uint8_t *done);
+/* The same for compact accumulators: acc[j] += V[j] 2^(Ea + eb[j]) where
+ * acc[j] is empty (W = 0, not overflowed) and V[j] != 0, stored as
+ * dr_cacc_add_scaled stores a first term; full groups of eight only. */
+void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, struct dr_cacc *acc,
+                            uint8_t *done);
 #endif
 
 /* The int8 kernels: C[i][j] = sum_k A[i][k] * B[k][j] in int32 for one

@@ -215,6 +215,25 @@ VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *B
     }
 }
 
+/* Eight 128-bit values, given as their low and high words, stored in
+ * order (the first n of them when n < 8). */
+static inline VNNI __attribute__((always_inline)) void store8(__m512i lo, __m512i hi, dr_i128 *V, size_t n)
+{
+    __m512i v0 = _mm512_unpacklo_epi64(lo, hi);    /* elements 0, 2, 4, 6 as (lo, hi) */
+    __m512i v1 = _mm512_unpackhi_epi64(lo, hi);    /* elements 1, 3, 5, 7 */
+    lo = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), v1);
+    hi = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4), v1);
+    if (n >= 8) {
+        _mm512_storeu_si512((void *)V, lo);
+        _mm512_storeu_si512((void *)(V + 4), hi);
+    } else {
+        dr_i128 t8[8];
+        _mm512_storeu_si512((void *)t8, lo);
+        _mm512_storeu_si512((void *)(t8 + 4), hi);
+        memcpy(V, t8, n * sizeof *t8);
+    }
+}
+
 /* V of 8 elements per step: per modulus y = (c inv) mod m in double
  * (exact: |c inv| < 2^31 2^8), S += y Q_t in four 32-bit digits of int64 lanes (each below
  * 16 2^8 2^32: no carry lost), f += y / m; then, as in cpu_gemm_crt.c,
@@ -245,7 +264,7 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
                 __m512i q = _mm512_cvttpd_epu64(_mm512_roundscale_pd(_mm512_add_pd(f, half),
                                                                     _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
                 const __m512i low32 = _mm512_set1_epi64(0xffffffffLL);
-                __m512i lo, hi, v0, v1;
+                __m512i lo, hi;
                 for (int l = 0; l < 4; l++)
                     S[l] = _mm512_sub_epi64(S[l], _mm512_mul_epu32(q, _mm512_set1_epi64((long long)c->Plimb[l])));
                 for (int l = 0; l < 3; l++) {
@@ -254,20 +273,54 @@ VNNI void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size
                 }
                 lo = _mm512_or_si512(S[0], _mm512_slli_epi64(S[1], 32));
                 hi = _mm512_or_si512(S[2], _mm512_slli_epi64(S[3], 32));
-                v0 = _mm512_unpacklo_epi64(lo, hi);    /* elements 0, 2, 4, 6 as (lo, hi) */
-                v1 = _mm512_unpackhi_epi64(lo, hi);    /* elements 1, 3, 5, 7 */
-                lo = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), v1);
-                hi = _mm512_permutex2var_epi64(v0, _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4), v1);
-                if (j0 + 8 <= N) {
-                    _mm512_storeu_si512((void *)(V + i * N + j0), lo);
-                    _mm512_storeu_si512((void *)(V + i * N + j0 + 4), hi);
-                } else {
-                    dr_i128 t8[8];
-                    _mm512_storeu_si512((void *)t8, lo);
-                    _mm512_storeu_si512((void *)(t8 + 4), hi);
-                    memcpy(V + i * N + j0, t8, (N - j0) * sizeof *t8);
-                }
+                store8(lo, hi, V + i * N + j0, N - j0);
             }
+        }
+}
+
+/* The same V with IFMA (vpmadd52luq/huq), fewer operations per modulus:
+ * y = u - m RN(u / m), u = c inv (exact), a residue in [-m/2, m/2], taken
+ * as y' = y + m in [m/2, 3m/2] (positive, below 2^9), formed as the double
+ * y' + 2^52, whose low 52 bits are y' as an integer; S = sum y' Q_t in two
+ * 52-bit digits (Q_t = Qa + Qb 2^52, Qb < 2^43: y' Qa's low and high
+ * halves and y' Qb, each digit's sum below 2^56), f = sum y' / m_t; then
+ * S / P = f exactly, so V = S - round(f) P, as above. Only where P < 2^104
+ * (dr_crt_plan.ifma: every K up to DR_CRT_K_MAX at w <= 20). */
+#define IFMA __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512ifma")))
+
+IFMA void dr_crt_reconstruct_ifma(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                                  dr_i128 *V)
+{
+    const __m512d magic = _mm512_set1_pd(MAGIC), two52 = _mm512_set1_pd(0x1p52), half = _mm512_set1_pd(0.5);
+    const __m512i mask52 = _mm512_set1_epi64(((long long)1 << 52) - 1);
+    const __m512i Pa = _mm512_set1_epi64((long long)c->P52[0]), Pb = _mm512_set1_epi64((long long)c->P52[1]);
+    size_t plane = M * Np;
+    for (size_t i = 0; i < M; i++)
+        for (size_t j0 = 0; j0 < N; j0 += 8) {
+            __m512i D0 = _mm512_setzero_si512(), D1 = _mm512_setzero_si512(), q, t0, t1;
+            __m512d f = _mm512_setzero_pd();
+            for (int t = 0; t < c->n; t++) {
+                __m512d m = _mm512_set1_pd(c->m[t]), im = _mm512_set1_pd(c->invm[t]);
+                __m512d x = _mm512_cvtepi32_pd(_mm256_loadu_si256((const void *)(C32 + t * plane + i * Np + j0)));
+                __m512d u = _mm512_mul_pd(x, _mm512_set1_pd(c->inv[t]));   /* |c inv| < 2^39: exact */
+                __m512d qm = _mm512_sub_pd(_mm512_fmadd_pd(u, im, magic), magic);               /* RN(u / m) */
+                __m512d ym = _mm512_fnmadd_pd(qm, m, _mm512_add_pd(u, _mm512_set1_pd(c->m[t] + 0x1p52)));
+                __m512i yi = _mm512_castpd_si512(ym);                                           /* y' + 2^52 */
+                f = _mm512_fmadd_pd(_mm512_sub_pd(ym, two52), im, f);
+                D0 = _mm512_madd52lo_epu64(D0, yi, _mm512_set1_epi64((long long)c->Q52[t][0]));
+#if !defined(DR_MUTANT_CRT_IFMA_HI)   /* the fault: the high half of y' Qa dropped */
+                D1 = _mm512_madd52hi_epu64(D1, yi, _mm512_set1_epi64((long long)c->Q52[t][0]));
+#endif
+                D1 = _mm512_madd52lo_epu64(D1, yi, _mm512_set1_epi64((long long)c->Q52[t][1]));
+            }
+            q = _mm512_cvttpd_epi64(_mm512_roundscale_pd(_mm512_add_pd(f, half), _MM_FROUND_TO_NEG_INF |
+                                                                                 _MM_FROUND_NO_EXC));
+            t0 = _mm512_sub_epi64(D0, _mm512_mullo_epi64(q, Pa));   /* |.| < 2^57: D0's carry goes with the borrow */
+            t1 = _mm512_sub_epi64(D1, _mm512_mullo_epi64(q, Pb));
+            t1 = _mm512_add_epi64(t1, _mm512_srai_epi64(t0, 52));
+            t0 = _mm512_and_si512(t0, mask52);
+            store8(_mm512_or_si512(t0, _mm512_slli_epi64(t1, 52)), _mm512_srai_epi64(t1, 12), V + i * N + j0,
+                   N - j0);
         }
 }
 
@@ -329,6 +382,11 @@ void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, si
     (void)c; (void)s; (void)Bp; (void)G; (void)Np; (void)tmp; (void)has_rem;
 }
 void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
+                             dr_i128 *V)
+{
+    (void)c; (void)C32; (void)M; (void)N; (void)Np; (void)V;
+}
+void dr_crt_reconstruct_ifma(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                              dr_i128 *V)
 {
     (void)c; (void)C32; (void)M; (void)N; (void)Np; (void)V;

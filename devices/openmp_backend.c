@@ -441,22 +441,28 @@ typedef struct grad_src {
     const float   *tf;
 } grad_src;
 
-/* The gradient of parameter p: round(t / d) from exact accumulators, or
+/* The gradients of parameters p0 .. p0 + n: round(t / d) from exact
+ * accumulators (compact ones eight at a time, dr_cacc_round_div_n), or
  * (fast: Adam only) the float total over d. */
-static inline float grad_of(const grad_src *g, uint32_t d, size_t p)
+#define GRAD_CHUNK 64
+static inline void grads_of(const grad_src *g, uint32_t d, size_t p0, size_t n, float *out)
 {
-    if (g->tc) return dr_cacc_round_div(&g->tc[p], d);
-    if (g->tf) return g->tf[p] / (float)d;
-    return dr_acc_round_div(&g->t[p], d);
+    if (g->tc) { dr_cacc_round_div_n(g->tc + p0, n, d, out); return; }
+    for (size_t q = 0; q < n; q++)
+        out[q] = g->tf ? g->tf[p0 + q] / (float)d : dr_acc_round_div(&g->t[p0 + q], d);
 }
 
+/* Each apply below: chunks of GRAD_CHUNK parameters, their gradients
+ * first, then the elementwise update (the same bits as one at a time). */
 static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, size_t P)
 {
     const float lr = o->lr;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
-    for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, d, p);
-        w[p] = w[p] - lr * g;
+    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
+        float g[GRAD_CHUNK];
+        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
+        grads_of(t, d, p0, n, g);
+        for (size_t q = 0; q < n; q++) w[p0 + q] = w[p0 + q] - lr * g[q];
     }
 }
 
@@ -465,10 +471,15 @@ static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d,
     const float lr = o->lr, mu = o->momentum;
     const bool nesterov = o->nesterov;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
-    for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, d, p);
-        v[p] = mu * v[p] - lr * g;
-        w[p] = nesterov ? w[p] + (mu * v[p] - lr * g) : w[p] + v[p];
+    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
+        float g[GRAD_CHUNK];
+        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
+        grads_of(t, d, p0, n, g);
+        for (size_t q = 0; q < n; q++) {
+            size_t p = p0 + q;
+            v[p] = mu * v[p] - lr * g[q];
+            w[p] = nesterov ? w[p] + (mu * v[p] - lr * g[q]) : w[p] + v[p];
+        }
     }
 }
 
@@ -480,11 +491,17 @@ static void apply_adam(const dr_optimizer *o, uint64_t step, const grad_src *t, 
     const float lr_t = o->lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
     const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
-    for (size_t p = 0; p < P; p++) {
-        float g = grad_of(t, d, p);
-        m[p] = m[p] + (g - m[p]) * one_b1;
-        v[p] = v[p] + (g * g - v[p]) * one_b2;
-        w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
+    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
+        float gs[GRAD_CHUNK];
+        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
+        grads_of(t, d, p0, n, gs);
+        for (size_t q = 0; q < n; q++) {
+            size_t p = p0 + q;
+            float g = gs[q];
+            m[p] = m[p] + (g - m[p]) * one_b1;
+            v[p] = v[p] + (g * g - v[p]) * one_b2;
+            w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
+        }
     }
 }
 

@@ -19,6 +19,17 @@
 #   crt_residue     devices/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
 #   crt_ktail       devices/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
 #   crt_no_rem      devices/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
+#   crt_ifma_hi     devices/cpu_gemm_vnni.c  the IFMA reconstruction drops the high half of y' Q_t's low digit
+#   round_odd       devices/cpu_gemm_round.c the f32 outputs' double truncated, not rounded to odd
+#   round_sticky    devices/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
+#   round_bias_hi   devices/cpu_gemm_round.c a bias's bits that cross into V's high word lost
+#   round_bias_low  devices/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
+#   cacc_row_tz     devices/cpu_gemm_round.c a GEMM term stored in an empty compact accumulator keeps a trailing zero
+#   cacc_row_full   devices/cpu_gemm_round.c a compact accumulator already holding a term is overwritten
+#   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
+#   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
+#   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
+#   cacc_round_negzero core/cacc.c      dr_cacc_round_div_n gives -0 for an exact zero that is +0
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -44,7 +55,7 @@
 #                                       (test_tfevents reads a resumed run's files with
 #                                       TensorBoard's purge rule; no TensorBoard needed)
 # The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
-# /proc/cpuinfo), the crt_* ones of cpu_gemm_vnni.c only where the VNNI
+# /proc/cpuinfo), the crt_* ones of cpu_gemm_vnni.c and the round_* ones only where the VNNI
 # kernel runs (avx512_vnni); elsewhere they are skipped, with a line saying so.
 #
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
@@ -77,8 +88,23 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run crt_residue devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
     run crt_ktail   devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
     run crt_no_rem  devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
+    if grep -qw avx512ifma /proc/cpuinfo 2>/dev/null; then
+        run crt_ifma_hi devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_IFMA_HI test_gemm_crt
+    else
+        echo "exact mutant crt_ifma_hi: skipped (no avx512ifma on this CPU: the IFMA reconstruction does not run)"
+    fi
+    run round_odd      devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
+    run round_sticky   devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_STICKY test_fastgemm_round
+    run round_bias_hi  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_HI test_fastgemm_round
+    run round_bias_low devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_LOW test_fastgemm_round
+    run cacc_row_tz    devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_TZ test_fastgemm_round
+    run cacc_row_full  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_FULL test_fastgemm_round
+    run cacc_round_odd   core/cacc.c CORE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
+    run cacc_round_rest  core/cacc.c CORE 's/_mm512_sub_epi64(c64, s)), rest), all);/_mm512_sub_epi64(c64, s)), _mm512_and_si512(rest, zero)), all);/' test_fastgemm_round
+    run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round
+    run cacc_round_negzero core/cacc.c CORE 's/_mm512_set1_epi64((long long)DR_ACC_F_NONEMPTY << 32));/_mm512_set1_epi64((long long)(DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0) << 32));/' test_fastgemm_round
 else
-    echo "exact mutants crt_residue, crt_ktail, crt_no_rem: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
+    echo "exact mutants crt_residue, crt_ktail, crt_no_rem, round_*, cacc_round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
 fi
 run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact

@@ -260,6 +260,62 @@ static void extremes_zeros_specials(void **s)
     }
 }
 
+
+/* Both vector reconstructions (32-bit digits; IFMA's 52-bit digits where
+ * the CPU has it) against the V the sums came from: V at 0, +-1, the
+ * bound K (2^2w - 1)^2 and random below it, for every modulus count the
+ * path uses, each sum c_t any int32 with c_t = V (mod m_t) (the kernel's
+ * sums are not reduced), every tail of eight columns. */
+static void reconstruct_every_count(void **s)
+{
+    enum { M = 3, N = 13, Np = 16 };
+    trng r = { 17 };
+    int32_t C32[DR_CRT_MAX_MODULI * M * Np];
+    dr_i128 V[M * N], got[M * N];
+    static const size_t Ks[] = { 1, 2, 3, 4, 5, 8, 16, 33, 64, 100, 255, 256, 784, 1000, 4096, 5000, 16384,
+                                 30000, 65535, 65536 };
+    (void)s;
+    if (!dr_crt_have_vnni()) { skip(); return; }
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        size_t K = Ks[ki];
+        int w = dr_crt_width(K), n = dr_crt_moduli(K, w);
+        dr_u128 g = ((dr_u128)1 << (2 * w)) - 1u, bound = (dr_u128)K * g * g;
+        dr_crt_plan c;
+        dr_crt_plan_init(&c, n);
+        for (int e = 0; e < M * N; e++) {
+            dr_u128 mag = (dr_u128)next_u64(&r) << 64 | next_u64(&r);
+            switch (e % 6) {
+            case 0: mag = bound; break;
+            case 1: mag = (dr_u128)(e / 6 % 2); break;
+            default: mag %= bound + 1u; break;
+            }
+            V[e] = (next_u64(&r) & 1) ? -(dr_i128)mag : (dr_i128)mag;
+            for (int t = 0; t < n; t++) {
+                int m = dr_crt_modulus(t);
+                int64_t res = (int64_t)(V[e] % m), lim = (int64_t)K * 255 * 128 / m;
+                int64_t k = lim ? (int64_t)(next_u64(&r) % (uint64_t)(2 * lim + 1)) - lim : 0;
+                int64_t cv = res + k * m;
+                if (cv > INT32_MAX || cv < INT32_MIN) cv = res;
+                C32[t * M * Np + (e / N) * Np + e % N] = (int32_t)cv;
+            }
+        }
+        for (int which = 0; which < 2; which++) {
+            if (which == 1 && !c.ifma) continue;
+            memset(got, 0x5a, sizeof got);
+            if (which) dr_crt_reconstruct_ifma(&c, C32, M, N, Np, got);
+            else dr_crt_reconstruct_vnni(&c, C32, M, N, Np, got);
+            for (int e = 0; e < M * N; e++)
+                if (got[e] != V[e]) {
+                    print_error("K=%zu n=%d %s: element %d: V %llx:%016llx, got %llx:%016llx\n", K, n,
+                                which ? "IFMA" : "32-bit digits", e, (unsigned long long)((dr_u128)V[e] >> 64),
+                                (unsigned long long)V[e], (unsigned long long)((dr_u128)got[e] >> 64),
+                                (unsigned long long)got[e]);
+                    fail();
+                }
+        }
+    }
+}
+
 /* The MLP's GEMMs as the engine calls them (forward x W, the gradients
  * x^T dz and dz W^T), pixel-like and weight-like data. */
 static void mlp_shapes_every_layout(void **s)
@@ -287,6 +343,7 @@ int main(void)
         cmocka_unit_test(grid_edge_and_below),
         cmocka_unit_test(extremes_zeros_specials),
         cmocka_unit_test(mlp_shapes_every_layout),
+        cmocka_unit_test(reconstruct_every_count),
     };
     return cmocka_run_group_tests_name("gemm_crt", tests, NULL, NULL);
 }

@@ -63,6 +63,9 @@ static inline bool dr_cacc_overflowed(const dr_cacc *a)
 /* round(value / d), d >= 1: dr_acc_round_div's bits for the same value.
  * NaN for an overflowed accumulator (check dr_cacc_overflowed first). */
 float dr_cacc_round_div(const dr_cacc *a, uint32_t d);
+/* out[i] = dr_cacc_round_div(&a[i], d) for i < n, the same bits; eight at
+ * a time on AVX-512 when d is a power of two (the optimizer's gradients). */
+void  dr_cacc_round_div_n(const dr_cacc *a, size_t n, uint32_t d, float *out);
 
 /* Conversions, both exact: to a dr_acc always (false, *dst empty, for an
  * overflowed one); from a dr_acc when its value fits (else dst is marked
