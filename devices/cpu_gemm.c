@@ -591,14 +591,3 @@ int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
 {
     return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, NULL, Cacc);
 }
-
-void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                       const float *A, size_t lda, const float *B, size_t ldb,
-                       const float *bias, float *C, size_t ldc)
-{
-    for (size_t i = 0; i < M; i++)
-        for (size_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
-    if (M && N && K)
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
-}

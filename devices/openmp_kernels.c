@@ -84,7 +84,7 @@ static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, siz
                     float *C, size_t ldc)
 {
     if (M == 0 || N == 0) return DR_OK;
-    if (b->num == DR_NUMERICS_FAST) {   /* C = bias, then C += op(A) op(B) (dr_gemm_f32_sgemm's order) */
+    if (b->num == DR_NUMERICS_FAST) {   /* C = bias, then C += op(A) op(B) */
         for (size_t i = 0; i < M; i++)
             for (size_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
         if (K) sgemm_team(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);

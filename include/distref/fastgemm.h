@@ -51,9 +51,4 @@ int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                       const float *A, size_t lda, const float *B, size_t ldb,
                       struct dr_cacc *Cacc);
 
-/* Fast (inexact) mode: cblas_sgemm plus the bias, rounded as sgemm rounds. */
-void dr_gemm_f32_sgemm(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                       const float *A, size_t lda, const float *B, size_t ldb,
-                       const float *bias, float *C, size_t ldc);
-
 #endif
