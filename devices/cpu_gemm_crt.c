@@ -226,7 +226,7 @@ static dr_sliced rows_view(const dr_sliced *s, size_t r0, size_t nr)
 int dr_crt_values(dr_product *p, int vnni)
 {
     size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16, lda = 4 * G;
-    size_t nt = (size_t)omp_get_max_threads(), per;
+    size_t nt = (size_t)omp_get_max_threads(), per, bper;
     int n = dr_crt_moduli(K, p->a.w);
     crt_plan c;
     int8_t *Bp;
@@ -237,16 +237,17 @@ int dr_crt_values(dr_product *p, int vnni)
      * (n MB Np 4 bytes; 393 KB at n = 12, N = 128: they stay in L2 between
      * kernel and reconstruction) and packing scratch (n 4 MB bytes). */
     per = (size_t)n * CRT_MB * (lda + 4 * Np + 4) + 64;
+    bper = ((size_t)n * (4 * Np + lda) + N + 63) / 64 * 64;   /* B's packing scratch, a thread's */
     p->V = malloc(M * N * sizeof(dr_i128) + 16);
     Bp = malloc((size_t)n * Np * lda + 64);
-    work = malloc(nt * per + (size_t)n * (4 * Np + lda) + 64);
+    work = malloc(nt * per + nt * bper + 64);
     ra = calloc(M + N + 2, 1);
     rb = ra ? ra + M + 1 : NULL;
     if (!p->V || !Bp || !work || !ra) {
         free(Bp); free(work); free(ra);
         return DR_ENOMEM;
     }
-    if (vnni) dr_crt_pack_b_vnni(&c, &p->b, Bp, G, Np, work + nt * per, rb);
+    if (vnni) dr_crt_pack_b_vnni(&c, &p->b, Bp, G, Np, work + nt * per, bper, rb);
     else pack_b(&c, &p->b, Bp, G, Np, rb);
     #pragma omp parallel for schedule(static)
     for (size_t i0 = 0; i0 < M; i0 += CRT_MB) {

@@ -134,8 +134,10 @@ void dr_crt_plan_init(dr_crt_plan *c, int n);
  * grid (a remainder). */
 void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,
                         unsigned char *has_rem);
+/* B is packed by the OpenMP team: tmp holds one scratch of tmp_per bytes a
+ * thread, each at least n (4 Np + 4 G) + N bytes. */
 void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
-                        uint8_t *tmp, unsigned char *has_rem);
+                        uint8_t *tmp, size_t tmp_per, unsigned char *has_rem);
 void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                              dr_i128 *V);
 /* The same V by IFMA (fewer operations a modulus); only where c->ifma. */

@@ -12,6 +12,7 @@
  */
 #include "devices/cpu_gemm_internal.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,33 +186,46 @@ VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *
  * 16 columns x 4 rows interleaved by byte and word unpacks; else column by
  * column, 4 bytes per group. */
 VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
-                             uint8_t *tmp, unsigned char *has_rem)
+                             uint8_t *tmp, size_t tmp_per, unsigned char *has_rem)
 {
     size_t N = s->nvec, K = s->K, plane = Np * G * 4;
-    if (!s->em) {
+    if (!s->em) {   /* vector j contiguous: one vector a thread at a time */
         memset(Bp, 0, (size_t)c->n * plane);
+        #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < N; j++) {
-            residues(c, s->base_ptr + j * s->inc_vec, K, NULL, s->scale[j], 1, tmp, 4 * G, &has_rem[j]);
+            uint8_t *t = tmp + (size_t)omp_get_thread_num() * tmp_per;
+            residues(c, s->base_ptr + j * s->inc_vec, K, NULL, s->scale[j], 1, t, 4 * G, &has_rem[j]);
             for (int q = 0; q < c->n; q++) {
                 int8_t *dst = Bp + q * plane + (j / 16) * G * 64 + (j % 16) * 4;
-                memset(tmp + q * 4 * G + K, 0, 4 * G - K);
-                for (size_t g = 0; g < G; g++) memcpy(dst + g * 64, tmp + q * 4 * G + 4 * g, 4);
+                memset(t + q * 4 * G + K, 0, 4 * G - K);
+                for (size_t g = 0; g < G; g++) memcpy(dst + g * 64, t + q * 4 * G + 4 * g, 4);
             }
         }
         return;
     }
-    memset(tmp, 0, (size_t)c->n * 4 * Np);          /* columns N..Np stay zero */
-    for (size_t g = 0; g < G; g++) {
-        for (size_t r = 0; r < 4; r++) {
-            if (4 * g + r < K)
-                residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, N, s->scale, 0.0, 1, tmp + r * Np, 4 * Np,
-                         has_rem);
-            else
-                for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * Np + r * Np, 0, Np);
+    /* element k of every vector contiguous: groups of 4 k shared out; each
+     * thread marks remainders in its own bytes, OR-ed in at the end */
+    #pragma omp parallel
+    {
+        uint8_t *t = tmp + (size_t)omp_get_thread_num() * tmp_per;
+        unsigned char *rem = t + (size_t)c->n * 4 * Np;
+        memset(t, 0, (size_t)c->n * 4 * Np);   /* columns N..Np stay zero */
+        memset(rem, 0, N);
+        #pragma omp for schedule(static)
+        for (size_t g = 0; g < G; g++) {
+            for (size_t r = 0; r < 4; r++) {
+                if (4 * g + r < K)
+                    residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, N, s->scale, 0.0, 1, t + r * Np, 4 * Np,
+                             rem);
+                else
+                    for (int q = 0; q < c->n; q++) memset(t + q * 4 * Np + r * Np, 0, Np);
+            }
+            for (int q = 0; q < c->n; q++)
+                for (size_t p = 0; p < Np / 16; p++)
+                    interleave4x16(t + q * 4 * Np + 16 * p, Np, (uint8_t *)(Bp + q * plane + p * G * 64 + g * 64));
         }
-        for (int q = 0; q < c->n; q++)
-            for (size_t p = 0; p < Np / 16; p++)
-                interleave4x16(tmp + q * 4 * Np + 16 * p, Np, (uint8_t *)(Bp + q * plane + p * G * 64 + g * 64));
+        #pragma omp critical
+        for (size_t j = 0; j < N; j++) has_rem[j] |= rem[j];
     }
 }
 
@@ -377,9 +391,9 @@ void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, s
     (void)c; (void)s; (void)Ap; (void)lda; (void)tmp; (void)has_rem;
 }
 void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *Bp, size_t G, size_t Np,
-                        uint8_t *tmp, unsigned char *has_rem)
+                        uint8_t *tmp, size_t tmp_per, unsigned char *has_rem)
 {
-    (void)c; (void)s; (void)Bp; (void)G; (void)Np; (void)tmp; (void)has_rem;
+    (void)c; (void)s; (void)Bp; (void)G; (void)Np; (void)tmp; (void)tmp_per; (void)has_rem;
 }
 void dr_crt_reconstruct_vnni(const dr_crt_plan *c, const int32_t *C32, size_t M, size_t N, size_t Np,
                              dr_i128 *V)

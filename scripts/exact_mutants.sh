@@ -19,6 +19,8 @@
 #   crt_residue     devices/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
 #   crt_ktail       devices/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
 #   crt_no_rem      devices/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
+#   crt_rem_merge   devices/cpu_gemm_vnni.c  B's packing (shared by the OpenMP team) drops the
+#                                       threads' remainder marks instead of OR-ing them in
 #   crt_ifma_hi     devices/cpu_gemm_vnni.c  the IFMA reconstruction drops the high half of y' Q_t's low digit
 #   round_odd       devices/cpu_gemm_round.c the f32 outputs' double truncated, not rounded to odd
 #   round_sticky    devices/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
@@ -88,6 +90,7 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run crt_residue devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
     run crt_ktail   devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
     run crt_no_rem  devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
+    run crt_rem_merge devices/cpu_gemm_vnni.c ENGINE 's/        for (size_t j = 0; j < N; j++) has_rem\[j\] |= rem\[j\];/        (void)rem;/' test_gemm_crt
     if grep -qw avx512ifma /proc/cpuinfo 2>/dev/null; then
         run crt_ifma_hi devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_IFMA_HI test_gemm_crt
     else
@@ -104,7 +107,7 @@ if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
     run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round
     run cacc_round_negzero core/cacc.c CORE 's/_mm512_set1_epi64((long long)DR_ACC_F_NONEMPTY << 32));/_mm512_set1_epi64((long long)(DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0) << 32));/' test_fastgemm_round
 else
-    echo "exact mutants crt_residue, crt_ktail, crt_no_rem, round_*, cacc_round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
+    echo "exact mutants crt_residue, crt_ktail, crt_no_rem, crt_rem_merge, round_*, cacc_round_*: skipped (no avx512_vnni on this CPU: the VNNI kernel does not run)"
 fi
 run round_fast_sign core/acc.c CORE 's/            negative = 1;/            negative = 0;/' test_exact
 run round_fast_top  core/acc.c CORE 's/top = a->limb\[t\] + carry;/top = a->limb[t];/' test_exact
