@@ -73,7 +73,7 @@ then ok "Google Benchmark JSON and 6 history records"; else bad "the run's JSON 
 
 if [ -n "$conf" ]; then
     rows=conformance_cpu_ref_vs_calib,conformance_wall_s_ref,conformance_peak_rss_mib_ref
-    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi,allreduce_exact_1m_np2_vs_mpi_op
+    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi,allreduce_exact_1m_np2_cpu_vs_local
     if "$py" scripts/nightly.py run --bench "$bench" --mpi-bench "$mpi_bench" --conformance "$conf" --conf-samples 1 \
            --conf-suites reductions --samples 3 --only "$rows" --outdir "$tmp/rows" --no-plot --label rows \
            > "$tmp/last.log" 2>&1 &&
