@@ -250,7 +250,8 @@ int main(int argc, char **argv)
             dr_mpi_abort(2);
         }
         printf("# nightly_mpi: %u ranks, %d interleaved samples per metric; ratio = exact all-reduce s / "
-               "MPI_Allreduce s (= mpi busbw / exact busbw; lower is better)\n", W, samples);
+               "baseline s (_vs_mpi: MPI_Allreduce, = mpi busbw / exact busbw; _cpu_vs_local: CPU s, the "
+               "ring's element work done locally); lower is better\n", W, samples);
         if (json) fprintf(json, "{\"samples\":%d,\"ranks\":%u,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[",
                           samples, W, plant_name, plant);
     }

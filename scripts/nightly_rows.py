@@ -25,7 +25,7 @@ import tempfile
 import time
 
 MPI_NP = 2
-MPI_LAUNCHES = 3
+MPI_LAUNCHES = 5
 
 # The slice of `make conformance` each variant's rows time: its quick suites
 # for that variant alone (bin/conformance --variant NAME; ref = the
