@@ -16,9 +16,14 @@
  * the order alternating, the fastest of best_of pairs kept, as in
  * bench/nightly.c; the JSON has the same shape, so nightly.py reads both.
  *
+ * The _cpu_vs_local row is timed by CPU seconds instead (see cpu_now and
+ * time_local): each rank's own thread's CPU seconds of a call, the least of
+ * the ranks kept, over the same element work done locally by each rank.
+ *
  * DISTREF_NIGHTLY_PLANT=NAME:FRACTION plants a slowdown into the exact
  * all-reduce of metric NAME (every rank spins for FRACTION of its own call's
- * time inside the timed region), read here only, as in bench/nightly.c.
+ * time inside the timed region: wall time, or for a CPU row its thread's CPU
+ * time), read here only, as in bench/nightly.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_common.h"
@@ -28,6 +33,7 @@
 #include "distref/rng.h"
 
 #include <mpi.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,25 +42,39 @@ typedef struct metric {
     const char *name;
     size_t bytes;               /* float data per rank */
     int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
-    int same_op;                /* baseline: 0 MPI_Allreduce of the floats, 1 of the accumulators (acc_sum_op) */
+    int base;                   /* the baseline: BASE_FLOATS, BASE_SAME_OP or BASE_LOCAL */
+    int cpu;                    /* 1: timed by CPU seconds, the least of the ranks' (time_local) */
 } metric;
+
+enum { BASE_FLOATS, BASE_SAME_OP, BASE_LOCAL };
 
 /* The _vs_mpi rows are item 6's busbw against MPI_Allreduce of the floats:
  * a compute-bound kernel over a communication-bound baseline, so their
  * ratio moves with the machine's load (the exact ring, ~15-70 ms at 1 MB,
- * cannot escape the scheduler; MPI_Allreduce, ~0.1 ms, can). The
- * _vs_mpi_op rows divide by MPI_Allreduce doing the same work: the same
- * accumulators, serialized to the same 84-byte wire form, merged by a user
- * MPI_Op (acc_sum_op), deserialized again: the same bytes moved, the same
- * merges, a time of the same order, so load moves both halves alike
- * (docs/NIGHTLY.md: 0.56-0.60 at load 1-3 where the _vs_mpi ratio went
- * 236 -> 306). Not at 64 KB: there the exact ring's many small exchanges
- * wait on a descheduled rank, and its ratio to the same op went 0.55 -> 2.6
- * with one more busy process; the _vs_mpi row keeps its 50% effect. */
+ * cannot escape the scheduler; MPI_Allreduce, ~0.1 ms, can).
+ *
+ * The 1 MB row that detects regressions is _cpu_vs_local (session 9,
+ * docs/NIGHTLY.md). Wall time cannot: at load 5-8 on 2 cores a call of
+ * 30-120 ms spans many time slices, and the scheduler pays the CPU spent in
+ * one half back in the other (a planted 15% moved the wall ratio -3..+38%).
+ * So it counts CPU seconds, which leave out the time a rank waits for a
+ * core. Each rank's CPU seconds of a call are its share of the work plus
+ * what it burnt waiting for the other rank (the comm spins CM_SPIN_S before
+ * it yields): under load one rank, the one ahead, waits, and its CPU
+ * seconds of the call jump (29 -> 45-64 ms summed over the ranks in half
+ * the calls at load 5), while the least of the two ranks' stays within
+ * -5..+7% of its median. So a call's cost is the least of the ranks' CPU
+ * seconds. Its baseline is each rank's share of the same element work done
+ * locally, without messages (time_local): as fixed as work gets, moved only
+ * by what slows the core itself (clock, cache and memory contention). The
+ * _vs_mpi_op row (session 8: over MPI_Allreduce doing the same work with a
+ * user op) it replaces had a baseline whose CPU seconds were bimodal from
+ * one run to the next (51 or 60 ms summed over the ranks, within a run
+ * steady). 64 KB has no such row: its exchanges are latency, not work. */
 static const metric metrics[] = {
-    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, 0 },
-    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, 0 },
-    { "allreduce_exact_1m_np2_vs_mpi_op", 1048576, 2, 2, 1 },
+    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, BASE_FLOATS, 0 },
+    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, 0 },
+    { "allreduce_exact_1m_np2_cpu_vs_local", 1048576, 2, 2, BASE_LOCAL, 1 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
 
@@ -62,35 +82,25 @@ typedef struct buffers {
     size_t n;
     dr_acc *acc, *pristine;
     float *x, *y;
-    uint8_t *wire;              /* n * DR_ACC_BYTES: the same-op baseline's buffer */
+    uint8_t *wire;              /* SEG * DR_ACC_BYTES: the local baseline's segment */
     dr_comm *ep;
 } buffers;
 
-/* MPI_Allreduce's user op for the same-op baseline: inout += in, element by
- * element, over the DR_ACC_BYTES wire form (exact, so commutative). */
-static void acc_sum_op(void *in, void *inout, int *len, MPI_Datatype *type)
+/* This thread's CPU seconds: the rank's own work and its own waiting, not
+ * the time it spent waiting for a core, nor Open MPI's helper threads. */
+static double cpu_now(void)
 {
-    const uint8_t *a = in;
-    uint8_t *b = inout;
-    (void)type;
-    for (int i = 0; i < *len; i++) {
-        dr_acc x, y;
-        dr_acc_init(&x);
-        dr_acc_init(&y);
-        if (!dr_acc_deserialize(&x, a + (size_t)i * DR_ACC_BYTES) ||
-            !dr_acc_deserialize(&y, b + (size_t)i * DR_ACC_BYTES)) {
-            fprintf(stderr, "nightly_mpi: a corrupt accumulator in MPI_Allreduce\n");
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        dr_acc_merge(&y, &x);
-        dr_acc_serialize(&y, b + (size_t)i * DR_ACC_BYTES);
-    }
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double slowest(double t)
+/* A call's cost across the ranks: the slowest rank's wall seconds, or
+ * (cpu) the least of the ranks' CPU seconds. */
+static double across_ranks(double t, int cpu)
 {
     double m = t;
-    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, cpu ? MPI_MIN : MPI_MAX, MPI_COMM_WORLD);
     return m;
 }
 
@@ -100,53 +110,82 @@ static void fail(const char *what, const dr_err *err)
     dr_mpi_abort(1);
 }
 
-/* Seconds of one exact all-reduce, the slowest rank's, the fastest of
- * inner calls (a call the scheduler interrupted is dropped); each rank's
- * call stretched by plant of its own time. */
-static double time_exact(buffers *b, int inner, double plant)
+/* Seconds of one exact all-reduce (wall or CPU, across_ranks), the fastest
+ * of inner calls (a call the scheduler interrupted is dropped); each rank's
+ * call stretched by plant of its own time (a spin on the same clock). */
+static double time_exact(buffers *b, int inner, double plant, int cpu)
 {
+    double (*clk)(void) = cpu ? cpu_now : dr_now;
     double best = 0;
     dr_err err;
     for (int k = 0; k < inner; k++) {
         double t0, t;
         memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
         MPI_Barrier(MPI_COMM_WORLD);
-        t0 = dr_now();
+        t0 = clk();
         if (dr_comm_mpi()->all_reduce(b->ep, &b->acc, b->n, &err)) fail("exact all-reduce", &err);
-        t = dr_now() - t0;
+        t = clk() - t0;
         if (plant > 0)
-            while (dr_now() < t0 + t * (1.0 + plant)) {}
-        t = slowest(dr_now() - t0);
+            while (clk() < t0 + t * (1.0 + plant)) {}
+        t = across_ranks(clk() - t0, cpu);
         best = k == 0 || t < best ? t : best;
     }
     return best;
 }
 
-/* The same for MPI_Allreduce: of the floats, or (op != MPI_OP_NULL) of the
- * accumulators, serialized, reduced by op over type and deserialized into
- * b->acc, as the exact all-reduce's result. */
-static double time_mpi(buffers *b, int inner, MPI_Datatype type, MPI_Op op)
+/* The same for MPI_Allreduce of the floats. */
+static double time_mpi(buffers *b, int inner)
 {
     double best = 0;
     for (int k = 0; k < inner; k++) {
         double t0;
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = dr_now();
-        if (op == MPI_OP_NULL) {
-            MPI_Allreduce(b->x, b->y, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        } else {
-            for (size_t i = 0; i < b->n; i++) dr_acc_serialize(&b->pristine[i], b->wire + i * DR_ACC_BYTES);
-            MPI_Allreduce(MPI_IN_PLACE, b->wire, (int)b->n, type, op, MPI_COMM_WORLD);
-            for (size_t i = 0; i < b->n; i++)
-                if (!dr_acc_deserialize(&b->acc[i], b->wire + i * DR_ACC_BYTES)) {
-                    fprintf(stderr, "nightly_mpi: MPI_Allreduce's result: a corrupt accumulator\n");
-                    dr_mpi_abort(1);
-                }
-        }
-        double t = slowest(dr_now() - t0);
+        MPI_Allreduce(b->x, b->y, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double t = across_ranks(dr_now() - t0, 0);
         best = k == 0 || t < best ? t : best;
     }
     return best;
+}
+
+/* The local baseline: a rank's share of the two-rank exact ring's element
+ * work, without the messages: each of its n accumulators serialized to the
+ * wire form and deserialized (the ring sends and receives n/2 in its
+ * reduce-scatter and n/2 in its all-gather), n/2 of them merged (the
+ * reduce-scatter's chunk), through a segment of the ring's message size.
+ * CPU seconds, the least of the ranks', the fastest of inner calls. */
+enum { SEG = 8192 };
+static double time_local(buffers *b, int inner)
+{
+    double best = 0;
+    for (int k = 0; k < inner; k++) {
+        double t0, t;
+        memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = cpu_now();
+        for (size_t i0 = 0; i0 < b->n; i0 += SEG) {
+            size_t m = b->n - i0 < SEG ? b->n - i0 : SEG;
+            for (size_t i = 0; i < m; i++) dr_acc_serialize(&b->pristine[i0 + i], b->wire + i * DR_ACC_BYTES);
+            for (size_t i = 0; i < m; i++) {
+                dr_acc a;
+                if (!dr_acc_deserialize(&a, b->wire + i * DR_ACC_BYTES)) {
+                    fprintf(stderr, "nightly_mpi: the local baseline: a corrupt accumulator\n");
+                    dr_mpi_abort(1);
+                }
+                if (i0 + i < b->n / 2) dr_acc_merge(&b->acc[i0 + i], &a);
+                else b->acc[i0 + i] = a;
+            }
+        }
+        t = across_ranks(cpu_now() - t0, 1);
+        best = k == 0 || t < best ? t : best;
+    }
+    return best;
+}
+
+/* One measurement of the metric's baseline. */
+static double time_base(const metric *w, buffers *b)
+{
+    return w->base == BASE_LOCAL ? time_local(b, w->mpi_inner) : time_mpi(b, w->mpi_inner);
 }
 
 static int selected(const char *only, const char *name)
@@ -189,8 +228,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
-                printf("%-36s exact all-reduce %zu B, 2 ranks / MPI_Allreduce of the %s\n", metrics[m].name,
-                       metrics[m].bytes, metrics[m].same_op ? "accumulators (user op)" : "floats");
+                printf("%-36s exact all-reduce %zu B, 2 ranks / %s\n", metrics[m].name, metrics[m].bytes,
+                       metrics[m].base == BASE_LOCAL ? "its element work done locally (CPU s, least rank)"
+                                                     : "MPI_Allreduce of the floats");
             return 0;
         } else {
             fprintf(stderr, "usage: mpirun -np 2 nightly_mpi [--samples N] [--json FILE] [--only NAME[,NAME]] [--list]\n");
@@ -210,7 +250,8 @@ int main(int argc, char **argv)
             dr_mpi_abort(2);
         }
         printf("# nightly_mpi: %u ranks, %d interleaved samples per metric; ratio = exact all-reduce s / "
-               "MPI_Allreduce s (= mpi busbw / exact busbw; lower is better)\n", W, samples);
+               "baseline s (_vs_mpi: MPI_Allreduce, = mpi busbw / exact busbw; _cpu_vs_local: CPU s, the "
+               "ring's element work done locally); lower is better\n", W, samples);
         if (json) fprintf(json, "{\"samples\":%d,\"ranks\":%u,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[",
                           samples, W, plant_name, plant);
     }
@@ -220,22 +261,15 @@ int main(int argc, char **argv)
         buffers b;
         dr_comm_config cc;
         uint32_t neps = 0;
-        MPI_Datatype type = MPI_DATATYPE_NULL;
-        MPI_Op op = MPI_OP_NULL;
         if (!selected(only, w->name)) continue;
-        if (w->same_op) {
-            MPI_Type_contiguous(DR_ACC_BYTES, MPI_BYTE, &type);
-            MPI_Type_commit(&type);
-            MPI_Op_create(acc_sum_op, 1, &op);
-        }
         memset(&b, 0, sizeof b);
         b.n = w->bytes / sizeof(float);
         b.acc = malloc(b.n * sizeof *b.acc);
         b.pristine = malloc(b.n * sizeof *b.pristine);
         b.x = malloc(b.n * sizeof *b.x);
         b.y = malloc(b.n * sizeof *b.y);
-        b.wire = w->same_op ? malloc(b.n * DR_ACC_BYTES) : NULL;
-        if (!b.acc || !b.pristine || !b.x || !b.y || (w->same_op && !b.wire)) fail("buffers", NULL);
+        b.wire = w->base == BASE_LOCAL ? malloc((size_t)SEG * DR_ACC_BYTES) : NULL;
+        if (!b.acc || !b.pristine || !b.x || !b.y || (w->base == BASE_LOCAL && !b.wire)) fail("buffers", NULL);
         for (size_t i = 0; i < b.n; i++) {
             b.x[i] = (2.0f * dr_rng_uniform(2026, rank, (uint64_t)i) - 1.0f) * (float)(1u << (i % 5));
             dr_acc_init(&b.pristine[i]);
@@ -247,17 +281,17 @@ int main(int argc, char **argv)
         cc.alg = DR_COMM_RING;
         cc.num_packs = 1;
         if (dr_comm_mpi()->open(&cc, &b.ep, &neps, &err)) fail("open", &err);
-        time_exact(&b, 1, 0);   /* warm-up: pages, the MPI library's buffers */
-        time_mpi(&b, 1, type, op);
+        time_exact(&b, 1, 0, w->cpu);   /* warm-up: pages, the MPI library's buffers */
+        time_base(w, &b);
         for (int s = 0; s < samples; s++) {
             for (int r = 0; r < BEST_OF; r++) {
                 double k, bl;
                 if ((s + r) % 2 == 0) {
-                    k = time_exact(&b, w->exact_inner, p);
-                    bl = time_mpi(&b, w->mpi_inner, type, op);
+                    k = time_exact(&b, w->exact_inner, p, w->cpu);
+                    bl = time_base(w, &b);
                 } else {
-                    bl = time_mpi(&b, w->mpi_inner, type, op);
-                    k = time_exact(&b, w->exact_inner, p);
+                    bl = time_base(w, &b);
+                    k = time_exact(&b, w->exact_inner, p, w->cpu);
                 }
                 if (r == 0 || k < tk[s]) tk[s] = k;
                 if (r == 0 || bl < tb[s]) tb[s] = bl;
@@ -265,10 +299,6 @@ int main(int argc, char **argv)
             ratio[s] = tb[s] > 0 ? tk[s] / tb[s] : 0;
         }
         dr_comm_mpi()->close(&b.ep, neps);
-        if (w->same_op) {
-            MPI_Op_free(&op);
-            MPI_Type_free(&type);
-        }
         if (rank == 0) {
             char kname[96], bname[128];
             double lo = ratio[0], hi = ratio[0];
@@ -276,10 +306,11 @@ int main(int argc, char **argv)
             printf("  %-36s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
                    median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
             fflush(stdout);
-            snprintf(kname, sizeof kname, "exact all-reduce %zu B x %u ranks (dr_comm_mpi ring)", w->bytes, W);
-            if (w->same_op)
-                snprintf(bname, sizeof bname, "MPI_Allreduce of the %zu accumulators x %u ranks (wire form, user op)",
-                         b.n, W);
+            snprintf(kname, sizeof kname, "exact all-reduce %zu B x %u ranks (dr_comm_mpi ring)%s", w->bytes, W,
+                     w->cpu ? ": CPU s, the least rank's" : "");
+            if (w->base == BASE_LOCAL)
+                snprintf(bname, sizeof bname, "the ring's element work on %zu accumulators done locally "
+                         "(serialize, deserialize, merge half): CPU s, the least rank's", b.n);
             else
                 snprintf(bname, sizeof bname, "MPI_Allreduce float %zu B x %u ranks", w->bytes, W);
             if (json) {

@@ -55,7 +55,8 @@ import nightly_rows  # noqa: E402  (scripts/nightly_rows.py: the MPI and conform
 # A/A pair. The synthetic control (a loop against itself): 5%.
 DEFAULT_EFFECT = 0.05
 METRIC_EFFECT = {
-    "sum_exact_100k_vs_naive": 0.10,
+    "sum_exact_100k_vs_vecpass": 0.10,
+    "sum_exact_100k_vs_naive": 0.30,
     "sum_exact_100k_vs_sdot": 0.10,
     "gemm_fast_256x784x128_vs_sgemm": 0.20,
     "train_fast_g64_vs_gemms": 0.20,
@@ -78,11 +79,11 @@ METRIC_EFFECT = {
 # conformance CPU ratios within ~8% (10%).
 METRIC_EFFECT.update({
     "train_opencl_fast_g64_vs_openmp": 0.20,
-    "train_opencl_exact_g64_vs_openmp": 0.10,
+    "train_opencl_exact_g64_cpu_vs_openmp48": 0.10,
     "gemm_opencl_fast_256x784x128_vs_sgemm": 0.10,
     "allreduce_exact_64k_np2_vs_mpi": 0.50,
     "allreduce_exact_1m_np2_vs_mpi": 4.0,
-    "allreduce_exact_1m_np2_vs_mpi_op": 0.25,
+    "allreduce_exact_1m_np2_cpu_vs_local": 0.10,
 })
 for _n in nightly_rows.conf_metric_names():
     METRIC_EFFECT[_n] = 1.5 if "_wall_" in _n else 0.10

@@ -14,7 +14,8 @@ suspects the confirmation dismissed are counted apart). Prints one line per
 metric: the minimum effect in force now, A/A comparisons, false alarms
 (recorded; and recomputed with today's effect, without the confirmation
 re-run), dismissed, A/A changes min..max, planted runs flagged (recorded;
-recomputed), planted changes min..max.
+recomputed), planted changes min..max, and the load average at the start
+of the metric's runs (min..max, as recorded).
 """
 import argparse
 import os
@@ -41,7 +42,9 @@ def tally(history, window, alpha, only=None):
             continue
         eff = nightly.METRIC_EFFECT.get(m, nightly.DEFAULT_EFFECT)
         row = nightly.verdict(r["samples"], base, alpha, eff)
-        t = out.setdefault(m, {"aa": [], "plant": [], "effect": eff})
+        t = out.setdefault(m, {"aa": [], "plant": [], "effect": eff, "load": []})
+        if r.get("loadavg") is not None:
+            t["load"].append(r["loadavg"])
         (t["plant"] if r.get("plant") == m else t["aa"]).append((r["verdict"], row["change"], row["p"],
                                                                   row["verdict"]))
     return out
@@ -55,8 +58,8 @@ def main():
     ap.add_argument("--only")
     a = ap.parse_args()
     t = tally(nightly.load_history(a.history), a.window, a.alpha, a.only.split(",") if a.only else None)
-    print("%-40s %6s %4s %6s %4s %17s | %9s %17s" % ("metric", "effect", "A/A", "FA/rec", "dism", "A/A change",
-                                                  "plant/rec", "planted change"))
+    print("%-40s %6s %4s %6s %4s %17s | %9s %17s | %s" % ("metric", "effect", "A/A", "FA/rec", "dism",
+                                                       "A/A change", "plant/rec", "planted change", "load"))
     for m, v in t.items():
         aa, pl = v["aa"], v["plant"]
         fa = sum(1 for x in aa if x[0] == "REGRESSION")
@@ -64,11 +67,12 @@ def main():
         dis = sum(1 for x in aa if x[0] in ("unconfirmed", "improvement"))
         ca = [x[1] for x in aa]
         cp = [x[1] for x in pl]
-        print("%-40s %5.0f%% %4d %3d/%-2d %4d %17s | %2d/%2d/%-3d %17s" % (
+        print("%-40s %5.0f%% %4d %3d/%-2d %4d %17s | %2d/%2d/%-3d %17s | %s" % (
             m, 100 * v["effect"], len(aa), fa, far, dis,
             "%+.1f..%+.1f%%" % (100 * min(ca), 100 * max(ca)) if ca else "-",
             sum(1 for x in pl if x[0] == "REGRESSION"), sum(1 for x in pl if x[3] == "REGRESSION"), len(pl),
-            "%+.1f..%+.1f%%" % (100 * min(cp), 100 * max(cp)) if cp else "-"))
+            "%+.1f..%+.1f%%" % (100 * min(cp), 100 * max(cp)) if cp else "-",
+            "%.1f..%.1f" % (min(v["load"]), max(v["load"])) if v["load"] else "-"))
     return 0
 
 

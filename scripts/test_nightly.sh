@@ -7,7 +7,9 @@
 #   - A/A: two runs of the synthetic metric make the history, a third run of
 #     the same build must flag nothing (also against BASELINE=<this rev>);
 #   - a 15% slowdown planted into the synthetic kernel must be flagged: exit
-#     status 1, the metric named, a JUnit failure.
+#     status 1, the metric named, a JUnit failure;
+#   - the same both ways for sum_exact_100k_vs_vecpass, a row timed by CPU
+#     seconds (its plant spins on the thread's CPU clock).
 # The synthetic metric is a ~0.4 ms integer loop against a copy of itself,
 # the fastest of 7 interleaved pairs per sample, 15 samples: its A/A ratios
 # sit within 1% of 1.000 and the planted run's at 1.150, against a 5%
@@ -66,6 +68,19 @@ else bad "a planted 15% slowdown was not flagged (exit $rc)"; fi
 if run --label after && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
 then ok "planted runs stay out of the baseline"; else bad "a planted run leaked into the baseline"; fi
 
+# The same both ways for a row timed by CPU seconds (the exact sum over its
+# own vector pass, the calling thread's CPU clock, the plant spinning on
+# it): A/A within ~1%, the plant +14-16%, against a 10% effect.
+runc() { "$py" scripts/nightly.py run --bench "$bench" --only sum_exact_100k_vs_vecpass --samples 15 \
+             --outdir "$tmp/cpu" --no-plot "$@" > "$tmp/last.log" 2>&1; }
+runc --label cpu1 && runc --label cpu2
+if runc --label cpu-aa && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
+then ok "A/A: a row timed by CPU seconds flags nothing"; else bad "A/A flagged a CPU-timed row"; fi
+DISTREF_NIGHTLY_PLANT=sum_exact_100k_vs_vecpass:0.15 runc --label cpu-planted; rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'regressed sum_exact_100k_vs_vecpass' "$tmp/last.log"
+then ok "a planted 15% slowdown of a CPU-timed row is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
+else bad "a planted 15% slowdown of a CPU-timed row was not flagged (exit $rc)"; fi
+
 if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"]; assert d["context"]["distref_revision"]; assert any(x["name"]=="synthetic_loop" and x["run_type"]=="iteration" for x in b)' \
      "$(ls "$tmp"/nightly-*.json | tail -1)" 2>"$tmp/last.log" &&
    [ "$(grep -c '"metric": "synthetic_loop"' "$tmp/history.jsonl")" -eq 6 ]
@@ -73,7 +88,7 @@ then ok "Google Benchmark JSON and 6 history records"; else bad "the run's JSON 
 
 if [ -n "$conf" ]; then
     rows=conformance_cpu_ref_vs_calib,conformance_wall_s_ref,conformance_peak_rss_mib_ref
-    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi,allreduce_exact_1m_np2_vs_mpi_op
+    command -v mpirun >/dev/null 2>&1 && rows=$rows,allreduce_exact_64k_np2_vs_mpi,allreduce_exact_1m_np2_cpu_vs_local
     if "$py" scripts/nightly.py run --bench "$bench" --mpi-bench "$mpi_bench" --conformance "$conf" --conf-samples 1 \
            --conf-suites reductions --samples 3 --only "$rows" --outdir "$tmp/rows" --no-plot --label rows \
            > "$tmp/last.log" 2>&1 &&
