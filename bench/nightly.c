@@ -403,6 +403,7 @@ int main(int argc, char **argv)
     char plant_name[128] = "";
     double plant = 0;
     FILE *json = NULL;
+    dr_omp_short_spin_reexec(argv);   /* the policy bin/distref runs with (harness/omp_policy.c) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--samples") && i + 1 < argc) samples = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) {

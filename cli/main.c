@@ -536,7 +536,7 @@ int main(int argc, char **argv)
     dr_err err = { 0, "" };
     bool help = false;
     int first = 1, n, rc;
-    dr_omp_passive_reexec(argv);   /* OpenMP threads sleep, not spin, while they wait */
+    dr_omp_short_spin_reexec(argv);   /* OpenMP threads spin briefly, then sleep, while they wait */
     /* Keep large scratch buffers in the heap instead of mapping and unmapping
      * them on every GEMM call (page faults dominated the engine's sys time). */
     mallopt(M_MMAP_THRESHOLD, 256 << 20);

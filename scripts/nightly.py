@@ -245,6 +245,9 @@ def context(cflags):
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "(unset)"),
+        # bench/nightly re-executes itself with GOMP_SPINCOUNT=1000 when neither is set (harness/omp_policy.c)
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT", "(unset: 1000 in the bench)"),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
         "pocl_max_pthread_count": os.environ.get("POCL_MAX_PTHREAD_COUNT", "1 (set by the bench)"),
         "pocl_devices": os.environ.get("POCL_DEVICES", "basic (set by the bench)"),
         "bench_threads": 1,

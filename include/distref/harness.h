@@ -28,9 +28,10 @@ int  dr_variant_lookup(const char *name, const dr_variant **out, dr_err *err);
 void dr_variants_print(FILE *out);
 
 /* Called first thing in a program's main: re-executes the program once
- * with OMP_WAIT_POLICY=passive unless the caller set OMP_WAIT_POLICY or
- * GOMP_SPINCOUNT (harness/omp_policy.c says why); returns when it did not. */
-void dr_omp_passive_reexec(char **argv);
+ * with GOMP_SPINCOUNT=1000 (OpenMP threads spin briefly, then sleep)
+ * unless the caller set OMP_WAIT_POLICY or GOMP_SPINCOUNT
+ * (harness/omp_policy.c says why); returns when it did not. */
+void dr_omp_short_spin_reexec(char **argv);
 
 /* Trains cfg with cfg->variant into cfg->model_dir, resuming from a
  * checkpoint there. Outputs: metrics.jsonl (a line per step: loss,
