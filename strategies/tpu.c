@@ -158,8 +158,11 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         if (tp->tiles > 1 && (rc = stage_tiles(s, r, err))) return rc;
         merge[r][0] = merge[r][1] = 0;
     }
-    #pragma omp parallel for schedule(dynamic) if (R > 1)
-    for (uint32_t r = 0; r < R; r++) rcs[r] = replica(s, r, merge[r], &errs[r]);
+    if (R == 1) rcs[0] = replica(s, 0, merge[0], &errs[0]);   /* not nested: step.c's worker_compute says why */
+    else {
+        #pragma omp parallel for schedule(dynamic)
+        for (uint32_t r = 0; r < R; r++) rcs[r] = replica(s, r, merge[r], &errs[r]);
+    }
     for (uint32_t r = 0; r < R; r++)
         if (rcs[r]) { *err = errs[r]; return rcs[r]; }
     tp->merge_s = tp->allreduce_s = 0;
@@ -183,10 +186,14 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }
-    #pragma omp parallel for schedule(static) if (R > 1)
-    for (uint32_t r = 0; r < R; r++)
-        rcs[r] = b->apply(s->be, s->rb[r].grad, fast ? 1 : s->den, s->step, s->rb[r].params, s->rb[r].slots,
-                          &errs[r]);
+    if (R == 1) rcs[0] = b->apply(s->be, s->rb[0].grad, fast ? 1 : s->den, s->step, s->rb[0].params, s->rb[0].slots,
+                                  &errs[0]);
+    else {
+        #pragma omp parallel for schedule(static)
+        for (uint32_t r = 0; r < R; r++)
+            rcs[r] = b->apply(s->be, s->rb[r].grad, fast ? 1 : s->den, s->step, s->rb[r].params, s->rb[r].slots,
+                              &errs[r]);
+    }
     for (uint32_t r = 0; r < R; r++)
         if (rcs[r]) { *err = errs[r]; return rcs[r]; }
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
