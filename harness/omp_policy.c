@@ -24,8 +24,13 @@
 
 void dr_omp_short_spin_reexec(char **argv)
 {
+    char self[4096];   /* the program's own path: exec'd through /proc/self/exe it would be named "exe" */
+    ssize_t n;
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || (size_t)n >= sizeof self - 1) return;   /* no /proc: go on with libgomp's default */
+    self[n] = '\0';
     if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("GOMP_SPINCOUNT");   /* no /proc: go on with libgomp's default */
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT");   /* the exec failed: go on with libgomp's default */
 }
