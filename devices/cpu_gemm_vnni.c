@@ -126,6 +126,21 @@ static VNNI void residues(const dr_crt_plan *c, const float *x, size_t n, const 
     if (!sc && any) *rem = 1;                             /* one vector */
 }
 
+/* The residues of elements 4g..4g+3 of the n vectors of an element-major
+ * operand (sym: centred, for B) into four scratch rows of len bytes per
+ * modulus (modulus q's rows at tmp + 4 len q); rows past K are zeros. */
+static inline VNNI __attribute__((always_inline)) void residues4(const dr_crt_plan *c, const dr_sliced *s, size_t g,
+                                                                 size_t n, int sym, uint8_t *tmp, size_t len,
+                                                                 unsigned char *rem)
+{
+    for (size_t r = 0; r < 4; r++) {
+        if (4 * g + r < s->K)
+            residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, n, s->scale, 0.0, sym, tmp + r * len, 4 * len, rem);
+        else
+            for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * len + r * len, 0, len);
+    }
+}
+
 /* Four rows of 16 bytes (at t0, t0 + stride, ...) interleaved into 16
  * words of 4 bytes, one per column: vpdpbusd's layout of 4 k. */
 static inline VNNI __attribute__((always_inline)) void interleave4x16(const uint8_t *t0, size_t stride, uint8_t out[64])
@@ -159,13 +174,7 @@ VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *
     /* Columns of the source: four k at a time through scratch rows, each
      * 16 rows' 4 bytes interleaved by byte and word unpacks, as for B. */
     for (size_t g = 0; g < (K + 3) / 4; g++) {
-        for (size_t r = 0; r < 4; r++) {
-            if (4 * g + r < K)
-                residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, M, s->scale, 0.0, 0, tmp + r * M, 4 * M,
-                         has_rem);
-            else
-                for (int q = 0; q < c->n; q++) memset(tmp + q * 4 * M + r * M, 0, M);
-        }
+        residues4(c, s, g, M, 0, tmp, M, has_rem);
         for (int q = 0; q < c->n; q++) {
             const uint8_t *t0 = tmp + q * 4 * M;
             uint8_t *dst = Ap + q * plane + 4 * g;
@@ -213,13 +222,7 @@ VNNI void dr_crt_pack_b_vnni(const dr_crt_plan *c, const dr_sliced *s, int8_t *B
         memset(rem, 0, N);
         #pragma omp for schedule(static)
         for (size_t g = 0; g < G; g++) {
-            for (size_t r = 0; r < 4; r++) {
-                if (4 * g + r < K)
-                    residues(c, s->base_ptr + (4 * g + r) * s->inc_elem, N, s->scale, 0.0, 1, t + r * Np, 4 * Np,
-                             rem);
-                else
-                    for (int q = 0; q < c->n; q++) memset(t + q * 4 * Np + r * Np, 0, Np);
-            }
+            residues4(c, s, g, N, 1, t, Np, rem);
             for (int q = 0; q < c->n; q++)
                 for (size_t p = 0; p < Np / 16; p++)
                     interleave4x16(t + q * 4 * Np + 16 * p, Np, (uint8_t *)(Bp + q * plane + p * G * 64 + g * 64));
