@@ -267,10 +267,11 @@ static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, flo
     (void)colT;
     for (uint32_t j = 0; j < out && j < n; j++) dr_acc_add_sum(&gb[j], dz + (size_t)j * out, out);
 #else
-    for (uint32_t r = 0; r < n; r++)
-        for (uint32_t j = 0; j < out; j++) colT[(size_t)j * n + r] = dz[(size_t)r * out + j];
     #pragma omp parallel for schedule(static) if ((size_t)n * out >= PAR_MIN)
-    for (uint32_t j = 0; j < out; j++) dr_acc_add_sum(&gb[j], colT + (size_t)j * n, n);
+    for (uint32_t j = 0; j < out; j++) {   /* unit j's column of dz, then its exact sum */
+        for (uint32_t r = 0; r < n; r++) colT[(size_t)j * n + r] = dz[(size_t)r * out + j];
+        dr_acc_add_sum(&gb[j], colT + (size_t)j * n, n);
+    }
 #endif
 }
 

@@ -154,12 +154,15 @@ static int stage_down(dr_session *s, uint32_t lo, uint32_t L, dr_err *err)
     return DR_OK;
 }
 
+#define OVERFLOW_SCAN_PAR (1u << 16)   /* elements below which the scan stays on one thread */
+
 /* Whether any element of a compact total left its window (the engine then
  * redoes the step with full accumulators: engine_step). */
 static bool total_overflowed(const dr_session *s, const dr_buffer *total)
 {
     const dr_cacc *t = s->bo->host_ptr((dr_buffer *)total);
     uint32_t f = 0;
+    #pragma omp parallel for schedule(static) reduction(|:f) if (s->plan->P >= OVERFLOW_SCAN_PAR && !omp_in_parallel())
     for (size_t p = 0; p < s->plan->P; p++) f |= t[p].flags;
 #if defined(DR_MUTANT_CACC_NO_FALLBACK)
     f = 0;   /* planted fault: an overflowed element goes on to be rounded */
