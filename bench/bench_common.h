@@ -1,6 +1,6 @@
 /* distref bench — what every bench program shares: the core's monotonic
- * clock (dr_now, distref/run_log.h), a qsort comparison for medians, and
- * one training run in a scratch folder. */
+ * clock (dr_now, distref/run_log.h), CPU seconds, a qsort comparison for
+ * medians, and one training run in a scratch folder. */
 #ifndef DISTREF_BENCH_COMMON_H
 #define DISTREF_BENCH_COMMON_H
 
@@ -8,11 +8,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "distref/factory.h"
 #include "distref/harness.h"
 #include "distref/run_log.h"
 #include "distref/train.h"
+
+/* CPU seconds on clock id: CLOCK_PROCESS_CPUTIME_ID (every thread of the
+ * process) or CLOCK_THREAD_CPUTIME_ID (the calling thread's alone). */
+static inline double bench_cpu_seconds(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* DISTREF_NIGHTLY_PLANT=NAME:FRACTION (docs/NIGHTLY.md): the metric to
  * slow down and by how much. Unset or "": nothing planted (name "", 0).

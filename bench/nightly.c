@@ -349,14 +349,8 @@ enum { NMETRICS = sizeof metrics / sizeof metrics[0] };
 /* CPU seconds, which leave out the time spent waiting for a core: the
  * process's (every thread: a runtime's helpers count too) or the calling
  * thread's alone. */
-static double cpu_seconds(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static double process_cpu_now(void) { return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
-static double thread_cpu_now(void) { return cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
+static double process_cpu_now(void) { return bench_cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
+static double thread_cpu_now(void) { return bench_cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 /* Seconds per call of f (wall or CPU seconds, clock), inner calls timed
  * together; with plant > 0 the timed region is stretched by plant times its

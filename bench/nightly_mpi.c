@@ -88,12 +88,7 @@ typedef struct buffers {
 
 /* This thread's CPU seconds: the rank's own work and its own waiting, not
  * the time it spent waiting for a core, nor Open MPI's helper threads. */
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double cpu_now(void) { return bench_cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 /* A call's cost across the ranks: the slowest rank's wall seconds, or
  * (cpu) the least of the ranks' CPU seconds. */

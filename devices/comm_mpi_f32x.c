@@ -26,6 +26,7 @@
  * deadline (dr_cm_wait_coll). The receive buffers stay with the endpoint
  * between calls (grown when needed, freed at close).
  */
+#include "core/acc_internal.h"
 #include "devices/comm_mpi_internal.h"
 
 #include <limits.h>
@@ -48,13 +49,6 @@ static int fx_shift(uint64_t R)
 #else
     return 39 - lg;
 #endif
-}
-
-static inline uint32_t f32_bits(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
 }
 
 /* One element the slow way: a full accumulator, rounded once. */
@@ -82,7 +76,7 @@ static bool fx_all_finite(const float *a, const float *b, size_t n)
         bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi32(x, ex), _mm_cmpeq_epi32(y, ex)));
     }
     for (; i < n; i++) {
-        uint32_t x = f32_bits(a[i]) & 0x7f800000u, y = f32_bits(b[i]) & 0x7f800000u;
+        uint32_t x = dr_f32_bits(a[i]) & 0x7f800000u, y = dr_f32_bits(b[i]) & 0x7f800000u;
         if (x == 0x7f800000u || y == 0x7f800000u) return false;
     }
     return _mm_movemask_epi8(bad) == 0;
@@ -99,7 +93,7 @@ static bool fx_all_finite(const float *a, const float *b, size_t n)
 {
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++)
-        bad |= ((f32_bits(a[i]) & 0x7f800000u) == 0x7f800000u) | ((f32_bits(b[i]) & 0x7f800000u) == 0x7f800000u);
+        bad |= ((dr_f32_bits(a[i]) & 0x7f800000u) == 0x7f800000u) | ((dr_f32_bits(b[i]) & 0x7f800000u) == 0x7f800000u);
     return !bad;
 }
 
@@ -127,7 +121,7 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
             else
                 for (size_t i = lo; i < hi; i++) {
                     float a = t[0][i], b = t[1][i];
-                    bool finite = ((f32_bits(a) >> 23 & 0xffu) != 0xffu) & ((f32_bits(b) >> 23 & 0xffu) != 0xffu);
+                    bool finite = ((dr_f32_bits(a) >> 23 & 0xffu) != 0xffu) & ((dr_f32_bits(b) >> 23 & 0xffu) != 0xffu);
                     out[i] = finite ? a + b : fx_slow(t, R, i);
                 }
         }
@@ -141,13 +135,13 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
         for (size_t j = 0; j < m; j++) { U[j] = 1; acc[j] = 0; lost[j] = 0; notneg0[j] = 0; }
         for (uint32_t k = 0; k < R; k++)
             for (size_t j = 0; j < m; j++) {
-                uint32_t b = f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu;
+                uint32_t b = dr_f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu;
                 U[j] = (int32_t)ef > U[j] ? (int32_t)ef : U[j];
                 notneg0[j] |= b ^ 0x80000000u;
             }
         for (uint32_t k = 0; k < R; k++)
             for (size_t j = 0; j < m; j++) {   /* each term times 2^-g, g = U - 150 - s: below 2^(24 + s) */
-                uint32_t b = f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu, mt = (b & 0x7fffffu) | (ef ? 0x800000u : 0);
+                uint32_t b = dr_f32_bits(t[k][lo + j]), ef = b >> 23 & 0xffu, mt = (b & 0x7fffffu) | (ef ? 0x800000u : 0);
                 int sh = (int)(ef ? ef : 1) - U[j] + s;
                 uint32_t l = sh > 0 ? (uint32_t)sh : 0, r = sh < 0 ? (uint32_t)(-sh > 31 ? 31 : -sh) : 0;
                 uint64_t d = ((uint64_t)mt << l) >> r;   /* m < 2^24: a shift beyond 23 leaves nothing */
@@ -173,11 +167,9 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
 
 static int fx_grow(cm_ep *e, size_t bytes, const char *what, dr_err *err)
 {
-    void *p;
-    if (bytes <= e->fx_cap) return DR_OK;
-    if (!(p = realloc(e->fx, bytes))) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu bytes", what, bytes);
+    void *p = dr_cm_grow(e->fx, &e->fx_cap, bytes);
+    if (!p) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu bytes", what, bytes);
     e->fx = p;
-    e->fx_cap = bytes;
     return DR_OK;
 }
 

@@ -6,6 +6,7 @@
 #define DISTREF_DEVICES_COMM_MPI_INTERNAL_H
 
 #include <mpi.h>
+#include <stdlib.h>
 #include "devices/comm_internal.h"
 #include "distref/mpi.h"
 
@@ -42,6 +43,17 @@ typedef struct cm_ep {
 
 /* A dr_comm of this comm is a cm_ep (its first member). */
 static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
+
+/* buf (holding *cap bytes), or it grown to bytes; NULL when out of memory
+ * (buf is kept). The endpoint's buffers stay between calls this way. */
+static inline void *dr_cm_grow(void *buf, size_t *cap, size_t bytes)
+{
+    void *q;
+    if (bytes <= *cap) return buf;
+    if (!(q = realloc(buf, bytes))) return NULL;
+    *cap = bytes;
+    return q;
+}
 
 /* ---- comm_mpi_native.c -------------------------------------------------- */
 /* The exact sum over every replica of every rank of loc[0..L)[0..n), per

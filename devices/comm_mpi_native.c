@@ -299,17 +299,6 @@ static void from_digits(dr_cacc *c, const int32_t *d, int K, int D, int g)
 
 /* ---- the pipeline ----------------------------------------------------------- */
 
-/* buf (holding *cap bytes), or it grown to bytes; NULL when out of memory
- * (buf is kept). */
-static void *grow(void *buf, size_t *cap, size_t bytes)
-{
-    void *q;
-    if (bytes <= *cap) return buf;
-    if (!(q = realloc(buf, bytes))) return NULL;
-    *cap = bytes;
-    return q;
-}
-
 void dr_cm_native_release(cm_ep *e)
 {
     nat_pack *pk = e->nat;
@@ -331,8 +320,8 @@ static int post_agreement(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p
     if (p->len > INT_MAX / 2)
         return dr_fail(err, DR_EUSAGE, "comm mpi %s: a pack of %zu elements; the native sum takes at most %d (give "
                        "--bytes_per_pack)", what, p->len, INT_MAX / 2);
-    if ((c = grow(p->code, &p->code_cap, 2 * p->len + 1))) p->code = c;
-    if ((q = grow(p->req, &p->req_cap, 2 * sizeof *p->req))) p->req = q;
+    if ((c = dr_cm_grow(p->code, &p->code_cap, 2 * p->len + 1))) p->code = c;
+    if ((q = dr_cm_grow(p->req, &p->req_cap, 2 * sizeof *p->req))) p->req = q;
     if (!c || !q) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu elements' codes", what, p->len);
     codes_of(loc, L, p->off, p->len, p->code, p->sum);
     p->req[0] = p->req[1] = MPI_REQUEST_NULL;
@@ -364,9 +353,9 @@ static int post_sums(cm_ep *e, dr_cacc *const *loc, uint32_t L, nat_pack *p, int
         nreq += (count[K] * (size_t)K + NAT_PIECE - 1) / NAT_PIECE;
     }
     p->nreq = 0;
-    if ((d = grow(p->dig, &p->dig_cap, total * sizeof *p->dig + 1))) p->dig = d;
-    if ((q = grow(p->req, &p->req_cap, (nreq + 1) * sizeof *p->req))) p->req = q;
-    if (mixed && (fl = grow(p->flags, &p->flags_cap, p->len + 1))) p->flags = fl;
+    if ((d = dr_cm_grow(p->dig, &p->dig_cap, total * sizeof *p->dig + 1))) p->dig = d;
+    if ((q = dr_cm_grow(p->req, &p->req_cap, (nreq + 1) * sizeof *p->req))) p->req = q;
+    if (mixed && (fl = dr_cm_grow(p->flags, &p->flags_cap, p->len + 1))) p->flags = fl;
     if (!d || !q || (mixed && !fl))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu digits", what, total);
     for (size_t i = 0; i < p->len; i++) {
