@@ -295,6 +295,16 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
 }
 
 /* Every element of the product into its accumulator (full or compact). */
+/* Columns j0 .. j0+8 of a row that the vector kernel left to the scalar
+ * paths, a bit each: done[] (NULL: none done) has a bit per column. The
+ * loops walk these bits, so a row done whole costs N/8 tests, not N
+ * data-dependent branches. */
+static inline unsigned columns_left(const uint8_t *done, size_t j0, size_t N)
+{
+    unsigned todo = (done ? ~(unsigned)done[j0 >> 3] : ~0u) & 0xffu;
+    return N - j0 < 8 ? todo & ((1u << (N - j0)) - 1u) : todo;
+}
+
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                      const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
@@ -317,9 +327,9 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
                 dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i], eb, compact + i * N, done + i * ((N + 7) / 8));
             }
 #endif
-            for (size_t j = 0; j < N; j++) {
-                if (dn && dn[j >> 3] == 0xffu && (j & 7) == 0 && j + 8 <= N) { j += 7; continue; }
-                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
+            for (size_t j0 = 0; j0 < N; j0 += 8)
+            for (unsigned todo = columns_left(dn, j0, N); todo; todo &= todo - 1u) {
+                const size_t j = j0 + (size_t)__builtin_ctz(todo);
                 if (compact && K && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j])
                     compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
                 else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
@@ -514,9 +524,10 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                 dn = done + i * nb;
             }
 #endif
-            for (size_t j = 0; j < N; j++) {
+            for (size_t j0 = 0; j0 < N; j0 += 8)
+            for (unsigned todo = columns_left(dn, j0, N); todo; todo &= todo - 1u) {
+                const size_t j = j0 + (size_t)__builtin_ctz(todo);
                 dr_acc acc;
-                if (dn && (dn[j >> 3] >> (j & 7) & 1u)) continue;
                 if (!p.a.special[i] && !p.b.special[j] && fast_element(&p, i, j, N, bias, &C[i * ldc + j]))
                     continue;
                 if (K > 0 && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j]) {

@@ -32,7 +32,7 @@
 /* The same for the float loops of fast numerics: a pass over 10^5 floats
  * takes tens of microseconds, less than waking a team costs on a busy
  * 2-core machine, so they run on the calling thread below 2^20. */
-#define PAR_PARAMS_F32 (1u << 20)
+#define PAR_PARAMS_F32 (1u << 16)
 
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 {

@@ -53,29 +53,36 @@
 #define SGEMM_SLAB_MIN (1u << 24)
 #define SGEMM_UNROLL   16u   /* the cut on a multiple of the kernels' unroll */
 
+/* With a bias: C's rows start as the bias, then C += op(A) op(B) (beta is
+ * then 1), so a slab fills its own rows on its own thread. */
 static void sgemm_one(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                      const float *B, size_t ldb, float beta, float *C, size_t ldc)
+                      const float *B, size_t ldb, const float *bias, float beta, float *C, size_t ldc)
 {
+    if (bias) {
+        for (size_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, N * sizeof *C);
+        beta = 1.0f;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
 static void sgemm_team(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                       const float *B, size_t ldb, float beta, float *C, size_t ldc)
+                       const float *B, size_t ldb, const float *bias, float beta, float *C, size_t ldc)
 {
     const bool rows = M >= N;
     const size_t E = rows ? M : N, cut = (E / 2 + SGEMM_UNROLL - 1) / SGEMM_UNROLL * SGEMM_UNROLL;
     if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E) {
-        sgemm_one(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        sgemm_one(ta, tb, M, N, K, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }
     #pragma omp parallel for schedule(static, 1) num_threads(2) if (!omp_in_parallel() && omp_get_max_threads() > 1)
     for (int t = 0; t < 2; t++) {
         size_t lo = t ? cut : 0, n = t ? E - cut : cut;
         if (rows)   /* rows lo.. of op(A) and C */
-            sgemm_one(ta, tb, n, N, K, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+            sgemm_one(ta, tb, n, N, K, ta ? A + lo : A + lo * lda, lda, B, ldb, bias, beta, C + lo * ldc, ldc);
         else        /* columns lo.. of op(B) and C */
-            sgemm_one(ta, tb, M, n, K, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+            sgemm_one(ta, tb, M, n, K, A, lda, tb ? B + lo * ldb : B + lo, ldb, bias ? bias + lo : NULL, beta,
+                      C + lo, ldc);
     }
 }
 
@@ -84,10 +91,11 @@ static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, siz
                     float *C, size_t ldc)
 {
     if (M == 0 || N == 0) return DR_OK;
-    if (b->num == DR_NUMERICS_FAST) {   /* C = bias, then C += op(A) op(B) */
-        for (size_t i = 0; i < M; i++)
-            for (size_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
-        if (K) sgemm_team(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
+    if (b->num == DR_NUMERICS_FAST) {   /* C = bias, then C += op(A) op(B); or C = op(A) op(B) */
+        if (K) sgemm_team(ta, tb, M, N, K, A, lda, B, ldb, bias, 0.0f, C, ldc);
+        else
+            for (size_t i = 0; i < M; i++)
+                for (size_t j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[j] : 0.0f;
         return DR_OK;
     }
     return dr_gemm_f32_fast(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
@@ -108,7 +116,7 @@ static int gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t
         if (beta == 0.0f) memset(C, 0, M * N * sizeof(float));
         return DR_OK;
     }
-    sgemm_team(ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+    sgemm_team(ta, tb, M, N, K, A, lda, B, ldb, NULL, beta, C, N);
     return DR_OK;
 }
 
@@ -156,7 +164,8 @@ static void activate(const dr_backend *b, dr_omp_scratch *s, uint32_t l, uint32_
     case DR_ACT_LINEAR:
         memcpy(out, pre, cells * sizeof *out);
         break;
-    case DR_ACT_RELU:
+    case DR_ACT_RELU:   /* a select, not a branch: the signs of pre are noise to a predictor */
+        #pragma omp parallel for simd schedule(static) if (parallel: cells >= PAR_MIN && !omp_in_parallel())
         for (size_t i = 0; i < cells; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
         break;
     case DR_ACT_SOFTMAX:
@@ -310,12 +319,13 @@ static void bias_grad_f32(float *gb, const float *dz, uint32_t n, uint32_t out)
 /* The delta of a ReLU layer's output is zero where the unit was inactive. */
 static void relu_mask(float *delta, const float *pre, size_t cells)
 {
+    #pragma omp parallel for simd schedule(static) if (parallel: cells >= PAR_MIN && !omp_in_parallel())
     for (size_t i = 0; i < cells; i++) {
 #if defined(DR_MUTANT_RELU_AT_ZERO)
         /* fault: a unit with pre == 0 counts as active */
-        if (!(pre[i] >= 0.0f)) delta[i] = 0.0f;
+        delta[i] = pre[i] >= 0.0f ? delta[i] : 0.0f;
 #else
-        if (!(pre[i] > 0.0f)) delta[i] = 0.0f;
+        delta[i] = pre[i] > 0.0f ? delta[i] : 0.0f;
 #endif
     }
 }

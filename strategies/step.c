@@ -68,6 +68,26 @@ static void split(dr_session *s, const dr_dist_batch *b)
 
 /* ---- stage ---------------------------------------------------------------- */
 
+#define GATHER_PAR (1u << 15)   /* floats below which a replica's rows are gathered on one thread */
+
+/* A replica's n examples gathered into x (and labels, targets), the rows cut
+ * into one slice per thread of the team: a copy, no arithmetic, so the cut
+ * changes nothing but the time (random rows of a dataset larger than one
+ * core's cache: each core's copy runs from its own L2). */
+static void gather_rows(const dr_dataset *d, const uint32_t *ids, uint32_t n, float *x, uint8_t *labels,
+                        float *targets)
+{
+    const size_t f = d->features;
+    const int T = (size_t)n * f >= GATHER_PAR && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    #pragma omp parallel for schedule(static) num_threads(T) if (T > 1)
+    for (int t = 0; t < T; t++) {
+        uint32_t lo = (uint32_t)((uint64_t)n * (uint64_t)t / (uint64_t)T);
+        uint32_t hi = (uint32_t)((uint64_t)n * (uint64_t)(t + 1) / (uint64_t)T);
+        dr_dataset_gather(d, ids + lo, hi - lo, x + (size_t)lo * f, labels ? labels + lo : NULL,
+                          targets ? targets + lo : NULL);
+    }
+}
+
 int engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uint32_t pad, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
@@ -79,12 +99,17 @@ int engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uin
     /* planted fault: replica r is staged with its neighbour's first examples */
     if (r == 0 && s->R > 1 && n > 0 && s->off[2] - s->off[1] >= n) ids = s->ids + s->off[1];
 #endif
-    dr_dataset_gather(s->data, ids, n, s->host_x, s->data->labels ? s->host_labels : NULL,
-                      s->data->targets ? s->host_targets : NULL);
-    memset(s->host_x + (size_t)n * f, 0, (size_t)pad * f * sizeof(float));
+    /* a device in host memory takes the features straight into its buffer;
+     * tpu's tiles are cut from host_x (tpu.c), so it always stages there */
+    float *direct = s->tpu.on ? NULL : b->host_ptr(rb->x), *x = direct ? direct : s->host_x;
+    if ((uint64_t)n + pad > s->rows)
+        return dr_fail(err, DR_EUSAGE, "engine: %u examples staged on replica %u, which holds %u", n + pad, r, s->rows);
+    gather_rows(s->data, ids, n, x, s->data->labels ? s->host_labels : NULL,
+                s->data->targets ? s->host_targets : NULL);
+    memset(x + (size_t)n * f, 0, (size_t)pad * f * sizeof(float));
     if (s->data->labels) memset(s->host_labels + n, 0, pad);
     if (s->data->targets) memset(s->host_targets + (size_t)n * out, 0, (size_t)pad * out * sizeof(float));
-    if ((rc = b->upload(s->be, rb->x, 0, s->host_x, (size_t)(n + pad) * f * sizeof(float), err))) return rc;
+    if (!direct && (rc = b->upload(s->be, rb->x, 0, s->host_x, (size_t)(n + pad) * f * sizeof(float), err))) return rc;
     if (rb->labels && (rc = b->upload(s->be, rb->labels, 0, s->host_labels, n + pad, err))) return rc;
     if (rb->targets && (rc = b->upload(s->be, rb->targets, 0, s->host_targets, (size_t)(n + pad) * out * sizeof(float), err)))
         return rc;
