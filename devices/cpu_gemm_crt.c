@@ -71,7 +71,12 @@ void dr_crt_kernel_portable(const uint8_t *A, size_t lda, const int8_t *B, size_
 #if defined(__SIZEOF_INT128__)
 int dr_crt_moduli(size_t K, int w)
 {
-    dr_u128 g = ((dr_u128)1 << (2 * w)) - 1u, bound = (dr_u128)K * g * g, P = 1;
+    return dr_crt_moduli_bits(K, 2 * w, 2 * w);
+}
+
+int dr_crt_moduli_bits(size_t K, int bits_a, int bits_b)
+{
+    dr_u128 ga = ((dr_u128)1 << bits_a) - 1u, gb = ((dr_u128)1 << bits_b) - 1u, bound = (dr_u128)K * ga * gb, P = 1;
     for (int n = 1; n <= CRT_MAX; n++) {
         P *= (unsigned)moduli[n - 1];
         if (bound < (P >> 1) - (P >> 30)) {
@@ -227,7 +232,7 @@ int dr_crt_values(dr_product *p, int vnni)
 {
     size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16, lda = 4 * G;
     size_t nt = (size_t)omp_get_max_threads(), per, bper;
-    int n = dr_crt_moduli(K, p->a.w);
+    int n = dr_crt_moduli_bits(K, p->a.bits, p->b.bits);
     crt_plan c;
     int8_t *Bp;
     uint8_t *work;

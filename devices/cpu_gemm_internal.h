@@ -25,6 +25,7 @@ typedef struct dr_sliced {
     size_t   inc_vec, inc_elem;
     size_t   nvec, K;
     int      w;
+    int      bits;             /* the widest vector's integers on its grid: below 2^bits (<= 2w) */
     int      em;               /* slices element-major (K x nvec), else vector-major (nvec x K) */
     double  *hi, *lo;          /* integers below 2^w; NULL on the CRT path */
     double  *scale;            /* per vector: 2^-base */
@@ -59,9 +60,10 @@ int dr_sliced_init(dr_sliced *s, const float *base, size_t inc_vec, size_t inc_e
                    size_t nvec, size_t K, int w, int slices);
 void dr_sliced_free(dr_sliced *s);
 /* Per vector of s: the largest magnitude's bits (inf/NaN above every finite
- * one), the OR and the AND of the elements' bits; on AVX-512 (only where
- * dr_crt_have_vnni() says so), cpu_gemm_vnni.c. */
-void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd);
+ * one), the OR and the AND of the elements' bits, and the smallest exponent
+ * field of a nonzero element (0x7f800000 when there is none); on AVX-512
+ * (only where dr_crt_have_vnni() says so), cpu_gemm_vnni.c. */
+void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd, uint32_t *mn);
 /* The remainders of the vectors flagged in has_rem (nvec flags) listed in
  * s->rem_*: bits of an element below its vector's grid. */
 void dr_sliced_rems(dr_sliced *s, const unsigned char *has_rem);
@@ -103,6 +105,9 @@ int dr_crt_width(size_t K);
 /* How many moduli that w and K need: their product P exceeds
  * 2 K (2^2w - 1)^2 with room to spare. */
 int dr_crt_moduli(size_t K, int w);
+/* The same for integers below 2^bits_a and 2^bits_b (each <= 2w): P exceeds
+ * 2 K (2^bits_a - 1)(2^bits_b - 1) with room to spare. */
+int dr_crt_moduli_bits(size_t K, int bits_a, int bits_b);
 /* Modulus t (0 <= t < DR_CRT_MAX_MODULI), in the order they are taken. */
 int dr_crt_modulus(int t);
 /* Whether this CPU runs the VNNI kernel (avx512f, avx512bw, avx512vnni). */

@@ -34,29 +34,40 @@ static inline double pow2d(int e)
     return d;
 }
 
+/* The smaller exponent field of a nonzero magnitude g and e (0x7f800000:
+ * none yet). */
+static inline uint32_t min_field(uint32_t e, uint32_t g)
+{
+    uint32_t f = g & 0x7f800000u;
+    return g && f < e ? f : e;
+}
+
 /* Pass 1, in memory order: per vector the largest magnitude's bits (float
- * magnitudes order as their bits; inf/NaN above every finite one), and the
- * OR and AND of the bits (the signs present). Plain max/or/and loops. */
-static void scan_vectors(sliced *s, int *top, uint32_t *mx)
+ * magnitudes order as their bits; inf/NaN above every finite one), the OR
+ * and AND of the bits (the signs present), and the smallest exponent field
+ * of a nonzero element (*low: the exponent of the lowest bit any element
+ * can hold). Plain max/or/and/min loops. */
+static void scan_vectors(sliced *s, int *top, int *low, uint32_t *mx)
 {
     size_t nv = s->nvec, K = s->K;
-    uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1;
+    uint32_t *orr = mx + nv + 1, *andd = orr + nv + 1, *mn = andd + nv + 1;
     if (dr_crt_have_vnni()) {
-        dr_scan_avx512(s, mx, orr, andd);        /* the same maxima and bits, 16 lanes at a time */
+        dr_scan_avx512(s, mx, orr, andd, mn);    /* the same maxima and bits, 16 lanes at a time */
     } else if (!s->em) {
         for (size_t v = 0; v < nv; v++) {
             const float *x = s->base_ptr + v * s->inc_vec;
-            uint32_t m = 0, o = 0, n = 0xffffffffu;
+            uint32_t m = 0, o = 0, n = 0xffffffffu, e = 0x7f800000u;
             for (size_t k = 0; k < K; k++) {
                 uint32_t u = dr_f32_bits(x[k]), g = u & 0x7fffffffu;
                 m = g > m ? g : m;
                 o |= u;
                 n &= u;
+                e = min_field(e, g);
             }
-            mx[v] = m; orr[v] = o; andd[v] = n;
+            mx[v] = m; orr[v] = o; andd[v] = n; mn[v] = e;
         }
     } else {
-        for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+        for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; mn[v] = 0x7f800000u; }
         for (size_t k = 0; k < K; k++) {
             const float *x = s->base_ptr + k * s->inc_elem;
             for (size_t v = 0; v < nv; v++) {
@@ -64,13 +75,16 @@ static void scan_vectors(sliced *s, int *top, uint32_t *mx)
                 mx[v] = g > mx[v] ? g : mx[v];
                 orr[v] |= u;
                 andd[v] &= u;
+                mn[v] = min_field(mn[v], g);
             }
         }
     }
     for (size_t v = 0; v < nv; v++) {
+        int field = (int)(mn[v] >> 23);
         s->special[v] = mx[v] >= 0x7f800000u;
         s->signs[v] = (unsigned char)(K ? (!(andd[v] >> 31)) | (orr[v] >> 31) << 1 : 0);
         top[v] = (mx[v] == 0 || s->special[v]) ? INT32_MIN : top_bit_exponent(mx[v]);
+        low[v] = (field > 1 ? field : 1) - 150;   /* a float's lowest bit: 2^(field - 150), subnormals 2^-149 */
     }
 }
 
@@ -161,7 +175,7 @@ int dr_slice_width(size_t K)
 int dr_sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem,
                    size_t nvec, size_t K, int w, int slices)
 {
-    int *top;
+    int *top, *low;
     unsigned char *has_rem;
     uint32_t *scan;
     memset(s, 0, sizeof *s);
@@ -180,19 +194,31 @@ int dr_sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem
     s->rem_start = malloc((nvec + 1) * sizeof(size_t));
     s->rem_k = malloc(nvec * K * sizeof(uint32_t) + 8);
     s->rem_v = malloc(nvec * K * sizeof(float) + 8);
-    top = malloc(nvec * sizeof(int) + 8);
+    top = malloc(2 * nvec * sizeof(int) + 8);
+    low = top ? top + nvec : NULL;
     has_rem = malloc(nvec + 1);
-    scan = malloc((nvec + 1) * 3 * sizeof(uint32_t));
+    scan = malloc((nvec + 1) * 4 * sizeof(uint32_t));
     if (!scan || (slices && (!s->hi || !s->lo)) || !s->base || !s->scale || !s->special || !s->zero || !s->signs ||
         !s->rem_start || !s->rem_k || !s->rem_v || !top || !has_rem) {
         dr_sliced_free(s);
         free(top); free(has_rem); free(scan);
         return DR_ENOMEM;
     }
-    scan_vectors(s, top, scan);
+    scan_vectors(s, top, low, scan);
+    s->bits = 1;
     for (size_t v = 0; v < nvec; v++) {
         s->zero[v] = top[v] == INT32_MIN && !s->special[v];
         s->base[v] = top[v] == INT32_MIN ? 0 : top[v] - 2 * s->w + 1;   /* exponent of lo's unit */
+        /* The CRT path's grid starts no lower than the lowest bit an element
+         * can hold: the same values on it, no remainder either way, but
+         * integers of top - low + 1 bits, not 2w, so fewer moduli
+         * (dr_crt_values). The DGEMM path keeps its 2w-bit grid. */
+        if (!slices && top[v] != INT32_MIN && low[v] > s->base[v]) s->base[v] = low[v];
+#if defined(DR_MUTANT_CRT_BITS_SHORT)
+        if (top[v] != INT32_MIN && top[v] - s->base[v] > s->bits) s->bits = top[v] - s->base[v];   /* fault: a bit short */
+#else
+        if (top[v] != INT32_MIN && top[v] + 1 - s->base[v] > s->bits) s->bits = top[v] + 1 - s->base[v];
+#endif
         s->scale[v] = pow2d(-s->base[v]);
     }
     if (slices) split_all(s, has_rem);   /* else the CRT path lists the remainders (dr_sliced_rems) */

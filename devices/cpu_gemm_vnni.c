@@ -341,38 +341,42 @@ IFMA void dr_crt_reconstruct_ifma(const dr_crt_plan *c, const int32_t *C32, size
         }
 }
 
-VNNI void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd)
+VNNI void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd, uint32_t *mn)
 {
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), expo = _mm512_set1_epi32(0x7f800000);
     size_t nv = s->nvec, K = s->K;
     if (!s->em) {                                  /* a vector's elements contiguous: reduce them */
         for (size_t v = 0; v < nv; v++) {
             const float *x = s->base_ptr + v * s->inc_vec;
-            __m512i m = _mm512_setzero_si512(), o = m, n = _mm512_set1_epi32(-1);
+            __m512i m = _mm512_setzero_si512(), o = m, n = _mm512_set1_epi32(-1), e = expo;
             for (size_t k = 0; k < K; k += 16) {
                 __mmask16 live = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
-                __m512i u = _mm512_maskz_loadu_epi32(live, x + k);
-                m = _mm512_max_epu32(m, _mm512_and_si512(u, abs));
+                __m512i u = _mm512_maskz_loadu_epi32(live, x + k), g = _mm512_and_si512(u, abs);
+                m = _mm512_max_epu32(m, g);
                 o = _mm512_or_si512(o, u);
                 n = _mm512_mask_and_epi32(n, live, n, u);
+                e = _mm512_mask_min_epu32(e, _mm512_test_epi32_mask(g, g), e, _mm512_and_si512(u, expo));
             }
             mx[v] = (uint32_t)_mm512_reduce_max_epu32(m);
             orr[v] = (uint32_t)_mm512_reduce_or_epi32(o);
             andd[v] = (uint32_t)_mm512_reduce_and_epi32(n);
+            mn[v] = (uint32_t)_mm512_reduce_min_epu32(e);
         }
         return;
     }
-    for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; }
+    for (size_t v = 0; v < nv; v++) { mx[v] = 0; orr[v] = 0; andd[v] = 0xffffffffu; mn[v] = 0x7f800000u; }
     for (size_t k = 0; k < K; k++) {               /* rows of the source: elementwise */
         const float *x = s->base_ptr + k * s->inc_elem;
         for (size_t v = 0; v < nv; v += 16) {
             __mmask16 live = nv - v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nv - v)) - 1u);
-            __m512i u = _mm512_maskz_loadu_epi32(live, x + v);
+            __m512i u = _mm512_maskz_loadu_epi32(live, x + v), g = _mm512_and_si512(u, abs);
             __m512i m = _mm512_maskz_loadu_epi32(live, mx + v), o = _mm512_maskz_loadu_epi32(live, orr + v);
-            __m512i n = _mm512_maskz_loadu_epi32(live, andd + v);
-            _mm512_mask_storeu_epi32(mx + v, live, _mm512_max_epu32(m, _mm512_and_si512(u, abs)));
+            __m512i n = _mm512_maskz_loadu_epi32(live, andd + v), e = _mm512_maskz_loadu_epi32(live, mn + v);
+            _mm512_mask_storeu_epi32(mx + v, live, _mm512_max_epu32(m, g));
             _mm512_mask_storeu_epi32(orr + v, live, _mm512_or_si512(o, u));
             _mm512_mask_storeu_epi32(andd + v, live, _mm512_and_si512(n, u));
+            _mm512_mask_storeu_epi32(mn + v, live & _mm512_test_epi32_mask(g, g),
+                                     _mm512_min_epu32(e, _mm512_and_si512(u, expo)));
         }
     }
 }
@@ -383,9 +387,9 @@ void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size_t M,
 {
     dr_crt_kernel_portable(A, lda, B, M, Np, K, C, ldc);
 }
-void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd)
+void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *andd, uint32_t *mn)
 {
-    (void)s; (void)mx; (void)orr; (void)andd;
+    (void)s; (void)mx; (void)orr; (void)andd; (void)mn;
 }
 #if defined(__SIZEOF_INT128__)
 void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *Ap, size_t lda, uint8_t *tmp,

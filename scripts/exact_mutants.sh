@@ -13,6 +13,8 @@
 #   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
 #   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
 #   crt_few_moduli  devices/cpu_gemm_crt.c   one modulus fewer than the bound needs
+#   crt_bits_short  devices/cpu_gemm_slice.c a narrow vector's integers counted a bit short of
+#                                       their width on the grid (too few moduli for them)
 #   crt_coeff       devices/cpu_gemm_crt.c   the last modulus's CRT coefficient off by one
 #   crt_rem_portable devices/cpu_gemm_crt.c  the plain C packing misses bits below the grid
 #   crt_ktail_portable devices/cpu_gemm_crt.c the plain C kernel drops the last group of 4 k
@@ -84,6 +86,7 @@ run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fas
 run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
 run crt_few_moduli devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
 run crt_coeff      devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
+run crt_bits_short devices/cpu_gemm_slice.c ENGINE -DDR_MUTANT_CRT_BITS_SHORT test_gemm_crt
 run crt_rem_portable devices/cpu_gemm_crt.c ENGINE 's/    \*rem |= t != x;/    (void)rem;/' test_gemm_crt
 run crt_ktail_portable devices/cpu_gemm_crt.c ENGINE 's/    size_t G = (K + 3) \/ 4;/    size_t G = K \/ 4;/' test_gemm_crt
 if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then

@@ -172,8 +172,10 @@ static float full(trng *r, int e)
 }
 
 /* K at every step of the moduli count and the grid width, every element a
- * full mantissa at its vector's top: |V| near K 2^4w, the bound the moduli
- * must cover; the same signs in row 0 and column 0 (no cancellation). */
+ * full mantissa at its vector's top but one at the grid's last bit (so the
+ * grid is the full 2w bits, not a narrow vector's: the test above): |V|
+ * near K 2^4w, the bound the moduli must cover; the same signs in row 0 and
+ * column 0 (no cancellation). */
 static void sums_near_the_bound(void **s)
 {
     static const size_t Ks[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 63, 64, 65, 127, 128, 129, 255, 256, 257, 783, 784,
@@ -185,12 +187,53 @@ static void sums_near_the_bound(void **s)
         float *A = malloc(M * K * 4), *B = malloc(K * N * 4), bias[17];
         for (size_t i = 0; i < M * K; i++) A[i] = full(&r, (int)(next_u64(&r) % 3) * 40 - 40);
         for (size_t i = 0; i < K * N; i++) B[i] = full(&r, 0);
+        for (size_t j = 0; K > 1 && j < N; j++) B[(K - 1) * N + j] = full(&r, 24 - 2 * dr_crt_width(K));
         for (size_t k = 0; k < K; k++) { A[k] = fabsf(A[k]); B[k * N] = fabsf(B[k * N]); }
         for (size_t k = 0; k < K; k++) A[2 * K + k] = ldexpf((float)0xffffffu, -23);   /* the largest mantissa */
         for (size_t j = 0; j < N; j++) bias[j] = full(&r, (int)(j % 5) * 10 - 20);
         check_all("near the bound", 0, 0, M, N, K, A, K, B, N, bias);
         free(A); free(B);
     }
+}
+
+/* A vector whose elements span few binades sits on a grid that starts at
+ * their lowest bit (dr_sliced_init): integers of 24 + s bits for a span of
+ * s binades, fewer than 2w, so fewer moduli (dr_crt_moduli_bits). Sums at
+ * that bound: K - 1 elements the largest mantissa at the top binade, one a
+ * full mantissa s binades lower, in both vectors, for the K and s where
+ * one bit less on each side would have taken one modulus fewer. The search
+ * checks its own power: in some of those cases |V| is past the half
+ * product of one modulus fewer (it would wrap there). */
+static void narrow_vectors_at_their_bound(void **s)
+{
+    trng r = { 19 };
+    int cases = 0, would_wrap = 0;
+    (void)s;
+    for (size_t K = 2; K <= 4096; K = K + 1 + K / 3)
+        for (int sp = 0; sp <= 2 * dr_crt_width(K) - 24; sp += 3) {
+            int b = 24 + sp, n = dr_crt_moduli_bits(K, b, b), top = (int)(next_u64(&r) % 60) - 30;
+            size_t M = 2, N = 3, low = next_u64(&r) % K;
+            float *A, *B, bias[3] = { 0.0f, 1.0f, -0.5f };
+            dr_u128 V, P = 1;
+            if (n == dr_crt_moduli_bits(K, b - 1, b - 1)) continue;
+            A = malloc(M * K * 4); B = malloc(K * N * 4);
+            assert_non_null(A); assert_non_null(B);
+            for (size_t k = 0; k < K; k++) {
+                float big = ldexpf((float)0xffffffu, top - 23), small = fabsf(full(&r, top - sp));
+                A[k] = k == low ? small : big;                 /* row 0: every sign +, the largest sum */
+                A[K + k] = (k & 1 ? -1.0f : 1.0f) * A[k];      /* row 1: signs alternating */
+                for (size_t j = 0; j < N; j++) B[k * N + j] = k == (low + j) % K ? fabsf(full(&r, -sp)) : ldexpf((float)0xffffffu, -23);
+            }
+            check_all("narrow at their bound", 0, 0, M, N, K, A, K, B, N, bias);
+            /* |V| of row 0 and column 0 on the grids, against one modulus fewer */
+            V = (dr_u128)(K - 2) * 0xffffffu * 0xffffffu << (2 * sp);
+            for (int t = 0; t < n - 1; t++) P *= (unsigned)dr_crt_modulus(t);
+            would_wrap += V >= P / 2;
+            cases++;
+            free(A); free(B);
+        }
+    assert_true(cases >= 8);
+    assert_true(would_wrap >= 1);
 }
 
 /* Elements exactly at the grid's last bit (2w - 24 binades under the top:
@@ -340,6 +383,7 @@ int main(void)
         cmocka_unit_test(moduli_cover_the_bound),
         cmocka_unit_test(kernels_agree_with_plain_sums),
         cmocka_unit_test(sums_near_the_bound),
+        cmocka_unit_test(narrow_vectors_at_their_bound),
         cmocka_unit_test(grid_edge_and_below),
         cmocka_unit_test(extremes_zeros_specials),
         cmocka_unit_test(mlp_shapes_every_layout),
