@@ -104,6 +104,30 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
 static void add_wide(dr_acc *acc, dr_i128 V, int E);
 #endif
 
+/* The products that the remainders add to row i . column j beyond V, into
+ * a full accumulator or a compact one (the other NULL): r_a * b for A's
+ * remainders, (a - r_a) * r_b for B's (a - r_a: a's bits on its grid, a
+ * float; every product of two floats exact). */
+static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, dr_cacc *compact)
+{
+    const sliced *a = &p->a, *b = &p->b;
+    for (size_t r = a->rem_start[i]; r < a->rem_start[i + 1]; r++) {
+        float x = a->rem_v[r], y = elem(b, j, a->rem_k[r]);
+        if (full) dr_acc_add_prod(full, x, y);
+        else dr_cacc_add_prod(compact, x, y);
+    }
+    for (size_t r = b->rem_start[j]; r < b->rem_start[j + 1]; r++) {
+        size_t k = b->rem_k[r];
+        float ak = elem(a, i, k), ra = 0.0f;
+        for (size_t q = a->rem_start[i]; q < a->rem_start[i + 1]; q++) if (a->rem_k[q] == k) ra = a->rem_v[q];
+#if defined(DR_MUTANT_REM_COMPACT_LAST)
+        if (compact && r + 1 == b->rem_start[j + 1]) break;   /* fault: the compact path drops B's last remainder */
+#endif
+        if (full) dr_acc_add_prod(full, ak - ra, b->rem_v[r]);
+        else dr_cacc_add_prod(compact, ak - ra, b->rem_v[r]);
+    }
+}
+
 /* The exact dot product of row i and column j, as the plain path keeps it:
  * the value, and flags that only a zero sum needs the terms for. */
 static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *part)
@@ -125,14 +149,7 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
         if (v != 0.0) add_scaled(part, (int64_t)v, base + shift);
     }
     part->pending = 4;
-    for (size_t r = a->rem_start[i]; r < a->rem_start[i + 1]; r++)    /* r_a * b */
-        dr_acc_add_prod(part, a->rem_v[r], elem(b, j, a->rem_k[r]));
-    for (size_t r = b->rem_start[j]; r < b->rem_start[j + 1]; r++) {  /* (a - r_a) * r_b */
-        size_t k = b->rem_k[r];
-        float ak = elem(a, i, k), ra = 0.0f;
-        for (size_t q = a->rem_start[i]; q < a->rem_start[i + 1]; q++) if (a->rem_k[q] == k) ra = a->rem_v[q];
-        dr_acc_add_prod(part, ak - ra, b->rem_v[r]);
-    }
+    remainder_terms(p, i, j, part, NULL);
     dr_acc_normalize(part);
     for (int l = 0; l < DR_ACC_LIMBS; l++) zero &= part->limb[l] == 0;
     part->flags = zero ? dr_zero_dot_flags(a->base_ptr + i * a->inc_vec, a->inc_elem,
@@ -267,10 +284,36 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
     dr_acc_merge(acc, &part);
 }
 
+#if defined(__SIZEOF_INT128__)
+/* A CRT dot with remainders (no inf/NaN) as a compact sum of its own in
+ * *c: V 2^E, the remainder products and (the f32 path) a finite bias, all
+ * dr_cacc terms. true when the sum is nonzero (its flags are then
+ * NONEMPTY | NOT_NEG0, as exact_dot's) and stayed in its window; false
+ * when there is no V (the DGEMM path's slices), the sum is zero
+ * (exact_dot decides its sign from the products) or it left the window:
+ * the general path then. In training these are the rows and columns whose
+ * elements span more than the grid, late in a run: delta columns of dW,
+ * the logits' gradient rows of the delta GEMM (64 x 128 elements a step at
+ * G=64), each a 168-byte dr_acc formed, normalized and converted before. */
+static bool remainder_sum(const product *p, size_t i, size_t j, size_t N, const float *bias, dr_cacc *c)
+{
+    dr_i128 V;
+    if (!p->V || p->a.special[i] || p->b.special[j] || (bias && dr_f32_is_special(dr_f32_bits(bias[j]))))
+        return false;
+    dr_cacc_init(c);
+    if (bias) dr_cacc_add(c, bias[j]);
+    V = p->V[i * N + j];
+    if (V != 0) dr_cacc_add_scaled(c, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
+    remainder_terms(p, i, j, NULL, c);
+    return !dr_cacc_overflowed(c) && (c->w[0] | c->w[1] | c->w[2]) != 0;
+}
+#endif
+
 /* acc += row i . column j into a compact accumulator (distref/cacc.h): the
- * direct path's V * 2^E goes in as one 128-bit term; a dot with remainders
- * or specials is formed in a dr_acc first (the plain exact path) and
- * merged, exactly or as an overflow. */
+ * direct path's V * 2^E goes in as one 128-bit term, a CRT dot with
+ * remainders as a compact sum of its own; otherwise (specials, the DGEMM
+ * path, a zero sum) the dot is formed in a dr_acc first (the plain exact
+ * path) and merged, exactly or as an overflow. */
 static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_cacc *acc, dr_prod_bins *bins)
 {
     dr_acc part;
@@ -281,6 +324,10 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
         int how = dot_direct(p, i, j, N, &acc->flags, &V);
         if (how == DOT_VALUE)
             dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
+        if (how == DOT_GENERAL && remainder_sum(p, i, j, N, NULL, &c)) {
+            dr_cacc_merge(acc, &c);
+            return;
+        }
 #else
         int how = dot_direct(p, i, j, N, &acc->flags, NULL);
 #endif
@@ -540,6 +587,15 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     }
                     if (!dr_f32_is_special(bb)) { C[i * ldc + j] = bias[j]; continue; }
                 }
+#if defined(__SIZEOF_INT128__)
+                {
+                    dr_cacc c;
+                    if (remainder_sum(&p, i, j, N, bias, &c)) {   /* dr_acc_round's bits for the same sum */
+                        C[i * ldc + j] = dr_cacc_round_div(&c, 1);
+                        continue;
+                    }
+                }
+#endif
                 dr_acc_init(&acc);
                 if (bias) dr_acc_add(&acc, bias[j]);
                 dot_into(&p, i, j, N, &acc, &bins);

@@ -12,6 +12,8 @@
 #   wide_sticky     devices/cpu_gemm.c  the f32 direct path drops the bits below its top 64
 #   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
 #   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
+#   rem_compact_last devices/cpu_gemm.c a dot with remainders summed in its own dr_cacc
+#                                       (remainder_sum) drops B's last remainder product
 #   crt_few_moduli  devices/cpu_gemm_crt.c   one modulus fewer than the bound needs
 #   crt_bits_short  devices/cpu_gemm_slice.c a narrow vector's integers counted a bit short of
 #                                       their width on the grid (too few moduli for them)
@@ -84,6 +86,7 @@ run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fas
 run wide_sticky    devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_STICKY    test_fastgemm
 run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fastgemm
 run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
+run rem_compact_last devices/cpu_gemm.c ENGINE -DDR_MUTANT_REM_COMPACT_LAST test_gemm_crt
 run crt_few_moduli devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
 run crt_coeff      devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
 run crt_bits_short devices/cpu_gemm_slice.c ENGINE -DDR_MUTANT_CRT_BITS_SHORT test_gemm_crt

@@ -236,6 +236,36 @@ static void narrow_vectors_at_their_bound(void **s)
     assert_true(would_wrap >= 1);
 }
 
+/* Dots with remainders summed in a dr_cacc of their own (remainder_sum in
+ * cpu_gemm.c), at that path's edges: a sum that cancels to exactly zero
+ * (the general path then decides the sign), products 150 to 200 binades
+ * apart (inside the 189-bit window, and past it: the general path, or an
+ * overflowed compact accumulator), remainders on both sides at the same k,
+ * and biases that cancel V, sit below it, or are -0, in the f32 path. */
+static void remainder_sums_at_the_edges(void **s)
+{
+    trng r = { 23 };
+    (void)s;
+    for (int trial = 0; trial < 48; trial++) {
+        size_t M = 3, N = 5, K = 2 + (size_t)(trial % 7);
+        int gap = 150 + 10 * (trial % 6);              /* binades between the two groups of products */
+        float *A = calloc(M * K, 4), *B = calloc(K * N, 4), bias[5];
+        for (size_t i = 0; i < M; i++)
+            for (size_t k = 0; k < K; k++)   /* row i: its top at k = 0, the rest far below (remainders) */
+                A[i * K + k] = k == 0 ? full(&r, 100) : full(&r, 100 - gap / 2 - (int)(next_u64(&r) % 8));
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < N; j++)   /* column j: the same, the other way round */
+                B[k * N + j] = k == 0 ? full(&r, -20) : full(&r, -20 - gap / 2 - (int)(next_u64(&r) % 8));
+        /* row 0 . column 0 cancels exactly: a_1 b_1 = -a_0 b_0, the rest zero */
+        A[0] = 1.0f; B[0] = 1.0f; A[1] = -0x1p40f; B[N] = 0x1p-40f;
+        for (size_t k = 2; k < K; k++) { A[k] = 0.0f; B[k * N] = -0.0f; }
+        for (size_t j = 0; j < N; j++) bias[j] = j == 0 ? 0.0f : j == 1 ? -0.0f : full(&r, (int)(j * 40) - 120);
+        check_all("remainder sums", 0, 0, M, N, K, A, K, B, N, bias);
+        check_all("remainder sums, transposed", 1, 1, N, M, K, B, N, A, K, bias);
+        free(A); free(B);
+    }
+}
+
 /* Elements exactly at the grid's last bit (2w - 24 binades under the top:
  * no remainder) and one binade lower (a remainder of one bit), in A and in
  * B, at any k (the kernel's K tail included), both layouts of each side. */
@@ -385,6 +415,7 @@ int main(void)
         cmocka_unit_test(sums_near_the_bound),
         cmocka_unit_test(narrow_vectors_at_their_bound),
         cmocka_unit_test(grid_edge_and_below),
+        cmocka_unit_test(remainder_sums_at_the_edges),
         cmocka_unit_test(extremes_zeros_specials),
         cmocka_unit_test(mlp_shapes_every_layout),
         cmocka_unit_test(reconstruct_every_count),
