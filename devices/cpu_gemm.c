@@ -341,7 +341,6 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
     dr_cacc_merge(acc, &c);
 }
 
-/* Every element of the product into its accumulator (full or compact). */
 /* Columns j0 .. j0+8 of a row that the vector kernel left to the scalar
  * paths, a bit each: done[] (NULL: none done) has a bit per column. The
  * loops walk these bits, so a row done whole costs N/8 tests, not N
@@ -352,6 +351,7 @@ static inline unsigned columns_left(const uint8_t *done, size_t j0, size_t N)
     return N - j0 < 8 ? todo & ((1u << (N - j0)) - 1u) : todo;
 }
 
+/* Every element of the product into its accumulator (full or compact). */
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                      const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
 {
