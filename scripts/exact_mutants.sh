@@ -60,6 +60,9 @@
 #                                       TensorBoard shows a resumed run's redone steps twice
 #                                       (test_tfevents reads a resumed run's files with
 #                                       TensorBoard's purge rule; no TensorBoard needed)
+#   omp_no_reexec   harness/omp_policy.c  the wait policy never re-executes the program, so
+#                                       libgomp keeps its long spin (test_omp_policy runs itself
+#                                       as a probe under three environments)
 # The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
 # /proc/cpuinfo), the crt_* ones of cpu_gemm_vnni.c and the round_* ones only where the VNNI
 # kernel runs (avx512_vnni); elsewhere they are skipped, with a line saying so.
@@ -125,6 +128,7 @@ run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' t
 run sgemm_cut_by_threads devices/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) {/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) {/' test_backend
 run cacc_merge_flag devices/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
+run omp_no_reexec  harness/omp_policy.c HARNESS 's/    execv(self, argv);/    (void)argv;/' test_omp_policy
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
     run sum_negzero    core/reduce.c CORE 's/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, zero);/' test_exact
