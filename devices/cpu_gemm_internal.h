@@ -1,6 +1,6 @@
 /* distref devices — internals of the engine's exact GEMM, shared by
  * cpu_gemm_slice.c (the slicing), cpu_gemm.c (the DGEMM products and the
- * per-element paths),
+ * per-element paths), cpu_gemm_element.c (the common f32 element),
  * cpu_gemm_crt.c (the same integer products by residues, Ozaki scheme II)
  * and cpu_gemm_vnni.c (the int8 kernel). Not a public header: the tests
  * include it to force a path and to call the kernels directly.
@@ -49,6 +49,20 @@ typedef struct dr_product {
     dr_i128  *V;
 #endif
 } dr_product;
+
+/* cpu_gemm.c: lo(row i) . lo(column j) (the DGEMM path's fourth product,
+ * computed when it did not run), and the exact integer row i . column j
+ * without remainders, V: from the slices or the CRT path's V; _hi without
+ * lo . lo, with the bound on what lo . lo adds. */
+double dr_gemm_ll_value(const dr_product *p, size_t i, size_t j, size_t N);
+#if defined(__SIZEOF_INT128__)
+dr_i128 dr_gemm_slice_value(const dr_product *p, size_t i, size_t j, size_t N);
+dr_i128 dr_gemm_slice_value_hi(const dr_product *p, size_t i, size_t j, size_t N, dr_i128 *bound);
+#endif
+/* cpu_gemm_element.c: bias[j] + row i . column j rounded once into *out,
+ * straight from the integer product, when neither vector has remainders or
+ * inf/NaN; false sends the element to the general path. */
+bool dr_gemm_fast_element(const dr_product *p, size_t i, size_t j, size_t N, const float *bias, float *out);
 
 /* cpu_gemm_slice.c. The DGEMM path's slice width: w = (53 - ceil(log2 K)) / 2. */
 int dr_slice_width(size_t K);

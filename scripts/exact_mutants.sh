@@ -9,9 +9,10 @@
 #
 #   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
 #   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
-#   wide_sticky     devices/cpu_gemm.c  the f32 direct path drops the bits below its top 64
-#   ll_ignored      devices/cpu_gemm.c  the f32 path's three DGEMMs take lo . lo as zero
-#   cert_midpoint   devices/cpu_gemm.c  the rounding certificate lets a midpoint lie within lo . lo's bound
+#   wide_sticky     devices/cpu_gemm_element.c  the f32 direct path drops the bits below its top 64
+#   ll_ignored      devices/cpu_gemm_element.c  the f32 path's three DGEMMs take lo . lo as zero
+#   cert_midpoint   devices/cpu_gemm_element.c  the rounding certificate lets a midpoint lie within
+#                                       lo . lo's bound
 #   rem_compact_last devices/cpu_gemm.c a dot with remainders summed in its own dr_cacc
 #                                       (remainder_sum) drops B's last remainder product
 #   crt_few_moduli  devices/cpu_gemm_crt.c   one modulus fewer than the bound needs
@@ -86,9 +87,9 @@ run() {   # name file layer how test
 }
 run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
 run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
-run wide_sticky    devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_STICKY    test_fastgemm
-run ll_ignored     devices/cpu_gemm.c ENGINE -DDR_MUTANT_LL_IGNORED     test_fastgemm
-run cert_midpoint  devices/cpu_gemm.c ENGINE -DDR_MUTANT_CERT_MIDPOINT  test_fastgemm
+run wide_sticky    devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_WIDE_STICKY   test_fastgemm
+run ll_ignored     devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_LL_IGNORED    test_fastgemm
+run cert_midpoint  devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_CERT_MIDPOINT test_fastgemm
 run rem_compact_last devices/cpu_gemm.c ENGINE -DDR_MUTANT_REM_COMPACT_LAST test_gemm_crt
 run crt_few_moduli devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
 run crt_coeff      devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
