@@ -42,11 +42,11 @@ typedef struct metric {
     const char *name;
     size_t bytes;               /* float data per rank */
     int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
-    int base;                   /* the baseline: BASE_FLOATS, BASE_SAME_OP or BASE_LOCAL */
+    int base;                   /* the baseline: BASE_FLOATS or BASE_LOCAL */
     int cpu;                    /* 1: timed by CPU seconds, the least of the ranks' (time_local) */
 } metric;
 
-enum { BASE_FLOATS, BASE_SAME_OP, BASE_LOCAL };
+enum { BASE_FLOATS, BASE_LOCAL };
 
 /* The _vs_mpi rows are item 6's busbw against MPI_Allreduce of the floats:
  * a compute-bound kernel over a communication-bound baseline, so their

@@ -41,6 +41,17 @@ ok()   { passed=$((passed + 1)); echo "nightly: ok: $1"; }
 bad()  { failed=$((failed + 1)); echo "nightly: FAILED: $1"; [ -f "$tmp/last.log" ] && sed 's/^/    /' "$tmp/last.log"; }
 run()  { "$py" scripts/nightly.py run --bench "$bench" --only synthetic_loop --samples 15 \
              --outdir "$tmp" --no-plot "$@" > "$tmp/last.log" 2>&1; }
+# both_ways RUN LABEL METRIC AA_WHAT AA_BAD PLANT_WHAT: after RUN made the
+# history, one more RUN of the same build must flag nothing, and one with
+# METRIC planted 15% slower (or larger) must be flagged: exit 1, the metric named.
+both_ways() {
+    if "$1" --label "$2-aa" && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
+    then ok "A/A: $4 flags nothing"; else bad "A/A flagged $5"; fi
+    DISTREF_NIGHTLY_PLANT=$3:0.15 "$1" --label "$2-planted"; rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "regressed $3" "$tmp/last.log"
+    then ok "a planted 15% $6 is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
+    else bad "a planted 15% $6 was not flagged (exit $rc)"; fi
+}
 
 if "$py" scripts/nightly.py selftest > "$tmp/last.log" 2>&1; then ok "statistics selftest"; else bad "statistics selftest"; fi
 
@@ -74,12 +85,7 @@ then ok "planted runs stay out of the baseline"; else bad "a planted run leaked 
 runc() { "$py" scripts/nightly.py run --bench "$bench" --only sum_exact_100k_vs_vecpass --samples 15 \
              --outdir "$tmp/cpu" --no-plot "$@" > "$tmp/last.log" 2>&1; }
 runc --label cpu1 && runc --label cpu2
-if runc --label cpu-aa && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
-then ok "A/A: a row timed by CPU seconds flags nothing"; else bad "A/A flagged a CPU-timed row"; fi
-DISTREF_NIGHTLY_PLANT=sum_exact_100k_vs_vecpass:0.15 runc --label cpu-planted; rc=$?
-if [ "$rc" -eq 1 ] && grep -q 'regressed sum_exact_100k_vs_vecpass' "$tmp/last.log"
-then ok "a planted 15% slowdown of a CPU-timed row is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
-else bad "a planted 15% slowdown of a CPU-timed row was not flagged (exit $rc)"; fi
+both_ways runc cpu sum_exact_100k_vs_vecpass "a row timed by CPU seconds" "a CPU-timed row" "slowdown of a CPU-timed row"
 
 if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"]; assert d["context"]["distref_revision"]; assert any(x["name"]=="synthetic_loop" and x["run_type"]=="iteration" for x in b)' \
      "$(ls "$tmp"/nightly-*.json | tail -1)" 2>"$tmp/last.log" &&
@@ -116,12 +122,7 @@ PY
                 --conf-suites reductions --only conformance_peak_rss_mib_ref --confirm 0 \
                 --outdir "$tmp/rss" --no-plot "$@" > "$tmp/last.log" 2>&1; }
     rss --label rss-base
-    if rss --label rss-aa && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
-    then ok "A/A: peak RSS of the same build flags nothing"; else bad "A/A flagged peak RSS"; fi
-    DISTREF_NIGHTLY_PLANT=conformance_peak_rss_mib_ref:0.15 rss --label rss-planted; rc=$?
-    if [ "$rc" -eq 1 ] && grep -q 'regressed conformance_peak_rss_mib_ref' "$tmp/last.log"
-    then ok "a planted 15% peak RSS growth is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
-    else bad "a planted 15% peak RSS growth was not flagged (exit $rc)"; fi
+    both_ways rss rss conformance_peak_rss_mib_ref "peak RSS of the same build" "peak RSS" "peak RSS growth"
 fi
 
 echo "nightly: $passed passed, $failed failed"

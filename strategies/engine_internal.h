@@ -93,6 +93,14 @@ void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
 /* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */
 int  engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uint32_t pad, dr_err *err);
 void engine_report(dr_session *s, dr_step_report *out);
+/* fn(s, r, arg, err) for the n replicas r = lo .. lo + n - 1, side by side
+ * on the OpenMP team; a single replica outside any parallel region (step.c
+ * says why). The first failing replica's code and message. */
+typedef int (*engine_replica_fn)(dr_session *s, uint32_t r, void *arg, dr_err *err);
+int  engine_each_replica(dr_session *s, uint32_t lo, uint32_t n, engine_replica_fn fn, void *arg, dr_err *err);
+/* an engine_replica_fn: replica r applies its own grad buffer, divided by
+ * *(uint32_t *)arg, to its own variables */
+int  engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err);
 
 /* ranks.c: the MPI variant's agreement and report across ranks. After
  * every local replica computed: each rank's verdict (rc, message), its

@@ -120,12 +120,14 @@ int engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uin
 
 /* ---- compute, reduce, apply ----------------------------------------------- */
 
-static int compute(dr_session *s, uint32_t r, dr_err *err)
+/* engine_each_replica's fn: replica r's forward, loss and gradients, and its share. */
+static int compute(dr_session *s, uint32_t r, void *unused, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
     dr_replica_bufs *rb = &s->rb[r];
     uint32_t n = s->off[r + 1] - s->off[r];
     int rc;
+    (void)unused;
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
     return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
@@ -148,23 +150,33 @@ static uint32_t apply_divisor(const dr_session *s)
     return s->num == DR_NUMERICS_FAST ? divisor(s) / s->den : divisor(s);
 }
 
-/* Phase 1 of worker w: its replicas' shares. */
-static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
+int engine_each_replica(dr_session *s, uint32_t lo, uint32_t n, engine_replica_fn fn, void *arg, dr_err *err)
 {
-    uint32_t lo = w * s->L, L = s->L;
     int rcs[DR_MAX_DEVICES];
     dr_err errs[DR_MAX_DEVICES];
     /* One replica runs outside any parallel region: inside one (even a
-     * serialized one, `if (L > 1)` false) the kernels' own regions would be
+     * serialized one, `if (n > 1)` false) the kernels' own regions would be
      * nested, and libgomp starts a new thread for every nested team instead
      * of reusing its pool (measured: 18 thread creations a step, exact
      * G=256 on 2 threads). */
-    if (L == 1) return compute(s, lo, err);
+    if (n == 1) return fn(s, lo, arg, err);
     #pragma omp parallel for schedule(dynamic)
-    for (uint32_t k = 0; k < L; k++) rcs[k] = compute(s, lo + k, &errs[k]);
-    for (uint32_t k = 0; k < L; k++)
+    for (uint32_t k = 0; k < n; k++) rcs[k] = fn(s, lo + k, arg, &errs[k]);
+    for (uint32_t k = 0; k < n; k++)
         if (rcs[k]) { *err = errs[k]; return rcs[k]; }
     return DR_OK;
+}
+
+int engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err)
+{
+    return s->bo->apply(s->be, s->rb[r].grad, *(const uint32_t *)divisor_u32, s->step, s->rb[r].params,
+                        s->rb[r].slots, err);
+}
+
+/* Phase 1 of worker w: its replicas' shares. */
+static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
+{
+    return engine_each_replica(s, w * s->L, s->L, compute, NULL, err);
 }
 
 /* Host staging (a backend with device memory): the replicas' sums come down
@@ -206,8 +218,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     float *flocal[DR_MAX_DEVICES];
     uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
     size_t bytes = s->plan->P * s->esz;
-    int rc, rcs[DR_MAX_DEVICES];
-    dr_err errs[DR_MAX_DEVICES];
+    int rc;
     for (uint32_t k = 0; k < L; k++) {
         void *g = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
         local[k] = fast ? NULL : g;
@@ -249,15 +260,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
          * loss_grad on its own queue, so every apply finishes first. */
         return L > 1 ? b->sync(s->be, err) : DR_OK;
     }
-    if (L == 1)   /* outside any parallel region, as in worker_compute */
-        return b->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo].params, s->rb[lo].slots, err);
-    #pragma omp parallel for schedule(static)
-    for (uint32_t k = 0; k < L; k++)
-        rcs[k] = b->apply(s->be, s->rb[lo + k].grad, d, s->step, s->rb[lo + k].params,
-                          s->rb[lo + k].slots, &errs[k]);
-    for (uint32_t k = 0; k < L; k++)
-        if (rcs[k]) { *err = errs[k]; return rcs[k]; }
-    return DR_OK;
+    return engine_each_replica(s, lo, L, engine_apply_own, &d, err);
 }
 
 typedef int (*phase_fn)(dr_session *s, uint32_t w, dr_err *err);

@@ -142,6 +142,12 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
     return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
 }
 
+/* engine_each_replica's fn: replica r, its merge times in row r of arg (double[R][2]). */
+static int replica_at(dr_session *s, uint32_t r, void *arg, dr_err *err)
+{
+    return replica(s, r, ((double (*)[2])arg)[r], err);
+}
+
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
@@ -149,22 +155,15 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
     void *local[DR_MAX_DEVICES];
     const bool fast = s->num == DR_NUMERICS_FAST;
     double merge[DR_MAX_DEVICES - 1][2];
-    int rc = DR_OK, rcs[DR_MAX_DEVICES];
-    dr_err errs[DR_MAX_DEVICES];
-    uint32_t R = s->R;
+    int rc = DR_OK;
+    uint32_t R = s->R, divisor = fast ? 1 : s->den;
     for (uint32_t r = 0; r < R; r++) {
         uint32_t n = s->off[r + 1] - s->off[r];
         if ((rc = engine_stage(s, r, s->ids + s->off[r], n, s->rows - n, err))) return rc;
         if (tp->tiles > 1 && (rc = stage_tiles(s, r, err))) return rc;
         merge[r][0] = merge[r][1] = 0;
     }
-    if (R == 1) rcs[0] = replica(s, 0, merge[0], &errs[0]);   /* not nested: step.c's worker_compute says why */
-    else {
-        #pragma omp parallel for schedule(dynamic)
-        for (uint32_t r = 0; r < R; r++) rcs[r] = replica(s, r, merge[r], &errs[r]);
-    }
-    for (uint32_t r = 0; r < R; r++)
-        if (rcs[r]) { *err = errs[r]; return rcs[r]; }
+    if ((rc = engine_each_replica(s, 0, R, replica_at, merge, err))) return rc;
     tp->merge_s = tp->allreduce_s = 0;
     {
         double back = 0;
@@ -186,16 +185,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }
-    if (R == 1) rcs[0] = b->apply(s->be, s->rb[0].grad, fast ? 1 : s->den, s->step, s->rb[0].params, s->rb[0].slots,
-                                  &errs[0]);
-    else {
-        #pragma omp parallel for schedule(static)
-        for (uint32_t r = 0; r < R; r++)
-            rcs[r] = b->apply(s->be, s->rb[r].grad, fast ? 1 : s->den, s->step, s->rb[r].params, s->rb[r].slots,
-                              &errs[r]);
-    }
-    for (uint32_t r = 0; r < R; r++)
-        if (rcs[r]) { *err = errs[r]; return rcs[r]; }
+    if ((rc = engine_each_replica(s, 0, R, engine_apply_own, &divisor, err))) return rc;
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
