@@ -71,6 +71,10 @@ static inline dr_cacc *dr_omp_cacc(const dr_buffer *b) { return b ? (dr_cacc *)b
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
 /* devices/openmp_kernels.c */
+/* Where a fast-mode GEMM C[M x N] += op(A) op(B) over K is cut into two
+ * slabs: 0 for one call, else the first row (*rows) or column of the
+ * second slab. A function of the shape alone, never of the thread count. */
+size_t dr_omp_sgemm_cut(size_t M, size_t N, size_t K, bool *rows);
 int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,

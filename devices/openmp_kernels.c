@@ -66,12 +66,20 @@ static void sgemm_one(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, co
                 (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+size_t dr_omp_sgemm_cut(size_t M, size_t N, size_t K, bool *rows)
+{
+    const size_t E = M >= N ? M : N, cut = (E / 2 + SGEMM_UNROLL - 1) / SGEMM_UNROLL * SGEMM_UNROLL;
+    *rows = M >= N;
+    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E) return 0;
+    return cut;
+}
+
 static void sgemm_team(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                        const float *B, size_t ldb, const float *bias, float beta, float *C, size_t ldc)
 {
-    const bool rows = M >= N;
-    const size_t E = rows ? M : N, cut = (E / 2 + SGEMM_UNROLL - 1) / SGEMM_UNROLL * SGEMM_UNROLL;
-    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E) {
+    bool rows;
+    const size_t cut = dr_omp_sgemm_cut(M, N, K, &rows), E = rows ? M : N;
+    if (cut == 0) {
         sgemm_one(ta, tb, M, N, K, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }

@@ -605,6 +605,37 @@ static void fast_threads(void **st)
     free(params); free(x);
 }
 
+/* The cut's decision itself, where it lives: the same for 1 and 2 threads,
+ * and a real cut (two slabs) for the step's large GEMMs. This holds
+ * whatever OpenBLAS kernels run (OPENBLAS_CORETYPE unset, Haswell or
+ * SkylakeX); fast_threads above sees a thread-dependent cut only where the
+ * kernels' slabs change the bits (Haswell). Shapes: layer 0's forward and
+ * weight gradient at G = 256 (both past the threshold), a G = 64 forward
+ * (below it), and a wide product cut by columns. */
+static void sgemm_cut_by_shape(void **st)
+{
+    static const size_t shape[][3] = { { 256, 128, 784 }, { 784, 128, 256 }, { 64, 128, 784 }, { 128, 784, 256 } };
+    const int saved = omp_get_max_threads();
+    (void)st;
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        size_t cut[2];
+        bool rows[2];
+        for (int t = 0; t < 2; t++) {
+            omp_set_num_threads(t + 1);
+            cut[t] = dr_omp_sgemm_cut(shape[i][0], shape[i][1], shape[i][2], &rows[t]);
+        }
+        omp_set_num_threads(saved);
+        assert_int_equal(cut[0], cut[1]);
+        assert_int_equal(rows[0], rows[1]);
+        assert_int_equal(rows[0], shape[i][0] >= shape[i][1]);
+        if (i == 2) assert_int_equal(cut[0], 0);
+        else {   /* half of the longer side, up to the kernels' unroll of 16 */
+            const size_t E = rows[0] ? shape[i][0] : shape[i][1];
+            assert_int_equal(cut[0], (E / 2 + 15) / 16 * 16);
+        }
+    }
+}
+
 /* ---- the table's plumbing --------------------------------------------------------- */
 
 static void api(void **st)
@@ -674,6 +705,7 @@ int main(void)
         cmocka_unit_test(tiles_4x1),
         cmocka_unit_test(fast_mode),
         cmocka_unit_test(fast_threads),
+        cmocka_unit_test(sgemm_cut_by_shape),
     };
     return cmocka_run_group_tests_name("backend", tests, NULL, NULL);
 }
