@@ -3,6 +3,8 @@
 #   make              bin/distref and lib/libdistref.a
 #   make test         cmocka unit tests (+ the mutants they must catch)
 #   make conformance  the main job: variants against ref/, report in reports/
+#   make conformance-mutants  the planted faults each suite must catch
+#                     (run by make test), fault matrix in reports/faults/
 #   make bench        micro and end-to-end benchmarks, ratios against baselines
 #   make nightly      regression run: samples into reports/bench/history.jsonl,
 #                     compared with earlier runs (BASELINE=<rev>), docs/NIGHTLY.md
@@ -15,7 +17,12 @@
 # would change bits between compilers and break the determinism contract.
 # Never add -ffast-math.
 
-CC      ?= gcc
+# gcc, whatever `cc` is: GNU make's built-in default for CC is `cc`, which
+# `?=` would keep, and on a machine with clang as `cc` the build would need
+# clang's OpenMP (libomp-dev). gcc brings libgomp; scripts/deps.sh installs it.
+ifeq ($(origin CC),default)
+CC      = gcc
+endif
 OPT     ?= -O2
 CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
@@ -103,9 +110,22 @@ BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-.PHONY: all deps test conformance bench nightly bench-peer clean mutants check-layers tf-crosscheck fuzz mutant-cli
-all: deps
-	@$(MAKE) --no-print-directory $(CLI) $(LIB)
+.DEFAULT_GOAL := all
+.PHONY: deps clean FORCE
+# Every target a user types first installs what is missing (make deps), then
+# runs make again for the work (the in-NAME target): the sub-make reads this
+# Makefile anew, so every $(shell pkg-config ...) and `mpicc --showme` above
+# sees the packages deps has just installed. Evaluated by this make, before
+# deps ran, they would be empty on a fresh machine, and every compile in a
+# recipe or a script it calls would lack mpi.h (issue 26;
+# scripts/fresh_machine.sh proves the order in a bare Debian root).
+PUBLIC = all test conformance conformance-mutants examples bench nightly bench-peer \
+         mutant-cli tf-crosscheck fuzz mutants check-layers
+.PHONY: $(PUBLIC) $(PUBLIC:%=in-%)
+$(PUBLIC): %: deps
+	@$(MAKE) --no-print-directory in-$*
+
+in-all: $(CLI) $(LIB)
 
 deps:
 	@sh scripts/deps.sh
@@ -140,7 +160,7 @@ $(MODE_LIB): $(LIB_OBJ)
 
 # The layer rules, read from the includes and proven by linking each layer
 # against the archives below it only (an empty main, every object forced in).
-check-layers: $(LAYER_LIBS)
+in-check-layers: $(LAYER_LIBS)
 	@sh scripts/check_layers.sh
 	@printf 'int main(void) { return 0; }\n' > $(BUILD)/empty_main.c
 	@$(CC) -o $(BUILD)/link_core $(BUILD)/empty_main.c -Wl,--whole-archive $(CORE_A) -Wl,--no-whole-archive $(LDFLAGS) $(LDLIBS_COMMON)
@@ -190,13 +210,13 @@ $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
-mutants: $(MUTANT_BIN) $(LAYER_LIBS)
+in-mutants: $(MUTANT_BIN) $(LAYER_LIBS)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
 
-test: deps
-	@$(MAKE) --no-print-directory check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)
+in-test:
+	@$(MAKE) --no-print-directory in-check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)
 	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST)
 	@sh tests/mpi_native.sh $(MPI_CHECK) $(MPI_CHECK_MUT_RUN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
@@ -210,6 +230,7 @@ test: deps
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
+	@$(MAKE) --no-print-directory in-conformance-mutants
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -237,8 +258,7 @@ $(BUILD)/mpi_mutants/mpi_native_check_f32x_%: tests/mpi_native_check.c devices/c
 	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_MUTANT_MPI_F32X_$(shell echo $* | tr a-z A-Z) -c devices/comm_mpi_f32x.c -o $@.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $@.o $(LAYER_LIBS) $(LDLIBS_COMMON)
 
-bench: deps
-	@$(MAKE) --no-print-directory $(CLI) $(BENCH_BIN) $(MPI_BENCH)
+in-bench: $(CLI) $(BENCH_BIN) $(MPI_BENCH)
 	@DISTREF=$(CLI) MPI_BENCH=$(MPI_BENCH) sh scripts/run_bench.sh $(BENCH_BIN)
 
 # Nightly regression runs (docs/NIGHTLY.md): a release build of
@@ -265,7 +285,7 @@ $(NIGHTLY_MPI_BIN): bench/nightly_mpi.c bench/bench_common.h $(LAYER_LIBS) $(BUI
 
 # REVS="a b c": one run per revision, each built in its own worktree
 # (scripts/nightly_revs.sh), to backfill the history or bisect.
-nightly: deps
+in-nightly:
 	@test "$(MODE)" = rel || { echo "make nightly: release builds only (no SANITIZE=1)"; exit 2; }
 ifeq ($(REVS),)
 	@$(MAKE) --no-print-directory $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CLI) $(CONF_BIN)
@@ -279,8 +299,7 @@ endif
 # The PyTorch CPU peer (optional, needs the network once): torch from pip
 # into build/torchvenv, then bench/peer_torch.py against distref's fast path.
 TORCH_VENV = build/torchvenv
-bench-peer: deps
-	@$(MAKE) --no-print-directory $(CLI)
+in-bench-peer: $(CLI)
 	@test -x $(TORCH_VENV)/bin/python || python3 -m venv $(TORCH_VENV)
 	@$(TORCH_VENV)/bin/python -c 'import torch' 2>/dev/null || $(TORCH_VENV)/bin/pip install -q torch \
 	    --index-url https://download.pytorch.org/whl/cpu || $(TORCH_VENV)/bin/pip install -q torch
@@ -294,22 +313,25 @@ $(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
 
-# The main job: every variant of the registry against ref/, then every
-# planted fault as a mutant build that must fail its suite
-# (scripts/run_conformance_mutants.sh); reports/out/index.html. PoCL is
-# asked for two devices (unless POCL_DEVICES is set), so that the opencl
-# variant's one-replica-per-device mapping runs (docs/OPENCL.md); other
-# OpenCL platforms ignore the variable.
-conformance: deps
-	@$(MAKE) --no-print-directory $(CLI) $(CONF_BIN)
+# The main job: every variant of the registry against ref/;
+# reports/out/index.html. PoCL is asked for two devices (unless POCL_DEVICES
+# is set), so that the opencl variant's one-replica-per-device mapping runs
+# (docs/OPENCL.md); other OpenCL platforms ignore the variable.
+in-conformance: $(CLI) $(CONF_BIN)
 	@POCL_DEVICES="$${POCL_DEVICES:-pthread pthread}" $(CONF_BIN) $(if $(FULL),--full,)
+
+# The suites' own test: every planted fault as a mutant build that must fail
+# the suite it targets (scripts/run_conformance_mutants.sh). make test runs
+# it; the fault matrix and the revision it was measured at go to
+# reports/faults/ (faults.dat, results.txt, run.txt), which make conformance
+# never writes.
+in-conformance-mutants: $(CLI) $(CONF_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
 	    sh scripts/run_conformance_mutants.sh
 
 # bin/distref with one engine fault compiled in, to see what it does to a
 # run (docs/TUTORIAL.md): make mutant-cli MUTANT=reg_not_scaled
-mutant-cli: deps
-	@$(MAKE) --no-print-directory $(CLI)
+in-mutant-cli: $(CLI)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/mutant_cli.sh '$(MUTANT)'
 
@@ -318,8 +340,7 @@ mutant-cli: deps
 # (scripts/tf_golden.py), and tests/test_golden.c's comparison against them
 # instead of the committed tests/golden/tensorflow.json.
 TF_VENV = build/tfvenv
-tf-crosscheck: deps
-	@$(MAKE) --no-print-directory $(CLI) $(BUILD)/tests/test_golden
+in-tf-crosscheck: $(CLI) $(BUILD)/tests/test_golden
 	@test -x $(TF_VENV)/bin/python || python3 -m venv $(TF_VENV)
 	@$(TF_VENV)/bin/python -c 'import tensorflow' 2>/dev/null || $(TF_VENV)/bin/pip install -q tensorflow-cpu numpy
 	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
@@ -328,7 +349,7 @@ tf-crosscheck: deps
 # libFuzzer targets in fuzz/ (clang, ASan + UBSan), each for FUZZ_SECONDS on
 # a scratch copy of its seed corpus; fails on any crash (fuzz/README.md).
 FUZZ_SECONDS ?= 30
-fuzz: deps
+in-fuzz:
 	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Teaching examples (examples/README.md): examples/NAME/NAME.c against the
@@ -337,12 +358,10 @@ fuzz: deps
 # (scripts/run_examples.sh; a README with a changed digit must fail).
 EXAMPLE_SRC = $(wildcard examples/*/*.c)
 EXAMPLE_BIN = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
-.PHONY: examples
 $(BUILD)/examples/%: examples/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
-examples: deps
-	@$(MAKE) --no-print-directory $(CLI) $(EXAMPLE_BIN)
+in-examples: $(CLI) $(EXAMPLE_BIN)
 	@DISTREF=$(CLI) EXAMPLES_BIN=$(BUILD)/examples sh scripts/run_examples.sh
 -include $(EXAMPLE_BIN:=.d)
 

@@ -1,9 +1,20 @@
 #!/bin/sh
 # Checks every Debian package distref uses and installs only the missing ones.
 # Called by `make deps` (and so by make, make test, make conformance, make bench).
+# The list is complete for a bare Debian 12 (mmdebstrap --variant=minbase,
+# plus `make` itself): scripts/fresh_machine.sh proves it.
+#   gcc libc6-dev     the compiler (CC defaults to gcc: libgomp is gcc's own;
+#                     clang's OpenMP would need libomp-dev) and the C headers
+#                     (gcc only recommends libc6-dev; recommends are not installed)
+#   clang             libFuzzer for make fuzz (core/ only, no OpenMP)
+#   make python3 git  the build; nightly, the examples' checks and test_nightly;
+#                     revisions in the nightly history and the fault matrix
+#   strace            the durability suite and tests/mpi_ckpt_kill.sh stop a run
+#                     at its writes
 set -u
-PKGS="clang libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox ocl-icd-opencl-dev opencl-headers
-pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev dataset-fashion-mnist pkg-config strace"
+PKGS="gcc libc6-dev make python3 git clang libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev
+dataset-fashion-mnist pkg-config strace"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps: dpkg-query not found; this is not a Debian system." >&2
