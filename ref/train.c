@@ -13,7 +13,8 @@
  *   3. the shares are all-reduced (mirrored) or reduced to the variable
  *      device (central_storage), still exact;
  *   4. each holder of the variables rounds once, divides by D*R in the same
- *      rounding, and applies the optimizer (apply_update).
+ *      rounding, and applies the optimizer (reduce_and_apply, then
+ *      dr_trainer_apply).
  */
 #include "ref/trainer.h"
 

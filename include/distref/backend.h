@@ -208,7 +208,7 @@ typedef struct dr_backend_ops {
 
 /* The OpenMP CPU backend (devices/openmp_backend.c): host memory, exact
  * kernels by error-free splitting over DGEMM (distref/fastgemm.h), fast
- * kernels on sgemm, libm and float buffers (devices/openmp_fast.c). */
+ * kernels on sgemm, libm and float buffers (devices/openmp_kernels.c). */
 const dr_backend_ops *dr_backend_openmp(void);
 
 #endif
