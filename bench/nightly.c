@@ -143,7 +143,7 @@ static float naive_sum(const float *x, size_t n)
  * like the kernel, so what slows vector throughput on this core (another
  * guest on the host core's other hyperthread) slows both halves, where the
  * naive loop, a chain of dependent adds, is latency-bound and is not slowed
- * (docs/NIGHTLY.md, session 9). Scalar where there is no AVX-512. */
+ * (docs/history/NIGHTLY.md, session 9). Scalar where there is no AVX-512. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 __attribute__((target("avx512f"))) static uint64_t vecpass_avx512(const float *x, size_t n)
@@ -307,7 +307,7 @@ static const metric metrics[] = {
      * sum_exact_100k_vs_vecpass is the exact sum's regression row;
      * sum_exact_100k_vs_naive (the price of exactness against the naive
      * loop) moves when another guest shares the host core (above), so its
-     * minimum effect is 30% (docs/NIGHTLY.md, session 9). */
+     * minimum effect is 30% (docs/history/NIGHTLY.md, session 9). */
     { "sum_exact_100k_vs_vecpass", "dr_sum_f32 n=1e5", "its vector pass without bookkeeping", setup_sum,
       k_sum_exact, k_vecpass, 34, 150, 5, 0, CLK_THREAD },
     { "sum_exact_100k_vs_naive", "dr_sum_f32 n=1e5", "naive float loop", setup_sum, k_sum_exact, k_sum_naive, 34, 20, 5,
@@ -337,7 +337,7 @@ static const metric metrics[] = {
     /* By CPU seconds: the two runs are single-threaded (OpenMP, OpenBLAS
      * and PoCL's basic driver on the calling thread), ~0.5 s each, and at
      * load 5 a wall-clock measurement of either half moved 0.3 -> 2.0 s
-     * within a run (docs/NIGHTLY.md, session 9). */
+     * within a run (docs/history/NIGHTLY.md, session 9). */
     { "train_opencl_exact_g64_cpu_vs_openmp48", "opencl exact one_device 4 steps (CPU s)",
       "openmp exact one_device 48 steps (CPU s)", setup_none, k_train_cl_exact, k_train_omp_exact_long, 1, 1, 2, 1,
       CLK_PROCESS },

@@ -72,7 +72,7 @@ METRIC_EFFECT = {
 # 64 KB 53..76, at 1 MB 129..642 (the exact ring's time is compute and
 # fell 5x with the load, MPI_Allreduce's is not); the conformance slices'
 # wall times 2.5x (they are absolute seconds, no in-run baseline); their
-# peak RSS within 1%. Session 8 (docs/NIGHTLY.md, "Load-tracking
+# peak RSS within 1%. Session 8 (docs/history/NIGHTLY.md, "Load-tracking
 # baselines"): the OpenCL GEMM on PoCL's basic driver, best of 15, moved
 # -2.1..+4.9% in A/A (10%); the 1 MB all-reduce over the same op
 # -10.8..+19.7% at load 2-8 (25%; a planted 15% moved it -3..+38%); the

@@ -91,7 +91,7 @@ def run_mpi(bench, samples, only):
     # and that moved the 1 MB CPU row's median by -7..+9% from one launch to
     # the next while its samples within a launch stayed within ~3%; with 3
     # launches an odd launch (8-10% low) still decided a median now and then
-    # (docs/NIGHTLY.md, session 9). Spread over 5 launches, that variation is
+    # (docs/history/NIGHTLY.md, session 9). Spread over 5 launches, that variation is
     # inside every run's samples (and the baseline's), not between runs.
     launches = max(1, min(MPI_LAUNCHES, samples))
     out = None
