@@ -457,7 +457,7 @@ static int gemm_f32(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
 /* 0: DGEMM; 1, 2: CRT (portable, VNNI kernel); -1: the forced path cannot run.
  * AUTO takes the VNNI kernel from M N K = 2^16 up: below, packing n moduli
  * costs more than the products (measured: 8^3 and 1 x 1000 x 1 slower by
- * residues, 64 x 128 x 10 faster; docs/PERFORMANCE.md). */
+ * residues, 64 x 128 x 10 faster; docs/history/PERFORMANCE.md). */
 #define CRT_MIN_MNK 65536.0
 
 static int path_code(dr_gemm_path path, size_t M, size_t N, size_t K)

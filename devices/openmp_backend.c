@@ -32,7 +32,7 @@
 /* The same for the float loops of fast numerics, elementwise (no order to
  * keep): from 2^16 parameters on the team. mlp_synthetic's 101,770 share
  * the work: fast G=256 on 2 threads, 2,000 steps in 1.19 s against 1.25 s
- * with these loops on one thread (docs/PERFORMANCE.md, session 10). */
+ * with these loops on one thread (docs/history/PERFORMANCE.md, session 10). */
 #define PAR_PARAMS_F32 (1u << 16)
 
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
