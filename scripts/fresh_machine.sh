@@ -15,8 +15,8 @@
 # fails stops the run, its log's first error lines are printed, and the
 # script exits 1. Logs: build/fresh/logs/N.log.
 #
-# The root gets /proc, /sys, /dev and a fresh /dev/shm (hwloc, PoCL and Open
-# MPI need them) inside a private mount namespace (unshare -m), so no mount
+# The root gets /proc, /sys, /dev, a fresh /dev/shm (hwloc, PoCL and Open
+# MPI need them) and /dev/pts inside a private mount namespace (unshare -m), so no mount
 # is seen by, or propagates to, the host; they are unmounted when the run
 # ends, and the scratch folder is then removed with rm -rf --one-file-system,
 # only after /proc/self/mountinfo shows nothing mounted under it. --keep
@@ -51,6 +51,7 @@ if [ "${1:-}" = --inside ]; then
     mnt /sys -t sysfs sysfs
     mnt /dev --bind /dev
     mnt /dev/shm -t tmpfs -o mode=1777,nosuid,nodev shm
+    mnt /dev/pts -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts
     n=0; status=0
     while IFS= read -r cmd; do
         n=$((n + 1))
