@@ -63,7 +63,7 @@ if [ "${1:-}" = --inside ]; then
             /bin/sh -c "cd /root/distref && $cmd" > "$log" 2>&1 < /dev/null
         rc=$?
         t=$(( $(date +%s) - t0 ))
-        tail -n 8 "$log" | sed 's/^/    /'
+        tr '\r' '\n' < "$log" | tail -n 8 | sed 's/^/    /'   # (dpkg's progress: \r)
         printf 'fresh: [%d] rc %d, wall %dm%02ds (%d s): %s\n' "$n" "$rc" $((t / 60)) $((t % 60)) "$t" "$cmd"
         if [ "$rc" -ne 0 ]; then
             echo "fresh: [$n] FAILED; the first error lines of $log:"
