@@ -13,7 +13,8 @@
 # warnings-as-errors carry in). Each --then CMD runs after them, in the same
 # root. Each command's wall time and exit status are printed; the first that
 # fails stops the run, its log's first error lines are printed, and the
-# script exits 1. Logs: build/fresh/logs/N.log.
+# script exits 1. Logs: build/fresh/logs/N.log; the clone's reports/ is
+# copied to build/fresh/reports/.
 #
 # The root gets /proc, /sys, /dev, a fresh /dev/shm (hwloc, PoCL and Open
 # MPI need them) and /dev/pts inside a private mount namespace (unshare -m), so no mount
@@ -142,5 +143,9 @@ echo "fresh: commands (README.md, '## The two commands', in order; then --then):
 sed 's/^/    /' "$work/commands"
 unshare -m --propagation private sh "$here/scripts/fresh_machine.sh" --inside "$root" "$work/commands" "$logs"
 rc=$?
-echo "fresh: rc $rc (logs in $logs/)"
+# The reports the commands wrote (reports/out, reports/faults, ...), kept
+# for a look after the root is gone.
+rm -rf --one-file-system "$fresh/reports"
+[ -d "$dst/reports" ] && cp -R "$dst/reports" "$fresh/reports"
+echo "fresh: rc $rc (logs in $logs/, reports in $fresh/reports/)"
 exit "$rc"
