@@ -11,10 +11,11 @@
 #                     revisions in the nightly history and the fault matrix
 #   strace            the durability suite and tests/mpi_ckpt_kill.sh stop a run
 #                     at its writes
+#   procps            pgrep: the MPI kill tests find a rank among mpirun's children
 set -u
 PKGS="gcc libc6-dev make python3 git clang libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev
-dataset-fashion-mnist pkg-config strace"
+dataset-fashion-mnist pkg-config strace procps"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps: dpkg-query not found; this is not a Debian system." >&2
