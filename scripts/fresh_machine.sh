@@ -68,7 +68,7 @@ if [ "${1:-}" = --inside ]; then
         printf 'fresh: [%d] rc %d, wall %dm%02ds (%d s): %s\n' "$n" "$rc" $((t / 60)) $((t % 60)) "$t" "$cmd"
         if [ "$rc" -ne 0 ]; then
             echo "fresh: [$n] FAILED; the first error lines of $log:"
-            grep -n -m 8 -E 'error:|\*\*\*|FAIL|MISSED|NOT caught|[a-z] failed' "$log" | sed 's/^/    /'
+            grep -n -m 8 -E 'error:|\*\*\*|FAILED|MISSED|NOT caught|not found' "$log" | sed 's/^/    /'
             status=1
             break
         fi
