@@ -143,7 +143,8 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
 static void remove_stale_temps(const char *dir)
 {
     static const char *const names[] = { "ckpt.bin.tmp.", "metrics.jsonl.tmp.", "summary.json.tmp.",
-                                         "predictions.jsonl.tmp." };
+                                         "predictions.jsonl.tmp.", "ps_schedule.json.tmp.",
+                                         "ps_schedule.jsonl.tmp." };
     DIR *d = opendir(dir);
     struct dirent *e;
     if (!d) return;
@@ -170,6 +171,11 @@ static void remove_stale_temps(const char *dir)
 
 int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
 {
+    return dr_run_log_open_as(t, cfg, true, err);
+}
+
+int dr_run_log_open_as(dr_run_log *t, const dr_run_config *cfg, bool writer, dr_err *err)
+{
     char path[1100];
     struct stat st;
     uint8_t *buf;
@@ -181,7 +187,7 @@ int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
     t->learning_rate = NAN;
     if ((rc = dr_tfevents_open(&t->events, cfg->model_dir, wall_now(), err))) return rc;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
-    remove_stale_temps(cfg->model_dir);
+    if (writer) remove_stale_temps(cfg->model_dir);   /* never another rank's live temp files */
     if (lstat(path, &st) != 0) return DR_OK;   /* no earlier run */
     if (!S_ISREG(st.st_mode))
         return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the metrics distref writes", path);
@@ -214,16 +220,20 @@ void dr_run_log_trim(dr_run_log *t, uint64_t upto)
     if (t->metrics) t->metrics[keep] = 0;
 }
 
-/* metrics.jsonl and this segment's TensorBoard events first, then ckpt.bin:
- * the checkpoint's rename is the one commit. A kill before it leaves the
- * old checkpoint with metrics lines beyond it, which a resume cuts back
- * (dr_run_log_trim) and redoes; a kill after it leaves both new. Either way
- * every step's line is there exactly once after the resume (the durability
- * suite kills at every write, fsync and rename to show it). The events of
- * redone steps land again in the next segment's file, after a SessionLog
- * START at its first step, on which TensorBoard drops the earlier copies
- * (scripts/test_tensorboard.sh kills a run between the two to show it). */
-int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
+/* metrics.jsonl and this segment's TensorBoard events first, then the
+ * parts that must agree with the checkpoint (parameter_server's schedule),
+ * then ckpt.bin: the checkpoint's rename is the one commit. A kill before
+ * it leaves the old checkpoint with metrics lines (and parts) beyond it,
+ * which a resume cuts back (dr_run_log_trim; a part's reader keeps what the
+ * checkpoint covers) and redoes; a kill after it leaves all of them new.
+ * Either way every step's line is there exactly once after the resume (the
+ * durability suite kills at every write, fsync and rename of every strategy
+ * to show it). The events of redone steps land again in the next segment's
+ * file, after a SessionLog START at its first step, on which TensorBoard
+ * drops the earlier copies (scripts/test_tensorboard.sh kills a run between
+ * the two to show it). */
+int dr_run_log_commit(dr_run_log *t, const dr_checkpoint *c, const dr_ckpt_part *parts, size_t nparts,
+                      dr_err *err)
 {
     char path[1100];
     int rc = dr_mkdirs(t->cfg->model_dir, err);
@@ -236,9 +246,25 @@ int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
 #else
     if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
     if (rc == DR_OK) rc = dr_tfevents_write(&t->events, err);
+#endif
+#if defined(DR_MUTANT_PARTS_AFTER_CKPT)
+    /* planted fault (scripts/test_durability.sh's mutant): the parts renamed
+     * after the checkpoint again, a second commit */
+    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
+#endif
+    for (size_t i = 0; rc == DR_OK && i < nparts; i++) {
+        snprintf(path, sizeof path, "%s/%s", t->cfg->model_dir, parts[i].name);
+        rc = dr_write_atomic(path, parts[i].data, parts[i].len, err);
+    }
+#if !defined(DR_MUTANT_CKPT_FIRST) && !defined(DR_MUTANT_PARTS_AFTER_CKPT)
     if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
 #endif
     return rc;
+}
+
+int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
+{
+    return dr_run_log_commit(t, c, NULL, 0, err);
 }
 
 

@@ -228,7 +228,7 @@ static int open_run(run *r, dr_err *err)
     r->params = malloc(r->plan.P * sizeof(float) + 1);
     r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
     if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
-    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
+    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     if (self_scheduled(r)) return DR_OK;   /* it iterates its own input */
