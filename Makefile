@@ -210,6 +210,8 @@ test: deps
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_durability.sh $(CLI) 1
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)

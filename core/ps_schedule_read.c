@@ -126,7 +126,7 @@ static int parse_line(const char *line, size_t len, const where *at, dr_ps_event
                         json_tokener_get_parse_end(tok) + 1);
         else if (json_tokener_get_error(tok) == json_tokener_continue)
             snprintf(what, sizeof what, "the line ends inside its JSON object");
-        else snprintf(what, sizeof what, "not one JSON object (%s, near column %zu)",
+        else snprintf(what, sizeof what, "not one JSON object alone (%s at column %zu)",
                       json_tokener_error_desc(json_tokener_get_error(tok)), json_tokener_get_parse_end(tok) + 1);
         json_object_put(o);
         json_tokener_free(tok);

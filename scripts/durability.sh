@@ -106,12 +106,13 @@ check() {   # DIR LABEL: resume DIR to the end and compare
 
 # points SC: the indices (per tracee, as strace's when= counts) of rank 0's
 # SC calls on model_dir in the count run's trace, all or POINTS spread out
+# (the middles of POINTS equal slices)
 points() {
     awk -v sc="$1" -v dir="$W/md" -v max="$MAXPTS" '
         NR == 1 { main = $1 }
         $1 == main && index($2, sc "(") == 1 { n++; if (index($0, dir "/") || index($0, dir ">") || index($0, dir "\"")) p[++k] = n }
-        END { step = (max > 0 && k > max) ? k / max : 1
-              for (x = 1; x <= k; x += step) printf "%d of %d\n", p[int(x)], n }' "$W/trace"
+        END { if (max == 0 || k <= max) for (j = 1; j <= k; j++) printf "%d of %d\n", p[j], n
+              else for (j = 1; j <= max; j++) printf "%d of %d\n", p[int((j - 0.5) * k / max) + 1], n }' "$W/trace"
 }
 
 sweep() {   # one configuration

@@ -62,6 +62,12 @@
 #                                       TensorBoard shows a resumed run's redone steps twice
 #                                       (test_tfevents reads a resumed run's files with
 #                                       TensorBoard's purge rule; no TensorBoard needed)
+#   replay_nul_blank core/ps_schedule_read.c  a NUL byte read as the end of the line (a line of
+#                                       NULs is blank: /dev/zero's endless loop)
+#   replay_special  core/ps_schedule_read.c   any file but a directory opened (a FIFO, a device)
+#   replay_version  core/ps_schedule_read.c   a landing's version taken as written
+#   replay_511      core/ps_schedule_read.c   the old 511-byte line (a valid 600-byte line refused)
+#                                       (each caught by test_replay_file)
 #   omp_no_reexec   harness/omp_policy.c  the wait policy never re-executes the program, so
 #                                       libgomp keeps its long spin (test_omp_policy runs itself
 #                                       as a probe under three environments)
@@ -130,6 +136,10 @@ run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' t
 run sgemm_cut_by_threads devices/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
 run cacc_merge_flag devices/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
+run replay_nul_blank core/ps_schedule_read.c CORE 's/        if (ch == 0) {/        if (ch == 0 \&\& 0) {/' test_replay_file
+run replay_special core/ps_schedule_read.c CORE 's/!S_ISREG(st.st_mode)/S_ISDIR(st.st_mode)/' test_replay_file
+run replay_version core/ps_schedule_read.c CORE 's/ev->version, h->lands + (ev->kind == DR_PS_LAND),/h->lands + (ev->kind == DR_PS_LAND), h->lands + (ev->kind == DR_PS_LAND),/' test_replay_file
+run replay_511     core/ps_schedule_read.c CORE 's/if (\*len == DR_PS_SCHEDULE_LINE_MAX)/if (*len == 511)/' test_replay_file
 run omp_no_reexec  harness/omp_policy.c HARNESS 's/    execv(self, argv);/    (void)argv;/' test_omp_policy
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
