@@ -509,7 +509,9 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
  * without a rank that died (parameter_server under `mpirun
  * --enable-recovery`) exits without MPI_Finalize: measured with Open MPI
  * 4.1.4, its closing fence sometimes waits forever for the dead rank, and
- * mpirun --enable-recovery still exits 0 when every survivor exits 0. */
+ * mpirun --enable-recovery still exits 0 when every survivor exits 0. A
+ * failed job after a rank died ends through dr_mpi_abort_failed_job, so
+ * that mpirun --enable-recovery exits non-zero too. */
 static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
 {
     uint32_t rank, size;
@@ -525,7 +527,8 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
         struct timespec grace = { 0, 500000000 };
         nanosleep(&grace, NULL);
     }
-    dr_mpi_abort(code);
+    if (rc == DR_EFAULT) dr_mpi_abort_failed_job(code);   /* a rank died: mpirun must not say 0 */
+    else dr_mpi_abort(code);
     return code;
 }
 

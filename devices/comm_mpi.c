@@ -219,7 +219,7 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
             dr_cm_cancel_all(req, 2 * CM_DEPTH);
             return mrc;
         }
-        if (dr_cm_now() - last > e->timeout) {
+        if (dr_cm_overdue(e, &last)) {
             bool recv_waiting = done_r < rx.nseg, alive;
             if ((mrc = dr_cm_ping(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer), &alive, what, err))) {
                 dr_cm_cancel_all(req, 2 * CM_DEPTH);

@@ -35,6 +35,18 @@ void dr_cm_idle(double since)
     if (dr_cm_now() - since > CM_SPIN_S) sched_yield();
 }
 
+bool dr_cm_overdue(cm_ep *e, double *last)
+{
+    double now = dr_cm_now();
+    bool stalled = e->polled > 0 && now - e->polled > CM_STALL_F * e->timeout;
+    e->polled = now;
+#if defined(DR_MUTANT_CM_NO_STALL)   /* planted fault: a resumed rank counts its own pause against its peers */
+    stalled = false;
+#endif
+    if (stalled) *last = now;
+    return now - *last > e->timeout;
+}
+
 int dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
 {
     char s[MPI_MAX_ERROR_STRING + 1];
@@ -48,14 +60,16 @@ int dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
  * The first rank whose deadline passes tells every other rank which rank it
  * waited for (fire and forget), so that the others, wherever they wait,
  * fail at once naming the same rank instead of each waiting out its own
- * deadline (or naming a survivor that has already left). */
+ * deadline (or naming a survivor that has already left). The accused rank
+ * is told too: one that was only stopped (SIGSTOP) and resumes reads that
+ * it was given up on and blames nobody. */
 
 void dr_cm_notice_send(cm_ep *e, uint32_t dead)
 {
     int32_t v = (int32_t)dead;
     for (uint32_t q = 0; q < e->size; q++) {
         MPI_Request rq;
-        if (q == e->rank || q == dead) continue;
+        if (q == e->rank) continue;   /* the accused too: if only stopped, it learns it was given up on */
         if (MPI_Isend(&v, 1, MPI_INT32_T, (int)q, CM_TAG_NOTICE, e->comm, &rq) == MPI_SUCCESS) {
             double t0 = dr_cm_now();
             int done = 0;
@@ -114,6 +128,10 @@ int dr_cm_notice_check(cm_ep *e, const char *what, dr_err *err)
     int32_t dead = -1;
     if (MPI_Iprobe(MPI_ANY_SOURCE, CM_TAG_NOTICE, e->comm, &flag, &st) != MPI_SUCCESS || !flag) return DR_OK;
     MPI_Recv(&dead, 1, MPI_INT32_T, st.MPI_SOURCE, CM_TAG_NOTICE, e->comm, MPI_STATUS_IGNORE);
+    if (dead == (int32_t)e->rank)
+        return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: given up on by rank %d, which heard nothing from this "
+                       "rank for %.1f s (this process was stopped or starved); it blames no other rank", e->rank,
+                       what, st.MPI_SOURCE, e->timeout);
     return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: rank %d died or hangs (rank %d waited %.1f s for it)",
                    e->rank, what, (int)dead, st.MPI_SOURCE, e->timeout);
 }
@@ -166,7 +184,7 @@ int dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_e
         dr_cm_pong_serve(e);
         if (moved) last = dr_cm_now();
         else if ((rc = dr_cm_notice_check(e, "all_gather", err))) break;
-        else if (dr_cm_now() - last > e->timeout) {
+        else if (dr_cm_overdue(e, &last)) {
             bool alive;
             if ((rc = dr_cm_ping(e, missing, &alive, "all_gather", err))) break;
             if (alive) { last = dr_cm_now(); continue; }
@@ -230,7 +248,7 @@ int dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_err 
         if (left <= 0) break;
         dr_cm_pong_serve(e);
         if ((rc = dr_cm_notice_check(e, what, err))) return rc;
-        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
+        if (dr_cm_overdue(e, &last) && (rc = dr_cm_blame(e, &last, what, err))) return rc;
         dr_cm_idle(last);
     }
     return DR_OK;
