@@ -101,6 +101,7 @@ void dr_mpi_abort_failed_job(int code)
 #else
     (void)f;
     (void)comm;
+    (void)recovery;
     (void)parent;
 #endif
     dr_mpi_abort(code);
