@@ -34,6 +34,7 @@ typedef struct cm_ep {
     void    *tmp;            /* one segment's elements, deserialized before they merge */
     double   timeout;
     double   polled;         /* when a wait last asked dr_cm_overdue (a stop shows as a gap) */
+    double   stalled;        /* the longest such gap (0: none): this rank was stopped */
     void    *fx;             /* the exact float all-reduce's buffers (comm_mpi_f32x.c), kept between calls */
     size_t   fx_cap;         /* bytes at fx */
     void    *nat;            /* the native sum's packs and their buffers (comm_mpi_native.c), kept between calls */
@@ -84,6 +85,9 @@ void   dr_cm_idle(double since);
  * again (*last = now), so a resumed rank first hears the notices sent
  * meanwhile and never blames a peer for its own pause. */
 bool   dr_cm_overdue(cm_ep *e, double *last);
+/* rc of a wait that blames `peer`; after a stall of this rank the message
+ * says so instead and blames nobody (its peers gave up on it and left). */
+int    dr_cm_blamed(cm_ep *e, uint32_t peer, int rc, dr_err *err);
 /* DR_EFAULT with MPI's message for error code mrc. */
 int    dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what);
 /* Cancels and frees every active request of req[0..n). */

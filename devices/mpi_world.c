@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int dr_mpi_init(int *argc, char ***argv, dr_err *err)
@@ -95,8 +96,14 @@ void dr_mpi_abort_failed_job(int code)
         if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
         fclose(f);
         if (strcmp(comm, "mpirun") == 0 || strcmp(comm, "orterun") == 0 || strcmp(comm, "mpiexec") == 0 ||
-            strcmp(comm, "orted") == 0)
+            strcmp(comm, "orted") == 0) {
+            struct timespec grace = { 0, 300000000 };
+            fflush(NULL);
+            nanosleep(&grace, NULL);          /* the launcher forwards what this rank printed */
+            signal(SIGTERM, SIG_DFL);         /* (the launcher's SIGTERM back ends this rank, no stop request) */
             kill(parent, SIGTERM);
+            _exit(code);                      /* MPI_Abort would wait on the launcher it just ended */
+        }
     }
 #else
     (void)f;
