@@ -60,12 +60,14 @@ config() {
     esac
 }
 
-# launch DIR [STRACE ARGS...]: the configuration's run on DIR, rank 0 (or the process) under strace if given
+# launch DIR [STRACE ARGS...]: the configuration's run on DIR, rank 0 (or the process) under strace if given.
+# mpirun gets 120 s: under heavy load Open MPI 4.1.4's mpirun was once seen waiting 16 minutes on
+# ranks that had already exited (zombies) after the traced rank 0 was killed.
 launch() {
     _d=$1; shift
     if [ "$NP" -gt 0 ]; then
         # shellcheck disable=SC2086
-        env -u TF_CONFIG mpirun --oversubscribe -np 1 "$@" "$BIN" train --model_dir="$_d" $RUN \
+        env -u TF_CONFIG timeout -s KILL 120 mpirun --oversubscribe -np 1 "$@" "$BIN" train --model_dir="$_d" $RUN \
             : -np $((NP - 1)) "$BIN" train --model_dir="$_d" $RUN
     elif [ -n "$TF" ]; then
         # shellcheck disable=SC2086
