@@ -33,9 +33,9 @@ static void revision(char *buf, size_t n)
  * does not wipe; the report shows it with the run's revision and date:
  *   # revision <git revision> date <UTC date>          first line (else: the file's time)
  *   <fault> <expected_suite> <caught 0|1> <suites_that_failed,...>   one line per fault
- * One path, here; a build may name another with -DDR_MUTANT_FAULTS='"..."'. */
-#ifndef DR_MUTANT_FAULTS
-#define DR_MUTANT_FAULTS "reports/mutants/faults.dat"
+ * One path, here; a build may name another with -DDR_FAULT_MATRIX_FILE='"..."'. */
+#ifndef DR_FAULT_MATRIX_FILE
+#define DR_FAULT_MATRIX_FILE "reports/mutants/faults.dat"
 #endif
 
 typedef struct mutant_run { bool found; char rev[64], date[64]; } mutant_run;
@@ -52,7 +52,7 @@ static mutant_run last_mutant_run(void)
     mutant_run m = { false, "an unknown revision", "" };
     char line[256], rev[64], date[64];
     struct stat st;
-    FILE *f = fopen(DR_MUTANT_FAULTS, "r");
+    FILE *f = fopen(DR_FAULT_MATRIX_FILE, "r");
     if (!f) return m;
     m.found = true;
     if (fstat(fileno(f), &st) == 0)
@@ -204,7 +204,7 @@ static void run_gnuplot(const char *out, const mutant_run *m)
 {
     char cmd[1600], faults[300] = "";
     if (m->found)
-        snprintf(faults, sizeof faults, "; faults='%s'; faultsrun='%s, %s'", DR_MUTANT_FAULTS, m->rev, m->date);
+        snprintf(faults, sizeof faults, "; faults='%s'; faultsrun='%s, %s'", DR_FAULT_MATRIX_FILE, m->rev, m->date);
     snprintf(cmd, sizeof cmd, "gnuplot -e \"outdir='%s'%s\" reports/plots.gp 2>&1", out, faults);
     if (system(cmd) != 0) fprintf(stderr, "conformance: gnuplot failed; the report has no plots\n");
 }
@@ -231,10 +231,10 @@ static void html_faults(FILE *html, const mutant_run *m)
     fputs("<h2>Planted faults: each must be caught by the suite it targets</h2>\n", html);
     if (!m->found) {
         fputs("<p>No mutant run recorded: run <code>make conformance-mutants</code> (it writes <code>"
-              DR_MUTANT_FAULTS "</code>).</p>\n", html);
+              DR_FAULT_MATRIX_FILE "</code>).</p>\n", html);
         return;
     }
-    fprintf(html, "<p>Fault matrix from the mutant run of %s, %s (<code>" DR_MUTANT_FAULTS "</code>).</p>\n"
+    fprintf(html, "<p>Fault matrix from the mutant run of %s, %s (<code>" DR_FAULT_MATRIX_FILE "</code>).</p>\n"
                   "<img src=\"faults.png\" alt=\"fault matrix from the mutant run of %s, %s\">\n",
             m->rev, m->date, m->rev, m->date);
 }
