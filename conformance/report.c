@@ -228,7 +228,7 @@ static void html_head(FILE *html, const char *rev, const char *stamp, double sec
 /* The planted faults: the last mutant run's matrix, or where to get one. */
 static void html_faults(FILE *html, const mutant_run *m)
 {
-    fputs("<h2>Planted faults: each must be caught by the suite it targets</h2>\n", html);
+    fputs("<h2 id=\"faults\">Planted faults: each must be caught by the suite it targets</h2>\n", html);
     if (!m->found) {
         fputs("<p>No mutant run recorded: run <code>make conformance-mutants</code> (it writes <code>"
               DR_FAULT_MATRIX_FILE "</code>).</p>\n", html);
@@ -254,15 +254,16 @@ int write_report(const results *r, const char *out, double seconds)
     run_gnuplot(out, &m);
     if (!(html = outfile_open(&page))) return 1;
     html_head(html, rev, stamp, seconds, &n);
-    fputs("<h2>The matrix: strategy and replicas x variant and numerics</h2>\n<p>Each cell holds every case "
+    fputs("<h2 id=\"matrix\">The matrix: strategy and replicas x variant and numerics</h2>\n<p>Each cell holds every case "
           "recorded under it, from every suite; hover over a cell for its counts, a failing case and the reason a "
           "variant does not support it.</p>\n", html);
     rc |= write_matrix(r, out, html);
     html_faults(html, &m);
     nightly_link(html, out);
     for (size_t i = 0; i < sizeof plots / sizeof plots[0]; i++)
-        fprintf(html, "<h2>%s</h2><img src=\"%s\" alt=\"%s\">\n", plots[i][1], plots[i][0], plots[i][1]);
-    fputs("<h2>Every case</h2>\n", html);
+        fprintf(html, "<h2 id=\"%.*s\">%s</h2><img src=\"%s\" alt=\"%s\">\n", (int)strcspn(plots[i][0], "."),
+                plots[i][0], plots[i][1], plots[i][0], plots[i][1]);
+    fputs("<h2 id=\"cases\">Every case</h2>\n", html);
     write_cases(r, html);
     fputs("</body></html>\n", html);
     snprintf(path, sizeof path, "%s/index.html", out);
