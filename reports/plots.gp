@@ -219,9 +219,8 @@ if (readable(rg)) {
 # --------------------------------------------------------------------- faults
 # The last mutant run's file when the caller names it (bin/conformance passes
 # faults='<file>' faultsrun='<revision>, <date>'), else outdir's faults.dat.
-set output dat("faults.png")
 fl = exists("faults") ? faults : dat("faults.dat")
-fromrun = exists("faultsrun") ? "fault matrix from the mutant run of " . faultsrun . ": " : "planted faults: "
+fromrun = exists("faultsrun") ? "fault matrix from the mutant run of " . faultsrun : "planted faults"
 ptitle = "Planted faults"
 suites = "loss_curves batch_splitting regularization reductions checkpoints durability compact mpi"
 ns = words(suites)
@@ -233,10 +232,13 @@ if (readable(fl)) {
     misses = ""
     stats fl using ((column(3) == 0) ? (misses = misses . " " . strcol(1), 0) : 0) nooutput
     nf = STATS_records
+    # eight suite columns; a row per fault
+    eval(term(1300, 200 + 30 * nf))
+    set output dat("faults.png")
     if (strlen(misses) == 0) {
-        set title fromrun . sprintf("every fault caught (%d of %d)", nf, nf) font ",14"
+        set title fromrun . sprintf("\nevery fault caught (%d of %d)", nf, nf) font ",14"
     } else {
-        set title fromrun . "NOT caught:" . misses font ",14" textcolor rgb "#cc0000"
+        set title fromrun . "\nNOT caught:" . misses font ",14" textcolor rgb "#cc0000"
     }
     set xrange [0.5 : ns + 0.5]
     set yrange [nf - 0.5 : -0.5]
@@ -264,6 +266,7 @@ if (readable(fl)) {
          NaN with boxes fs solid fc rgb "#fdae6b" title "failed: another suite", \
          NaN with boxes fs solid fc rgb "#f0f0f0" title "passed"
 } else {
+    set output dat("faults.png")
     nodata = "faults.dat"; eval(placeholder)
 }
 
