@@ -77,7 +77,8 @@ static int by_rank(const void *a, const void *b)
 /* The cells of r, sorted by row then column; *n of them (malloc'd). */
 static cell *gather(const results *r, size_t *n)
 {
-    cell *c = calloc(r->n ? r->n : 1, sizeof *c), k;
+    cell *c = calloc(r->n ? r->n : 1, sizeof *c);
+    cell k;
     size_t m = 0;
     if (!c) return NULL;
     for (size_t i = 0; i < r->n; i++) {
@@ -100,7 +101,8 @@ static verdict_kind cell_verdict(const cell *c)
     return c->n[VERDICT_FAIL] ? VERDICT_FAIL : c->n[VERDICT_PASS] ? VERDICT_PASS : VERDICT_NOT_SUPPORTED;
 }
 
-/* The distinct labels of one axis, in the cells' order: rows (axis 0) or columns (1). */
+/* The distinct labels of one axis, rows (axis 0) or columns (1), ordered by
+ * rank (ties in the order the cells list them); *rank is scratch of n. */
 static size_t labels(const cell *c, size_t n, int axis, const char **out, int *rank)
 {
     size_t m = 0;
