@@ -377,15 +377,12 @@ static int pick_command(cli *c, dr_err *err)
     return DR_OK;
 }
 
-static void report(const char *what, const dr_run_result *r)
+/* Accuracy is a classifier's (a regression has none to report). */
+static bool classifier(const dr_run_config *cfg)
 {
-    uint32_t bits;
-    memcpy(&bits, &r->loss, sizeof bits);
-    printf("%s: steps=%llu examples=%llu loss=%.9g (0x%08x) accuracy=%.4f weights_sha256=%s (%.2f s",
-           what, (unsigned long long)r->steps, (unsigned long long)r->examples, (double)r->loss, bits,
-           (double)r->accuracy, r->weights_sha256, r->seconds);
-    if (r->emulated_seconds > 0) printf("; emulated TPU time %.6g s", r->emulated_seconds);
-    printf(")\n");
+    dr_experiment exp;
+    dr_err ignored;
+    return dr_experiment_lookup(cfg->experiment, &exp, &ignored) == DR_OK && exp.model.loss != DR_LOSS_MSE;
 }
 
 /* Model Garden's train_and_eval: train an epoch, evaluate, repeat. Each
@@ -404,10 +401,10 @@ static int train_and_eval(dr_run_config *cfg, dr_err *err)
         if (!cfg->train_steps) cfg->epochs = e;
         if ((rc = dr_run_train(cfg, &res, err))) return rc;
         snprintf(what, sizeof what, "train epoch %u", e);
-        report(what, &res);
+        dr_report_train(stdout, what, &res, cfg->model_dir, classifier(cfg));
         rc = dr_run_evaluate(cfg, &res, err);
         snprintf(what, sizeof what, "evaluate epoch %u", e);
-        if (rc == DR_OK || res.examples) report(what, &res);
+        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, what, &res, classifier(cfg));
         if (rc) return rc;
     }
     return DR_OK;
@@ -481,18 +478,18 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
         c->peer_lost = res.peer_lost;
-        if (printer()) report("train", &res);
+        if (printer()) dr_report_train(stdout, "train", &res, cfg.model_dir, classifier(&cfg));
         return DR_OK;
     }
     if (strcmp(c->command, "train_and_eval") == 0) return train_and_eval(&cfg, err);
     if (strcmp(c->command, "evaluate") == 0) {
         rc = dr_run_evaluate(&cfg, &res, err);
-        if (rc == DR_OK || res.examples) report("evaluate", &res);   /* shown even if eval.json could not be written */
+        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, "evaluate", &res, classifier(&cfg));   /* shown even if eval.json could not be written */
         return rc;
     }
     if (strcmp(c->command, "predict") == 0) {
         if ((rc = dr_run_predict(&cfg, &res, err))) return rc;
-        report("predict", &res);
+        dr_report_predict(stdout, &res, cfg.model_dir);
         return DR_OK;
     }
     if (strcmp(c->command, "export") == 0) {

@@ -51,6 +51,15 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
+/* The result lines (harness/report.c), each only what its command computed:
+ * train's steps, loss, accuracy (a classifier's only), weights and topology,
+ * or "already complete at step N; nothing run", and a "resumed at step K"
+ * line naming the earlier topology where it differs; evaluate's checkpoint
+ * step, loss and accuracy; predict's count and file. */
+void dr_report_train(FILE *out, const char *what, const dr_run_result *r, const char *model_dir, bool accuracy);
+void dr_report_evaluate(FILE *out, const char *what, const dr_run_result *r, bool accuracy);
+void dr_report_predict(FILE *out, const dr_run_result *r, const char *model_dir);
+
 /* --variant=mpi (harness/mpi_cluster.c): the TF_CONFIG of this MPI rank.
  * given (the environment's TF_CONFIG) is checked against the MPI world (its
  * training workers = the ranks, this task's id = the rank: DR_EUSAGE naming
