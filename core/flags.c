@@ -8,6 +8,7 @@
  * `--help` / `-h` set *help_requested and stop parsing at once.
  */
 #include "distref/flags.h"
+#include "core/flags_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +24,7 @@ typedef struct flag_arg {
     const char *value;      /* NULL when there was no '=' */
 } flag_arg;
 
-static const char *type_name(dr_flag_type t)
+const char *dr_flag_type_name(dr_flag_type t)
 {
     switch (t) {
     case DR_FLAG_STRING: return "string";
@@ -37,7 +38,7 @@ static const char *type_name(dr_flag_type t)
 /* Whole numbers as integers ("64", not "6.4e+01"), others as the shortest
  * "%.*g" that reads back as the same double ("0.1", not
  * "0.10000000000000001"). */
-static void format_double(char *buf, size_t n, double v)
+void dr_flag_format_double(char *buf, size_t n, double v)
 {
     if (v == floor(v) && fabs(v) < 1e15) {
         snprintf(buf, n, "%.0f", v);
@@ -69,13 +70,24 @@ static int fail_malformed(const dr_flag *f, const char *what, const char *got, d
     return dr_fail(err, DR_EUSAGE, "--%s: expected %s, got '%s'", f->name, what, got);
 }
 
-/* "--num_gpus: expected an integer in [0, 64], got '-1'": a well-formed
- * value outside the flag's range. */
+/* "--num_gpus: expected an integer in 0..64, got '100'" (a number: "in
+ * [0, 1000000]"): a well-formed value outside the flag's range. Bounds of
+ * 2^53 and beyond read as powers of two. */
+static void format_bound(char *buf, size_t n, double v)
+{
+    if (fabs(v) >= 9007199254740992.0 && v == ldexp(1.0, ilogb(fabs(v))) * (v < 0 ? -1 : 1))
+        snprintf(buf, n, "%s2^%d", v < 0 ? "-" : "", ilogb(fabs(v)));
+    else
+        dr_flag_format_double(buf, n, v);
+}
+
 static int fail_range(const dr_flag *f, const char *what, const char *got, dr_err *err)
 {
     char lo[32], hi[32];
-    format_double(lo, sizeof lo, f->min);
-    format_double(hi, sizeof hi, f->max);
+    format_bound(lo, sizeof lo, f->min);
+    format_bound(hi, sizeof hi, f->max);
+    if (f->type == DR_FLAG_INT)
+        return dr_fail(err, DR_EUSAGE, "--%s: expected %s in %s..%s, got '%s'", f->name, what, lo, hi, got);
     return dr_fail(err, DR_EUSAGE, "--%s: expected %s in [%s, %s], got '%s'",
                    f->name, what, lo, hi, got);
 }
@@ -164,6 +176,8 @@ static int set_string(dr_flag *f, const char *s, dr_err *err)
     if (len >= DR_FLAG_STR_MAX)
         return dr_fail(err, DR_EUSAGE, "--%s: value is %zu characters long, at most %d allowed",
                        f->name, len, DR_FLAG_STR_MAX - 1);
+    if (f->choices != NULL && !dr_flag_choice_ok(f, s))
+        return dr_flag_choice_fail(f, s, err);
     memcpy(f->dest, s, len + 1);
     return DR_OK;
 }
@@ -234,7 +248,7 @@ static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char 
     }
     if (next == NULL)
         return dr_fail(err, DR_EUSAGE, "--%s: missing value (expected %s)",
-                       f->name, type_name(f->type));
+                       f->name, dr_flag_type_name(f->type));
     /* Like absl, the next argument is the value whatever it looks like:
      * "--num_gpus -1" must reach the range check, not look like a flag. */
     *consumed = 1;
@@ -292,51 +306,3 @@ int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
     return DR_OK;
 }
 
-/* The current value of dest, which before parsing is the default. */
-static void format_default(const dr_flag *f, char *buf, size_t n)
-{
-    switch (f->type) {
-    case DR_FLAG_STRING:
-        snprintf(buf, n, "\"%s\"", (const char *)f->dest);
-        return;
-    case DR_FLAG_INT:
-        snprintf(buf, n, "%" PRId64, *(const int64_t *)f->dest);
-        return;
-    case DR_FLAG_DOUBLE:   /* NaN: no default of its own (the flag's help says whose) */
-        if (isnan(*(const double *)f->dest)) snprintf(buf, n, "unset");
-        else format_double(buf, n, *(const double *)f->dest);
-        return;
-    case DR_FLAG_BOOL:
-        snprintf(buf, n, "%s", *(const bool *)f->dest ? "true" : "false");
-        return;
-    }
-    snprintf(buf, n, "?");
-}
-
-#define USAGE_DEFAULT_WIDTH 24
-
-static int max_int(int a, int b)
-{
-    return a > b ? a : b;
-}
-
-void dr_flags_usage(FILE *out, const dr_flag *flags, int nflags)
-{
-    char def[DR_FLAG_STR_MAX + 8];
-    int wname = 0, wtype = 0, wdef = 0;
-    for (int i = 0; i < nflags; i++) {
-        format_default(&flags[i], def, sizeof def);
-        wname = max_int(wname, (int)strlen(flags[i].name));
-        wtype = max_int(wtype, (int)strlen(type_name(flags[i].type)));
-        wdef = max_int(wdef, (int)strlen(def));
-    }
-    /* One long string default must not push every other help text off
-     * the screen; a longer one just shifts its own line. */
-    wdef = wdef < USAGE_DEFAULT_WIDTH ? wdef : USAGE_DEFAULT_WIDTH;
-    for (int i = 0; i < nflags; i++) {
-        const dr_flag *f = &flags[i];
-        format_default(f, def, sizeof def);
-        fprintf(out, "  --%-*s  %-*s  default: %-*s  %s\n", wname, f->name,
-                wtype, type_name(f->type), wdef, def, f->help != NULL ? f->help : "");
-    }
-}

@@ -346,7 +346,7 @@ static void evaluate_unwritable(void **st)
     assert_int_equal(sh("mkdir -p %s/eval.json/x", dir), 0);
     assert_int_equal(sh(BIN " evaluate --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=64 "
                         "--global_batch_size=32", dir), 1);
-    assert_non_null(strstr(out, "evaluate: steps="));
+    assert_non_null(strstr(out, "evaluate: checkpoint step="));
     assert_non_null(strstr(out, "distref: error:"));
     assert_non_null(strstr(out, "eval.json"));
 }

@@ -4,7 +4,9 @@
  * `--name` (true) and `--noname` (false). Unknown flags, missing values,
  * malformed numbers and out-of-range values are DR_EUSAGE errors whose
  * message names the flag and what was expected: "--num_gpus: expected an
- * integer, got 'two'". A flag given twice is an error too.
+ * integer, got 'two'". A flag given twice is an error too. A string flag
+ * may list its values (choices): "--variant: expected one of ref, openmp,
+ * opencl, mpi; got 'cuda'".
  */
 #ifndef DISTREF_FLAGS_H
 #define DISTREF_FLAGS_H
@@ -31,6 +33,11 @@ typedef struct dr_flag {
     double       min, max;  /* for INT and DOUBLE; min > max means unbounded */
     const char  *help;
     bool         seen;      /* set by the parser when the flag was given */
+    /* STRING only: NULL, or every value the flag takes, "a|b|c" (an empty
+     * alternative, "|a|b", accepts ""). The parser refuses anything else,
+     * listing them (and the nearest, when one is close); help lists them. */
+    const char  *choices;
+    bool         fold_case; /* choices compared ignoring ASCII case */
 } dr_flag;
 
 /* Parses argv[0..argc) (the arguments after the command). Returns DR_OK, or
@@ -38,7 +45,14 @@ typedef struct dr_flag {
 int  dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
                     bool *help_requested, dr_err *err);
 
-/* One line per flag: name, type, default, help. */
+/* Per flag: "--name=<choices or type>  (default: D)", then its help,
+ * indented; every line wrapped at DR_FLAGS_USAGE_WIDTH columns. */
+#define DR_FLAGS_USAGE_WIDTH 100
 void dr_flags_usage(FILE *out, const dr_flag *flags, int nflags);
+
+/* Writes text to out wrapped at width columns: lines after the first start
+ * with indent spaces, breaks go at spaces (dropped) or after '|' and ','
+ * (kept), and a word longer than a line is cut. */
+void dr_flags_wrap(FILE *out, const char *text, int first_col, int indent, int width);
 
 #endif

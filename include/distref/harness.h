@@ -16,6 +16,8 @@
 
 #include <stdio.h>
 #include "distref/error.h"
+#include "distref/factory.h"
+#include "distref/flags.h"
 #include "distref/train.h"
 #include "distref/variant.h"
 
@@ -50,6 +52,14 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
  * 0. */
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
+/* Whether the flag called name was given on the command line. */
+bool dr_flag_given(const dr_flag *f, int n, const char *name);
+/* A flag that applies only to some strategies, variants or commands, given
+ * anywhere else, would be ignored: DR_EUSAGE naming it and what it is for
+ * (harness/flag_scopes.c holds the table). */
+int  dr_flag_scopes_check(const dr_flag *f, int n, dr_strategy_kind kind, const char *command, const char *variant,
+                          dr_err *err);
 
 /* The result lines (harness/report.c), each only what its command computed:
  * train's steps, loss, accuracy (a classifier's only), weights and topology,

@@ -38,6 +38,8 @@ typedef struct dr_experiment {
 } dr_experiment;
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
+/* The i-th experiment's name, NULL past the last (the --experiment list). */
+const char *dr_experiment_name(size_t i);
 
 /* "Not given: use the experiment's value" for the optional real settings
  * (learning_rate, momentum, l2). A NaN, never a number a user could type:
