@@ -16,6 +16,7 @@
 #include "distref/version.h"
 
 #include <malloc.h>
+#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,9 @@ typedef struct cli {
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     char    exact_accumulator[DR_FLAG_STR_MAX];
     char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
+    char    worker_hosts[DR_FLAG_STR_MAX], flagfile[DR_FLAG_STR_MAX];
+    char    tf_config_hosts[4 * DR_FLAG_STR_MAX];   /* the TF_CONFIG --worker_hosts gives */
+    int64_t task_index;
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
@@ -144,6 +148,13 @@ static int table(cli *c, dr_flag *f)
             "before it fails naming the rank it waits for (default 5)"),
         ENUM("exact_accumulator", exact_accumulator, "compact|full", "openmp/mpi exact gradients: compact (32 B a parameter, "
             "full for a step that needs it) | full (168 B)"),
+        STR("worker_hosts", worker_hosts, "Model Garden: the workers' host:port, comma-separated; gives TF_CONFIG "
+            "{\"cluster\": {\"worker\": [...]}, \"task\": {\"type\": \"worker\", \"index\": --task_index}} (not "
+            "with TF_CONFIG)"),
+        INT("task_index", task_index, -1, 65535, "Model Garden: this task's place in --worker_hosts (needed for more "
+            "than one worker)"),
+        STR("flagfile", flagfile, "read flags from FILE, one --flag=value a line (absl: # and // comments; later "
+            "flags override it)"),
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
@@ -170,6 +181,7 @@ static void defaults(cli *c)
     strcpy(c->schedule, d.schedule);
     strcpy(c->exact_accumulator, "compact");
     c->num_packs = 1;
+    c->task_index = -1;   /* Model Garden's default: not given */
     c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */
     c->seed = (int64_t)d.seed;
     c->from_logits = true;
@@ -258,6 +270,18 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
                        "accumulator of --numerics=exact", c->exact_accumulator, c->numerics);
     cfg->full_accumulators = strcmp(c->exact_accumulator, "full") == 0;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
+    {   /* or Model Garden's --worker_hosts/--task_index */
+        char *tf = NULL;
+        if ((rc = dr_tf_config_from_hosts(c->worker_hosts, dr_flag_given(f, n, "worker_hosts"), c->task_index,
+                                          dr_flag_given(f, n, "task_index"), cfg->tf_config, &tf, err)))
+            return rc;
+        if (tf) {
+            rc = copy_flag(c->tf_config_hosts, sizeof c->tf_config_hosts, tf, "worker_hosts", err);
+            free(tf);
+            if (rc) return rc;
+            cfg->tf_config = c->tf_config_hosts;
+        }
+    }
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
     cfg->epochs = (uint32_t)c->epochs;
@@ -357,6 +381,75 @@ static void catch_signals(void)
 
 static int run_config(cli *c, dr_run_config *cfg0, dr_err *err);
 
+static bool trains(const cli *c)
+{
+    return strcmp(c->command, "train") == 0 || strcmp(c->command, "train_and_eval") == 0;
+}
+
+/* ---- under mpirun ------------------------------------------------------------
+ * A usage error is said once, by rank 0, and every rank exits 2 through
+ * MPI_Finalize, not MPI_Abort (whose kill notice would bury it). Before
+ * MPI_Init a rank knows its number from the launcher's environment. After
+ * it, the checks before training end in one agreement (an all-reduce), so
+ * every rank knows whether any failed and whether rank 0 did (then rank 0
+ * speaks for all; else each failed rank speaks, naming itself). Open MPI's
+ * mpirun still reports a non-zero exit in its own words ("Primary job
+ * terminated normally, but 1 process returned a non-zero exit code", for
+ * any non-zero exit, MPI_Finalize or not); `mpirun -q` keeps it quiet and
+ * still exits 2 (docs/MPI.md). */
+
+static int g_argc;
+static char **g_argv;
+static bool g_agreed;   /* the ranks agreed on a failure: exit without MPI_Abort */
+static bool g_silent;   /* this rank leaves the message to another */
+
+/* This process's rank as the launcher set it (Open MPI, PMIx, MPICH): -1
+ * when not started by one. */
+static long launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r;
+        if (!v || !*v) continue;
+        r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= 0) return r;
+    }
+    return -1;
+}
+
+/* Every rank calls this at the same point with its own outcome. */
+static int agree(int rc, dr_err *err)
+{
+    uint32_t rank;
+    int mine[3], all[3];
+    dr_mpi_world(&rank, NULL);
+    mine[0] = rc != DR_OK;
+    mine[1] = rc != DR_OK && rank == 0;
+    mine[2] = rc;
+    MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!all[0]) return DR_OK;
+    g_agreed = true;
+    g_silent = rc == DR_OK || (all[1] && rank != 0);
+    if (rc == DR_OK) rc = err->code = all[2];   /* another rank's failure: exit as it does */
+    return rc;
+}
+
+static int run_mpi(cli *c, dr_run_config *cfg, dr_err *err)
+{
+    char *tf = NULL;
+    int rc = dr_mpi_init(&g_argc, &g_argv, err);
+    if (rc) return rc;
+    /* TF_CONFIG checked against, or derived from, the MPI world */
+    rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);
+    if (!rc) cfg->tf_config = tf;
+    if (!rc && trains(c)) rc = dr_run_check_supported(cfg, err);
+    if (!(rc = agree(rc, err))) rc = run_config(c, cfg, err);
+    free(tf);
+    return rc;
+}
+
 static int run(cli *c, const dr_flag *f, int n, dr_err *err)
 {
     dr_run_config cfg;
@@ -372,14 +465,8 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;
     cfg.stop = &stop_signal;
-    if (strcmp(c->variant, "mpi") == 0) {   /* TF_CONFIG checked against, or derived from, the MPI world */
-        char *tf = NULL;
-        if ((rc = dr_mpi_tf_config(cfg.tf_config, cfg.strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err))) return rc;
-        cfg.tf_config = tf;
-        rc = run_config(c, &cfg, err);
-        free(tf);
-        return rc;
-    }
+    if (strcmp(c->variant, "mpi") == 0) return run_mpi(c, &cfg, err);
+    if (trains(c) && (rc = dr_run_check_supported(&cfg, err))) return rc;
     return run_config(c, &cfg, err);
 }
 
@@ -443,6 +530,14 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
         if (!peer_lost) dr_mpi_finalize();
         return 0;
     }
+    if (g_agreed || rc == DR_EUSAGE) {   /* a usage error in training (the same on every rank): rank 0 says it */
+        if (!g_silent && (g_agreed || rank == 0)) {
+            if (rank == 0) fprintf(stderr, "distref: error: %s\n", err->msg);
+            else fprintf(stderr, "distref: error: MPI rank %u of %u: %s\n", rank, size, err->msg);
+        }
+        dr_mpi_finalize();
+        return code;
+    }
     fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
     fflush(stderr);
     if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
@@ -467,9 +562,11 @@ int main(int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     setvbuf(stdout, NULL, _IOLBF, 0);   /* per-epoch lines appear as they happen */
     defaults(&c);
+    g_argc = argc;
+    g_argv = argv;
     if (argc > 1 && argv[1][0] != '-') {
         if (strlen(argv[1]) >= sizeof c.command) {
-            fprintf(stderr, "distref: error: unknown command '%s': expected " COMMANDS "\n", argv[1]);
+            if (launcher_rank() <= 0) fprintf(stderr, "distref: error: unknown command '%s': expected " COMMANDS "\n", argv[1]);
             return 2;
         }
         strcpy(c.command, argv[1]);
@@ -480,7 +577,6 @@ int main(int argc, char **argv)
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
     if (rc == DR_OK && c.version) { printf("distref %s (git %s)\n", DR_VERSION, DR_GIT_REVISION); return 0; }
     catch_signals();
-    if (rc == DR_OK && strcmp(c.variant, "mpi") == 0) rc = dr_mpi_init(&argc, &argv, &err);
     if (rc == DR_OK) rc = run(&c, f, n, &err);
     if (dr_mpi_active()) return mpi_exit(rc, &err, c.peer_lost);
     if (rc == DR_OK) return 0;
@@ -488,6 +584,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "distref: %s\n", err.msg);
         return 128 + (int)stop_signal;   /* 130 for SIGINT, 143 for SIGTERM */
     }
-    fprintf(stderr, "distref: error: %s\n", err.msg);
+    if (rc != DR_EUSAGE || launcher_rank() <= 0) fprintf(stderr, "distref: error: %s\n", err.msg);   /* once under mpirun */
     return rc == DR_EUSAGE ? 2 : 1;
 }

@@ -13,10 +13,17 @@ typedef struct topo {
 #define JSON_FORMAT "{\"distribution_strategy\":\"%s\",\"variant\":\"%s\",\"num_workers\":%d," \
                     "\"num_replicas_in_sync\":%d,\"numerics\":\"%s\"}"
 
+/* "mirrored, 1 worker x 3 replicas, openmp, exact": the replicas are each
+ * worker's (num_replicas_in_sync = workers x replicas). */
 static void words_of(const topo *t, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s, %d worker%s x %d replica%s, %s, %s", t->strategy, t->workers, t->workers == 1 ? "" : "s",
-             t->replicas, t->replicas == 1 ? "" : "s", t->variant, t->numerics);
+    int w = t->workers > 0 ? t->workers : 1, each = t->replicas / w;
+    if (each * w == t->replicas)
+        snprintf(buf, n, "%s, %d worker%s x %d replica%s, %s, %s", t->strategy, w, w == 1 ? "" : "s", each,
+                 each == 1 ? "" : "s", t->variant, t->numerics);
+    else
+        snprintf(buf, n, "%s, %d workers, %d replicas in sync, %s, %s", t->strategy, w, t->replicas, t->variant,
+                 t->numerics);
 }
 
 void dr_segment_of(const dr_strategy *st, const char *variant, bool exact, char *json, size_t jn,

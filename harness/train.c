@@ -320,6 +320,17 @@ static void close_run(run *r)
     free(r->slots);
 }
 
+int dr_run_check_supported(const dr_run_config *cfg, dr_err *err)
+{
+    const dr_variant *v;
+    dr_run_plan plan;
+    int rc = dr_variant_lookup(cfg->variant, &v, err);
+    if (!rc) rc = dr_run_plan_make(cfg, &plan, err);
+    if (!rc) rc = v->supports(&plan, err);
+    if (rc == DR_EUNSUPPORTED) rc = err->code = DR_EUSAGE;   /* a combination of flags no variant runs */
+    return rc;
+}
+
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     run *r = calloc(1, sizeof *r);

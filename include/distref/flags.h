@@ -55,4 +55,13 @@ void dr_flags_usage(FILE *out, const dr_flag *flags, int nflags);
  * (kept), and a word longer than a line is cut. */
 void dr_flags_wrap(FILE *out, const char *text, int first_col, int indent, int width);
 
+/* Model Garden's --worker_hosts (comma-separated host:port) and
+ * --task_index as TF_CONFIG JSON (core/flags_hosts.c): *out is NULL when
+ * --worker_hosts was not given, else the caller's to free. DR_EUSAGE naming
+ * the flags when TF_CONFIG (tf_config_env) is also set, when a host is
+ * empty, when more than one worker has no --task_index or one past the
+ * list, and for --task_index alone. */
+int  dr_tf_config_from_hosts(const char *hosts, bool hosts_given, int64_t task_index, bool index_given,
+                             const char *tf_config_env, char **out, dr_err *err);
+
 #endif

@@ -42,6 +42,12 @@ void dr_omp_short_spin_reexec(char **argv);
  * device), ckpt.bin. */
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
+/* Whether cfg's variant runs cfg's strategy, numerics and options at all:
+ * what it refuses (DR_EUNSUPPORTED from the plan or the variant's supports,
+ * e.g. --numerics=fast under ref, parameter_server under openmp) comes back
+ * as DR_EUSAGE, the caller's combination of flags; nothing is opened. */
+int dr_run_check_supported(const dr_run_config *cfg, dr_err *err);
+
 /* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
  * or writes model_dir/predictions.jsonl (predict), distributed the same
  * way. Both run the reference's forward pass: a checkpoint is the same
