@@ -573,7 +573,12 @@ int main(int argc, char **argv)
         first = 2;
     }
     n = table(&c, f);
-    rc = dr_flags_parse(f, n, argc - first, argv + first, &help, &err);
+    {   /* absl's --flagfile, expanded in place; then the table's flags */
+        dr_flag_args args;
+        rc = dr_flag_args_expand(argc - first, argv + first, &args, &err);
+        if (rc == DR_OK) rc = dr_flags_parse_args(f, n, &args, &help, &err);
+        dr_flag_args_free(&args);
+    }
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
     if (rc == DR_OK && c.version) { printf("distref %s (git %s)\n", DR_VERSION, DR_GIT_REVISION); return 0; }
     catch_signals();

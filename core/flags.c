@@ -220,9 +220,10 @@ static dr_flag *find_negated(dr_flag *flags, int nflags, const flag_arg *a)
 }
 
 /* Parses one flag whose value may be the next argument; *consumed counts
- * the arguments used beyond the flag itself. */
+ * the arguments used beyond the flag itself. from_file: it came from a
+ * flagfile, so a later argument may set it again. */
 static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char *next,
-                      int *consumed, dr_err *err)
+                      int *consumed, bool from_file, bool *file_set, dr_err *err)
 {
     size_t len = name_len(a);
     dr_flag *f = find_flag(flags, nflags, a->name, len);
@@ -230,9 +231,11 @@ static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char 
     if (f == NULL && neg == NULL)
         return dr_fail(err, DR_EUSAGE, "unknown flag --%.*s; see --help", (int)len, a->name);
     dr_flag *target = f != NULL ? f : neg;
-    if (target->seen)
+    size_t k = (size_t)(target - flags);
+    if (target->seen && !file_set[k])
         return dr_fail(err, DR_EUSAGE, "--%s: given twice", target->name);
     target->seen = true;
+    file_set[k] = from_file;
     if (neg != NULL) {
         if (a->value != NULL)
             return dr_fail(err, DR_EUSAGE, "--no%s: takes no value, got '%s'",
@@ -276,8 +279,10 @@ static void reset(dr_flag *flags, int nflags, bool *help_requested)
         *help_requested = false;
 }
 
-int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
-                   bool *help_requested, dr_err *err)
+/* The arguments' loop; origin NULL (all from the command line) or one
+ * "FILE:LINE" (or NULL) per argument; file_set: nflags flags. */
+static int parse_all(dr_flag *flags, int nflags, int argc, char **argv, char *const *origin,
+                     bool *file_set, bool *help_requested, dr_err *err)
 {
     reset(flags, nflags, help_requested);
     for (int i = 0; i < argc; i++) {
@@ -297,12 +302,36 @@ int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
             return DR_OK;
         }
         int consumed = 0;
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = parse_flag(flags, nflags, &a, next, &consumed, err);
+        /* a file's line is one argument: a value never comes from the next */
+        const char *next = i + 1 < argc && !(origin && (origin[i] || origin[i + 1])) ? argv[i + 1] : NULL;
+        int rc = parse_flag(flags, nflags, &a, next, &consumed, origin && origin[i], file_set, err);
         if (rc != DR_OK)
-            return rc;
+            return origin && origin[i] ? dr_fail_wrap(err, "%s", origin[i]) : rc;
         i += consumed;
     }
     return DR_OK;
+}
+
+static int parse_with(dr_flag *flags, int nflags, int argc, char **argv, char *const *origin,
+                      bool *help_requested, dr_err *err)
+{
+    bool *file_set = calloc((size_t)nflags + 1, sizeof *file_set);
+    int rc;
+    if (file_set == NULL)
+        return dr_fail(err, DR_ENOMEM, "no memory for the flags");
+    rc = parse_all(flags, nflags, argc, argv, origin, file_set, help_requested, err);
+    free(file_set);
+    return rc;
+}
+
+int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
+                   bool *help_requested, dr_err *err)
+{
+    return parse_with(flags, nflags, argc, argv, NULL, help_requested, err);
+}
+
+int dr_flags_parse_args(dr_flag *flags, int nflags, const dr_flag_args *a, bool *help_requested, dr_err *err)
+{
+    return parse_with(flags, nflags, a->argc, a->argv, a->origin, help_requested, err);
 }
 

@@ -45,6 +45,29 @@ typedef struct dr_flag {
 int  dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
                     bool *help_requested, dr_err *err);
 
+/* Arguments after absl's --flagfile expansion (core/flags_file.c): argv
+ * with every --flagfile replaced, in place, by its file's flags; origin[i]
+ * is NULL for an argument of the command line, else "FILE:LINE". */
+typedef struct dr_flag_args {
+    int    argc, cap;
+    char **argv;
+    char **origin;
+} dr_flag_args;
+
+#define DR_FLAGFILE_MAX_DEPTH 16
+
+/* DR_EUSAGE naming the file and line (or the command line) for a file that
+ * cannot be read, includes itself, nests too deep, holds a NUL byte, or a
+ * --flagfile without a file; *a is empty then. */
+int  dr_flag_args_expand(int argc, char **argv, dr_flag_args *a, dr_err *err);
+void dr_flag_args_free(dr_flag_args *a);
+
+/* dr_flags_parse over expanded arguments: an error in a file's flag starts
+ * with its "FILE:LINE: ", and a flag from a file may be given again later
+ * (the later one wins, as in absl); twice on the command line is still an
+ * error. */
+int  dr_flags_parse_args(dr_flag *flags, int nflags, const dr_flag_args *a, bool *help_requested, dr_err *err);
+
 /* Per flag: "--name=<choices or type>  (default: D)", then its help,
  * indented; every line wrapped at DR_FLAGS_USAGE_WIDTH columns. */
 #define DR_FLAGS_USAGE_WIDTH 100
