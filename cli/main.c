@@ -4,8 +4,10 @@
  *
  * Flag names and values are TensorFlow Model Garden's where it has them
  * (--distribution_strategy, --num_gpus, --all_reduce_alg, --num_packs, --tpu,
- * --tpu_platform, --model_dir, --mode). Exit status: 0 success, 2 usage
- * error (bad flag, value or combination), 1 anything else.
+ * --tpu_platform, --model_dir, --mode, --worker_hosts, --task_index), and
+ * absl's --flagfile. Exit status: 0 success, 2 usage error (bad flag,
+ * value or combination, one no variant runs included; under mpirun said
+ * once, by rank 0), 1 anything else. --help and --version exit 0.
  */
 #include "distref/factory.h"
 #include "distref/flags.h"

@@ -10,8 +10,10 @@ typedef struct topo {
     int  workers, replicas;
 } topo;
 
-#define JSON_FORMAT "{\"distribution_strategy\":\"%s\",\"variant\":\"%s\",\"num_workers\":%d," \
-                    "\"num_replicas_in_sync\":%d,\"numerics\":\"%s\"}"
+/* Keys of their own ("strategy", not summary.json's "distribution_strategy"),
+ * so that a grep for the run's fields finds the run's only. */
+#define JSON_FORMAT "{\"strategy\":\"%s\",\"variant\":\"%s\",\"workers\":%d,\"replicas_in_sync\":%d," \
+                    "\"numerics\":\"%s\"}"
 
 /* "mirrored, 1 worker x 3 replicas, openmp, exact": the replicas are each
  * worker's (num_replicas_in_sync = workers x replicas). */
@@ -60,10 +62,10 @@ static bool parse(const char *json, topo *t)
 {
     json_object *o = json_tokener_parse(json);
     bool ok = o && json_object_is_type(o, json_type_object) &&
-              get_str(o, "distribution_strategy", t->strategy, sizeof t->strategy) &&
+              get_str(o, "strategy", t->strategy, sizeof t->strategy) &&
               get_str(o, "variant", t->variant, sizeof t->variant) &&
               get_str(o, "numerics", t->numerics, sizeof t->numerics) &&
-              get_int(o, "num_workers", &t->workers) && get_int(o, "num_replicas_in_sync", &t->replicas);
+              get_int(o, "workers", &t->workers) && get_int(o, "replicas_in_sync", &t->replicas);
     json_object_put(o);
     return ok;
 }

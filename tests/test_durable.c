@@ -272,7 +272,7 @@ static void flag_scopes(void **st)
           "--tpu does not apply to --distribution_strategy=mirrored: it is only for --distribution_strategy=tpu" },
         { "train --distribution_strategy=one_device --all_reduce_alg=bogus",
           "--all_reduce_alg does not apply to --distribution_strategy=one_device" },
-        { "train --distribution_strategy=one_device --auto_shard_policy=weird",
+        { "train --distribution_strategy=one_device --auto_shard_policy=data",
           "--auto_shard_policy does not apply to --distribution_strategy=one_device" },
         { "train --distribution_strategy=mirrored --bytes_per_pack=100",
           "--bytes_per_pack does not apply to --distribution_strategy=mirrored" },

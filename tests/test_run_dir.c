@@ -202,12 +202,12 @@ static void other_topology_resume(void **st)
     {   /* the segments: one_device 1..26, then mirrored x3 on openmp 27..39 */
         const char *s = slurp(b, "summary.json"), *one = strstr(s, "\"segments\""), *two;
         assert_non_null(one);
-        assert_non_null(one = strstr(one, "\"distribution_strategy\":\"one_device\""));
+        assert_non_null(one = strstr(one, "\"strategy\":\"one_device\""));
         assert_non_null(strstr(one, "\"first_step\":1,"));
-        assert_non_null(two = strstr(one, "\"distribution_strategy\":\"mirrored\""));
+        assert_non_null(two = strstr(one, "\"strategy\":\"mirrored\""));
         assert_non_null(strstr(one, "\"last_step\":26"));
         assert_true(strstr(one, "\"last_step\":26") < two);
-        assert_non_null(strstr(two, "\"num_replicas_in_sync\":3"));
+        assert_non_null(strstr(two, "\"replicas_in_sync\":3"));
         assert_non_null(strstr(two, "\"variant\":\"openmp\""));
         assert_non_null(strstr(two, "\"first_step\":27"));
         assert_non_null(strstr(two, "\"last_step\":39"));
