@@ -121,8 +121,11 @@ int dr_segment_check(const char *prev, const char *now, bool finished, uint64_t 
                        (unsigned long long)step, theirs, words);
     if (strcmp(field, "numerics") == 0) why = "exact and fast numerics are different trajectories";
     else if (strcmp(b.numerics, "fast") == 0) why = "fast numerics' bits depend on the topology";
-    else if (strcmp(a.strategy, "parameter_server") == 0 || strcmp(b.strategy, "parameter_server") == 0)
-        why = "parameter_server's asynchronous trajectory depends on its workers, variant and schedule";
+    else if (strcmp(field, "distribution_strategy") == 0 &&
+             (strcmp(a.strategy, "parameter_server") == 0 || strcmp(b.strategy, "parameter_server") == 0))
+        why = "parameter_server's asynchronous trajectory is not a synchronous strategy's";
+    /* within parameter_server, ref <-> mpi is its own resume's to judge (ps_schedule.json: the
+     * workers, staleness and schedule must be the checkpoint's) */
     if (why)
         return dr_fail(err, DR_EUSAGE, "%s, but the checkpoint in %s (step %llu) was trained under %s (%s), and %s; "
                        "resume under the same or use another --model_dir", mine, dir, (unsigned long long)step,

@@ -22,7 +22,9 @@ bool dr_segment_words(const char *json, char *words, size_t n);
  * (allowed: an exact synchronous resume is the uninterrupted run). DR_EUSAGE
  * naming the first flag that differs when it may not: finished (nothing is
  * left to run, so nothing under the new topology would be computed),
- * another --numerics, fast numerics, or parameter_server on either side. */
+ * another --numerics, fast numerics, or a switch between parameter_server
+ * and a synchronous strategy (parameter_server's own resume judges a
+ * switch between its ref and mpi variants: ps_schedule.json). */
 int  dr_segment_check(const char *prev, const char *now, bool finished, uint64_t step, const char *dir,
                       bool *changed, dr_err *err);
 

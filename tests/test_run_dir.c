@@ -13,8 +13,9 @@
  *                         curve, weights and train_accuracy_last_epoch are
  *                         the uninterrupted run's; summary.json lists both
  *                         segments with their steps
- *   numerics_resume       --numerics=fast on an exact checkpoint: exit 2
- *                         naming --numerics
+ *   numerics_resume       --numerics=fast on an exact checkpoint, another
+ *                         topology on a fast one, a synchronous strategy on
+ *                         a parameter_server one: exit 2 naming the flag
  * Run from the repository root. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -233,6 +234,14 @@ static void numerics_resume(void **st)
     expect(sh(BIN " train --model_dir=%s " MIRRORED3 " --numerics=fast " DATA " --train_steps=10", dir), 2,
            "--distribution_strategy=mirrored, but the checkpoint in");
     assert_non_null(strstr(out, "fast numerics' bits depend on the topology"));
+    /* parameter_server's checkpoint under a synchronous strategy */
+    snprintf(dir, sizeof dir, "%s/ps", g_tmp);
+    expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+              "\"task\":{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s "
+              "--distribution_strategy=parameter_server " DATA " --train_steps=4", dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --train_steps=8", dir), 2,
+           "--distribution_strategy=one_device, but the checkpoint in");
+    assert_non_null(strstr(out, "parameter_server's asynchronous trajectory is not a synchronous strategy's"));
 }
 
 static int setup(void **st)
