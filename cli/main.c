@@ -330,39 +330,6 @@ static int pick_command(cli *c, dr_err *err)
     return DR_OK;
 }
 
-/* Accuracy is a classifier's (a regression has none to report). */
-static bool classifier(const dr_run_config *cfg)
-{
-    dr_experiment exp;
-    dr_err ignored;
-    return dr_experiment_lookup(cfg->experiment, &exp, &ignored) == DR_OK && exp.model.loss != DR_LOSS_MSE;
-}
-
-/* Model Garden's train_and_eval: train an epoch, evaluate, repeat. Each
- * epoch resumes from the last one's checkpoint, which gives the same bits as
- * one uninterrupted run. With --train_steps it evaluates once, at the end. */
-static int train_and_eval(dr_run_config *cfg, dr_err *err)
-{
-    dr_experiment exp;
-    dr_run_result res;
-    uint32_t epochs;
-    int rc = dr_experiment_lookup(cfg->experiment, &exp, err);
-    if (rc) return rc;
-    epochs = cfg->train_steps ? 1 : cfg->epochs ? cfg->epochs : exp.epochs;
-    for (uint32_t e = 1; e <= epochs; e++) {
-        char what[32];
-        if (!cfg->train_steps) cfg->epochs = e;
-        if ((rc = dr_run_train(cfg, &res, err))) return rc;
-        snprintf(what, sizeof what, "train epoch %u", e);
-        dr_report_train(stdout, what, &res, cfg->model_dir, classifier(cfg));
-        rc = dr_run_evaluate(cfg, &res, err);
-        snprintf(what, sizeof what, "evaluate epoch %u", e);
-        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, what, &res, classifier(cfg));
-        if (rc) return rc;
-    }
-    return DR_OK;
-}
-
 /* SIGINT/SIGTERM: the first asks the training loop to checkpoint and stop
  * after its current step; SA_RESETHAND gives the second the default action
  * (exit at once), which atomic writes make safe for the last checkpoint. */
@@ -494,13 +461,13 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
         c->peer_lost = res.peer_lost;
-        if (printer()) dr_report_train(stdout, "train", &res, cfg.model_dir, classifier(&cfg));
+        if (printer()) dr_report_train(stdout, "train", &res, cfg.model_dir, dr_classifier(&cfg));
         return DR_OK;
     }
-    if (strcmp(c->command, "train_and_eval") == 0) return train_and_eval(&cfg, err);
+    if (strcmp(c->command, "train_and_eval") == 0) return dr_run_train_and_eval(&cfg, stdout, err);
     if (strcmp(c->command, "evaluate") == 0) {
         rc = dr_run_evaluate(&cfg, &res, err);
-        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, "evaluate", &res, classifier(&cfg));   /* shown even if eval.json could not be written */
+        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, "evaluate", &res, dr_classifier(&cfg));   /* shown even if eval.json could not be written */
         return rc;
     }
     if (strcmp(c->command, "predict") == 0) {

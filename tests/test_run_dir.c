@@ -3,7 +3,8 @@
  * run twice on one --model_dir:
  *   same_settings         a finished run run again: "already complete at
  *                         step N; nothing run", exit 0, no result line, no
- *                         file changed
+ *                         file changed; --mode=train_and_eval again goes on
+ *                         from the last finished epoch
  *   other_topology_done   a finished run under another strategy, variant or
  *                         replica count: exit 2 naming the flag, nothing run
  *   other_hyperparameter  another learning rate, seed, global batch or
@@ -122,6 +123,16 @@ static void same_settings(void **st)
     assert_null(strstr(out, "loss="));
     assert_string_equal(slurp(dir, "metrics.jsonl"), metrics);
     assert_string_equal(slurp(dir, "summary.json"), summary);
+    /* --mode=train_and_eval run again: the last epoch, already complete, evaluated again; never epoch 1 */
+    snprintf(dir, sizeof dir, "%s/same_tae", g_tmp);
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0, "evaluate epoch 2: ");
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0,
+           "train epoch 2: already complete at step 26 in ");
+    assert_non_null(strstr(out, "evaluate epoch 2: checkpoint step=26 "));
+    assert_null(strstr(out, "epoch 1"));
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=3", dir), 0,
+           "train epoch 3: resumed at step 26 from ");
+    assert_null(strstr(out, "epoch 2"));
 }
 
 static void other_topology_done(void **st)

@@ -48,6 +48,15 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
  * as DR_EUSAGE, the caller's combination of flags; nothing is opened. */
 int dr_run_check_supported(const dr_run_config *cfg, dr_err *err);
 
+/* Model Garden's train_and_eval (harness/train_and_eval.c): train an epoch,
+ * evaluate, repeat, each epoch resuming from the last one's checkpoint (the
+ * same bits as one uninterrupted run), a line each on out; with
+ * --train_steps once. A directory trained before continues from the last
+ * epoch its checkpoint finished. */
+int  dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err);
+/* The experiment has an accuracy (a classifier; a regression has none). */
+bool dr_classifier(const dr_run_config *cfg);
+
 /* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
  * or writes model_dir/predictions.jsonl (predict), distributed the same
  * way. Both run the reference's forward pass: a checkpoint is the same
