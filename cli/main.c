@@ -228,6 +228,19 @@ static bool progress_wanted(void)
     return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
 }
 
+/* Model Garden's --worker_hosts/--task_index: the TF_CONFIG they give. */
+static int hosts_tf_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
+{
+    char *tf = NULL;
+    int rc = dr_tf_config_from_hosts(c->worker_hosts, dr_flag_given(f, n, "worker_hosts"), c->task_index,
+                                     dr_flag_given(f, n, "task_index"), cfg->tf_config, &tf, err);
+    if (rc || !tf) return rc;
+    rc = copy_flag(c->tf_config_hosts, sizeof c->tf_config_hosts, tf, "worker_hosts", err);
+    free(tf);
+    if (rc == DR_OK) cfg->tf_config = c->tf_config_hosts;
+    return rc;
+}
+
 static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
 {
     int rc = dr_get_distribution_strategy(c->strategy, (int)c->num_gpus,
@@ -272,18 +285,7 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
                        "accumulator of --numerics=exact", c->exact_accumulator, c->numerics);
     cfg->full_accumulators = strcmp(c->exact_accumulator, "full") == 0;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
-    {   /* or Model Garden's --worker_hosts/--task_index */
-        char *tf = NULL;
-        if ((rc = dr_tf_config_from_hosts(c->worker_hosts, dr_flag_given(f, n, "worker_hosts"), c->task_index,
-                                          dr_flag_given(f, n, "task_index"), cfg->tf_config, &tf, err)))
-            return rc;
-        if (tf) {
-            rc = copy_flag(c->tf_config_hosts, sizeof c->tf_config_hosts, tf, "worker_hosts", err);
-            free(tf);
-            if (rc) return rc;
-            cfg->tf_config = c->tf_config_hosts;
-        }
-    }
+    if ((rc = hosts_tf_config(c, f, n, cfg, err))) return rc;   /* or Model Garden's --worker_hosts */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
     cfg->epochs = (uint32_t)c->epochs;
