@@ -157,6 +157,15 @@ $(LIB): $(MODE_LIB)
 	cp $(MODE_LIB) $@
 endif
 
+# --version's git revision (include/distref/version.h): the header is
+# rewritten only when the revision changes, and cli/main.o rebuilt with it.
+$(BUILD)/revision.h: FORCE
+	@mkdir -p $(BUILD)
+	@r=$$(git rev-parse --short=12 HEAD 2>/dev/null)$$(git diff --quiet HEAD -- 2>/dev/null || echo +dirty); \
+	 line="#define DR_GIT_REVISION \"$${r:-unknown}\""; echo "$$line" | cmp -s - $@ || echo "$$line" > $@
+$(BUILD)/cli/main.o: $(BUILD)/revision.h
+$(BUILD)/cli/main.o: FILE_FLAGS = -include $(BUILD)/revision.h
+
 $(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
@@ -209,6 +218,8 @@ test: deps
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/cli_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
