@@ -97,6 +97,9 @@ $(HARNESS_SRC:%.c=$(BUILD)/%.o): LAYER_FLAG = -DDR_LAYER_HARNESS
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_LIBS = $(shell pkg-config --libs cmocka mpfr 2>/dev/null || echo -lcmocka -lmpfr) -lgmp
+# tests/test_report.c links the conformance report's objects (and its
+# skip_as_pass mutant, scripts/exact_mutants.sh, these beside verdict.c's)
+REPORT_OBJ = $(BUILD)/conformance/report.o $(BUILD)/conformance/report_matrix.o $(BUILD)/conformance/outfile.o
 
 BENCH_SRC = $(wildcard bench/bench_*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -154,6 +157,15 @@ $(LIB): $(MODE_LIB)
 	cp $(MODE_LIB) $@
 endif
 
+# --version's git revision (include/distref/version.h): the header is
+# rewritten only when the revision changes, and cli/main.o rebuilt with it.
+$(BUILD)/revision.h: FORCE
+	@mkdir -p $(BUILD)
+	@r=$$(git rev-parse --short=12 HEAD 2>/dev/null)$$(git diff --quiet HEAD -- 2>/dev/null || echo +dirty); \
+	 line="#define DR_GIT_REVISION \"$${r:-unknown}\""; echo "$$line" | cmp -s - $@ || echo "$$line" > $@
+$(BUILD)/cli/main.o: $(BUILD)/revision.h
+$(BUILD)/cli/main.o: FILE_FLAGS = -include $(BUILD)/revision.h
+
 $(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
@@ -190,7 +202,7 @@ $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
-mutants: $(MUTANT_BIN) $(LAYER_LIBS)
+mutants: $(MUTANT_BIN) $(LAYER_LIBS) $(REPORT_OBJ)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
@@ -206,6 +218,8 @@ test: deps
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/cli_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
@@ -295,6 +309,13 @@ $(CONF_OBJ): CFLAGS += $(BIN_FLAG)
 $(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
+
+# The report's verdict book and outputs, tested on their own
+# (tests/test_report.c: what did not run is never counted as passed).
+$(BUILD)/tests/test_report: tests/test_report.c $(BUILD)/conformance/verdict.o $(REPORT_OBJ) $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/conformance/verdict.o $(REPORT_OBJ) \
+	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 # The main job: every variant of the registry against ref/, then every
 # planted fault as a mutant build that must fail its suite

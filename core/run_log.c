@@ -133,9 +133,111 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
         ids_hash(rep->ids + rep->off[r], rep->off[r + 1] - rep->off[r], h);
         rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
     }
-    if (rc == DR_OK) rc = append(t, err, "]%s}\n", rep->extra);
+    if (rc == DR_OK) rc = append(t, err, "]%s", rep->extra);
+    if (rc == DR_OK && !t->segment_checked) {   /* a new segment: its topology, once */
+        char last[sizeof t->segment];
+        t->segment_checked = true;
+        if (t->segment[0] && (!dr_run_log_last_segment(t, last, sizeof last) || strcmp(last, t->segment) != 0))
+            rc = append(t, err, ",\"segment\":%s", t->segment);
+    }
+    if (rc == DR_OK) rc = append(t, err, "}\n");
     if (rc == DR_OK) rc = step_scalars(t, step, rep, err);
     return rc;
+}
+
+/* ---- segments ----------------------------------------------------------- */
+
+#define SEGMENT_KEY ",\"segment\":{"
+
+void dr_run_log_set_segment(dr_run_log *t, const char *text)
+{
+    snprintf(t->segment, sizeof t->segment, "%s", text);
+}
+
+/* The marker of the line [p, end): its object's text, or NULL. */
+static const char *line_marker(const char *p, const char *end, size_t *n)
+{
+    size_t k = strlen(SEGMENT_KEY);
+    for (const char *q = p; q + k <= end; q++) {
+        if (memcmp(q, SEGMENT_KEY, k) != 0) continue;
+        const char *close = memchr(q + k, '}', (size_t)(end - q - k));
+        if (!close) return NULL;
+        *n = (size_t)(close - (q + k - 1)) + 1;
+        return q + k - 1;
+    }
+    return NULL;
+}
+
+/* Calls fn for each line: its step (0 when unreadable) and marker. */
+typedef void (*line_fn)(void *ctx, unsigned long long step, const char *marker, size_t n);
+
+static void each_line(const dr_run_log *t, line_fn fn, void *ctx)
+{
+    size_t at = 0;
+    while (t->metrics && at < t->len) {
+        const char *p = t->metrics + at, *nl = memchr(p, '\n', t->len - at);
+        const char *end = nl ? nl : t->metrics + t->len;
+        unsigned long long step = 0;
+        size_t n = 0;
+        const char *m = line_marker(p, end, &n);
+        char head[32];
+        size_t h = (size_t)(end - p) < sizeof head - 1 ? (size_t)(end - p) : sizeof head - 1;
+        memcpy(head, p, h);
+        head[h] = 0;
+        if (sscanf(head, "{\"step\":%llu", &step) != 1) step = 0;
+        fn(ctx, step, m, n);
+        at = (size_t)(end - t->metrics) + 1;
+    }
+}
+
+typedef struct last_ctx { char *buf; size_t n; bool found; } last_ctx;
+
+static void keep_last(void *ctx, unsigned long long step, const char *m, size_t n)
+{
+    last_ctx *c = ctx;
+    (void)step;
+    if (!m) return;
+    c->found = n < c->n;
+    if (c->found) { memcpy(c->buf, m, n); c->buf[n] = 0; }
+}
+
+bool dr_run_log_last_segment(const dr_run_log *t, char *buf, size_t n)
+{
+    last_ctx c = { buf, n, false };
+    each_line(t, keep_last, &c);
+    return c.found;
+}
+
+typedef struct list_ctx { json_object *arr, *cur; } list_ctx;
+
+static void add_line(void *ctx, unsigned long long step, const char *m, size_t n)
+{
+    list_ctx *c = ctx;
+    if (m || !c->cur) {
+        char text[512];
+        json_object *o = NULL;
+        if (m && n < sizeof text) {
+            memcpy(text, m, n);
+            text[n] = 0;
+            o = json_tokener_parse(text);
+            if (o && !json_object_is_type(o, json_type_object)) { json_object_put(o); o = NULL; }
+        }
+        if (!o) {
+            o = json_object_new_object();
+            json_object_object_add(o, "unrecorded", json_object_new_boolean(1));
+        }
+        json_object_object_add(o, "first_step", json_object_new_int64((int64_t)step));
+        json_object_array_add(c->arr, o);
+        c->cur = o;
+    }
+    json_object_object_add(c->cur, "last_step", json_object_new_int64((int64_t)step));
+}
+
+json_object *dr_run_log_segments(const dr_run_log *t)
+{
+    list_ctx c = { json_object_new_array(), NULL };
+    each_line(t, add_line, &c);
+    return c.arr;
 }
 
 /* Temp files of a write that a kill interrupted ("<name>.tmp.<pid>"): the

@@ -40,6 +40,10 @@ typedef struct dr_run_log {
     double   t_prev;             /* when the previous step ended */
     float    learning_rate;
     bool     accuracy;           /* a classification experiment */
+    /* The run's topology, a JSON object's text (dr_run_log_set_segment):
+     * the first line of each segment carries it as "segment" */
+    char     segment[256];
+    bool     segment_checked;    /* this process's first line has been written */
 } dr_run_log;
 
 /* Loads model_dir/metrics.jsonl of an earlier run, if any. */
@@ -68,6 +72,18 @@ typedef struct dr_ckpt_part {
  * part, then ckpt.bin, whose rename is the one commit of them all. */
 int  dr_run_log_commit(dr_run_log *l, const dr_checkpoint *c, const dr_ckpt_part *parts, size_t nparts,
                        dr_err *err);
+/* Segments: the steps of a run directory, cut where the topology changes
+ * (strategy, variant, workers, replicas, numerics). The first metrics.jsonl
+ * line of each carries "segment":{...}; a resume under the same topology
+ * continues its segment and writes no marker, so the files of a resumed run
+ * are the uninterrupted run's. Set before the first dr_run_log_step. */
+void dr_run_log_set_segment(dr_run_log *l, const char *json_object_text);
+/* The topology of the last segment in metrics.jsonl as it stands (load it,
+ * trim it first): false when there is no line or its segment has no marker. */
+bool dr_run_log_last_segment(const dr_run_log *l, char *buf, size_t n);
+/* summary.json's "segments": the topology of each segment with its
+ * first_step and last_step (a segment without a marker: "unrecorded"). */
+json_object *dr_run_log_segments(const dr_run_log *l);
 /* The progress bar on stderr (--progress). */
 void dr_run_log_progress(const dr_run_log *l, uint64_t step, uint32_t epoch, uint32_t epochs, float loss);
 /* Writes summary.json (takes ownership of o). */
