@@ -4,7 +4,7 @@
 #   make test         cmocka unit tests (+ the mutants they must catch)
 #   make conformance  the main job: variants against ref/, report in reports/
 #   make conformance-mutants  the planted faults each suite must catch
-#                     (run by make test), fault matrix in reports/faults/
+#                     (run by make test), fault matrix in reports/mutants/
 #   make bench        micro and end-to-end benchmarks, ratios against baselines
 #   make nightly      regression run: samples into reports/bench/history.jsonl,
 #                     compared with earlier runs (BASELINE=<rev>), docs/NIGHTLY.md
@@ -104,6 +104,9 @@ $(HARNESS_SRC:%.c=$(BUILD)/%.o): LAYER_FLAG = -DDR_LAYER_HARNESS
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_LIBS = $(shell pkg-config --libs cmocka mpfr 2>/dev/null || echo -lcmocka -lmpfr) -lgmp
+# tests/test_report.c links the conformance report's objects (and its
+# skip_as_pass mutant, scripts/exact_mutants.sh, these beside verdict.c's)
+REPORT_OBJ = $(BUILD)/conformance/report.o $(BUILD)/conformance/report_matrix.o $(BUILD)/conformance/outfile.o
 
 BENCH_SRC = $(wildcard bench/bench_*.c)
 BENCH_BIN = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -174,6 +177,15 @@ $(LIB): $(MODE_LIB)
 	cp $(MODE_LIB) $@
 endif
 
+# --version's git revision (include/distref/version.h): the header is
+# rewritten only when the revision changes, and cli/main.o rebuilt with it.
+$(BUILD)/revision.h: FORCE
+	@mkdir -p $(BUILD)
+	@r=$$(git rev-parse --short=12 HEAD 2>/dev/null)$$(git diff --quiet HEAD -- 2>/dev/null || echo +dirty); \
+	 line="#define DR_GIT_REVISION \"$${r:-unknown}\""; echo "$$line" | cmp -s - $@ || echo "$$line" > $@
+$(BUILD)/cli/main.o: $(BUILD)/revision.h
+$(BUILD)/cli/main.o: FILE_FLAGS = -include $(BUILD)/revision.h
+
 $(CLI): $(BUILD)/cli/main.o $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
@@ -210,7 +222,7 @@ $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DDR_MUTANT=$* -o $@ $< $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
-in-mutants: $(MUTANT_BIN) $(LAYER_LIBS)
+in-mutants: $(MUTANT_BIN) $(LAYER_LIBS) $(REPORT_OBJ)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
@@ -226,10 +238,14 @@ in-test:
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    LIBS='$(LAYER_LIBS)' sh scripts/cli_mutants.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_durability.sh $(CLI) 1
 	@$(MAKE) --no-print-directory in-conformance-mutants
 
 $(BUILD)/bench/%: bench/%.c $(LAYER_LIBS) $(BUILD)/.flags
@@ -313,6 +329,13 @@ $(CONF_BIN): $(CONF_OBJ) $(LAYER_LIBS)
 	@mkdir -p $(BINDIR)
 	$(CC) $(LDFLAGS) -o $@ $(CONF_OBJ) $(LAYER_LIBS) $(LDLIBS_COMMON)
 
+# The report's verdict book and outputs, tested on their own
+# (tests/test_report.c: what did not run is never counted as passed).
+$(BUILD)/tests/test_report: tests/test_report.c $(BUILD)/conformance/verdict.o $(REPORT_OBJ) $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/conformance/verdict.o $(REPORT_OBJ) \
+	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
+
 # The main job: every variant of the registry against ref/;
 # reports/out/index.html. PoCL is asked for two devices (unless POCL_DEVICES
 # is set), so that the opencl variant's one-replica-per-device mapping runs
@@ -322,9 +345,9 @@ in-conformance: $(CLI) $(CONF_BIN)
 
 # The suites' own test: every planted fault as a mutant build that must fail
 # the suite it targets (scripts/run_conformance_mutants.sh). make test runs
-# it; the fault matrix and the revision it was measured at go to
-# reports/faults/ (faults.dat, results.txt, run.txt), which make conformance
-# never writes.
+# it; the fault matrix, with the revision and date it was measured at, goes
+# to reports/mutants/faults.dat, which make conformance never writes and its
+# report shows.
 in-conformance-mutants: $(CLI) $(CONF_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
 	    sh scripts/run_conformance_mutants.sh

@@ -4,8 +4,10 @@
  *
  * Flag names and values are TensorFlow Model Garden's where it has them
  * (--distribution_strategy, --num_gpus, --all_reduce_alg, --num_packs, --tpu,
- * --tpu_platform, --model_dir, --mode). Exit status: 0 success, 2 usage
- * error (bad flag, value or combination), 1 anything else.
+ * --tpu_platform, --model_dir, --mode, --worker_hosts, --task_index), and
+ * absl's --flagfile. Exit status: 0 success, 2 usage error (bad flag,
+ * value or combination, one no variant runs included; under mpirun said
+ * once, by rank 0), 1 anything else. --help and --version exit 0.
  */
 #include "distref/factory.h"
 #include "distref/flags.h"
@@ -13,8 +15,10 @@
 #include "distref/mpi.h"
 #include "distref/opencl.h"
 #include "distref/train.h"
+#include "distref/version.h"
 
 #include <malloc.h>
+#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,38 +39,67 @@ typedef struct cli {
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     char    exact_accumulator[DR_FLAG_STR_MAX];
     char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
+    char    worker_hosts[DR_FLAG_STR_MAX], flagfile[DR_FLAG_STR_MAX];
+    char    tf_config_hosts[4 * DR_FLAG_STR_MAX];   /* the TF_CONFIG --worker_hosts gives */
+    int64_t task_index;
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
-    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement;
+    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version;
     bool    peer_lost;   /* mpi: a rank died and training finished without it (skip MPI_Finalize) */
     double  collective_timeout;
 } cli;
 
-#define STR(name, field, help) { name, DR_FLAG_STRING, c->field, 1, 0, help, false }
-#define INT(name, field, lo, hi, help) { name, DR_FLAG_INT, &c->field, lo, hi, help, false }
-#define DBL(name, field, lo, hi, help) { name, DR_FLAG_DOUBLE, &c->field, lo, hi, help, false }
-#define BOOL(name, field, help) { name, DR_FLAG_BOOL, &c->field, 1, 0, help, false }
+#define STR(name, field, help) { name, DR_FLAG_STRING, c->field, 1, 0, help, false, NULL, false }
+/* A string flag with a list of values: the parser refuses others, listing them; help shows them. */
+#define ENUM(name, field, choices, help) { name, DR_FLAG_STRING, c->field, 1, 0, help, false, choices, false }
+#define INT(name, field, lo, hi, help) { name, DR_FLAG_INT, &c->field, lo, hi, help, false, NULL, false }
+#define DBL(name, field, lo, hi, help) { name, DR_FLAG_DOUBLE, &c->field, lo, hi, help, false, NULL, false }
+#define BOOL(name, field, help) { name, DR_FLAG_BOOL, &c->field, 1, 0, help, false, NULL, false }
+
+/* The values of the flags whose lists live in the library: the strategies
+ * (factory.h), variants (the registry) and experiments, joined with '|'. */
+static char k_strategies[256], k_variants[128], k_experiments[256];
+
+static void join(char *buf, size_t n, const char *name)
+{
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, "%s%s", len ? "|" : "", name);
+}
+
+static void lists(void)
+{
+    size_t nv;
+    const dr_variant *const *v = dr_variants(&nv);
+    const char *e;
+    if (k_strategies[0]) return;
+    for (int k = DR_STRATEGY_OFF; k <= DR_STRATEGY_TPU; k++)
+        join(k_strategies, sizeof k_strategies, dr_strategy_kind_name((dr_strategy_kind)k));
+    for (size_t i = 0; i < nv; i++) join(k_variants, sizeof k_variants, v[i]->name);
+    for (size_t i = 0; (e = dr_experiment_name(i)) != NULL; i++) join(k_experiments, sizeof k_experiments, e);
+}
 
 static int table(cli *c, dr_flag *f)
 {
+    lists();   /* before the table: the parser and help read the lists */
     dr_flag all[] = {
-        STR("distribution_strategy", strategy, "off|one_device|mirrored|central_storage|multi_worker_mirrored|parameter_server|tpu"),
-        INT("num_gpus", num_gpus, -1000000, 64, "emulated GPUs (0 = CPU only)"),
+        { "distribution_strategy", DR_FLAG_STRING, c->strategy, 1, 0, "the tf.distribute strategy (any case, as "
+          "Model Garden lower-cases it)", false, k_strategies, true },
+        INT("num_gpus", num_gpus, 0, 64, "emulated GPUs (0 = CPU only)"),
         STR("all_reduce_alg", all_reduce_alg, "mirrored: nccl|hierarchical_copy; multi_worker_mirrored: ring|nccl"),
         INT("num_packs", num_packs, -1000, 1000000, "gradient packs for nccl/hierarchical_copy (0 = one per tensor)"),
         STR("tpu", tpu, "TPU address or name (tpu strategy)"),
         STR("tpu_platform", tpu_platform, "TPU platform, e.g. v3 (tpu strategy)"),
         STR("model_dir", model_dir, "where metrics.jsonl, summary.json and ckpt.bin go (required)"),
-        STR("mode", mode, "train|eval|train_and_eval (instead of the command)"),
-        STR("experiment", experiment, "linear_ones|linear_wide|mlp_synthetic|mlp_fashion_mnist"),
+        ENUM("mode", mode, "|train|eval|train_and_eval", "the command, Model Garden's way (instead of the command)"),
+        ENUM("experiment", experiment, k_experiments, "model, data and optimizer defaults"),
         INT("global_batch_size", global_batch_size, 0, 1 << 24, "global batch (0 = the experiment's)"),
         INT("train_steps", train_steps, 0, (double)(1LL << 40), "stop after this many steps (0 = run --epochs)"),
         INT("epochs", epochs, 0, 1000000, "epochs (0 = the experiment's)"),
         DBL("learning_rate", learning_rate, 0, 1e6, "learning rate (default: the experiment's)"),
-        STR("optimizer", optimizer, "sgd|adam (empty = the experiment's)"),
+        ENUM("optimizer", optimizer, "|sgd|adam", "the optimizer (empty = the experiment's)"),
         DBL("momentum", momentum, 0, 1, "SGD momentum (default: the experiment's)"),
         BOOL("nesterov", nesterov, "Nesterov momentum"),
         INT("seed", seed, 0, 9007199254740992.0, "seed of initialization, data and order"),
@@ -80,21 +113,27 @@ static int table(cli *c, dr_flag *f)
         STR("layer_devices", layer_devices, "per-layer placement, e.g. /gpu:0,/gpu:1 (model parallelism)"),
         BOOL("log_device_placement", log_device_placement, "print each op's device every step, on stderr (ref)"),
         INT("gpu_memory_mb", gpu_memory_mb, 0, 1 << 30, "memory of each emulated GPU (0 = unlimited)"),
-        STR("variant", variant, "ref|openmp|opencl|mpi: the reference, or the engine on OpenMP, on OpenCL, or under mpirun"),
-        STR("numerics", numerics, "exact|fast (fast: the engine's variants; float kernels)"),
+        ENUM("variant", variant, k_variants, "the reference, or the engine on OpenMP, on OpenCL, or under mpirun "
+             "(`distref variants` lists what each supports)"),
+        ENUM("numerics", numerics, "exact|fast", "fast: the engine's variants; float kernels"),
         INT("threads", threads, 0, 1024, "OpenMP threads of the engine (0 = OMP_NUM_THREADS)"),
         INT("opencl_platform", opencl_platform, -1, 64, "opencl: platform index (-1 = $DISTREF_OPENCL_PLATFORM or 0; distref devices)"),
         STR("opencl_device", opencl_device, "opencl: device index, or a list like 0,1 for the replicas (empty = "
             "$DISTREF_OPENCL_DEVICE or 0)"),
-        STR("opencl_mapping", opencl_mapping, "opencl: replicas onto devices: shared (one queue) | queues (a queue "
+        ENUM("opencl_mapping", opencl_mapping, "|shared|queues|subdevices|auto", "opencl: replicas onto devices: "
+            "shared (one queue) | queues (a queue "
             "each, round-robin over --opencl_device's list) | subdevices (the device split equally) | auto (empty = "
             "$DISTREF_OPENCL_MAPPING or auto: shared for 1 replica, queues for a list, else subdevices where "
             "the device splits, else queues)"),
-        STR("auto_shard_policy", auto_shard_policy, "input sharding and split (tf.data AutoShardPolicy): auto|file|data|off|hint"),
-        STR("input_mode", input_mode, "dataset (experimental_distribute_dataset)|function (distribute_datasets_from_function)"),
-        STR("what", what, "export: init|data|batches|all"),
-        STR("format", format, "export: npy|json"),
-        STR("loss_reduction", loss_reduction, "the loss's divisor: global_batch_size (G, also for a short final batch)|examples_in_step"),
+        ENUM("auto_shard_policy", auto_shard_policy, "auto|file|data|off|hint",
+             "input sharding and split (tf.data AutoShardPolicy)"),
+        ENUM("input_mode", input_mode, "dataset|function", "dataset: experimental_distribute_dataset; function: "
+             "distribute_datasets_from_function"),
+        ENUM("what", what, "init|data|batches|all", "export: what to write"),
+        ENUM("format", format, "npy|json", "export: the files' format"),
+        ENUM("loss_reduction", loss_reduction, "global_batch_size|examples_in_step|tf_default", "the loss's divisor: "
+             "global_batch_size (G, also for a short final batch), examples_in_step (the step's examples), "
+             "tf_default (each replica divides by its own batch, as tf.keras does; depends on the replica count)"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
         STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
         DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),
@@ -102,17 +141,27 @@ static int table(cli *c, dr_flag *f)
         INT("staleness", staleness, 0, 1 << 20, "parameter_server: most updates a read may miss (0 = lock-step)"),
         STR("ps_partitioner", ps_partitioner, "parameter_server: fixed:N | min_size:BYTES[:MAX] | max_size:BYTES[:MAX]"),
         STR("fail_worker", fail_worker, "parameter_server: W:K, worker W fails while running step K"),
-        STR("schedule", schedule, "parameter_server under mpi: seeded (the reference's order) | free (arrival order)"),
+        ENUM("schedule", schedule, "seeded|free", "parameter_server under mpi: seeded (the reference's order) | free "
+             "(arrival order)"),
         STR("replay_schedule", replay_schedule, "parameter_server under ref: follow a recorded ps_schedule.jsonl"),
         STR("fail_ps", fail_ps, "parameter_server: P:K, ps task P fails at step K"),
         BOOL("print_tf_config", print_tf_config, "print the TF_CONFIG the run uses (mpi: given or derived per rank)"),
         DBL("collective_timeout", collective_timeout, 0.001, 1e6, "mpi: seconds a collective waits without progress "
             "before it fails naming the rank it waits for (default 5)"),
-        STR("exact_accumulator", exact_accumulator, "openmp/mpi exact gradients: compact (32 B a parameter, "
+        ENUM("exact_accumulator", exact_accumulator, "compact|full", "openmp/mpi exact gradients: compact (32 B a parameter, "
             "full for a step that needs it) | full (168 B)"),
+        STR("worker_hosts", worker_hosts, "Model Garden: the workers' host:port, comma-separated; gives TF_CONFIG "
+            "{\"cluster\": {\"worker\": [...]}, \"task\": {\"type\": \"worker\", \"index\": --task_index}} (not "
+            "with TF_CONFIG)"),
+        INT("task_index", task_index, -1, 65535, "Model Garden: this task's place in --worker_hosts (needed for more "
+            "than one worker)"),
+        STR("flagfile", flagfile, "read flags from FILE, one --flag=value a line (absl: # and // comments; later "
+            "flags override it)"),
+        BOOL("version", version, "print the version and the git revision it was built from, and exit"),
     };
     int n = (int)(sizeof all / sizeof all[0]);
     if (f) memcpy(f, all, sizeof all);
+
     return n;
 }
 
@@ -134,6 +183,7 @@ static void defaults(cli *c)
     strcpy(c->schedule, d.schedule);
     strcpy(c->exact_accumulator, "compact");
     c->num_packs = 1;
+    c->task_index = -1;   /* Model Garden's default: not given */
     c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */
     c->seed = (int64_t)d.seed;
     c->from_logits = true;
@@ -168,115 +218,6 @@ static int copy_flag(char *dst, size_t size, const char *src, const char *name, 
     return DR_OK;
 }
 
-/* Flags that apply only to some strategies, variants or commands. Given
- * anywhere else they would be ignored, so they are refused, naming the flag
- * and what it is for. A flag's value is checked where it applies (the
- * factory, the plan), so "--all_reduce_alg=bogus" with one_device is refused
- * here and with mirrored there. */
-#define S(k) (1u << DR_STRATEGY_##k)
-#define ALL_STRATEGIES 0x7fu
-#define CMD_TRAIN  1u   /* train, train_and_eval */
-#define CMD_EVAL   2u   /* evaluate, predict */
-#define CMD_EXPORT 4u
-#define ALL_COMMANDS 7u
-
-
-typedef struct scope {
-    const char *flag;
-    unsigned    strategies;   /* bit per dr_strategy_kind */
-    unsigned    commands;
-    const char *variants;     /* NULL: every variant; else the ones it is for, space-separated */
-    const char *for_what;     /* the message's "is only for ..." */
-} scope;
-
-static const scope k_scopes[] = {
-    { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
-      "--distribution_strategy=mirrored or multi_worker_mirrored" },
-    { "num_packs", S(MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=mirrored" },
-    { "bytes_per_pack", S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL, "--distribution_strategy=multi_worker_mirrored" },
-    { "auto_shard_policy", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED) | S(TPU), ALL_COMMANDS, NULL,
-      "strategies that distribute a dataset (mirrored, central_storage, multi_worker_mirrored, tpu)" },
-    { "input_mode", ALL_STRATEGIES & ~S(PARAMETER_SERVER), ALL_COMMANDS, NULL,
-      "strategies that distribute a dataset (parameter_server's workers read their own)" },
-    { "num_gpus", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
-    { "gpu_memory_mb", ALL_STRATEGIES & ~S(TPU), ALL_COMMANDS, NULL, "strategies with GPUs (not tpu)" },
-    { "layer_devices", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), ALL_COMMANDS, NULL,
-      "single-replica strategies (layer placement), not tpu or parameter_server" },
-    { "tpu", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
-    { "tpu_platform", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
-    { "input_partition_dims", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
-    { "tpu_hbm_scale", S(TPU), ALL_COMMANDS, NULL, "--distribution_strategy=tpu" },
-    { "staleness", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
-    { "schedule_seed", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
-    { "ps_partitioner", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
-    { "fail_worker", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
-    { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
-    { "schedule", S(PARAMETER_SERVER), CMD_TRAIN, "mpi",
-      "--distribution_strategy=parameter_server under --variant=mpi (training)" },
-    { "replay_schedule", S(PARAMETER_SERVER), CMD_TRAIN, "ref",
-      "--distribution_strategy=parameter_server under --variant=ref (training)" },
-    { "threads", ALL_STRATEGIES, ALL_COMMANDS, "openmp mpi", "--variant=openmp or mpi" },
-    { "opencl_platform", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
-      ALL_COMMANDS, "opencl", "--variant=opencl" },
-    { "opencl_device", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
-      ALL_COMMANDS, "opencl", "--variant=opencl" },
-    { "opencl_mapping", S(OFF) | S(ONE_DEVICE) | S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED),
-      ALL_COMMANDS, "opencl", "--variant=opencl" },
-    { "collective_timeout", ALL_STRATEGIES, CMD_TRAIN, "mpi", "--variant=mpi" },
-    { "exact_accumulator", ALL_STRATEGIES & ~S(TPU), CMD_TRAIN, "openmp mpi",
-      "--variant=openmp or mpi, not tpu (its tiles and torus carry the full accumulator)" },
-    { "log_device_placement", ALL_STRATEGIES & ~(S(TPU) | S(PARAMETER_SERVER)), CMD_TRAIN, "ref",
-      "the reference's training under the synchronous strategies other than tpu (--variant=ref)" },
-    { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
-    { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
-    { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
-};
-
-/* Whether name is a word of the space-separated list. */
-static bool variant_in(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, " ");
-        if (len == n && strncmp(p, name, n) == 0) return true;
-        p += len;
-        p += strspn(p, " ");
-    }
-    return false;
-}
-
-static bool given(const dr_flag *f, int n, const char *name)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(f[i].name, name) == 0) return f[i].seen;
-    return false;
-}
-
-static unsigned command_bit(const char *command)
-{
-    if (strcmp(command, "train") == 0 || strcmp(command, "train_and_eval") == 0) return CMD_TRAIN;
-    if (strcmp(command, "export") == 0) return CMD_EXPORT;
-    return CMD_EVAL;
-}
-
-static int check_scopes(const cli *c, const dr_flag *f, int n, dr_strategy_kind kind, dr_err *err)
-{
-    for (size_t i = 0; i < sizeof k_scopes / sizeof k_scopes[0]; i++) {
-        const scope *sc = &k_scopes[i];
-        if (!given(f, n, sc->flag)) continue;
-        if (!(sc->strategies & (1u << kind)))
-            return dr_fail(err, DR_EUSAGE, "--%s does not apply to --distribution_strategy=%s: it is only for %s",
-                           sc->flag, dr_strategy_kind_name(kind), sc->for_what);
-        if (!(sc->commands & command_bit(c->command)))
-            return dr_fail(err, DR_EUSAGE, "--%s does not apply to %s: it is only for %s", sc->flag, c->command,
-                           sc->for_what);
-        if (sc->variants && !variant_in(sc->variants, c->variant))
-            return dr_fail(err, DR_EUSAGE, "--%s does not apply to --variant=%s: it is only for %s", sc->flag,
-                           c->variant, sc->for_what);
-    }
-    return DR_OK;
-}
-
 /* The progress bar only for a person watching: stdout and stderr both a
  * terminal, and not under CI (the CI variable set to anything but "" or
  * "false", as CI services and .ci/run set it). */
@@ -287,6 +228,19 @@ static bool progress_wanted(void)
     return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
 }
 
+/* Model Garden's --worker_hosts/--task_index: the TF_CONFIG they give. */
+static int hosts_tf_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
+{
+    char *tf = NULL;
+    int rc = dr_tf_config_from_hosts(c->worker_hosts, dr_flag_given(f, n, "worker_hosts"), c->task_index,
+                                     dr_flag_given(f, n, "task_index"), cfg->tf_config, &tf, err);
+    if (rc || !tf) return rc;
+    rc = copy_flag(c->tf_config_hosts, sizeof c->tf_config_hosts, tf, "worker_hosts", err);
+    free(tf);
+    if (rc == DR_OK) cfg->tf_config = c->tf_config_hosts;
+    return rc;
+}
+
 static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
 {
     int rc = dr_get_distribution_strategy(c->strategy, (int)c->num_gpus,
@@ -294,7 +248,7 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
                                           (int)c->num_packs, c->tpu, &cfg->strategy, err);
     if (rc) return rc;
     if (!c->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir is required");
-    if ((rc = check_scopes(c, f, n, cfg->strategy.kind, err))) return rc;
+    if ((rc = dr_flag_scopes_check(f, n, cfg->strategy.kind, c->command, c->variant, err))) return rc;
     if ((rc = copy_flag(cfg->experiment, sizeof cfg->experiment, c->experiment, "experiment", err)) ||
         (rc = copy_flag(cfg->model_dir, sizeof cfg->model_dir, c->model_dir, "model_dir", err)) ||
         (rc = copy_flag(cfg->data_dir, sizeof cfg->data_dir, c->data_dir, "data_dir", err)) ||
@@ -326,11 +280,12 @@ static int to_config(cli *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err
                        cfg->fail_worker[0] ? "fail_worker" : "fail_ps");
     if (strcmp(c->exact_accumulator, "compact") != 0 && strcmp(c->exact_accumulator, "full") != 0)
         return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s: expected compact or full", c->exact_accumulator);
-    if (given(f, n, "exact_accumulator") && strcmp(c->numerics, "exact") != 0)
+    if (dr_flag_given(f, n, "exact_accumulator") && strcmp(c->numerics, "exact") != 0)
         return dr_fail(err, DR_EUSAGE, "--exact_accumulator=%s does not apply to --numerics=%s: it chooses the "
                        "accumulator of --numerics=exact", c->exact_accumulator, c->numerics);
     cfg->full_accumulators = strcmp(c->exact_accumulator, "full") == 0;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
+    if ((rc = hosts_tf_config(c, f, n, cfg, err))) return rc;   /* or Model Garden's --worker_hosts */
     cfg->global_batch_size = (uint32_t)c->global_batch_size;
     cfg->train_steps = (uint64_t)c->train_steps;
     cfg->epochs = (uint32_t)c->epochs;
@@ -377,42 +332,6 @@ static int pick_command(cli *c, dr_err *err)
     return DR_OK;
 }
 
-static void report(const char *what, const dr_run_result *r)
-{
-    uint32_t bits;
-    memcpy(&bits, &r->loss, sizeof bits);
-    printf("%s: steps=%llu examples=%llu loss=%.9g (0x%08x) accuracy=%.4f weights_sha256=%s (%.2f s",
-           what, (unsigned long long)r->steps, (unsigned long long)r->examples, (double)r->loss, bits,
-           (double)r->accuracy, r->weights_sha256, r->seconds);
-    if (r->emulated_seconds > 0) printf("; emulated TPU time %.6g s", r->emulated_seconds);
-    printf(")\n");
-}
-
-/* Model Garden's train_and_eval: train an epoch, evaluate, repeat. Each
- * epoch resumes from the last one's checkpoint, which gives the same bits as
- * one uninterrupted run. With --train_steps it evaluates once, at the end. */
-static int train_and_eval(dr_run_config *cfg, dr_err *err)
-{
-    dr_experiment exp;
-    dr_run_result res;
-    uint32_t epochs;
-    int rc = dr_experiment_lookup(cfg->experiment, &exp, err);
-    if (rc) return rc;
-    epochs = cfg->train_steps ? 1 : cfg->epochs ? cfg->epochs : exp.epochs;
-    for (uint32_t e = 1; e <= epochs; e++) {
-        char what[32];
-        if (!cfg->train_steps) cfg->epochs = e;
-        if ((rc = dr_run_train(cfg, &res, err))) return rc;
-        snprintf(what, sizeof what, "train epoch %u", e);
-        report(what, &res);
-        rc = dr_run_evaluate(cfg, &res, err);
-        snprintf(what, sizeof what, "evaluate epoch %u", e);
-        if (rc == DR_OK || res.examples) report(what, &res);
-        if (rc) return rc;
-    }
-    return DR_OK;
-}
-
 /* SIGINT/SIGTERM: the first asks the training loop to checkpoint and stop
  * after its current step; SA_RESETHAND gives the second the default action
  * (exit at once), which atomic writes make safe for the last checkpoint. */
@@ -433,6 +352,75 @@ static void catch_signals(void)
 
 static int run_config(cli *c, dr_run_config *cfg0, dr_err *err);
 
+static bool trains(const cli *c)
+{
+    return strcmp(c->command, "train") == 0 || strcmp(c->command, "train_and_eval") == 0;
+}
+
+/* ---- under mpirun ------------------------------------------------------------
+ * A usage error is said once, by rank 0, and every rank exits 2 through
+ * MPI_Finalize, not MPI_Abort (whose kill notice would bury it). Before
+ * MPI_Init a rank knows its number from the launcher's environment. After
+ * it, the checks before training end in one agreement (an all-reduce), so
+ * every rank knows whether any failed and whether rank 0 did (then rank 0
+ * speaks for all; else each failed rank speaks, naming itself). Open MPI's
+ * mpirun still reports a non-zero exit in its own words ("Primary job
+ * terminated normally, but 1 process returned a non-zero exit code", for
+ * any non-zero exit, MPI_Finalize or not); `mpirun -q` keeps it quiet and
+ * still exits 2 (docs/MPI.md). */
+
+static int g_argc;
+static char **g_argv;
+static bool g_agreed;   /* the ranks agreed on a failure: exit without MPI_Abort */
+static bool g_silent;   /* this rank leaves the message to another */
+
+/* This process's rank as the launcher set it (Open MPI, PMIx, MPICH): -1
+ * when not started by one. */
+static long launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r;
+        if (!v || !*v) continue;
+        r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= 0) return r;
+    }
+    return -1;
+}
+
+/* Every rank calls this at the same point with its own outcome. */
+static int agree(int rc, dr_err *err)
+{
+    uint32_t rank;
+    int mine[3], all[3];
+    dr_mpi_world(&rank, NULL);
+    mine[0] = rc != DR_OK;
+    mine[1] = rc != DR_OK && rank == 0;
+    mine[2] = rc;
+    MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!all[0]) return DR_OK;
+    g_agreed = true;
+    g_silent = rc == DR_OK || (all[1] && rank != 0);
+    if (rc == DR_OK) rc = err->code = all[2];   /* another rank's failure: exit as it does */
+    return rc;
+}
+
+static int run_mpi(cli *c, dr_run_config *cfg, dr_err *err)
+{
+    char *tf = NULL;
+    int rc = dr_mpi_init(&g_argc, &g_argv, err);
+    if (rc) return rc;
+    /* TF_CONFIG checked against, or derived from, the MPI world */
+    rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);
+    if (!rc) cfg->tf_config = tf;
+    if (!rc && trains(c)) rc = dr_run_check_supported(cfg, err);
+    if (!(rc = agree(rc, err))) rc = run_config(c, cfg, err);
+    free(tf);
+    return rc;
+}
+
 static int run(cli *c, const dr_flag *f, int n, dr_err *err)
 {
     dr_run_config cfg;
@@ -448,14 +436,8 @@ static int run(cli *c, const dr_flag *f, int n, dr_err *err)
     }
     if ((rc = pick_command(c, err)) || (rc = to_config(c, f, n, &cfg, err))) return rc;
     cfg.stop = &stop_signal;
-    if (strcmp(c->variant, "mpi") == 0) {   /* TF_CONFIG checked against, or derived from, the MPI world */
-        char *tf = NULL;
-        if ((rc = dr_mpi_tf_config(cfg.tf_config, cfg.strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err))) return rc;
-        cfg.tf_config = tf;
-        rc = run_config(c, &cfg, err);
-        free(tf);
-        return rc;
-    }
+    if (strcmp(c->variant, "mpi") == 0) return run_mpi(c, &cfg, err);
+    if (trains(c) && (rc = dr_run_check_supported(&cfg, err))) return rc;
     return run_config(c, &cfg, err);
 }
 
@@ -481,18 +463,18 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
     if (strcmp(c->command, "train") == 0) {
         if ((rc = dr_run_train(&cfg, &res, err))) return rc;
         c->peer_lost = res.peer_lost;
-        if (printer()) report("train", &res);
+        if (printer()) dr_report_train(stdout, "train", &res, cfg.model_dir, dr_classifier(&cfg));
         return DR_OK;
     }
-    if (strcmp(c->command, "train_and_eval") == 0) return train_and_eval(&cfg, err);
+    if (strcmp(c->command, "train_and_eval") == 0) return dr_run_train_and_eval(&cfg, stdout, err);
     if (strcmp(c->command, "evaluate") == 0) {
         rc = dr_run_evaluate(&cfg, &res, err);
-        if (rc == DR_OK || res.examples) report("evaluate", &res);   /* shown even if eval.json could not be written */
+        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, "evaluate", &res, dr_classifier(&cfg));   /* shown even if eval.json could not be written */
         return rc;
     }
     if (strcmp(c->command, "predict") == 0) {
         if ((rc = dr_run_predict(&cfg, &res, err))) return rc;
-        report("predict", &res);
+        dr_report_predict(stdout, &res, cfg.model_dir);
         return DR_OK;
     }
     if (strcmp(c->command, "export") == 0) {
@@ -509,7 +491,9 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
  * without a rank that died (parameter_server under `mpirun
  * --enable-recovery`) exits without MPI_Finalize: measured with Open MPI
  * 4.1.4, its closing fence sometimes waits forever for the dead rank, and
- * mpirun --enable-recovery still exits 0 when every survivor exits 0. */
+ * mpirun --enable-recovery still exits 0 when every survivor exits 0. A
+ * failed job after a rank died ends through dr_mpi_abort_failed_job, so
+ * that mpirun --enable-recovery exits non-zero too. */
 static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
 {
     uint32_t rank, size;
@@ -519,13 +503,22 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
         if (!peer_lost) dr_mpi_finalize();
         return 0;
     }
+    if (g_agreed || rc == DR_EUSAGE) {   /* a usage error in training (the same on every rank): rank 0 says it */
+        if (!g_silent && (g_agreed || rank == 0)) {
+            if (rank == 0) fprintf(stderr, "distref: error: %s\n", err->msg);
+            else fprintf(stderr, "distref: error: MPI rank %u of %u: %s\n", rank, size, err->msg);
+        }
+        dr_mpi_finalize();
+        return code;
+    }
     fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
     fflush(stderr);
     if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
         struct timespec grace = { 0, 500000000 };
         nanosleep(&grace, NULL);
     }
-    dr_mpi_abort(code);
+    if (rc == DR_EFAULT) dr_mpi_abort_failed_job(code);   /* a rank died: mpirun must not say 0 */
+    else dr_mpi_abort(code);
     return code;
 }
 
@@ -543,19 +536,26 @@ int main(int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     setvbuf(stdout, NULL, _IOLBF, 0);   /* per-epoch lines appear as they happen */
     defaults(&c);
+    g_argc = argc;
+    g_argv = argv;
     if (argc > 1 && argv[1][0] != '-') {
         if (strlen(argv[1]) >= sizeof c.command) {
-            fprintf(stderr, "distref: error: unknown command '%s': expected " COMMANDS "\n", argv[1]);
+            if (launcher_rank() <= 0) fprintf(stderr, "distref: error: unknown command '%s': expected " COMMANDS "\n", argv[1]);
             return 2;
         }
         strcpy(c.command, argv[1]);
         first = 2;
     }
     n = table(&c, f);
-    rc = dr_flags_parse(f, n, argc - first, argv + first, &help, &err);
+    {   /* absl's --flagfile, expanded in place; then the table's flags */
+        dr_flag_args args;
+        rc = dr_flag_args_expand(argc - first, argv + first, &args, &err);
+        if (rc == DR_OK) rc = dr_flags_parse_args(f, n, &args, &help, &err);
+        dr_flag_args_free(&args);
+    }
     if (rc == DR_OK && help) { usage(stdout, &c); return 0; }
+    if (rc == DR_OK && c.version) { printf("distref %s (git %s)\n", DR_VERSION, DR_GIT_REVISION); return 0; }
     catch_signals();
-    if (rc == DR_OK && strcmp(c.variant, "mpi") == 0) rc = dr_mpi_init(&argc, &argv, &err);
     if (rc == DR_OK) rc = run(&c, f, n, &err);
     if (dr_mpi_active()) return mpi_exit(rc, &err, c.peer_lost);
     if (rc == DR_OK) return 0;
@@ -563,6 +563,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "distref: %s\n", err.msg);
         return 128 + (int)stop_signal;   /* 130 for SIGINT, 143 for SIGTERM */
     }
-    fprintf(stderr, "distref: error: %s\n", err.msg);
+    if (rc != DR_EUSAGE || launcher_rank() <= 0) fprintf(stderr, "distref: error: %s\n", err.msg);   /* once under mpirun */
     return rc == DR_EUSAGE ? 2 : 1;
 }

@@ -32,15 +32,20 @@ typedef struct outcome {
     char     error[512];         /* non-empty when the run failed */
 } outcome;
 
+/* pass, fail, or not supported: a cell that did not run (conformance/verdict.c) */
+typedef enum verdict_kind { VERDICT_PASS, VERDICT_FAIL, VERDICT_NOT_SUPPORTED } verdict_kind;
+
 typedef struct verdict {
     char suite[24];
     char name[160];
     char variant[16], strategy[24], mode[16];
     int  replicas;
-    bool pass;
-    char detail[200];
+    verdict_kind kind;
+    char reason[200];            /* not supported: the variant's (or the platform's) reason */
     double seconds;
 } verdict;
+
+typedef struct tally { size_t passed, failed, not_supported; } tally;
 
 typedef struct results {
     verdict *v;
@@ -74,12 +79,23 @@ bool outcome_same(const outcome *a, const outcome *b);
 void base_config(dr_run_config *c, uint32_t examples, uint32_t G, double l2);
 bool set_strategy(dr_run_config *c, const char *name, int gpus, const char *alg, int packs);
 
+/* The verdict book (conformance/verdict.c). A case that ran: pass or fail. */
 void record(results *r, const char *suite, const dr_run_config *c, int replicas,
             bool pass, double seconds, const char *fmt, ...);
+/* A case that did not run because the variant (or the platform) cannot
+ * give it: "not supported" with the reason, neither a pass nor a failure. */
+void record_not_supported(results *r, const char *suite, const dr_run_config *c, int replicas,
+                          const char *reason, const char *fmt, ...);
 /* A (variant, configuration) cell the variant does not support: recorded
  * as "not supported" with the variant's reason, never skipped silently.
  * Returns true when c is supported (and records nothing). */
 bool supported(results *r, const char *suite, const dr_run_config *c, int replicas);
+/* "pass", "fail", "not_supported": results.json's words */
+const char *verdict_word(verdict_kind k);
+tally count_verdicts(const results *r);
+/* "N passed, N failed, N not supported" (the prefix "N passed, N failed"
+ * is what scripts read) */
+void format_summary(char *buf, size_t n, const tally *t);
 /* metrics.jsonl, ckpt.bin's weights and summary.json's weights_sha256 of a
  * run directory written by another process. */
 void read_outcome(const char *dir, outcome *out);
@@ -106,7 +122,19 @@ int suite_compact(results *r);  /* compact accumulators and their fallback (conf
 int suite_mpi(results *r);
 int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 
-/* Report */
+/* An output file written whole or not at all (conformance/outfile.c):
+ * outfile_open gives a FILE that writes to memory; outfile_commit closes it
+ * and writes the text to path atomically (0, or 1 with a message). */
+typedef struct outfile { FILE *f; char *text; size_t n; } outfile;
+FILE *outfile_open(outfile *o);
+int outfile_commit(outfile *o, const char *path);
+
+/* Report (conformance/report.c): results.json, junit.xml, index.html; the
+ * matrix picture (conformance/report_matrix.c). */
 int write_report(const results *r, const char *outdir, double seconds);
+/* The matrix picture into html (inline SVG) and outdir/matrix.dat. */
+int write_matrix(const results *r, const char *outdir, FILE *html);
+/* s with < > & " as XML entities */
+void xml_escape(FILE *f, const char *s);
 
 #endif

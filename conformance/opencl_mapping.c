@@ -38,11 +38,13 @@ static const strat_cell k_strats[] = {
 static bool mapping_available(results *r, const dr_run_config *c, const mapping_cell *m)
 {
     dr_opencl_select sel = { c->opencl_platform, m->devices, m->mapping, 2 };
+    dr_run_config cell = *c;   /* the mapping's cell in the matrix: mirrored, 2 replicas */
     dr_err err;
     memset(&err, 0, sizeof err);
     if (dr_opencl_available(&sel, true, &err) == DR_OK) return true;
-    record(r, "loss_curves", c, 2, true, 0, "opencl --opencl_mapping=%s%s%s: not supported (%s)", m->mapping,
-           m->devices[0] ? " --opencl_device=" : "", m->devices, err.msg);
+    set_strategy(&cell, "mirrored", 2, NULL, 1);
+    record_not_supported(r, "loss_curves", &cell, 2, err.msg, "opencl --opencl_mapping=%s%s%s", m->mapping,
+                         m->devices[0] ? " --opencl_device=" : "", m->devices);
     return false;
 }
 

@@ -4,7 +4,6 @@
 #include "distref/factory.h"
 
 #include <json-c/json.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -162,60 +161,6 @@ void outcome_free(outcome *o)
 {
     free(o->weights);
     o->weights = NULL;
-}
-
-void record(results *r, const char *suite, const dr_run_config *c, int replicas,
-            bool pass, double seconds, const char *fmt, ...)
-{
-    verdict *v;
-    va_list ap;
-    if (r->fault) {   /* under a planted fault only the verdicts' count matters */
-        if (!pass) {
-            r->fault_failures++;
-            if (!strstr(r->fault_suites, suite) && strlen(r->fault_suites) + strlen(suite) + 2 < sizeof r->fault_suites) {
-                if (r->fault_suites[0]) strcat(r->fault_suites, ",");
-                strcat(r->fault_suites, suite);
-            }
-        }
-        return;
-    }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 256;
-        verdict *p = realloc(r->v, cap * sizeof *p);
-        if (!p) { fprintf(stderr, "conformance: out of memory\n"); exit(1); }
-        r->v = p;
-        r->cap = cap;
-    }
-    v = &r->v[r->n++];
-    memset(v, 0, sizeof *v);
-    snprintf(v->suite, sizeof v->suite, "%s", suite);
-    snprintf(v->variant, sizeof v->variant, "%s", c ? c->variant : "-");
-    snprintf(v->strategy, sizeof v->strategy, "%s", c ? dr_strategy_kind_name(c->strategy.kind) : "-");
-    snprintf(v->mode, sizeof v->mode, "%s", c ? c->numerics : "exact");
-    v->replicas = replicas;
-    v->pass = pass;
-    v->seconds = seconds;
-    va_start(ap, fmt);
-    vsnprintf(v->name, sizeof v->name, fmt, ap);
-    va_end(ap);
-    printf("%-6s %-20s %s\n", pass ? "PASS" : "FAIL", suite, v->name);
-}
-
-bool supported(results *r, const char *suite, const dr_run_config *c, int replicas)
-{
-    const dr_variant *v;
-    dr_run_plan plan;
-    dr_err err;
-    memset(&err, 0, sizeof err);
-    if (dr_variant_lookup(c->variant, &v, &err) == DR_OK && dr_run_plan_make(c, &plan, &err) == DR_OK &&
-        v->supports(&plan, &err) == DR_OK)
-        return true;
-    if (err.code == DR_EUNSUPPORTED)
-        record(r, suite, c, replicas, true, 0, "%s %s: not supported (%s)", c->variant,
-               dr_strategy_kind_name(c->strategy.kind), err.msg);
-    else
-        record(r, suite, c, replicas, false, 0, "%s %s: %s", c->variant, dr_strategy_kind_name(c->strategy.kind), err.msg);
-    return false;
 }
 
 /* The engine's in-process variants: one with a launcher (mpi: "mpirun -np

@@ -353,11 +353,11 @@ int suite_loss_curves(results *r, const char *outdir)
  * is cut into slices of ceil(count/R), trailing slices short or empty; under
  * OFF (FILE, HINT) the first G mod R replicas get one more and a short step
  * fills replicas in order. */
-static void tf_sizes(bool legacy, uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
+static void tf_sizes(bool slices, uint32_t count, uint32_t G, uint32_t R, uint32_t *out)
 {
     uint32_t slice = (count + R - 1) / R;
     for (uint32_t i = 0; i < R; i++) {
-        uint32_t want = legacy ? slice : G / R + (i < G % R);
+        uint32_t want = slices ? slice : G / R + (i < G % R);
         out[i] = want < count ? want : count;
         count -= out[i];
     }
@@ -450,6 +450,26 @@ static int unsharded(results *r, const char *variant)
     return bad != 0;
 }
 
+/* split_<policy>_<k>.dat for the report's figure (reports/plots.gp): each
+ * step's per-replica sizes as the engine took them (already checked
+ * against TensorFlow's rule and the reference). */
+static void write_split(const char *outdir, const char *policy, size_t k, const char *what, uint32_t R,
+                        const outcome *got)
+{
+    char path[1200];
+    outfile o;
+    FILE *f = outfile_open(&o);
+    if (!f) return;
+    fprintf(f, "# step examples_of_replica_0..%u (%s), auto_shard_policy %s\n", R - 1, what, policy);
+    for (uint32_t s = 0; s < got->nsteps; s++) {
+        fprintf(f, "%u", s + 1);
+        for (uint32_t i = 0; i < R; i++) fprintf(f, " %u", got->sizes[s][i]);
+        fprintf(f, "\n");
+    }
+    snprintf(path, sizeof path, "%s/split_%s_%zu.dat", outdir, policy, k);
+    outfile_commit(&o, path);
+}
+
 int suite_batch_splitting(results *r, const char *outdir)
 {
     static const struct { uint32_t n, G, R; const char *what; } cases[] = {
@@ -461,36 +481,26 @@ int suite_batch_splitting(results *r, const char *outdir)
     int fails = 0;
     for (size_t q = 0; q < 2 * sizeof cases / sizeof cases[0]; q++) {
         size_t k = q / 2;
-        bool legacy = q % 2 == 0;
+        bool slices = q % 2 == 0;   /* auto: slices of ceil(B/R); off: batch_sizes_for_worker */
         dr_run_config c;
         outcome ref, got;
         uint32_t R = cases[k].R, bad = 0, steps = (cases[k].n + cases[k].G - 1) / cases[k].G;
-        char path[1200];
-        FILE *f;
         base_config(&c, cases[k].n, cases[k].G, DR_UNSET);
         snprintf(c.auto_shard_policy, sizeof c.auto_shard_policy, "%s", policies[q % 2]);
         set_strategy(&c, "mirrored", (int)R, "nccl", 1);
         run_case(&c, &ref);
         engine(r, &c, "exact");
         run_case(&c, &got);
-        snprintf(path, sizeof path, "%s/split_%zu.dat", outdir, k);
-        f = r->fault || !legacy ? NULL : fopen(path, "w");   /* the plot shows the default policy */
-        if (f) fprintf(f, "# step examples_of_replica_0..%u (%s)\n", R - 1, cases[k].what);
         bad += got.nsteps != steps || ref.nsteps != steps;
         for (uint32_t s = 0; s < got.nsteps && s < ref.nsteps; s++) {
             uint32_t want[MAX_REPLICAS], left = cases[k].n - s * cases[k].G;
-            tf_sizes(legacy, left < cases[k].G ? left : cases[k].G, cases[k].G, R, want);
+            tf_sizes(slices, left < cases[k].G ? left : cases[k].G, cases[k].G, R, want);
             for (uint32_t i = 0; i < R; i++) {
                 bad += got.sizes[s][i] != want[i] || ref.sizes[s][i] != want[i];
                 bad += strcmp(got.ids[s][i], ref.ids[s][i]) != 0;
             }
-            if (f) {
-                fprintf(f, "%u", s + 1);
-                for (uint32_t i = 0; i < R; i++) fprintf(f, " %u", got.sizes[s][i]);
-                fprintf(f, "\n");
-            }
         }
-        if (f) fclose(f);
+        if (!r->fault) write_split(outdir, policies[q % 2], k, cases[k].what, R, &got);
         fails += bad != 0;
         record(r, "batch_splitting", &c, (int)R, bad == 0, got.seconds, "openmp vs TF rule and ref, policy %s: %s "
                "(%u mismatches)", policies[q % 2], cases[k].what, bad);

@@ -160,12 +160,13 @@ void dr_checkpoint_free(dr_checkpoint *c)
     c->params = c->slots = NULL;
 }
 
-static int check_field(dr_err *err, const char *dir, const char *field, int same,
-                       const char *saved, const char *now)
+/* A setting of the run that differs from the checkpoint's: a usage error
+ * naming the flag and both values, like dr_checkpoint_check_settings. */
+static int check_field(dr_err *err, const char *dir, const char *flag, int same, const char *saved, const char *now)
 {
     if (same) return DR_OK;
-    return dr_fail(err, DR_EFORMAT, "checkpoint %s/ckpt.bin: %s is %s, this run has %s; "
-                   "use another --model_dir or the same settings", dir, field, saved, now);
+    return dr_fail(err, DR_EUSAGE, "%s=%s, but the checkpoint %s/ckpt.bin was trained with %s=%s; resume with the "
+                   "same value or use another --model_dir", flag, now, dir, flag, saved);
 }
 
 int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *experiment,
@@ -173,20 +174,22 @@ int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *exp
                         uint32_t examples, dr_err *err)
 {
     char a[48], b[48];
-    int rc = check_field(err, dir, "experiment", strcmp(c->experiment, experiment) == 0, c->experiment, experiment);
-    snprintf(a, sizeof a, "%u parameters", c->nparams); snprintf(b, sizeof b, "%zu", nparams);
-    if (!rc) rc = check_field(err, dir, "the model", c->nparams == nparams, a, b);
-    snprintf(a, sizeof a, "%u slots/optimizer %u", c->nslots, c->optimizer);
-    snprintf(b, sizeof b, "%d slots/optimizer %d", nslots, optimizer);
-    if (!rc) rc = check_field(err, dir, "the optimizer",
+    int rc = check_field(err, dir, "--experiment", strcmp(c->experiment, experiment) == 0, c->experiment, experiment);
+    snprintf(a, sizeof a, "%s (%u parameters)", c->experiment, c->nparams);
+    snprintf(b, sizeof b, "%s (%zu parameters)", experiment, nparams);
+    if (!rc) rc = check_field(err, dir, "--experiment", c->nparams == nparams, a, b);
+    snprintf(a, sizeof a, "%s", c->optimizer == 0 ? "sgd" : c->optimizer == 1 ? "adam" : "?");
+    snprintf(b, sizeof b, "%s", optimizer == 0 ? "sgd" : optimizer == 1 ? "adam" : "?");
+    if (!rc) rc = check_field(err, dir, "--optimizer",
                               c->nslots == (uint32_t)nslots && c->optimizer == (uint32_t)optimizer, a, b);
-    snprintf(a, sizeof a, "seed %llu", (unsigned long long)c->seed);
-    snprintf(b, sizeof b, "seed %llu", (unsigned long long)seed);
-    if (!rc) rc = check_field(err, dir, "the data order", c->seed == seed, a, b);
+    snprintf(a, sizeof a, "%llu", (unsigned long long)c->seed);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)seed);
+    if (!rc) rc = check_field(err, dir, "--seed", c->seed == seed, a, b);
     snprintf(a, sizeof a, "%u", c->global_batch); snprintf(b, sizeof b, "%u", G);
-    if (!rc) rc = check_field(err, dir, "global_batch_size", c->global_batch == G, a, b);
-    snprintf(a, sizeof a, "%u examples", c->examples); snprintf(b, sizeof b, "%u", examples);
-    if (!rc) rc = check_field(err, dir, "the training set", c->examples == examples, a, b);
+    if (!rc) rc = check_field(err, dir, "--global_batch_size", c->global_batch == G, a, b);
+    snprintf(a, sizeof a, "%u examples", c->examples); snprintf(b, sizeof b, "%u examples", examples);
+    if (!rc) rc = check_field(err, dir, "the training set (--synthetic_examples, --data_dir)", c->examples == examples,
+                              a, b);
     return rc;
 }
 

@@ -187,7 +187,9 @@ static int idx_path(char *path, size_t size, const char *dir, const char *prefix
         memcpy(path, plain, (size_t)len - 2);      /* shorter than path's ".gz" name */
         return DR_OK;
     }
-    return dr_fail(err, DR_EIO, "%s: cannot open: %s (nor the unpacked %s)",
+    return dr_fail(err, DR_EIO, "%s: cannot open: %s (nor the unpacked %s); Debian's package "
+                   "dataset-fashion-mnist installs the files in " DR_FASHION_MNIST_DIR " "
+                   "(apt-get install dataset-fashion-mnist), or give --data_dir",
                    path, strerror(ENOENT), plain);
 }
 

@@ -23,6 +23,11 @@ static const dr_experiment experiments[] = {
       64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f } },
 };
 
+const char *dr_experiment_name(size_t i)
+{
+    return i < sizeof experiments / sizeof experiments[0] ? experiments[i].name : NULL;
+}
+
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
 {
     for (size_t i = 0; i < sizeof experiments / sizeof experiments[0]; i++) {

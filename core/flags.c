@@ -8,6 +8,7 @@
  * `--help` / `-h` set *help_requested and stop parsing at once.
  */
 #include "distref/flags.h"
+#include "core/flags_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +24,7 @@ typedef struct flag_arg {
     const char *value;      /* NULL when there was no '=' */
 } flag_arg;
 
-static const char *type_name(dr_flag_type t)
+const char *dr_flag_type_name(dr_flag_type t)
 {
     switch (t) {
     case DR_FLAG_STRING: return "string";
@@ -37,7 +38,7 @@ static const char *type_name(dr_flag_type t)
 /* Whole numbers as integers ("64", not "6.4e+01"), others as the shortest
  * "%.*g" that reads back as the same double ("0.1", not
  * "0.10000000000000001"). */
-static void format_double(char *buf, size_t n, double v)
+void dr_flag_format_double(char *buf, size_t n, double v)
 {
     if (v == floor(v) && fabs(v) < 1e15) {
         snprintf(buf, n, "%.0f", v);
@@ -69,13 +70,24 @@ static int fail_malformed(const dr_flag *f, const char *what, const char *got, d
     return dr_fail(err, DR_EUSAGE, "--%s: expected %s, got '%s'", f->name, what, got);
 }
 
-/* "--num_gpus: expected an integer in [0, 64], got '-1'": a well-formed
- * value outside the flag's range. */
+/* "--num_gpus: expected an integer in 0..64, got '100'" (a number: "in
+ * [0, 1000000]"): a well-formed value outside the flag's range. Bounds of
+ * 2^53 and beyond read as powers of two. */
+static void format_bound(char *buf, size_t n, double v)
+{
+    if (fabs(v) >= 9007199254740992.0 && v == ldexp(1.0, ilogb(fabs(v))) * (v < 0 ? -1 : 1))
+        snprintf(buf, n, "%s2^%d", v < 0 ? "-" : "", ilogb(fabs(v)));
+    else
+        dr_flag_format_double(buf, n, v);
+}
+
 static int fail_range(const dr_flag *f, const char *what, const char *got, dr_err *err)
 {
     char lo[32], hi[32];
-    format_double(lo, sizeof lo, f->min);
-    format_double(hi, sizeof hi, f->max);
+    format_bound(lo, sizeof lo, f->min);
+    format_bound(hi, sizeof hi, f->max);
+    if (f->type == DR_FLAG_INT)
+        return dr_fail(err, DR_EUSAGE, "--%s: expected %s in %s..%s, got '%s'", f->name, what, lo, hi, got);
     return dr_fail(err, DR_EUSAGE, "--%s: expected %s in [%s, %s], got '%s'",
                    f->name, what, lo, hi, got);
 }
@@ -164,6 +176,8 @@ static int set_string(dr_flag *f, const char *s, dr_err *err)
     if (len >= DR_FLAG_STR_MAX)
         return dr_fail(err, DR_EUSAGE, "--%s: value is %zu characters long, at most %d allowed",
                        f->name, len, DR_FLAG_STR_MAX - 1);
+    if (f->choices != NULL && !dr_flag_choice_ok(f, s))
+        return dr_flag_choice_fail(f, s, err);
     memcpy(f->dest, s, len + 1);
     return DR_OK;
 }
@@ -206,9 +220,10 @@ static dr_flag *find_negated(dr_flag *flags, int nflags, const flag_arg *a)
 }
 
 /* Parses one flag whose value may be the next argument; *consumed counts
- * the arguments used beyond the flag itself. */
+ * the arguments used beyond the flag itself. from_file: it came from a
+ * flagfile, so a later argument may set it again. */
 static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char *next,
-                      int *consumed, dr_err *err)
+                      int *consumed, bool from_file, bool *file_set, dr_err *err)
 {
     size_t len = name_len(a);
     dr_flag *f = find_flag(flags, nflags, a->name, len);
@@ -216,9 +231,11 @@ static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char 
     if (f == NULL && neg == NULL)
         return dr_fail(err, DR_EUSAGE, "unknown flag --%.*s; see --help", (int)len, a->name);
     dr_flag *target = f != NULL ? f : neg;
-    if (target->seen)
+    size_t k = (size_t)(target - flags);
+    if (target->seen && !file_set[k])
         return dr_fail(err, DR_EUSAGE, "--%s: given twice", target->name);
     target->seen = true;
+    file_set[k] = from_file;
     if (neg != NULL) {
         if (a->value != NULL)
             return dr_fail(err, DR_EUSAGE, "--no%s: takes no value, got '%s'",
@@ -234,7 +251,7 @@ static int parse_flag(dr_flag *flags, int nflags, const flag_arg *a, const char 
     }
     if (next == NULL)
         return dr_fail(err, DR_EUSAGE, "--%s: missing value (expected %s)",
-                       f->name, type_name(f->type));
+                       f->name, dr_flag_type_name(f->type));
     /* Like absl, the next argument is the value whatever it looks like:
      * "--num_gpus -1" must reach the range check, not look like a flag. */
     *consumed = 1;
@@ -262,8 +279,10 @@ static void reset(dr_flag *flags, int nflags, bool *help_requested)
         *help_requested = false;
 }
 
-int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
-                   bool *help_requested, dr_err *err)
+/* The arguments' loop; origin NULL (all from the command line) or one
+ * "FILE:LINE" (or NULL) per argument; file_set: nflags flags. */
+static int parse_all(dr_flag *flags, int nflags, int argc, char **argv, char *const *origin,
+                     bool *file_set, bool *help_requested, dr_err *err)
 {
     reset(flags, nflags, help_requested);
     for (int i = 0; i < argc; i++) {
@@ -283,60 +302,36 @@ int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
             return DR_OK;
         }
         int consumed = 0;
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = parse_flag(flags, nflags, &a, next, &consumed, err);
+        /* a file's line is one argument: a value never comes from the next */
+        const char *next = i + 1 < argc && !(origin && (origin[i] || origin[i + 1])) ? argv[i + 1] : NULL;
+        int rc = parse_flag(flags, nflags, &a, next, &consumed, origin && origin[i], file_set, err);
         if (rc != DR_OK)
-            return rc;
+            return origin && origin[i] ? dr_fail_wrap(err, "%s", origin[i]) : rc;
         i += consumed;
     }
     return DR_OK;
 }
 
-/* The current value of dest, which before parsing is the default. */
-static void format_default(const dr_flag *f, char *buf, size_t n)
+static int parse_with(dr_flag *flags, int nflags, int argc, char **argv, char *const *origin,
+                      bool *help_requested, dr_err *err)
 {
-    switch (f->type) {
-    case DR_FLAG_STRING:
-        snprintf(buf, n, "\"%s\"", (const char *)f->dest);
-        return;
-    case DR_FLAG_INT:
-        snprintf(buf, n, "%" PRId64, *(const int64_t *)f->dest);
-        return;
-    case DR_FLAG_DOUBLE:   /* NaN: no default of its own (the flag's help says whose) */
-        if (isnan(*(const double *)f->dest)) snprintf(buf, n, "unset");
-        else format_double(buf, n, *(const double *)f->dest);
-        return;
-    case DR_FLAG_BOOL:
-        snprintf(buf, n, "%s", *(const bool *)f->dest ? "true" : "false");
-        return;
-    }
-    snprintf(buf, n, "?");
+    bool *file_set = calloc((size_t)nflags + 1, sizeof *file_set);
+    int rc;
+    if (file_set == NULL)
+        return dr_fail(err, DR_ENOMEM, "no memory for the flags");
+    rc = parse_all(flags, nflags, argc, argv, origin, file_set, help_requested, err);
+    free(file_set);
+    return rc;
 }
 
-#define USAGE_DEFAULT_WIDTH 24
-
-static int max_int(int a, int b)
+int dr_flags_parse(dr_flag *flags, int nflags, int argc, char **argv,
+                   bool *help_requested, dr_err *err)
 {
-    return a > b ? a : b;
+    return parse_with(flags, nflags, argc, argv, NULL, help_requested, err);
 }
 
-void dr_flags_usage(FILE *out, const dr_flag *flags, int nflags)
+int dr_flags_parse_args(dr_flag *flags, int nflags, const dr_flag_args *a, bool *help_requested, dr_err *err)
 {
-    char def[DR_FLAG_STR_MAX + 8];
-    int wname = 0, wtype = 0, wdef = 0;
-    for (int i = 0; i < nflags; i++) {
-        format_default(&flags[i], def, sizeof def);
-        wname = max_int(wname, (int)strlen(flags[i].name));
-        wtype = max_int(wtype, (int)strlen(type_name(flags[i].type)));
-        wdef = max_int(wdef, (int)strlen(def));
-    }
-    /* One long string default must not push every other help text off
-     * the screen; a longer one just shifts its own line. */
-    wdef = wdef < USAGE_DEFAULT_WIDTH ? wdef : USAGE_DEFAULT_WIDTH;
-    for (int i = 0; i < nflags; i++) {
-        const dr_flag *f = &flags[i];
-        format_default(f, def, sizeof def);
-        fprintf(out, "  --%-*s  %-*s  default: %-*s  %s\n", wname, f->name,
-                wtype, type_name(f->type), wdef, def, f->help != NULL ? f->help : "");
-    }
+    return parse_with(flags, nflags, a->argc, a->argv, a->origin, help_requested, err);
 }
+

@@ -139,7 +139,7 @@ static void recover(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
 {
     s->down[w] = false;
     s->recover_in[w] = 0;
-    *ev = (dr_ps_event){ DR_PS_RECOVER, w, 0, 0, s->version, 0 };
+    *ev = (dr_ps_event){ DR_PS_RECOVER, w, 0, 0, s->version, 0, 0 };
 }
 
 static void dispatch(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
@@ -153,7 +153,7 @@ static void dispatch(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
         s->doomed[w] = true;
         s->failure_injected = true;
     }
-    *ev = (dr_ps_event){ DR_PS_DISPATCH, w, c, s->version, s->version, 0 };
+    *ev = (dr_ps_event){ DR_PS_DISPATCH, w, c, s->version, s->version, 0, 0 };
 }
 
 /* A worker's rank died running its closure (dr_ps_schedule_take): nothing
@@ -166,7 +166,7 @@ static void lose(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
     s->down[w] = s->lost[w] = true;
     s->recover_in[w] = 0;
     put_back(s, c);
-    *ev = (dr_ps_event){ DR_PS_FAIL, w, c, r, s->version, 0 };
+    *ev = (dr_ps_event){ DR_PS_FAIL, w, c, r, s->version, 0, 0 };
 }
 
 static void land(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
@@ -178,10 +178,10 @@ static void land(dr_ps_schedule *s, uint32_t w, dr_ps_event *ev)
         s->down[w] = true;
         s->recover_in[w] = DR_PS_RECOVERY_LANDINGS;
         put_back(s, c);
-        *ev = (dr_ps_event){ DR_PS_FAIL, w, c, r, s->version, 0 };
+        *ev = (dr_ps_event){ DR_PS_FAIL, w, c, r, s->version, 0, 0 };
         return;
     }
-    *ev = (dr_ps_event){ DR_PS_LAND, w, c, r, s->version + 1, s->version - r };
+    *ev = (dr_ps_event){ DR_PS_LAND, w, c, r, s->version + 1, s->version - r, 0 };
     s->version++;
     for (uint32_t v = 0; v < s->opt.num_workers; v++)
         if (s->down[v] && s->recover_in[v] > 0) s->recover_in[v]--;
@@ -209,8 +209,25 @@ bool dr_ps_schedule_next(dr_ps_schedule *s, dr_ps_event *ev)
     }
     if (s->opt.replay) {   /* a recorded schedule: its next event, if the rule allows it */
         const dr_ps_event *rec = s->replayed < s->opt.replay_len ? &s->opt.replay[s->replayed] : NULL;
-        if (!rec || !dr_ps_schedule_take(s, rec->kind, rec->worker, ev) || ev->closure != rec->closure) {
+        dr_ps_schedule saved;
+        if (rec) saved = *s;
+        if (!rec || !dr_ps_schedule_take(s, rec->kind, rec->worker, ev)) {
             s->replay_bad = true;
+            return false;
+        }
+        /* the recording's own fields against what this run makes of the event */
+        s->replay_field = ev->closure != rec->closure ? "closure" : ev->read_version != rec->read_version ?
+                          "read_version" : ev->version != rec->version ? "version" : NULL;
+        if (s->replay_field) {
+            bool c = ev->closure != rec->closure, r = !c && ev->read_version != rec->read_version;
+            const char *field = s->replay_field;
+            uint64_t want = c ? ev->closure : r ? ev->read_version : ev->version;
+            uint64_t got = c ? rec->closure : r ? rec->read_version : rec->version;
+            *s = saved;   /* nothing taken */
+            s->replay_bad = true;
+            s->replay_field = field;
+            s->replay_want = want;
+            s->replay_got = got;
             return false;
         }
         s->replayed++;

@@ -133,9 +133,111 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
         ids_hash(rep->ids + rep->off[r], rep->off[r + 1] - rep->off[r], h);
         rc = append(t, err, "%s\"%s\"", r ? "," : "", h);
     }
-    if (rc == DR_OK) rc = append(t, err, "]%s}\n", rep->extra);
+    if (rc == DR_OK) rc = append(t, err, "]%s", rep->extra);
+    if (rc == DR_OK && !t->segment_checked) {   /* a new segment: its topology, once */
+        char last[sizeof t->segment];
+        t->segment_checked = true;
+        if (t->segment[0] && (!dr_run_log_last_segment(t, last, sizeof last) || strcmp(last, t->segment) != 0))
+            rc = append(t, err, ",\"segment\":%s", t->segment);
+    }
+    if (rc == DR_OK) rc = append(t, err, "}\n");
     if (rc == DR_OK) rc = step_scalars(t, step, rep, err);
     return rc;
+}
+
+/* ---- segments ----------------------------------------------------------- */
+
+#define SEGMENT_KEY ",\"segment\":{"
+
+void dr_run_log_set_segment(dr_run_log *t, const char *text)
+{
+    snprintf(t->segment, sizeof t->segment, "%s", text);
+}
+
+/* The marker of the line [p, end): its object's text, or NULL. */
+static const char *line_marker(const char *p, const char *end, size_t *n)
+{
+    size_t k = strlen(SEGMENT_KEY);
+    for (const char *q = p; q + k <= end; q++) {
+        if (memcmp(q, SEGMENT_KEY, k) != 0) continue;
+        const char *close = memchr(q + k, '}', (size_t)(end - q - k));
+        if (!close) return NULL;
+        *n = (size_t)(close - (q + k - 1)) + 1;
+        return q + k - 1;
+    }
+    return NULL;
+}
+
+/* Calls fn for each line: its step (0 when unreadable) and marker. */
+typedef void (*line_fn)(void *ctx, unsigned long long step, const char *marker, size_t n);
+
+static void each_line(const dr_run_log *t, line_fn fn, void *ctx)
+{
+    size_t at = 0;
+    while (t->metrics && at < t->len) {
+        const char *p = t->metrics + at, *nl = memchr(p, '\n', t->len - at);
+        const char *end = nl ? nl : t->metrics + t->len;
+        unsigned long long step = 0;
+        size_t n = 0;
+        const char *m = line_marker(p, end, &n);
+        char head[32];
+        size_t h = (size_t)(end - p) < sizeof head - 1 ? (size_t)(end - p) : sizeof head - 1;
+        memcpy(head, p, h);
+        head[h] = 0;
+        if (sscanf(head, "{\"step\":%llu", &step) != 1) step = 0;
+        fn(ctx, step, m, n);
+        at = (size_t)(end - t->metrics) + 1;
+    }
+}
+
+typedef struct last_ctx { char *buf; size_t n; bool found; } last_ctx;
+
+static void keep_last(void *ctx, unsigned long long step, const char *m, size_t n)
+{
+    last_ctx *c = ctx;
+    (void)step;
+    if (!m) return;
+    c->found = n < c->n;
+    if (c->found) { memcpy(c->buf, m, n); c->buf[n] = 0; }
+}
+
+bool dr_run_log_last_segment(const dr_run_log *t, char *buf, size_t n)
+{
+    last_ctx c = { buf, n, false };
+    each_line(t, keep_last, &c);
+    return c.found;
+}
+
+typedef struct list_ctx { json_object *arr, *cur; } list_ctx;
+
+static void add_line(void *ctx, unsigned long long step, const char *m, size_t n)
+{
+    list_ctx *c = ctx;
+    if (m || !c->cur) {
+        char text[512];
+        json_object *o = NULL;
+        if (m && n < sizeof text) {
+            memcpy(text, m, n);
+            text[n] = 0;
+            o = json_tokener_parse(text);
+            if (o && !json_object_is_type(o, json_type_object)) { json_object_put(o); o = NULL; }
+        }
+        if (!o) {
+            o = json_object_new_object();
+            json_object_object_add(o, "unrecorded", json_object_new_boolean(1));
+        }
+        json_object_object_add(o, "first_step", json_object_new_int64((int64_t)step));
+        json_object_array_add(c->arr, o);
+        c->cur = o;
+    }
+    json_object_object_add(c->cur, "last_step", json_object_new_int64((int64_t)step));
+}
+
+json_object *dr_run_log_segments(const dr_run_log *t)
+{
+    list_ctx c = { json_object_new_array(), NULL };
+    each_line(t, add_line, &c);
+    return c.arr;
 }
 
 /* Temp files of a write that a kill interrupted ("<name>.tmp.<pid>"): the
@@ -143,7 +245,8 @@ int dr_run_log_step(dr_run_log *t, uint64_t step, uint32_t epoch, const dr_step_
 static void remove_stale_temps(const char *dir)
 {
     static const char *const names[] = { "ckpt.bin.tmp.", "metrics.jsonl.tmp.", "summary.json.tmp.",
-                                         "predictions.jsonl.tmp." };
+                                         "predictions.jsonl.tmp.", "ps_schedule.json.tmp.",
+                                         "ps_schedule.jsonl.tmp." };
     DIR *d = opendir(dir);
     struct dirent *e;
     if (!d) return;
@@ -170,6 +273,11 @@ static void remove_stale_temps(const char *dir)
 
 int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
 {
+    return dr_run_log_open_as(t, cfg, true, err);
+}
+
+int dr_run_log_open_as(dr_run_log *t, const dr_run_config *cfg, bool writer, dr_err *err)
+{
     char path[1100];
     struct stat st;
     uint8_t *buf;
@@ -181,7 +289,7 @@ int dr_run_log_open(dr_run_log *t, const dr_run_config *cfg, dr_err *err)
     t->learning_rate = NAN;
     if ((rc = dr_tfevents_open(&t->events, cfg->model_dir, wall_now(), err))) return rc;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
-    remove_stale_temps(cfg->model_dir);
+    if (writer) remove_stale_temps(cfg->model_dir);   /* never another rank's live temp files */
     if (lstat(path, &st) != 0) return DR_OK;   /* no earlier run */
     if (!S_ISREG(st.st_mode))
         return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the metrics distref writes", path);
@@ -214,16 +322,20 @@ void dr_run_log_trim(dr_run_log *t, uint64_t upto)
     if (t->metrics) t->metrics[keep] = 0;
 }
 
-/* metrics.jsonl and this segment's TensorBoard events first, then ckpt.bin:
- * the checkpoint's rename is the one commit. A kill before it leaves the
- * old checkpoint with metrics lines beyond it, which a resume cuts back
- * (dr_run_log_trim) and redoes; a kill after it leaves both new. Either way
- * every step's line is there exactly once after the resume (the durability
- * suite kills at every write, fsync and rename to show it). The events of
- * redone steps land again in the next segment's file, after a SessionLog
- * START at its first step, on which TensorBoard drops the earlier copies
- * (scripts/test_tensorboard.sh kills a run between the two to show it). */
-int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
+/* metrics.jsonl and this segment's TensorBoard events first, then the
+ * parts that must agree with the checkpoint (parameter_server's schedule),
+ * then ckpt.bin: the checkpoint's rename is the one commit. A kill before
+ * it leaves the old checkpoint with metrics lines (and parts) beyond it,
+ * which a resume cuts back (dr_run_log_trim; a part's reader keeps what the
+ * checkpoint covers) and redoes; a kill after it leaves all of them new.
+ * Either way every step's line is there exactly once after the resume (the
+ * durability suite kills at every write, fsync and rename of every strategy
+ * to show it). The events of redone steps land again in the next segment's
+ * file, after a SessionLog START at its first step, on which TensorBoard
+ * drops the earlier copies (scripts/test_tensorboard.sh kills a run between
+ * the two to show it). */
+int dr_run_log_commit(dr_run_log *t, const dr_checkpoint *c, const dr_ckpt_part *parts, size_t nparts,
+                      dr_err *err)
 {
     char path[1100];
     int rc = dr_mkdirs(t->cfg->model_dir, err);
@@ -236,9 +348,25 @@ int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
 #else
     if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
     if (rc == DR_OK) rc = dr_tfevents_write(&t->events, err);
+#endif
+#if defined(DR_MUTANT_PARTS_AFTER_CKPT)
+    /* planted fault (scripts/test_durability.sh's mutant): the parts renamed
+     * after the checkpoint again, a second commit */
+    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
+#endif
+    for (size_t i = 0; rc == DR_OK && i < nparts; i++) {
+        snprintf(path, sizeof path, "%s/%s", t->cfg->model_dir, parts[i].name);
+        rc = dr_write_atomic(path, parts[i].data, parts[i].len, err);
+    }
+#if !defined(DR_MUTANT_CKPT_FIRST) && !defined(DR_MUTANT_PARTS_AFTER_CKPT)
     if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
 #endif
     return rc;
+}
+
+int dr_run_log_save(dr_run_log *t, const dr_checkpoint *c, dr_err *err)
+{
+    return dr_run_log_commit(t, c, NULL, 0, err);
 }
 
 

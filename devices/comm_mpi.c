@@ -219,7 +219,7 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
             dr_cm_cancel_all(req, 2 * CM_DEPTH);
             return mrc;
         }
-        if (dr_cm_now() - last > e->timeout) {
+        if (dr_cm_overdue(e, &last)) {
             bool recv_waiting = done_r < rx.nseg, alive;
             if ((mrc = dr_cm_ping(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer), &alive, what, err))) {
                 dr_cm_cancel_all(req, 2 * CM_DEPTH);
@@ -228,11 +228,13 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
             if (alive) { last = dr_cm_now(); continue; }   /* it waits on somebody else: so do we */
             dr_cm_cancel_all(req, 2 * CM_DEPTH);
             dr_cm_notice_send(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer));
-            return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: nothing from rank %d for %.1f s (%s %zu of %zu "
-                           "messages): rank %d %s died or hangs", e->rank, what,
-                           recv_waiting ? rx.peer : tx.peer, e->timeout, recv_waiting ? "received" : "sent to it",
-                           recv_waiting ? done_r : done_s, recv_waiting ? rx.nseg : tx.nseg,
-                           recv_waiting ? rx.peer : tx.peer, e->size > 2 ? "or a rank before it in the ring" : "");
+            return dr_cm_blamed(e, (uint32_t)(recv_waiting ? rx.peer : tx.peer),
+                                dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: nothing from rank %d for %.1f s (%s %zu "
+                                        "of %zu messages): rank %d %s died or hangs", e->rank, what,
+                                        recv_waiting ? rx.peer : tx.peer, e->timeout,
+                                        recv_waiting ? "received" : "sent to it", recv_waiting ? done_r : done_s,
+                                        recv_waiting ? rx.nseg : tx.nseg, recv_waiting ? rx.peer : tx.peer,
+                                        e->size > 2 ? "or a rank before it in the ring" : ""), err);
         }
         dr_cm_idle(last);
     }

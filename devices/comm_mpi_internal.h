@@ -33,6 +33,8 @@ typedef struct cm_ep {
     uint8_t *sbuf, *rbuf;    /* CM_DEPTH slots of CM_SEG * DR_ACC_BYTES each */
     void    *tmp;            /* one segment's elements, deserialized before they merge */
     double   timeout;
+    double   polled;         /* when a wait last asked dr_cm_overdue (a stop shows as a gap) */
+    double   stalled;        /* the longest such gap (0: none): this rank was stopped */
     void    *fx;             /* the exact float all-reduce's buffers (comm_mpi_f32x.c), kept between calls */
     size_t   fx_cap;         /* bytes at fx */
     void    *nat;            /* the native sum's packs and their buffers (comm_mpi_native.c), kept between calls */
@@ -40,6 +42,8 @@ typedef struct cm_ep {
 } cm_ep;
 
 #define CM_SPIN_S 200e-6              /* an idle wait spins this long before it yields the core */
+#define CM_STALL_F 0.5                /* a gap of this part of the deadline between two polls: this process
+                                       * was stopped (a starved one polls far more often) */
 
 /* A dr_comm of this comm is a cm_ep (its first member). */
 static inline cm_ep *dr_cm_ep(dr_comm *c) { return (cm_ep *)(void *)c; }
@@ -75,6 +79,15 @@ int    dr_cm_all_reduce_f32_exact(dr_comm *c, float *const *local, size_t n, dr_
 double dr_cm_now(void);                  /* monotonic seconds */
 /* Yields the core once `since` is more than CM_SPIN_S ago. */
 void   dr_cm_idle(double since);
+/* Whether the wait that last moved at *last is past the deadline. A gap of
+ * CM_STALL_F * timeout since the previous poll means this process was stopped
+ * (SIGSTOP) or starved, not that its peers were silent: the deadline starts
+ * again (*last = now), so a resumed rank first hears the notices sent
+ * meanwhile and never blames a peer for its own pause. */
+bool   dr_cm_overdue(cm_ep *e, double *last);
+/* rc of a wait that blames `peer`; after a stall of this rank the message
+ * says so instead and blames nobody (its peers gave up on it and left). */
+int    dr_cm_blamed(cm_ep *e, uint32_t peer, int rc, dr_err *err);
 /* DR_EFAULT with MPI's message for error code mrc. */
 int    dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what);
 /* Cancels and frees every active request of req[0..n). */

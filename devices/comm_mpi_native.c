@@ -456,7 +456,7 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
         if (moved) { last = dr_cm_now(); continue; }
         dr_cm_pong_serve(e);
         if ((rc = dr_cm_notice_check(e, what, err))) return rc;
-        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
+        if (dr_cm_overdue(e, &last) && (rc = dr_cm_blame(e, &last, what, err))) return rc;
         dr_cm_idle(last);
     }
 }

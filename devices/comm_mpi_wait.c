@@ -35,6 +35,30 @@ void dr_cm_idle(double since)
     if (dr_cm_now() - since > CM_SPIN_S) sched_yield();
 }
 
+bool dr_cm_overdue(cm_ep *e, double *last)
+{
+    double now = dr_cm_now(), gap = now - e->polled;
+    bool stalled = e->polled > 0 && gap > CM_STALL_F * e->timeout;
+    e->polled = now;
+#if defined(DR_MUTANT_CM_NO_STALL)   /* planted fault: a resumed rank counts its own pause against its peers */
+    stalled = false;
+#endif
+    if (stalled) {
+        if (gap > e->stalled) e->stalled = gap;
+        *last = now;
+    }
+    return now - *last > e->timeout;
+}
+
+int dr_cm_blamed(cm_ep *e, uint32_t peer, int rc, dr_err *err)
+{
+    if (rc == DR_EFAULT && e->stalled > 0)
+        dr_fail(err, DR_EFAULT, "comm mpi rank %u: this process did not run for %.1f s during a wait (stopped, "
+                "e.g. SIGSTOP): the other ranks gave up on it, and rank %u no longer answers since; it blames no "
+                "rank", e->rank, e->stalled, peer);
+    return rc;
+}
+
 int dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
 {
     char s[MPI_MAX_ERROR_STRING + 1];
@@ -48,14 +72,17 @@ int dr_cm_fail(dr_err *err, int mrc, uint32_t rank, const char *what)
  * The first rank whose deadline passes tells every other rank which rank it
  * waited for (fire and forget), so that the others, wherever they wait,
  * fail at once naming the same rank instead of each waiting out its own
- * deadline (or naming a survivor that has already left). */
+ * deadline (or naming a survivor that has already left). A rank that was
+ * stopped meanwhile sends none (dr_cm_overdue saw its pause): its peers
+ * gave up on it, it has nobody to blame. */
 
 void dr_cm_notice_send(cm_ep *e, uint32_t dead)
 {
     int32_t v = (int32_t)dead;
+    if (e->stalled > 0) return;
     for (uint32_t q = 0; q < e->size; q++) {
         MPI_Request rq;
-        if (q == e->rank || q == dead) continue;
+        if (q == e->rank || q == dead) continue;   /* (an Isend to a dead rank can block inside Open MPI) */
         if (MPI_Isend(&v, 1, MPI_INT32_T, (int)q, CM_TAG_NOTICE, e->comm, &rq) == MPI_SUCCESS) {
             double t0 = dr_cm_now();
             int done = 0;
@@ -166,13 +193,13 @@ int dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_e
         dr_cm_pong_serve(e);
         if (moved) last = dr_cm_now();
         else if ((rc = dr_cm_notice_check(e, "all_gather", err))) break;
-        else if (dr_cm_now() - last > e->timeout) {
+        else if (dr_cm_overdue(e, &last)) {
             bool alive;
             if ((rc = dr_cm_ping(e, missing, &alive, "all_gather", err))) break;
             if (alive) { last = dr_cm_now(); continue; }
             dr_cm_notice_send(e, missing);
-            rc = dr_fail(err, DR_EFAULT, "comm mpi rank %u: nothing from rank %u for %.1f s: rank %u died or hangs",
-                         e->rank, missing, e->timeout, missing);
+            rc = dr_cm_blamed(e, missing, dr_fail(err, DR_EFAULT, "comm mpi rank %u: nothing from rank %u for %.1f s: "
+                                                  "rank %u died or hangs", e->rank, missing, e->timeout, missing), err);
             break;
         }
         dr_cm_idle(last);
@@ -205,8 +232,9 @@ int dr_cm_blame(cm_ep *e, double *last, const char *what, dr_err *err)
         if ((rc = dr_cm_ping(e, q, &alive, what, err))) return rc;
         if (!alive) {
             dr_cm_notice_send(e, q);
-            return dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI_Iallreduce made no progress for %.1f s and "
-                           "rank %u does not answer: rank %u died or hangs", e->rank, what, e->timeout, q, q);
+            return dr_cm_blamed(e, q, dr_fail(err, DR_EFAULT, "comm mpi rank %u %s: MPI_Iallreduce made no progress "
+                                              "for %.1f s and rank %u does not answer: rank %u died or hangs", e->rank,
+                                              what, e->timeout, q, q), err);
         }
     }
     *last = dr_cm_now();   /* every rank answers: a slow one, not a dead one */
@@ -230,7 +258,7 @@ int dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_err 
         if (left <= 0) break;
         dr_cm_pong_serve(e);
         if ((rc = dr_cm_notice_check(e, what, err))) return rc;
-        if (dr_cm_now() - last > e->timeout && (rc = dr_cm_blame(e, &last, what, err))) return rc;
+        if (dr_cm_overdue(e, &last) && (rc = dr_cm_blame(e, &last, what, err))) return rc;
         dr_cm_idle(last);
     }
     return DR_OK;

@@ -58,10 +58,10 @@ typedef struct cli {
     bool    nesterov, from_logits, drop_remainder, shuffle;
 } cli;
 
-#define STR(name, field) { name, DR_FLAG_STRING, c->field, 1, 0, NULL, false }
-#define INT(name, field, lo, hi) { name, DR_FLAG_INT, &c->field, lo, hi, NULL, false }
-#define DBL(name, field, lo, hi) { name, DR_FLAG_DOUBLE, &c->field, lo, hi, NULL, false }
-#define BOOL(name, field) { name, DR_FLAG_BOOL, &c->field, 1, 0, NULL, false }
+#define STR(name, field) { name, DR_FLAG_STRING, c->field, 1, 0, NULL, false, NULL, false }
+#define INT(name, field, lo, hi) { name, DR_FLAG_INT, &c->field, lo, hi, NULL, false, NULL, false }
+#define DBL(name, field, lo, hi) { name, DR_FLAG_DOUBLE, &c->field, lo, hi, NULL, false, NULL, false }
+#define BOOL(name, field) { name, DR_FLAG_BOOL, &c->field, 1, 0, NULL, false, NULL, false }
 
 static int table(cli *c, dr_flag *f)
 {

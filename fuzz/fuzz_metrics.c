@@ -4,7 +4,10 @@
  * the way a resumed run does; then dr_run_log_trim cuts it back as the
  * harness does after a resume (to the last step, to a middle step taken
  * from the input's first byte, to 0) and dr_run_log_step appends a line
- * after what is left (so the append grows a buffer that came from the file).
+ * after what is left (so the append grows a buffer that came from the file),
+ * with a segment marker when the kept lines' last segment is another one;
+ * the segments (dr_run_log_segments, dr_run_log_last_segment) are read
+ * from the file's markers first.
  * Checks: no crash, UB or leak; any error return is fine. After each trim
  * the kept text must be a prefix of the file ending at a newline (or
  * empty), and NUL-terminated at its length.
@@ -35,6 +38,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     dr_run_log_trim(&log, UINT64_MAX);
     check_prefix(&log, data, size);
+    {   /* the segments the file's markers describe (summary.json's list, a resume's check) */
+        char last[sizeof log.segment];
+        json_object *segs = dr_run_log_segments(&log);
+        if (dr_run_log_last_segment(&log, last, sizeof last) && strlen(last) >= sizeof last) __builtin_trap();
+        if (!json_object_is_type(segs, json_type_array)) __builtin_trap();
+        json_object_put(segs);
+        dr_run_log_set_segment(&log, "{\"strategy\":\"mirrored\",\"variant\":\"ref\",\"workers\":1,"
+                                     "\"replicas_in_sync\":2,\"numerics\":\"exact\"}");
+    }
     dr_run_log_trim(&log, size > 0 ? data[0] % 8 : 1);
     check_prefix(&log, data, size);
 

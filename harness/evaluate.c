@@ -2,6 +2,7 @@
  * the test split, whichever variant trained the checkpoint (its variables
  * are the same numbers under every variant and strategy). */
 #include "distref/harness.h"
+#include "distref/checkpoint.h"
 #include "distref/ref.h"
 
 #include <string.h>
@@ -15,15 +16,30 @@ static int check(const dr_run_config *cfg, dr_err *err)
     return dr_variant_lookup(cfg->variant, &v, err);
 }
 
+/* The step of the checkpoint that was evaluated (res->steps). */
+static void checkpoint_step(const dr_run_config *cfg, dr_run_result *res)
+{
+    dr_checkpoint c;
+    bool found = false;
+    dr_err ignored;
+    if (dr_checkpoint_load(cfg->model_dir, &c, &found, &ignored) != DR_OK || !found) return;
+    res->steps = c.step;
+    dr_checkpoint_free(&c);
+}
+
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     int rc = check(cfg, err);
     memset(res, 0, sizeof *res);   /* examples stays 0 unless a result was computed */
-    return rc ? rc : dr_ref_evaluate(cfg, res, err);
+    if (!rc) rc = dr_ref_evaluate(cfg, res, err);
+    if (res->examples) checkpoint_step(cfg, res);
+    return rc;
 }
 
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     int rc = check(cfg, err);
-    return rc ? rc : dr_ref_predict(cfg, res, err);
+    if (!rc) rc = dr_ref_predict(cfg, res, err);
+    if (!rc) checkpoint_step(cfg, res);
+    return rc;
 }

@@ -224,7 +224,7 @@ int dr_run_export(const dr_run_config *cfg, const char *what, const char *format
     if (!cfg->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir: export needs a folder to write into");
     if ((rc = dr_run_plan_make(cfg, &plan, err))) return rc;
     if (plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER && strcmp(what, "init") && strcmp(what, "data"))
-        return dr_fail(err, DR_EUNSUPPORTED, "export --what=%s: parameter_server's workers take their batches in "
+        return dr_fail(err, DR_EUSAGE, "export --what=%s: parameter_server's workers take their batches in "
                        "the emulated asynchronous schedule; export a synchronous strategy", what);
     if ((rc = dr_mkdirs(cfg->model_dir, err))) return rc;   /* only once the request is valid */
     if (!strcmp(what, "init") || !strcmp(what, "all"))

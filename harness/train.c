@@ -10,12 +10,18 @@
  *               iterator moved to its position, the variables set
  *   the loop    one variant step per global batch; a metrics.jsonl line
  *               per step; a checkpoint every --checkpoint_every steps
- *   the end     a checkpoint, and summary.json with weights_sha256
+ *   the end     a checkpoint, and summary.json with weights_sha256 and
+ *               the segments (harness/segment.c)
+ *
+ * A directory whose checkpoint already has every step runs nothing and
+ * says so (res->already_complete); one continued under another topology
+ * says from which (res->previous), where that is allowed (segment.h).
  */
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/run_log.h"
+#include "harness/segment.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +38,11 @@ typedef struct run {
     bool          it_open;
     uint64_t      step, start_step;
     uint64_t      epoch_correct, epoch_examples;
+    uint32_t      counted_epoch;   /* the epoch those counters are of (UINT32_MAX: none yet) */
     float         last_loss;
     float        *params, *slots;
+    char          topology[160];   /* this run's, in words */
+    char          previous[160];   /* the checkpoint's segment, when it differs */
 } run;
 
 /* Only the chief writes model_dir (variant.h); every process trains. */
@@ -71,6 +80,7 @@ static int resume(run *r, dr_err *err)
         r->step = r->start_step = c.step;
         r->epoch_correct = c.epoch_correct;
         r->epoch_examples = c.epoch_examples;
+        r->counted_epoch = c.position > 0 ? c.epoch : UINT32_MAX;   /* at a boundary: the epoch before's */
         memcpy(&r->last_loss, &c.last_loss_bits, sizeof r->last_loss);
     }
     dr_checkpoint_free(&c);
@@ -124,6 +134,10 @@ static int loop(run *r, dr_err *err)
         if ((rc = r->v->step(r->s, &batch, r->step + 1, &rep, err))) break;
         r->step++;
         r->last_loss = rep.loss;
+        if (batch.epoch != r->counted_epoch) {   /* a new epoch's first step (also right after a resume) */
+            r->epoch_correct = r->epoch_examples = 0;
+            r->counted_epoch = batch.epoch;
+        }
         r->epoch_correct += rep.correct;
         r->epoch_examples += rep.count;
         rc = dr_run_log_step(&r->log, r->step, batch.epoch, &rep, err);
@@ -142,15 +156,38 @@ static int loop(run *r, dr_err *err)
     return rc;
 }
 
+/* A finished run run again: nothing ran, and nothing is reported as if
+ * computed now. Only a summary.json that a crash kept from being written is
+ * written (from the checkpoint). */
+static bool nothing_ran(const run *r)
+{
+    return r->step == r->start_step && r->start_step > 0;
+}
+
+static bool has_summary(const run *r)
+{
+    char path[1100];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/summary.json", r->cfg->model_dir);
+    return stat(path, &sb) == 0;
+}
+
 static int finish(run *r, dr_run_result *res, dr_err *err)
 {
     const dr_strategy *st = r->v->strategy(r->s);
-    json_object *o = json_object_new_object(), *tpu;
+    json_object *o, *tpu;
     char num[32];
     uint32_t bits;
-    int rc = r->v->get_variables(r->s, r->params, r->slots, err);
-    if (rc) { json_object_put(o); return rc; }
+    int rc;
     memset(res, 0, sizeof *res);
+    res->already_complete = nothing_ran(r);
+    res->resumed_step = r->start_step;
+    snprintf(res->topology, sizeof res->topology, "%s", r->topology);
+    snprintf(res->previous, sizeof res->previous, "%s", r->previous);
+    res->steps = r->step;
+    if (res->already_complete && has_summary(r)) return DR_OK;
+    o = json_object_new_object();
+    if ((rc = r->v->get_variables(r->s, r->params, r->slots, err))) { json_object_put(o); return rc; }
     res->steps = r->step;
     res->loss = r->last_loss;
     res->accuracy = r->epoch_examples ? (float)r->epoch_correct / (float)r->epoch_examples : 0.0f;
@@ -174,19 +211,41 @@ static int finish(run *r, dr_run_result *res, dr_err *err)
     json_object_object_add(o, "train_accuracy_last_epoch", json_object_new_double((double)res->accuracy));
     json_object_object_add(o, "weights_sha256", json_object_new_string(res->weights_sha256));
     json_object_object_add(o, "wall_seconds", json_object_new_double(res->seconds));
+    json_object_object_add(o, "segments", dr_run_log_segments(&r->log));
     r->v->summarize(r->s, o);
     if (json_object_object_get_ex(o, "tpu", &tpu)) {
         json_object *t;
         if (json_object_object_get_ex(tpu, "emulated_seconds_total", &t)) res->emulated_seconds = json_object_get_double(t);
     }
-    if (r->step == r->start_step && r->start_step > 0) {   /* a finished run, run again: report, touch nothing */
-        char path[1100];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/summary.json", r->cfg->model_dir);
-        if (stat(path, &sb) == 0) { json_object_put(o); return DR_OK; }
-    }
     if (!chief(r)) { json_object_put(o); return DR_OK; }
     return dr_run_log_summary(&r->log, o, err);
+}
+
+/* The directory's last segment against this run's (segment.h); step: the
+ * checkpoint's. Sets r->previous when the run goes on under another one. */
+static int check_segment(run *r, uint64_t step, bool finished, dr_err *err)
+{
+    char prev[sizeof r->log.segment];
+    bool changed;
+    int rc;
+    if (step == 0 || !dr_run_log_last_segment(&r->log, prev, sizeof prev)) return DR_OK;
+    rc = dr_segment_check(prev, r->log.segment, finished, step, r->cfg->model_dir, &changed, err);
+    if (rc == DR_OK && changed) dr_segment_words(prev, r->previous, sizeof r->previous);
+    return rc;
+}
+
+/* parameter_server resumes inside its own train: its checkpoint's step is
+ * read here, and its metrics.jsonl is not trimmed yet (a segment marker past
+ * the checkpoint is possible only after a crash between the two renames;
+ * parameter_server refuses every change of topology either way). */
+static int ps_segment(run *r, dr_err *err)
+{
+    dr_checkpoint c;
+    bool found;
+    int rc = dr_checkpoint_load(r->cfg->model_dir, &c, &found, err);
+    if (rc || !found) return rc;
+    dr_checkpoint_free(&c);
+    return check_segment(r, c.step, false, err);
 }
 
 /* parameter_server's coordinator schedules its own steps (variant.h). */
@@ -228,11 +287,16 @@ static int open_run(run *r, dr_err *err)
     r->params = malloc(r->plan.P * sizeof(float) + 1);
     r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
     if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
-    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
+    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
-    if (self_scheduled(r)) return DR_OK;   /* it iterates its own input */
     st = r->v->strategy(r->s);
+    {
+        char seg[sizeof r->log.segment];
+        dr_segment_of(st, r->v->name, r->plan.exact, seg, sizeof seg, r->topology, sizeof r->topology);
+        dr_run_log_set_segment(&r->log, seg);
+    }
+    if (self_scheduled(r)) return ps_segment(r, err);   /* it iterates its own input */
     /* DATA sharding arranges each global batch itself: the iterator only batches. */
     if ((rc = dr_dist_iter_init(&r->it, r->data.n, r->plan.G, r->plan.shard_data ? 1 : st->num_replicas,
                                 cfg->seed, cfg->shuffle, cfg->drop_remainder, err)))
@@ -243,7 +307,7 @@ static int open_run(run *r, dr_err *err)
     if (rc) return rc;
     if ((rc = resume(r, err))) return rc;
     dr_run_log_trim(&r->log, r->step);
-    return DR_OK;
+    return check_segment(r, r->start_step, !more_steps(r), err);
 }
 
 static void close_run(run *r)
@@ -254,6 +318,17 @@ static void close_run(run *r)
     dr_dataset_free(&r->data);
     free(r->params);
     free(r->slots);
+}
+
+int dr_run_check_supported(const dr_run_config *cfg, dr_err *err)
+{
+    const dr_variant *v;
+    dr_run_plan plan;
+    int rc = dr_variant_lookup(cfg->variant, &v, err);
+    if (!rc) rc = dr_run_plan_make(cfg, &plan, err);
+    if (!rc) rc = v->supports(&plan, err);
+    if (rc == DR_EUNSUPPORTED) rc = err->code = DR_EUSAGE;   /* a combination of flags no variant runs */
+    return rc;
 }
 
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)

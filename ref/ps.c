@@ -109,6 +109,7 @@ static int flags(ps_run *r, dr_err *err)
         if ((rc = dr_ps_schedule_load(cfg->replay_schedule, &r->replay, &r->nreplay, err))) return rc;
         o->replay = r->replay;
         o->replay_len = r->nreplay;
+        o->replay_name = cfg->replay_schedule;
     }
     return DR_OK;
 }
@@ -319,12 +320,11 @@ static int save(ps_run *r, dr_err *err)
     c.nslots = (uint32_t)t->nslots;
     c.params = t->var;
     c.slots = t->var_slots;
-    {
-        char path[1100], settings[512];
-        snprintf(path, sizeof path, "%s/ps_schedule.json", t->cfg->model_dir);
-        dr_ps_settings_line(t->cfg, r->W, r->P, t->step, settings, sizeof settings);
-        if ((rc = dr_run_log_save(r->log, &c, err)) || (rc = dr_write_atomic(path, settings, strlen(settings), err)))
-            return rc;
+    {   /* the plan's settings, committed with the checkpoint (written before its rename) */
+        char settings[512];
+        dr_ckpt_part part = { "ps_schedule.json", settings, 0 };
+        part.len = dr_ps_settings_line(t->cfg, r->W, r->P, t->step, settings, sizeof settings);
+        if ((rc = dr_run_log_commit(r->log, &c, &part, 1, err))) return rc;
     }
     r->saved = t->step;
     r->have_ckpt = true;

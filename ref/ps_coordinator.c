@@ -367,22 +367,32 @@ static int process(dr_coordinator *c, const dr_ps_event *ev, dr_err *err)
     return rc;
 }
 
+/* Why the recording stopped: the event this run cannot take, named by its
+ * file, line and field. */
+static int replay_refused(const dr_coordinator *c, dr_err *err)
+{
+    const dr_ps_event *r = c->sched.replayed < c->opt.replay_len ? &c->opt.replay[c->sched.replayed] : NULL;
+    const char *file = c->opt.replay_name ? c->opt.replay_name : "the recording";
+    if (!r)
+        return dr_fail(err, DR_EFORMAT, "--replay_schedule=%s: the recording ends after %zu events but closures "
+                       "are still queued or in flight", file, c->sched.replayed);
+    if (c->sched.replay_field)
+        return dr_fail(err, DR_EFORMAT, "--replay_schedule=%s line %zu: field \"%s\": this run has %llu there, "
+                       "the recording %llu", file, r->line, c->sched.replay_field,
+                       (unsigned long long)c->sched.replay_want, (unsigned long long)c->sched.replay_got);
+    return dr_fail(err, DR_EFORMAT, "--replay_schedule=%s line %zu: field \"event\": %s of closure %llu on "
+                   "worker %u is not allowed here (expected an event the queue, the staleness bound %u and the %u "
+                   "workers of this run allow: the run that recorded it had other ones)", file, r->line,
+                   r->kind == DR_PS_LAND ? "land" : r->kind == DR_PS_FAIL ? "fail" : "dispatch",
+                   (unsigned long long)r->closure, r->worker, c->opt.staleness, c->W);
+}
+
 /* One event; *idle when nothing was queued or in flight. */
 static int step(dr_coordinator *c, bool *idle, dr_err *err)
 {
     dr_ps_event ev;
     *idle = !dr_ps_schedule_next(&c->sched, &ev);
-    if (*idle && c->sched.replay_bad) {
-        const dr_ps_event *r = c->sched.replayed < c->opt.replay_len ? &c->opt.replay[c->sched.replayed] : NULL;
-        if (!r)
-            return die(c, dr_fail(err, DR_EFORMAT, "--replay_schedule: the recording ends after %zu events but "
-                                  "closures are still queued or in flight", c->sched.replayed), err);
-        return die(c, dr_fail(err, DR_EFORMAT, "--replay_schedule: event %zu (%s of closure %llu on worker %u) is "
-                              "not allowed here (queue, staleness bound %u or workers differ from the run that "
-                              "recorded it)", c->sched.replayed + 1,
-                              r->kind == DR_PS_LAND ? "land" : r->kind == DR_PS_FAIL ? "fail" : "dispatch",
-                              (unsigned long long)r->closure, r->worker, c->opt.staleness), err);
-    }
+    if (*idle && c->sched.replay_bad) return die(c, replay_refused(c, err), err);
     return *idle ? DR_OK : die(c, process(c, &ev, err), err);
 }
 

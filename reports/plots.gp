@@ -7,9 +7,11 @@
 #   loss_curves.png     curve_ref_one_device.dat, curve_openmp_exact_mirrored4.dat,
 #                       curve_openmp_fast_mirrored4.dat     ("step loss")
 #   fast_delta.png      fast_delta.dat                      ("step |delta loss|", 1e-12 = exactly 0)
-#   splits.png          split_0.dat split_1.dat split_2.dat ("step n_replica0 n_replica1 ...")
+#   splits.png          split_auto_0..2.dat, split_off_0..2.dat ("step n_replica0 n_replica1 ...",
+#                       one per uneven case and auto-shard policy; the header's "(...)" names the case)
 #   regularization.png  reg.dat                             ("replicas reg_term_in_loss reference")
-#   faults.png          faults.dat                          ("fault expected_suite caught suites_that_failed")
+#   faults.png          faults.dat, or the file named by faults= ("fault expected_suite caught suites_that_failed";
+#                       faultsrun='<revision>, <date>' goes into its title)
 # A missing data file gives a PNG that says so instead of stopping the script.
 
 if (!exists("outdir")) outdir = "reports/out"
@@ -104,68 +106,78 @@ if (readable(fd)) {
 }
 
 # --------------------------------------------------------------- batch splits
-eval(term(1000, 940))
+# Two rules, one per auto-shard policy, each panel titled with the rule it
+# shows (TensorFlow 2.21 as measured, docs/SEMANTICS.md):
+#   AUTO  the default on an in-memory dataset: each batch of B is cut into
+#         slices of ceil(B/R), the last slices short or empty
+#         (range(23).batch(10) over 4 replicas: 3,3,3,1 3,3,3,1 1,1,1,0)
+#   OFF   batch_sizes_for_worker: the first G mod R replicas get one more, a
+#         short final batch fills replicas in order (3,3,2,2 ... 3,0,0,0)
+eval(term(1400, 1100))
 set output dat("splits.png")
 ptitle = "Per-replica batch sizes"
-fallback_titles = "G=20_over_3_replicas,_final_batch_3|G=10_over_4_replicas,_final_batch_3_<_R|G=3_<_R=5:_empty_replicas_every_step"
-if (readable(dat("split_0.dat")) && readable(dat("split_1.dat")) && readable(dat("split_2.dat"))) {
+pols = "auto off"
+polname(p) = (p eq "auto") ? "AUTO (the default)" : "OFF"
+rule(p) = (p eq "auto") ? "slices of ceil(B/R); the last slices short or empty" \
+                        : "the first G mod R replicas get one more; a short batch fills in order"
+splitf(p, k) = dat(sprintf("split_%s_%d.dat", p, k))
+have_splits = 1
+do for [k = 0:2] { do for [p = 1:2] { have_splits = have_splits && readable(splitf(word(pols, p), k)) } }
+if (have_splits) {
     reset
     array pal[8] = ["#1f78b4", "#33a02c", "#e31a1c", "#ff7f00", "#6a3d9a", "#b15928", "#a6cee3", "#b2df8a"]
-    # replicas per case; one shared key, drawn by the panel with the most
+    # replicas per case (both policies split the same case); one shared key
     array Rs[3]
     Rmax = 0
     do for [k = 0:2] {
-        stats dat(sprintf("split_%d.dat", k)) nooutput
+        stats splitf("auto", k) nooutput
         Rs[k + 1] = STATS_columns - 1
         Rmax = (Rs[k + 1] > Rmax) ? Rs[k + 1] : Rmax
     }
     # one shared key above the panels, drawn by hand (a key would wrap to the panel's width)
     do for [i = 0:Rmax - 1] {
-        kx = 0.5 + (i - (Rmax - 1) / 2.0) * 0.14
-        set object 100 + i rect center screen kx - 0.04, 0.912 size char 2.2, char 1.1 \
+        kx = 0.5 + (i - (Rmax - 1) / 2.0) * 0.1
+        set object 100 + i rect center screen kx - 0.03, 0.905 size char 2.2, char 1.1 \
             fc rgb pal[i % 8 + 1] fs solid 0.85 border rgb "#333333" front
-        set label 100 + i sprintf("replica %d", i) at screen kx - 0.022, 0.912 left front font ",12"
+        set label 100 + i sprintf("replica %d", i) at screen kx - 0.016, 0.905 left front font ",12"
     }
-    set multiplot layout 3,1 margins 0.09, 0.97, 0.06, 0.85 spacing 0, 0.08 \
-        title "Per-replica batch sizes each step (TensorFlow's split: the first G mod R replicas get one more;\na short final batch fills replicas in order)" font ",13"
+    set multiplot layout 3,2 margins 0.06, 0.98, 0.05, 0.84 spacing 0.06, 0.09 \
+        title "Per-replica batch sizes each step, by auto-shard policy: left AUTO, TensorFlow's default on an in-memory dataset\n(each batch cut into slices of ceil(B/R)); right OFF (batch_sizes_for_worker: the first G mod R replicas get one more)" font ",13"
     set style data histograms
     set style histogram clustered gap 1
     set style fill solid 0.85 border rgb "#333333"
     set boxwidth 1.0 relative
-    set ylabel "examples per replica"
     set grid ytics
     do for [k = 0:2] {
-        f = dat(sprintf("split_%d.dat", k))
-        R = Rs[k + 1]
-        ymax = 0
-        do for [c = 2:R + 1] {
-            stats f using c nooutput
-            ymax = (STATS_max > ymax) ? STATS_max : ymax
+        do for [p = 1:2] {
+            pol = word(pols, p)
+            f = splitf(pol, k)
+            R = Rs[k + 1]
+            ymax = 0
+            do for [c = 2:R + 1] {
+                stats f using c nooutput
+                ymax = (STATS_max > ymax) ? STATS_max : ymax
+            }
+            # the case, from the header's "(...)"
+            head = system(sprintf("sed -n '1s/^[^(]*(\\(.*\\)).*$/\\1/p' '%s'", f))
+            set title sprintf("%s: %s\n%s", polname(pol), head, rule(pol)) font ",11"
+            if (k == 2) { set xlabel "training step" } else { unset xlabel }
+            if (p == 1) { set ylabel "examples per replica" } else { unset ylabel }
+            set yrange [0 : ceil(ymax * 1.25) + 0.5]
+            set ytics 1
+            if (ymax > 5) { set ytics 2 }
+            unset key
+            w = 1.0 / (R + 1)
+            plot for [c = 2:R + 1] f using c:xtic(1) lc rgb pal[(c - 2) % 8 + 1] notitle, \
+                 for [c = 2:R + 1] f using ($0 + (c - 2 - (R - 1) / 2.0) * w):(column(c)):(sprintf("%d", column(c))) \
+                     with labels offset 0, 0.65 font ",10" notitle
+            unset for [i = 0:Rmax - 1] object 100 + i
+            unset for [i = 0:Rmax - 1] label 100 + i
         }
-        # the case, from the header's "(...)"; hardcoded if the header has none
-        head = system(sprintf("sed -n '1s/^[^(]*(\\(.*\\))[^)]*$/\\1/p' '%s'", f))
-        if (strlen(head) == 0) {
-            s = fallback_titles
-            do for [i = 1:k] { s = s[strstrt(s, "|") + 1:] }
-            head = (strstrt(s, "|") > 0) ? s[1:strstrt(s, "|") - 1] : s
-            while (strstrt(head, "_") > 0) { head = head[1:strstrt(head, "_") - 1] . " " . head[strstrt(head, "_") + 1:] }
-        }
-        set title head font ",12"
-        if (k == 2) { set xlabel "training step" } else { unset xlabel }
-        set yrange [0 : ceil(ymax * 1.25) + 0.5]
-        set ytics 1
-        if (ymax > 5) { set ytics 2 }
-        unset key
-        w = 1.0 / (R + 1)
-        plot for [c = 2:R + 1] f using c:xtic(1) lc rgb pal[(c - 2) % 8 + 1] notitle, \
-             for [c = 2:R + 1] f using ($0 + (c - 2 - (R - 1) / 2.0) * w):(column(c)):(sprintf("%d", column(c))) \
-                 with labels offset 0, 0.65 font ",10" notitle
-        unset for [i = 0:Rmax - 1] object 100 + i
-        unset for [i = 0:Rmax - 1] label 100 + i
     }
     unset multiplot
 } else {
-    nodata = "split_*.dat"; eval(placeholder)
+    nodata = "split_auto_*.dat, split_off_*.dat"; eval(placeholder)
 }
 unset output
 eval(term(1000, 560))
@@ -205,10 +217,12 @@ if (readable(rg)) {
 }
 
 # --------------------------------------------------------------------- faults
-set output dat("faults.png")
-fl = dat("faults.dat")
+# The last mutant run's file when the caller names it (bin/conformance passes
+# faults='<file>' faultsrun='<revision>, <date>'), else outdir's faults.dat.
+fl = exists("faults") ? faults : dat("faults.dat")
+fromrun = exists("faultsrun") ? "fault matrix from the mutant run of " . faultsrun : "planted faults"
 ptitle = "Planted faults"
-suites = "loss_curves batch_splitting regularization reductions checkpoints durability"
+suites = "loss_curves batch_splitting regularization reductions checkpoints durability compact mpi"
 ns = words(suites)
 failed(list, s) = strstrt("," . list . ",", "," . s . ",") > 0
 suite_index(s) = sum [j = 1:ns] ((word(suites, j) eq s) ? j : 0)
@@ -218,10 +232,13 @@ if (readable(fl)) {
     misses = ""
     stats fl using ((column(3) == 0) ? (misses = misses . " " . strcol(1), 0) : 0) nooutput
     nf = STATS_records
+    # eight suite columns; a row per fault
+    eval(term(1300, 200 + 30 * nf))
+    set output dat("faults.png")
     if (strlen(misses) == 0) {
-        set title sprintf("planted faults: every fault caught (%d of %d)", nf, nf) font ",14"
+        set title fromrun . sprintf("\nevery fault caught (%d of %d)", nf, nf) font ",14"
     } else {
-        set title "planted faults: NOT caught:" . misses font ",14" textcolor rgb "#cc0000"
+        set title fromrun . "\nNOT caught:" . misses font ",14" textcolor rgb "#cc0000"
     }
     set xrange [0.5 : ns + 0.5]
     set yrange [nf - 0.5 : -0.5]
@@ -249,6 +266,7 @@ if (readable(fl)) {
          NaN with boxes fs solid fc rgb "#fdae6b" title "failed: another suite", \
          NaN with boxes fs solid fc rgb "#f0f0f0" title "passed"
 } else {
+    set output dat("faults.png")
     nodata = "faults.dat"; eval(placeholder)
 }
 

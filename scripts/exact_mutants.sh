@@ -62,9 +62,18 @@
 #                                       TensorBoard shows a resumed run's redone steps twice
 #                                       (test_tfevents reads a resumed run's files with
 #                                       TensorBoard's purge rule; no TensorBoard needed)
+#   replay_nul_blank core/ps_schedule_read.c  a NUL byte read as the end of the line (a line of
+#                                       NULs is blank: /dev/zero's endless loop)
+#   replay_special  core/ps_schedule_read.c   any file but a directory opened (a FIFO, a device)
+#   replay_version  core/ps_schedule_read.c   a landing's version taken as written
+#   replay_511      core/ps_schedule_read.c   the old 511-byte line (a valid 600-byte line refused)
+#                                       (each caught by test_replay_file)
 #   omp_no_reexec   harness/omp_policy.c  the wait policy never re-executes the program, so
 #                                       libgomp keeps its long spin (test_omp_policy runs itself
 #                                       as a probe under three environments)
+#   skip_as_pass    conformance/verdict.c  a cell a variant does not support is recorded as
+#                                       passed, not "not supported" (test_report reads the tally,
+#                                       results.json, junit.xml, matrix.dat and index.html)
 # The sum_* mutants bite only where the AVX-512 kernel runs (avx512f in
 # /proc/cpuinfo), the crt_* ones of cpu_gemm_vnni.c and the round_* ones only where the VNNI
 # kernel runs (avx512_vnni); elsewhere they are skipped, with a line saying so.
@@ -74,15 +83,15 @@ set -u
 : "${CC:?}" "${BUILD:?}" "${LIBS:?}"
 d="$BUILD/exact_mutants"; mkdir -p "$d"
 caught=0; missed=""
-run() {   # name file layer how test
-    name=$1; file=$2; layer=$3; how=$4; test=$5
+run() {   # name file layer how test [objects the test links besides the archives]
+    name=$1; file=$2; layer=$3; how=$4; test=$5; extra=${6:-}
     case "$how" in
     -D*) $CC $CFLAGS -DDR_LAYER_$layer "$how" -c "$file" -o "$d/$name.o" || exit 1 ;;
     *)   sed "$how" "$file" > "$d/$name.c"
          if cmp -s "$file" "$d/$name.c"; then echo "exact mutant $name: the patch no longer applies to $file" >&2; exit 1; fi
          $CC $CFLAGS -DDR_LAYER_$layer -c "$d/$name.c" -o "$d/$name.o" || exit 1 ;;
     esac
-    $CC $CFLAGS -o "$d/${test}_$name" "tests/$test.c" "$d/$name.o" $LIBS $LDLIBS || exit 1
+    $CC $CFLAGS -o "$d/${test}_$name" "tests/$test.c" "$d/$name.o" $extra $LIBS $LDLIBS || exit 1
     if "$d/${test}_$name" >"$d/$name.out" 2>&1; then missed="$missed $name"
     else caught=$((caught + 1)); echo "exact mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name.out") failing lines)"; fi
 }
@@ -130,7 +139,13 @@ run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' t
 run sgemm_cut_by_threads devices/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
 run cacc_merge_flag devices/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
+run replay_nul_blank core/ps_schedule_read.c CORE 's/        if (ch == 0) {/        if (ch == 0 \&\& 0) {/' test_replay_file
+run replay_special core/ps_schedule_read.c CORE 's/!S_ISREG(st.st_mode)/S_ISDIR(st.st_mode)/' test_replay_file
+run replay_version core/ps_schedule_read.c CORE 's/ev->version, h->lands + (ev->kind == DR_PS_LAND),/h->lands + (ev->kind == DR_PS_LAND), h->lands + (ev->kind == DR_PS_LAND),/' test_replay_file
+run replay_511     core/ps_schedule_read.c CORE 's/if (\*len == DR_PS_SCHEDULE_LINE_MAX)/if (*len == 511)/' test_replay_file
 run omp_no_reexec  harness/omp_policy.c HARNESS 's/    execv(self, argv);/    (void)argv;/' test_omp_policy
+run skip_as_pass   conformance/verdict.c HARNESS -DDR_MUTANT_SKIP_AS_PASS test_report \
+    "$BUILD/conformance/report.o $BUILD/conformance/report_matrix.o $BUILD/conformance/outfile.o"
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
     run sum_window_slack core/reduce.c CORE 's/_mm512_mask_cmplt_epi32_mask(nonzero, sh, zero)/_mm512_mask_cmplt_epi32_mask(nonzero, sh, _mm512_set1_epi32(-1))/' test_exact
     run sum_negzero    core/reduce.c CORE 's/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, negzero);/nn0 |= _mm512_mask_cmpneq_epi32_mask(live, u, zero);/' test_exact

@@ -143,7 +143,7 @@ echo "fresh: commands (README.md, '## The two commands', in order; then --then):
 sed 's/^/    /' "$work/commands"
 unshare -m --propagation private sh "$here/scripts/fresh_machine.sh" --inside "$root" "$work/commands" "$logs"
 rc=$?
-# The reports the commands wrote (reports/out, reports/faults, ...), kept
+# The reports the commands wrote (reports/out, reports/mutants, ...), kept
 # for a look after the root is gone.
 rm -rf --one-file-system "$fresh/reports"
 [ -d "$dst/reports" ] && cp -R "$dst/reports" "$fresh/reports"

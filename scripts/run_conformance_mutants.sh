@@ -15,16 +15,14 @@
 #
 # `make conformance-mutants` runs it (and so `make test`); `make conformance`
 # does not. Its record, which no conformance run writes over, is
-# FAULTS (default reports/faults/):
-#   faults.dat    "fault expected_suite caught suites_that_failed", one line
-#                 a mutant (reports/plots.gp draws it)
+# FAULTS (default reports/mutants/), read by the report (conformance/report.c,
+# DR_FAULT_MATRIX_FILE):
+#   faults.dat    a first line "# revision R date D" (R: git rev-parse
+#                 --short HEAD, "-dirty" when the work tree differs,
+#                 "unknown" outside a git checkout; D: UTC), then one line a
+#                 mutant: "fault expected_suite caught suites_that_failed"
 #   results.txt   the mutants' own lines, caught or MISSED
-#   run.txt       "revision R" (git rev-parse --short HEAD, "unknown" outside
-#                 a git checkout; "+dirty" when the work tree differs) and
-#                 "date D" (UTC) of this mutant run
-# Each file is written whole and renamed into place. When REPORT (default
-# reports/out, the conformance report's folder) exists, faults.dat is copied
-# there too and its plot drawn.
+# Each file is written whole and renamed into place.
 #
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, CONF_OBJ.
 set -u
@@ -147,23 +145,18 @@ done
 sort "$out"
 # The fault matrix (reports/plots.gp: "fault suite caught failed_suites"),
 # with the revision and date it was measured at.
-fdir="${FAULTS:-reports/faults}"
+fdir="${FAULTS:-reports/mutants}"
 mkdir -p "$fdir" || exit 1
 rev=$(git rev-parse --short HEAD 2>/dev/null) || rev=unknown
 if [ "$rev" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    rev="$rev+dirty"
+    rev="$rev-dirty"
 fi
-sort "$out" | awk '{ f = $NF; sub(/\)$/, "", f); print $2, $5, ($6 == "caught"), f }' > "$fdir/faults.dat.tmp" &&
+{ printf '# revision %s date %s\n' "$rev" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" &&
+    sort "$out" | awk '{ f = $NF; sub(/\)$/, "", f); print $2, $5, ($6 == "caught"), f }'; } > "$fdir/faults.dat.tmp" &&
     mv "$fdir/faults.dat.tmp" "$fdir/faults.dat" &&
-    sort "$out" > "$fdir/results.txt.tmp" && mv "$fdir/results.txt.tmp" "$fdir/results.txt" &&
-    printf 'revision %s\ndate %s\n' "$rev" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$fdir/run.txt.tmp" &&
-    mv "$fdir/run.txt.tmp" "$fdir/run.txt" || { echo "mutants: could not write $fdir" >&2; exit 1; }
-echo "mutants: fault matrix of revision $rev in $fdir/"
-rep="${REPORT:-reports/out}"
-if [ -d "$rep" ]; then
-    cp "$fdir/faults.dat" "$rep/faults.dat.tmp" && mv "$rep/faults.dat.tmp" "$rep/faults.dat"
-    gnuplot -e "outdir='$rep'" reports/plots.gp >/dev/null 2>&1 || echo "mutants: gnuplot failed; no faults.png" >&2
-fi
+    sort "$out" > "$fdir/results.txt.tmp" && mv "$fdir/results.txt.tmp" "$fdir/results.txt" ||
+    { echo "mutants: could not write $fdir" >&2; exit 1; }
+echo "mutants: fault matrix of revision $rev in $fdir/faults.dat (make conformance's report shows it)"
 caught=$(grep -c ' caught ' "$out"); total=$(printf '%s\n' $list | wc -l)
 missed=$((total - caught))
 echo "mutants (conformance): $caught caught, $missed missed"

@@ -324,21 +324,21 @@ static int save(chief *c, dr_err *err)
     ck.nslots = (uint32_t)s->plan->nslots;
     ck.params = ps->final_params;
     ck.slots = ps->final_slots;
-    if ((rc = dr_run_log_save(c->log, &ck, err))) return rc;
+    {   /* what decides the seeded plan a resume re-walks (core: dr_ps_settings_line), as the reference
+         * writes it, or a free run's plan, its recording: committed with the checkpoint */
+        char settings[512];
+        dr_ckpt_part part = { "ps_schedule.json", settings, 0 };
+        if (ps->record) {
+            part.name = "ps_schedule.jsonl";
+            part.data = ps->record;
+            part.len = ps->record_len;
+        } else {
+            part.len = dr_ps_settings_line(s->cfg, ps->W, ps->P, ps->updates, settings, sizeof settings);
+        }
+        if ((rc = dr_run_log_commit(c->log, &ck, &part, 1, err))) return rc;
+    }
     ps->saved = ps->updates;
     ps->have_ckpt = true;
-    if (!ps->record) {   /* what decides the seeded plan a resume re-walks (core: dr_ps_settings_line), as the
-                          * reference writes it; a free run's plan is its recording: none */
-        char path[1100], settings[512];
-        size_t n = dr_ps_settings_line(s->cfg, ps->W, ps->P, ps->updates, settings, sizeof settings);
-        snprintf(path, sizeof path, "%s/ps_schedule.json", s->cfg->model_dir);
-        if ((rc = dr_write_atomic(path, settings, n, err))) return rc;
-    }
-    if (ps->record) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/ps_schedule.jsonl", s->cfg->model_dir);
-        return dr_write_atomic(path, ps->record, ps->record_len, err);
-    }
     return DR_OK;
 }
 

@@ -64,8 +64,10 @@ static int world(dr_session *s, dr_err *err)
 /* A --schedule=free checkpoint: the order up to it is its recording,
  * model_dir/ps_schedule.jsonl, rewritten with every checkpoint; the chief
  * re-walks it (strategies/ps_mpi.c, rewalk) and the recording goes on. It
- * must hold exactly the checkpoint's updates (a recording of another
- * checkpoint, or of a seeded run's, is refused); that it fits this run's
+ * must hold at least the checkpoint's updates (one behind it, or a seeded
+ * run's recording, is refused; the events past the checkpoint's last
+ * landing, a later checkpoint's that a kill kept from committing, are
+ * dropped and redone); that it fits this run's
  * TF_CONFIG, --staleness and --checkpoint_every is checked event by event
  * as it is re-walked. */
 static int resume_recording(dr_session *s, const char *ckpt, dr_err *err)
@@ -80,12 +82,15 @@ static int resume_recording(dr_session *s, const char *ckpt, dr_err *err)
                        "was not written by a --schedule=free run; resume it with --schedule=seeded, or use another "
                        "--model_dir", ckpt, path);
     if (ps->role != PSM_CHIEF) return DR_OK;   /* only the chief re-walks the order */
-    if ((rc = dr_ps_schedule_load(path, &ps->replay, &ps->nreplay, err))) return rc;
-    for (size_t i = 0; i < ps->nreplay; i++) lands += ps->replay[i].kind == DR_PS_LAND;
+    if ((rc = dr_ps_schedule_load_as(path, NULL, &ps->replay, &ps->nreplay, err))) return rc;
+    /* written before ckpt.bin's rename (core: dr_run_log_commit), so a kill between the two leaves it
+     * ahead of the checkpoint: the order up to the checkpoint's last landing is kept, the rest redone */
+    for (size_t i = 0; i < ps->nreplay && lands < ps->ck.step; i++)
+        if ((lands += ps->replay[i].kind == DR_PS_LAND) == ps->ck.step) ps->nreplay = i + 1;
     if (lands != ps->ck.step)
         return dr_fail(err, DR_EFORMAT, "%s records %llu updates but checkpoint %s is at step %llu: they were not "
-                       "written together; use another --model_dir", path, (unsigned long long)lands, ckpt,
-                       (unsigned long long)ps->ck.step);
+                       "written together (an older distref renamed ckpt.bin first); use another --model_dir",
+                       path, (unsigned long long)lands, ckpt, (unsigned long long)ps->ck.step);
     return DR_OK;
 }
 

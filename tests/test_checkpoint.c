@@ -285,9 +285,12 @@ static void assert_untouched(const char *dir, const void *ckpt, size_t n)
 /* Puts ckpt (n bytes) into <tmp>/<dir>, then trains there with c (library)
  * and with the CLI plus extra: both must fail with phrase and leave the
  * directory holding only the same ckpt.bin. */
-static void expect_rejected(const char *dir, const void *ckpt, size_t n, dr_run_config *c,
-                            const char *const *extra, const char *phrase)
+/* A corrupt checkpoint (DR_EFORMAT, exit 1), or one of a run with other
+ * flags (usage: DR_EUSAGE, exit 2, naming the flag). */
+static void expect_rejected_as(const char *dir, const void *ckpt, size_t n, dr_run_config *c,
+                               const char *const *extra, const char *phrase, bool usage)
 {
+    int code = usage ? DR_EUSAGE : DR_EFORMAT, exit_status = usage ? 2 : 1;
     char out[4096], path[1200];
     dr_run_result r;
     dr_err err = { 0, "" };
@@ -295,18 +298,24 @@ static void expect_rejected(const char *dir, const void *ckpt, size_t n, dr_run_
     snprintf(c->model_dir, sizeof c->model_dir, "%s/%s", g_tmp, dir);
     path_in(path, sizeof path, dir, "ckpt.bin");
     int rc = dr_run_train(c, &r, &err);
-    if (rc != DR_EFORMAT || !strstr(err.msg, phrase))
+    if (rc != code || !strstr(err.msg, phrase))
         print_error("library: code %d (%s), message: %s\n", rc, dr_code_name(rc), err.msg);
-    assert_int_equal(rc, DR_EFORMAT);
+    assert_int_equal(rc, code);
     assert_non_null(strstr(err.msg, phrase));
     assert_non_null(strstr(err.msg, path));
     assert_untouched(dir, ckpt, n);
     int status = cli(out, sizeof out, dir, extra);
-    if (status != 1 || !strstr(out, phrase)) print_error("CLI: status %d, output: %s\n", status, out);
-    assert_int_equal(status, 1);
-    assert_non_null(strstr(out, "distref: error: checkpoint "));
+    if (status != exit_status || !strstr(out, phrase)) print_error("CLI: status %d, output: %s\n", status, out);
+    assert_int_equal(status, exit_status);
+    assert_non_null(strstr(out, usage ? "distref: error: --" : "distref: error: checkpoint "));
     assert_non_null(strstr(out, phrase));
     assert_untouched(dir, ckpt, n);
+}
+
+static void expect_rejected(const char *dir, const void *ckpt, size_t n, dr_run_config *c,
+                            const char *const *extra, const char *phrase)
+{
+    expect_rejected_as(dir, ckpt, n, c, extra, phrase, false);
 }
 
 /* A valid 2-step checkpoint of the default experiment; *n its length. */
@@ -368,7 +377,7 @@ static void test_other_experiment(void **s)
     train(&c, &r);
     char *ck = slurp(path_in(p, sizeof p, "lin", "ckpt.bin"), &n);
     config(&c, "", "one_device", 0, NULL, 4);
-    expect_rejected("other_exp", ck, n, &c, NULL, "experiment is linear_ones, this run has mlp_synthetic");
+    expect_rejected_as("other_exp", ck, n, &c, NULL, "--experiment=mlp_synthetic, but the checkpoint", true);
     free(ck);
 }
 
@@ -383,10 +392,10 @@ static void test_other_settings(void **s)
     char *ck = good_checkpoint(&n);
     config(&c, "", "one_device", 0, NULL, 4);
     c.seed = 7;
-    expect_rejected("other_seed", ck, n, &c, seed, "seed 42, this run has seed 7");
+    expect_rejected_as("other_seed", ck, n, &c, seed, "--seed=7, but the checkpoint", true);
     config(&c, "", "one_device", 0, NULL, 4);
     c.global_batch_size = 10;
-    expect_rejected("other_batch", ck, n, &c, batch, "global_batch_size is 20, this run has 10");
+    expect_rejected_as("other_batch", ck, n, &c, batch, "--global_batch_size=10, but the checkpoint", true);
     free(ck);
 }
 

@@ -272,7 +272,7 @@ static void flag_scopes(void **st)
           "--tpu does not apply to --distribution_strategy=mirrored: it is only for --distribution_strategy=tpu" },
         { "train --distribution_strategy=one_device --all_reduce_alg=bogus",
           "--all_reduce_alg does not apply to --distribution_strategy=one_device" },
-        { "train --distribution_strategy=one_device --auto_shard_policy=weird",
+        { "train --distribution_strategy=one_device --auto_shard_policy=data",
           "--auto_shard_policy does not apply to --distribution_strategy=one_device" },
         { "train --distribution_strategy=mirrored --bytes_per_pack=100",
           "--bytes_per_pack does not apply to --distribution_strategy=mirrored" },
@@ -346,7 +346,7 @@ static void evaluate_unwritable(void **st)
     assert_int_equal(sh("mkdir -p %s/eval.json/x", dir), 0);
     assert_int_equal(sh(BIN " evaluate --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=64 "
                         "--global_batch_size=32", dir), 1);
-    assert_non_null(strstr(out, "evaluate: steps="));
+    assert_non_null(strstr(out, "evaluate: checkpoint step="));
     assert_non_null(strstr(out, "distref: error:"));
     assert_non_null(strstr(out, "eval.json"));
 }

@@ -36,13 +36,13 @@ static void fixture_init(fixture *fx)
     fx->verbose = false;
     fx->exact = true;
     dr_flag t[NFLAGS] = {
-        { "distribution_strategy", DR_FLAG_STRING, fx->strategy, 0, 0, "which strategy", false },
-        { "num_gpus", DR_FLAG_INT, &fx->num_gpus, 0, 64, "GPUs to use", false },
-        { "steps", DR_FLAG_INT, &fx->steps, 1, 0, "unbounded", false },
-        { "lr", DR_FLAG_DOUBLE, &fx->lr, 0, 10, "learning rate", false },
-        { "scale", DR_FLAG_DOUBLE, &fx->scale, 1, 0, "unbounded", false },
-        { "verbose", DR_FLAG_BOOL, &fx->verbose, 0, 0, "talk more", false },
-        { "exact", DR_FLAG_BOOL, &fx->exact, 0, 0, "exact mode", false },
+        { "distribution_strategy", DR_FLAG_STRING, fx->strategy, 0, 0, "which strategy", false, NULL, false },
+        { "num_gpus", DR_FLAG_INT, &fx->num_gpus, 0, 64, "GPUs to use", false, NULL, false },
+        { "steps", DR_FLAG_INT, &fx->steps, 1, 0, "unbounded", false, NULL, false },
+        { "lr", DR_FLAG_DOUBLE, &fx->lr, 0, 10, "learning rate", false, NULL, false },
+        { "scale", DR_FLAG_DOUBLE, &fx->scale, 1, 0, "unbounded", false, NULL, false },
+        { "verbose", DR_FLAG_BOOL, &fx->verbose, 0, 0, "talk more", false, NULL, false },
+        { "exact", DR_FLAG_BOOL, &fx->exact, 0, 0, "exact mode", false, NULL, false },
     };
     memcpy(fx->flags, t, sizeof t);
 }
@@ -194,8 +194,9 @@ static void test_int_range_and_bounds(void **state)
     fixture_init(&fx);
     assert_int_equal(parse(&fx, &help, &err, "--steps=-9223372036854775808", (char *)NULL), DR_OK);
     assert_true(fx.steps == INT64_MIN);
-    EXPECT_ERR("--num_gpus: expected an integer in [0, 64], got '-1'", "--num_gpus=-1");
-    EXPECT_ERR("--num_gpus: expected an integer in [0, 64], got '65'", "--num_gpus", "65");
+    EXPECT_ERR("--num_gpus: expected an integer in 0..64, got '-1'", "--num_gpus=-1");
+    EXPECT_ERR("--num_gpus: expected an integer in 0..64, got '65'", "--num_gpus", "65");
+    EXPECT_ERR("--lr: expected a number in [0, 10], got '11'", "--lr=11");
 }
 
 /* Integers are compared with their bounds as integers: 2^53 + 1 is a
@@ -204,7 +205,7 @@ static void test_int_bound_above_2_53(void **state)
 {
     (void)state;
     int64_t seed = 0;
-    dr_flag f[1] = { { "seed", DR_FLAG_INT, &seed, 0, 9007199254740992.0, "seed", false } };
+    dr_flag f[1] = { { "seed", DR_FLAG_INT, &seed, 0, 9007199254740992.0, "seed", false, NULL, false } };
     char ok[] = "--seed=9007199254740992", over[] = "--seed=9007199254740993";
     char *a1[] = { ok }, *a2[] = { over };
     bool help;
@@ -212,7 +213,7 @@ static void test_int_bound_above_2_53(void **state)
     assert_int_equal(dr_flags_parse(f, 1, 1, a1, &help, &err), DR_OK);
     assert_true(seed == INT64_C(9007199254740992));
     assert_int_equal(dr_flags_parse(f, 1, 1, a2, &help, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "--seed: expected an integer in [0, 9007199254740992], got '9007199254740993'"));
+    assert_non_null(strstr(err.msg, "--seed: expected an integer in 0..2^53, got '9007199254740993'"));
     assert_true(seed == INT64_C(9007199254740992));
 }
 
@@ -220,7 +221,7 @@ static void test_int_malformed(void **state)
 {
     (void)state;
     EXPECT_ERR("--num_gpus: expected an integer, got 'two'", "--num_gpus=two");
-    EXPECT_ERR("--num_gpus: expected an integer in [0, 64], got '99999999999999999999'",
+    EXPECT_ERR("--num_gpus: expected an integer in 0..64, got '99999999999999999999'",
                "--num_gpus=99999999999999999999");
     EXPECT_ERR("--steps: expected an integer, got 'two'", "--steps=two");
     EXPECT_ERR("--steps: expected an integer, got ''", "--steps=");
@@ -341,43 +342,82 @@ static void test_seen_is_reset(void **state)
     assert_false(fx.flags[F_NUM_GPUS].seen);
 }
 
-static void test_usage_lists_every_flag_aligned(void **state)
+/* Every flag of the table is listed, as "  --name=<choices or type>
+ * (default: D)" with its help on the lines below, and no line is longer
+ * than DR_FLAGS_USAGE_WIDTH, whatever the help, default or choices. */
+static void test_usage_lists_every_flag_wrapped(void **state)
 {
     (void)state;
     fixture fx;
     fixture_init(&fx);
+    static const char long_help[] = "a help text much longer than one line of the usage, which must wrap at the "
+        "width at a space and never run past it, not even with averyveryveryveryveryveryveryveryveryveryveryvery"
+        "veryveryveryveryveryveryveryverylongwordwithoutanyspaceinitatall that has to be cut";
+    fx.flags[F_LR].help = long_help;
+    fx.flags[F_STRATEGY].choices = "off|one_device|mirrored|central_storage|multi_worker_mirrored|"
+                                   "parameter_server|tpu|another_long_strategy_name|and_one_more";
+    memset(fx.strategy, 'x', 300);   /* a long default */
+    fx.strategy[300] = 0;
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
     assert_non_null(out);
     dr_flags_usage(out, fx.flags, NFLAGS);
     fclose(out);
-    assert_non_null(strstr(buf, "--distribution_strategy  string  default: \"mirrored\""));
-    assert_non_null(strstr(buf, "which strategy\n"));
-    assert_non_null(strstr(buf, "--num_gpus  "));
-    assert_non_null(strstr(buf, "default: 0 "));
-    assert_non_null(strstr(buf, "GPUs to use\n"));
-    assert_non_null(strstr(buf, "default: 0.1 "));
-    assert_non_null(strstr(buf, "default: true "));
-    assert_non_null(strstr(buf, "default: false "));
-    /* Aligned: every help text starts in the same column. */
-    const char *helps[NFLAGS] = { "which strategy", "GPUs to use", "unbounded",
-                                  "learning rate", "unbounded", "talk more", "exact mode" };
+    for (int i = 0; i < NFLAGS; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "\n  --%s=", fx.flags[i].name);
+        if (!strstr(buf, head) && strncmp(buf, head + 1, strlen(head + 1)) != 0)
+            fail_msg("--%s is not listed:\n%s", fx.flags[i].name, buf);
+    }
+    assert_non_null(strstr(buf, "  --num_gpus=int (default: 0)\n        GPUs to use\n"));
+    assert_non_null(strstr(buf, "  --lr=double (default: 0.1)\n"));
+    assert_non_null(strstr(buf, "  --exact=bool (default: true)\n        exact mode\n"));
+    assert_non_null(strstr(buf, "--distribution_strategy=off|one_device|mirrored|"));
+    assert_non_null(strstr(buf, "that has to be cut\n"));
     int lines = 0;
-    long column = -1;
     for (char *line = buf; *line != '\0'; lines++) {
         char *nl = strchr(line, '\n');
         assert_non_null(nl);
-        *nl = '\0';
-        char *h = strstr(line, helps[lines]);
-        assert_non_null(h);
-        if (column < 0)
-            column = h - line;
-        assert_int_equal(h - line, column);
+        if (nl - line > DR_FLAGS_USAGE_WIDTH) fail_msg("%ld columns: %.*s", (long)(nl - line), (int)(nl - line), line);
         line = nl + 1;
     }
-    assert_int_equal(lines, NFLAGS);
+    assert_true(lines > 2 * NFLAGS);
     free(buf);
+}
+
+/* A string flag with choices takes only those, names them all when given
+ * another, suggests the nearest within two edits, and may fold case. */
+static void test_choices(void **state)
+{
+    (void)state;
+    fixture fx;
+    bool help;
+    dr_err err;
+    fixture_init(&fx);
+    fx.flags[F_STRATEGY].choices = "off|one_device|mirrored";
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=one_device", (char *)NULL), DR_OK);
+    assert_string_equal(fx.strategy, "one_device");
+    fixture_init(&fx);
+    fx.flags[F_STRATEGY].choices = "off|one_device|mirrored";
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=mirored", (char *)NULL), DR_EUSAGE);
+    assert_string_equal(err.msg, "--distribution_strategy: expected one of off, one_device, mirrored; got "
+                                 "'mirored' (did you mean mirrored?)");
+    fixture_init(&fx);
+    fx.flags[F_STRATEGY].choices = "off|one_device|mirrored";
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=central", (char *)NULL), DR_EUSAGE);
+    assert_string_equal(err.msg, "--distribution_strategy: expected one of off, one_device, mirrored; got 'central'");
+    fixture_init(&fx);
+    fx.flags[F_STRATEGY].choices = "off|one_device|mirrored";
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=MIRRORED", (char *)NULL), DR_EUSAGE);
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=", (char *)NULL), DR_EUSAGE);
+    fx.flags[F_STRATEGY].fold_case = true;
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=MIRRORED", (char *)NULL), DR_OK);
+    assert_string_equal(fx.strategy, "MIRRORED");   /* stored as given: the library lower-cases it */
+    fx.flags[F_STRATEGY].choices = "|sgd|adam";
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=", (char *)NULL), DR_OK);
+    assert_int_equal(parse(&fx, &help, &err, "--distribution_strategy=rmsprop", (char *)NULL), DR_EUSAGE);
+    assert_string_equal(err.msg, "--distribution_strategy: expected one of \"\", sgd, adam; got 'rmsprop'");
 }
 
 int main(void)
@@ -399,7 +439,8 @@ int main(void)
         cmocka_unit_test(test_positional_arguments),
         cmocka_unit_test(test_help_stops_parsing),
         cmocka_unit_test(test_seen_is_reset),
-        cmocka_unit_test(test_usage_lists_every_flag_aligned),
+        cmocka_unit_test(test_usage_lists_every_flag_wrapped),
+        cmocka_unit_test(test_choices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,8 +59,8 @@ void dr_checkpoint_free(dr_checkpoint *c);
 #define DR_CKPT_NESTEROV       4u
 
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
- * seed, global batch and training set agree (DR_EFORMAT naming the field
- * and both values). */
+ * seed, global batch and training set agree (DR_EUSAGE naming the flag and
+ * both values: the run's flags differ from the checkpoint's). */
 int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const char *experiment,
                          size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
                          uint32_t examples, dr_err *err);

@@ -16,6 +16,8 @@
 
 #include <stdio.h>
 #include "distref/error.h"
+#include "distref/factory.h"
+#include "distref/flags.h"
 #include "distref/train.h"
 #include "distref/variant.h"
 
@@ -40,6 +42,21 @@ void dr_omp_short_spin_reexec(char **argv);
  * device), ckpt.bin. */
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 
+/* Whether cfg's variant runs cfg's strategy, numerics and options at all:
+ * what it refuses (DR_EUNSUPPORTED from the plan or the variant's supports,
+ * e.g. --numerics=fast under ref, parameter_server under openmp) comes back
+ * as DR_EUSAGE, the caller's combination of flags; nothing is opened. */
+int dr_run_check_supported(const dr_run_config *cfg, dr_err *err);
+
+/* Model Garden's train_and_eval (harness/train_and_eval.c): train an epoch,
+ * evaluate, repeat, each epoch resuming from the last one's checkpoint (the
+ * same bits as one uninterrupted run), a line each on out; with
+ * --train_steps once. A directory trained before continues from the last
+ * epoch its checkpoint finished. */
+int  dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err);
+/* The experiment has an accuracy (a classifier; a regression has none). */
+bool dr_classifier(const dr_run_config *cfg);
+
 /* Loads model_dir's checkpoint and evaluates on the test split (evaluate)
  * or writes model_dir/predictions.jsonl (predict), distributed the same
  * way. Both run the reference's forward pass: a checkpoint is the same
@@ -50,6 +67,23 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
  * 0. */
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+
+/* Whether the flag called name was given on the command line. */
+bool dr_flag_given(const dr_flag *f, int n, const char *name);
+/* A flag that applies only to some strategies, variants or commands, given
+ * anywhere else, would be ignored: DR_EUSAGE naming it and what it is for
+ * (harness/flag_scopes.c holds the table). */
+int  dr_flag_scopes_check(const dr_flag *f, int n, dr_strategy_kind kind, const char *command, const char *variant,
+                          dr_err *err);
+
+/* The result lines (harness/report.c), each only what its command computed:
+ * train's steps, loss, accuracy (a classifier's only), weights and topology,
+ * or "already complete at step N; nothing run", and a "resumed at step K"
+ * line naming the earlier topology where it differs; evaluate's checkpoint
+ * step, loss and accuracy; predict's count and file. */
+void dr_report_train(FILE *out, const char *what, const dr_run_result *r, const char *model_dir, bool accuracy);
+void dr_report_evaluate(FILE *out, const char *what, const dr_run_result *r, bool accuracy);
+void dr_report_predict(FILE *out, const dr_run_result *r, const char *model_dir);
 
 /* --variant=mpi (harness/mpi_cluster.c): the TF_CONFIG of this MPI rank.
  * given (the environment's TF_CONFIG) is checked against the MPI world (its

@@ -36,5 +36,12 @@ void dr_mpi_finalize(void);
 /* Ends every rank of the job with exit status code (MPI_Abort): what a rank
  * does after an error, so that no rank is left waiting for it. */
 void dr_mpi_abort(int code);
+/* dr_mpi_abort after a rank died. Under `mpirun --enable-recovery` Open MPI
+ * 4.1.4's mpirun exits 0 once a rank has died, whatever the survivors do
+ * (measured: MPI_Abort, exit(1), _exit(1), SIGABRT, SIGTERM of themselves
+ * all gave 0), so the rank first sends SIGTERM to its launcher (its parent,
+ * when that is mpirun, orterun or orted), on which mpirun ends the job with
+ * status 1; without recovery MPI_Abort alone gives mpirun's non-zero status. */
+void dr_mpi_abort_failed_job(int code);
 
 #endif

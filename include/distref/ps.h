@@ -94,6 +94,7 @@ typedef struct dr_coordinator_options {
     dr_partitioner  partitioner;
     const dr_ps_event *replay;          /* a recorded schedule to follow (dr_ps_schedule_options) */
     size_t          replay_len;
+    const char     *replay_name;        /* its file, for messages */
     dr_event_fn     on_event;
     void           *user;
 } dr_coordinator_options;

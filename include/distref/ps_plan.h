@@ -120,6 +120,7 @@ typedef struct dr_ps_event {
     uint64_t read_version;   /* DISPATCH, LAND, FAIL */
     uint64_t version;        /* updates applied after the event */
     uint64_t staleness;      /* LAND: updates that landed between its read and its own */
+    size_t   line;           /* read from a recording: its line there (messages); else 0 */
 } dr_ps_event;
 
 typedef struct dr_ps_schedule_options {
@@ -173,6 +174,8 @@ typedef struct dr_ps_schedule {
     bool      failure_injected;
     size_t    replayed;       /* recorded events taken (opt.replay) */
     bool      replay_bad;     /* the recording broke the rule or ran out */
+    const char *replay_field; /* with replay_bad: the recorded event's field that differs from the run's */
+    uint64_t  replay_want, replay_got;   /* (NULL: the rule forbids the event, or none is left) */
 } dr_ps_schedule;
 
 /* DR_EUSAGE for num_workers outside 1..DR_PS_MAX_WORKERS or a fail_worker
@@ -221,9 +224,20 @@ int  dr_ps_plan(const dr_ps_schedule_options *opt, uint64_t n, uint64_t join_eve
  *   {"event":"fail","worker":1,"closure":3,"read_version":2,"version":3}
  * into buf (NUL-terminated, '\n' ended); returns its length. */
 size_t dr_ps_event_line(const dr_ps_event *ev, char *buf, size_t n);
-/* Reads such a file (*events malloc'd). DR_EUSAGE for a missing file,
- * DR_EFORMAT naming the line for anything else than those lines. */
+/* Reads such a file (*events malloc'd; core/ps_schedule_read.c). DR_EUSAGE
+ * for a missing file or one that is not a regular file (a FIFO, a device:
+ * refused, never opened blocking; a symbolic link is not followed);
+ * DR_EFORMAT naming the file, line, field and what was expected for a line
+ * longer than DR_PS_SCHEDULE_LINE_MAX bytes, a NUL byte, anything but one
+ * JSON object of the five fields, and an event that does not follow from
+ * the ones before it (the closure a dispatch takes, the version it reads,
+ * the worker a landing or fail comes from, the versions they carry).
+ * Messages start with "FLAG=PATH" (flag NULL: the path alone);
+ * dr_ps_schedule_load's flag is "--replay_schedule". */
+#define DR_PS_SCHEDULE_LINE_MAX 4096   /* the longest line distref writes is ~150 bytes */
 int  dr_ps_schedule_load(const char *path, dr_ps_event **events, size_t *count, dr_err *err);
+int  dr_ps_schedule_load_as(const char *path, const char *flag, dr_ps_event **events, size_t *count,
+                            dr_err *err);
 
 /* ---- the plan's settings (model_dir/ps_schedule.json) -------------------- */
 

@@ -40,10 +40,18 @@ typedef struct dr_run_log {
     double   t_prev;             /* when the previous step ended */
     float    learning_rate;
     bool     accuracy;           /* a classification experiment */
+    /* The run's topology, a JSON object's text (dr_run_log_set_segment):
+     * the first line of each segment carries it as "segment" */
+    char     segment[256];
+    bool     segment_checked;    /* this process's first line has been written */
 } dr_run_log;
 
 /* Loads model_dir/metrics.jsonl of an earlier run, if any. */
 int  dr_run_log_open(dr_run_log *l, const dr_run_config *cfg, dr_err *err);
+/* The same; writer false (an MPI rank other than the chief, which writes
+ * model_dir alone) leaves the temp files of killed writes to the chief: a
+ * late rank's clean-up would delete the temp file the chief is writing. */
+int  dr_run_log_open_as(dr_run_log *l, const dr_run_config *cfg, bool writer, dr_err *err);
 void dr_run_log_free(dr_run_log *l);
 /* Keeps the lines of steps up to `step` (what the checkpoint covers). */
 void dr_run_log_trim(dr_run_log *l, uint64_t step);
@@ -51,6 +59,31 @@ void dr_run_log_trim(dr_run_log *l, uint64_t step);
 int  dr_run_log_step(dr_run_log *l, uint64_t step, uint32_t epoch, const dr_step_report *rep, dr_err *err);
 /* metrics.jsonl, the events file, then ckpt.bin (the commit), each written atomically. */
 int  dr_run_log_save(dr_run_log *l, const dr_checkpoint *c, dr_err *err);
+/* A file that must agree with the checkpoint (parameter_server's
+ * ps_schedule.json, the free schedule's ps_schedule.jsonl): written with
+ * it, before its commit, and read back relative to it (it may run ahead of
+ * ckpt.bin, never behind; docs/RUN_DIRECTORY.md, "Files and the commit"). */
+typedef struct dr_ckpt_part {
+    const char *name;             /* in model_dir */
+    const void *data;
+    size_t      len;
+} dr_ckpt_part;
+/* dr_run_log_save with the parts: metrics.jsonl, the events file, each
+ * part, then ckpt.bin, whose rename is the one commit of them all. */
+int  dr_run_log_commit(dr_run_log *l, const dr_checkpoint *c, const dr_ckpt_part *parts, size_t nparts,
+                       dr_err *err);
+/* Segments: the steps of a run directory, cut where the topology changes
+ * (strategy, variant, workers, replicas, numerics). The first metrics.jsonl
+ * line of each carries "segment":{...}; a resume under the same topology
+ * continues its segment and writes no marker, so the files of a resumed run
+ * are the uninterrupted run's. Set before the first dr_run_log_step. */
+void dr_run_log_set_segment(dr_run_log *l, const char *json_object_text);
+/* The topology of the last segment in metrics.jsonl as it stands (load it,
+ * trim it first): false when there is no line or its segment has no marker. */
+bool dr_run_log_last_segment(const dr_run_log *l, char *buf, size_t n);
+/* summary.json's "segments": the topology of each segment with its
+ * first_step and last_step (a segment without a marker: "unrecorded"). */
+json_object *dr_run_log_segments(const dr_run_log *l);
 /* The progress bar on stderr (--progress). */
 void dr_run_log_progress(const dr_run_log *l, uint64_t step, uint32_t epoch, uint32_t epochs, float loss);
 /* Writes summary.json (takes ownership of o). */

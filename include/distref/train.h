@@ -38,6 +38,8 @@ typedef struct dr_experiment {
 } dr_experiment;
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
+/* The i-th experiment's name, NULL past the last (the --experiment list). */
+const char *dr_experiment_name(size_t i);
 
 /* "Not given: use the experiment's value" for the optional real settings
  * (learning_rate, momentum, l2). A NaN, never a number a user could type:
@@ -116,6 +118,13 @@ typedef struct dr_run_result {
     double   emulated_seconds;    /* tpu: the emulated time of this run's steps (alpha-beta model) */
     bool     peer_lost;           /* mpi: a rank of the job died and the run finished without it
                                    * (MPI_Finalize must then be skipped: docs/MPI.md) */
+    /* train: what the run did with its model_dir (docs/RUN_DIRECTORY.md) */
+    bool     already_complete;    /* the checkpoint had every step: nothing ran, nothing was written,
+                                   * and only steps is set */
+    uint64_t resumed_step;        /* the checkpoint's step it continued from (0: from the start) */
+    char     topology[160];       /* "mirrored, 1 worker x 3 replicas, openmp, exact" */
+    char     previous[160];       /* the topology the steps up to resumed_step ended under, when
+                                   * it was another one ("" otherwise) */
 } dr_run_result;
 
 /* Training, evaluation and prediction are the harness's (distref/harness.h). */

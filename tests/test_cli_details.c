@@ -1,0 +1,297 @@
+/* bin/distref's details as a newcomer meets them (issue 26, item 5), one
+ * test each:
+ *   honest_lines    train shows the topology; a regression shows no
+ *                   accuracy; evaluate shows the checkpoint's step;
+ *                   predict shows what it wrote, no loss or accuracy
+ *   valid_names     a typo in an enum flag lists the values (and the nearest)
+ *   ranges          "expected an integer in 0..64"
+ *   usage_exit_2    combinations no variant runs exit 2, not 1
+ *   version         --version
+ *   help            every line at most 100 columns, tf_default, and every
+ *                   flag of cli/main.c's table listed
+ *   mpirun_once     under mpirun a usage error is said once, without
+ *                   MPI_Abort, and every rank exits 2
+ *   worker_hosts    Model Garden's --worker_hosts/--task_index give TF_CONFIG
+ *   flagfile        absl's --flagfile: comments, nesting, override, errors
+ *                   naming the file and line
+ *   fashion_package a missing Fashion-MNIST file names the Debian package
+ * Run from the repository root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <sys/wait.h>
+
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
+
+/* Open MPI leaks in MPI_Init/MPI_Finalize (its plugins, unloaded by then,
+ * so no suppression can name them); under SANITIZE=1 a clean exit through
+ * MPI_Finalize would report them, so these runs leave leak checking off
+ * (ASan's other checks stay on). */
+#define NO_LSAN "ASAN_OPTIONS=detect_leaks=0 "
+#define MPIRUN NO_LSAN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -x ASAN_OPTIONS " \
+               "--oversubscribe -np 2 "
+
+static char g_tmp[64];
+static char out[1 << 16];
+
+/* Runs a shell command; its output (both streams) in out; exit status. */
+static int sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    FILE *p;
+    size_t n;
+    int st;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect(int status, int want, const char *phrase)
+{
+    if (status != want || (phrase && !strstr(out, phrase)))
+        fail_msg("expected status %d and \"%s\"; got %d:\n%s", want, phrase ? phrase : "", status, out);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+static void honest_lines(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/lin --experiment=linear_ones --distribution_strategy=one_device "
+              "--train_steps=3", g_tmp), 0, "train: steps=3 examples=30 loss=");
+    assert_null(strstr(out, "accuracy="));   /* a regression */
+    assert_non_null(strstr(out, " s; one_device, 1 worker x 1 replica, ref, exact)\n"));
+    expect(sh(BIN " evaluate --model_dir=%s/lin --experiment=linear_ones --distribution_strategy=one_device", g_tmp),
+           0, "evaluate: checkpoint step=3 examples=");
+    assert_null(strstr(out, "accuracy="));
+    expect(sh(BIN " train --model_dir=%s/mlp --distribution_strategy=mirrored --num_gpus=2 --variant=openmp "
+              "--threads=2 --synthetic_examples=200 --train_steps=4", g_tmp), 0, "train: steps=4 ");
+    assert_non_null(strstr(out, " accuracy="));
+    assert_non_null(strstr(out, " s; mirrored, 1 worker x 2 replicas, openmp, exact)\n"));
+    expect(sh(BIN " evaluate --model_dir=%s/mlp --distribution_strategy=one_device --synthetic_examples=200", g_tmp),
+           0, "evaluate: checkpoint step=4 examples=50 loss=");
+    assert_non_null(strstr(out, " accuracy="));
+    expect(sh(BIN " predict --model_dir=%s/mlp --distribution_strategy=one_device --synthetic_examples=200", g_tmp),
+           0, "predict: checkpoint step=4 examples=50 predictions=");
+    assert_null(strstr(out, "loss="));
+    assert_null(strstr(out, "accuracy="));
+}
+
+static void valid_names(void **st)
+{
+    static const char *const cases[][2] = {
+        { "--distribution_strategy=mirored", "--distribution_strategy: expected one of off, one_device, mirrored, "
+          "central_storage, multi_worker_mirrored, parameter_server, tpu; got 'mirored' (did you mean mirrored?)" },
+        { "--experiment=mlp_synth", "--experiment: expected one of linear_ones, linear_wide, mlp_synthetic, "
+          "mlp_fashion_mnist; got 'mlp_synth'" },
+        { "--variant=opnemp", "--variant: expected one of ref, openmp, opencl, mpi; got 'opnemp' (did you mean openmp?)" },
+        { "--optimizer=adm", "--optimizer: expected one of \"\", sgd, adam; got 'adm' (did you mean adam?)" },
+        { "--numerics=exakt", "--numerics: expected one of exact, fast; got 'exakt' (did you mean exact?)" },
+        { "--distribution_strategy=tpu --tpu=v9", "--tpu=v9: unknown TPU; expected local, v2-8, v3-8, v3-32, v4-8" },
+    };
+    (void)st;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect(sh(BIN " train --model_dir=%s/unused %s", g_tmp, cases[i][0]), 2, cases[i][1]);
+}
+
+static void ranges(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --num_gpus=100", g_tmp), 2,
+           "distref: error: --num_gpus: expected an integer in 0..64, got '100'");
+    expect(sh(BIN " train --model_dir=%s/unused --variant=openmp --threads=2000", g_tmp), 2,
+           "--threads: expected an integer in 0..1024, got '2000'");
+    expect(sh(BIN " train --model_dir=%s/unused --seed=9007199254740993", g_tmp), 2,
+           "--seed: expected an integer in 0..2^53, got '9007199254740993'");
+}
+
+static void usage_exit_2(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --numerics=fast", g_tmp), 2,
+           "--numerics=fast: the reference is exact only");
+    expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},\"task\":"
+              "{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s/unused --variant=openmp "
+              "--distribution_strategy=parameter_server", g_tmp), 2, "parameter_server is built in the reference only");
+    expect(sh(NO_LSAN BIN " train --model_dir=%s/unused --variant=mpi --distribution_strategy=tpu", g_tmp), 2,
+           "--variant=mpi: the tpu strategy runs in one process");
+}
+
+static void version(void **st)
+{
+    (void)st;
+    expect(sh(BIN " --version"), 0, "distref 0.9.0 (git ");
+    assert_int_equal(count(out, "\n"), 1);
+}
+
+/* Every flag of cli/main.c's table: the names after STR(, ENUM(, INT(,
+ * DBL(, BOOL( and { " at the start of a line. */
+static void help(void **st)
+{
+    static char src[1 << 17];
+    FILE *f = fopen("cli/main.c", "r");
+    size_t n, flags = 0;
+    (void)st;
+    assert_non_null(f);
+    n = fread(src, 1, sizeof src - 1, f);
+    fclose(f);
+    src[n] = 0;
+    expect(sh(BIN " --help"), 0, "--loss_reduction=global_batch_size|examples_in_step|tf_default");
+    for (char *line = out; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len > 100) fail_msg("a help line of %zu columns: %.*s", len, (int)len, line);
+        line += len + (nl != NULL);
+    }
+    for (char *p = src; (p = strstr(p, "\n        ")) != NULL; p++) {
+        static const char *const macros[] = { "STR(\"", "ENUM(\"", "INT(\"", "DBL(\"", "BOOL(\"", "{ \"" };
+        const char *q = p + 9;
+        for (size_t m = 0; m < sizeof macros / sizeof macros[0]; m++) {
+            char name[64], want[80];
+            size_t k = strlen(macros[m]), len;
+            if (strncmp(q, macros[m], k) != 0) continue;
+            len = strcspn(q + k, "\"");
+            if (len == 0 || len >= sizeof name) continue;
+            memcpy(name, q + k, len);
+            name[len] = 0;
+            snprintf(want, sizeof want, "\n  --%s=", name);
+            if (!strstr(out, want)) fail_msg("--%s is in the table but not in --help", name);
+            flags++;
+        }
+    }
+    assert_true(flags >= 50);
+    assert_int_equal(flags, count(out, "\n  --"));   /* and nothing else */
+    assert_non_null(strstr(out, "\n  --version=bool"));
+    assert_non_null(strstr(out, "\n  --flagfile=string"));
+}
+
+
+static void mpirun_once(void **st)
+{
+    (void)st;
+    if (sh("command -v mpirun") != 0) { skip(); return; }
+    /* before MPI_Init: the flag parser */
+    expect(sh(MPIRUN "-q " BIN " train --variant=mpi --distribution_strategy=mirored"), 2,
+           "distref: error: --distribution_strategy: expected one of");
+    assert_int_equal(count(out, "distref: error:"), 1);
+    assert_int_equal(count(out, "\n"), 1);   /* nothing else: no MPI_Abort notice */
+    /* after it: what the variant refuses, agreed by the ranks */
+    expect(sh(MPIRUN "-q " BIN " train --variant=mpi --distribution_strategy=tpu --model_dir=%s/unused", g_tmp), 2,
+           "distref: error: --variant=mpi: the tpu strategy runs in one process");
+    assert_int_equal(count(out, "\n"), 1);
+    /* without -q, Open MPI adds its own note on the exit status; distref's message is still one */
+    expect(sh(MPIRUN BIN " train --variant=mpi --distribution_strategy=mirored"), 2, NULL);
+    assert_int_equal(count(out, "distref: error:"), 1);
+    assert_null(strstr(out, "MPI_ABORT"));
+}
+
+static void worker_hosts(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/hosts --distribution_strategy=multi_worker_mirrored "
+              "--worker_hosts=a:1,b:2,c:3 --task_index=0 --print_tf_config --train_steps=2 --synthetic_examples=99",
+              g_tmp), 0, "TF_CONFIG: { \"cluster\": { \"worker\": [ \"a:1\", \"b:2\", \"c:3\" ] }, "
+              "\"task\": { \"type\": \"worker\", \"index\": 0 } }");
+    assert_non_null(strstr(out, "multi_worker_mirrored, 3 workers x 1 replica, ref, exact)"));
+    expect(sh(BIN " train --model_dir=%s/unused --worker_hosts=solo:1 --print_tf_config --train_steps=1 "
+              "--distribution_strategy=multi_worker_mirrored --synthetic_examples=20", g_tmp), 0,
+           "\"task\": { \"type\": \"worker\", \"index\": 0 }");   /* one worker: index 0 */
+    expect(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\"]}}' " BIN " train --model_dir=%s/unused "
+              "--worker_hosts=a:1", g_tmp), 2, "--worker_hosts and TF_CONFIG both give the cluster");
+    expect(sh(BIN " train --model_dir=%s/unused --worker_hosts=a:1,b:1", g_tmp), 2,
+           "--worker_hosts lists 2 workers: give --task_index (0..1)");
+    expect(sh(BIN " train --model_dir=%s/unused --worker_hosts=a:1,b:1 --task_index=2", g_tmp), 2,
+           "--task_index=2: --worker_hosts lists 2 workers, so expected 0..1");
+    expect(sh(BIN " train --model_dir=%s/unused --task_index=1", g_tmp), 2, "--task_index=1 without --worker_hosts");
+}
+
+static void put(const char *name, const char *text)
+{
+    char path[160];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    assert_non_null(f = fopen(path, "w"));
+    fputs(text, f);
+    fclose(f);
+}
+
+static void flagfile(void **st)
+{
+    (void)st;
+    put("run.flags", "# a comment\n// another\n\n--distribution_strategy=one_device\n  --experiment=linear_ones  \n"
+                     "--train_steps=3\n");
+    put("outer.flags", "--flagfile=run.flags\n--seed=7\n");
+    put("loop.flags", "--seed=1\n--flagfile=outer2.flags\n");
+    put("outer2.flags", "--flagfile=loop.flags\n");
+    put("bad.flags", "--train_steps=3\n\n--seed=x\n");
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff1 --flagfile=outer.flags", g_tmp, getenv("PWD")), 0,
+           "train: steps=3 examples=30 ");
+    /* a later flag overrides the file's */
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff2 --flagfile=outer.flags --train_steps=5", g_tmp,
+              getenv("PWD")), 0, "train: steps=5 ");
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff3 --flagfile=bad.flags", g_tmp, getenv("PWD")), 2,
+           "distref: error: bad.flags:3: --seed: expected an integer, got 'x'");
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff3 --flagfile=loop.flags", g_tmp, getenv("PWD")), 2,
+           "distref: error: outer2.flags:1: --flagfile=loop.flags includes itself");
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff3 --flagfile=nope.flags", g_tmp, getenv("PWD")), 2,
+           "command line: --flagfile=nope.flags: cannot open: no such file");
+    expect(sh("cd %s && %s/" BIN " train --model_dir=ff3 --seed=2 --flagfile=outer.flags", g_tmp, getenv("PWD")), 2,
+           "outer.flags:2: --seed: given twice");
+}
+
+static void fashion_package(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=mlp_fashion_mnist --data_dir=%s/none "
+              "--distribution_strategy=one_device", g_tmp, g_tmp), 1,
+           "Debian's package dataset-fashion-mnist installs the files in /usr/share/datasets/fashion-mnist");
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    strcpy(g_tmp, "/tmp/distref_cli_details_XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    char cmd[128];
+    (void)st;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
+        cmocka_unit_test(usage_exit_2), cmocka_unit_test(version), cmocka_unit_test(help),
+        cmocka_unit_test(mpirun_once), cmocka_unit_test(worker_hosts), cmocka_unit_test(flagfile),
+        cmocka_unit_test(fashion_package),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

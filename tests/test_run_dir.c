@@ -1,0 +1,281 @@
+/* A run directory never reports a result it did not compute (issue 26,
+ * item 4; docs/RUN_DIRECTORY.md, "Running a directory again"). bin/distref
+ * run twice on one --model_dir:
+ *   same_settings         a finished run run again: "already complete at
+ *                         step N; nothing run", exit 0, no result line, no
+ *                         file changed; --mode=train_and_eval again goes on
+ *                         from the last finished epoch
+ *   other_topology_done   a finished run under another strategy, variant or
+ *                         replica count: exit 2 naming the flag, nothing run
+ *   other_hyperparameter  another learning rate, seed, global batch or
+ *                         experiment: exit 2 naming the flag
+ *   other_topology_resume an unfinished run continued under another exact
+ *                         synchronous topology: says so, and its loss
+ *                         curve, weights and train_accuracy_last_epoch are
+ *                         the uninterrupted run's; summary.json lists both
+ *                         segments with their steps
+ *   numerics_resume       --numerics=fast on an exact checkpoint, another
+ *                         topology on a fast one, a synchronous strategy on
+ *                         a parameter_server one: exit 2 naming the flag
+ * Run from the repository root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <sys/wait.h>
+
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
+#define DATA "--synthetic_examples=200 --global_batch_size=16"
+#define ONE "--distribution_strategy=one_device"
+#define MIRRORED3 "--distribution_strategy=mirrored --num_gpus=3 --variant=openmp --threads=2"
+
+static char g_tmp[64];
+static char out[16384];
+
+/* Runs a shell command; its output (both streams) in out; exit status. */
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    FILE *p;
+    size_t n;
+    int st;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect(int status, int want, const char *phrase)
+{
+    if (status != want || (phrase && !strstr(out, phrase)))
+        fail_msg("expected status %d and \"%s\"; got %d:\n%s", want, phrase ? phrase : "", status, out);
+}
+
+/* The whole content of a file (one of two static buffers), "" when missing. */
+static const char *slurp(const char *dir, const char *name)
+{
+    static char buf[2][1 << 17];
+    static int k;
+    char path[256];
+    FILE *f;
+    size_t n = 0;
+    k ^= 1;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if ((f = fopen(path, "rb"))) { n = fread(buf[k], 1, sizeof buf[k] - 1, f); fclose(f); }
+    buf[k][n] = 0;
+    return buf[k];
+}
+
+/* "step:loss_bits " of every metrics.jsonl line. */
+static void curve(const char *dir, char *dst, size_t n)
+{
+    const char *s = slurp(dir, "metrics.jsonl"), *b;
+    size_t len = 0;
+    dst[0] = 0;
+    while ((b = strstr(s, "\"loss_bits\":\"")) && len + 12 < n) {
+        memcpy(dst + len, b + 13, 10);
+        len += 10;
+        dst[len++] = ' ';
+        dst[len] = 0;
+        s = b + 13;
+    }
+}
+
+/* A summary.json field's text up to the next comma. */
+static void field(const char *dir, const char *key, char *dst, size_t n)
+{
+    const char *s = strstr(slurp(dir, "summary.json"), key);
+    size_t len = 0;
+    assert_non_null(s);
+    while (s[len] && s[len] != ',' && len + 1 < n) len++;
+    memcpy(dst, s, len);
+    dst[len] = 0;
+}
+
+static void same_settings(void **st)
+{
+    char dir[128], metrics[1 << 16], summary[1 << 16];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/same", g_tmp);
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0, "train: steps=26 ");
+    strcpy(metrics, slurp(dir, "metrics.jsonl"));
+    strcpy(summary, slurp(dir, "summary.json"));
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0,
+           "already complete at step 26 in ");
+    assert_non_null(strstr(out, "; nothing run"));
+    assert_null(strstr(out, "weights_sha256="));   /* no result line pretending to be fresh */
+    assert_null(strstr(out, "loss="));
+    assert_string_equal(slurp(dir, "metrics.jsonl"), metrics);
+    assert_string_equal(slurp(dir, "summary.json"), summary);
+    /* --mode=train_and_eval run again: the last epoch, already complete, evaluated again; never epoch 1 */
+    snprintf(dir, sizeof dir, "%s/same_tae", g_tmp);
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0, "evaluate epoch 2: ");
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=2", dir), 0,
+           "train epoch 2: already complete at step 26 in ");
+    assert_non_null(strstr(out, "evaluate epoch 2: checkpoint step=26 "));
+    assert_null(strstr(out, "epoch 1"));
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=3", dir), 0,
+           "train epoch 3: resumed at step 26 from ");
+    assert_null(strstr(out, "epoch 2"));
+}
+
+static void other_topology_done(void **st)
+{
+    static const char *const other[][2] = {
+        { MIRRORED3, "--distribution_strategy=mirrored, but the run in" },
+        { "--distribution_strategy=one_device --variant=openmp", "--variant=openmp, but the run in" },
+        { "--distribution_strategy=mirrored --num_gpus=2",
+          "--distribution_strategy=mirrored, but the run in" },
+    };
+    char dir[128], summary[1 << 16];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/done", g_tmp);
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --epochs=1", dir), 0, "train: steps=13 ");
+    strcpy(summary, slurp(dir, "summary.json"));
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        expect(sh(BIN " train --model_dir=%s %s " DATA " --epochs=1", dir, other[i][0]), 2, other[i][1]);
+        assert_non_null(strstr(out, "already complete at step 13 under --"));
+        assert_non_null(strstr(out, "nothing run"));
+        assert_null(strstr(out, "weights_sha256="));
+        assert_string_equal(slurp(dir, "summary.json"), summary);
+    }
+    /* replicas alone: mirrored 2 -> mirrored 3 names the replica count */
+    snprintf(dir, sizeof dir, "%s/done2", g_tmp);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=mirrored --num_gpus=2 " DATA " --epochs=1", dir), 0,
+           NULL);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=mirrored --num_gpus=3 " DATA " --epochs=1", dir), 2,
+           "3 replicas (--num_gpus, --tpu), but the run in");
+}
+
+static void other_hyperparameter(void **st)
+{
+    static const char *const other[][2] = {
+        { "--learning_rate=0.05", "--learning_rate=0.05, but the checkpoint" },
+        { "--seed=7", "--seed=7, but the checkpoint" },
+        { "--experiment=mlp_synthetic --global_batch_size=32", "--global_batch_size=32, but the checkpoint" },
+        { "--experiment=linear_wide", "--experiment=linear_wide, but the checkpoint" },
+    };
+    char dir[128];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/hyper", g_tmp);
+    expect(sh(BIN " train --model_dir=%s " ONE " --synthetic_examples=200 --epochs=1", dir), 0, NULL);
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        expect(sh(BIN " train --model_dir=%s " ONE " --synthetic_examples=200 --epochs=1 %s", dir, other[i][0]), 2,
+               other[i][1]);
+        assert_null(strstr(out, "weights_sha256="));
+    }
+}
+
+static void other_topology_resume(void **st)
+{
+    char a[128], b[128], c[128], ca[4096], cb[4096], fa[160], fb[160];
+    (void)st;
+    snprintf(a, sizeof a, "%s/uninterrupted", g_tmp);
+    snprintf(b, sizeof b, "%s/epoch_boundary", g_tmp);
+    snprintf(c, sizeof c, "%s/mid_epoch", g_tmp);
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --epochs=3", a), 0, "train: steps=39 ");
+    /* continued at an epoch's end and mid-epoch, under mirrored x3 on openmp */
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --epochs=2", b), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " MIRRORED3 " " DATA " --epochs=3", b), 0,
+           "train: resumed at step 26 from ");
+    assert_non_null(strstr(out, "steps up to 26 ran under one_device, 1 worker x 1 replica, ref, exact"));
+    assert_non_null(strstr(out, "(summary.json lists the segments)"));
+    assert_non_null(strstr(out, "mirrored, 1 worker x 3 replicas, openmp, exact)"));
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --train_steps=20", c), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " MIRRORED3 " " DATA " --epochs=3", c), 0, "resumed at step 20 ");
+    curve(a, ca, sizeof ca);
+    for (int k = 0; k < 2; k++) {
+        const char *d = k ? c : b;
+        curve(d, cb, sizeof cb);
+        assert_string_equal(ca, cb);
+        field(a, "\"weights_sha256\"", fa, sizeof fa);
+        field(d, "\"weights_sha256\"", fb, sizeof fb);
+        assert_string_equal(fa, fb);
+        field(a, "\"train_accuracy_last_epoch\"", fa, sizeof fa);
+        field(d, "\"train_accuracy_last_epoch\"", fb, sizeof fb);
+        assert_string_equal(fa, fb);
+    }
+    {   /* the segments: one_device 1..26, then mirrored x3 on openmp 27..39 */
+        const char *s = slurp(b, "summary.json"), *one = strstr(s, "\"segments\""), *two;
+        assert_non_null(one);
+        assert_non_null(one = strstr(one, "\"strategy\":\"one_device\""));
+        assert_non_null(strstr(one, "\"first_step\":1,"));
+        assert_non_null(two = strstr(one, "\"strategy\":\"mirrored\""));
+        assert_non_null(strstr(one, "\"last_step\":26"));
+        assert_true(strstr(one, "\"last_step\":26") < two);
+        assert_non_null(strstr(two, "\"replicas_in_sync\":3"));
+        assert_non_null(strstr(two, "\"variant\":\"openmp\""));
+        assert_non_null(strstr(two, "\"first_step\":27"));
+        assert_non_null(strstr(two, "\"last_step\":39"));
+    }
+    /* the uninterrupted run has one segment */
+    assert_null(strstr(strstr(slurp(a, "summary.json"), "\"segments\""), "\"first_step\":27"));
+}
+
+static void numerics_resume(void **st)
+{
+    char dir[128];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/numerics", g_tmp);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=one_device --variant=openmp " DATA " --train_steps=5",
+              dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=one_device --variant=openmp --numerics=fast " DATA
+              " --train_steps=10", dir), 2, "--numerics=fast, but the checkpoint in");
+    assert_non_null(strstr(out, "exact and fast numerics are different trajectories"));
+    /* fast, then another topology: fast's bits depend on it */
+    snprintf(dir, sizeof dir, "%s/fast", g_tmp);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=one_device --variant=openmp --numerics=fast " DATA
+              " --train_steps=5", dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " MIRRORED3 " --numerics=fast " DATA " --train_steps=10", dir), 2,
+           "--distribution_strategy=mirrored, but the checkpoint in");
+    assert_non_null(strstr(out, "fast numerics' bits depend on the topology"));
+    /* parameter_server's checkpoint under a synchronous strategy */
+    snprintf(dir, sizeof dir, "%s/ps", g_tmp);
+    expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+              "\"task\":{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s "
+              "--distribution_strategy=parameter_server " DATA " --train_steps=4", dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " ONE " " DATA " --train_steps=8", dir), 2,
+           "--distribution_strategy=one_device, but the checkpoint in");
+    assert_non_null(strstr(out, "parameter_server's asynchronous trajectory is not a synchronous strategy's"));
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    strcpy(g_tmp, "/tmp/distref_run_dir_XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    char cmd[128];
+    (void)st;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(same_settings), cmocka_unit_test(other_topology_done),
+        cmocka_unit_test(other_hyperparameter), cmocka_unit_test(other_topology_resume),
+        cmocka_unit_test(numerics_resume),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
