@@ -1,0 +1,172 @@
+/* A model_dir someone else can write into (issue 27 #3, #5): bin/distref
+ * against planted links, other processes' temp files and a second run.
+ *   planted_links   a link planted at a temp name (eval.json.tmp.$PID, the
+ *                   pid of the distref about to run) or at the final name
+ *                   never lets a write reach its target; the files end
+ *                   regular; a checkpoint or metrics file that is a link is
+ *                   refused naming it
+ *   live_temps      start-up cleanup removes a dead writer's temp file and
+ *                   keeps a live process's
+ * Run from the repository root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
+#endif
+#define BIN DR_BIN
+#define LIN "--experiment=linear_ones"
+
+static char g_tmp[64];
+static char out[16384];
+
+/* Runs a shell command; its output (both streams) in out; exit status. */
+static int sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    FILE *p;
+    size_t n;
+    int st;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* "dir/name": what it is ('f' regular, 'l' link, '-' absent, '?' else). */
+static char kind(const char *dir, const char *name)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) != 0) return '-';
+    return S_ISREG(st.st_mode) ? 'f' : S_ISLNK(st.st_mode) ? 'l' : '?';
+}
+
+/* g_tmp/victim holds "victim\n"; dir is a model_dir trained 2 steps. */
+static void setup_run(char *dir, size_t n, const char *name)
+{
+    snprintf(dir, n, "%s/%s", g_tmp, name);
+    assert_int_equal(sh("echo victim > %s/victim", g_tmp), 0);
+    assert_int_equal(sh(BIN " train --model_dir=%s " LIN " --train_steps=2", dir), 0);
+}
+
+static void victim_untouched(void)
+{
+    assert_int_equal(sh("cat %s/victim", g_tmp), 0);
+    if (strcmp(out, "victim\n") != 0) fail_msg("the victim was written through a planted link: %.200s", out);
+}
+
+/* The command run by "sh -c 'ln -s VICTIM DIR/NAME.tmp.$$; exec distref ...'":
+ * the link carries the pid the distref process will have. */
+static int planted(const char *dir, const char *names, const char *cmd)
+{
+    return sh("sh -c 'for n in %s; do ln -s %s/victim %s/$n.tmp.$$ || exit 9; done; exec " BIN " %s --model_dir=%s "
+              LIN "'", names, g_tmp, dir, cmd, dir);
+}
+
+static void planted_links(void **st)
+{
+    char dir[128];
+    (void)st;
+    setup_run(dir, sizeof dir, "links");
+    /* the issue's case: evaluate */
+    assert_int_equal(planted(dir, "eval.json", "evaluate"), 0);
+    victim_untouched();
+    assert_int_equal(kind(dir, "eval.json"), 'f');
+    /* predict, a training run's every file, export */
+    assert_int_equal(planted(dir, "predictions.jsonl", "predict"), 0);
+    victim_untouched();
+    assert_int_equal(kind(dir, "predictions.jsonl"), 'f');
+    assert_int_equal(planted(dir, "ckpt.bin metrics.jsonl summary.json", "train --train_steps=4"), 0);
+    victim_untouched();
+    assert_int_equal(kind(dir, "ckpt.bin"), 'f');
+    assert_int_equal(kind(dir, "metrics.jsonl"), 'f');
+    assert_int_equal(kind(dir, "summary.json"), 'f');
+    assert_int_equal(planted(dir, "batches.json", "export --what=batches --format=json"), 0);
+    victim_untouched();
+    assert_int_equal(kind(dir, "batches.json"), 'f');
+    /* a link at the final name is replaced, not written through */
+    assert_int_equal(sh("ln -sf %s/victim %s/eval.json", g_tmp, dir), 0);
+    assert_int_equal(sh(BIN " evaluate --model_dir=%s " LIN, dir), 0);
+    victim_untouched();
+    assert_int_equal(kind(dir, "eval.json"), 'f');
+    /* model_dir files read back are never links, FIFOs or devices */
+    assert_int_equal(sh("cp %s/metrics.jsonl %s/m.copy && ln -sf %s/m.copy %s/metrics.jsonl", dir, g_tmp, g_tmp, dir), 0);
+    assert_int_equal(sh("timeout 20 " BIN " train --model_dir=%s " LIN " --train_steps=6", dir), 1);
+    assert_non_null(strstr(out, "metrics.jsonl: not a regular file (it is a symbolic link)"));
+    assert_int_equal(sh("rm %s/metrics.jsonl && cp %s/m.copy %s/metrics.jsonl", dir, g_tmp, dir), 0);
+    assert_int_equal(sh("mv %s/ckpt.bin %s/c.copy && ln -s %s/c.copy %s/ckpt.bin", dir, g_tmp, g_tmp, dir), 0);
+    assert_int_equal(sh("timeout 20 " BIN " train --model_dir=%s " LIN " --train_steps=6", dir), 1);
+    assert_non_null(strstr(out, "ckpt.bin: not a regular file (it is a symbolic link)"));
+    assert_int_equal(sh("rm %s/ckpt.bin && mkfifo %s/ckpt.bin", dir, dir), 0);
+    assert_int_equal(sh("timeout 20 " BIN " train --model_dir=%s " LIN " --train_steps=6", dir), 1);
+    assert_non_null(strstr(out, "ckpt.bin: not a regular file (it is a FIFO)"));
+}
+
+/* A temp file whose writer is alive is not stale; a dead writer's is. */
+static void live_temps(void **st)
+{
+    char dir[128], live[256], dead[256];
+    struct stat sb;
+    pid_t sleeper, gone;
+    (void)st;
+    setup_run(dir, sizeof dir, "temps");
+    fflush(NULL);
+    sleeper = fork();
+    assert_true(sleeper >= 0);
+    if (sleeper == 0) { fclose(stdout); fclose(stderr); alarm(120); pause(); _exit(0); }
+    gone = fork();
+    assert_true(gone >= 0);
+    if (gone == 0) _exit(0);
+    assert_int_equal(waitpid(gone, NULL, 0), gone);
+    snprintf(live, sizeof live, "%s/ckpt.bin.tmp.%ld", dir, (long)sleeper);
+    snprintf(dead, sizeof dead, "%s/summary.json.tmp.%ld.3", dir, (long)gone);
+    assert_int_equal(sh("echo half > %s && echo half > %s", live, dead), 0);
+    assert_int_equal(sh(BIN " train --model_dir=%s " LIN " --train_steps=4", dir), 0);
+    assert_int_equal(stat(live, &sb), 0);        /* a live writer's: kept */
+    assert_int_not_equal(stat(dead, &sb), 0);    /* a dead writer's: removed */
+    kill(sleeper, SIGKILL);
+    waitpid(sleeper, NULL, 0);
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    strcpy(g_tmp, "/tmp/distref_test_model_dir.XXXXXX");
+    return access(BIN, X_OK) == 0 && mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    return sh("rm -rf '%s'", g_tmp) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(planted_links),
+        cmocka_unit_test(live_temps),
+    };
+    return cmocka_run_group_tests_name("model_dir", tests, setup, teardown);
+}
