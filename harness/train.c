@@ -16,6 +16,7 @@
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/run_log.h"
+#include "harness/run_lock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ typedef struct run {
     uint64_t      epoch_correct, epoch_examples;
     float         last_loss;
     float        *params, *slots;
+    dr_dir_lock lock;     /* model_dir's, for the run (harness/run_lock.h) */
 } run;
 
 /* Only the chief writes model_dir (variant.h); every process trains. */
@@ -228,7 +230,8 @@ static int open_run(run *r, dr_err *err)
     r->params = malloc(r->plan.P * sizeof(float) + 1);
     r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
     if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
-    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
+    if ((rc = dr_run_lock(cfg, true, &r->lock, err)) ||   /* before anything is read from or written to model_dir */
+        (rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     if (self_scheduled(r)) return DR_OK;   /* it iterates its own input */
@@ -254,6 +257,7 @@ static void close_run(run *r)
     dr_dataset_free(&r->data);
     free(r->params);
     free(r->slots);
+    dr_run_unlock(&r->lock);
 }
 
 int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
@@ -262,6 +266,7 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     int rc;
     if (!r) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
     r->cfg = cfg;
+    r->lock.fd = -1;
     rc = open_run(r, err);
     if (rc == DR_OK && self_scheduled(r)) {
         dr_train_totals tot;

@@ -7,6 +7,12 @@
  *                   refused naming it
  *   live_temps      start-up cleanup removes a dead writer's temp file and
  *                   keeps a live process's
+ *   second_run      while a run holds model_dir/.lock, train, evaluate,
+ *                   predict and export on the directory exit 2 naming its
+ *                   pid and command; after it is killed (-9) the next run
+ *                   takes the lock over with a note; a link at .lock is
+ *                   refused
+ *   lock_text       the lock file's reader and writer (dr_lock_parse)
  * Run from the repository root. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,9 +24,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "distref/lock.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef DR_BIN
@@ -149,6 +158,106 @@ static void live_temps(void **st)
     waitpid(sleeper, NULL, 0);
 }
 
+/* Starts `distref train` on dir in the background; returns once the lock
+ * file names it. */
+static pid_t start_holder(const char *dir)
+{
+    char arg[200], lock[200];
+    pid_t pid;
+    snprintf(arg, sizeof arg, "--model_dir=%s", dir);
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(BIN, BIN, "train", arg, "--experiment=mlp_synthetic", "--synthetic_examples=20000", "--epochs=50",
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 600; i++) {   /* up to a minute on a loaded machine */
+        char want[32];
+        struct timespec t = { 0, 100000000 };
+        nanosleep(&t, NULL);
+        snprintf(want, sizeof want, "pid %ld\n", (long)pid);
+        if (sh("cat %s", lock) == 0 && strstr(out, want)) return pid;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fail_msg("the run never named itself in %s", lock);
+    return -1;
+}
+
+static void second_run(void **st)
+{
+    static const char *const cmds[] = { "train --experiment=mlp_synthetic", "evaluate --experiment=mlp_synthetic",
+                                        "predict --experiment=mlp_synthetic",
+                                        "export --what=batches --format=json --experiment=mlp_synthetic" };
+    char dir[128], want[256];
+    pid_t holder;
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/locked", g_tmp);
+    holder = start_holder(dir);
+    snprintf(want, sizeof want, "is in use by another distref run: pid %ld on ", (long)holder);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int rc = sh(BIN " %s --model_dir=%s", cmds[i], dir);
+        if (rc != 2 || !strstr(out, want) || !strstr(out, "train --model_dir=") || !strstr(out, "/.lock"))
+            fail_msg("%s beside a running train: exit %d, %.400s", cmds[i], rc, out);
+    }
+    assert_int_equal(kill(holder, SIGKILL), 0);
+    assert_int_equal(waitpid(holder, NULL, 0), holder);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=20000 "
+                        "--epochs=50 --train_steps=1", dir), 0);
+    snprintf(want, sizeof want, "distref: note: %s/.lock named pid %ld", dir, (long)holder);
+    if (!strstr(out, want) || !strstr(out, "taking the lock over")) fail_msg("no takeover note: %.400s", out);
+    /* a clean end clears the text: no note the next time */
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=20000 "
+                        "--epochs=50 --train_steps=2", dir), 0);
+    assert_null(strstr(out, "note:"));
+    /* a link at .lock is not followed */
+    assert_int_equal(sh("rm %s/.lock && ln -s %s/victim %s/.lock", dir, g_tmp, dir), 0);
+    assert_int_equal(sh(BIN " train --model_dir=%s --experiment=mlp_synthetic --synthetic_examples=20000 "
+                        "--epochs=50 --train_steps=3", dir), 1);
+    assert_non_null(strstr(out, ".lock: not a regular file (it is a symbolic link)"));
+}
+
+static void lock_text(void **st)
+{
+    static const struct { const char *text, *says; } bad[] = {
+        { "", "empty" },
+        { "distref lock\n", "line 2: no newline" },
+        { "distref lock\npid 12\nhost h\ncommand c", "line 4: no newline" },
+        { "distref  lock\npid 12\nhost h\ncommand c\n", "line 1: expected 'distref lock'" },
+        { "distref lock\npid 0\nhost h\ncommand c\n", "line 2: pid '0' is not a process id" },
+        { "distref lock\npid -5\nhost h\ncommand c\n", "pid '-5'" },
+        { "distref lock\npid 12x\nhost h\ncommand c\n", "pid '12x'" },
+        { "distref lock\npid 99999999999999999999\nhost h\ncommand c\n", "not a process id" },
+        { "distref lock\npid 12\nhost \ncommand c\n", "line 3: expected 'host <value>'" },
+        { "distref lock\npid 12\nhost h\tx\ncommand c\n", "line 3: host has a control byte 0x09" },
+        { "distref lock\npid 12\nhost h\ncommand c\nmore\n", "5 bytes after the 4 lines" },
+        { "distref lock\npid 12\nhost h\ncmd c\n", "line 4: expected 'command <value>'" },
+    };
+    dr_lock_info info, back;
+    dr_err err;
+    char text[DR_LOCK_MAX_BYTES];
+    (void)st;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = dr_lock_parse((const uint8_t *)bad[i].text, strlen(bad[i].text), &info, &err);
+        if (rc != DR_EFORMAT || !strstr(err.msg, bad[i].says)) fail_msg("'%s': %d %s", bad[i].text, rc, err.msg);
+    }
+    memset(&info, 0, sizeof info);
+    info.pid = 4242;
+    strcpy(info.host, "node7");
+    strcpy(info.command, "bin/distref train\n--model_dir=m");   /* a newline in argv: written as a space */
+    size_t n = dr_lock_format(&info, text, sizeof text);
+    assert_true(n < sizeof text);
+    assert_int_equal(dr_lock_parse((const uint8_t *)text, n, &back, &err), DR_OK);
+    assert_int_equal(back.pid, 4242);
+    assert_string_equal(back.host, "node7");
+    assert_string_equal(back.command, "bin/distref train --model_dir=m");
+}
+
 static int setup(void **st)
 {
     (void)st;
@@ -167,6 +276,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(planted_links),
         cmocka_unit_test(live_temps),
+        cmocka_unit_test(second_run),
+        cmocka_unit_test(lock_text),
     };
     return cmocka_run_group_tests_name("model_dir", tests, setup, teardown);
 }
