@@ -16,6 +16,7 @@
 
 #include "distref/error.h"
 #include "distref/fileio.h"
+#include "distref/sealed.h"
 
 /* ---- a fresh temp directory per test ----------------------------------- */
 
@@ -326,6 +327,38 @@ static void test_temp_owner(void **state)
     assert_true(dr_pid_gone(child));   /* reaped: gone (unless reused in between) */
 }
 
+/* ---- sealed blobs (the OpenCL kernel cache's files) --------------------- */
+
+static void test_sealed(void **state)
+{
+    uint8_t key[32], other[32], *file = NULL;
+    const uint8_t *payload;
+    size_t n = 0, pn = 0;
+    dr_err err = { 0 };
+    (void)state;
+    memset(key, 7, sizeof key);
+    memset(other, 8, sizeof other);
+    assert_int_equal(dr_sealed_make(key, "binary!", 7, &file, &n, &err), DR_OK);
+    assert_int_equal(n, DR_SEALED_HEADER + 7);
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_OK);
+    assert_int_equal(pn, 7);
+    assert_memory_equal(payload, "binary!", 7);
+    for (size_t cut = 0; cut < n; cut++) {   /* every truncation is refused */
+        assert_int_equal(dr_sealed_open(file, cut, key, &payload, &pn, &err), DR_EFORMAT);
+        assert_null(payload);
+    }
+    assert_non_null(strstr(err.msg, "the header says 7 bytes of payload, the file has 6"));
+    assert_int_equal(dr_sealed_open(file, n, other, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "another key"));
+    file[DR_SEALED_HEADER + 3] ^= 1;
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "SHA-256"));
+    file[0] = 'X';
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "magic"));
+    free(file);
+}
+
 /* ---- dr_mkdirs ---------------------------------------------------------- */
 
 static void test_mkdirs(void **state)
@@ -407,6 +440,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_planted_temp_link, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_read_regular_refuses, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_temp_owner),
+        cmocka_unit_test(test_sealed),
         cmocka_unit_test_setup_teardown(test_mkdirs, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_little_endian),
         cmocka_unit_test(test_error_helpers),
