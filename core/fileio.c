@@ -91,21 +91,30 @@ static int create_temp(int dfd, const char *path, const char *base, char *tmp, s
                    "(remove the *.tmp.* files beside it)", path, tmp, TRIES - 1);
 }
 
-/* The final step: tmp renamed over base, both in dfd. A symbolic link at
- * base is replaced, never followed (rename(2) acts on the link itself); a
- * directory there (or a link to one, planted) is refused by name. */
-static int commit_temp(int dfd, const char *path, const char *base, const char *tmp, dr_err *err)
+/* The final step: tmp (in dir, open as dfd) renamed over path. A symbolic
+ * link at path is replaced, never followed (rename(2) acts on the link
+ * itself); a directory there (or a link to one, planted) is refused by
+ * name. rename(2) by path, not renameat: the durability sweeps
+ * (scripts/durability.sh) plant their kills at the rename system call. */
+static int commit_temp(int dfd, const char *dir, const char *path, const char *base, const char *tmp, dr_err *err)
 {
     struct stat st;
+    size_t size = strlen(dir) + strlen(tmp) + 2;
+    char *from = malloc(size);
+    int rc = DR_OK;
+    if (from == NULL)
+        return dr_fail(err, DR_ENOMEM, "%s: out of memory naming the temp file", path);
+    snprintf(from, size, "%s/%s", dir, tmp);
     if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-        return dr_fail(err, DR_EIO, "%s: cannot rename %s over it: it is a directory, expected a file", path, tmp);
-    if (renameat(dfd, tmp, dfd, base) != 0)
-        return dr_fail(err, DR_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        rc = dr_fail(err, DR_EIO, "%s: cannot rename %s over it: it is a directory, expected a file", path, from);
+    else if (rename(from, path) != 0)
+        rc = dr_fail(err, DR_EIO, "%s: cannot rename %s over it: %s", path, from, strerror(errno));
     /* The rename is only durable once the directory entry is on disk.
      * EINVAL: this file system cannot sync directories (POSIX allows that). */
-    if (fsync(dfd) != 0 && errno != EINVAL)
-        return dr_fail(err, DR_EIO, "%s: cannot sync its directory after rename: %s", path, strerror(errno));
-    return DR_OK;
+    else if (fsync(dfd) != 0 && errno != EINVAL)
+        rc = dr_fail(err, DR_EIO, "%s: cannot sync its directory %s after rename: %s", path, dir, strerror(errno));
+    free(from);
+    return rc;
 }
 
 int dr_write_atomic(const char *path, const void *data, size_t n, dr_err *err)
@@ -129,7 +138,7 @@ int dr_write_atomic(const char *path, const void *data, size_t n, dr_err *err)
     if (rc == DR_OK && (rc = create_temp(dfd, path, base, tmp, tmp_size, &fd, err)) == DR_OK) {
         rc = fill_temp(fd, path, tmp, data, n, err);
         if (rc == DR_OK)
-            rc = commit_temp(dfd, path, base, tmp, err);
+            rc = commit_temp(dfd, dir, path, base, tmp, err);
         if (rc != DR_OK)
             (void)unlinkat(dfd, tmp, 0);   /* ours: created O_EXCL above */
     }
