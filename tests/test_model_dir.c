@@ -12,6 +12,8 @@
  *                   pid and command; after it is killed (-9) the next run
  *                   takes the lock over with a note; a link at .lock is
  *                   refused
+ *   mpi_second_run  the same under mpirun --variant=mpi: the chief locks,
+ *                   a second job exits 2 naming the holder
  *   lock_text       the lock file's reader and writer (dr_lock_parse)
  * Run from the repository root. */
 #include <setjmp.h>
@@ -222,6 +224,34 @@ static void second_run(void **st)
     assert_non_null(strstr(out, ".lock: not a regular file (it is a symbolic link)"));
 }
 
+/* --variant=mpi: the chief locks; beside a running train the second job's
+ * chief exits naming the holder, the other rank defers to it, mpirun exits
+ * 2; on a free directory the job trains (its non-chief rank checks .lock
+ * names the chief). Skipped without mpirun. */
+static void mpi_second_run(void **st)
+{
+    char dir[128], want[256];
+    pid_t holder;
+    (void)st;
+    if (sh("command -v mpirun") != 0) skip();
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    snprintf(dir, sizeof dir, "%s/mpi_locked", g_tmp);
+    holder = start_holder(dir);
+    int rc = sh("env -u TF_CONFIG timeout 120 mpirun --oversubscribe -np 2 " BIN " train --variant=mpi "
+                "--distribution_strategy=multi_worker_mirrored --experiment=mlp_synthetic --model_dir=%s", dir);
+    snprintf(want, sizeof want, "MPI rank 0 of 2: --model_dir=%s is in use by another distref run: pid %ld", dir,
+             (long)holder);
+    if (rc != 2 || !strstr(out, want)) fail_msg("mpirun beside a running train: exit %d, %.600s", rc, out);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    rc = sh("env -u TF_CONFIG timeout 120 mpirun --oversubscribe -np 2 " BIN " train --variant=mpi "
+            "--distribution_strategy=multi_worker_mirrored --experiment=mlp_synthetic --synthetic_examples=20000 "
+            "--epochs=50 --train_steps=1 --model_dir=%s", dir);
+    if (rc != 0 || !strstr(out, "taking the lock over")) fail_msg("mpirun after the holder died: exit %d, %.600s", rc, out);
+}
+
 static void lock_text(void **st)
 {
     static const struct { const char *text, *says; } bad[] = {
@@ -277,6 +307,7 @@ int main(void)
         cmocka_unit_test(planted_links),
         cmocka_unit_test(live_temps),
         cmocka_unit_test(second_run),
+        cmocka_unit_test(mpi_second_run),
         cmocka_unit_test(lock_text),
     };
     return cmocka_run_group_tests_name("model_dir", tests, setup, teardown);
