@@ -10,6 +10,7 @@
 /* What the chief tells the other ranks after locking. */
 typedef struct chief_lock {
     int32_t rc;
+    int32_t held;                       /* the chief holds it (a missing model_dir with create false: no) */
     int64_t pid;
     char    host[256];
 } chief_lock;
@@ -39,6 +40,7 @@ int dr_run_lock(const dr_run_config *cfg, bool create, dr_dir_lock *lk, dr_err *
     if (rank == 0) {
         c.rc = dr_model_dir_lock(cfg->model_dir, create, lk, err);
         if (c.rc == DR_OK) note_takeover(lk);
+        c.held = lk->fd >= 0;
         c.pid = (int64_t)getpid();
         if (gethostname(c.host, sizeof c.host - 1) != 0) strcpy(c.host, "?");
     }
@@ -48,7 +50,14 @@ int dr_run_lock(const dr_run_config *cfg, bool create, dr_dir_lock *lk, dr_err *
     if (c.rc != DR_OK)
         return dr_fail(err, c.rc, "the chief (MPI rank 0) could not lock --model_dir=%s (its message says why)",
                        cfg->model_dir);
+    if (!c.held) return DR_OK;
+    lk->by_chief = true;
     return dr_lock_check_holder(cfg->model_dir, (long)c.pid, c.host, err);
+}
+
+bool dr_run_locked(const dr_dir_lock *lk)
+{
+    return lk->fd >= 0 || lk->by_chief;
 }
 
 void dr_run_unlock(dr_dir_lock *lk)

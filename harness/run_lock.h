@@ -15,5 +15,9 @@
  * A second run on the directory: DR_EUSAGE (exit 2) naming the holder. */
 int  dr_run_lock(const dr_run_config *cfg, bool create, dr_dir_lock *lk, dr_err *err);
 void dr_run_unlock(dr_dir_lock *lk);
+/* Whether lk holds the lock for this run (here, or by the MPI chief): false
+ * after dr_run_lock with create false on a model_dir that did not exist.
+ * The same answer on every rank (the chief's, broadcast). */
+bool dr_run_locked(const dr_dir_lock *lk);
 
 #endif

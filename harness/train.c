@@ -230,8 +230,12 @@ static int open_run(run *r, dr_err *err)
     r->params = malloc(r->plan.P * sizeof(float) + 1);
     r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
     if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
-    if ((rc = dr_run_lock(cfg, true, &r->lock, err)) ||   /* before anything is read from or written to model_dir */
-        (rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
+    /* The lock (harness/run_lock.h): an existing model_dir's before anything
+     * is read from it; a new one's once the variant accepted the run, so
+     * that a refused run leaves no directory, and before the first write. */
+    if ((rc = dr_run_lock(cfg, false, &r->lock, err)) || (rc = r->v->open(&r->plan, &r->data, &r->s, err)) ||
+        (!dr_run_locked(&r->lock) && (rc = dr_run_lock(cfg, true, &r->lock, err))) ||
+        (rc = dr_run_log_open(&r->log, cfg, err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     if (self_scheduled(r)) return DR_OK;   /* it iterates its own input */

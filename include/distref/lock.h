@@ -43,7 +43,8 @@ typedef struct dr_lock_info {
 } dr_lock_info;
 
 typedef struct dr_dir_lock {
-    int          fd;                    /* -1: nothing held */
+    int          fd;                    /* -1: nothing held by this process */
+    bool         by_chief;              /* held for this job by its MPI chief (harness/run_lock.c) */
     char         path[1100];            /* model_dir/.lock */
     bool         took_over;             /* the file named a holder that is gone: */
     dr_lock_info stale;                 /* that holder, for the caller's note */
