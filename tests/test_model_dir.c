@@ -39,6 +39,8 @@
 #endif
 #define BIN DR_BIN
 #define LIN "--experiment=linear_ones"
+#define PS_TF "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\",\"w1:1\"],\"ps\":[\"p0:1\"]}," \
+              "\"task\":{\"type\":\"chief\",\"index\":0}}"
 
 static char g_tmp[64];
 static char out[16384];
@@ -132,6 +134,15 @@ static void planted_links(void **st)
     assert_int_equal(sh("rm %s/ckpt.bin && mkfifo %s/ckpt.bin", dir, dir), 0);
     assert_int_equal(sh("timeout 20 " BIN " train --model_dir=%s " LIN " --train_steps=6", dir), 1);
     assert_non_null(strstr(out, "ckpt.bin: not a regular file (it is a FIFO)"));
+    /* a parameter_server run's schedule beside its checkpoint: a planted link is refused, not followed */
+    snprintf(dir, sizeof dir, "%s/ps_link", g_tmp);
+    assert_int_equal(sh("TF_CONFIG='" PS_TF "' " BIN " train --distribution_strategy=parameter_server --model_dir=%s "
+                        LIN " --train_steps=4", dir), 0);
+    assert_int_equal(sh("mv %s/ps_schedule.json %s/s.copy && ln -s %s/s.copy %s/ps_schedule.json", dir, g_tmp, g_tmp,
+                        dir), 0);
+    assert_int_equal(sh("TF_CONFIG='" PS_TF "' timeout 20 " BIN " train --distribution_strategy=parameter_server "
+                        "--model_dir=%s " LIN " --train_steps=6", dir), 1);
+    assert_non_null(strstr(out, "ps_schedule.json: not a regular file (it is a symbolic link)"));
 }
 
 /* A temp file whose writer is alive is not stale; a dead writer's is. */
