@@ -85,6 +85,40 @@ static int bad(dr_err *err, const char *path, const char *what)
     return dr_fail(err, DR_EFORMAT, "checkpoint %s: %s; nothing was loaded", path, what);
 }
 
+/* The header's counters agree with each other (the SHA-256 proves only that
+ * the file is whole: whoever can write it can recompute it). Bounds every
+ * strategy meets: a step takes at most G examples of an epoch of `examples`
+ * (so reaching epoch e, position p takes at least e * floor(n/G) +
+ * floor(p/G) steps) and at least one (so at most (e + 1) * n steps); the
+ * epoch's counters count examples trained, at most G per step. */
+static int consistent(const char *path, const dr_checkpoint *c, dr_err *err)
+{
+    const unsigned long long G = c->global_batch, n = c->examples, step = c->step, e = c->epoch;
+    if (G == 0) return dr_fail(err, DR_EFORMAT, "checkpoint %s: global_batch is 0, expected at least 1; nothing "
+                               "was loaded", path);
+    if (n == 0) return dr_fail(err, DR_EFORMAT, "checkpoint %s: examples is 0, expected at least 1; nothing was "
+                               "loaded", path);
+    if (c->position > n)
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: position %u is past the end of an epoch of %llu examples; "
+                       "nothing was loaded", path, c->position, n);
+    if (c->epoch_correct > c->epoch_examples)
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: epoch_correct %llu is more than epoch_examples %llu "
+                       "(forged or corrupt); nothing was loaded", path, (unsigned long long)c->epoch_correct,
+                       (unsigned long long)c->epoch_examples);
+    if (c->epoch_examples > n || (step <= UINT64_MAX / G && c->epoch_examples > step * G))
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: epoch_examples %llu is more than an epoch (%llu examples) "
+                       "or than %llu steps of %llu can train; nothing was loaded", path,
+                       (unsigned long long)c->epoch_examples, n, step, G);
+    if (step < e * (n / G) + c->position / G)
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is fewer than the %llu steps it takes to reach "
+                       "epoch %llu, position %u; nothing was loaded", path, step, e * (n / G) + c->position / G,
+                       e, c->position);
+    if (step > (e + 1) * n)
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is more than the %llu steps epoch %llu can hold "
+                       "(one example each); nothing was loaded", path, step, (e + 1) * n, e);
+    return DR_OK;
+}
+
 static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *c, dr_err *err)
 {
     size_t off = 12;
@@ -120,6 +154,10 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     dr_sha256_update(&h, buf, n - 32);
     dr_sha256_final(&h, digest);
     if (memcmp(digest, buf + n - 32, 32) != 0) return bad(err, path, "checksum mismatch (corrupt)");
+    {
+        int rc = consistent(path, c, err);
+        if (rc) return rc;
+    }
     c->params = malloc(4 * (size_t)c->nparams + 1);
     c->slots = malloc(4 * (size_t)c->nparams * c->nslots + 1);
     if (!c->params || !c->slots) {
@@ -141,11 +179,9 @@ int dr_checkpoint_load(const char *model_dir, dr_checkpoint *c, bool *found, dr_
     memset(c, 0, sizeof *c);
     *found = false;
     path_of(model_dir, path, sizeof path);
-    if (lstat(path, &st) != 0) {
-        if (errno == ENOENT) return DR_OK;
-    } else if (!S_ISREG(st.st_mode))   /* a FIFO would block open() forever */
-        return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the checkpoint distref writes", path);
-    rc = dr_read_file(path, MAX_CHECKPOINT, &buf, &n, err);
+    if (lstat(path, &st) != 0 && errno == ENOENT) return DR_OK;
+    /* a link, a FIFO (which would block open() forever), a device: refused */
+    rc = dr_read_regular(path, MAX_CHECKPOINT, &buf, &n, err);
     if (rc) return rc;
     rc = parse(path, buf, n, c, err);
     free(buf);
@@ -216,6 +252,12 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
             return dr_fail(err, DR_EUSAGE, "%s=%s, but the checkpoint in %s was trained with %s=%s; resume with "
                            "the same value or use another --model_dir", bits[i].flag, on_off(now->flags, bits[i].bit),
                            dir, bits[i].flag, on_off(c->flags, bits[i].bit));
+    if ((c->flags ^ now->flags) & DR_CKPT_FAST_NUMERICS)
+        return dr_fail(err, DR_EUSAGE, "--numerics=%s, but the checkpoint in %s was trained with --numerics=%s: "
+                       "resuming it in the other mode would silently change its trajectory; resume with "
+                       "--numerics=%s or use another --model_dir", now->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
+                       dir, c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
+                       c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact");
     if (c->loss_reduction != now->loss_reduction)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction=%s, but the checkpoint in %s was trained with "
                        "--loss_reduction=%s; resume with the same value or use another --model_dir",

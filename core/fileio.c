@@ -2,7 +2,9 @@
 #include "distref/fileio.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,37 +49,9 @@ static char *containing_dir(const char *path)
     return dir;
 }
 
-/* The rename is only durable once the directory entry is on disk. EINVAL
- * means this file system cannot sync directories (POSIX allows that); there
- * is nothing more to do then, so it is not an error. */
-static int fsync_dir(const char *path, dr_err *err)
+/* Fills, syncs and closes fd (the temp file tmp). */
+static int fill_temp(int fd, const char *path, const char *tmp, const void *data, size_t n, dr_err *err)
 {
-    char *dir = containing_dir(path);
-    if (dir == NULL)
-        return dr_fail(err, DR_ENOMEM, "%s: out of memory naming its directory", path);
-    int fd = open(dir, O_RDONLY);
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL)) {
-        int saved = errno;
-        if (fd >= 0)
-            close(fd);
-        dr_fail(err, DR_EIO, "%s: cannot sync directory %s after rename: %s",
-                path, dir, strerror(saved));
-        free(dir);
-        return DR_EIO;
-    }
-    close(fd);
-    free(dir);
-    return DR_OK;
-}
-
-/* Creates, fills, syncs and closes tmp; on failure the caller removes it. */
-static int write_temp(const char *path, const char *tmp, const void *data, size_t n,
-                      dr_err *err)
-{
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return dr_fail(err, DR_EIO, "%s: cannot create temp file %s: %s",
-                       path, tmp, strerror(errno));
     const char *step = NULL;
     if (n > 0 && write_all(fd, data, n) != 0)
         step = "write";
@@ -94,24 +68,107 @@ static int write_temp(const char *path, const char *tmp, const void *data, size_
     return DR_OK;
 }
 
+/* Creates a new temp file beside path, in the directory dfd: its name is
+ * "<base>.tmp.<pid>", or "<base>.tmp.<pid>.<k>" when that exists (a planted
+ * file or link, a leftover of an earlier process with this pid). O_EXCL and
+ * O_NOFOLLOW: never an existing file, never through a symbolic link. */
+static int create_temp(int dfd, const char *path, const char *base, char *tmp, size_t size,
+                       int *fd, dr_err *err)
+{
+    enum { TRIES = 100 };
+    for (int k = 0; k < TRIES; k++) {
+        if (k == 0)
+            snprintf(tmp, size, "%s.tmp.%ld", base, (long)getpid());
+        else
+            snprintf(tmp, size, "%s.tmp.%ld.%d", base, (long)getpid(), k);
+        *fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (*fd >= 0)
+            return DR_OK;
+        if (errno != EEXIST)
+            return dr_fail(err, DR_EIO, "%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
+    }
+    return dr_fail(err, DR_EIO, "%s: cannot create a temp file: %s and %d more names like it exist "
+                   "(remove the *.tmp.* files beside it)", path, tmp, TRIES - 1);
+}
+
+/* The final step: tmp (in dir, open as dfd) renamed over path. A symbolic
+ * link at path is replaced, never followed (rename(2) acts on the link
+ * itself); a directory there (or a link to one, planted) is refused by
+ * name. rename(2) by path, not renameat: the durability sweeps
+ * (scripts/durability.sh) plant their kills at the rename system call. */
+static int commit_temp(int dfd, const char *dir, const char *path, const char *base, const char *tmp, dr_err *err)
+{
+    struct stat st;
+    size_t size = strlen(dir) + strlen(tmp) + 2;
+    char *from = malloc(size);
+    int rc = DR_OK;
+    if (from == NULL)
+        return dr_fail(err, DR_ENOMEM, "%s: out of memory naming the temp file", path);
+    snprintf(from, size, "%s/%s", dir, tmp);
+    if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        rc = dr_fail(err, DR_EIO, "%s: cannot rename %s over it: it is a directory, expected a file", path, from);
+    else if (rename(from, path) != 0)
+        rc = dr_fail(err, DR_EIO, "%s: cannot rename %s over it: %s", path, from, strerror(errno));
+    /* The rename is only durable once the directory entry is on disk.
+     * EINVAL: this file system cannot sync directories (POSIX allows that). */
+    else if (fsync(dfd) != 0 && errno != EINVAL)
+        rc = dr_fail(err, DR_EIO, "%s: cannot sync its directory %s after rename: %s", path, dir, strerror(errno));
+    free(from);
+    return rc;
+}
+
 int dr_write_atomic(const char *path, const void *data, size_t n, dr_err *err)
 {
-    size_t tmp_size = strlen(path) + 32;   /* ".tmp." + a pid + NUL */
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return dr_fail(err, DR_EUSAGE, "%s: not a file name", path);
+    char *dir = containing_dir(path);
+    size_t tmp_size = strlen(base) + 48;   /* ".tmp." + a pid + "." + k + NUL */
     char *tmp = malloc(tmp_size);
-    if (tmp == NULL)
-        return dr_fail(err, DR_ENOMEM, "%s: out of memory naming the temp file", path);
-    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
-
-    int rc = write_temp(path, tmp, data, n, err);
-    if (rc == DR_OK && rename(tmp, path) != 0)
-        rc = dr_fail(err, DR_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (rc != DR_OK) {
-        unlink(tmp);            /* may not exist if open failed: that is fine */
+    if (dir == NULL || tmp == NULL) {
+        free(dir);
         free(tmp);
-        return rc;
+        return dr_fail(err, DR_ENOMEM, "%s: out of memory naming the temp file", path);
     }
+    /* One directory descriptor for the temp file, the rename and the sync:
+     * the three act on the same directory even if its path is swapped. */
+    int fd = -1, rc = DR_OK, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        rc = dr_fail(err, DR_EIO, "%s: cannot open its directory %s: %s", path, dir, strerror(errno));
+    if (rc == DR_OK && (rc = create_temp(dfd, path, base, tmp, tmp_size, &fd, err)) == DR_OK) {
+        rc = fill_temp(fd, path, tmp, data, n, err);
+        if (rc == DR_OK)
+            rc = commit_temp(dfd, dir, path, base, tmp, err);
+        if (rc != DR_OK)
+            (void)unlinkat(dfd, tmp, 0);   /* ours: created O_EXCL above */
+    }
+    if (dfd >= 0)
+        close(dfd);
     free(tmp);
-    return fsync_dir(path, err);
+    free(dir);
+    return rc;
+}
+
+long dr_temp_pid(const char *name, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    const char *tmp = k ? (strncmp(name, prefix, k) == 0 ? name + k : NULL) : strstr(name, ".tmp.");
+    if (tmp == NULL || strncmp(tmp, ".tmp.", 5) != 0)
+        return 0;
+    const char *p = tmp + 5, *q = p;
+    long pid = 0;
+    while (*q >= '0' && *q <= '9' && q - p < 10)
+        pid = pid * 10 + (*q++ - '0');
+    if (q == p || pid <= 0)
+        return 0;
+    if (*q == '.' && q[1] != '\0' && strspn(q + 1, "0123456789") == strlen(q + 1))
+        return pid;
+    return *q == '\0' ? pid : 0;
+}
+
+bool dr_pid_gone(long pid)
+{
+    return pid > 0 && pid <= INT32_MAX && kill((pid_t)pid, 0) == -1 && errno == ESRCH;
 }
 
 /* ---- dr_read_file ------------------------------------------------------- */
@@ -167,14 +224,23 @@ static int read_all(int fd, const char *path, size_t size_hint, size_t limit,
     return DR_OK;
 }
 
-int dr_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *n, dr_err *err)
+/* What st is, for a message: "a FIFO", "a character device", ... */
+static const char *kind_of(const struct stat *st)
 {
-    *data = NULL;
-    *n = 0;
+    if (S_ISDIR(st->st_mode)) return "a directory";
+    if (S_ISFIFO(st->st_mode)) return "a FIFO";
+    if (S_ISCHR(st->st_mode)) return "a character device";
+    if (S_ISBLK(st->st_mode)) return "a block device";
+    if (S_ISSOCK(st->st_mode)) return "a socket";
+    if (S_ISLNK(st->st_mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+/* Reads the open fd (closing it); regular: anything else is refused. */
+static int read_opened(int fd, const char *path, size_t max_bytes, bool regular, uint8_t **data, size_t *n,
+                       dr_err *err)
+{
     size_t limit = max_bytes > SIZE_MAX - 2 ? SIZE_MAX - 2 : max_bytes;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return dr_fail(err, DR_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int saved = errno;
@@ -184,6 +250,11 @@ int dr_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *n, 
     if (S_ISDIR(st.st_mode)) {
         close(fd);
         return dr_fail(err, DR_EIO, "%s: is a directory, expected a file", path);
+    }
+    if (regular && !S_ISREG(st.st_mode)) {
+        close(fd);
+        return dr_fail(err, DR_EFORMAT, "%s: not a regular file (it is %s); expected a file distref wrote",
+                       path, kind_of(&st));
     }
     /* Regular files tell their size up front: refuse without reading. */
     if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > (uintmax_t)limit) {
@@ -195,6 +266,31 @@ int dr_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *n, 
     int rc = read_all(fd, path, hint, limit, data, n, err);
     close(fd);
     return rc;
+}
+
+int dr_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *n, dr_err *err)
+{
+    *data = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return dr_fail(err, DR_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return read_opened(fd, path, max_bytes, false, data, n, err);
+}
+
+int dr_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *n, dr_err *err)
+{
+    *data = NULL;
+    *n = 0;
+    /* O_NONBLOCK: a FIFO opens at once (and is refused) instead of waiting
+     * for a writer; a regular file reads the same either way. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ELOOP)
+        return dr_fail(err, DR_EFORMAT, "%s: not a regular file (it is a symbolic link); distref does not "
+                       "follow links in its own files: remove it or use another directory", path);
+    if (fd < 0)
+        return dr_fail(err, DR_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return read_opened(fd, path, max_bytes, true, data, n, err);
 }
 
 /* ---- dr_mkdirs ---------------------------------------------------------- */

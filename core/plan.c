@@ -239,7 +239,7 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->momentum = o->momentum;
     c->l2 = p->exp.model.l2;
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
-               (o->nesterov ? DR_CKPT_NESTEROV : 0);
+               (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
 }
 

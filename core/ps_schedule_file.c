@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 size_t dr_ps_event_line(const dr_ps_event *ev, char *buf, size_t n)
@@ -61,9 +62,10 @@ int dr_ps_settings_check(const dr_run_config *cfg, uint32_t W, uint32_t P, uint6
     const char *rest, *mine = settings_step(now, len, &ignored);
     int rc;
     snprintf(path, sizeof path, "%s/ps_schedule.json", cfg->model_dir);
-    *absent = access(path, F_OK) != 0;
+    struct stat st;
+    *absent = lstat(path, &st) != 0;   /* a planted link is present, and refused below */
     if (*absent) return DR_OK;
-    if ((rc = dr_read_file(path, 4096, &saved, &n, err))) return rc;
+    if ((rc = dr_read_regular(path, 4096, &saved, &n, err))) return rc;   /* no link, FIFO or device */
     rest = settings_step((const char *)saved, n, &at);
     if (rest && mine && at < step)
         rc = dr_fail(err, DR_EFORMAT, "%s: written for step %llu but ckpt.bin is at step %llu: a checkpoint "

@@ -240,29 +240,22 @@ json_object *dr_run_log_segments(const dr_run_log *t)
     return c.arr;
 }
 
-/* Temp files of a write that a kill interrupted ("<name>.tmp.<pid>"): the
- * rename never happened, so they hold nothing the run needs. */
+/* Temp files of a write that a kill interrupted ("<name>.tmp.<pid>[.<k>]",
+ * core/fileio.c): the rename never happened, so they hold nothing the run
+ * needs. Only those whose writer is gone (dr_pid_gone) are removed: a live
+ * process's temp file is about to be renamed. unlink() of a planted link
+ * removes the link, never its target. */
 static void remove_stale_temps(const char *dir)
 {
-    static const char *const names[] = { "ckpt.bin.tmp.", "metrics.jsonl.tmp.", "summary.json.tmp.",
-                                         "predictions.jsonl.tmp.", "ps_schedule.json.tmp.",
-                                         "ps_schedule.jsonl.tmp." };
+    static const char *const names[] = { "ckpt.bin", "metrics.jsonl", "summary.json", "predictions.jsonl",
+                                         "eval.json", "ps_schedule.json", "ps_schedule.jsonl" };
     DIR *d = opendir(dir);
     struct dirent *e;
     if (!d) return;
     while ((e = readdir(d))) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 && tmp && tmp[5] &&
-            strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) {
-            char path[1400];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            (void)unlink(path);
-            continue;
-        }
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            size_t k = strlen(names[i]);
-            const char *p = e->d_name + k;
-            if (strncmp(e->d_name, names[i], k) != 0 || !*p || strspn(p, "0123456789") != strlen(p)) continue;
+        long pid = strncmp(e->d_name, "events.out.tfevents.", 20) == 0 ? dr_temp_pid(e->d_name, "") : 0;
+        for (size_t i = 0; !pid && i < sizeof names / sizeof names[0]; i++) pid = dr_temp_pid(e->d_name, names[i]);
+        if (dr_pid_gone(pid)) {
             char path[1400];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             (void)unlink(path);
@@ -291,9 +284,7 @@ int dr_run_log_open_as(dr_run_log *t, const dr_run_config *cfg, bool writer, dr_
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->model_dir);
     if (writer) remove_stale_temps(cfg->model_dir);   /* never another rank's live temp files */
     if (lstat(path, &st) != 0) return DR_OK;   /* no earlier run */
-    if (!S_ISREG(st.st_mode))
-        return dr_fail(err, DR_EFORMAT, "%s: not a regular file; expected the metrics distref writes", path);
-    rc = dr_read_file(path, (size_t)1 << 30, &buf, &n, err);
+    rc = dr_read_regular(path, (size_t)1 << 30, &buf, &n, err);   /* no link, FIFO or device */
     if (rc) return rc;
     t->metrics = (char *)buf;
     t->len = n;

@@ -67,6 +67,15 @@ int dr_mpi_hosts(char *hosts, size_t len, dr_err *err)
     return DR_OK;
 }
 
+int dr_mpi_bcast0(void *buf, size_t n, dr_err *err)
+{
+    if (!dr_mpi_active()) return dr_fail(err, DR_ESTATE, "MPI is not initialized");
+    if (n > (size_t)1 << 20) return dr_fail(err, DR_EUSAGE, "dr_mpi_bcast0: %zu bytes, at most 1 MiB", n);
+    if (MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dr_fail(err, DR_EFAULT, "MPI_Bcast of %zu bytes from rank 0 failed", n);
+    return DR_OK;
+}
+
 void dr_mpi_finalize(void)
 {
     if (dr_mpi_active()) MPI_Finalize();

@@ -47,7 +47,8 @@ static int parse_devices(const char *given, int *idx, uint32_t *n, dr_err *err)
     if (!v || !*v) v = "0";
     for (p = v;;) {
         char *end;
-        long d = strtol(p, &end, 10);
+        long d = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;   /* no sign, no blank */
+        if (d < 0) end = (char *)p;
         if (end == p || d < 0 || d > 63 || (*end && *end != ','))
             return dr_fail(err, DR_EUSAGE, "--opencl_device=%s%s: expected a device index or a list like 0,1", v, from);
         for (uint32_t i = 0; i < *n; i++)
@@ -62,24 +63,39 @@ static int parse_devices(const char *given, int *idx, uint32_t *n, dr_err *err)
     return DR_OK;
 }
 
+/* DISTREF_OPENCL_PLATFORM, read as strictly as a flag's int: digits only
+ * (no sign, blank, fraction or trailing text), 0..15; unset or empty is 0. */
+static int env_platform(int *out, dr_err *err)
+{
+    const char *v = getenv("DISTREF_OPENCL_PLATFORM");
+    size_t n = v ? strspn(v, "0123456789") : 0;
+    *out = 0;
+    if (!v || !*v) return DR_OK;
+    if (n == 0 || v[n] != 0 || n > 2 || strtol(v, NULL, 10) > 15)
+        return dr_fail(err, DR_EUSAGE, "DISTREF_OPENCL_PLATFORM=%.40s%s: expected a platform index 0..15 "
+                       "(bin/distref devices lists them), or unset it", v, strlen(v) > 40 ? "..." : "");
+    *out = (int)strtol(v, NULL, 10);
+    return DR_OK;
+}
+
 int dr_cl_pick_list(int platform, const char *devices, cl_platform_id *pid, cl_device_id *ids, int *index,
                     uint32_t *n_out, dr_err *err)
 {
     cl_platform_id ps[16];
     cl_device_id ds[64];
     cl_uint np = 0, nd = 0;
-    const char *pv = getenv("DISTREF_OPENCL_PLATFORM");
-    int pi = platform >= 0 ? platform : pv && *pv ? atoi(pv) : 0, rc;
+    int pi = platform, rc;
     uint32_t n;
     cl_int e;
+    if (pi < 0 && (rc = env_platform(&pi, err))) return rc;
     if ((rc = parse_devices(devices, index, &n, err))) return rc;
     e = clGetPlatformIDs(16, ps, &np);
     if (e != CL_SUCCESS || np == 0)
         return dr_fail(err, DR_EUNSUPPORTED, "not available: no OpenCL platform (%s)",
                        e == CL_SUCCESS ? "none installed" : dr_cl_strerror(e));
     if (pi < 0 || (cl_uint)pi >= np)
-        return dr_fail(err, DR_EUSAGE, "--opencl_platform=%d: %u platform%s present (bin/distref devices)",
-                       pi, np, np == 1 ? "" : "s");
+        return dr_fail(err, DR_EUSAGE, "%s=%d: %u platform%s present (bin/distref devices)",
+                       platform >= 0 ? "--opencl_platform" : "DISTREF_OPENCL_PLATFORM", pi, np, np == 1 ? "" : "s");
     e = clGetDeviceIDs(ps[pi], CL_DEVICE_TYPE_ALL, 64, ds, &nd);
     if (e != CL_SUCCESS || nd == 0)
         return dr_fail(err, DR_EUNSUPPORTED, "not available: OpenCL platform %d has no device (%s)", pi,

@@ -20,6 +20,7 @@
  */
 #include "devices/opencl_backend.h"
 #include "distref/fileio.h"
+#include "distref/sealed.h"
 #include "distref/sha256.h"
 
 #include <stdio.h>
@@ -161,10 +162,11 @@ static int load_sources(const char *extra, char **out, dr_err *err)
 
 /* ---- build, through the binary cache ------------------------------------------ */
 
-static void cache_path(const char *src, const dr_cl_caps *caps, char *path, size_t size)
+/* The cache file of this source, build and device: its name and its key
+ * (the SHA-256 the name spells, sealed into the file: distref/sealed.h). */
+static void cache_path(const char *src, const dr_cl_caps *caps, char *path, size_t size, uint8_t dig[32])
 {
     dr_sha256_ctx c;
-    uint8_t dig[32];
     char hex[65];
     const char *dir = getenv("DISTREF_CL_CACHE");
     dr_sha256_init(&c);
@@ -180,20 +182,49 @@ static void cache_path(const char *src, const dr_cl_caps *caps, char *path, size
     else snprintf(path, size, "%s/build/clcache/%s.bin", DR_SOURCE_ROOT, hex);
 }
 
-static void cache_save(cl_program prog, const char *path)
+/* The program's binary, sealed (length, SHA-256, key), written atomically:
+ * a kill mid-write leaves the old file or none, never a torn one. */
+static void cache_save(cl_program prog, const char *path, const uint8_t key[32])
 {
-    size_t size = 0;
+    size_t size = 0, nfile = 0;
     unsigned char *bin;
+    uint8_t *file = NULL;
     char dir[2400];
     dr_err e;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
     if (!(bin = malloc(size))) return;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS &&
+        dr_sealed_make(key, bin, size, &file, &nfile, &e) == DR_OK) {
         snprintf(dir, sizeof dir, "%s", path);
         if (strrchr(dir, '/')) *strrchr(dir, '/') = 0;
-        if (dr_mkdirs(dir, &e) == DR_OK) (void)dr_write_atomic(path, bin, size, &e);
+        if (dr_mkdirs(dir, &e) == DR_OK) (void)dr_write_atomic(path, file, nfile, &e);
     }
+    free(file);
     free(bin);
+}
+
+/* The cached binary of path, checked (distref/sealed.h) before the driver
+ * sees a byte of it: NULL when absent, a link or special file, truncated,
+ * damaged or another key's. */
+static cl_program cache_load(cl_context ctx, cl_device_id dev, const char *path, const uint8_t key[32])
+{
+    uint8_t *file = NULL;
+    const uint8_t *bin;
+    size_t nfile = 0, nbin = 0;
+    cl_program prog = NULL;
+    cl_int e = CL_SUCCESS, st = CL_SUCCESS;
+    dr_err ignore;
+    if (dr_read_regular(path, (size_t)1 << 28, &file, &nfile, &ignore) == DR_OK &&
+        dr_sealed_open(file, nfile, key, &bin, &nbin, &ignore) == DR_OK && nbin) {
+        prog = clCreateProgramWithBinary(ctx, 1, &dev, &nbin, &bin, &st, &e);
+        if (prog && (e != CL_SUCCESS || st != CL_SUCCESS ||
+                     clBuildProgram(prog, 1, &dev, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)) {
+            clReleaseProgram(prog);   /* a binary this driver no longer takes: rebuild from source */
+            prog = NULL;
+        }
+    }
+    free(file);
+    return prog;
 }
 
 static int build_log_fail(cl_program prog, cl_device_id dev, cl_int e, dr_err *err)
@@ -212,25 +243,14 @@ int dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps
                         cl_program *out, dr_err *err)
 {
     char *src = NULL, path[2300];
-    uint8_t *bin = NULL;
-    size_t nbin = 0;
+    uint8_t key[32];
     cl_program prog = NULL;
-    cl_int e = CL_SUCCESS, st = CL_SUCCESS;
-    dr_err ignore;
+    cl_int e = CL_SUCCESS;
     int rc;
     *out = NULL;
     if ((rc = load_sources(extra_src, &src, err))) return rc;
-    cache_path(src, caps, path, sizeof path);
-    if (dr_read_file(path, (size_t)1 << 28, &bin, &nbin, &ignore) == DR_OK && nbin) {
-        const unsigned char *b = bin;
-        prog = clCreateProgramWithBinary(ctx, 1, &dev, &nbin, &b, &st, &e);
-        if (prog && (e != CL_SUCCESS || st != CL_SUCCESS ||
-                     clBuildProgram(prog, 1, &dev, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)) {
-            clReleaseProgram(prog);   /* a stale or foreign binary: rebuild from source */
-            prog = NULL;
-        }
-    }
-    free(bin);
+    cache_path(src, caps, path, sizeof path, key);
+    prog = cache_load(ctx, dev, path, key);
     if (!prog) {
         const char *s = src;
         prog = clCreateProgramWithSource(ctx, 1, &s, NULL, &e);
@@ -241,7 +261,7 @@ int dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps
             free(src);
             return rc;
         }
-        cache_save(prog, path);
+        cache_save(prog, path, key);
     }
     free(src);
     *out = prog;

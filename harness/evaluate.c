@@ -4,6 +4,7 @@
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
 #include "distref/ref.h"
+#include "harness/run_lock.h"
 
 #include <string.h>
 
@@ -29,17 +30,23 @@ static void checkpoint_step(const dr_run_config *cfg, dr_run_result *res)
 
 int dr_run_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
+    dr_dir_lock lock;
     int rc = check(cfg, err);
     memset(res, 0, sizeof *res);   /* examples stays 0 unless a result was computed */
-    if (!rc) rc = dr_ref_evaluate(cfg, res, err);
+    if (rc || (rc = dr_run_lock(cfg, false, &lock, err))) return rc;   /* it writes eval.json */
+    rc = dr_ref_evaluate(cfg, res, err);
+    dr_run_unlock(&lock);
     if (res->examples) checkpoint_step(cfg, res);
     return rc;
 }
 
 int dr_run_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
+    dr_dir_lock lock;
     int rc = check(cfg, err);
-    if (!rc) rc = dr_ref_predict(cfg, res, err);
+    if (rc || (rc = dr_run_lock(cfg, false, &lock, err))) return rc;   /* it writes predictions.jsonl */
+    rc = dr_ref_predict(cfg, res, err);
+    dr_run_unlock(&lock);
     if (!rc) checkpoint_step(cfg, res);
     return rc;
 }

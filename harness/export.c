@@ -17,6 +17,7 @@
  * atomically into --model_dir.
  */
 #include "distref/harness.h"
+#include "harness/run_lock.h"
 #include "distref/fileio.h"
 #include "distref/input.h"
 #include "distref/model.h"
@@ -211,10 +212,25 @@ out:
     return rc;
 }
 
+static int export_locked(const dr_run_config *cfg, const dr_run_plan *p, const char *what, bool npy, dr_err *err)
+{
+    dr_run_plan plan = *p;
+    dr_dataset data;
+    int rc = DR_OK;
+    if (!strcmp(what, "init") || !strcmp(what, "all"))
+        if ((rc = export_init(cfg, &plan, npy, err))) return rc;
+    if (!strcmp(what, "init")) return DR_OK;
+    if ((rc = dr_load_dataset(cfg, plan.exp.dataset, 0, &data, err))) return rc;
+    if (!strcmp(what, "data") || !strcmp(what, "all")) rc = export_data(cfg, &data, npy, err);
+    if (rc == DR_OK && (!strcmp(what, "batches") || !strcmp(what, "all"))) rc = export_batches(cfg, &plan, &data, npy, err);
+    dr_dataset_free(&data);
+    return rc;
+}
+
 int dr_run_export(const dr_run_config *cfg, const char *what, const char *format, dr_err *err)
 {
     dr_run_plan plan;
-    dr_dataset data;
+    dr_dir_lock lock;
     bool npy = strcmp(format, "npy") == 0;
     int rc;
     if (!npy && strcmp(format, "json") != 0)
@@ -226,13 +242,9 @@ int dr_run_export(const dr_run_config *cfg, const char *what, const char *format
     if (plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER && strcmp(what, "init") && strcmp(what, "data"))
         return dr_fail(err, DR_EUSAGE, "export --what=%s: parameter_server's workers take their batches in "
                        "the emulated asynchronous schedule; export a synchronous strategy", what);
-    if ((rc = dr_mkdirs(cfg->model_dir, err))) return rc;   /* only once the request is valid */
-    if (!strcmp(what, "init") || !strcmp(what, "all"))
-        if ((rc = export_init(cfg, &plan, npy, err))) return rc;
-    if (!strcmp(what, "init")) return DR_OK;
-    if ((rc = dr_load_dataset(cfg, plan.exp.dataset, 0, &data, err))) return rc;
-    if (!strcmp(what, "data") || !strcmp(what, "all")) rc = export_data(cfg, &data, npy, err);
-    if (rc == DR_OK && (!strcmp(what, "batches") || !strcmp(what, "all"))) rc = export_batches(cfg, &plan, &data, npy, err);
-    dr_dataset_free(&data);
+    /* mkdir -p and the lock only once the request is valid */
+    if ((rc = dr_run_lock(cfg, true, &lock, err))) return rc;
+    rc = export_locked(cfg, &plan, what, npy, err);
+    dr_run_unlock(&lock);
     return rc;
 }

@@ -21,6 +21,7 @@
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/run_log.h"
+#include "harness/run_lock.h"
 #include "harness/segment.h"
 
 #include <stdlib.h>
@@ -43,6 +44,7 @@ typedef struct run {
     float        *params, *slots;
     char          topology[160];   /* this run's, in words */
     char          previous[160];   /* the checkpoint's segment, when it differs */
+    dr_dir_lock   lock;            /* model_dir's, for the run (harness/run_lock.h) */
 } run;
 
 /* Only the chief writes model_dir (variant.h); every process trains. */
@@ -287,7 +289,12 @@ static int open_run(run *r, dr_err *err)
     r->params = malloc(r->plan.P * sizeof(float) + 1);
     r->slots = malloc(r->plan.P * (size_t)r->plan.nslots * sizeof(float) + 1);
     if (!r->params || !r->slots) return dr_fail(err, DR_ENOMEM, "out of host memory for the variables");
-    if ((rc = r->v->open(&r->plan, &r->data, &r->s, err)) || (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
+    /* The lock (harness/run_lock.h): an existing model_dir's before anything
+     * is read from it; a new one's once the variant accepted the run, so
+     * that a refused run leaves no directory, and before the first write. */
+    if ((rc = dr_run_lock(cfg, false, &r->lock, err)) || (rc = r->v->open(&r->plan, &r->data, &r->s, err)) ||
+        (!dr_run_locked(&r->lock) && (rc = dr_run_lock(cfg, true, &r->lock, err))) ||
+        (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     st = r->v->strategy(r->s);
@@ -318,6 +325,7 @@ static void close_run(run *r)
     dr_dataset_free(&r->data);
     free(r->params);
     free(r->slots);
+    dr_run_unlock(&r->lock);
 }
 
 int dr_run_check_supported(const dr_run_config *cfg, dr_err *err)
@@ -337,6 +345,7 @@ int dr_run_train(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     int rc;
     if (!r) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
     r->cfg = cfg;
+    r->lock.fd = -1;
     rc = open_run(r, err);
     if (rc == DR_OK && self_scheduled(r)) {
         dr_train_totals tot;

@@ -64,6 +64,7 @@ static int cluster(ps_run *r, dr_err *err)
 {
     const dr_run_config *cfg = r->t.cfg;
     dr_cluster cl;
+    uint32_t W, P;
     int rc;
     const char *tf = cfg->tf_config ? cfg->tf_config : "", *blank = tf + strspn(tf, " \t\r\n");
     if (!blank[0] || strcmp(blank, "{}") == 0)
@@ -72,12 +73,16 @@ static int cluster(ps_run *r, dr_err *err)
                        "\"ps\":[\"p:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}; it is empty");
     if ((rc = dr_cluster_parse(cfg->tf_config, &cl, err))) return rc;
     rc = dr_cluster_check(&cl, DR_STRATEGY_PARAMETER_SERVER, err);
-    r->W = cl.job[DR_TASK_WORKER].n;
-    r->P = cl.job[DR_TASK_PS].n;
+    W = cl.job[DR_TASK_WORKER].n;
+    P = cl.job[DR_TASK_PS].n;
     dr_cluster_free(&cl);
     if (rc) return rc;
-    if (r->W > DR_PS_MAX_WORKERS)
-        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers; distref emulates at most %d", r->W, DR_PS_MAX_WORKERS);
+    /* r->W bounds every walk of r->wk[] (close_run's included): it is set
+     * only once it fits the array */
+    if (W > DR_PS_MAX_WORKERS)
+        return dr_fail(err, DR_EUSAGE, "TF_CONFIG: %u workers; distref emulates at most %d", W, DR_PS_MAX_WORKERS);
+    r->W = W;
+    r->P = P;
     return DR_OK;
 }
 

@@ -17,7 +17,8 @@ static int placement_device(trainer *t, const dr_device_spec *spec, const char *
     dr_strategy *s = &t->strat;
     for (uint32_t d = 0; d < s->num_devices; d++)
         if (s->device[d].spec.type == spec->type && s->device[d].spec.index == spec->index) { *out = d; return DR_OK; }
-    if (spec->type != DR_DEV_GPU || spec->index < s->spec.num_gpus || s->num_devices >= DR_MAX_DEVICES)
+    if (spec->type != DR_DEV_GPU || spec->index < s->spec.num_gpus || spec->index > DR_MAX_DEVICES - 2 ||
+        s->num_devices >= DR_MAX_DEVICES)
         return dr_fail(err, DR_EUSAGE, "--layer_devices: device '%s' cannot be emulated here "
                        "(CPU:0 and GPU:0..%d only)", tok, DR_MAX_DEVICES - 2);
     {
@@ -44,7 +45,7 @@ static int parse_placement(trainer *t, dr_err *err)
         uint32_t d = 0;
         int rc = dr_device_parse(tok, &spec, err);
         if (rc) return dr_fail_wrap(err, "--layer_devices");
-        if (l >= t->exp.model.nlayers) break;
+        if (l >= t->exp.model.nlayers) continue;   /* counted: too many is refused below */
         if ((rc = placement_device(t, &spec, tok, &d, err))) return rc;
         t->layer_dev[l] = d;
     }

@@ -351,6 +351,75 @@ static void test_corrupt_content(void **s)
     free(ck);
 }
 
+/* Header fields forged with the SHA-256 recomputed (issue 27 #9): refused
+ * naming the field, by the library and the CLI, the file left as it was.
+ * Before: epoch_correct > epoch_examples printed accuracy=1953.17, and the
+ * others were accepted. */
+static void test_forged_header(void **s)
+{
+    static const struct { const char *name, *phrase; } forged[] = {
+        { "correct", "epoch_correct 4000 is more than epoch_examples" },
+        { "examples_max", "epoch_examples 18446744073709551615 is more than an epoch" },
+        { "step_small", "step 1 is fewer than the 2 steps it takes to reach epoch 0, position 50" },
+        { "step_big", "steps epoch 0 can hold" },
+        { "position", "position 5000 is past the end of an epoch of 50" },
+        { "batch0", "global_batch is 0, expected at least 1" },
+    };
+    (void)s;
+    size_t n;
+    char *ck = good_checkpoint(&n);
+    for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+        dr_run_config c;
+        dr_checkpoint k;
+        bool found;
+        dr_err err = { 0, "" };
+        char dir[1200], p[1300];
+        size_t m;
+        put_file(forged[i].name, "ckpt.bin", ck, n);
+        snprintf(dir, sizeof dir, "%s/%s", g_tmp, forged[i].name);
+        assert_int_equal(dr_checkpoint_load(dir, &k, &found, &err), DR_OK);
+        switch (i) {
+        case 0: k.epoch_correct = 4000; break;
+        case 1: k.epoch_examples = UINT64_MAX; break;
+        case 2: k.step = 1; k.position = k.examples; k.epoch_examples = k.epoch_correct = 0; break;
+        case 3: k.step = 1000000; break;
+        case 4: k.position = 5000; break;
+        default: k.global_batch = 0; break;
+        }
+        assert_int_equal(dr_checkpoint_save(dir, &k, &err), DR_OK);   /* the SHA-256 recomputed */
+        dr_checkpoint_free(&k);
+        char *bad = slurp(path_in(p, sizeof p, forged[i].name, "ckpt.bin"), &m);
+        config(&c, "", "one_device", 0, NULL, 4);
+        expect_rejected(forged[i].name, bad, m, &c, NULL, forged[i].phrase);
+        free(bad);
+    }
+    free(ck);
+}
+
+/* An exact checkpoint resumed with --numerics=fast (and the reverse) is
+ * refused naming --numerics, exit 2 (issue 27 #9: before, the run went on
+ * in the other mode and its trajectory silently changed). */
+static void test_numerics_on_resume(void **s)
+{
+    static const char *const modes[2] = { "exact", "fast" };
+    (void)s;
+    for (int first = 0; first < 2; first++) {
+        char cmd[1600], out[4096], want[160];
+        snprintf(cmd, sizeof cmd, "%s train --variant=openmp --numerics=%s --model_dir=%s/num_%s "
+                 "--experiment=linear_ones --train_steps=2 > /dev/null 2>&1 && %s train --variant=openmp "
+                 "--numerics=%s --model_dir=%s/num_%s --experiment=linear_ones --train_steps=4 2>&1", BIN,
+                 modes[first], g_tmp, modes[first], BIN, modes[!first], g_tmp, modes[first]);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        out[fread(out, 1, sizeof out - 1, p)] = '\0';
+        int st = pclose(p);
+        snprintf(want, sizeof want, "--numerics=%s, but the checkpoint in %s/num_%s was trained with --numerics=%s",
+                 modes[!first], g_tmp, modes[first], modes[first]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(out, want))
+            fail_msg("%s then %s: status %d, %s", modes[first], modes[!first], WEXITSTATUS(st), out);
+    }
+}
+
 static void test_corrupt_truncated(void **s)
 {
     (void)s;
@@ -459,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_checkpoint_every_interrupted),
         cmocka_unit_test(test_corrupt_content),
         cmocka_unit_test(test_corrupt_truncated),
+        cmocka_unit_test(test_forged_header),
+        cmocka_unit_test(test_numerics_on_resume),
         cmocka_unit_test(test_other_experiment),
         cmocka_unit_test(test_other_settings),
         cmocka_unit_test(test_evaluate_any_strategy),

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -15,6 +16,7 @@
 
 #include "distref/error.h"
 #include "distref/fileio.h"
+#include "distref/sealed.h"
 
 /* ---- a fresh temp directory per test ----------------------------------- */
 
@@ -185,6 +187,178 @@ static void test_read_unsized_files(void **state)
     assert_null(data);
 }
 
+/* ---- planted links and special files (issue 27 #3) ---------------------- */
+
+/* dir/m is the "model_dir", dir/victim a file outside it holding "victim". */
+static void victim_setup(const char *dir, char *m, char *victim, size_t size)
+{
+    FILE *f;
+    join(m, size, dir, "m");
+    join(victim, size, dir, "victim");
+    assert_int_equal(mkdir(m, 0755), 0);
+    assert_non_null(f = fopen(victim, "w"));
+    fputs("victim", f);
+    fclose(f);
+}
+
+static void assert_content(const char *path, const char *want)
+{
+    uint8_t *data = NULL;
+    size_t n = 0;
+    dr_err err = { 0 };
+    assert_int_equal(dr_read_file(path, 1 << 20, &data, &n, &err), DR_OK);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(data, want, n);
+    free(data);
+}
+
+static void assert_regular(const char *path)
+{
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+/* `ln -s /tmp/victim M/eval.json.tmp.$PID`, then a write of M/eval.json:
+ * the victim is untouched and eval.json is a regular file (before: the
+ * victim was overwritten and eval.json became a link to it). The same with
+ * a planted regular file, and with a link at eval.json itself. */
+static void test_planted_temp_link(void **state)
+{
+    char m[512], victim[512], path[600], tmp[700];
+    dr_err err = { 0 };
+    victim_setup(*state, m, victim, sizeof m);
+    join(path, sizeof path, m, "eval.json");
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(dr_write_atomic(path, "{\"loss\":1}", 10, &err), DR_OK);
+    assert_content(victim, "victim");
+    assert_regular(path);
+    assert_content(path, "{\"loss\":1}");
+    assert_int_equal(count_entries(m), 2);        /* eval.json and the planted link, no other temp */
+
+    /* a second write finds .tmp.<pid> (and .tmp.<pid>.1) taken: still fine */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.1", path, (long)getpid());
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(dr_write_atomic(path, "again", 5, &err), DR_OK);
+    assert_content(victim, "victim");
+    assert_content(path, "again");
+
+    /* a planted regular file at the temp name is neither truncated nor renamed */
+    char ps[600], pst[700];
+    join(ps, sizeof ps, m, "ps_schedule.json");
+    snprintf(pst, sizeof pst, "%s.tmp.%ld", ps, (long)getpid());
+    FILE *f = fopen(pst, "w");
+    assert_non_null(f);
+    fputs("planted", f);
+    fclose(f);
+    assert_int_equal(dr_write_atomic(ps, "sched", 5, &err), DR_OK);
+    assert_content(pst, "planted");
+    assert_content(ps, "sched");
+
+    /* a link at the final name: replaced by the file, its target untouched */
+    char ex[600];
+    join(ex, sizeof ex, m, "batches.json");
+    assert_int_equal(symlink(victim, ex), 0);
+    assert_int_equal(dr_write_atomic(ex, "[]", 2, &err), DR_OK);
+    assert_regular(ex);
+    assert_content(victim, "victim");
+}
+
+/* dr_read_regular refuses a link, a FIFO (without waiting for a writer), a
+ * device and a directory, naming the file and what it is. */
+static void test_read_regular_refuses(void **state)
+{
+    char m[512], victim[512], link[600], fifo[600], ok[600];
+    dr_err err = { 0 };
+    uint8_t *data = NULL;
+    size_t n = 0;
+    victim_setup(*state, m, victim, sizeof m);
+    join(link, sizeof link, m, "ckpt.bin");
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(dr_read_regular(link, 100, &data, &n, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, link));
+    assert_non_null(strstr(err.msg, "symbolic link"));
+    assert_null(data);
+    assert_int_equal(dr_read_file(link, 100, &data, &n, &err), DR_OK);   /* the general reader follows */
+    free(data);
+
+    join(fifo, sizeof fifo, m, "metrics.jsonl");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    alarm(10);   /* a blocking open would hang here */
+    assert_int_equal(dr_read_regular(fifo, 100, &data, &n, &err), DR_EFORMAT);
+    alarm(0);
+    assert_non_null(strstr(err.msg, fifo));
+    assert_non_null(strstr(err.msg, "not a regular file (it is a FIFO)"));
+
+    assert_int_equal(dr_read_regular("/dev/zero", 100, &data, &n, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file (it is a character device)"));
+    assert_int_equal(dr_read_regular(m, 100, &data, &n, &err), DR_EIO);
+    assert_non_null(strstr(err.msg, "is a directory"));
+
+    join(ok, sizeof ok, m, "summary.json");
+    assert_int_equal(dr_write_atomic(ok, "{}", 2, &err), DR_OK);
+    assert_int_equal(dr_read_regular(ok, 100, &data, &n, &err), DR_OK);
+    assert_int_equal(n, 2);
+    free(data);
+}
+
+/* Temp names and their writers: only a dead writer's temp file is stale. */
+static void test_temp_owner(void **state)
+{
+    (void)state;
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.1234", "ckpt.bin"), 1234);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.1234.7", "ckpt.bin"), 1234);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.1234.", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.12x", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.0", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.bin.tmp.99999999999999", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.binx.tmp.12", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("ckpt.bin", "ckpt.bin"), 0);
+    assert_int_equal(dr_temp_pid("events.out.tfevents.1.host.tmp.55", ""), 55);
+    assert_false(dr_pid_gone(getpid()));
+    assert_false(dr_pid_gone(0));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_true(dr_pid_gone(child));   /* reaped: gone (unless reused in between) */
+}
+
+/* ---- sealed blobs (the OpenCL kernel cache's files) --------------------- */
+
+static void test_sealed(void **state)
+{
+    uint8_t key[32], other[32], *file = NULL;
+    const uint8_t *payload;
+    size_t n = 0, pn = 0;
+    dr_err err = { 0 };
+    (void)state;
+    memset(key, 7, sizeof key);
+    memset(other, 8, sizeof other);
+    assert_int_equal(dr_sealed_make(key, "binary!", 7, &file, &n, &err), DR_OK);
+    assert_int_equal(n, DR_SEALED_HEADER + 7);
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_OK);
+    assert_int_equal(pn, 7);
+    assert_memory_equal(payload, "binary!", 7);
+    for (size_t cut = 0; cut < n; cut++) {   /* every truncation is refused */
+        assert_int_equal(dr_sealed_open(file, cut, key, &payload, &pn, &err), DR_EFORMAT);
+        assert_null(payload);
+    }
+    assert_non_null(strstr(err.msg, "the header says 7 bytes of payload, the file has 6"));
+    assert_int_equal(dr_sealed_open(file, n, other, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "another key"));
+    file[DR_SEALED_HEADER + 3] ^= 1;
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "SHA-256"));
+    file[0] = 'X';
+    assert_int_equal(dr_sealed_open(file, n, key, &payload, &pn, &err), DR_EFORMAT);
+    assert_non_null(strstr(err.msg, "magic"));
+    free(file);
+}
+
 /* ---- dr_mkdirs ---------------------------------------------------------- */
 
 static void test_mkdirs(void **state)
@@ -263,6 +437,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_missing_names_path, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_read_size_cap, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_read_unsized_files),
+        cmocka_unit_test_setup_teardown(test_planted_temp_link, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_read_regular_refuses, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test(test_temp_owner),
+        cmocka_unit_test(test_sealed),
         cmocka_unit_test_setup_teardown(test_mkdirs, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_little_endian),
         cmocka_unit_test(test_error_helpers),

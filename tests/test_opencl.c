@@ -370,6 +370,74 @@ static void mapping_errors(void **state)
     }
 }
 
+/* ---- the kernel cache (issue 27 #6) ---------------------------------------- */
+
+static uint8_t *slurp_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *b;
+    long len;
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = malloc((size_t)len + 1);
+    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void spill(const char *path, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* A cache file cut at any length, a flipped byte, junk after it: the next
+ * build still works (before: PoCL's loader asserted, 134, or crashed, 139)
+ * and rewrites the file whole. */
+static void truncated_cache(void **state)
+{
+    static const char src[] = "__kernel void one(__global uint *x) { x[get_global_id(0)] = 1u; }\n";
+    char dir[] = "/tmp/distref_clcache_XXXXXX", path[256], cmd[300];
+    cl_env e;
+    size_t n, m;
+    uint8_t *full, *now;
+    FILE *ls;
+    (void)state;
+    if (!env_open(&e)) skip();
+    assert_non_null(mkdtemp(dir));
+    setenv("DISTREF_CL_CACHE", dir, 1);
+    clReleaseProgram(build(&e, src));
+    snprintf(cmd, sizeof cmd, "ls %s/*.bin", dir);
+    assert_non_null(ls = popen(cmd, "r"));
+    assert_non_null(fgets(path, sizeof path, ls));
+    pclose(ls);
+    path[strcspn(path, "\n")] = 0;
+    full = slurp_file(path, &n);
+    assert_true(n > 100);
+    const size_t cuts[] = { 0, 1, 8, 16, 79, 80, 81, n / 2, n - 1, n + 1, n + 2 };
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        uint8_t *bad = calloc(n + 2, 1);
+        memcpy(bad, full, n);
+        if (cuts[i] == n + 1) bad[n / 2] ^= 0x40;   /* one flipped bit, full length */
+        spill(path, bad, cuts[i] == n + 1 ? n : cuts[i]);   /* n + 2: two bytes of junk after it */
+        free(bad);
+        clReleaseProgram(build(&e, src));
+        now = slurp_file(path, &m);
+        if (m != n || memcmp(now, full, 8) != 0) fail_msg("cut at %zu: the cache was not rewritten (%zu bytes)", cuts[i], m);
+        free(now);
+    }
+    free(full);
+    unsetenv("DISTREF_CL_CACHE");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +448,7 @@ int main(void)
         cmocka_unit_test(subdevice_places),
         cmocka_unit_test(device_list_places),
         cmocka_unit_test(mapping_errors),
+        cmocka_unit_test(truncated_cache),
     };
     /* PoCL: two devices for device_list_places (other platforms ignore it); set
      * before the first OpenCL call, device 0 stays what it was */

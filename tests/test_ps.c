@@ -434,6 +434,31 @@ static void run_errors(void **state)
     }
 }
 
+/* A cluster larger than the emulator's 64 workers (issue 27 #1): refused
+ * with its message, and the error path frees only what it allocated. Before
+ * the fix close_run walked r->wk[] up to the TF_CONFIG's count: UBSan's
+ * "index 65 out of bounds for type 'ps_worker [64]'" at 66 workers, and at
+ * 70 a free() of bytes past the array (exit 139 in a release build). */
+static void too_many_workers(void **state)
+{
+    static const uint32_t counts[] = { 64, 65, 66, 70, 128, 300 };
+    static char tf[8192];   /* outlives the run, as dr_run_config.tf_config must */
+    (void)state;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        dr_run_config c;
+        run r;
+        base(&c, "mlp_synthetic", "parameter_server", 1, 1);
+        tf_config(tf, sizeof tf, counts[i], 1, true);
+        c.tf_config = tf;
+        train(&c, &r);
+        if (r.rc != DR_EUSAGE || !strstr(r.msg, "TF_CONFIG: ") || !strstr(r.msg, " workers")) {
+            print_error("%u workers: got %d '%s'\n", counts[i], r.rc, r.msg);
+            fail();
+        }
+        done_with(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +473,7 @@ int main(void)
         cmocka_unit_test(ps_failure_resume),
         cmocka_unit_test(resume_rules),
         cmocka_unit_test(run_errors),
+        cmocka_unit_test(too_many_workers),
     };
     return cmocka_run_group_tests_name("ps", tests, NULL, NULL);
 }

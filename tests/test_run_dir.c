@@ -237,7 +237,7 @@ static void numerics_resume(void **st)
               dir), 0, NULL);
     expect(sh(BIN " train --model_dir=%s --distribution_strategy=one_device --variant=openmp --numerics=fast " DATA
               " --train_steps=10", dir), 2, "--numerics=fast, but the checkpoint in");
-    assert_non_null(strstr(out, "exact and fast numerics are different trajectories"));
+    /* refused by the checkpoint's own numerics bit (core/checkpoint.c), before the segment check */
     /* fast, then another topology: fast's bits depend on it */
     snprintf(dir, sizeof dir, "%s/fast", g_tmp);
     expect(sh(BIN " train --model_dir=%s --distribution_strategy=one_device --variant=openmp --numerics=fast " DATA

@@ -39,7 +39,8 @@ typedef struct dr_checkpoint {
     uint32_t last_loss_bits; /* the loss of step `step` */
     /* settings that change the trajectory: a resume must use the same */
     double   learning_rate, momentum, l2;
-    uint32_t flags;          /* DR_CKPT_SHUFFLE | DR_CKPT_DROP_REMAINDER | DR_CKPT_NESTEROV */
+    uint32_t flags;          /* DR_CKPT_SHUFFLE | DR_CKPT_DROP_REMAINDER | DR_CKPT_NESTEROV |
+                                DR_CKPT_FAST_NUMERICS */
     uint32_t loss_reduction; /* 0 global_batch_size, 1 examples_in_step, 2 tf_default */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
@@ -57,15 +58,25 @@ void dr_checkpoint_free(dr_checkpoint *c);
 #define DR_CKPT_SHUFFLE        1u
 #define DR_CKPT_DROP_REMAINDER 2u
 #define DR_CKPT_NESTEROV       4u
+/* --numerics=fast trained it: its trajectory is not the exact one, and an
+ * exact checkpoint resumed in fast mode would silently leave it (a resume
+ * in the other mode is refused naming --numerics). Checkpoints written
+ * before this bit existed read as exact. */
+#define DR_CKPT_FAST_NUMERICS  8u
 
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
- * seed, global batch and training set agree (DR_EUSAGE naming the flag and
- * both values: the run's flags differ from the checkpoint's). */
+ * seed, global batch and training set agree (DR_EUSAGE, exit 2, naming the
+ * field and both values: the file is fine, the flags are another run's).
+ * dr_checkpoint_load itself refuses a header whose counters disagree
+ * (epoch_correct > epoch_examples, epoch_examples beyond an epoch or the
+ * steps taken, a step count that cannot reach the position, global_batch
+ * or examples 0) with DR_EFORMAT naming the field: its SHA-256 only proves
+ * the file whole, not honest. */
 int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const char *experiment,
                          size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
                          uint32_t examples, dr_err *err);
 /* The trajectory's settings agree with `now`'s (learning rate, momentum,
- * L2, shuffle, drop_remainder, Nesterov, the loss's divisor): DR_EUSAGE
+ * L2, shuffle, drop_remainder, Nesterov, numerics, the loss's divisor): DR_EUSAGE
  * naming the flag and both values otherwise. */
 int  dr_checkpoint_check_settings(const dr_checkpoint *c, const char *model_dir, const dr_checkpoint *now,
                                   dr_err *err);

@@ -31,6 +31,8 @@ void dr_mpi_host(char *buf, size_t n);
 /* Collective: every rank's host (dr_mpi_host), hosts[w * len ..] for
  * rank w, each NUL-terminated within len bytes. */
 int  dr_mpi_hosts(char *hosts, size_t len, dr_err *err);
+/* Collective: rank 0's n bytes at buf copied into every rank's buf (MPI_Bcast). */
+int  dr_mpi_bcast0(void *buf, size_t n, dr_err *err);
 /* Collective: MPI_Finalize. */
 void dr_mpi_finalize(void);
 /* Ends every rank of the job with exit status code (MPI_Abort): what a rank
