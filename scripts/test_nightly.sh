@@ -41,16 +41,18 @@ ok()   { passed=$((passed + 1)); echo "nightly: ok: $1"; }
 bad()  { failed=$((failed + 1)); echo "nightly: FAILED: $1"; [ -f "$tmp/last.log" ] && sed 's/^/    /' "$tmp/last.log"; }
 run()  { "$py" scripts/nightly.py run --bench "$bench" --only synthetic_loop --samples 15 \
              --outdir "$tmp" --no-plot "$@" > "$tmp/last.log" 2>&1; }
-# both_ways RUN LABEL METRIC AA_WHAT AA_BAD PLANT_WHAT: after RUN made the
-# history, one more RUN of the same build must flag nothing, and one with
-# METRIC planted 15% slower (or larger) must be flagged: exit 1, the metric named.
+# both_ways RUN LABEL METRIC AA_WHAT AA_BAD PLANT_WHAT [PLANT]: after RUN
+# made the history, one more RUN of the same build must flag nothing, and one
+# with METRIC planted PLANT (default 0.15: 15%) slower (or larger) must be
+# flagged: exit 1, the metric named.
 both_ways() {
+    plant=${7:-0.15}; pct=$(awk -v p="$plant" 'BEGIN { printf "%d%%", p * 100 + 0.5 }')
     if "$1" --label "$2-aa" && grep -q ' 0 regressed, 0 improved' "$tmp/last.log"
     then ok "A/A: $4 flags nothing"; else bad "A/A flagged $5"; fi
-    DISTREF_NIGHTLY_PLANT=$3:0.15 "$1" --label "$2-planted"; rc=$?
+    DISTREF_NIGHTLY_PLANT=$3:$plant "$1" --label "$2-planted"; rc=$?
     if [ "$rc" -eq 1 ] && grep -q "regressed $3" "$tmp/last.log"
-    then ok "a planted 15% $6 is flagged ($(grep -o '+1[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
-    else bad "a planted 15% $6 was not flagged (exit $rc)"; fi
+    then ok "a planted $pct $6 is flagged ($(grep -o '+[0-9.]*%' "$tmp/last.log" | head -1), exit 1)"
+    else bad "a planted $pct $6 was not flagged (exit $rc)"; fi
 }
 
 if "$py" scripts/nightly.py selftest > "$tmp/last.log" 2>&1; then ok "statistics selftest"; else bad "statistics selftest"; fi
@@ -81,11 +83,16 @@ then ok "planted runs stay out of the baseline"; else bad "a planted run leaked 
 
 # The same both ways for a row timed by CPU seconds (the exact sum over its
 # own vector pass, the calling thread's CPU clock, the plant spinning on
-# it): A/A within ~1%, the plant +14-16%, against a 10% effect.
+# it), against a 10% effect. A/A stays within ~1%, but on a shared 2-core
+# machine whose load changes during the run (11 falling to 2) a 15% plant
+# measured +9.9% and went unflagged (2026-11-27, twice): a CPU-second
+# row's ratio moves with the cache and frequency left by the other load.
+# So the plant here is 25%: the detector must flag a clear regression
+# whatever the load; the 15% plant above (a wall-timed row) stays.
 runc() { "$py" scripts/nightly.py run --bench "$bench" --only sum_exact_100k_vs_vecpass --samples 15 \
              --outdir "$tmp/cpu" --no-plot "$@" > "$tmp/last.log" 2>&1; }
 runc --label cpu1 && runc --label cpu2
-both_ways runc cpu sum_exact_100k_vs_vecpass "a row timed by CPU seconds" "a CPU-timed row" "slowdown of a CPU-timed row"
+both_ways runc cpu sum_exact_100k_vs_vecpass "a row timed by CPU seconds" "a CPU-timed row" "slowdown of a CPU-timed row" 0.25
 
 if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["benchmarks"]; assert d["context"]["distref_revision"]; assert any(x["name"]=="synthetic_loop" and x["run_type"]=="iteration" for x in b)' \
      "$(ls "$tmp"/nightly-*.json | tail -1)" 2>"$tmp/last.log" &&
