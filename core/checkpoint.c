@@ -105,10 +105,12 @@ static int consistent(const char *path, const dr_checkpoint *c, dr_err *err)
         return dr_fail(err, DR_EFORMAT, "checkpoint %s: epoch_correct %llu is more than epoch_examples %llu "
                        "(forged or corrupt); nothing was loaded", path, (unsigned long long)c->epoch_correct,
                        (unsigned long long)c->epoch_examples);
-    if (c->epoch_examples > n || (step <= UINT64_MAX / G && c->epoch_examples > step * G))
-        return dr_fail(err, DR_EFORMAT, "checkpoint %s: epoch_examples %llu is more than an epoch (%llu examples) "
-                       "or than %llu steps of %llu can train; nothing was loaded", path,
-                       (unsigned long long)c->epoch_examples, n, step, G);
+    /* Not bounded by n: under auto_shard_policy=off each of W workers reads
+     * the whole training set, so an epoch trains up to W * n examples (and
+     * the checkpoint does not record W); at most G a step bounds it. */
+    if (step <= UINT64_MAX / G && c->epoch_examples > step * G)
+        return dr_fail(err, DR_EFORMAT, "checkpoint %s: epoch_examples %llu is more than %llu steps of %llu can "
+                       "train; nothing was loaded", path, (unsigned long long)c->epoch_examples, step, G);
     if (step < e * (n / G) + c->position / G)
         return dr_fail(err, DR_EFORMAT, "checkpoint %s: step %llu is fewer than the %llu steps it takes to reach "
                        "epoch %llu, position %u; nothing was loaded", path, step, e * (n / G) + c->position / G,

@@ -359,7 +359,7 @@ static void test_forged_header(void **s)
 {
     static const struct { const char *name, *phrase; } forged[] = {
         { "correct", "epoch_correct 4000 is more than epoch_examples" },
-        { "examples_max", "epoch_examples 18446744073709551615 is more than an epoch" },
+        { "examples_max", "epoch_examples 18446744073709551615 is more than" },
         { "step_small", "step 1 is fewer than the 2 steps it takes to reach epoch 0, position 50" },
         { "step_big", "steps epoch 0 can hold" },
         { "position", "position 5000 is past the end of an epoch of 50" },

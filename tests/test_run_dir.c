@@ -228,6 +228,22 @@ static void other_topology_resume(void **st)
     assert_null(strstr(strstr(slurp(a, "summary.json"), "\"segments\""), "\"first_step\":27"));
 }
 
+/* Under auto_shard_policy=off each of 2 workers reads the whole training
+ * set: an epoch trains 2 x 200 examples, and its checkpoint (epoch_examples
+ * 400 > 200) must still load and resume (core/checkpoint.c's bounds). */
+static void off_policy_resume(void **st)
+{
+    char dir[128];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/off", g_tmp);
+    expect(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+              BIN " train --model_dir=%s --distribution_strategy=multi_worker_mirrored --num_gpus=2 "
+              "--auto_shard_policy=off " DATA " --epochs=1", dir), 0, "examples=400");
+    expect(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+              BIN " train --model_dir=%s --distribution_strategy=multi_worker_mirrored --num_gpus=2 "
+              "--auto_shard_policy=off " DATA " --epochs=2", dir), 0, "resumed at step 25");
+}
+
 static void numerics_resume(void **st)
 {
     char dir[128];
@@ -276,6 +292,7 @@ int main(void)
         cmocka_unit_test(same_settings), cmocka_unit_test(other_topology_done),
         cmocka_unit_test(other_hyperparameter), cmocka_unit_test(other_topology_resume),
         cmocka_unit_test(numerics_resume),
+        cmocka_unit_test(off_policy_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
