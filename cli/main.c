@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -493,8 +494,12 @@ static int run_config(cli *c, dr_run_config *cfg0, dr_err *err)
  * 4.1.4, its closing fence sometimes waits forever for the dead rank, and
  * mpirun --enable-recovery still exits 0 when every survivor exits 0. A
  * failed job after a rank died ends through dr_mpi_abort_failed_job, so
- * that mpirun --enable-recovery exits non-zero too. */
-static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
+ * that mpirun --enable-recovery exits non-zero too; not under
+ * parameter_server, whose coordinator survives a lost worker by design
+ * (its chief reports a failed job): there a rank's timeout while a dead
+ * worker's closure re-runs must not end the job (tests/mpi_ps_rerun.sh
+ * under load: mpirun exit 137, the chief killed mid-run). */
+static int mpi_exit(int rc, const dr_err *err, bool peer_lost, bool ps)
 {
     uint32_t rank, size;
     int code = rc == DR_EUSAGE ? 2 : rc == DR_EINTERRUPTED ? 128 + (int)stop_signal : 1;
@@ -517,7 +522,7 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost)
         struct timespec grace = { 0, 500000000 };
         nanosleep(&grace, NULL);
     }
-    if (rc == DR_EFAULT) dr_mpi_abort_failed_job(code);   /* a rank died: mpirun must not say 0 */
+    if (rc == DR_EFAULT && !ps) dr_mpi_abort_failed_job(code);   /* a rank died: mpirun must not say 0 */
     else dr_mpi_abort(code);
     return code;
 }
@@ -557,7 +562,7 @@ int main(int argc, char **argv)
     if (rc == DR_OK && c.version) { printf("distref %s (git %s)\n", DR_VERSION, DR_GIT_REVISION); return 0; }
     catch_signals();
     if (rc == DR_OK) rc = run(&c, f, n, &err);
-    if (dr_mpi_active()) return mpi_exit(rc, &err, c.peer_lost);
+    if (dr_mpi_active()) return mpi_exit(rc, &err, c.peer_lost, strcasecmp(c.strategy, "parameter_server") == 0);
     if (rc == DR_OK) return 0;
     if (rc == DR_EINTERRUPTED) {
         fprintf(stderr, "distref: %s\n", err.msg);
