@@ -6,14 +6,15 @@
 #   gcc libc6-dev     the compiler (CC defaults to gcc: libgomp is gcc's own;
 #                     clang's OpenMP would need libomp-dev) and the C headers
 #                     (gcc only recommends libc6-dev; recommends are not installed)
-#   clang             libFuzzer for make fuzz (core/ only, no OpenMP)
+#   clang libclang-rt-dev  libFuzzer for make fuzz (core/ only, no OpenMP); the
+#                     fuzzer and sanitizer runtimes are only recommended by clang
 #   make python3 git  the build; nightly, the examples' checks and test_nightly;
 #                     revisions in the nightly history and the fault matrix
 #   strace            the durability suite and tests/mpi_ckpt_kill.sh stop a run
 #                     at its writes
 #   procps            pgrep: the MPI kill tests find a rank among mpirun's children
 set -u
-PKGS="gcc libc6-dev make python3 git clang libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
+PKGS="gcc libc6-dev make python3 git clang libclang-rt-dev libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev
 dataset-fashion-mnist pkg-config strace procps"
 

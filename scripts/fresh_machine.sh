@@ -1,7 +1,7 @@
 #!/bin/sh
 # The README's commands on a fresh Debian 12, as a newcomer runs them.
 #
-#   sh scripts/fresh_machine.sh [--then 'CMD']... [--keep]
+#   sh scripts/fresh_machine.sh [--then 'CMD']... [--only 'CMD']... [--keep]
 #
 # Builds a bare Debian 12 root (mmdebstrap --variant=minbase bookworm; the
 # tarball is cached as build/fresh/bookworm-minbase.tar), puts a clean clone
@@ -21,7 +21,10 @@
 # is seen by, or propagates to, the host; they are unmounted when the run
 # ends, and the scratch folder is then removed with rm -rf --one-file-system,
 # only after /proc/self/mountinfo shows nothing mounted under it. --keep
-# leaves the root in place (build/fresh/run.*/root) for a look.
+# leaves the root in place (build/fresh/run.*/root) for a look. --only CMD
+# (repeatable) runs the README's first command (the prerequisite) and then
+# only the --only commands: a quick check of one stage's install steps, e.g.
+# --only 'make fuzz FUZZ_SECONDS=2'; it proves nothing about the others.
 #
 # Needs: root (mount, chroot), the network (apt inside the root), git,
 # mmdebstrap (installed with apt-get when missing). About 2 GB of disk.
@@ -78,14 +81,17 @@ if [ "${1:-}" = --inside ]; then
 fi
 
 # ---- outside: the root, the clone, the commands
-then_cmds=""; keep=0
+then_cmds=""; only_cmds=""; keep=0
 while [ $# -gt 0 ]; do
     case $1 in
         --then) [ $# -ge 2 ] || die "--then needs a command"
                 then_cmds="$then_cmds$2
 "; shift 2 ;;
+        --only) [ $# -ge 2 ] || die "--only needs a command"
+                only_cmds="$only_cmds$2
+"; shift 2 ;;
         --keep) keep=1; shift ;;
-        *) echo "usage: sh scripts/fresh_machine.sh [--then 'CMD']... [--keep]" >&2; exit 2 ;;
+        *) echo "usage: sh scripts/fresh_machine.sh [--then 'CMD']... [--only 'CMD']... [--keep]" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || die "needs root (mmdebstrap, mount, chroot)"
@@ -96,6 +102,10 @@ command -v unshare >/dev/null 2>&1 || die "needs unshare (util-linux)"
 readme_cmds=$(awk '/^## /{ sec = ($0 == "## The two commands") ; next }
                    sec && /^    [^ ]/ { sub(/^    /, ""); sub(/[ \t]+#.*$/, ""); print }' "$here/README.md")
 [ -n "$readme_cmds" ] || die "README.md has no indented commands under '## The two commands'"
+if [ -n "$only_cmds" ]; then
+    readme_cmds=$(printf '%s\n' "$readme_cmds" | head -n 1)
+    then_cmds=$only_cmds
+fi
 
 mkdir -p "$fresh" || exit 2
 if [ ! -s "$tarball" ]; then
