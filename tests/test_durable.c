@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "shell.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -60,24 +61,7 @@ static char g_tmp[64];
 static char out[16384];
 
 /* Runs a shell command; its output (both streams) in out; exit status. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    FILE *p;
-    size_t n;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) shell_run(out, sizeof out, __VA_ARGS__)
 
 /* The whole content of a file (static buffer), "" when missing. */
 static const char *slurp(const char *dir, const char *name)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "shell.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,22 +28,8 @@
 static char g_tmp[64];
 static char out[8192];
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    FILE *p;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    out[fread(out, 1, sizeof out - 1, p)] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* Runs a shell command; its output (both streams) in out; exit status. */
+#define sh(...) shell_run(out, sizeof out, __VA_ARGS__)
 
 typedef struct { const char *set, *says; int status; } case_t;
 

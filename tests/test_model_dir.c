@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "shell.h"
 
 #include "distref/lock.h"
 
@@ -46,24 +47,7 @@ static char g_tmp[64];
 static char out[16384];
 
 /* Runs a shell command; its output (both streams) in out; exit status. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    FILE *p;
-    size_t n;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) shell_run(out, sizeof out, __VA_ARGS__)
 
 /* "dir/name": what it is ('f' regular, 'l' link, '-' absent, '?' else). */
 static char kind(const char *dir, const char *name)

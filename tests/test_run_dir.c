@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "shell.h"
 
 #include <sys/wait.h>
 
@@ -42,30 +43,9 @@ static char g_tmp[64];
 static char out[16384];
 
 /* Runs a shell command; its output (both streams) in out; exit status. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    FILE *p;
-    size_t n;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) shell_run(out, sizeof out, __VA_ARGS__)
+#define expect(status, want, phrase) shell_expect(out, status, want, phrase)
 
-static void expect(int status, int want, const char *phrase)
-{
-    if (status != want || (phrase && !strstr(out, phrase)))
-        fail_msg("expected status %d and \"%s\"; got %d:\n%s", want, phrase ? phrase : "", status, out);
-}
 
 /* The whole content of a file (one of two static buffers), "" when missing. */
 static const char *slurp(const char *dir, const char *name)
