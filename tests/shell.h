@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 /* Runs the command fmt (printf-style) under /bin/sh with both streams into
@@ -52,5 +54,39 @@ static inline void shell_expect(const char *out, int status, int want, const cha
     if (status != want || (phrase && !strstr(out, phrase)))
         fail_msg("expected status %d and \"%s\"; got %d:\n%s", want, phrase ? phrase : "", status, out);
 }
+
+/* The whole content of dir/name (one of two static buffers, so that two
+ * files can be compared), "" when missing; cut at 128 KiB. */
+static inline const char *slurp(const char *dir, const char *name)
+{
+    static char buf[2][1 << 17];
+    static int k;
+    char path[512];
+    FILE *f;
+    size_t n = 0;
+    k ^= 1;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if ((f = fopen(path, "rb"))) { n = fread(buf[k], 1, sizeof buf[k] - 1, f); fclose(f); }
+    buf[k][n] = 0;
+    return buf[k];
+}
+
+/* The group fixtures of a test file whose tests share one fresh directory:
+ * dir is a char array, templ its mkdtemp template, bin the CLI the tests
+ * run (setup fails when it is not built). Teardown removes the directory
+ * with rm -rf, which does not follow the links the tests plant in it. */
+#define SHELL_GROUP_FIXTURES(dir, templ, bin)                                         \
+    static int setup(void **st)                                                       \
+    {                                                                                 \
+        (void)st;                                                                     \
+        snprintf(dir, sizeof dir, "%s", templ);                                       \
+        return access(bin, X_OK) == 0 && mkdtemp(dir) ? 0 : -1;                       \
+    }                                                                                 \
+    static int teardown(void **st)                                                    \
+    {                                                                                 \
+        char rm_out[256];                                                             \
+        (void)st;                                                                     \
+        return shell_run(rm_out, sizeof rm_out, "rm -rf '%s'", dir) == 0 ? 0 : -1;    \
+    }
 
 #endif

@@ -250,20 +250,7 @@ static void fashion_package(void **st)
            "Debian's package dataset-fashion-mnist installs the files in /usr/share/datasets/fashion-mnist");
 }
 
-static int setup(void **st)
-{
-    (void)st;
-    strcpy(g_tmp, "/tmp/distref_cli_details_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-    char cmd[128];
-    (void)st;
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_cli_details_XXXXXX", BIN)
 
 int main(void)
 {

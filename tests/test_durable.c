@@ -63,21 +63,6 @@ static char out[16384];
 /* Runs a shell command; its output (both streams) in out; exit status. */
 #define sh(...) shell_run(out, sizeof out, __VA_ARGS__)
 
-/* The whole content of a file (static buffer), "" when missing. */
-static const char *slurp(const char *dir, const char *name)
-{
-    static char buf[2][1 << 16];
-    static int k;
-    char path[256];
-    FILE *f;
-    size_t n = 0;
-    k ^= 1;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if ((f = fopen(path, "rb"))) { n = fread(buf[k], 1, sizeof buf[k] - 1, f); fclose(f); }
-    buf[k][n] = 0;
-    return buf[k];
-}
-
 /* summary.json without its wall_seconds (the only field that may differ). */
 static void summary_core(const char *dir, char *dst, size_t n)
 {
@@ -104,7 +89,7 @@ static void fifo_checkpoint(void **st)
 
 static void finished_run(void **st)
 {
-    char dir[128], before[3][1 << 16];
+    char dir[128], before[3][1 << 17];
     (void)st;
     snprintf(dir, sizeof dir, "%s/done", g_tmp);
     assert_int_equal(sh(BIN " train --model_dir=%s " RUNF " --epochs=2", dir), 0);
@@ -214,7 +199,7 @@ static void signals(void **st)
 
 static void parameter_server(void **st)
 {
-    char ref[128], dir[128], a[4096], b[4096], before[2][1 << 16];
+    char ref[128], dir[128], a[4096], b[4096], before[2][1 << 17];
     (void)st;
     assert_int_equal(setenv("TF_CONFIG", PS_TF, 1), 0);
     snprintf(ref, sizeof ref, "%s/ps_ref", g_tmp);
@@ -354,18 +339,7 @@ static void position_message(void **st)
                                 "multiple of global_batch_size"));
 }
 
-static int setup(void **st)
-{
-    (void)st;
-    strcpy(g_tmp, "/tmp/distref_test_durable.XXXXXX");
-    return access(BIN, X_OK) == 0 && mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    return sh("rm -rf '%s'", g_tmp) == 0 ? 0 : -1;
-}
+SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_test_durable.XXXXXX", BIN)
 
 int main(void)
 {

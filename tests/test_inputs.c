@@ -72,18 +72,7 @@ static void env_platform(void **st)
           "--distribution_strategy=one_device --experiment=linear_ones --model_dir=%s/pl%d --train_steps=1");
 }
 
-static int setup(void **st)
-{
-    (void)st;
-    strcpy(g_tmp, "/tmp/distref_test_inputs.XXXXXX");
-    return access(DR_BIN, X_OK) == 0 && mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    return sh("rm -rf '%s'", g_tmp) == 0 ? 0 : -1;
-}
+SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_test_inputs.XXXXXX", DR_BIN)
 
 int main(void)
 {

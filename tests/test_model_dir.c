@@ -287,18 +287,7 @@ static void lock_text(void **st)
     assert_string_equal(back.command, "bin/distref train --model_dir=m");
 }
 
-static int setup(void **st)
-{
-    (void)st;
-    strcpy(g_tmp, "/tmp/distref_test_model_dir.XXXXXX");
-    return access(BIN, X_OK) == 0 && mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    return sh("rm -rf '%s'", g_tmp) == 0 ? 0 : -1;
-}
+SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_test_model_dir.XXXXXX", BIN)
 
 int main(void)
 {

@@ -47,21 +47,6 @@ static char out[16384];
 #define expect(status, want, phrase) shell_expect(out, status, want, phrase)
 
 
-/* The whole content of a file (one of two static buffers), "" when missing. */
-static const char *slurp(const char *dir, const char *name)
-{
-    static char buf[2][1 << 17];
-    static int k;
-    char path[256];
-    FILE *f;
-    size_t n = 0;
-    k ^= 1;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if ((f = fopen(path, "rb"))) { n = fread(buf[k], 1, sizeof buf[k] - 1, f); fclose(f); }
-    buf[k][n] = 0;
-    return buf[k];
-}
-
 /* "step:loss_bits " of every metrics.jsonl line. */
 static void curve(const char *dir, char *dst, size_t n)
 {
@@ -251,20 +236,7 @@ static void numerics_resume(void **st)
     assert_non_null(strstr(out, "parameter_server's asynchronous trajectory is not a synchronous strategy's"));
 }
 
-static int setup(void **st)
-{
-    (void)st;
-    strcpy(g_tmp, "/tmp/distref_run_dir_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-    char cmd[128];
-    (void)st;
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_run_dir_XXXXXX", BIN)
 
 int main(void)
 {
