@@ -49,8 +49,8 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 static int omp_supports(const dr_backend_query *q, dr_err *err)
 {
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: parameter_server is built in the reference only; "
-                       "the MPI variant will bring it");
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: parameter_server runs in the reference and under "
+                       "mpirun only (strategies/ps_mpi.c)");
     if ((unsigned)q->strategy > DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: unknown strategy kind %d", (int)q->strategy);
     if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST &&

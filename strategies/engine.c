@@ -102,8 +102,8 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server is built in the reference only; "
-                       "use --variant=ref", name);
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
+                       "only; use --variant=ref, or --variant=mpi under mpirun", name);
     if (q.layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
                        "reference only; use --variant=ref", name);

@@ -441,9 +441,9 @@ static void test_variant_refusals(void **s)
            "\"task\":{\"type\":\"chief\",\"index\":0}}", 1);
     RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=parameter_server");
     unsetenv("TF_CONFIG");
-    expect(&r, 2, "--variant=openmp: parameter_server is built in the reference only");
+    expect(&r, 2, "--variant=openmp: parameter_server runs in the reference and under mpirun only");
     RUN(&r, "variants");
-    expect(&r, 0, "parameter_server       exact  not supported: --variant=openmp: parameter_server is built in the reference only");
+    expect(&r, 0, "parameter_server       exact  not supported: --variant=openmp: parameter_server runs in the reference and under mpirun only");
 }
 /* --variant=mpi without mpirun: a singleton MPI world of one rank. Its
  * TF_CONFIG is derived (one worker) or checked against the world. */

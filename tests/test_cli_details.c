@@ -115,7 +115,7 @@ static void usage_exit_2(void **st)
            "--numerics=fast: the reference is exact only");
     expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},\"task\":"
               "{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s/unused --variant=openmp "
-              "--distribution_strategy=parameter_server", g_tmp), 2, "parameter_server is built in the reference only");
+              "--distribution_strategy=parameter_server", g_tmp), 2, "parameter_server runs in the reference and under mpirun only");
     expect(sh(NO_LSAN BIN " train --model_dir=%s/unused --variant=mpi --distribution_strategy=tpu", g_tmp), 2,
            "--variant=mpi: the tpu strategy runs in one process");
 }

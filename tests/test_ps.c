@@ -406,7 +406,7 @@ static void run_errors(void **state)
         { "fail_ps", "0:x", DR_EUSAGE, "--fail_ps=0:x: STEP must be" },
         { "fail_ps", "0:100", DR_EUSAGE, "--fail_ps=0:100: step 100 is beyond the 8 steps" },
         { "ps_partitioner", "fixed:0", DR_EUSAGE, "--ps_partitioner=fixed:0" },
-        { "variant", "openmp", DR_EUNSUPPORTED, "--variant=openmp: parameter_server is built in the reference only" },
+        { "variant", "openmp", DR_EUNSUPPORTED, "--variant=openmp: parameter_server runs in the reference and under mpirun only" },
         { "num_gpus", "1", DR_EUNSUPPORTED, "--num_gpus=1 with parameter_server" },
         { "input_partition_dims", "2,2", DR_EUSAGE, "--input_partition_dims: not with --distribution_strategy=parameter_server" },
         { "layer_devices", "/gpu:0,/gpu:1", DR_EUSAGE, "--layer_devices: not with --distribution_strategy=parameter_server" },
