@@ -235,8 +235,9 @@ static int tpu_identity(results *r, double l2)
 #define PS_W1 "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\"]},\"task\":{\"type\":\"chief\",\"index\":0}}"
 
 /* parameter_server (the reference; suite mpi runs it across ranks): one
- * worker is one_device's bits at any staleness, sharding and ps count; three workers with stale reads are
- * not, but the same --schedule_seed must give the same bits twice. */
+ * worker is one_device's bits at any staleness, sharding and ps count;
+ * three workers with stale reads are not, but the same --schedule_seed
+ * must give the same bits twice. */
 static int parameter_server(results *r)
 {
     static const struct { uint32_t W, P, S; const char *part; } cases[] = {
