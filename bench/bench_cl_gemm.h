@@ -39,13 +39,14 @@ static inline bench_cl_gemm *bench_cl_gemm_open(uint32_t M, uint32_t K, uint32_t
 {
     dr_model_spec m = { 1, { { 4, 4, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f };
     dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f };
-    dr_opencl_select sel = { -1, NULL, "shared", 1 };
+    dr_backend_params sel = { .model = &m, .optimizer = &o, .numerics = DR_NUMERICS_FAST, .places = 1,
+                              .platform = -1, .mapping = "shared" };
     bench_cl_gemm *g = calloc(1, sizeof *g);
     dr_err err;
     cl_int e = CL_SUCCESS;
     if (!g) return NULL;
     g->M = M; g->K = K; g->N = N;
-    if (dr_backend_opencl_open(&sel, &m, &o, DR_NUMERICS_FAST, &g->b, &err) != DR_OK) {
+    if (dr_backend_opencl()->open(&sel, &g->b, &err) != DR_OK) {
         fprintf(stderr, "bench: opencl GEMM: %s\n", err.msg);
         g->b = NULL;
         bench_cl_gemm_close(g);

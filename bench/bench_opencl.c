@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     FILE *json = NULL;
     char ref_sha[65] = "";
     double omp_rate = 0;
-    dr_opencl_select sel = { -1, NULL, "shared", 1 };
+    dr_backend_params sel = { .numerics = DR_NUMERICS_FAST, .places = 1, .platform = -1, .mapping = "shared" };
     dr_err err;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = fopen(argv[++i], "w");
@@ -96,7 +96,7 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "usage: bench_opencl [--json FILE] [--steps N]\n"); return 2; }
     }
     if (steps < 8) steps = 8;
-    if (dr_opencl_available(&sel, false, &err) != DR_OK) {
+    if (dr_backend_opencl()->available(&sel, &err) != DR_OK) {
         printf("# opencl: skipped: %s\n", err.msg);
         if (json) { fputs("[]\n", json); fclose(json); }
         return 0;

@@ -443,9 +443,9 @@ int main(int argc, char **argv)
     setenv("POCL_DEVICES", "basic", 0);
     for (int m = 0; m < NMETRICS; m++)
         if (metrics[m].opencl && selected(only, metrics[m].name)) {
-            dr_opencl_select sel = { -1, NULL, "shared", 1 };
+            dr_backend_params sel = { .numerics = DR_NUMERICS_EXACT, .places = 1, .platform = -1, .mapping = "shared" };
             dr_err err;
-            have_cl = dr_opencl_available(&sel, true, &err) == DR_OK;
+            have_cl = dr_backend_opencl()->available(&sel, &err) == DR_OK;
             if (!have_cl) snprintf(cl_why, sizeof cl_why, "%s", err.msg);
             break;
         }

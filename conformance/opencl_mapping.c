@@ -37,11 +37,12 @@ static const strat_cell k_strats[] = {
  * an error here is the platform's, reported as not supported. */
 static bool mapping_available(results *r, const dr_run_config *c, const mapping_cell *m)
 {
-    dr_opencl_select sel = { c->opencl_platform, m->devices, m->mapping, 2 };
+    dr_backend_params sel = { .numerics = DR_NUMERICS_EXACT, .places = 2, .platform = c->opencl_platform,
+                              .devices = m->devices, .mapping = m->mapping };
     dr_run_config cell = *c;   /* the mapping's cell in the matrix: mirrored, 2 replicas */
     dr_err err;
     memset(&err, 0, sizeof err);
-    if (dr_opencl_available(&sel, true, &err) == DR_OK) return true;
+    if (dr_backend_opencl()->available(&sel, &err) == DR_OK) return true;
     set_strategy(&cell, "mirrored", 2, NULL, 1);
     record_not_supported(r, "loss_curves", &cell, 2, err.msg, "opencl --opencl_mapping=%s%s%s", m->mapping,
                          m->devices[0] ? " --opencl_device=" : "", m->devices);

@@ -111,9 +111,11 @@ int dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err)
     return DR_OK;
 }
 
-int dr_backend_opencl_open(const dr_opencl_select *sel, const dr_model_spec *m, const dr_optimizer *o,
-                           dr_numerics num, dr_backend **out, dr_err *err)
+static int cl_open(const dr_backend_params *p, dr_backend **out, dr_err *err)
 {
+    const dr_model_spec *m = p->model;
+    const dr_optimizer *o = p->optimizer;
+    dr_numerics num = p->numerics;
     dr_backend *b;
     int rc;
     *out = NULL;
@@ -138,17 +140,12 @@ int dr_backend_opencl_open(const dr_opencl_select *sel, const dr_model_spec *m, 
         free(b);
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %zu parameters; the kernels index below 2^32 bytes", P);
     }
-    if ((rc = dr_cl_places_open(b, sel, err))) {
+    if ((rc = dr_cl_places_open(b, p, err))) {
         cl_close(b);
         return rc;
     }
     *out = b;
     return DR_OK;
-}
-
-static int cl_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num, dr_backend **out, dr_err *err)
-{
-    return dr_backend_opencl_open(NULL, m, o, num, out, err);
 }
 
 /* ---- memory ---------------------------------------------------------------------- */
@@ -500,8 +497,11 @@ const dr_backend_ops *dr_backend_opencl(void)
     static const dr_backend_ops ops = {
         .name = "opencl",
         .supports = cl_supports,
+        .available = dr_cl_available,
         .open = cl_open,
         .close = cl_close,
+        .mapping_name = dr_cl_mapping_name,
+        .place_of = dr_cl_place_of,
         .alloc = cl_alloc,
         .alloc_on = cl_alloc_on,
         .release = cl_release,

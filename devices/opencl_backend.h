@@ -157,7 +157,11 @@ int  dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *cap
 
 /* devices/opencl_places.c: the devices, mapping, context, slots (queues,
  * kernels, locks; share buffers by dr_cl_share_buffers); close releases them */
-int  dr_cl_places_open(dr_backend *b, const dr_opencl_select *sel, dr_err *err);
+int  dr_cl_places_open(dr_backend *b, const dr_backend_params *sel, dr_err *err);
+/* The backend's available(), mapping_name() and place_of() (distref/opencl.h). */
+int  dr_cl_available(const dr_backend_params *sel, dr_err *err);
+const char *dr_cl_mapping_name(const dr_backend *b);
+int  dr_cl_place_of(const dr_backend *b, uint32_t p, dr_backend_place *out, dr_err *err);
 void dr_cl_places_close(dr_backend *b);
 /* Counts bytes against the slot's device; DR_EDEVICE_OOM past its memory. */
 int  dr_cl_mem_take(dr_backend *b, dr_cl_slot *sl, size_t bytes, dr_err *err);

@@ -129,11 +129,11 @@ int dr_cl_pick(int platform, int device, cl_platform_id *pid, cl_device_id *did,
 
 /* The devices of the context and the slot count for `places` replicas:
  * fills b->devs (sub-devices created here), b->ndevs, b->nslots, b->mapping. */
-static int resolve(dr_backend *b, const dr_opencl_select *sel, dr_err *err)
+static int resolve(dr_backend *b, const dr_backend_params *sel, dr_err *err)
 {
     cl_device_id ids[DR_CL_MAX_SLOTS];
     int idx[DR_CL_MAX_SLOTS];
-    uint32_t n, R = sel && sel->replicas ? sel->replicas : 1;
+    uint32_t n, R = sel && sel->places ? sel->places : 1;
     dr_cl_mapping map = DR_CL_MAP_AUTO;
     dr_cl_caps root;
     int rc;
@@ -210,7 +210,7 @@ static int check_exact(const dr_backend *b, dr_err *err)
     return DR_OK;
 }
 
-int dr_cl_places_open(dr_backend *b, const dr_opencl_select *sel, dr_err *err)
+int dr_cl_places_open(dr_backend *b, const dr_backend_params *sel, dr_err *err)
 {
     cl_device_id ids[DR_CL_MAX_SLOTS];
     cl_int e;
@@ -287,12 +287,12 @@ void dr_cl_mem_give(dr_backend *b, dr_cl_slot *sl, size_t bytes)
 
 /* ---- what the engine and the CLI see ---------------------------------------------- */
 
-const char *dr_opencl_mapping_name(const dr_backend *b)
+const char *dr_cl_mapping_name(const dr_backend *b)
 {
     return k_map_names[b->mapping];
 }
 
-int dr_opencl_place_of(const dr_backend *b, uint32_t p, dr_opencl_place *out, dr_err *err)
+int dr_cl_place_of(const dr_backend *b, uint32_t p, dr_backend_place *out, dr_err *err)
 {
     const dr_cl_slot *sl;
     const dr_cl_dev *d;
@@ -310,8 +310,9 @@ int dr_opencl_place_of(const dr_backend *b, uint32_t p, dr_opencl_place *out, dr
     return DR_OK;
 }
 
-int dr_opencl_available(const dr_opencl_select *sel, bool exact, dr_err *err)
+int dr_cl_available(const dr_backend_params *sel, dr_err *err)
 {
+    bool exact = sel->numerics != DR_NUMERICS_FAST;
     dr_backend *b = calloc(1, sizeof *b);
     int rc;
     if (!b) return dr_fail(err, DR_ENOMEM, "opencl backend: out of memory");

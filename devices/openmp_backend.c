@@ -84,8 +84,12 @@ static int check_model(const dr_model_spec *m, dr_err *err)
     return DR_OK;
 }
 
-static int omp_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num, dr_backend **out, dr_err *err)
+/* One device, the host: the device selection of p does not apply. */
+static int omp_open(const dr_backend_params *p, dr_backend **out, dr_err *err)
 {
+    const dr_model_spec *m = p->model;
+    const dr_optimizer *o = p->optimizer;
+    dr_numerics num = p->numerics;
     dr_backend *b;
     int rc;
     *out = NULL;

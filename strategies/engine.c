@@ -111,15 +111,29 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: %u workers; the threads comm runs at most %d",
                        name, plan->num_workers, ENGINE_MAX_WORKERS);
     if ((rc = bo->supports(&q, err))) return rc;
-    if (bo == dr_backend_opencl()) {
+    if (bo->available) {   /* the devices it would open are on this machine */
         const dr_strategy_spec *sp = &plan->spec;
         uint32_t gpus = sp->num_gpus > 0 ? (uint32_t)sp->num_gpus : 1;
-        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device, plan->cfg->opencl_mapping,
-                                 sp->kind == DR_STRATEGY_MIRRORED || sp->kind == DR_STRATEGY_CENTRAL_STORAGE ? gpus
-                                 : sp->kind == DR_STRATEGY_MULTI_WORKER_MIRRORED ? plan->num_workers * gpus : 1 };
-        return dr_opencl_available(&sel, plan->exact, err);
+        uint32_t places = sp->kind == DR_STRATEGY_MIRRORED || sp->kind == DR_STRATEGY_CENTRAL_STORAGE ? gpus
+                          : sp->kind == DR_STRATEGY_MULTI_WORKER_MIRRORED ? plan->num_workers * gpus : 1;
+        dr_backend_params p = engine_backend_params(plan, q.numerics, places);
+        return bo->available(&p, err);
     }
     return DR_OK;
+}
+
+dr_backend_params engine_backend_params(const dr_run_plan *plan, dr_numerics num, uint32_t places)
+{
+    dr_backend_params p = {
+        .model = &plan->exp.model,
+        .optimizer = &plan->exp.optimizer,
+        .numerics = num,
+        .places = places,
+        .platform = plan->cfg->opencl_platform,
+        .devices = plan->cfg->opencl_device,
+        .mapping = plan->cfg->opencl_mapping,
+    };
+    return p;
 }
 
 static dr_comm_alg comm_alg(const dr_strategy *st)
@@ -228,6 +242,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     dr_strategy_spec spec = plan->spec;
     dr_strategy_options sopt = plan->sopt;
     dr_comm_config cc;
+    dr_backend_params bp;
     dr_numerics num = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
     size_t f = data->features, out0 = plan->exp.model.layer[plan->exp.model.nlayers - 1].out;
     float *init = NULL;
@@ -283,14 +298,8 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     /* the workers whose replicas this process holds: every one, or its rank's */
     s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
     s->whi = s->neps == s->W ? s->W : s->wlo + 1;
-    if (bo == dr_backend_opencl()) {
-        dr_opencl_select sel = { plan->cfg->opencl_platform, plan->cfg->opencl_device, plan->cfg->opencl_mapping,
-                                 (s->whi - s->wlo) * s->L };
-        rc = dr_backend_opencl_open(&sel, &plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
-    } else {
-        rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, num, &s->be, err);
-    }
-    if (rc) goto fail;
+    bp = engine_backend_params(plan, num, (s->whi - s->wlo) * s->L);
+    if ((rc = s->bo->open(&bp, &s->be, err))) goto fail;
     for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
         if ((rc = alloc_replica(s, r, err))) goto fail;
     if (!s->bo->host_ptr(s->rb[s->wlo * s->L].grad)) {   /* device memory: host staging for the comm */
@@ -398,18 +407,20 @@ static bool replicas_identical(dr_session *s)
     return same;
 }
 
-/* --variant=opencl: the mapping and, per replica of this process, its
- * device (sub-device), queue and the device memory allocated for it. */
-static json_object *opencl_places_json(dr_session *s)
+/* A backend with devices of its own (--variant=opencl): the mapping and,
+ * per replica of this process, its device (sub-device), queue and the
+ * device memory allocated for it. */
+static json_object *places_json(dr_session *s)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
     uint32_t n = (s->whi - s->wlo) * s->L;
-    json_object_object_add(o, "mapping", json_object_new_string(dr_opencl_mapping_name(s->be)));
+    if (s->bo->mapping_name)
+        json_object_object_add(o, "mapping", json_object_new_string(s->bo->mapping_name(s->be)));
     for (uint32_t p = 0; p < n; p++) {
-        dr_opencl_place pl;
+        dr_backend_place pl;
         dr_err err;
         json_object *r;
-        if (dr_opencl_place_of(s->be, p, &pl, &err) != DR_OK) break;
+        if (s->bo->place_of(s->be, p, &pl, &err) != DR_OK) break;
         r = json_object_new_object();
         json_object_object_add(r, "replica", json_object_new_int64((int64_t)(s->wlo * s->L + p)));
         json_object_object_add(r, "device", json_object_new_string(pl.device));
@@ -437,7 +448,7 @@ static void engine_summarize(dr_session *s, json_object *o)
         json_object_object_add(o, "exact_fallback_steps", json_object_new_int64((int64_t)s->fallback_steps));
     }
     if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
-    if (s->bo == dr_backend_opencl()) json_object_object_add(o, "opencl", opencl_places_json(s));
+    if (s->bo->place_of) json_object_object_add(o, s->bo->name, places_json(s));
 }
 
 const dr_variant dr_variant_openmp = {

@@ -107,6 +107,10 @@ int  engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err)
  * replicas' losses, correct counts and the example ids each one staged go
  * to every rank (the comm's all_gather); a rank that failed fails every
  * rank alike, before anyone enters the reduction. */
+/* How the engine opens any backend: the plan's model, optimizer and device
+ * selection, for `places` replicas in this process (engine.c). */
+dr_backend_params engine_backend_params(const dr_run_plan *plan, dr_numerics num, uint32_t places);
+
 int  engine_ranks_open(dr_session *s, dr_err *err);
 void engine_ranks_close(dr_session *s);
 /* replica r's staged ids (r local) */

@@ -136,6 +136,13 @@ static int failures(dr_session *s, dr_err *err)
                                 &ps->fail_worker, &ps->fail_worker_step, &ps->fail_ps, &ps->fail_ps_step, err);
 }
 
+/* The rank's backend (the CPU one: supports_on below), one replica. */
+static int open_backend(dr_session *s, const dr_run_plan *plan, dr_err *err)
+{
+    dr_backend_params p = engine_backend_params(plan, s->num, 1);
+    return s->bo->open(&p, &s->be, err);
+}
+
 static int layout(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -215,7 +222,7 @@ int engine_ps_open(const dr_run_plan *plan, const dr_dataset *data, dr_session *
         s->ps->timeout = plan->cfg->collective_timeout > 0 ? plan->cfg->collective_timeout : DR_COMM_TIMEOUT_DEFAULT;
     }
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err)) || (rc = layout(s, err)) ||
-        (rc = s->bo->open(&plan->exp.model, &plan->exp.optimizer, s->num, &s->be, err)) || (rc = buffers(s, err)))
+        (rc = open_backend(s, plan, err)) || (rc = buffers(s, err)))
         goto fail;
     *out = s;
     return DR_OK;

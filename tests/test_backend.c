@@ -97,7 +97,8 @@ static bk bk_open(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num
 {
     bk k = { dr_backend_openmp(), NULL, *m, *o, dr_model_num_params(m), m->loss == DR_LOSS_MSE };
     dr_err e = { 0, "" };
-    must(k.ops->open(m, o, num, &k.b, &e), &e);
+    dr_backend_params p = { .model = m, .optimizer = o, .numerics = num, .places = 1, .platform = -1 };
+    must(k.ops->open(&p, &k.b, &e), &e);
     return k;
 }
 
@@ -685,7 +686,8 @@ static void api(void **st)
     rep_close(&k, &rb);
     bk_close(&k);
     m.layer[1].in = 64;
-    assert_int_equal(o->open(&m, &SGD, DR_NUMERICS_EXACT, &k.b, &e), DR_EUSAGE);
+    dr_backend_params p = { .model = &m, .optimizer = &SGD, .numerics = DR_NUMERICS_EXACT, .places = 1, .platform = -1 };
+    assert_int_equal(o->open(&p, &k.b, &e), DR_EUSAGE);
 }
 
 int main(void)

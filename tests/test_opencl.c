@@ -267,7 +267,8 @@ static void device_oom(void **state)
     memset(&o, 0, sizeof o);
     o.kind = DR_OPT_SGD;
     o.lr = 0.1f;
-    assert_int_equal(ops->open(&m, &o, DR_NUMERICS_EXACT, &b, &err), DR_OK);
+    dr_backend_params bp = { .model = &m, .optimizer = &o, .numerics = DR_NUMERICS_EXACT, .platform = -1 };
+    assert_int_equal(ops->open(&bp, &b, &err), DR_OK);
     assert_int_equal(ops->alloc(b, (size_t)1 << 46, &buf, &err), DR_EDEVICE_OOM);
     assert_null(buf);
     assert_non_null(strstr(err.msg, "out of memory"));
@@ -291,60 +292,63 @@ static dr_optimizer sgd(void)
 
 static void subdevice_places(void **state)
 {
-    dr_opencl_select sel = { -1, "", "subdevices", 2 };
     dr_optimizer o = sgd();
+    dr_backend_params sel = { .model = &k_small, .optimizer = &o, .numerics = DR_NUMERICS_EXACT, .places = 2,
+                              .platform = -1, .devices = "", .mapping = "subdevices" };
     const dr_backend_ops *ops = dr_backend_opencl();
-    dr_opencl_place p0, p1;
+    dr_backend_place p0, p1;
     dr_backend *b;
     dr_buffer *buf = NULL;
     dr_err err;
     int rc;
     (void)state;
-    rc = dr_backend_opencl_open(&sel, &k_small, &o, DR_NUMERICS_EXACT, &b, &err);
+    rc = ops->open(&sel, &b, &err);
     if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
     if (rc) fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(rc, DR_OK);
-    assert_string_equal(dr_opencl_mapping_name(b), "subdevices");
-    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
-    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_string_equal(ops->mapping_name(b), "subdevices");
+    assert_int_equal(ops->place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(ops->place_of(b, 1, &p1, &err), DR_OK);
     assert_int_equal(p0.subdevice, 0);
     assert_int_equal(p1.subdevice, 1);
     assert_int_not_equal(p0.queue, p1.queue);
     assert_true(p0.capacity > 0);
     assert_int_equal(ops->alloc_on(b, 1, 4096, &buf, &err), DR_OK);
-    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
-    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(ops->place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(ops->place_of(b, 1, &p1, &err), DR_OK);
     assert_int_equal(p1.bytes - p0.bytes, 4096);   /* counted against replica 1's place only */
     ops->release(b, buf);
-    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_int_equal(ops->place_of(b, 1, &p1, &err), DR_OK);
     assert_int_equal(p1.bytes, p0.bytes);
     assert_int_equal(ops->alloc_on(b, 2, 64, &buf, &err), DR_EUSAGE);
-    assert_int_equal(dr_opencl_place_of(b, 2, &p1, &err), DR_EUSAGE);
+    assert_int_equal(ops->place_of(b, 2, &p1, &err), DR_EUSAGE);
     ops->close(b);
 }
 
 static void device_list_places(void **state)
 {
-    dr_opencl_select sel = { -1, "0,1", "auto", 2 };
     dr_optimizer o = sgd();
-    dr_opencl_place p0, p1;
+    dr_backend_params sel = { .model = &k_small, .optimizer = &o, .numerics = DR_NUMERICS_EXACT, .places = 2,
+                              .platform = -1, .devices = "0,1", .mapping = "auto" };
+    const dr_backend_ops *ops = dr_backend_opencl();
+    dr_backend_place p0, p1;
     dr_backend *b;
     dr_err err;
     int rc;
     (void)state;
-    rc = dr_backend_opencl_open(&sel, &k_small, &o, DR_NUMERICS_EXACT, &b, &err);
+    rc = ops->open(&sel, &b, &err);
     if (rc != DR_OK && strstr(err.msg, "has 1 device")) { printf("skipped: %s\n", err.msg); skip(); }
     if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
     if (rc) fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(rc, DR_OK);
-    assert_string_equal(dr_opencl_mapping_name(b), "queues");
-    assert_int_equal(dr_opencl_place_of(b, 0, &p0, &err), DR_OK);
-    assert_int_equal(dr_opencl_place_of(b, 1, &p1, &err), DR_OK);
+    assert_string_equal(ops->mapping_name(b), "queues");
+    assert_int_equal(ops->place_of(b, 0, &p0, &err), DR_OK);
+    assert_int_equal(ops->place_of(b, 1, &p1, &err), DR_OK);
     assert_int_equal(p0.device_index, 0);
     assert_int_equal(p1.device_index, 1);
     assert_int_equal(p0.subdevice, -1);
     assert_int_not_equal(p0.queue, p1.queue);
-    dr_backend_opencl()->close(b);
+    ops->close(b);
 }
 
 static void mapping_errors(void **state)
@@ -361,10 +365,11 @@ static void mapping_errors(void **state)
     if (!env_open(&e)) skip();
     env_close(&e);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        dr_opencl_select sel = { -1, bad[i].devices, bad[i].mapping, 2 };
+        dr_backend_params sel = { .numerics = DR_NUMERICS_FAST, .places = 2, .platform = -1,
+                                  .devices = bad[i].devices, .mapping = bad[i].mapping };
         dr_err err;
         memset(&err, 0, sizeof err);
-        assert_int_equal(dr_opencl_available(&sel, false, &err), DR_EUSAGE);
+        assert_int_equal(dr_backend_opencl()->available(&sel, &err), DR_EUSAGE);
         if (!strstr(err.msg, bad[i].phrase)) fprintf(stderr, "%s\n", err.msg);
         assert_non_null(strstr(err.msg, bad[i].phrase));
     }

@@ -128,15 +128,50 @@ typedef struct dr_replica_bufs {
     uint64_t   correct;   /* set by loss_grad: correct predictions of the n examples */
 } dr_replica_bufs;
 
+/* How a backend is opened: what it runs and where. A backend reads the
+ * fields that concern it (the CPU backend has one device and ignores the
+ * device selection), so the engine opens any backend the same way and
+ * never asks which one it holds. */
+typedef struct dr_backend_params {
+    const dr_model_spec *model;
+    const dr_optimizer  *optimizer;
+    dr_numerics          numerics;
+    uint32_t             places;     /* replicas of this process, each a "place" (0 counts as 1) */
+    /* device selection (--opencl_platform, --opencl_device, --opencl_mapping;
+     * distref/opencl.h says how each is read and its environment fallback) */
+    int                  platform;   /* < 0: the backend's default */
+    const char          *devices;    /* NULL or "": the default */
+    const char          *mapping;    /* NULL or "": the default */
+} dr_backend_params;
+
+/* Where one place (a replica of this process) runs, for the run summary. */
+typedef struct dr_backend_place {
+    char     device[128];   /* the device's name */
+    int      device_index;  /* in the platform's list (bin/distref devices) */
+    int      subdevice;     /* its sub-device, or -1 */
+    uint32_t queue;         /* the command queue it uses (one shared queue: 0 for all) */
+    uint64_t bytes;         /* device memory allocated for it so far */
+    uint64_t capacity;      /* its device's global memory (a sub-device: its parent's, shared) */
+} dr_backend_place;
+
 typedef struct dr_backend_ops {
     const char *name;
 
     /* DR_OK, or DR_EUNSUPPORTED with err saying what is not supported. */
     int   (*supports)(const dr_backend_query *q, dr_err *err);
+    /* Optional (NULL: always available). DR_OK when p's devices exist on
+     * this machine and have what p->numerics needs; else DR_EUNSUPPORTED
+     * ("not available: <why>") or DR_EUSAGE (a bad device index, list or
+     * mapping name). Opens nothing. */
+    int   (*available)(const dr_backend_params *p, dr_err *err);
 
-    int   (*open)(const dr_model_spec *m, const dr_optimizer *o, dr_numerics num,
-                  dr_backend **out, dr_err *err);
+    int   (*open)(const dr_backend_params *p, dr_backend **out, dr_err *err);
     void  (*close)(dr_backend *b);
+    /* Optional (NULL: nothing to say): how the places are mapped onto
+     * devices ("shared", "queues", "subdevices") and place p's device,
+     * queue and memory (p < p->places of open). */
+    const char *(*mapping_name)(const dr_backend *b);
+    int   (*place_of)(const dr_backend *b, uint32_t p, dr_backend_place *out, dr_err *err);
 
     /* memory: zero-filled on alloc; offsets and sizes in bytes */
     int   (*alloc)(dr_backend *b, size_t bytes, dr_buffer **out, dr_err *err);

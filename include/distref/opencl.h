@@ -34,41 +34,18 @@
 #include <stdio.h>
 #include "distref/backend.h"
 
-typedef struct dr_opencl_select {
-    int         platform;   /* < 0: DISTREF_OPENCL_PLATFORM, else 0 */
-    const char *devices;    /* "D" or "D1,D2,..."; NULL or "": DISTREF_OPENCL_DEVICE, else "0" */
-    const char *mapping;    /* shared|queues|subdevices|auto; NULL or "": DISTREF_OPENCL_MAPPING, else auto */
-    uint32_t    replicas;   /* replicas of this process (0 counts as 1) */
-} dr_opencl_select;
-
-/* Where one replica (a "place" of the backend) runs, for the run summary. */
-typedef struct dr_opencl_place {
-    char     device[128];   /* the device's name */
-    int      device_index;  /* in the platform's list (bin/distref devices) */
-    int      subdevice;     /* its sub-device, or -1 */
-    uint32_t queue;         /* the command queue it uses (shared: 0 for all) */
-    uint64_t bytes;         /* device memory allocated for it so far */
-    uint64_t capacity;      /* its device's global memory (a sub-device: its parent's, shared) */
-} dr_opencl_place;
-
-/* The OpenCL backend's table; its open() selects from the environment
- * (one replica). */
+/* The OpenCL backend (devices/opencl_*.c). Its open() and available()
+ * read dr_backend_params' device selection:
+ *   platform  < 0: $DISTREF_OPENCL_PLATFORM (parsed as the flag is), else 0
+ *   devices   "D" or "D1,D2,..."; NULL or "": $DISTREF_OPENCL_DEVICE, else "0"
+ *   mapping   shared|queues|subdevices|auto; NULL or "": $DISTREF_OPENCL_MAPPING,
+ *             else auto (shared for one place, queues for a list, else subdevices)
+ * and map params->places replicas onto them. available() also answers,
+ * for exact numerics, whether every device it uses has what they need
+ * (correctly rounded divide/sqrt, denormals); "not supported: <why>" for a
+ * device that cannot be split. mapping_name() and place_of() say where
+ * each place runs. */
 const dr_backend_ops *dr_backend_opencl(void);
-
-/* open() with a selection: sel->replicas places, mapped as above. */
-int dr_backend_opencl_open(const dr_opencl_select *sel, const dr_model_spec *m, const dr_optimizer *o,
-                           dr_numerics num, dr_backend **out, dr_err *err);
-
-/* DR_OK when the selection can be opened (and, for exact numerics, every
- * device it uses has what they need); else DR_EUNSUPPORTED "not available:
- * <why>", "not supported: <why>" (a device that cannot be split) or the
- * capability missing, or DR_EUSAGE for a bad index, list or mapping name. */
-int dr_opencl_available(const dr_opencl_select *sel, bool exact, dr_err *err);
-
-/* The mapping an open backend uses ("shared", "queues", "subdevices"). */
-const char *dr_opencl_mapping_name(const dr_backend *b);
-/* Place p's device, queue and memory (p < the replicas it was opened for). */
-int dr_opencl_place_of(const dr_backend *b, uint32_t p, dr_opencl_place *out, dr_err *err);
 
 /* `distref devices`: every platform and device with the capabilities that
  * matter (correctly rounded divide/sqrt, denormals, fp64, memory, how it
