@@ -95,8 +95,16 @@ static int ref_train(dr_session *s, struct dr_run_log *log, dr_train_totals *out
 }
 
 const dr_variant dr_variant_ref = {
-    "ref",
-    "the reference: every strategy and device type emulated in one process with plain loops; exact only",
-    "",
-    ref_supports, ref_open, ref_strategy, ref_step, ref_get, ref_set, ref_summarize, ref_close, ref_train, NULL,
+    .name = "ref",
+    .about = "the reference: every strategy and device type emulated in one process with plain loops; exact only",
+    .launcher = "",
+    .supports = ref_supports,
+    .open = ref_open,
+    .strategy = ref_strategy,
+    .step = ref_step,
+    .get_variables = ref_get,
+    .set_variables = ref_set,
+    .summarize = ref_summarize,
+    .close = ref_close,
+    .train = ref_train,
 };

@@ -452,19 +452,31 @@ static void engine_summarize(dr_session *s, json_object *o)
 }
 
 const dr_variant dr_variant_openmp = {
-    "openmp",
-    "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
-    "",
-    omp_supports, omp_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
-    engine_close, NULL, NULL,
+    .name = "openmp",
+    .about = "the engine on the OpenMP CPU backend and the threads comm: exact (the reference's bits) or fast",
+    .launcher = "",
+    .supports = omp_supports,
+    .open = omp_open,
+    .strategy = engine_strategy,
+    .step = engine_step_fn,
+    .get_variables = engine_get,
+    .set_variables = engine_set,
+    .summarize = engine_summarize,
+    .close = engine_close,
 };
 
 const dr_variant dr_variant_opencl = {
-    "opencl",
-    "the engine on an OpenCL device (PoCL, a GPU) and the threads comm over host staging: exact or fast",
-    "",
-    ocl_supports, ocl_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
-    engine_close, NULL, NULL,
+    .name = "opencl",
+    .about = "the engine on an OpenCL device (PoCL, a GPU) and the threads comm over host staging: exact or fast",
+    .launcher = "",
+    .supports = ocl_supports,
+    .open = ocl_open,
+    .strategy = engine_strategy,
+    .step = engine_step_fn,
+    .get_variables = engine_get,
+    .set_variables = engine_set,
+    .summarize = engine_summarize,
+    .close = engine_close,
 };
 
 /* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker
@@ -472,10 +484,18 @@ const dr_variant dr_variant_opencl = {
 static bool mpi_chief(const dr_session *s) { return s->wlo == 0; }
 
 const dr_variant dr_variant_mpi = {
-    "mpi",
-    "the engine with one MPI rank per worker (multi_worker_mirrored; one-worker strategies with -np 1), "
-    "or a chief, worker and ps ranks (parameter_server): exact (the reference's bits) or fast",
-    "mpirun -np N",
-    mpi_supports, mpi_open, engine_strategy, engine_step_fn, engine_get, engine_set, engine_summarize,
-    engine_close, engine_ps_train, mpi_chief,
+    .name = "mpi",
+    .about = "the engine with one MPI rank per worker (multi_worker_mirrored; one-worker strategies with -np 1), "
+             "or a chief, worker and ps ranks (parameter_server): exact (the reference's bits) or fast",
+    .launcher = "mpirun -np N",
+    .supports = mpi_supports,
+    .open = mpi_open,
+    .strategy = engine_strategy,
+    .step = engine_step_fn,
+    .get_variables = engine_get,
+    .set_variables = engine_set,
+    .summarize = engine_summarize,
+    .close = engine_close,
+    .train = engine_ps_train,
+    .chief = mpi_chief,
 };
