@@ -29,7 +29,7 @@ CFLAGS_COMMON = -std=c11 $(OPT) -g -ffp-contract=off -fno-math-errno -fopenmp \
                 -D_POSIX_C_SOURCE=200809L -Iinclude -I. \
                 $(shell pkg-config --cflags json-c openblas 2>/dev/null)
 LDLIBS_COMMON = $(shell pkg-config --libs json-c openblas 2>/dev/null || echo -ljson-c -lopenblas) -lOpenCL -lz -lm -lpthread -fopenmp
-# Open MPI (--variant=mpi, devices/comm_mpi.c): its headers and libmpi, from
+# Open MPI (--variant=mpi, devices/mpi/comm_mpi.c): its headers and libmpi, from
 # mpicc's own wrapper data. Every program links libmpi; only --variant=mpi
 # calls MPI_Init (docs/MPI.md).
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
@@ -69,7 +69,7 @@ BUILD   = build/$(MODE)
 # and line) and links each archive against the archives below it only.
 CORE_SRC    = $(wildcard core/*.c)
 REF_SRC     = $(wildcard ref/*.c)
-ENGINE_SRC  = $(wildcard strategies/*.c devices/*.c)
+ENGINE_SRC  = $(wildcard strategies/*.c devices/*/*.c)
 HARNESS_SRC = $(wildcard harness/*.c)
 LAYERS      = core ref engine harness
 LIB_SRC  = $(CORE_SRC) $(REF_SRC) $(ENGINE_SRC) $(HARNESS_SRC)
@@ -142,7 +142,7 @@ FORCE:
 # The OpenCL program's sources are read from this checkout at run time
 # (docs/OPENCL.md); a per-file flag, so that it never enters .flags or the
 # mutant scripts' CFLAGS (those builds run from the checkout: "." is it).
-$(BUILD)/devices/opencl_program.o: FILE_FLAGS = -DDR_SOURCE_ROOT='"$(CURDIR)"'
+$(BUILD)/devices/opencl/opencl_program.o: FILE_FLAGS = -DDR_SOURCE_ROOT='"$(CURDIR)"'
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -204,13 +204,13 @@ $(PORTABLE_TEST): tests/test_exact.c core/reduce.c $(LAYER_LIBS) $(BUILD)/.flags
 	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
 # The exact GEMM's tests again as on a CPU without AVX-512 VNNI
-# (devices/cpu_gemm_crt.c and cpu_gemm_vnni.c built with -DDR_NO_VNNI): the
+# (devices/cpu/cpu_gemm_crt.c and cpu_gemm_vnni.c built with -DDR_NO_VNNI): the
 # public entry points take DGEMM, the plain C residue path still runs.
 NOVNNI_TEST = $(BUILD)/tests/test_fastgemm_novnni
-$(NOVNNI_TEST): tests/test_fastgemm.c devices/cpu_gemm_crt.c devices/cpu_gemm_vnni.c $(LAYER_LIBS) $(BUILD)/.flags
+$(NOVNNI_TEST): tests/test_fastgemm.c devices/cpu/cpu_gemm_crt.c devices/cpu/cpu_gemm_vnni.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu_gemm_crt.c -o $(BUILD)/tests/cpu_gemm_crt_novnni.o
-	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu_gemm_vnni.c -o $(BUILD)/tests/cpu_gemm_vnni_novnni.o
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu/cpu_gemm_crt.c -o $(BUILD)/tests/cpu_gemm_crt_novnni.o
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_NO_VNNI -c devices/cpu/cpu_gemm_vnni.c -o $(BUILD)/tests/cpu_gemm_vnni_novnni.o
 	$(CC) $(CFLAGS) $(BIN_FLAG) $(LDFLAGS) -o $@ $< $(BUILD)/tests/cpu_gemm_crt_novnni.o \
 	    $(BUILD)/tests/cpu_gemm_vnni_novnni.o $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
@@ -266,12 +266,12 @@ $(MPI_CHECK): tests/mpi_native_check.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 # The same check against the exact float all-reduce's planted faults
-# (devices/comm_mpi_f32x.c, tests/mpi_native.sh): each must fail it.
+# (devices/mpi/comm_mpi_f32x.c, tests/mpi_native.sh): each must fail it.
 MPI_CHECK_MUT = $(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom $(BUILD)/mpi_mutants/mpi_native_check_f32x_special
 MPI_CHECK_MUT_RUN = 3:$(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom 2:$(BUILD)/mpi_mutants/mpi_native_check_f32x_special
-$(BUILD)/mpi_mutants/mpi_native_check_f32x_%: tests/mpi_native_check.c devices/comm_mpi_f32x.c $(LAYER_LIBS) $(BUILD)/.flags
+$(BUILD)/mpi_mutants/mpi_native_check_f32x_%: tests/mpi_native_check.c devices/mpi/comm_mpi_f32x.c $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_MUTANT_MPI_F32X_$(shell echo $* | tr a-z A-Z) -c devices/comm_mpi_f32x.c -o $@.o
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_MUTANT_MPI_F32X_$(shell echo $* | tr a-z A-Z) -c devices/mpi/comm_mpi_f32x.c -o $@.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $@.o $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 in-bench: $(CLI) $(BENCH_BIN) $(MPI_BENCH)

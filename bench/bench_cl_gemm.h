@@ -1,6 +1,6 @@
 /* distref bench — one GEMM on the OpenCL device, as bench_opencl and the
  * nightly bench time it: C = A B, row-major, M x K times K x N, the fast
- * kernel (devices/cl/kernels.cl gemm_fast_v, dr_cl_fast_gemm) or the exact
+ * kernel (devices/opencl/cl/kernels.cl gemm_fast_v, dr_cl_fast_gemm) or the exact
  * one (K_GEMM_EXACT), on the device's buffers, each call waited for
  * (clFinish) so that a timed call is the kernel's whole time.
  *
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 #include "distref/opencl.h"
 
 typedef struct bench_cl_gemm {

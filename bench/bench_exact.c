@@ -23,7 +23,7 @@ void openblas_set_num_threads(int);   /* OpenBLAS extension */
 #include "bench/bench_common.h"
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 #include <omp.h>
 #include "distref/rng.h"
 

@@ -8,7 +8,7 @@
  *              shared, one queue; queues, one queue per replica;
  *              subdevices, one sub-device per replica, where the device
  *              splits), set through DISTREF_OPENCL_MAPPING.
- *   GEMM       the fast kernel (devices/cl/kernels.cl gemm_fast) at
+ *   GEMM       the fast kernel (devices/opencl/cl/kernels.cl gemm_fast) at
  *              M x K x N = 256 x 784 x 128 (layer 0's forward at G = 256)
  *              against cblas_sgemm on the same shape, OpenBLAS on 1 and
  *              on 2 threads; the exact kernel's time too. GFLOP/s = 2MNK/s.
@@ -24,7 +24,7 @@
 
 #include "bench/bench_cl_gemm.h"
 #include "bench/bench_common.h"
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 #include "distref/factory.h"
 #include "distref/harness.h"
 #include "distref/train.h"

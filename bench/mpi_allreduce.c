@@ -12,10 +12,10 @@
  *           (distref/cacc.h, DR_CACC_BYTES on the wire), what the engine's
  *           exact gradients use (--all_reduce_alg=ring)
  *   native  all_reduce_compact through MPI_Iallreduce on exact integer
- *           digits (devices/comm_mpi_native.c; --all_reduce_alg=nccl, auto)
+ *           digits (devices/mpi/comm_mpi_native.c; --all_reduce_alg=nccl, auto)
  *   f32x    all_reduce_f32_exact: floats in, the exact sum rounded once
  *           out, through one int32 digit an element on an agreed grid
- *           (devices/comm_mpi_f32x.c)
+ *           (devices/mpi/comm_mpi_f32x.c)
  *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier

@@ -250,7 +250,7 @@ static void k_train_cl_fast(void) { train("opencl", "fast", 40); }
 static void k_train_cl_exact(void) { train("opencl", "exact", 4); }
 static void k_train_omp_exact_long(void) { train("openmp", "exact", OMP_EXACT_STEPS); }
 
-/* The OpenCL fast GEMM (devices/cl/kernels.cl gemm_fast_v) on the shape of
+/* The OpenCL fast GEMM (devices/opencl/cl/kernels.cl gemm_fast_v) on the shape of
  * gemm_fast_256x784x128_vs_sgemm, against cblas_sgemm on one thread. */
 static bench_cl_gemm *clg;
 static void setup_cl_gemm(void)

@@ -21,7 +21,7 @@
  *          equal to an uninterrupted reference run.
  * W = 1..4 ranks x L = 1..2 local replicas, uneven and short final batches,
  * L2 on and off, ring / nccl / auto (across ranks: ring the ring, nccl and
- * auto MPI_Iallreduce on exact integer digits, devices/comm_mpi_native.c),
+ * auto MPI_Iallreduce on exact integer digits, devices/mpi/comm_mpi_native.c),
  * one pack and many (bytes_per_pack), and the one-worker strategies
  * (one_device, mirrored with every algorithm and packing, central_storage)
  * under -np 1. Mutants (scripts/run_conformance_mutants.sh): a pack
@@ -69,7 +69,7 @@ static const cell k_cells[] = {
     /* every step overflows the compact window: the ranks redo it in full together */
     { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "ring", 1, 0, "auto", "exact", "linear_wide" },
     { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "ring", 1, 64, "data", "exact", "linear_wide" },
-    /* nccl: the compact sums through MPI_Iallreduce on integer digits (devices/comm_mpi_native.c) */
+    /* nccl: the compact sums through MPI_Iallreduce on integer digits (devices/mpi/comm_mpi_native.c) */
     { "multi_worker_mirrored", 2, 1, 37, 230, 1e-3, "nccl", 1, 1000, "data", "exact", NULL },
     { "multi_worker_mirrored", 3, 1, 37, 227, 0.0, "nccl", 1, 4096, "auto", "exact", NULL },
     { "multi_worker_mirrored", 4, 1, 37, 230, 1e-3, "nccl", 1, 0, "data", "exact", NULL },

@@ -1,5 +1,5 @@
 /* distref fuzzing — the OpenCL kernel cache's file header (core/sealed.c,
- * read by devices/opencl_program.c before the driver sees the binary).
+ * read by devices/opencl/opencl_program.c before the driver sees the binary).
  *
  * Feeds: the input as a cache file, checked against a key: half the time
  * the key the file itself carries (bytes 48..79, so inputs get past the key

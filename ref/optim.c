@@ -2,7 +2,7 @@
  *
  * Each statement is one rounded operation in a fixed order (-ffp-contract=off
  * keeps the compiler from fusing any), so the engine's own optimizer
- * (devices/openmp_backend.c), written the same way, gets the same bits. Adam's beta^t is dr_powi_f32, a pure
+ * (devices/cpu/openmp_backend.c), written the same way, gets the same bits. Adam's beta^t is dr_powi_f32, a pure
  * function of the step, so a resumed run needs no saved running product.
  */
 #include "distref/model.h"

@@ -34,7 +34,7 @@ allowed() {   # allowed FROM TO
 }
 
 bad=0
-for f in core/*.[ch] ref/*.[ch] strategies/*.[ch] devices/*.[ch] harness/*.[ch] include/distref/*.h; do
+for f in core/*.[ch] ref/*.[ch] strategies/*.[ch] devices/*/*.[ch] harness/*.[ch] include/distref/*.h; do
     [ -f "$f" ] || continue
     from=$(layer_of "$f")
     # "file:line:#include "x"" for every quoted include

@@ -7,32 +7,32 @@
 # of a copy in the build folder. The mutated object is linked before the archives, so it replaces
 # the release build's. Every mutant must make its test binary fail.
 #
-#   zero_row_signs  devices/cpu_gemm.c  an all-zero row's products taken as +0
-#   wide_shift      devices/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
-#   wide_sticky     devices/cpu_gemm_element.c  the f32 direct path drops the bits below its top 64
-#   ll_ignored      devices/cpu_gemm_element.c  the f32 path's three DGEMMs take lo . lo as zero
-#   cert_midpoint   devices/cpu_gemm_element.c  the rounding certificate lets a midpoint lie within
+#   zero_row_signs  devices/cpu/cpu_gemm.c  an all-zero row's products taken as +0
+#   wide_shift      devices/cpu/cpu_gemm.c  the direct path's shift below 2^-320 one bit short
+#   wide_sticky     devices/cpu/cpu_gemm_element.c  the f32 direct path drops the bits below its top 64
+#   ll_ignored      devices/cpu/cpu_gemm_element.c  the f32 path's three DGEMMs take lo . lo as zero
+#   cert_midpoint   devices/cpu/cpu_gemm_element.c  the rounding certificate lets a midpoint lie within
 #                                       lo . lo's bound
-#   rem_compact_last devices/cpu_gemm.c a dot with remainders summed in its own dr_cacc
+#   rem_compact_last devices/cpu/cpu_gemm.c a dot with remainders summed in its own dr_cacc
 #                                       (remainder_sum) drops B's last remainder product
-#   crt_few_moduli  devices/cpu_gemm_crt.c   one modulus fewer than the bound needs
-#   crt_bits_short  devices/cpu_gemm_slice.c a narrow vector's integers counted a bit short of
+#   crt_few_moduli  devices/cpu/cpu_gemm_crt.c   one modulus fewer than the bound needs
+#   crt_bits_short  devices/cpu/cpu_gemm_slice.c a narrow vector's integers counted a bit short of
 #                                       their width on the grid (too few moduli for them)
-#   crt_coeff       devices/cpu_gemm_crt.c   the last modulus's CRT coefficient off by one
-#   crt_rem_portable devices/cpu_gemm_crt.c  the plain C packing misses bits below the grid
-#   crt_ktail_portable devices/cpu_gemm_crt.c the plain C kernel drops the last group of 4 k
-#   crt_residue     devices/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
-#   crt_ktail       devices/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
-#   crt_no_rem      devices/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
-#   crt_rem_merge   devices/cpu_gemm_vnni.c  B's packing (shared by the OpenMP team) drops the
+#   crt_coeff       devices/cpu/cpu_gemm_crt.c   the last modulus's CRT coefficient off by one
+#   crt_rem_portable devices/cpu/cpu_gemm_crt.c  the plain C packing misses bits below the grid
+#   crt_ktail_portable devices/cpu/cpu_gemm_crt.c the plain C kernel drops the last group of 4 k
+#   crt_residue     devices/cpu/cpu_gemm_vnni.c  B's residues not centred for moduli 2.. (wrap in s8)
+#   crt_ktail       devices/cpu/cpu_gemm_vnni.c  the VNNI kernel drops the k past the last multiple of 4
+#   crt_no_rem      devices/cpu/cpu_gemm_vnni.c  the VNNI packing misses bits below the grid
+#   crt_rem_merge   devices/cpu/cpu_gemm_vnni.c  B's packing (shared by the OpenMP team) drops the
 #                                       threads' remainder marks instead of OR-ing them in
-#   crt_ifma_hi     devices/cpu_gemm_vnni.c  the IFMA reconstruction drops the high half of y' Q_t's low digit
-#   round_odd       devices/cpu_gemm_round.c the f32 outputs' double truncated, not rounded to odd
-#   round_sticky    devices/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
-#   round_bias_hi   devices/cpu_gemm_round.c a bias's bits that cross into V's high word lost
-#   round_bias_low  devices/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
-#   cacc_row_tz     devices/cpu_gemm_round.c a GEMM term stored in an empty compact accumulator keeps a trailing zero
-#   cacc_row_full   devices/cpu_gemm_round.c a compact accumulator already holding a term is overwritten
+#   crt_ifma_hi     devices/cpu/cpu_gemm_vnni.c  the IFMA reconstruction drops the high half of y' Q_t's low digit
+#   round_odd       devices/cpu/cpu_gemm_round.c the f32 outputs' double truncated, not rounded to odd
+#   round_sticky    devices/cpu/cpu_gemm_round.c the bits below the 64-bit window dropped (no sticky bit)
+#   round_bias_hi   devices/cpu/cpu_gemm_round.c a bias's bits that cross into V's high word lost
+#   round_bias_low  devices/cpu/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
+#   cacc_row_tz     devices/cpu/cpu_gemm_round.c a GEMM term stored in an empty compact accumulator keeps a trailing zero
+#   cacc_row_full   devices/cpu/cpu_gemm_round.c a compact accumulator already holding a term is overwritten
 #   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
 #   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
 #   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
@@ -49,13 +49,13 @@
 #   sum_upper_sign  core/reduce.c       the upper eight lanes take the lower eight's signs
 #   sum_unit        core/reduce.c       the chunk's total goes in one binade too high
 #   sum_special     core/reduce.c       a chunk holding inf or NaN stays on the window path
-#   sgemm_cut_by_threads devices/openmp_kernels.c  fast mode cuts its large sgemms by the thread
+#   sgemm_cut_by_threads devices/cpu/openmp_kernels.c  fast mode cuts its large sgemms by the thread
 #                                       count, not by shape (test_backend's sgemm_cut_by_shape asks
 #                                       dr_omp_sgemm_cut under 1 and 2 threads: caught whatever
 #                                       OPENBLAS_CORETYPE says; fast_threads' same-bits check sees
 #                                       it only under Haswell kernels, whose slabs change the bits)
 # and outside the kernels, by their seams:
-#   cacc_merge_flag devices/comm_elem.c     the compact collectives' merge drops the sender's
+#   cacc_merge_flag devices/comm/comm_elem.c     the compact collectives' merge drops the sender's
 #                                       overflow flag (test_comm_compact: an element that leaves
 #                                       the window on one replica must come out overflowed on all)
 #   tfevents_no_start core/tfevents.c   a segment's event file has no SessionLog START, so
@@ -95,33 +95,33 @@ run() {   # name file layer how test [objects the test links besides the archive
     if "$d/${test}_$name" >"$d/$name.out" 2>&1; then missed="$missed $name"
     else caught=$((caught + 1)); echo "exact mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name.out") failing lines)"; fi
 }
-run zero_row_signs devices/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
-run wide_shift     devices/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
-run wide_sticky    devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_WIDE_STICKY   test_fastgemm
-run ll_ignored     devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_LL_IGNORED    test_fastgemm
-run cert_midpoint  devices/cpu_gemm_element.c ENGINE -DDR_MUTANT_CERT_MIDPOINT test_fastgemm
-run rem_compact_last devices/cpu_gemm.c ENGINE -DDR_MUTANT_REM_COMPACT_LAST test_gemm_crt
-run crt_few_moduli devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
-run crt_coeff      devices/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
-run crt_bits_short devices/cpu_gemm_slice.c ENGINE -DDR_MUTANT_CRT_BITS_SHORT test_gemm_crt
-run crt_rem_portable devices/cpu_gemm_crt.c ENGINE 's/    \*rem |= t != x;/    (void)rem;/' test_gemm_crt
-run crt_ktail_portable devices/cpu_gemm_crt.c ENGINE 's/    size_t G = (K + 3) \/ 4;/    size_t G = K \/ 4;/' test_gemm_crt
+run zero_row_signs devices/cpu/cpu_gemm.c ENGINE -DDR_MUTANT_ZERO_ROW_SIGNS test_fastgemm
+run wide_shift     devices/cpu/cpu_gemm.c ENGINE -DDR_MUTANT_WIDE_SHIFT     test_fastgemm
+run wide_sticky    devices/cpu/cpu_gemm_element.c ENGINE -DDR_MUTANT_WIDE_STICKY   test_fastgemm
+run ll_ignored     devices/cpu/cpu_gemm_element.c ENGINE -DDR_MUTANT_LL_IGNORED    test_fastgemm
+run cert_midpoint  devices/cpu/cpu_gemm_element.c ENGINE -DDR_MUTANT_CERT_MIDPOINT test_fastgemm
+run rem_compact_last devices/cpu/cpu_gemm.c ENGINE -DDR_MUTANT_REM_COMPACT_LAST test_gemm_crt
+run crt_few_moduli devices/cpu/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_FEW_MODULI test_gemm_crt
+run crt_coeff      devices/cpu/cpu_gemm_crt.c ENGINE -DDR_MUTANT_CRT_COEFF test_gemm_crt
+run crt_bits_short devices/cpu/cpu_gemm_slice.c ENGINE -DDR_MUTANT_CRT_BITS_SHORT test_gemm_crt
+run crt_rem_portable devices/cpu/cpu_gemm_crt.c ENGINE 's/    \*rem |= t != x;/    (void)rem;/' test_gemm_crt
+run crt_ktail_portable devices/cpu/cpu_gemm_crt.c ENGINE 's/    size_t G = (K + 3) \/ 4;/    size_t G = K \/ 4;/' test_gemm_crt
 if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
-    run crt_residue devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
-    run crt_ktail   devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
-    run crt_no_rem  devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
-    run crt_rem_merge devices/cpu_gemm_vnni.c ENGINE 's/        for (size_t j = 0; j < N; j++) has_rem\[j\] |= rem\[j\];/        (void)rem;/' test_gemm_crt
+    run crt_residue devices/cpu/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_RESIDUE test_gemm_crt
+    run crt_ktail   devices/cpu/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_KTAIL test_gemm_crt
+    run crt_no_rem  devices/cpu/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_NO_REM test_gemm_crt
+    run crt_rem_merge devices/cpu/cpu_gemm_vnni.c ENGINE 's/        for (size_t j = 0; j < N; j++) has_rem\[j\] |= rem\[j\];/        (void)rem;/' test_gemm_crt
     if grep -qw avx512ifma /proc/cpuinfo 2>/dev/null; then
-        run crt_ifma_hi devices/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_IFMA_HI test_gemm_crt
+        run crt_ifma_hi devices/cpu/cpu_gemm_vnni.c ENGINE -DDR_MUTANT_CRT_IFMA_HI test_gemm_crt
     else
         echo "exact mutant crt_ifma_hi: skipped (no avx512ifma on this CPU: the IFMA reconstruction does not run)"
     fi
-    run round_odd      devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
-    run round_sticky   devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_STICKY test_fastgemm_round
-    run round_bias_hi  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_HI test_fastgemm_round
-    run round_bias_low devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_LOW test_fastgemm_round
-    run cacc_row_tz    devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_TZ test_fastgemm_round
-    run cacc_row_full  devices/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_FULL test_fastgemm_round
+    run round_odd      devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
+    run round_sticky   devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_STICKY test_fastgemm_round
+    run round_bias_hi  devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_HI test_fastgemm_round
+    run round_bias_low devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_ROUND_BIAS_LOW test_fastgemm_round
+    run cacc_row_tz    devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_TZ test_fastgemm_round
+    run cacc_row_full  devices/cpu/cpu_gemm_round.c ENGINE -DDR_MUTANT_CACC_ROW_FULL test_fastgemm_round
     run cacc_round_odd   core/cacc.c CORE -DDR_MUTANT_ROUND_ODD test_fastgemm_round
     run cacc_round_rest  core/cacc.c CORE 's/_mm512_sub_epi64(c64, s)), rest), all);/_mm512_sub_epi64(c64, s)), _mm512_and_si512(rest, zero)), all);/' test_fastgemm_round
     run cacc_round_carry core/cacc.c CORE 's/    w2 = _mm512_mask_add_epi64(w2, c1, w2, one);/    (void)c1;/' test_fastgemm_round
@@ -136,8 +136,8 @@ run round_pow2      core/acc.c CORE 's/while (divisor > 1u) { divisor >>= 1; eof
 run cacc_sticky    core/cacc.c CORE 's/            sticky |= n64 % d != 0;/            (void)0;/' test_cacc
 run cacc_align     core/cacc.c CORE 's/x = (i128)((u128)x << d);/x = (i128)((u128)x << (d ? d - 1 : 0));/' test_cacc
 run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' test_cacc
-run sgemm_cut_by_threads devices/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
-run cacc_merge_flag devices/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
+run sgemm_cut_by_threads devices/cpu/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
+run cacc_merge_flag devices/comm/comm_elem.c ENGINE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 run replay_nul_blank core/ps_schedule_read.c CORE 's/        if (ch == 0) {/        if (ch == 0 \&\& 0) {/' test_replay_file
 run replay_special core/ps_schedule_read.c CORE 's/!S_ISREG(st.st_mode)/S_ISDIR(st.st_mode)/' test_replay_file

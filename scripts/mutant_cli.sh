@@ -13,10 +13,10 @@ set -eu
 name=${1:?usage: mutant_cli.sh NAME (e.g. reg_not_scaled)}
 case $name in *[!a-z0-9_]*) echo "mutant-cli: MUTANT=$name: expected a name like reg_not_scaled" >&2; exit 2 ;; esac
 macro=DR_MUTANT_$(echo "$name" | tr 'a-z' 'A-Z')
-files=$(grep -l "defined($macro)" strategies/*.c devices/*.c 2>/dev/null || true)
+files=$(grep -l "defined($macro)" strategies/*.c devices/*/*.c 2>/dev/null || true)
 if [ -z "$files" ]; then
     echo "mutant-cli: MUTANT=$name: no seam $macro in strategies/ or devices/; the faults are:" >&2
-    grep -ho 'defined(DR_MUTANT_[A-Z0-9_]*)' strategies/*.c devices/*.c | sed 's/defined(DR_MUTANT_\(.*\))/\1/' |
+    grep -ho 'defined(DR_MUTANT_[A-Z0-9_]*)' strategies/*.c devices/*/*.c | sed 's/defined(DR_MUTANT_\(.*\))/\1/' |
         tr 'A-Z' 'a-z' | sort -u | sed 's/^/  /' >&2
     exit 2
 fi

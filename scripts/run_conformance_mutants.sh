@@ -6,8 +6,8 @@
 #
 #   engine mutants   a `#if defined(DR_MUTANT_X)` seam in strategies/ or
 #                    devices/, compiled in with -DDR_MUTANT_X; the OpenCL
-#                    kernels' (cl_*) seams are in devices/cl/*.cl, and
-#                    devices/opencl_program.c passes the fault to the
+#                    kernels' (cl_*) seams are in devices/opencl/cl/*.cl, and
+#                    devices/opencl/opencl_program.c passes the fault to the
 #                    OpenCL compiler (a build option) when built with it
 #   ref mutant       a wrong softmax gradient: a sed patch applied to a copy
 #                    of ref/model.c in the build folder (ref/ itself carries
@@ -59,7 +59,7 @@ link() {   # link DIR: the conformance program against DIR's archives
 build_engine_mutant() {   # name macro
     d="$MUT/$1"; mkdir -p "$d"
     cp "$BUILD/libengine.a" "$d/libengine.a"; cp "$BUILD/libref.a" "$d/libref.a"
-    files=$(grep -l "defined($2)" strategies/*.c devices/*.c 2>/dev/null)
+    files=$(grep -l "defined($2)" strategies/*.c devices/*/*.c 2>/dev/null)
     [ -n "$files" ] || { echo "mutant $1: no seam $2 in strategies/ or devices/" >&2; return 1; }
     for f in $files; do
         o="$d/$(basename "$f" .c).o"

@@ -1,9 +1,9 @@
 /* distref engine — the engine's variants: opening a run and the tables.
  *
  * A run builds the strategy's emulated devices (core), opens the backend
- * (devices/openmp_backend.c, or devices/opencl_backend.c for
- * --variant=opencl) and the comm's endpoints (devices/comm_threads.c: one
- * per worker; devices/comm_mpi.c for --variant=mpi: this rank's), and
+ * (devices/cpu/openmp_backend.c, or devices/opencl/opencl_backend.c for
+ * --variant=opencl) and the comm's endpoints (devices/comm/comm_threads.c: one
+ * per worker; devices/mpi/comm_mpi.c for --variant=mpi: this rank's), and
  * allocates the tensors of the replicas this process holds on the backend.
  * The step is step.c's (tpu: tpu.c). The three variants share every
  * function here but the small entry points at the end that name their

@@ -1,5 +1,5 @@
 /* distref tests — the MPI comm's compact all-reduce across ranks, both
- * algorithms (ring and native: devices/comm_mpi_native.c), against totals
+ * algorithms (ring and native: devices/mpi/comm_mpi_native.c), against totals
  * computed independently. Run under mpirun (tests/mpi_native.sh, np 2..4):
  *
  *   mpirun -np W build/rel/tests/mpi_native_check
@@ -24,7 +24,7 @@
  * configuration; exit 1 on any failure.
  *
  * Then the exact float all-reduce (all_reduce_f32_exact,
- * devices/comm_mpi_f32x.c), 1 and 2 local replicas: every element of every
+ * devices/mpi/comm_mpi_f32x.c), 1 and 2 local replicas: every element of every
  * replica must have the bits of dr_acc_round over all W L terms. Floats of
  * every kind: binades far apart (terms below the int64 grid), zeros of
  * both signs, +-inf and NaN, subnormal terms and sums, sums beyond

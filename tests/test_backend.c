@@ -29,7 +29,7 @@
 #include "distref/backend.h"
 #include "distref/ref.h"
 #include "distref/rng.h"
-#include "devices/openmp_backend.h"   /* the replica workspace, to read activations */
+#include "devices/cpu/openmp_backend.h"   /* the replica workspace, to read activations */
 
 #define SEED 20240607u
 

@@ -1,4 +1,4 @@
-/* distref tests — the threads comm (devices/comm_threads.c, comm_torus.c).
+/* distref tests — the threads comm (devices/comm/comm_threads.c, comm_torus.c).
  *
  * Every collective is checked against a total computed here, independently:
  * all replicas' arrays merged into a fresh array, compared element by

@@ -1,5 +1,5 @@
-/* distref tests — the threads comm's float collectives (devices/comm_f32.c,
- * the float torus of devices/comm_torus.c): fast numerics' all-reduce.
+/* distref tests — the threads comm's float collectives (devices/comm/comm_f32.c,
+ * the float torus of devices/comm/comm_torus.c): fast numerics' all-reduce.
  *
  * Every result is compared bit for bit with a float sum computed here with
  * a plain loop in the order distref/comm.h documents for the algorithm
@@ -227,7 +227,7 @@ static void one_rank_algorithms(void **state)
     assert_true(orders_differ > 0);   /* the order is really tested */
 }
 
-/* Above devices/comm_f32.c's threshold the blocks run on OpenMP threads:
+/* Above devices/comm/comm_f32.c's threshold the blocks run on OpenMP threads:
  * the same bits. */
 static void one_rank_big(void **state)
 {

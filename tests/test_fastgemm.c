@@ -1,4 +1,4 @@
-/* distref tests — the engine's exact GEMM (devices/cpu_gemm.c) must return
+/* distref tests — the engine's exact GEMM (devices/cpu/cpu_gemm.c) must return
  * the reference's bits (numerics/gemm.c) for every input: random, wide
  * dynamic range inside a row (remainders below the slices), subnormals,
  * zeros of both signs, inf and NaN, every transpose, with and without bias,
@@ -16,7 +16,7 @@
 #include "distref/exact.h"
 #include "distref/fastgemm.h"
 #include "distref/cacc.h"
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 
 /* Every way of forming the integer products (cpu_gemm_internal.h): the
  * public entry points (AUTO), DGEMM slices, and residues with the plain C

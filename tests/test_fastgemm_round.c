@@ -1,5 +1,5 @@
 /* distref tests — the VNNI path's rounding of its f32 outputs, eight at a
- * time (devices/cpu_gemm_round.c): bias + V 2^E, V the exact 128-bit dot
+ * time (devices/cpu/cpu_gemm_round.c): bias + V 2^E, V the exact 128-bit dot
  * product, must round as the exact accumulator rounds it (core/acc.c,
  * tested against MPFR in test_exact), and must leave to the general path
  * exactly the cases its contract in cpu_gemm_internal.h names.
@@ -31,7 +31,7 @@
 #include "distref/error.h"
 #include "distref/cacc.h"
 #include "core/acc_internal.h"
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 
 #if defined(__SIZEOF_INT128__)
 typedef struct { uint64_t s; } trng;

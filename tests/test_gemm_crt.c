@@ -1,4 +1,4 @@
-/* distref tests — the exact GEMM by residues (devices/cpu_gemm_crt.c, the
+/* distref tests — the exact GEMM by residues (devices/cpu/cpu_gemm_crt.c, the
  * int8 kernels in cpu_gemm_vnni.c and cpu_gemm_crt.c) must give the plain
  * exact GEMM's bits (core/gemm.c) on the cases that break residue schemes:
  * too few moduli for K (sums near the bound), elements exactly at and one
@@ -23,7 +23,7 @@
 #include "distref/exact.h"
 #include "distref/cacc.h"
 #include "distref/error.h"
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 
 typedef struct { uint64_t s; } trng;
 

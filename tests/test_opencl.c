@@ -8,7 +8,7 @@
  *                      the host build's bits. test_elem.c proves the host's
  *                      ULP bounds against MPFR; bit equality carries them
  *                      over to the device.
- *   acc_on_device      devices/cl/acc.cl's accumulator: exact sums of
+ *   acc_on_device      devices/opencl/cl/acc.cl's accumulator: exact sums of
  *                      products with cancellation, subnormals and specials,
  *                      rounded once and divided by d on the device, against
  *                      core/acc.c (dr_acc_add_prod, dr_acc_round_div), and
@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 #include "distref/opencl.h"
 #include "distref/elem.h"
 #include "distref/exact.h"

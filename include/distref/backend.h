@@ -241,9 +241,9 @@ typedef struct dr_backend_ops {
                               uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err);
 } dr_backend_ops;
 
-/* The OpenMP CPU backend (devices/openmp_backend.c): host memory, exact
+/* The OpenMP CPU backend (devices/cpu/openmp_backend.c): host memory, exact
  * kernels by error-free splitting over DGEMM (distref/fastgemm.h), fast
- * kernels on sgemm, libm and float buffers (devices/openmp_kernels.c). */
+ * kernels on sgemm, libm and float buffers (devices/cpu/openmp_kernels.c). */
 const dr_backend_ops *dr_backend_openmp(void);
 
 #endif

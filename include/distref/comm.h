@@ -81,7 +81,7 @@ typedef enum dr_comm_alg {
  *                 the ranks agree on each element's exponent grid, then
  *                 MPI_Iallreduce(MPI_SUM) adds fixed-point digits with
  *                 headroom, which no reduction order can change (NCCL:
- *                 the library's own collective, devices/comm_mpi_native.c)
+ *                 the library's own collective, devices/mpi/comm_mpi_native.c)
  *   RANKS_AUTO    RANKS_NATIVE (docs/MPI.md measures both)
  * The result is the same exact value (or the overflow flag) either way;
  * the full dr_acc and the float collectives always run the ring. */
@@ -161,12 +161,12 @@ typedef struct dr_comm_ops {
     int      (*all_reduce_f32_exact)(dr_comm *c, float *const *local, size_t n, dr_err *err);
 } dr_comm_ops;
 
-/* Ranks as thread groups of one process (devices/comm_threads.c): every
+/* Ranks as thread groups of one process (devices/comm/comm_threads.c): every
  * rank's collective must be called from its own thread, all at once
  * (a single rank may call from any thread). */
 const dr_comm_ops *dr_comm_threads(void);
 
-/* Ranks as MPI processes (devices/comm_mpi.c): open() gives this process's
+/* Ranks as MPI processes (devices/mpi/comm_mpi.c): open() gives this process's
  * one endpoint; MPI must be initialized (distref/mpi.h) with a world of
  * num_ranks. One rank runs the threads comm's algorithms on its local
  * replicas (the same bits and bytes); more ranks run, per pack, the ring

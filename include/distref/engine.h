@@ -3,9 +3,9 @@
  *
  * The engine's step lives in strategies/ (split, staging, the step of each
  * strategy) and runs on two interfaces: a backend for a replica's tensors
- * and kernels (distref/backend.h; devices/openmp_backend.c) and a comm for
+ * and kernels (distref/backend.h; devices/cpu/openmp_backend.c) and a comm for
  * collectives that sees only its own rank's replicas (distref/comm.h;
- * devices/comm_threads.c). It imports the core only, never ref/.
+ * devices/comm/comm_threads.c). It imports the core only, never ref/.
  */
 #ifndef DISTREF_ENGINE_H
 #define DISTREF_ENGINE_H
@@ -26,7 +26,7 @@ extern const dr_variant dr_variant_openmp;
  * holding only its own replicas, the MPI comm between ranks (docs/MPI.md). */
 extern const dr_variant dr_variant_mpi;
 
-/* --variant=opencl: the OpenCL backend (devices/opencl_backend.c) on the
+/* --variant=opencl: the OpenCL backend (devices/opencl/opencl_backend.c) on the
  * device chosen by --opencl_platform/--opencl_device (distref/opencl.h),
  * the same step and comm; exact numerics give the reference's bits. */
 extern const dr_variant dr_variant_opencl;

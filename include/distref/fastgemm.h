@@ -25,7 +25,7 @@
  * smaller than its vector's maximum) are a remainder r, whose products are
  * added exactly one by one (a * b = grid part + r_a * b + (a - r_a) * r_b);
  * rows or columns holding inf or NaN take the plain exact path.
- * devices/cpu_gemm_internal.h forces a path (tests, benches).
+ * devices/cpu/cpu_gemm_internal.h forces a path (tests, benches).
  *
  * Returns DR_OK, or DR_ENOMEM (nothing written) when scratch allocation fails.
  */

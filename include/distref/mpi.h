@@ -1,8 +1,8 @@
 /* distref engine — the MPI world of a `mpirun -np N bin/distref ...` run
- * (devices/mpi_world.c): initializing and finalizing MPI, this process's
+ * (devices/mpi/mpi_world.c): initializing and finalizing MPI, this process's
  * rank and the world's size. Only --variant=mpi initializes MPI; every
  * other run never calls into libmpi. The collectives themselves are the
- * MPI comm (distref/comm.h: dr_comm_mpi, devices/comm_mpi.c).
+ * MPI comm (distref/comm.h: dr_comm_mpi, devices/mpi/comm_mpi.c).
  *
  * Threads: MPI_THREAD_FUNNELED. A rank's OpenMP threads compute, only the
  * thread that called dr_mpi_init calls MPI.

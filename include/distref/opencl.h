@@ -1,5 +1,5 @@
 /* distref engine — the OpenCL backend's selection, replica mapping and
- * device listing (devices/opencl_backend.c, docs/OPENCL.md).
+ * device listing (devices/opencl/opencl_backend.c, docs/OPENCL.md).
  *
  * A run picks a platform and a list of its devices (flags --opencl_platform
  * and --opencl_device=D or D1,D2,...; else the environment variables

@@ -1,6 +1,6 @@
 /* distref — a sealed blob: bytes a program caches and reads back, checked
  * before use (core/sealed.c). The OpenCL kernel cache stores its program
- * binaries this way (devices/opencl_program.c): a truncated, corrupt or
+ * binaries this way (devices/opencl/opencl_program.c): a truncated, corrupt or
  * foreign file is refused here instead of reaching the driver's binary
  * loader, and the caller rebuilds and rewrites it.
  *

@@ -10,7 +10,7 @@
  * feed 16 vpdpbusd. Panel pairs outermost, so a pair's B (2 x K 16 bytes,
  * 25 KB at K = 784) stays in L1 while the rows stream past it.
  */
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -27,7 +27,7 @@
  * window, windows of every width, biases at and past both limits,
  * subnormal results, overflow, signed zeros and inf/NaN.
  */
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/cacc.h"
 
 #include <stdbool.h>

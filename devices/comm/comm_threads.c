@@ -33,10 +33,10 @@
  *   total into its other replicas. cfg.alg does not apply there.
  *   reduce_to: rank w sums every replica of every rank into its share
  *   [w*n/W, (w+1)*n/W) of rank 0's destination.
- *   TORUS (the tpu strategy): devices/comm_torus.c.
+ *   TORUS (the tpu strategy): devices/comm/comm_torus.c.
  *   The two exact elements (dr_acc, dr_cacc) and the ring pieces shared
- *   with the torus and the MPI comm: devices/comm_elem.c.
- *   The float collectives (fast numerics): devices/comm_f32.c, the same
+ *   with the torus and the MPI comm: devices/comm/comm_elem.c.
+ *   The float collectives (fast numerics): devices/comm/comm_f32.c, the same
  *   hub, algorithms, packs and byte counts at 4 bytes per element.
  * Packs: num_packs 0, one per tensor; k > 0, the concatenation cut into k
  * packs of n/k, the last taking the rest (_ConcatAndSplitPacker).
@@ -49,7 +49,7 @@
  * them for everybody: the only rank with num_ranks == 1, rank 0 before the
  * collective's last barrier otherwise. With no strategy nothing is counted.
  */
-#include "devices/comm_internal.h"
+#include "devices/comm/comm_internal.h"
 #include "distref/cacc.h"
 
 #include <stdlib.h>

@@ -29,7 +29,7 @@
  * dimension in order (the same merges and copies as the step-by-step rings),
  * in place in the flat arrays, so nothing is packed or copied out.
  */
-#include "devices/comm_internal.h"
+#include "devices/comm/comm_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

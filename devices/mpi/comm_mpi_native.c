@@ -1,5 +1,5 @@
 /* distref devices — the MPI comm's native compact all-reduce: exact sums
- * carried by MPI's own integer all-reduce (devices/comm_mpi_internal.h).
+ * carried by MPI's own integer all-reduce (devices/mpi/comm_mpi_internal.h).
  *
  * Integer addition is associative, so MPI_Iallreduce(MPI_INT32_T, MPI_SUM)
  * gives the same bits whatever algorithm Open MPI picks, provided nothing
@@ -44,7 +44,7 @@
  * cancelled: on failure its buffers stay with the endpoint (freed at
  * close) and the caller ends the job.
  */
-#include "devices/comm_mpi_internal.h"
+#include "devices/mpi/comm_mpi_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
  * softmax normalizers float sums left to right. No exact accumulator is
  * touched on that path.
  */
-#include "devices/openmp_backend.h"
+#include "devices/cpu/openmp_backend.h"
 #include "distref/elem.h"
 #include "distref/fastgemm.h"
 

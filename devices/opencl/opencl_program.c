@@ -1,13 +1,13 @@
 /* distref devices — OpenCL platforms, devices and the program.
  *
  * Devices are listed and capabilities read here; choosing them and
- * mapping replicas onto them is devices/opencl_places.c.
+ * mapping replicas onto them is devices/opencl/opencl_places.c.
  *
  * The program is one source, concatenated on the host from files of the
  * repository, read at run time (docs/OPENCL.md):
  *   include/distref/elem.h   dr_expf / dr_logf, the C build's own source
- *   devices/cl/acc.cl        the exact accumulator
- *   devices/cl/kernels.cl    the step's kernels
+ *   devices/opencl/cl/acc.cl        the exact accumulator
+ *   devices/opencl/cl/kernels.cl    the step's kernels
  * found under $DISTREF_CL_ROOT, else under the checkout the library was
  * built from (DR_SOURCE_ROOT, set for this file by the Makefile; "." in a
  * build without it, e.g. the conformance mutants, run from the checkout). Build options keep the
@@ -18,7 +18,7 @@
  * device, version and driver>.bin; a cache that cannot be read or written
  * only costs a rebuild.
  */
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 #include "distref/fileio.h"
 #include "distref/sealed.h"
 #include "distref/sha256.h"
@@ -139,7 +139,7 @@ static int read_source(const char *root, const char *rel, char **out, size_t *n,
 static int load_sources(const char *extra, char **out, dr_err *err)
 {
     const char *root = getenv("DISTREF_CL_ROOT");
-    const char *files[] = { "include/distref/elem.h", "devices/cl/acc.cl", "devices/cl/kernels.cl" };
+    const char *files[] = { "include/distref/elem.h", "devices/opencl/cl/acc.cl", "devices/opencl/cl/kernels.cl" };
     size_t nfiles = extra ? 2 : 3, total = 1, len[3] = { 0 };
     char *text[3] = { NULL, NULL, NULL }, *s;
     int rc = DR_OK;

@@ -7,7 +7,7 @@
  * bound; without them, four 32-bit digits. false sends the element to the
  * general path (a zero sum, whose sign needs it, or a bias too far away).
  */
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 #include "core/acc_internal.h"
 
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* distref devices — the MPI comm's waits (devices/comm_mpi_internal.h).
+/* distref devices — the MPI comm's waits (devices/mpi/comm_mpi_internal.h).
  *
  * Every wait of the MPI comm polls (MPI_Test*), spinning while messages are
  * likely in flight and yielding the core after CM_SPIN_S without progress
@@ -13,7 +13,7 @@
  * all_gather is all-pairs (a rank whose bytes do not come is named);
  * barrier is an all_gather of one byte.
  */
-#include "devices/comm_mpi_internal.h"
+#include "devices/mpi/comm_mpi_internal.h"
 
 #include <sched.h>
 #include <stdlib.h>

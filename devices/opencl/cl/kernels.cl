@@ -1,8 +1,8 @@
 /* distref OpenCL kernels — one training step of a Dense stack.
  *
  * Built after include/distref/elem.h (dr_expf, dr_logf: the C build's own
- * source) and devices/cl/acc.cl (the exact accumulator) into one program
- * (devices/opencl_program.c), with -cl-fp32-correctly-rounded-divide-sqrt
+ * source) and devices/opencl/cl/acc.cl (the exact accumulator) into one program
+ * (devices/opencl/opencl_program.c), with -cl-fp32-correctly-rounded-divide-sqrt
  * and never -cl-mad-enable / -cl-fast-relaxed-math. Contraction is off:
  */
 #if defined(DR_MUTANT_CONTRACT)
@@ -14,7 +14,7 @@
  * Exact kernels keep the contract of distref/backend.h bit for bit (every
  * sum exact, rounded once); fast kernels (suffix _fast) are plain float
  * code held to the fast-mode bounds. Planted faults (DR_MUTANT_*, passed as
- * build options by a mutant build of devices/opencl_program.c) mark where
+ * build options by a mutant build of devices/opencl/opencl_program.c) mark where
  * the conformance suites must catch a wrong kernel.
  */
 #define TS 16            /* GEMM tile edge: work-groups of TS x TS */

@@ -31,7 +31,7 @@
  * the floats. Segment k of a step has tag k mod CM_TAGS; MPI's
  * non-overtaking order between two ranks keeps steps apart.
  *
- * Deadlines (devices/comm_mpi_wait.c). Every wait polls; when no message
+ * Deadlines (devices/mpi/comm_mpi_wait.c). Every wait polls; when no message
  * has moved for timeout_s it pings the rank it waits for, and fails
  * (DR_EFAULT) naming it if it does not answer, cancelling what it posted
  * and telling the other ranks (a notice), which then fail at once naming
@@ -45,7 +45,7 @@
  * missing rank is named. Byte counts: every process counts the whole
  * collective on its own copy of the strategy, as the threads comm counts it.
  */
-#include "devices/comm_mpi_internal.h"
+#include "devices/mpi/comm_mpi_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

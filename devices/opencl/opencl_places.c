@@ -21,7 +21,7 @@
  * device's global memory is the capacity, shared by all its sub-devices
  * and queues (sub-devices report their parent's memory: measured on PoCL).
  */
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * exponent, its grid, its zeros, signs and inf/NaN, the slices hi and lo
  * for the DGEMM path, and the remainders below the grid.
  */
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
 #include "core/acc_internal.h"
 

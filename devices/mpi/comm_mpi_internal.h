@@ -1,5 +1,5 @@
-/* distref devices — internals of the MPI comm (devices/comm_mpi.c: the
- * collectives; devices/comm_mpi_wait.c: waiting with deadlines, death
+/* distref devices — internals of the MPI comm (devices/mpi/comm_mpi.c: the
+ * collectives; devices/mpi/comm_mpi_wait.c: waiting with deadlines, death
  * notices and liveness pings, all_gather and barrier). Not a public header:
  * nothing outside devices/comm_mpi* includes it. */
 #ifndef DISTREF_DEVICES_COMM_MPI_INTERNAL_H
@@ -7,7 +7,7 @@
 
 #include <mpi.h>
 #include <stdlib.h>
-#include "devices/comm_internal.h"
+#include "devices/comm/comm_internal.h"
 #include "distref/mpi.h"
 
 #define CM_SEG   8192     /* elements per message */

@@ -1,11 +1,11 @@
 /* distref devices — the OpenCL backend's private declarations.
  *
- * devices/opencl_program.c   platforms, devices, capabilities; the program
+ * devices/opencl/opencl_program.c   platforms, devices, capabilities; the program
  *                            (sources, build options, binary cache)
- * devices/opencl_backend.c   the table: open/close, memory, share, apply
- * devices/opencl_kernels.c   forward, loss and gradients (kernel launches)
+ * devices/opencl/opencl_backend.c   the table: open/close, memory, share, apply
+ * devices/opencl/opencl_kernels.c   forward, loss and gradients (kernel launches)
  *
- * devices/opencl_places.c    the device list, the replica mapping (shared
+ * devices/opencl/opencl_places.c    the device list, the replica mapping (shared
  *                            queue, a queue per replica, sub-devices), the
  *                            context, queues and kernels; memory accounting
  *
@@ -33,7 +33,7 @@ enum {
     K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_COUNT
 };
 
-#define DR_CL_CHUNK 8    /* devices/cl/kernels.cl's CHUNK: elements per partial sum */
+#define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
 #define DR_CL_TS    16   /* its GEMM tile edge */
 
 struct dr_buffer {
@@ -135,7 +135,7 @@ typedef struct dr_cl_arg {
 #define CLU(x) ((dr_cl_arg){ 'u', NULL, (cl_uint)(x), 0.0f })
 #define CLF(x) ((dr_cl_arg){ 'f', NULL, 0, (cl_float)(x) })
 
-/* devices/opencl_program.c */
+/* devices/opencl/opencl_program.c */
 const char *dr_cl_strerror(cl_int e);
 int  dr_cl_fail(dr_err *err, cl_int e, const char *what);
 /* platform/device indices: < 0 = DISTREF_OPENCL_PLATFORM/DEVICE (its first entry), else 0 */
@@ -155,7 +155,7 @@ int  dr_cl_kernels(dr_backend *b, dr_cl_slot *sl, dr_err *err);
 int  dr_cl_build_program(cl_context ctx, cl_device_id dev, const dr_cl_caps *caps, const char *extra_src,
                          cl_program *out, dr_err *err);
 
-/* devices/opencl_places.c: the devices, mapping, context, slots (queues,
+/* devices/opencl/opencl_places.c: the devices, mapping, context, slots (queues,
  * kernels, locks; share buffers by dr_cl_share_buffers); close releases them */
 int  dr_cl_places_open(dr_backend *b, const dr_backend_params *sel, dr_err *err);
 /* The backend's available(), mapping_name() and place_of() (distref/opencl.h). */
@@ -167,13 +167,13 @@ void dr_cl_places_close(dr_backend *b);
 int  dr_cl_mem_take(dr_backend *b, dr_cl_slot *sl, size_t bytes, dr_err *err);
 void dr_cl_mem_give(dr_backend *b, dr_cl_slot *sl, size_t bytes);
 
-/* devices/opencl_backend.c */
+/* devices/opencl/opencl_backend.c */
 int  dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err);
 int  dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
                   const dr_cl_arg *args, int nargs, const char *what, dr_err *err);
 int  dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
-/* devices/opencl_kernels.c */
+/* devices/opencl/opencl_kernels.c */
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);

@@ -10,7 +10,7 @@
 #include "core/acc_internal.h"
 #include "distref/cacc.h"
 #include "core/bins.h"
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-/* distref devices — internals of the threads comm (devices/comm_threads.c,
- * devices/comm_f32.c: the float collectives, devices/comm_torus.c). Not a public header: nothing outside devices/comm_*
+/* distref devices — internals of the threads comm (devices/comm/comm_threads.c,
+ * devices/comm/comm_f32.c: the float collectives, devices/comm/comm_torus.c). Not a public header: nothing outside devices/comm_*
  * includes it. */
 #ifndef DISTREF_DEVICES_COMM_INTERNAL_H
 #define DISTREF_DEVICES_COMM_INTERNAL_H
@@ -123,7 +123,7 @@ int      dr_ct_agree(dr_comm *c, const char *what, dr_err *err);
 int      dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, uint32_t dst_device,
                          const char *what, dr_err *err);
 
-/* devices/comm_f32.c: the float collectives of distref/comm.h. */
+/* devices/comm/comm_f32.c: the float collectives of distref/comm.h. */
 int dr_ct_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err);
 int dr_ct_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst, dr_err *err);
 
@@ -139,7 +139,7 @@ void dr_ct_merge(dr_acc *dst, const dr_acc *src, size_t k);
  * step-by-step ring, for these elements. */
 void dr_ct_ring_chain(dr_acc *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
 void dr_ct_ring_chain_el(const ct_elem *el, char *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
-/* The same over floats (devices/comm_f32.c): member j adds its own element
+/* The same over floats (devices/comm/comm_f32.c): member j adds its own element
  * to what it receives, so chunk c's total is ((x_c + x_{c+1}) + ...) + x_{c-1}. */
 void dr_ct_ring_chain_f32(float *const *ring, uint32_t n, uint32_t c, size_t at, size_t k);
 
@@ -147,7 +147,7 @@ void dr_ct_ring_chain_f32(float *const *ring, uint32_t n, uint32_t c, size_t at,
 int  dr_ct_tpu_live(const dr_strategy *s, dr_err *err);
 
 /* The tpu strategy's torus all-reduce for the one rank of hub h
- * (devices/comm_torus.c); the arguments as all_reduce_ranges's. */
+ * (devices/comm/comm_torus.c); the arguments as all_reduce_ranges's. */
 int  dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
                  uint32_t l, double *seconds, dr_err *err);
 /* The same over floats (fast numerics): each ring's float order as RING's. */

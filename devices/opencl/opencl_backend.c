@@ -1,7 +1,7 @@
 /* distref devices — the OpenCL backend (distref/backend.h).
  *
  * Device memory is the device's: a dr_buffer is a cl_mem made for one slot
- * (a replica's device and in-order queue, devices/opencl_places.c),
+ * (a replica's device and in-order queue, devices/opencl/opencl_places.c),
  * host_ptr() is NULL, upload/download are blocking transfers on the
  * buffer's queue. Kernels are enqueued without waiting on the queue of the
  * replica's buffers; sync() is clFinish on every queue.
@@ -16,12 +16,12 @@
  * CL_OUT_OF_RESOURCES) is DR_EDEVICE_OOM naming what failed.
  *
  * This file holds the table, memory, share and apply; the forward, loss
- * and gradient launches are devices/opencl_kernels.c, the kernels
- * devices/cl/ (acc.cl, kernels.cl). Exact numerics need a device with correctly rounded
+ * and gradient launches are devices/opencl/opencl_kernels.c, the kernels
+ * devices/opencl/cl/ (acc.cl, kernels.cl). Exact numerics need a device with correctly rounded
  * divide/sqrt, denormals and 64-bit integers (dr_cl_exact_missing); no
  * double precision is used.
  */
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 #include "distref/elem.h"
 #include "distref/opencl.h"
 

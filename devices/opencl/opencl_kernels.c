@@ -1,7 +1,7 @@
 /* distref devices — the OpenCL backend's step: forward, loss and gradients.
  *
- * The same contract and the same structure as devices/openmp_kernels.c,
- * as kernel launches (devices/cl/kernels.cl) on the replica's device
+ * The same contract and the same structure as devices/cpu/openmp_kernels.c,
+ * as kernel launches (devices/opencl/cl/kernels.cl) on the replica's device
  * buffers; nothing leaves the device but the labels (checked) and the
  * per-example hits (counted) of the n examples.
  *
@@ -15,7 +15,7 @@
  *              stored in the host's dr_acc layout), gb = the column sums of
  *              dz, the delta below round(dz W^T), masked by the ReLU.
  */
-#include "devices/opencl_backend.h"
+#include "devices/opencl/opencl_backend.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * a ring's chained merges. Used by the threads comm (comm_threads.c), the
  * torus (comm_torus.c) and the MPI comm (comm_mpi.c).
  */
-#include "devices/comm_internal.h"
+#include "devices/comm/comm_internal.h"
 #include "distref/cacc.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
 /* distref devices — the OpenMP CPU backend's private declarations.
  *
- * Shared by devices/openmp_backend.c (the table: memory, share, apply) and
- * devices/openmp_kernels.c (forward, loss and gradients, spatial
+ * Shared by devices/cpu/openmp_backend.c (the table: memory, share, apply) and
+ * devices/cpu/openmp_kernels.c (forward, loss and gradients, spatial
  * partitioning of layer 0). Not a public header: the engine sees only
  * distref/backend.h. Tests may include it to look at a replica's
  * activations.
@@ -70,7 +70,7 @@ static inline dr_cacc *dr_omp_cacc(const dr_buffer *b) { return b ? (dr_cacc *)b
 /* Checks that a buffer holds at least `bytes`; names it in the error. */
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
-/* devices/openmp_kernels.c */
+/* devices/cpu/openmp_kernels.c */
 /* Where a fast-mode GEMM C[M x N] += op(A) op(B) over K is cut into two
  * slabs: 0 for one call, else the first row (*rows) or column of the
  * second slab. A function of the shape alone, never of the thread count. */

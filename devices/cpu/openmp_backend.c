@@ -2,7 +2,7 @@
  *
  * Device memory is host memory: a dr_buffer is a calloc'd block, host_ptr()
  * hands it out, upload/download/copy are memcpy, sync() has nothing to wait
- * for. Each replica gets its own workspace (devices/openmp_backend.h), so
+ * for. Each replica gets its own workspace (devices/cpu/openmp_backend.h), so
  * the engine may run replicas' kernels concurrently on threads.
  *
  * This file holds the table and the parameter-wise kernels:
@@ -16,12 +16,12 @@
  * In fast numerics (float grad and loss, distref/backend.h) share scales in
  * float (grad*fl(mult/den) + reg'*fl(coef/den)) and apply reads the float
  * total as the gradient; the optimizers are the same code.
- * The forward, loss and gradient kernels are in devices/openmp_kernels.c.
+ * The forward, loss and gradient kernels are in devices/cpu/openmp_kernels.c.
  *
  * Compile-time mutants (DR_MUTANT_*; never built by default) plant the
  * faults the conformance suites must catch; each is marked where it lives.
  */
-#include "devices/openmp_backend.h"
+#include "devices/cpu/openmp_backend.h"
 #include "distref/elem.h"
 
 #include <math.h>

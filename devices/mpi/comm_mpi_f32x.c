@@ -27,7 +27,7 @@
  * between calls (grown when needed, freed at close).
  */
 #include "core/acc_internal.h"
-#include "devices/comm_mpi_internal.h"
+#include "devices/mpi/comm_mpi_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

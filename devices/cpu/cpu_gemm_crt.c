@@ -21,7 +21,7 @@
  * symmetric [-m/2, m/2)). The portable path and the VNNI path compute the
  * same residues and the same int32 sums (exact), so the same V.
  */
-#include "devices/cpu_gemm_internal.h"
+#include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
  *
  * TensorFlow's float all-reduce: the same hub, agreement, algorithms, packs,
  * chunks and byte accounting as the exact collectives of
- * devices/comm_threads.c, with floats on the wire (4 bytes per element) and
+ * devices/comm/comm_threads.c, with floats on the wire (4 bytes per element) and
  * float additions in the algorithm's order (distref/comm.h lists it):
  *   RING          chunk c of a pack: member c's element, then each member
  *                 after it in ring order adds its own on receipt
@@ -25,7 +25,7 @@
  * Nothing here needs another rank's memory except through the slots, as
  * an MPI comm would send it.
  */
-#include "devices/comm_internal.h"
+#include "devices/comm/comm_internal.h"
 
 #include <string.h>
 
