@@ -175,6 +175,18 @@ static void run(const dr_run_config *cfg, dr_err *err)
         input(cfg, &plan, &s, err);
 }
 
+/* Says once which table the target parses with: the CLI's, all its flags
+ * (bin/distref --help lists the same number). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    static dr_cli_flags c;
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "fuzz_flags: bin/distref's flag table (core/cli_flags.c), %d flags\n",
+            dr_cli_flag_table(&c, NULL, DR_CLI_VARIANT_NAMES));
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static dr_cli_flags c;              /* 30 KB of string flags: off the stack */
