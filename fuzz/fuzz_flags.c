@@ -24,7 +24,7 @@
  *     (dr_tpu_core_ranges, dr_tpu_reserve_hbm as ref/tpu_step.c uses them),
  *     and the input iterator a run would use (at most 4096 examples, global
  *     batch at most 65536): DATA sharding, unsharded or from_function
- *     streams as the plan says (harness/train.c).
+ *     streams as the plan says (harness/train_loop.c).
  * Checks: no crash, UB or leak; any error return is fine. Batches must hold
  * ids < n, replica offsets must be nondecreasing and end at the count.
  */
@@ -110,7 +110,7 @@ static void check_batch(const dr_dist_batch *b, uint32_t n)
             __builtin_trap();
 }
 
-/* The iterator harness/train.c opens, and ref/train.c's DATA split. */
+/* The iterator harness/train_loop.c opens, and ref/train_step.c's DATA split. */
 static void input(const dr_run_config *cfg, const dr_run_plan *plan, const dr_strategy *s, dr_err *err)
 {
     uint32_t n = strcmp(plan->exp.dataset, "toy") == 0 ? 100 : cfg->synthetic_examples;

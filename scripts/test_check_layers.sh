@@ -45,7 +45,7 @@ plant() {
 }
 plant ref/ps.c                "core/strategy_kinds.h"     "the core layer's private header; ref may include"
 plant devices/cpu_gemm.c      "core/flags_internal.h"     "the core layer's private header; engine may include"
-plant harness/train.c         "ref/trainer.h"             "the ref layer's private header; harness may include"
+plant harness/train_loop.c    "ref/trainer.h"             "the ref layer's private header; harness may include"
 plant core/gemm.c             "devices/cpu_gemm_internal.h" "core/ may not include"
 plant include/distref/exact.h "core/flags_internal.h"     "private header; public may include"
 plant cli/main.c              "devices/opencl_backend.h"  "private header; program cli/ may include"
