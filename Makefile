@@ -161,10 +161,14 @@ $(MODE_LIB): $(LIB_OBJ)
 	@rm -f $@
 	@ar rcs $@ $(LIB_OBJ)
 
-# The layer rules, read from the includes and proven by linking each layer
-# against the archives below it only (an empty main, every object forced in).
+# The layer rules, read from the includes (imports; private headers stay in
+# their layer) and proven by linking each layer against the archives below
+# it only (an empty main, every object forced in); then the include check's
+# own test, planted violations it must refuse (scripts/test_check_layers.sh).
 in-check-layers: $(LAYER_LIBS)
 	@sh scripts/check_layers.sh
+	@sh scripts/test_check_layers.sh > $(BUILD)/test_check_layers.out 2>&1 || { cat $(BUILD)/test_check_layers.out; exit 1; }
+	@tail -n 1 $(BUILD)/test_check_layers.out
 	@printf 'int main(void) { return 0; }\n' > $(BUILD)/empty_main.c
 	@$(CC) -o $(BUILD)/link_core $(BUILD)/empty_main.c -Wl,--whole-archive $(CORE_A) -Wl,--no-whole-archive $(LDFLAGS) $(LDLIBS_COMMON)
 	@$(CC) -o $(BUILD)/link_ref $(BUILD)/empty_main.c -Wl,--whole-archive $(REF_A) -Wl,--no-whole-archive $(CORE_A) $(LDFLAGS) $(LDLIBS_COMMON)

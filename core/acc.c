@@ -6,7 +6,7 @@
  * complement in spirit): a canonical form, so equality, serialization and
  * rounding all work on it.
  */
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 
 #include <string.h>
 

@@ -10,8 +10,8 @@
  * exact value gives the same float.
  */
 #include "distref/cacc.h"
-#include "core/acc_internal.h"
-#include "core/round_avx512.h"
+#include "distref/exact_parts.h"
+#include "distref/round_avx512.h"
 
 #include <string.h>
 
@@ -334,7 +334,7 @@ float dr_cacc_round_div(const dr_cacc *a, uint32_t d)
 
 #if defined(__SIZEOF_INT128__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 /* Eight accumulators at a time, d = 2^k: |W| cut to 64 bits below its
- * leading one (the words below it sticky), then core/round_avx512.h; a
+ * leading one (the words below it sticky), then distref/round_avx512.h; a
  * zero W gives +-0 by the flags, as dr_cacc_round_div. A lane with
  * specials, the overflow flag or an exponent out of range is left unset in
  * the returned mask (the caller rounds it one by one). */

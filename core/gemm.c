@@ -6,8 +6,8 @@
  * (mantissa, exponent) pairs, row-major for op(A) and column-major for op(B),
  * so the inner loop is one integer multiply and one bin update per product.
  */
-#include "core/acc_internal.h"
-#include "core/bins.h"
+#include "distref/exact_parts.h"
+#include "distref/exact_bins.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* distref core — a model as data: parameter layout, initial values, and
  * the optimizer's slot count (see include/distref/model.h). The math that
- * trains a model is not here: the reference has its own (ref/model.c) and
+ * trains a model is not here: the reference has its own (ref/model_math.c) and
  * the engine its own (devices/). */
 #include "distref/model.h"
 #include "distref/rng.h"

@@ -8,8 +8,8 @@
  * sized so that no bin can overflow. Interleaved bin sets break the
  * load-add-store dependency when consecutive terms share an exponent.
  */
-#include "core/acc_internal.h"
-#include "core/bins.h"
+#include "distref/exact_parts.h"
+#include "distref/exact_bins.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* distref core — the tpu strategy: replicas on the cores of an
- * emulated TPU slice, placed by DeviceAssignment.build (core/tpu.c).
+ * emulated TPU slice, placed by DeviceAssignment.build (core/tpu_system.c).
  *
  * Devices: device[0] is the host CPU that runs the input pipeline
  * (/job:worker/replica:0/task:0/device:CPU:0), device[1 + c] is TensorCore

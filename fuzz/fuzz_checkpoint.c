@@ -4,7 +4,7 @@
  * its last 32 bytes already are the SHA-256 of the rest, the same bytes with
  * that digest put in (so the fuzzer also reaches everything the checksum
  * guards). A loaded checkpoint then goes where a resume sends it
- * (harness/train.c): dr_checkpoint_check against its own fields (must pass)
+ * (harness/train_loop.c): dr_checkpoint_check against its own fields (must pass)
  * and against a mismatched run (must not), and dr_dist_iter_seek to its
  * (epoch, position, step) on iterators over its `examples` with its global
  * batch (single stream, 3 replicas with drop_remainder, 2 workers unsharded),

@@ -6,7 +6,7 @@
  *   0 --distribution_strategy   dr_get_distribution_strategy (core/factory.c)
  *   1 --all_reduce_alg          the same, for mirrored / multi_worker_mirrored
  *   2 --tpu                     the factory, dr_tpu_topology_resolve and
- *                               dr_tpu_initialize_system (core/tpu.c)
+ *                               dr_tpu_initialize_system (core/tpu_system.c)
  *   3 --tpu_platform            dr_tpu_topology_resolve
  *   4 --input_partition_dims    dr_tpu_partition_shape, dr_tpu_tile_pixels
  *   5 a device string           dr_device_parse, dr_device_spec_name (core/device.c)

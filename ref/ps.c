@@ -16,7 +16,6 @@
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/fileio.h"
-#include "core/strategy_kinds.h"
 #include "ref/trainer.h"
 
 #include <json-c/json.h>

@@ -8,7 +8,6 @@
  * reduce-scatter and an all-gather, as ref/cross_device.c's ring does.
  */
 #include "ref/tpu_collective.h"
-#include "core/strategy_kinds.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* distref reference — setting up a run: devices, buffers, placement, the
- * variables. The step itself is in train.c. */
+ * variables. The step itself is in train_step.c. */
 #include "ref/trainer.h"
 
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* distref reference — the trainer's state (internal to ref/).
  *
- * train.c holds the step; trainer.c sets up and tears down (devices,
+ * train_step.c holds the step; trainer.c sets up and tears down (devices,
  * buffers, placement). The loop around the steps, the outputs and resume
- * are the harness's (harness/train.c); ref/variant.c is the table through
+ * are the harness's (harness/train_loop.c); ref/variant.c is the table through
  * which the harness reaches this.
  */
 #ifndef DISTREF_REF_TRAINER_H
@@ -102,7 +102,7 @@ float *dr_trainer_params(trainer *t);
 float *dr_trainer_slots(trainer *t);
 void  dr_trainer_broadcast(trainer *t);
 
-/* Pieces of a step shared by the strategies (ref/train.c): the split, the
+/* Pieces of a step shared by the strategies (ref/train_step.c): the split, the
  * count check and the denominator D*R, a replica's share over it, the
  * divisor of the one rounding, and the loss and the report at the end. */
 int      dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep,
@@ -118,7 +118,7 @@ void     dr_trainer_end_step(trainer *t);
  * backward ops, then the reduction and the updates, one line per op. */
 void     dr_trainer_log_replica_ops(const trainer *t, uint32_t r);
 void     dr_trainer_log_update_ops(const trainer *t);
-/* One synchronous step of the reference (train.c). */
+/* One synchronous step of the reference (train_step.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
 
 /* parameter_server training: the coordinator, its seeded asynchronous

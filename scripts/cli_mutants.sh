@@ -5,7 +5,7 @@
 # CLI of its own, $BUILD/cli_mutants/<name>/distref); the test is rebuilt
 # with DR_BIN pointing at that CLI and must fail.
 #
-#   finished_reports   harness/train.c      a finished run run again reports its old result as if
+#   finished_reports   harness/train_loop.c a finished run run again reports its old result as if
 #                                           computed (issue 26's first defect)   test_run_dir
 #   finished_resegment harness/segment.c    a finished run under another topology is let through
 #                                                                                  test_run_dir
@@ -33,7 +33,7 @@ run() {   # name file layer sed test
     if "$d/$name/$test" >"$d/$name/out" 2>&1; then missed="$missed $name"
     else caught=$((caught + 1)); echo "cli mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name/out") failing lines)"; fi
 }
-run finished_reports   harness/train.c    HARNESS 's/    res->already_complete = nothing_ran(r);/    res->already_complete = nothing_ran(r) \&\& 0;/' test_run_dir
+run finished_reports   harness/train_loop.c HARNESS 's/    res->already_complete = nothing_ran(r);/    res->already_complete = nothing_ran(r) \&\& 0;/' test_run_dir
 run finished_resegment harness/segment.c  HARNESS 's/    if (finished)$/    if (finished \&\& 0)/' test_run_dir
 run flagfile_no_cycle  core/flags_file.c  CORE    's/    for (int i = 0; i < st->depth; i++)$/    for (int i = 0; i < 0; i++)/' test_cli_details
 run choices_ignored    core/flags_usage.c CORE    's/^bool dr_flag_choice_ok(const dr_flag \*f, const char \*s)$/bool dr_flag_choice_ok(const dr_flag *f, const char *s) { (void)f; (void)s; return true; }\nstatic inline bool unused_choice_ok(const dr_flag *f, const char *s)/' test_cli_details

@@ -33,7 +33,7 @@
 #   round_bias_low  devices/cpu/cpu_gemm_round.c a bias one bit below V's unit taken (at the wrong scale)
 #   cacc_row_tz     devices/cpu/cpu_gemm_round.c a GEMM term stored in an empty compact accumulator keeps a trailing zero
 #   cacc_row_full   devices/cpu/cpu_gemm_round.c a compact accumulator already holding a term is overwritten
-#   cacc_round_odd  core/cacc.c (core/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
+#   cacc_round_odd  core/cacc.c (distref/round_avx512.h's seam) dr_cacc_round_div_n's double truncated, not rounded to odd
 #   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
 #   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
 #   cacc_round_negzero core/cacc.c      dr_cacc_round_div_n gives -0 for an exact zero that is +0

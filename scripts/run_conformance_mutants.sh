@@ -10,7 +10,7 @@
 #                    devices/opencl/opencl_program.c passes the fault to the
 #                    OpenCL compiler (a build option) when built with it
 #   ref mutant       a wrong softmax gradient: a sed patch applied to a copy
-#                    of ref/model.c in the build folder (ref/ itself carries
+#                    of ref/model_math.c in the build folder (ref/ itself carries
 #                    no fault code)
 #
 # `make conformance-mutants` runs it (and so `make test`); `make conformance`
@@ -73,9 +73,9 @@ build_ref_mutant() {   # the wrong softmax gradient: dz = softmax - onehot loses
     d="$MUT/ref_softmax_grad"; mkdir -p "$d"
     cp "$BUILD/libengine.a" "$d/libengine.a"; cp "$BUILD/libref.a" "$d/libref.a"
     sed 's|dz\[i\] = aux\[i\] / s - (i == label ? 1.0f : 0.0f);|dz[i] = aux[i] - (i == label ? 1.0f : 0.0f);|' \
-        ref/model.c > "$d/model.c"
-    if cmp -s ref/model.c "$d/model.c"; then
-        echo "mutant ref_softmax_grad: the patch no longer applies to ref/model.c" >&2; return 1
+        ref/model_math.c > "$d/model.c"
+    if cmp -s ref/model_math.c "$d/model.c"; then
+        echo "mutant ref_softmax_grad: the patch no longer applies to ref/model_math.c" >&2; return 1
     fi
     $CC $CFLAGS -DDR_LAYER_REF -c "$d/model.c" -o "$d/model.o" && ar r "$d/libref.a" "$d/model.o" 2>/dev/null && link "$d"
 }

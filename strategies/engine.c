@@ -5,7 +5,7 @@
  * --variant=opencl) and the comm's endpoints (devices/comm/comm_threads.c: one
  * per worker; devices/mpi/comm_mpi.c for --variant=mpi: this rank's), and
  * allocates the tensors of the replicas this process holds on the backend.
- * The step is step.c's (tpu: tpu.c). The three variants share every
+ * The step is step.c's (tpu: engine_tpu.c). The three variants share every
  * function here but the small entry points at the end that name their
  * backend and comm.
  * A backend whose buffers are device memory (host_ptr NULL) gets host
@@ -179,7 +179,7 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
         (s->data->labels && (rc = alloc_at(s, place, s->rows + 1, &rb->labels, err))) ||
         (s->data->targets && (rc = alloc_at(s, place, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
-    if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in tpu.c */
+    if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in engine_tpu.c */
         uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + s->esz) +
                          s->esz + (uint64_t)s->rows * (f * sizeof(float) + (s->data->labels ? 1 : 0) +
                          (s->data->targets ? out * sizeof(float) : 0));

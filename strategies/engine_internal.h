@@ -1,7 +1,7 @@
 /* distref engine — the OpenMP variant's run state (internal to strategies/).
  *
  * engine.c opens and closes a run (devices, backend, comm, buffers) and is
- * the variant table; step.c is one synchronous step; tpu.c the tpu
+ * the variant table; step.c is one synchronous step; engine_tpu.c the tpu
  * strategy's static shapes, spatial partitioning and torus all-reduce.
  */
 #ifndef DISTREF_ENGINE_INTERNAL_H
@@ -124,7 +124,7 @@ void engine_ranks_totals(dr_session *s, dr_acc *total, float *ftotal, uint64_t *
 /* every rank's variables hash alike (summary.json's replicas_in_sync) */
 bool engine_ranks_in_sync(dr_session *s, uint64_t my_hash);
 
-/* tpu.c */
+/* engine_tpu.c */
 int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);
 int  engine_tpu_buffers(dr_session *s, dr_err *err);
 int  engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err);

@@ -1,5 +1,5 @@
 /* distref tests — the OpenMP backend (devices/openmp_*.c) against the
- * reference (ref/model.c, ref/optim.c), bit for bit in exact numerics.
+ * reference (ref/model_math.c, ref/optim.c), bit for bit in exact numerics.
  *
  * Each case computes one replica's share (forward, loss_grad, share) or a
  * whole training run (share, all-reduce by merging, apply) with both, and

@@ -19,7 +19,7 @@
 
 #include "distref/cacc.h"
 #include "distref/exact.h"
-#include "core/acc_internal.h"   /* dr_acc_add_i64: the oracle's side of a 128-bit term */
+#include "distref/exact_parts.h"   /* dr_acc_add_i64: the oracle's side of a 128-bit term */
 
 typedef struct { uint64_t s; } trng;
 

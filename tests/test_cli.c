@@ -350,7 +350,7 @@ static void test_tpu_out_of_hbm(void **s)
         "--synthetic_examples=64", "--global_batch_size=32");
     expect(&r, 1, "device:TPU:0: out of memory");
     assert_non_null(strstr(r.out, "logical core 0 needs"));
-    /* the engine reserves the same per-core share (core/plan.c) */
+    /* the engine reserves the same per-core share (core/tpu_plan.c) */
     RUN(&r, "train", MD, "--variant=openmp", "--distribution_strategy=tpu", "--tpu=v3-8", "--tpu_hbm_scale=0.0007",
         "--synthetic_examples=64", "--global_batch_size=32");
     expect(&r, 1, "device:TPU:0: out of memory");

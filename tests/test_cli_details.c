@@ -8,7 +8,7 @@
  *   usage_exit_2    combinations no variant runs exit 2, not 1
  *   version         --version
  *   help            every line at most 100 columns, tf_default, and every
- *                   flag of cli/main.c's table listed
+ *                   flag of bin/distref's table (core/cli_flags.c) listed
  *   mpirun_once     under mpirun a usage error is said once, without
  *                   MPI_Abort, and every rank exits 2
  *   worker_hosts    Model Garden's --worker_hosts/--task_index give TF_CONFIG
@@ -28,6 +28,8 @@
 #include "shell.h"
 
 #include <sys/wait.h>
+
+#include "distref/cli_flags.h"
 
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI (SANITIZE=1: build/san/bin/distref) */
@@ -127,18 +129,14 @@ static void version(void **st)
     assert_int_equal(count(out, "\n"), 1);
 }
 
-/* Every flag of cli/main.c's table: the names after STR(, ENUM(, INT(,
- * DBL(, BOOL( and { " at the start of a line. */
+/* Every flag of bin/distref's table (core/cli_flags.c, linked) in --help,
+ * and nothing else. */
 static void help(void **st)
 {
-    static char src[1 << 17];
-    FILE *f = fopen("cli/main.c", "r");
-    size_t n, flags = 0;
+    static dr_cli_flags c;
+    dr_flag f[DR_CLI_MAX_FLAGS];
+    int n = dr_cli_flag_table(&c, f, NULL);
     (void)st;
-    assert_non_null(f);
-    n = fread(src, 1, sizeof src - 1, f);
-    fclose(f);
-    src[n] = 0;
     expect(sh(BIN " --help"), 0, "--loss_reduction=global_batch_size|examples_in_step|tf_default");
     for (char *line = out; *line;) {
         char *nl = strchr(line, '\n');
@@ -146,24 +144,13 @@ static void help(void **st)
         if (len > 100) fail_msg("a help line of %zu columns: %.*s", len, (int)len, line);
         line += len + (nl != NULL);
     }
-    for (char *p = src; (p = strstr(p, "\n        ")) != NULL; p++) {
-        static const char *const macros[] = { "STR(\"", "ENUM(\"", "INT(\"", "DBL(\"", "BOOL(\"", "{ \"" };
-        const char *q = p + 9;
-        for (size_t m = 0; m < sizeof macros / sizeof macros[0]; m++) {
-            char name[64], want[80];
-            size_t k = strlen(macros[m]), len;
-            if (strncmp(q, macros[m], k) != 0) continue;
-            len = strcspn(q + k, "\"");
-            if (len == 0 || len >= sizeof name) continue;
-            memcpy(name, q + k, len);
-            name[len] = 0;
-            snprintf(want, sizeof want, "\n  --%s=", name);
-            if (!strstr(out, want)) fail_msg("--%s is in the table but not in --help", name);
-            flags++;
-        }
+    for (int i = 0; i < n; i++) {
+        char want[80];
+        snprintf(want, sizeof want, "\n  --%s=", f[i].name);
+        if (!strstr(out, want)) fail_msg("--%s is in the table but not in --help", f[i].name);
     }
-    assert_true(flags >= 50);
-    assert_int_equal(flags, count(out, "\n  --"));   /* and nothing else */
+    assert_true(n >= 50);
+    assert_int_equal(n, count(out, "\n  --"));   /* and nothing else */
     assert_non_null(strstr(out, "\n  --version=bool"));
     assert_non_null(strstr(out, "\n  --flagfile=string"));
 }

@@ -30,7 +30,7 @@
 #include "distref/exact.h"
 #include "distref/error.h"
 #include "distref/cacc.h"
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 #include "devices/cpu/cpu_gemm_internal.h"
 
 #if defined(__SIZEOF_INT128__)

@@ -1,6 +1,6 @@
 /* distref tests — the reference's backward pass against finite differences.
  *
- * dr_model_loss_grad (ref/model.c) returns the exact sum over a batch of the
+ * dr_model_loss_grad (ref/model_math.c) returns the exact sum over a batch of the
  * per-example losses and gradients, each computed in float32. This file has
  * its own forward pass, independent of ref/: plain double loops, z = x W + b,
  * ReLU or linear, then softmax cross-entropy on logits (log-sum-exp shifted

@@ -18,7 +18,7 @@
 #include "distref/ps.h"
 #include "distref/rng.h"
 #include "distref/train.h"
-#include "tests/ps_plan.h"
+#include "tests/ps_plan_fixture.h"
 
 /* ---- partitioners ------------------------------------------------------- */
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "distref/ps_plan.h"
-#include "ps_plan.h"
+#include "ps_plan_fixture.h"
 
 static void replay_equals_plan(void **state)
 {

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "distref/ps_plan.h"
-#include "ps_plan.h"
+#include "ps_plan_fixture.h"
 
 static char g_dir[] = "/tmp/dr_replay_file_XXXXXX";
 static char g_path[64];

@@ -1,4 +1,4 @@
-/* Unit tests for ref/tpu.c: topology presets and their rejections, core
+/* Unit tests for core/tpu_system.c: topology presets and their rejections, core
  * coordinates and torus hops, DeviceAssignment.build against assignments
  * computed with TensorFlow's device_assignment() algorithm, every error
  * message it has, and Model Garden's spatial-partitioning shapes. */

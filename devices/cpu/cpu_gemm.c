@@ -7,9 +7,9 @@
  * bench/bench_exact.c.
  */
 #include "distref/fastgemm.h"
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 #include "distref/cacc.h"
-#include "core/bins.h"
+#include "distref/exact_bins.h"
 #include "devices/cpu/cpu_gemm_internal.h"
 
 #include <cblas.h>

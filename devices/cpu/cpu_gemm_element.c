@@ -8,7 +8,7 @@
  * general path (a zero sum, whose sign needs it, or a bias too far away).
  */
 #include "devices/cpu/cpu_gemm_internal.h"
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 
 #include <stdbool.h>
 #include <string.h>

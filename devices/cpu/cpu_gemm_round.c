@@ -66,7 +66,7 @@ bool dr_crt_row_clean(const dr_product *p, size_t i)
 
 #if defined(__SIZEOF_INT128__)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
-#include "core/round_avx512.h"
+#include "distref/round_avx512.h"
 
 DR_ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
                                        float *out, uint8_t *done)

@@ -5,7 +5,7 @@
  */
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 
 #include <math.h>
 #include <stdlib.h>

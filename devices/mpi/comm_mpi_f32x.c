@@ -26,7 +26,7 @@
  * deadline (dr_cm_wait_coll). The receive buffers stay with the endpoint
  * between calls (grown when needed, freed at close).
  */
-#include "core/acc_internal.h"
+#include "distref/exact_parts.h"
 #include "devices/mpi/comm_mpi_internal.h"
 
 #include <limits.h>

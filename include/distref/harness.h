@@ -76,7 +76,7 @@ bool dr_flag_given(const dr_flag *f, int n, const char *name);
 int  dr_flag_scopes_check(const dr_flag *f, int n, dr_strategy_kind kind, const char *command, const char *variant,
                           dr_err *err);
 
-/* The result lines (harness/report.c), each only what its command computed:
+/* The result lines (harness/result_lines.c), each only what its command computed:
  * train's steps, loss, accuracy (a classifier's only), weights and topology,
  * or "already complete at step N; nothing run", and a "resumed at step K"
  * line naming the earlier topology where it differs; evaluate's checkpoint

@@ -6,7 +6,7 @@
  *
  * This header is the model *as data*, shared by every layer: its layout,
  * initial values and optimizer settings. The math that trains it exists
- * twice, independently: the reference's (distref/ref.h, ref/model.c) and
+ * twice, independently: the reference's (distref/ref.h, ref/model_math.c) and
  * the engine's (distref/backend.h, devices/).
  *
  * What a replica computes on its batch is *sums*, never means: the exact sum

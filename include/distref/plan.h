@@ -79,6 +79,8 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
 /* The training (split 0) or test (split 1) set of a dataset name. */
 int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err);
 
+/* ---- the tpu strategy's plan (core/tpu_plan.c) ---- */
+
 /* The tpu options of a run: initializes sys, maps --input_partition_dims
  * to Model Garden's computation shape in opt, and gives the partition grid
  * part (rows x columns of tiles of the 28x28 input) and the cores per

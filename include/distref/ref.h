@@ -22,7 +22,7 @@
 #include "distref/model.h"
 #include "distref/strategy.h"
 
-/* ---- the model's math (ref/model.c, ref/optim.c) ------------------------ */
+/* ---- the model's math (ref/model_math.c, ref/optim.c) ------------------------ */
 
 /* The regularization loss l2 * sum(w^2) over kernels, the dot product exact
  * and rounded once, then multiplied by l2. */

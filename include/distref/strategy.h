@@ -101,6 +101,11 @@ static inline uint32_t dr_strategy_tpu_device(const dr_strategy *s, uint32_t r, 
 int  dr_strategy_create(const dr_strategy_spec *spec, const dr_strategy_options *opt,
                         dr_strategy *s, dr_err *err);
 
+/* DR_ESTATE once the TPU system under a tpu strategy was initialized again
+ * (its HBM wiped); DR_OK for any other strategy (dr_strategy_run checks it;
+ * a collective outside it, as ref/tpu_collective.c's, checks it too). */
+int  dr_strategy_check_tpu_live(const dr_strategy *s, dr_err *err);
+
 /* The default strategy: one replica on /cpu:0, no input distribution. */
 const dr_strategy *dr_get_strategy(void);
 

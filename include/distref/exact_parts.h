@@ -1,11 +1,15 @@
-/* distref — internals shared by the exact-numerics files (not public).
+/* distref — the parts exact.h's sums are built from: float bits, a term
+ * added to a dr_acc, rounding a window or digits once, the flags of
+ * special values. For code that adds to a dr_acc directly: core's sums,
+ * dot products and compact accumulators, and the engine's exact GEMM
+ * (devices/cpu_gemm*.c) and exact float all-reduce (devices/mpi/comm_mpi_f32x.c).
  *
  * A finite float is m * 2^e with m a signed integer below 2^24 and e in
  * [-149, 104]; dr_split_f32 gives that pair. Everything exact in distref is
  * integer arithmetic on such pairs, placed into a dr_acc by dr_acc_add_i64.
  */
-#ifndef DISTREF_ACC_INTERNAL_H
-#define DISTREF_ACC_INTERNAL_H
+#ifndef DISTREF_EXACT_PARTS_H
+#define DISTREF_EXACT_PARTS_H
 
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* distref core — the last step of rounding exact integers to float eight at
+/* distref — the last step of rounding exact integers to float eight at
  * a time on AVX-512, shared by the exact GEMM's outputs
  * (devices/cpu/cpu_gemm_round.c) and the compact accumulators' rounding
  * (core/cacc.c, dr_cacc_round_div_n).

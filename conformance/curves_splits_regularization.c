@@ -1,4 +1,6 @@
-/* distref conformance — the five suites.
+/* distref conformance — the five suites; here the first three, which judge
+ * training runs: loss curves, batch splitting, regularization (reductions
+ * and checkpoints: conformance/reductions_checkpoints.c).
  *
  *   loss_curves      every variant x strategy x replica count x all-reduce
  *                    algorithm, with and without L2, against ref one_device:

@@ -1,4 +1,5 @@
-/* distref — exponent bins for exact products (internal).
+/* distref — exponent bins for exact products: core's dot products and GEMM
+ * (core/reduce.c, core/gemm.c) and the engine's exact GEMM (devices/cpu/cpu_gemm.c).
  *
  * A product of two floats is M * 2^(idx - 298) with |M| < 2^48 and idx in
  * [0, 506]. Two interleaved sets of int64 bins absorb DR_PROD_CHUNK products
@@ -6,8 +7,8 @@
  * into an accumulator. lo..hi is the range touched since the last fold, so a
  * short dot product folds and clears only the exponents it used.
  */
-#ifndef DISTREF_BINS_H
-#define DISTREF_BINS_H
+#ifndef DISTREF_EXACT_BINS_H
+#define DISTREF_EXACT_BINS_H
 
 #include <stddef.h>
 #include <stdint.h>
