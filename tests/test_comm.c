@@ -550,6 +550,13 @@ static void errors(void **state)
     assert_non_null(strstr(err.msg, "needs algorithm TORUS"));
     assert_int_equal(ops->reduce_to(ep, DR_FORM_ACC, (void *const *)acc, 9, 0, NULL, &err), DR_EUSAGE);
     assert_int_equal(ops->barrier(ep, &err), DR_OK);
+    /* forms: the exact float sum is the MPI comm's alone; an unknown form is refused */
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, &err), DR_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "form f32_exact"));
+    assert_int_equal(ops->reduce_to(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, 0, acc[0], &err), DR_EUNSUPPORTED);
+    assert_int_equal(ops->all_reduce(ep, (dr_form_id)99, (void *const *)acc, 9, &err), DR_EUSAGE);
+    assert_non_null(strstr(err.msg, "unknown number form 99"));
+    assert_int_equal(ops->barrier(ep, &err), DR_OK);
     ops->close(&ep, 1);
     cfg = config(1, 2, DR_COMM_RING, 3, NULL, 0, NULL);   /* packs need no tensor lengths */
     open_comm(&cfg, &ep);
