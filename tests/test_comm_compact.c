@@ -1,6 +1,6 @@
 /* distref tests — the threads comm over compact accumulators.
  *
- * all_reduce_compact and reduce_to_compact run the same algorithms, packs
+ * all_reduce and reduce_to of DR_FORM_CACC run the same algorithms, packs
  * and ranks as the dr_acc collectives (tests/test_comm.c). Checked here
  * against totals computed independently: every replica's array converted
  * to dr_acc and merged, then compared with each result converted back

@@ -1,4 +1,4 @@
-/* distref tests — the threads comm's float collectives (devices/comm_f32.c,
+/* distref tests — the threads comm's float collectives (DR_FORM_F32 through devices/comm_threads.c,
  * the float torus of devices/comm_torus.c): fast numerics' all-reduce.
  *
  * Every result is compared bit for bit with a float sum computed here with
@@ -227,7 +227,7 @@ static void one_rank_algorithms(void **state)
     assert_true(orders_differ > 0);   /* the order is really tested */
 }
 
-/* Above devices/comm_f32.c's threshold the blocks run on OpenMP threads:
+/* Above the float form's threshold (DR_CT_PAR_F32) the blocks run on OpenMP threads:
  * the same bits. */
 static void one_rank_big(void **state)
 {
@@ -244,7 +244,7 @@ static void one_rank_big(void **state)
 typedef struct rank_job {
     pthread_t th;
     dr_comm  *ep;
-    bool      to;        /* reduce_to_f32, else all_reduce_f32 */
+    bool      to;        /* reduce_to, else all_reduce (DR_FORM_F32) */
     float   **local;
     size_t    n;
     float    *dst;
@@ -334,7 +334,7 @@ static void ranks_all_reduce(void **state)
     }
 }
 
-/* reduce_to_f32: dst = the sum in global replica order, on every rank count. */
+/* reduce_to of DR_FORM_F32: dst = the sum in global replica order, on every rank count. */
 static void reduce_to_case(uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_kind kind, size_t n)
 {
     static dr_strategy st;
