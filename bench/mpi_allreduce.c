@@ -8,15 +8,15 @@
  *   exact   dr_comm_mpi()->all_reduce over exact accumulators (one local
  *           replica per rank, one pack): the ring over the DR_ACC_BYTES wire
  *           form, rounded once afterwards (the rounding is not timed)
- *   compact all_reduce_compact: the same ring over compact accumulators
+ *   compact all_reduce of DR_FORM_CACC: the same ring over compact accumulators
  *           (distref/cacc.h, DR_CACC_BYTES on the wire), what the engine's
  *           exact gradients use (--all_reduce_alg=ring)
- *   native  all_reduce_compact through MPI_Iallreduce on exact integer
+ *   native  all_reduce of DR_FORM_CACC through MPI_Iallreduce on exact integer
  *           digits (devices/mpi/comm_mpi_native.c; --all_reduce_alg=nccl, auto)
- *   f32x    all_reduce_f32_exact: floats in, the exact sum rounded once
+ *   f32x    all_reduce of DR_FORM_F32_EXACT: floats in, the exact sum rounded once
  *           out, through one int32 digit an element on an agreed grid
  *           (devices/mpi/comm_mpi_f32x.c)
- *   ring32  dr_comm_mpi()->all_reduce_f32: the same ring moving floats
+ *   ring32  all_reduce of DR_FORM_F32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
  * before each); algbw = size / time, busbw = algbw * 2 (n-1) / n (nccl-tests'
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
             memcpy(acc, pristine, n * sizeof *acc);
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce(ep[0], &acc, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+            if (dr_comm_mpi()->all_reduce(ep[0], DR_FORM_ACC, (void *const *)&acc, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
             t[k] = slowest(dr_now() - t0);
         }
         te = median(t, iters);
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
             memcpy(cacc, cpristine, n * sizeof *cacc);
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce_compact(ep[0], &cacc, n, &err)) {
+            if (dr_comm_mpi()->all_reduce(ep[0], DR_FORM_CACC, (void *const *)&cacc, n, &err)) {
                 fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
                 dr_mpi_abort(1);
             }
@@ -165,7 +165,7 @@ int main(int argc, char **argv)
             memcpy(cacc, cpristine, n * sizeof *cacc);
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce_compact(nep[0], &cacc, n, &err)) {
+            if (dr_comm_mpi()->all_reduce(nep[0], DR_FORM_CACC, (void *const *)&cacc, n, &err)) {
                 fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
                 dr_mpi_abort(1);
             }
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
             memcpy(f, x, n * sizeof *f);
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce_f32_exact(nep[0], &f, n, &err)) {
+            if (dr_comm_mpi()->all_reduce(nep[0], DR_FORM_F32_EXACT, (void *const *)&f, n, &err)) {
                 fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
                 dr_mpi_abort(1);
             }
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
             memcpy(f, x, n * sizeof *f);
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce_f32(ep[0], &f, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
+            if (dr_comm_mpi()->all_reduce(ep[0], DR_FORM_F32, (void *const *)&f, n, &err)) { fprintf(stderr, "mpi_allreduce: %s\n", err.msg); dr_mpi_abort(1); }
             t[k] = slowest(dr_now() - t0);
         }
         tr = median(t, iters);

@@ -118,7 +118,7 @@ static double time_exact(buffers *b, int inner, double plant, int cpu)
         memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = clk();
-        if (dr_comm_mpi()->all_reduce(b->ep, &b->acc, b->n, &err)) fail("exact all-reduce", &err);
+        if (dr_comm_mpi()->all_reduce(b->ep, DR_FORM_ACC, (void *const *)&b->acc, b->n, &err)) fail("exact all-reduce", &err);
         t = clk() - t0;
         if (plant > 0)
             while (clk() < t0 + t * (1.0 + plant)) {}

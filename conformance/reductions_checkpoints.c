@@ -67,7 +67,7 @@ static int allreduce_matrix(results *r)
                     cc.ntensors = 2;
                     cc.strategy = &s;
                     if (dr_comm_threads()->open(&cc, ep, &neps, &err) == DR_OK) {
-                        dr_comm_threads()->all_reduce(ep[0], work, n, &err);
+                        dr_comm_threads()->all_reduce(ep[0], DR_FORM_ACC, (void *const *)work, n, &err);
                         dr_comm_threads()->close(ep, neps);
                     } else bad++;
                     for (uint32_t q = 0; q < R; q++)

@@ -270,11 +270,10 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
     /* Exact gradients in compact accumulators (distref/cacc.h: 32 bytes a
      * parameter instead of 168, the same bits) where the backend can switch
-     * forms and the comm reduces them; a step whose total overflows is
+     * forms (every comm reduces every form); a step whose total overflows is
      * redone with full accumulators (step.c). Not for the tpu strategy,
      * whose layer-0 tiles and torus rings carry dr_acc. */
-    if (num == DR_NUMERICS_EXACT && !s->tpu.on && !plan->cfg->full_accumulators && bo->set_numerics &&
-        co->all_reduce_compact && co->reduce_to_compact) {
+    if (num == DR_NUMERICS_EXACT && !s->tpu.on && !plan->cfg->full_accumulators && bo->set_numerics) {
         dr_backend_query q;
         dr_err ignored;
         memset(&q, 0, sizeof q);

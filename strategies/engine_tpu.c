@@ -180,8 +180,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
     for (uint32_t l = 0; l < tp->tiles; l++) {   /* one all-reduce per logical core, over its own links */
         double sec = 0;
         const size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
-        rc = fast ? s->co->all_reduce_ranges_f32(s->ep[0], (float *const *)local, rg, tp->nranges[l], l, &sec, err)
-                  : s->co->all_reduce_ranges(s->ep[0], (dr_acc *const *)local, rg, tp->nranges[l], l, &sec, err);
+        rc = s->co->all_reduce_ranges(s->ep[0], dr_grad_form(s->num), local, rg, tp->nranges[l], l, &sec, err);
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }

@@ -207,49 +207,40 @@ static bool total_overflowed(const dr_session *s, const dr_buffer *total)
     return (f & DR_CACC_F_OVERFLOW) != 0;
 }
 
-/* Phase 2 of worker w: the collective, then its replicas' updates. */
+/* Phase 2 of worker w: the collective, then its replicas' updates. One
+ * path for every number form of the gradients (distref/form.h): the form
+ * is a parameter of the collective and of apply. */
 static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
 {
     const dr_backend_ops *b = s->bo;
-    const bool fast = s->num == DR_NUMERICS_FAST, staged = s->stage[s->wlo * s->L] != NULL;
-    const bool compact = s->num == DR_NUMERICS_EXACT_COMPACT;
-    dr_acc *local[DR_MAX_DEVICES];
-    dr_cacc *clocal[DR_MAX_DEVICES];
-    float *flocal[DR_MAX_DEVICES];
+    const dr_form *f = dr_form_of(dr_grad_form(s->num));
+    const bool staged = s->stage[s->wlo * s->L] != NULL;
+    void *local[DR_MAX_DEVICES];
     uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
-    size_t bytes = s->plan->P * s->esz;
-    int rc;
-    for (uint32_t k = 0; k < L; k++) {
-        void *g = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
-        local[k] = fast ? NULL : g;
-        clocal[k] = compact ? g : NULL;
-        flocal[k] = fast ? g : NULL;
-    }
+    size_t bytes = s->plan->P * f->size;
+    dr_comm *ep = s->ep[w - s->wlo];
+    int rc = DR_OK;
+    for (uint32_t k = 0; k < L; k++) local[k] = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
     s->overflow[w - s->wlo] = false;
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         void *dst = staged ? s->stage_central : b->host_ptr(s->central);
-        dr_comm *ep = s->ep[w - s->wlo];
-        if (fast) rc = s->co->reduce_to_f32(ep, flocal, s->plan->P, s->strat.variable_device, dst, err);
-        else if (compact) {
-            if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_cacc), err)) == DR_OK)
-                rc = s->co->reduce_to_compact(ep, clocal, s->plan->P, s->strat.variable_device, dst, err);
-        } else if (staged) {
-            memset(dst, 0, bytes);
-            rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
-        } else if ((rc = b->fill_zero(s->be, s->central, 0, s->plan->P * sizeof(dr_acc), err)) == DR_OK)
-            rc = s->co->reduce_to(ep, local, s->plan->P, s->strat.variable_device, dst, err);
+        /* an exact reduce_to adds to what dst holds (floats overwrite it) */
+        if (!f->copy_first && staged) memset(dst, 0, bytes);
+        else if (!f->copy_first) rc = b->fill_zero(s->be, s->central, 0, bytes, err);
+        if (rc == DR_OK) rc = s->co->reduce_to(ep, f->id, local, s->plan->P, s->strat.variable_device, dst, err);
         if (rc == DR_OK && staged && w == 0) rc = b->upload(s->be, s->central, 0, dst, bytes, err);
-        if (rc) return rc;
-        if (compact && total_overflowed(s, s->central)) { s->overflow[w - s->wlo] = true; return DR_OK; }
-        return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
+    } else {
+        rc = s->co->all_reduce(ep, f->id, local, s->plan->P, err);
     }
-    if (compact) rc = s->co->all_reduce_compact(s->ep[w - s->wlo], clocal, s->plan->P, err);
-    else rc = fast ? s->co->all_reduce_f32(s->ep[w - s->wlo], flocal, s->plan->P, err)
-                   : s->co->all_reduce(s->ep[w - s->wlo], local, s->plan->P, err);
     if (rc) return rc;
-    /* every replica of every worker holds the same total: all see an overflow alike */
-    if (compact && total_overflowed(s, s->rb[lo].grad)) { s->overflow[w - s->wlo] = true; return DR_OK; }
+    /* compact: every replica of every worker holds the same total, so all
+     * see an overflow alike and the engine redoes the step (engine_step) */
+    if (f->id == DR_FORM_CACC && total_overflowed(s, s->var ? s->central : s->rb[lo].grad)) {
+        s->overflow[w - s->wlo] = true;
+        return DR_OK;
+    }
+    if (s->var) return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     if (staged) {   /* one upload of the total; every replica applies it */
         if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;
         for (uint32_t k = 0; k < L; k++)

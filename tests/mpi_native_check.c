@@ -23,7 +23,7 @@
  * algorithms must agree wherever neither overflowed. Prints one line per
  * configuration; exit 1 on any failure.
  *
- * Then the exact float all-reduce (all_reduce_f32_exact,
+ * Then the exact float all-reduce (all_reduce of DR_FORM_F32_EXACT,
  * devices/mpi/comm_mpi_f32x.c), 1 and 2 local replicas: every element of every
  * replica must have the bits of dr_acc_round over all W L terms. Floats of
  * every kind: binades far apart (terms below the int64 grid), zeros of
@@ -204,7 +204,7 @@ static unsigned long long check_f32x(uint32_t rank, uint32_t W, uint32_t L, size
         loc[r] = malloc(n * sizeof(float));
         for (size_t i = 0; i < n; i++) loc[r][i] = fterm(rank * L + r, i);
     }
-    if (dr_comm_mpi()->open(&cc, ep, &neps, &err) || dr_comm_mpi()->all_reduce_f32_exact(ep[0], loc, n, &err)) {
+    if (dr_comm_mpi()->open(&cc, ep, &neps, &err) || dr_comm_mpi()->all_reduce(ep[0], DR_FORM_F32_EXACT, (void *const *)loc, n, &err)) {
         fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
         dr_mpi_abort(1);
     }
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
                     build(rank * L + r, n, res[alg][r], NULL);
                 }
                 if (dr_comm_mpi()->open(&cc, ep, &neps, &err) ||
-                    dr_comm_mpi()->all_reduce_compact(ep[0], res[alg], n, &err)) {
+                    dr_comm_mpi()->all_reduce(ep[0], DR_FORM_CACC, (void *const *)res[alg], n, &err)) {
                     fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
                     dr_mpi_abort(1);
                 }

@@ -172,7 +172,7 @@ static void one_rank_case(uint32_t a, uint32_t R, int packs, const size_t *lens,
     want = total_of(acc, R, n);
     cfg = config(1, R, algs[a], packs, lens, nt, &st);
     open_comm(&cfg, &ep);
-    if (dr_comm_threads()->all_reduce(ep, acc, n, &err) != DR_OK) fail_msg("%s: %s", what, err.msg);
+    if (dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, n, &err) != DR_OK) fail_msg("%s: %s", what, err.msg);
     expect_total(acc, R, n, want, what);
     assert_int_equal(dr_all_reduce(&rs, ref, n, lens, nt, &err), DR_OK);
     expect_total(ref, R, n, want, "the reference");
@@ -222,7 +222,7 @@ static void one_rank_nested_openmp(void **state)
     #pragma omp parallel num_threads(2)
     {
         #pragma omp single
-        rc = dr_comm_threads()->all_reduce(ep, acc, N, &err);
+        rc = dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, N, &err);
     }
     assert_int_equal(rc, DR_OK);
     expect_total(acc, R, N, want, "nested");
@@ -252,8 +252,8 @@ static void *rank_main(void *arg)
     rank_job *j = arg;
     const dr_comm_ops *ops = dr_comm_threads();
     j->barrier_rc = ops->barrier(j->ep, &j->err);
-    if (j->op == OP_ALL_REDUCE) j->rc = ops->all_reduce(j->ep, j->local, j->n, &j->err);
-    else j->rc = ops->reduce_to(j->ep, j->local, j->n, j->dst_device, j->dst, &j->err);
+    if (j->op == OP_ALL_REDUCE) j->rc = ops->all_reduce(j->ep, DR_FORM_ACC, (void *const *)j->local, j->n, &j->err);
+    else j->rc = ops->reduce_to(j->ep, DR_FORM_ACC, (void *const *)j->local, j->n, j->dst_device, j->dst, &j->err);
     return NULL;
 }
 
@@ -391,7 +391,7 @@ static void reduce_to_case(uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_ki
     cfg = config(W, R, DR_COMM_RING, 0, lens, 1, &st);
     open_comm(&cfg, eps);
     if (W == 1) {
-        if (dr_comm_threads()->reduce_to(eps[0], acc, n, dev, dst, &err)) fail_msg("%s: %s", what, err.msg);
+        if (dr_comm_threads()->reduce_to(eps[0], DR_FORM_ACC, (void *const *)acc, n, dev, dst, &err)) fail_msg("%s: %s", what, err.msg);
     } else {
         run_ranks(eps, W, R, OP_REDUCE_TO, acc, ns, dst, dev, jobs);
         for (uint32_t w = 0; w < W; w++)
@@ -449,7 +449,7 @@ static void torus_case(const dr_tpu_system *sys, const int shape[4], const size_
         }
         want = total_of(acc, R, N);
         open_comm(&cfg, &ep);
-        if (dr_comm_threads()->all_reduce_ranges(ep, acc, ranges, nr, l, &secs, &err))
+        if (dr_comm_threads()->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)acc, ranges, nr, l, &secs, &err))
             fail_msg("%s: %s", what, err.msg);
         assert_int_equal(dr_tpu_all_reduce(&rs, ref, ranges, nr, l, &rsecs, &err), DR_OK);
         for (uint32_t r = 0; r < R; r++)
@@ -542,18 +542,25 @@ static void errors(void **state)
     open_comm(&cfg, &ep);
     acc[0] = make(10, 0, 1);
     acc[1] = make(10, 1, 1);
-    assert_int_equal(ops->all_reduce(ep, acc, 10, &err), DR_EUSAGE);
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, 10, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "the 2 tensor lengths sum to 9, but the arrays hold 10 accumulators"));
-    assert_int_equal(ops->all_reduce(ep, (dr_acc *[]){ acc[0], NULL }, 9, &err), DR_EUSAGE);
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)(dr_acc *[]){ acc[0], NULL }, 9, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "local replica 1's array is NULL"));
-    assert_int_equal(ops->all_reduce_ranges(ep, acc, ranges, 1, 0, &secs, &err), DR_EUSAGE);
+    assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)acc, ranges, 1, 0, &secs, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "needs algorithm TORUS"));
-    assert_int_equal(ops->reduce_to(ep, acc, 9, 0, NULL, &err), DR_EUSAGE);
+    assert_int_equal(ops->reduce_to(ep, DR_FORM_ACC, (void *const *)acc, 9, 0, NULL, &err), DR_EUSAGE);
+    assert_int_equal(ops->barrier(ep, &err), DR_OK);
+    /* forms: the exact float sum is the MPI comm's alone; an unknown form is refused */
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, &err), DR_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "form f32_exact"));
+    assert_int_equal(ops->reduce_to(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, 0, acc[0], &err), DR_EUNSUPPORTED);
+    assert_int_equal(ops->all_reduce(ep, (dr_form_id)99, (void *const *)acc, 9, &err), DR_EUSAGE);
+    assert_non_null(strstr(err.msg, "unknown number form 99"));
     assert_int_equal(ops->barrier(ep, &err), DR_OK);
     ops->close(&ep, 1);
     cfg = config(1, 2, DR_COMM_RING, 3, NULL, 0, NULL);   /* packs need no tensor lengths */
     open_comm(&cfg, &ep);
-    assert_int_equal(ops->all_reduce(ep, acc, 10, &err), DR_OK);
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, 10, &err), DR_OK);
     ops->close(&ep, 1);
     ops->close(NULL, 3);
 
@@ -573,19 +580,19 @@ static void errors(void **state)
     open_comm(&cfg, &ep);
     {
         dr_acc *a4[4] = { acc[0], acc[1], acc[0], acc[1] };
-        assert_int_equal(ops->all_reduce(ep, a4, 0, &err), DR_EUSAGE);
+        assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)a4, 0, &err), DR_EUSAGE);
         assert_non_null(strstr(err.msg, "TORUS reduces by all_reduce_ranges"));
-        assert_int_equal(ops->all_reduce_ranges(ep, a4, ranges, 2, 0, &secs, &err), DR_EUSAGE);
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 2, 0, &secs, &err), DR_EUSAGE);
         assert_non_null(strstr(err.msg, "ascending and disjoint"));
-        assert_int_equal(ops->all_reduce_ranges(ep, a4, backwards, 1, 0, &secs, &err), DR_EUSAGE);
-        assert_int_equal(ops->all_reduce_ranges(ep, a4, ranges, 1, 2, &secs, &err), DR_EUSAGE);
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, backwards, 1, 0, &secs, &err), DR_EUSAGE);
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 2, &secs, &err), DR_EUSAGE);
         assert_non_null(strstr(err.msg, "logical core 2; a replica has 2"));
-        assert_int_equal(ops->all_reduce_ranges(ep, a4, ranges, 1, 0, NULL, &err), DR_EUSAGE);
-        assert_int_equal(ops->all_reduce_ranges(ep, (dr_acc *[]){ acc[0], acc[1], NULL, acc[0] }, ranges, 1, 1,
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 0, NULL, &err), DR_EUSAGE);
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)(dr_acc *[]){ acc[0], acc[1], NULL, acc[0] }, ranges, 1, 1,
                                                 &secs, &err), DR_EUSAGE);
         assert_true(secs == 0);
         assert_int_equal(dr_tpu_initialize_system(&sys, "v2-8", NULL, 1.0, &err), DR_OK);   /* wipes HBM */
-        assert_int_equal(ops->all_reduce_ranges(ep, a4, ranges, 1, 0, &secs, &err), DR_ESTATE);
+        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 0, &secs, &err), DR_ESTATE);
         assert_non_null(strstr(err.msg, "wiped its HBM"));
     }
     ops->close(&ep, 1);

@@ -1,6 +1,6 @@
 /* distref tests — the threads comm over compact accumulators.
  *
- * all_reduce_compact and reduce_to_compact run the same algorithms, packs
+ * all_reduce and reduce_to of DR_FORM_CACC run the same algorithms, packs
  * and ranks as the dr_acc collectives (tests/test_comm.c). Checked here
  * against totals computed independently: every replica's array converted
  * to dr_acc and merged, then compared with each result converted back
@@ -150,8 +150,8 @@ static void one_rank(void **state)
                 cff = config(1, R, algs[a], packs[p], &sf);
                 assert_int_equal(dr_comm_threads()->open(&cfg, &ep, &one, &err), DR_OK);
                 assert_int_equal(dr_comm_threads()->open(&cff, &epf, &one, &err), DR_OK);
-                if (dr_comm_threads()->all_reduce_compact(ep, c, N, &err)) fail_msg("%s: %s", what, err.msg);
-                assert_int_equal(dr_comm_threads()->all_reduce(epf, f, N, &err), DR_OK);
+                if (dr_comm_threads()->all_reduce(ep, DR_FORM_CACC, (void *const *)c, N, &err)) fail_msg("%s: %s", what, err.msg);
+                assert_int_equal(dr_comm_threads()->all_reduce(epf, DR_FORM_ACC, (void *const *)f, N, &err), DR_OK);
                 expect_total(c, R, want, what);
                 expect_scaled_bytes(&st, &sf, what);
                 dr_comm_threads()->close(&ep, 1);
@@ -176,8 +176,8 @@ typedef struct job {
 static void *job_main(void *arg)
 {
     job *j = arg;
-    j->rc = j->reduce_to ? dr_comm_threads()->reduce_to_compact(j->ep, j->local, N, 0, j->dst, &j->err)
-                         : dr_comm_threads()->all_reduce_compact(j->ep, j->local, N, &j->err);
+    j->rc = j->reduce_to ? dr_comm_threads()->reduce_to(j->ep, DR_FORM_CACC, (void *const *)j->local, N, 0, j->dst, &j->err)
+                         : dr_comm_threads()->all_reduce(j->ep, DR_FORM_CACC, (void *const *)j->local, N, &j->err);
     return NULL;
 }
 
@@ -231,7 +231,7 @@ static void overflow_everywhere(void **state)
     dr_cacc_add(&c[2][200], 0x1p120f);
     dr_cacc_add(&c[0][200], 0x1p-120f);
     assert_int_equal(dr_comm_threads()->open(&cfg, &ep, &one, &err), DR_OK);
-    assert_int_equal(dr_comm_threads()->all_reduce_compact(ep, c, N, &err), DR_OK);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_CACC, (void *const *)c, N, &err), DR_OK);
     for (uint32_t r = 0; r < 3; r++) {
         assert_true(dr_cacc_overflowed(&c[r][200]));
         assert_false(dr_cacc_overflowed(&c[r][199]));

@@ -1,4 +1,4 @@
-/* distref tests — the threads comm's float collectives (devices/comm/comm_f32.c,
+/* distref tests — the threads comm's float collectives (DR_FORM_F32 through devices/comm/comm_threads.c,
  * the float torus of devices/comm/comm_torus.c): fast numerics' all-reduce.
  *
  * Every result is compared bit for bit with a float sum computed here with
@@ -202,12 +202,12 @@ static void one_rank_case(uint32_t a, uint32_t R, int packs, const size_t *lens,
     }
     cfg = config(1, R, algs[a], packs, lens, nt, &st);
     open_comm(&cfg, &ep);
-    if (dr_comm_threads()->all_reduce_f32(ep, x, n, &err) != DR_OK) fail_msg("%s: %s", what, err.msg);
+    if (dr_comm_threads()->all_reduce(ep, DR_FORM_F32, (void *const *)x, n, &err) != DR_OK) fail_msg("%s: %s", what, err.msg);
     expect_all(x, R, n, want, what);
     dr_comm_threads()->close(&ep, 1);
     cfg = config(1, R, algs[a], packs, lens, nt, &rs);   /* the exact collective's bytes */
     open_comm(&cfg, &ep);
-    assert_int_equal(dr_comm_threads()->all_reduce(ep, acc, n, &err), DR_OK);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, n, &err), DR_OK);
     dr_comm_threads()->close(&ep, 1);
     expect_f32_bytes(&st, &rs, what);
     free_all(x, R);
@@ -227,7 +227,7 @@ static void one_rank_algorithms(void **state)
     assert_true(orders_differ > 0);   /* the order is really tested */
 }
 
-/* Above devices/comm/comm_f32.c's threshold the blocks run on OpenMP threads:
+/* Above the float form's threshold (DR_CT_PAR_F32) the blocks run on OpenMP threads:
  * the same bits. */
 static void one_rank_big(void **state)
 {
@@ -244,7 +244,7 @@ static void one_rank_big(void **state)
 typedef struct rank_job {
     pthread_t th;
     dr_comm  *ep;
-    bool      to;        /* reduce_to_f32, else all_reduce_f32 */
+    bool      to;        /* reduce_to, else all_reduce (DR_FORM_F32) */
     float   **local;
     size_t    n;
     float    *dst;
@@ -257,8 +257,8 @@ static void *rank_main(void *arg)
 {
     rank_job *j = arg;
     const dr_comm_ops *ops = dr_comm_threads();
-    if (j->to) j->rc = ops->reduce_to_f32(j->ep, j->local, j->n, j->dst_device, j->dst, &j->err);
-    else j->rc = ops->all_reduce_f32(j->ep, j->local, j->n, &j->err);
+    if (j->to) j->rc = ops->reduce_to(j->ep, DR_FORM_F32, (void *const *)j->local, j->n, j->dst_device, j->dst, &j->err);
+    else j->rc = ops->all_reduce(j->ep, DR_FORM_F32, (void *const *)j->local, j->n, &j->err);
     return NULL;
 }
 
@@ -334,7 +334,7 @@ static void ranks_all_reduce(void **state)
     }
 }
 
-/* reduce_to_f32: dst = the sum in global replica order, on every rank count. */
+/* reduce_to of DR_FORM_F32: dst = the sum in global replica order, on every rank count. */
 static void reduce_to_case(uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_kind kind, size_t n)
 {
     static dr_strategy st;
@@ -351,7 +351,7 @@ static void reduce_to_case(uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_ki
     cfg = config(W, R, DR_COMM_RING, 0, lens, 1, &st);
     open_comm(&cfg, eps);
     if (W == 1) {
-        if (dr_comm_threads()->reduce_to_f32(eps[0], x, n, st.variable_device, dst, &err))
+        if (dr_comm_threads()->reduce_to(eps[0], DR_FORM_F32, (void *const *)x, n, st.variable_device, dst, &err))
             fail_msg("%s: %s", what, err.msg);
     } else {
         run_ranks(eps, W, R, true, x, n, dst, st.variable_device);
@@ -410,11 +410,11 @@ static void torus_case(const dr_tpu_system *sys, const int shape[4], const size_
             for (size_t i = 0; i < N; i++) dr_acc_add(&acc[r][i], orig[r][i]);
         }
         open_comm(&cfg, &ep);
-        if (dr_comm_threads()->all_reduce_ranges_f32(ep, x, ranges, nr, l, &secs, &err))
+        if (dr_comm_threads()->all_reduce_ranges(ep, DR_FORM_F32, (void *const *)x, ranges, nr, l, &secs, &err))
             fail_msg("torus f32: %s", err.msg);
         dr_comm_threads()->close(&ep, 1);
         open_comm(&rcfg, &ep);
-        assert_int_equal(dr_comm_threads()->all_reduce_ranges(ep, acc, ranges, nr, l, &esecs, &err), DR_OK);
+        assert_int_equal(dr_comm_threads()->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)acc, ranges, nr, l, &esecs, &err), DR_OK);
         dr_comm_threads()->close(&ep, 1);
         for (size_t i = 0, q = 0; i < N; i++) {
             bool inside;
@@ -470,12 +470,12 @@ static void errors(void **state)
     dr_err err;
     (void)state;
     open_comm(&cfg, &ep);
-    assert_int_equal(dr_comm_threads()->all_reduce_f32(ep, x, 5, &err), DR_EUSAGE);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_F32, (void *const *)x, 5, &err), DR_EUSAGE);
     assert_non_null(strstr(err.msg, "NULL"));
     x[1] = a;
-    assert_int_equal(dr_comm_threads()->all_reduce_f32(ep, x, 4, &err), DR_EUSAGE);   /* lengths sum to 5 */
-    assert_int_equal(dr_comm_threads()->all_reduce_ranges_f32(ep, x, NULL, 0, 0, NULL, &err), DR_EUSAGE);
-    assert_int_equal(dr_comm_threads()->reduce_to_f32(ep, x, 5, 0, NULL, &err), DR_EUSAGE);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_F32, (void *const *)x, 4, &err), DR_EUSAGE);   /* lengths sum to 5 */
+    assert_int_equal(dr_comm_threads()->all_reduce_ranges(ep, DR_FORM_F32, (void *const *)x, NULL, 0, 0, NULL, &err), DR_EUSAGE);
+    assert_int_equal(dr_comm_threads()->reduce_to(ep, DR_FORM_F32, (void *const *)x, 5, 0, NULL, &err), DR_EUSAGE);
     dr_comm_threads()->close(&ep, 1);
 }
 

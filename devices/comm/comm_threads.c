@@ -1,5 +1,6 @@
-/* distref devices — the threads comm: collectives over exact accumulators,
- * ranks being thread groups of one process (distref/comm.h).
+/* distref devices — the threads comm: collectives over any number form
+ * (distref/form.h), ranks being thread groups of one process
+ * (distref/comm.h).
  *
  * The hub. open() builds every rank's endpoint around one shared hub (the
  * config, a pthread barrier for num_ranks threads, and one slot per rank).
@@ -11,9 +12,16 @@
  * a rank that has returned may enter the next collective at once. A group
  * of one rank never touches the barrier.
  *
- * Algorithms. Merging accumulators is exact, so no schedule can change a
- * bit; what an algorithm decides is which replica's array merges into which
- * and which links carry bytes.
+ * Algorithms, written once over the form's traits. Merging accumulators is
+ * exact, so no schedule can change a bit; what an algorithm decides is
+ * which replica's array merges into which and which links carry bytes.
+ * Floats (DR_FORM_F32) run the same data flow, and the form's ordered
+ * merges give each algorithm its documented float order (distref/comm.h):
+ * a member of a ring adds its own term after the sum it receives
+ * (merge_after); a sum onto a root begins by copying its first term
+ * (copy_first: when the root is not the first, the sum is formed in a
+ * scratch block and copied to the root), so HIERARCHICAL's halves are
+ * x_0 + ... + x_{h-1} and x_h + ... + x_{R-1}, whichever replica is root.
  *   Within a rank (num_ranks == 1), TensorFlow's cross-device ops, per pack:
  *     RING          chunks [c*len/R, (c+1)*len/R) go around the replicas:
  *                   reduce-scatter, then all-gather (NcclAllReduce);
@@ -22,7 +30,8 @@
  *                   back (HierarchicalCopyAllReduce);
  *     ONE_DEVICE    everything onto replica 0, then copied back.
  *   The replicas share this address space, so the element range is cut into
- *   blocks of DR_CT_BLOCK, one OpenMP iteration each, and a block runs the
+ *   blocks (dr_ct_block: DR_CT_BLOCK accumulators, DR_CT_BLOCK_F32 floats),
+ *   one OpenMP iteration each, and a block runs the
  *   algorithm's whole data flow for its elements (every merge and copy the
  *   algorithm makes, in its order) while the block is in cache. A nested
  *   OpenMP region that gets one thread computes the same thing.
@@ -34,15 +43,13 @@
  *   reduce_to: rank w sums every replica of every rank into its share
  *   [w*n/W, (w+1)*n/W) of rank 0's destination.
  *   TORUS (the tpu strategy): devices/comm/comm_torus.c.
- *   The two exact elements (dr_acc, dr_cacc) and the ring pieces shared
- *   with the torus and the MPI comm: devices/comm/comm_elem.c.
- *   The float collectives (fast numerics): devices/comm/comm_f32.c, the same
- *   hub, algorithms, packs and byte counts at 4 bytes per element.
+ *   The ring pieces shared with the torus and the MPI comm:
+ *   devices/comm/comm_elem.c.
  * Packs: num_packs 0, one per tensor; k > 0, the concatenation cut into k
  * packs of n/k, the last taking the rest (_ConcatAndSplitPacker).
  *
- * Byte accounting, as ref/cross_device.c counts the same algorithm:
- * DR_ACC_BYTES per element that moves between two distinct devices
+ * Byte accounting, as ref/cross_device.c counts the same algorithm: the
+ * form's wire bytes (DR_ACC_BYTES, DR_CACC_BYTES, 4) per element that moves between two distinct devices
  * (cfg.strategy->device[replica_device[global replica]]), bytes_out on the
  * sender's device and bytes_in on the receiver's; a copy within one device
  * is free. Counts are a function of (config, n) alone, so one thread adds
@@ -75,9 +82,17 @@ size_t dr_ct_pack_len(const ct_hub *h, uint32_t p, size_t n, size_t off)
     return p + 1 < dr_ct_num_packs(h) ? n / dr_ct_num_packs(h) : n - off;
 }
 
-static size_t nblocks(size_t len)
+static size_t nblocks(const dr_form *f, size_t len)
 {
-    return (len + DR_CT_BLOCK - 1) / DR_CT_BLOCK;
+    return (len + dr_ct_block(f) - 1) / dr_ct_block(f);
+}
+
+/* Block b of [0, len): [*a, *a + return). */
+static size_t block_at(const dr_form *f, size_t len, size_t b, size_t *a)
+{
+    size_t B = dr_ct_block(f);
+    *a = b * B;
+    return len - *a > B ? B : len - *a;
 }
 
 int dr_ct_tpu_live(const dr_strategy *s, dr_err *err)
@@ -175,14 +190,12 @@ int dr_ct_agree(dr_comm *c, const char *what, dr_err *err)
 }
 
 /* Fills this rank's slot; its verdict comes after, in me->rc. */
-ct_slot *dr_ct_publish(dr_comm *c, const ct_elem *el, void *const *local, size_t n, void *dst,
+ct_slot *dr_ct_publish(dr_comm *c, const dr_form *form, void *const *local, size_t n, void *dst,
                        uint32_t dst_device)
 {
     ct_slot *me = &c->hub->slot[c->rank];
     for (uint32_t r = 0; r < c->hub->cfg.local_replicas; r++) me->local[r] = local && n ? local[r] : NULL;
-    me->el = el;
-    me->flocal = NULL;
-    me->fdst = NULL;
+    me->form = form;
     me->n = n;
     me->dst = dst;
     me->dst_device = dst_device;
@@ -194,18 +207,27 @@ ct_slot *dr_ct_publish(dr_comm *c, const ct_elem *el, void *const *local, size_t
 
 /* ---- within a rank ------------------------------------------------------ */
 
-static void to_root(const ct_elem *el, char *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
-                    size_t k)
+/* x[root] = the sum of x[lo .. hi) at [at, at+k), terms in member order
+ * for a copy_first form (formed in scratch, room for a block, when the
+ * root is not the first member); merged into the root otherwise. */
+static void to_root(const dr_form *f, char *const *x, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
+                    size_t k, void *scratch)
 {
+    if (f->copy_first && root != lo) {
+        memcpy(scratch, dr_ct_at(f, x[lo], at), k * f->size);
+        for (uint32_t r = lo + 1; r < hi; r++) f->merge(scratch, dr_ct_at(f, x[r], at), k);
+        memcpy(dr_ct_at(f, x[root], at), scratch, k * f->size);
+        return;
+    }
     for (uint32_t r = lo; r < hi; r++)
-        if (r != root) el->merge(dr_ct_at(el, acc[root], at), dr_ct_at(el, acc[r], at), k);
+        if (r != root) f->merge(dr_ct_at(f, x[root], at), dr_ct_at(f, x[r], at), k);
 }
 
-static void from_root(const ct_elem *el, char *const *acc, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
+static void from_root(const dr_form *f, char *const *x, uint32_t lo, uint32_t hi, uint32_t root, size_t at,
                       size_t k)
 {
     for (uint32_t r = lo; r < hi; r++)
-        if (r != root) memcpy(dr_ct_at(el, acc[r], at), dr_ct_at(el, acc[root], at), k * el->size);
+        if (r != root) memcpy(dr_ct_at(f, x[r], at), dr_ct_at(f, x[root], at), k * f->size);
 }
 
 /* HierarchicalCopyAllReduce's roots of the two halves for a pack. */
@@ -217,10 +239,11 @@ void dr_ct_roots(uint32_t R, uint32_t pack, uint32_t *r0, uint32_t *r1)
 }
 
 /* The algorithm's data flow for elements [a, e) of the pack [off, off+len). */
-static void local_block(const ct_hub *h, const ct_elem *el, char *const *acc, size_t off, size_t len,
+static void local_block(const ct_hub *h, const dr_form *f, char *const *x, size_t off, size_t len,
                         uint32_t pack, size_t a, size_t e)
 {
     uint32_t R = h->cfg.local_replicas, half = R / 2, r0, r1;
+    float scratch[DR_CT_BLOCK_F32];   /* copy_first forms: a block of floats */
     switch (h->cfg.alg) {
     case DR_COMM_RING:
         for (uint32_t c = 0; c < R; c++) {
@@ -228,34 +251,34 @@ static void local_block(const ct_hub *h, const ct_elem *el, char *const *acc, si
             dr_ct_chunk(len, R, c, &lo, &hi);
             if (lo < a) lo = a;
             if (hi > e) hi = e;
-            if (lo < hi) dr_ct_ring_chain_el(el, acc, R, c, off + lo, hi - lo);
+            if (lo < hi) dr_ct_ring_chain(f, x, R, c, off + lo, hi - lo);
         }
         break;
     case DR_COMM_HIERARCHICAL:
         dr_ct_roots(R, pack, &r0, &r1);
-        to_root(el, acc, 0, half, r0, off + a, e - a);
-        to_root(el, acc, half, R, r1, off + a, e - a);
+        to_root(f, x, 0, half, r0, off + a, e - a, scratch);
+        to_root(f, x, half, R, r1, off + a, e - a, scratch);
         if (half) {
-            el->merge(dr_ct_at(el, acc[r0], off + a), dr_ct_at(el, acc[r1], off + a), e - a);
-            memcpy(dr_ct_at(el, acc[r1], off + a), dr_ct_at(el, acc[r0], off + a), (e - a) * el->size);
+            f->merge(dr_ct_at(f, x[r0], off + a), dr_ct_at(f, x[r1], off + a), e - a);   /* s0 + s1 */
+            memcpy(dr_ct_at(f, x[r1], off + a), dr_ct_at(f, x[r0], off + a), (e - a) * f->size);
         }
-        from_root(el, acc, 0, half, r0, off + a, e - a);
-        from_root(el, acc, half, R, r1, off + a, e - a);
+        from_root(f, x, 0, half, r0, off + a, e - a);
+        from_root(f, x, half, R, r1, off + a, e - a);
         break;
     default:   /* ONE_DEVICE */
-        to_root(el, acc, 0, R, 0, off + a, e - a);
-        from_root(el, acc, 0, R, 0, off + a, e - a);
+        to_root(f, x, 0, R, 0, off + a, e - a, scratch);
+        from_root(f, x, 0, R, 0, off + a, e - a);
         break;
     }
 }
 
-static void local_pack(const ct_hub *h, const ct_elem *el, char *const *acc, size_t off, size_t len, uint32_t pack)
+static void local_pack(const ct_hub *h, const dr_form *f, char *const *x, size_t off, size_t len, uint32_t pack)
 {
-    size_t nb = nblocks(len);
-    #pragma omp parallel for schedule(static) if (nb > 1)
+    size_t nb = nblocks(f, len);
+    #pragma omp parallel for schedule(static) if (len >= dr_ct_par_min(f))
     for (size_t b = 0; b < nb; b++) {
-        size_t a = b * DR_CT_BLOCK, e = len - a > DR_CT_BLOCK ? a + DR_CT_BLOCK : len;
-        local_block(h, el, acc, off, len, pack, a, e);
+        size_t a, k = block_at(f, len, b, &a);
+        local_block(h, f, x, off, len, pack, a, a + k);
     }
 }
 
@@ -296,43 +319,44 @@ void dr_ct_count_local_pack(const ct_hub *h, size_t len, uint32_t pack, size_t w
     }
 }
 
-static void local_all_reduce(const ct_hub *h, const ct_elem *el, char *const *acc, size_t n)
+static void local_all_reduce(const ct_hub *h, const dr_form *f, char *const *x, size_t n)
 {
     size_t off = 0;
     if (h->cfg.local_replicas == 1) return;
     for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off);
-        local_pack(h, el, acc, off, len, p);
-        dr_ct_count_local_pack(h, len, p, el->wire);
+        local_pack(h, f, x, off, len, p);
+        dr_ct_count_local_pack(h, len, p, f->wire);
         off += len;
     }
 }
 
 /* ---- across ranks ------------------------------------------------------- */
 
-/* A rank's replicas onto its local[0] (back: local[0] onto the others). */
-static void rank_gather(const ct_hub *h, const ct_elem *el, char *const *local, size_t n, bool back)
+/* A rank's replicas onto its local[0], in replica order (back: local[0]
+ * onto the others). */
+static void rank_gather(const ct_hub *h, const dr_form *f, char *const *local, size_t n, bool back)
 {
     uint32_t R = h->cfg.local_replicas;
-    size_t nb = nblocks(n);
+    size_t nb = nblocks(f, n);
     if (R == 1) return;
-    #pragma omp parallel for schedule(static) if (nb > 1)
+    #pragma omp parallel for schedule(static) if (n >= dr_ct_par_min(f))
     for (size_t b = 0; b < nb; b++) {
-        size_t a = b * DR_CT_BLOCK, k = n - a > DR_CT_BLOCK ? DR_CT_BLOCK : n - a;
-        if (back) from_root(el, local, 0, R, 0, a, k);
-        else to_root(el, local, 0, R, 0, a, k);
+        size_t a, k = block_at(f, n, b, &a);
+        if (back) from_root(f, local, 0, R, 0, a, k);
+        else to_root(f, local, 0, R, 0, a, k, NULL);   /* root 0 is the first: no scratch */
     }
 }
 
-/* dst[0..k) += src[0..k), or = src with copy. */
-static void par_move(const ct_elem *el, char *dst, char *src, size_t k, bool copy)
+/* dst[0..k) = src (+) dst (the sender's sum first), or = src with copy. */
+static void par_move(const dr_form *f, char *dst, char *src, size_t k, bool copy)
 {
-    size_t nb = nblocks(k);
-    #pragma omp parallel for schedule(static) if (nb > 1)
+    size_t nb = nblocks(f, k);
+    #pragma omp parallel for schedule(static) if (k >= dr_ct_par_min(f))
     for (size_t b = 0; b < nb; b++) {
-        size_t a = b * DR_CT_BLOCK, m = k - a > DR_CT_BLOCK ? DR_CT_BLOCK : k - a;
-        if (copy) memcpy(dr_ct_at(el, dst, a), dr_ct_at(el, src, a), m * el->size);
-        else el->merge(dr_ct_at(el, dst, a), dr_ct_at(el, src, a), m);
+        size_t a, m = block_at(f, k, b, &a);
+        if (copy) memcpy(dr_ct_at(f, dst, a), dr_ct_at(f, src, a), m * f->size);
+        else f->merge_after(dr_ct_at(f, dst, a), dr_ct_at(f, src, a), m);
     }
 }
 
@@ -343,13 +367,13 @@ static void par_move(const ct_elem *el, char *dst, char *src, size_t k, bool cop
 static void rank_ring_recv(const ct_hub *h, uint32_t w, size_t n, uint32_t step, uint32_t phase)
 {
     uint32_t W = h->cfg.num_ranks, prev = (w + W - 1) % W, c = (prev + W - step + phase) % W;
-    const ct_elem *el = h->slot[w].el;
+    const dr_form *f = h->slot[w].form;
     char *dst = h->slot[w].local[0], *src = h->slot[prev].local[0];
     size_t off = 0;
     for (uint32_t p = 0; p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off), lo, hi;
         dr_ct_chunk(len, W, c, &lo, &hi);
-        par_move(el, dr_ct_at(el, dst, off + lo), dr_ct_at(el, src, off + lo), hi - lo, phase == 1);
+        par_move(f, dr_ct_at(f, dst, off + lo), dr_ct_at(f, src, off + lo), hi - lo, phase == 1);
         off += len;
     }
 }
@@ -378,20 +402,20 @@ void dr_ct_count_ranks(const ct_hub *h, size_t n, size_t width)
     }
 }
 
-static int ranks_all_reduce(dr_comm *c, const ct_elem *el, char *const *local, size_t n, dr_err *err)
+static int ranks_all_reduce(dr_comm *c, const dr_form *f, char *const *local, size_t n, dr_err *err)
 {
     ct_hub *h = c->hub;
     uint32_t W = h->cfg.num_ranks;
     int rc;
-    if (n) rank_gather(h, el, local, n, false);
-    if (c->rank == 0) dr_ct_count_ranks(h, n, el->wire);
+    if (n) rank_gather(h, f, local, n, false);
+    if (c->rank == 0) dr_ct_count_ranks(h, n, f->wire);
     if ((rc = dr_ct_sync(h, err))) return rc;
     for (uint32_t phase = 0; phase < 2; phase++)
         for (uint32_t step = 0; step + 1 < W; step++) {
             if (n) rank_ring_recv(h, c->rank, n, step, phase);
             if ((rc = dr_ct_sync(h, err))) return rc;
         }
-    if (n) rank_gather(h, el, local, n, true);
+    if (n) rank_gather(h, f, local, n, true);
     return DR_OK;
 }
 
@@ -456,33 +480,24 @@ static void ct_close(dr_comm **eps, uint32_t neps)
 static uint32_t ct_rank(const dr_comm *c) { return c->rank; }
 static uint32_t ct_num_ranks(const dr_comm *c) { return c->hub->cfg.num_ranks; }
 
-static int all_reduce_el(dr_comm *c, const ct_elem *el, void *const *local, size_t n, dr_err *err)
+static int ct_all_reduce(dr_comm *c, dr_form_id form, void *const *local, size_t n, dr_err *err)
 {
+    const dr_form *f;
     ct_slot *me;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce: no endpoint (NULL)");
-    me = dr_ct_publish(c, el, local, n, NULL, 0);
-    if (c->hub->cfg.alg == DR_COMM_TORUS)
+    me = dr_ct_publish(c, NULL, local, n, NULL, 0);
+    me->rc = dr_ct_form(form, "threads", "all_reduce", &f, &me->err);
+    me->form = f;
+    if (me->rc == DR_OK && c->hub->cfg.alg == DR_COMM_TORUS)
         me->rc = dr_fail(&me->err, DR_EUSAGE, "comm threads all_reduce: algorithm TORUS reduces by "
                          "all_reduce_ranges");
     if (me->rc == DR_OK) me->rc = dr_ct_check_lengths(c->hub, "all_reduce", n, &me->err);
     if (me->rc == DR_OK) me->rc = check_arrays(c->hub, "all_reduce", local, n, &me->err);
     if ((rc = dr_ct_agree(c, "all_reduce", err))) return rc;
-    if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, el, me->local, n, err);
-    local_all_reduce(c->hub, el, me->local, n);
+    if (c->hub->cfg.num_ranks > 1) return ranks_all_reduce(c, f, me->local, n, err);
+    local_all_reduce(c->hub, f, me->local, n);
     return DR_OK;
-}
-
-static int ct_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
-{
-    void *p[DR_CT_MAX_LOCAL];
-    return all_reduce_el(c, &dr_ct_elem_acc, local && c ? dr_ct_untyped_acc(c->hub, local, p) : NULL, n, err);
-}
-
-static int ct_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err)
-{
-    void *p[DR_CT_MAX_LOCAL];
-    return all_reduce_el(c, &dr_ct_elem_cacc, local && c ? dr_ct_untyped_cacc(c->hub, local, p) : NULL, n, err);
 }
 
 int dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, uint32_t dst_device,
@@ -497,75 +512,58 @@ int dr_ct_check_dst(const ct_hub *h, uint32_t rank, size_t n, const void *dst, u
     return DR_OK;
 }
 
-static int reduce_to_el(dr_comm *c, const ct_elem *el, void *const *local, size_t n, uint32_t dst_device,
+/* Rank w sums its share [w*n/W, (w+1)*n/W) of rank 0's dst, every replica
+ * of every rank in global replica order (copy_first: the first overwrites). */
+static void reduce_share(const ct_hub *h, const dr_form *f, uint32_t w, size_t n)
+{
+    uint32_t W = h->cfg.num_ranks, R = h->cfg.local_replicas;
+    size_t lo = (size_t)w * n / W, hi = ((size_t)w + 1) * n / W, nb = nblocks(f, hi - lo);
+    char *d = h->slot[0].dst;
+    #pragma omp parallel for schedule(static) if (hi - lo >= dr_ct_par_min(f))
+    for (size_t b = 0; b < nb; b++) {
+        size_t a, k = block_at(f, hi - lo, b, &a);
+        a += lo;
+        if (f->copy_first) memcpy(dr_ct_at(f, d, a), dr_ct_at(f, h->slot[0].local[0], a), k * f->size);
+        for (uint32_t q = 0; q < W; q++)
+            for (uint32_t r = q == 0 && f->copy_first ? 1 : 0; r < R; r++)
+                f->merge(dr_ct_at(f, d, a), dr_ct_at(f, h->slot[q].local[r], a), k);
+    }
+}
+
+static int ct_reduce_to(dr_comm *c, dr_form_id form, void *const *local, size_t n, uint32_t dst_device,
                         void *dst, dr_err *err)
 {
+    const dr_form *f;
     ct_hub *h;
     ct_slot *me;
-    uint32_t W, R, w;
-    size_t lo, hi, nb;
-    char *d;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads reduce_to: no endpoint (NULL)");
     h = c->hub;
-    me = dr_ct_publish(c, el, local, n, dst, dst_device);
-    me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
+    me = dr_ct_publish(c, NULL, local, n, dst, dst_device);
+    me->rc = dr_ct_form(form, "threads", "reduce_to", &f, &me->err);
+    me->form = f;
+    if (me->rc == DR_OK) me->rc = check_arrays(h, "reduce_to", local, n, &me->err);
     if (me->rc == DR_OK) me->rc = dr_ct_check_dst(h, c->rank, n, dst, dst_device, "reduce_to", &me->err);
     if ((rc = dr_ct_agree(c, "reduce_to", err))) return rc;
-    W = h->cfg.num_ranks;
-    R = h->cfg.local_replicas;
-    w = c->rank;
-    lo = (size_t)w * n / W;
-    hi = ((size_t)w + 1) * n / W;
-    d = h->slot[0].dst;
-    nb = nblocks(hi - lo);
-    #pragma omp parallel for schedule(static) if (nb > 1)
-    for (size_t b = 0; b < nb; b++) {
-        size_t a = lo + b * DR_CT_BLOCK, k = hi - a > DR_CT_BLOCK ? DR_CT_BLOCK : hi - a;
-        for (uint32_t q = 0; q < W; q++)
-            for (uint32_t r = 0; r < R; r++) el->merge(dr_ct_at(el, d, a), dr_ct_at(el, h->slot[q].local[r], a), k);
-    }
-    if (w == 0)
-        for (uint32_t q = 0; q < W; q++)
-            for (uint32_t r = 0; r < R; r++)
-                dr_ct_count(h->cfg.strategy, dr_ct_dev_of(h, q, r), h->slot[0].dst_device, n, el->wire);
+    reduce_share(h, f, c->rank, n);
+    if (c->rank == 0)
+        for (uint32_t q = 0; q < h->cfg.num_ranks; q++)
+            for (uint32_t r = 0; r < h->cfg.local_replicas; r++)
+                dr_ct_count(h->cfg.strategy, dr_ct_dev_of(h, q, r), h->slot[0].dst_device, n, f->wire);
     return dr_ct_sync(h, err);
 }
 
-static int ct_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
-                        dr_err *err)
+static int ct_all_reduce_ranges(dr_comm *c, dr_form_id form, void *const *local, const size_t *ranges,
+                                uint32_t nranges, uint32_t l, double *seconds, dr_err *err)
 {
-    void *p[DR_CT_MAX_LOCAL];
-    return reduce_to_el(c, &dr_ct_elem_acc, local && c ? dr_ct_untyped_acc(c->hub, local, p) : NULL, n,
-                        dst_device, dst, err);
-}
-
-static int ct_reduce_to_compact(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
-                                dr_err *err)
-{
-    void *p[DR_CT_MAX_LOCAL];
-    return reduce_to_el(c, &dr_ct_elem_cacc, local && c ? dr_ct_untyped_cacc(c->hub, local, p) : NULL, n,
-                        dst_device, dst, err);
-}
-
-static int ct_all_reduce_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
-                                uint32_t l, double *seconds, dr_err *err)
-{
+    const dr_form *f;
+    int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: no endpoint (NULL)");
+    if ((rc = dr_ct_form(form, "threads", "all_reduce_ranges", &f, err))) return rc;
     if (c->hub->cfg.alg != DR_COMM_TORUS)
         return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: needs algorithm TORUS (the tpu "
                        "strategy); use all_reduce");
-    return dr_ct_torus(c->hub, local, ranges, nranges, l, seconds, err);
-}
-
-static int ct_all_reduce_ranges_f32(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges,
-                                    uint32_t l, double *seconds, dr_err *err)
-{
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges_f32: no endpoint (NULL)");
-    if (c->hub->cfg.alg != DR_COMM_TORUS)
-        return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges_f32: needs algorithm TORUS (the tpu "
-                       "strategy); use all_reduce_f32");
-    return dr_ct_torus_f32(c->hub, local, ranges, nranges, l, seconds, err);
+    return dr_ct_torus(c->hub, f, local, ranges, nranges, l, seconds, err);
 }
 
 static int ct_barrier(dr_comm *c, dr_err *err)
@@ -583,11 +581,6 @@ static const dr_comm_ops threads_ops = {
     .all_reduce = ct_all_reduce,
     .reduce_to = ct_reduce_to,
     .all_reduce_ranges = ct_all_reduce_ranges,
-    .all_reduce_compact = ct_all_reduce_compact,
-    .reduce_to_compact = ct_reduce_to_compact,
-    .all_reduce_f32 = dr_ct_all_reduce_f32,
-    .reduce_to_f32 = dr_ct_reduce_to_f32,
-    .all_reduce_ranges_f32 = ct_all_reduce_ranges_f32,
     .barrier = ct_barrier,
 };
 

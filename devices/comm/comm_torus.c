@@ -19,10 +19,11 @@
  * 2(n-1) steps, each as slow as its slowest link carrying ceil(len/n)
  * accumulators (dr_tpu_transfer_seconds); the rings of one dimension run at
  * once, so the slowest counts, and the dimensions add up.
- * Bytes: each ring send of a chunk counts DR_ACC_BYTES per element on the
- * devices of the two cores (device 1 + core); 4 per element for the float
- * version (all_reduce_ranges_f32, fast numerics), whose rings add in RING's
- * float order (distref/comm.h), line by line, dimension after dimension.
+ * Bytes: each ring send of a chunk counts the form's wire bytes per element
+ * on the devices of the two cores (device 1 + core). The rings are the
+ * generic ring of any form (dr_ct_ring_chain), so floats (fast numerics)
+ * add in RING's float order (distref/comm.h), line by line, dimension
+ * after dimension.
  *
  * Execution: the ranges are cut into blocks of DR_CT_BLOCK, one OpenMP
  * iteration each; a block runs, for its elements, every ring of every
@@ -44,8 +45,7 @@ typedef struct torus {
     /* Dimension d's lines one after another, each in ring order: line i is
      * member[d][start[d][i] .. start[d][i+1]), ring[d][j] its arrays. */
     uint32_t member[DR_TPU_RANK][MAX_REPLICAS];
-    dr_acc  *ring[DR_TPU_RANK][MAX_REPLICAS];
-    float   *fring[DR_TPU_RANK][MAX_REPLICAS];       /* the float version's arrays */
+    char    *ring[DR_TPU_RANK][MAX_REPLICAS];
     uint32_t start[DR_TPU_RANK][MAX_REPLICAS + 1];
     uint32_t nlines[DR_TPU_RANK];
 } torus;
@@ -83,7 +83,7 @@ static bool same_line(const torus *t, uint32_t a, uint32_t b, int d)
 }
 
 /* Dimension d's lines; a line starts at its lowest-numbered replica. */
-static void build_lines(torus *t, dr_acc *const *acc, float *const *f, int d)
+static void build_lines(torus *t, void *const *x, int d)
 {
     bool taken[MAX_REPLICAS] = { false };
     uint32_t n = 0, L = 0;
@@ -106,8 +106,7 @@ static void build_lines(torus *t, dr_acc *const *acc, float *const *f, int d)
     t->start[d][L] = n;
     t->nlines[d] = L;
     for (uint32_t j = 0; j < n; j++) {
-        t->ring[d][j] = acc ? acc[t->member[d][j]] : NULL;
-        t->fring[d][j] = f ? f[t->member[d][j]] : NULL;
+        t->ring[d][j] = x ? x[t->member[d][j]] : NULL;
     }
 }
 
@@ -148,7 +147,7 @@ static void count_dim(dr_strategy *s, const torus *t, int d, size_t len, size_t 
 }
 
 /* All rings of all dimensions for the elements of one span. */
-static void span_rings(const torus *t, const span *sp, size_t len, bool f32)
+static void span_rings(const torus *t, const dr_form *f, const span *sp, size_t len)
 {
     for (int d = 0; d < DR_TPU_RANK; d++)
         for (uint32_t i = 0; i < t->nlines[d]; i++) {
@@ -159,25 +158,23 @@ static void span_rings(const torus *t, const span *sp, size_t len, bool f32)
                 dr_ct_chunk(len, n, c, &lo, &hi);
                 if (lo < sp->packed) lo = sp->packed;
                 if (hi > sp->packed + sp->len) hi = sp->packed + sp->len;
-                if (lo < hi && f32)
-                    dr_ct_ring_chain_f32(t->fring[d] + t->start[d][i], n, c, sp->flat + (lo - sp->packed), hi - lo);
-                else if (lo < hi)
-                    dr_ct_ring_chain(t->ring[d] + t->start[d][i], n, c, sp->flat + (lo - sp->packed), hi - lo);
+                if (lo < hi)
+                    dr_ct_ring_chain(f, t->ring[d] + t->start[d][i], n, c, sp->flat + (lo - sp->packed), hi - lo);
             }
         }
 }
 
 /* The ranges cut into spans (sp NULL: only counted). */
-static size_t make_spans(const size_t *ranges, uint32_t nranges, span *sp)
+static size_t make_spans(const size_t *ranges, uint32_t nranges, size_t block, span *sp)
 {
     size_t ns = 0, packed = 0;
     for (uint32_t i = 0; i < nranges; i++) {
         size_t lo = ranges[2 * i], hi = ranges[2 * i + 1];
-        for (size_t a = lo; a < hi; a += DR_CT_BLOCK) {
+        for (size_t a = lo; a < hi; a += block) {
             if (sp) {
                 sp[ns].flat = a;
                 sp[ns].packed = packed + (a - lo);
-                sp[ns].len = hi - a > DR_CT_BLOCK ? DR_CT_BLOCK : hi - a;
+                sp[ns].len = hi - a > block ? block : hi - a;
             }
             ns++;
         }
@@ -217,12 +214,11 @@ static int check(const ct_hub *h, const void *const *acc, const size_t *ranges, 
     return DR_OK;
 }
 
-static int torus_run(ct_hub *h, dr_acc *const *acc, float *const *f, const size_t *ranges, uint32_t nranges,
-                     uint32_t l, double *seconds, dr_err *err)
+int dr_ct_torus(ct_hub *h, const dr_form *f, void *const *local, const size_t *ranges, uint32_t nranges,
+                uint32_t l, double *seconds, dr_err *err)
 {
     dr_strategy *s = h->cfg.strategy;
-    const void *arrays[MAX_REPLICAS];
-    size_t width = f ? sizeof(float) : DR_ACC_BYTES;
+    size_t block = DR_CT_BLOCK;   /* spans of 256 elements whatever the form (floats: small rings) */
     torus *t;
     span *sp;
     size_t len, ns;
@@ -230,11 +226,9 @@ static int torus_run(ct_hub *h, dr_acc *const *acc, float *const *f, const size_
     if (h->cfg.local_replicas > MAX_REPLICAS)
         return dr_fail(err, DR_EUSAGE, "comm threads all_reduce_ranges: %u replicas; at most %d",
                        h->cfg.local_replicas, MAX_REPLICAS);
-    for (uint32_t r = 0; (f || acc) && r < h->cfg.local_replicas; r++)
-        arrays[r] = f ? (const void *)f[r] : (const void *)acc[r];
-    rc = check(h, (f || acc) ? arrays : NULL, ranges, nranges, l, seconds, &len, err);
+    rc = check(h, (const void *const *)local, ranges, nranges, l, seconds, &len, err);
     if (rc || h->cfg.local_replicas == 1) return rc;
-    ns = make_spans(ranges, nranges, NULL);
+    ns = make_spans(ranges, nranges, block, NULL);
     t = malloc(sizeof *t);
     sp = malloc(ns * sizeof *sp + 1);
     if (!t || !sp) {
@@ -242,29 +236,17 @@ static int torus_run(ct_hub *h, dr_acc *const *acc, float *const *f, const size_
         free(sp);
         return dr_fail(err, DR_ENOMEM, "comm threads all_reduce_ranges: no memory for %zu blocks", ns);
     }
-    make_spans(ranges, nranges, sp);
+    make_spans(ranges, nranges, block, sp);
     t->R = h->cfg.local_replicas;
     place(s, l, t);
     for (int d = 0; d < DR_TPU_RANK; d++) {
-        build_lines(t, len ? acc : NULL, len ? f : NULL, d);
-        *seconds += dim_seconds(&s->tpu_system->topology, t, d, len, width);
-        count_dim(s, t, d, len, width);
+        build_lines(t, len ? local : NULL, d);
+        *seconds += dim_seconds(&s->tpu_system->topology, t, d, len, f->wire);
+        count_dim(s, t, d, len, f->wire);
     }
     #pragma omp parallel for schedule(static) if (ns > 1)
-    for (size_t i = 0; i < ns; i++) span_rings(t, &sp[i], len, f != NULL);
+    for (size_t i = 0; i < ns; i++) span_rings(t, f, &sp[i], len);
     free(sp);
     free(t);
     return DR_OK;
-}
-
-int dr_ct_torus(ct_hub *h, dr_acc *const *acc, const size_t *ranges, uint32_t nranges,
-                uint32_t l, double *seconds, dr_err *err)
-{
-    return torus_run(h, acc, NULL, ranges, nranges, l, seconds, err);
-}
-
-int dr_ct_torus_f32(ct_hub *h, float *const *f, const size_t *ranges, uint32_t nranges,
-                    uint32_t l, double *seconds, dr_err *err)
-{
-    return torus_run(h, NULL, f, ranges, nranges, l, seconds, err);
 }

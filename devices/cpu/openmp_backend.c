@@ -408,65 +408,37 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
 
 /* ---- apply: round once, then the optimizer -------------------------------- */
 
-/* Fast numerics: the float total is the gradient (divided by d, which is
- * 1 but for a planted MEAN_NOT_SUM; x / 1.0f is x exactly), in loops with
- * no branch, vectorized by `omp simd` (elementwise IEEE operations: the
- * same bits as scalar code; -O2's cost model alone would not vectorize). */
-static void apply_sgd_f32(const dr_optimizer *o, const float *t, float d, float *w, size_t P)
-{
-    const float lr = o->lr;
-    #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
-    for (size_t p = 0; p < P; p++) w[p] = w[p] - lr * (t[p] / d);
-}
-
-static void apply_momentum_f32(const dr_optimizer *o, const float *t, float d, float *w, float *v, size_t P)
-{
-    const float lr = o->lr, mu = o->momentum;
-    if (o->nesterov) {
-        #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
-        for (size_t p = 0; p < P; p++) {
-            float g = t[p] / d;
-            v[p] = mu * v[p] - lr * g;
-            w[p] = w[p] + (mu * v[p] - lr * g);
-        }
-    } else {
-        #pragma omp parallel for simd schedule(static) if (parallel: P >= PAR_PARAMS_F32)
-        for (size_t p = 0; p < P; p++) {
-            v[p] = mu * v[p] - lr * (t[p] / d);
-            w[p] = w[p] + v[p];
-        }
-    }
-}
-
-/* Where apply reads the gradient total: exact accumulators (full or
- * compact), or (fast) floats. */
+/* The optimizer, written once: it reads the gradient total through its
+ * number form (distref/form.h), which rounds each element once: an exact
+ * total (full or compact) divided by d, round-to-nearest of the exact
+ * quotient; a float total (fast numerics) over (float)d, where d is 1 but
+ * for a planted MEAN_NOT_SUM (x / 1.0f is x exactly). */
 typedef struct grad_src {
-    const dr_acc  *t;
-    const dr_cacc *tc;
-    const float   *tf;
+    const dr_form *form;
+    const char    *total;
+    size_t         par;   /* parameters below which SGD and momentum stay on one thread
+                             (Adam's heavier loop: PAR_PARAMS in every form) */
 } grad_src;
 
-/* The gradients of parameters p0 .. p0 + n: round(t / d) from exact
- * accumulators (compact ones eight at a time, dr_cacc_round_div_n), or
- * (fast: Adam only) the float total over d. */
+/* The gradients of parameters p0 .. p0 + n (compact ones eight at a time). */
 #define GRAD_CHUNK 64
 static inline void grads_of(const grad_src *g, uint32_t d, size_t p0, size_t n, float *out)
 {
-    if (g->tc) { dr_cacc_round_div_n(g->tc + p0, n, d, out); return; }
-    for (size_t q = 0; q < n; q++)
-        out[q] = g->tf ? g->tf[p0 + q] / (float)d : dr_acc_round_div(&g->t[p0 + q], d);
+    g->form->round(g->total + p0 * g->form->size, n, d, out);
 }
 
 /* Each apply below: chunks of GRAD_CHUNK parameters, their gradients
- * first, then the elementwise update (the same bits as one at a time). */
+ * first, then the elementwise update (the same bits as one at a time;
+ * `omp simd` vectorizes IEEE operations without changing a bit). */
 static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, size_t P)
 {
     const float lr = o->lr;
-    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
         float g[GRAD_CHUNK];
         size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
         grads_of(t, d, p0, n, g);
+        #pragma omp simd
         for (size_t q = 0; q < n; q++) w[p0 + q] = w[p0 + q] - lr * g[q];
     }
 }
@@ -475,11 +447,12 @@ static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d,
 {
     const float lr = o->lr, mu = o->momentum;
     const bool nesterov = o->nesterov;
-    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
+    #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
         float g[GRAD_CHUNK];
         size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
         grads_of(t, d, p0, n, g);
+        #pragma omp simd
         for (size_t q = 0; q < n; q++) {
             size_t p = p0 + q;
             v[p] = mu * v[p] - lr * g[q];
@@ -515,9 +488,7 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
 {
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
-    const bool fast = b->num == DR_NUMERICS_FAST;
-    grad_src t = { NULL, NULL, NULL };
-    const float *tf;
+    grad_src t;
     float *w, *s;
     int rc;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: apply with divisor 0");
@@ -525,15 +496,12 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         (rc = dr_omp_need(params, P * sizeof(float), "params", err)) ||
         (nslots && (rc = dr_omp_need(slots, nslots * P * sizeof(float), "slots", err))))
         return rc;
-    tf = fast ? dr_omp_f32(total) : NULL;
-    if (fast) t.tf = tf;
-    else if (b->num == DR_NUMERICS_EXACT_COMPACT) t.tc = dr_omp_cacc(total);
-    else t.t = dr_omp_acc(total);
+    t.form = dr_form_of(dr_grad_form(b->num));
+    t.total = total->data;
+    t.par = t.form->exact ? PAR_PARAMS : PAR_PARAMS_F32;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
     if (o->kind == DR_OPT_ADAM) apply_adam(o, step, &t, divisor, w, s, s + P, P);
-    else if (fast && o->momentum != 0.0f) apply_momentum_f32(o, tf, (float)divisor, w, s, P);
-    else if (fast) apply_sgd_f32(o, tf, (float)divisor, w, P);
     else if (o->momentum != 0.0f) apply_momentum(o, &t, divisor, w, s, P);
     else apply_sgd(o, &t, divisor, w, P);
 #if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)

@@ -52,10 +52,10 @@
 
 #if defined(DR_MUTANT_MPI_ROUNDED)
 /* The planted fault's rounding of k partials, either exact element. */
-static void dr_cm_round_partials(const ct_elem *el, void *tmp, size_t k)
+static void dr_cm_round_partials(const dr_form *f, void *tmp, size_t k)
 {
     for (size_t i = 0; i < k; i++) {
-        if (el == &dr_ct_elem_acc) {
+        if (f->id == DR_FORM_ACC) {
             dr_acc *t = (dr_acc *)tmp + i;
             float r = dr_acc_round(t);
             dr_acc_init(t);
@@ -72,20 +72,19 @@ static void dr_cm_round_partials(const ct_elem *el, void *tmp, size_t k)
 
 /* ---- segments ------------------------------------------------------------ */
 
-/* The element a collective moves: el (exact: dr_acc or dr_cacc), or floats
- * when el is NULL. Elements per segment: as many as fit in a slot of
+/* The element a collective moves is its form (distref/form.h: dr_acc,
+ * dr_cacc or float). Elements per segment: as many as fit in a slot of
  * CM_SEG * DR_ACC_BYTES bytes (CM_SEG full accumulators, 2.6 times as many
  * compact ones, 21 times as many floats). */
-static size_t width_el(const ct_elem *el) { return el ? el->wire : sizeof(float); }
-static size_t seg_len(const ct_elem *el) { return (size_t)CM_SEG * DR_ACC_BYTES / width_el(el); }
+static size_t seg_len(const dr_form *f) { return (size_t)CM_SEG * DR_ACC_BYTES / f->wire; }
 
 /* The segments of chunk c (of W) of every pack of an n-element array. */
-static int ring_segments(const cm_ep *e, size_t n, uint32_t c, const ct_elem *el, cm_seg **out, size_t *count,
+static int ring_segments(const cm_ep *e, size_t n, uint32_t c, const dr_form *f, cm_seg **out, size_t *count,
                          dr_err *err)
 {
     const ct_hub *h = &e->geom;
     uint32_t np = dr_ct_num_packs(h);
-    size_t S = seg_len(el), cap = n / S + np + 1, k = 0, off = 0;
+    size_t S = seg_len(f), cap = n / S + np + 1, k = 0, off = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
     for (uint32_t p = 0; p < np; p++) {
@@ -103,9 +102,9 @@ static int ring_segments(const cm_ep *e, size_t n, uint32_t c, const ct_elem *el
 }
 
 /* Whole arrays of n elements, cut into segments. */
-static int whole_segments(size_t n, const ct_elem *el, cm_seg **out, size_t *count, dr_err *err)
+static int whole_segments(size_t n, const dr_form *f, cm_seg **out, size_t *count, dr_err *err)
 {
-    size_t S = seg_len(el), cap = n / S + 1, k = 0;
+    size_t S = seg_len(f), cap = n / S + 1, k = 0;
     cm_seg *s = malloc(cap * sizeof *s);
     if (!s) return dr_fail(err, DR_ENOMEM, "comm mpi: no memory for %zu segments", cap);
     for (size_t a = 0; a < n; a += S) s[k++] = (cm_seg){ a, n - a < S ? n - a : S };
@@ -114,38 +113,33 @@ static int whole_segments(size_t n, const ct_elem *el, cm_seg **out, size_t *cou
     return DR_OK;
 }
 
-static void pack_seg(const ct_elem *el, const void *base, cm_seg sg, uint8_t *buf)
+static void pack_seg(const dr_form *f, const void *base, cm_seg sg, uint8_t *buf)
 {
-    if (!el) {
-        memcpy(buf, (const float *)base + sg.at, sg.len * sizeof(float));
-        return;
-    }
-    el->serialize((const char *)base + sg.at * el->size, sg.len, buf);
+    f->serialize((const char *)base + sg.at * f->size, sg.len, buf);
 }
 
-/* A segment that arrived: floats added or copied; exact elements merged
- * (through tmp, room for a segment) or set. */
-static int unpack_seg(cm_op op, const ct_elem *el, void *base, cm_seg sg, const uint8_t *buf, void *tmp,
+/* A segment that arrived: floats added after the sum they hold or copied;
+ * exact elements validated, then merged (through tmp, room for a segment)
+ * or set. */
+static int unpack_seg(cm_op op, const dr_form *f, void *base, cm_seg sg, const uint8_t *buf, void *tmp,
                       uint32_t from, dr_err *err)
 {
-    float *f = (float *)base + sg.at;
-    const float *v = (const float *)(const void *)buf;
     switch (op) {
-    case CM_ADD:
-        for (size_t i = 0; i < sg.len; i++) f[i] = v[i] + f[i];
+    case CM_ADD:   /* the sender's sum first: ((y_c + y_{c+1}) + ...) */
+        f->merge_after(dr_ct_at(f, base, sg.at), buf, sg.len);
         return DR_OK;
     case CM_COPY:
-        memcpy(f, buf, sg.len * sizeof(float));
+        memcpy(dr_ct_at(f, base, sg.at), buf, sg.len * f->size);
         return DR_OK;
     default:
-        if (!el->deserialize(op == CM_SET ? dr_ct_at(el, base, sg.at) : tmp, sg.len, buf))
+        if (!f->deserialize(op == CM_SET ? dr_ct_at(f, base, sg.at) : tmp, sg.len, buf))
             return dr_fail(err, DR_EFORMAT, "comm mpi: a corrupt accumulator from rank %u (elements %zu..%zu)",
                            from, sg.at, sg.at + sg.len - 1);
 #if defined(DR_MUTANT_MPI_ROUNDED)
         /* planted fault: the partial from the previous rank is rounded to a float before it is merged */
-        if (op == CM_MERGE) dr_cm_round_partials(el, tmp, sg.len);
+        if (op == CM_MERGE) dr_cm_round_partials(f, tmp, sg.len);
 #endif
-        if (op == CM_MERGE) el->merge(dr_ct_at(el, base, sg.at), tmp, sg.len);
+        if (op == CM_MERGE) f->merge(dr_ct_at(f, base, sg.at), tmp, sg.len);
         return DR_OK;
     }
 }
@@ -161,12 +155,12 @@ typedef struct cm_flow {
 
 /* Sends tx's segments to tx.peer and receives rx's from rx.peer at once,
  * applying op to each segment that arrives. */
-static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, const char *what, dr_err *err)
+static int pump(cm_ep *e, cm_op op, const dr_form *f, cm_flow tx, cm_flow rx, const char *what, dr_err *err)
 {
     MPI_Request req[2 * CM_DEPTH];
     MPI_Status st[2 * CM_DEPTH];
     int idx[2 * CM_DEPTH], out, mrc;
-    size_t seg_of[2 * CM_DEPTH], next_s = 0, next_r = 0, done_s = 0, done_r = 0, w = width_el(el);
+    size_t seg_of[2 * CM_DEPTH], next_s = 0, next_r = 0, done_s = 0, done_r = 0, w = f->wire;
     double last = dr_cm_now();
     if (tx.peer < 0) tx.nseg = 0;
     if (rx.peer < 0) rx.nseg = 0;
@@ -183,7 +177,7 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
         for (int i = CM_DEPTH; i < 2 * CM_DEPTH && next_s < tx.nseg; i++) {
             uint8_t *buf = e->sbuf + (size_t)(i - CM_DEPTH) * CM_SEG * DR_ACC_BYTES;
             if (req[i] != MPI_REQUEST_NULL) continue;
-            pack_seg(el, tx.base, tx.seg[next_s], buf);
+            pack_seg(f, tx.base, tx.seg[next_s], buf);
             mrc = MPI_Isend(buf, (int)(tx.seg[next_s].len * w), MPI_BYTE, tx.peer, (int)(next_s % CM_TAGS), e->comm,
                             &req[i]);
             if (mrc != MPI_SUCCESS) { dr_cm_cancel_all(req, 2 * CM_DEPTH); return dr_cm_fail(err, mrc, e->rank, what); }
@@ -205,7 +199,7 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
                                    "expected (the ranks disagree on the arrays or the packs)", e->rank, what,
                                    rx.peer, got, sg.len * w);
                 }
-                if ((mrc = unpack_seg(op, el, rx.base, sg, e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, e->tmp,
+                if ((mrc = unpack_seg(op, f, rx.base, sg, e->rbuf + (size_t)i * CM_SEG * DR_ACC_BYTES, e->tmp,
                                       (uint32_t)rx.peer, err))) {
                     dr_cm_cancel_all(req, 2 * CM_DEPTH);
                     return mrc;
@@ -243,8 +237,9 @@ static int pump(cm_ep *e, cm_op op, const ct_elem *el, cm_flow tx, cm_flow rx, c
 
 /* ---- across ranks ---------------------------------------------------------- */
 
-/* The rank's replicas onto its local[0] (back: local[0] onto the others). */
-static void rank_fold(const cm_ep *e, void *const *local, size_t n, const ct_elem *el, bool back)
+/* The rank's replicas onto its local[0], in replica order (back: local[0]
+ * onto the others). */
+static void rank_fold(const cm_ep *e, void *const *local, size_t n, const dr_form *f, bool back)
 {
     uint32_t L = e->geom.cfg.local_replicas;
     size_t nb = (n + CM_SEG - 1) / CM_SEG;
@@ -253,17 +248,8 @@ static void rank_fold(const cm_ep *e, void *const *local, size_t n, const ct_ele
     for (size_t b = 0; b < nb; b++) {
         size_t a = b * CM_SEG, k = n - a < CM_SEG ? n - a : CM_SEG;
         for (uint32_t r = 1; r < L; r++) {
-            if (back && !el) {
-                memcpy((float *)local[r] + a, (const float *)local[0] + a, k * sizeof(float));
-            } else if (back) {
-                memcpy(dr_ct_at(el, local[r], a), dr_ct_at(el, local[0], a), k * el->size);
-            } else if (!el) {
-                float *t = (float *)local[0] + a;
-                const float *v = (const float *)local[r] + a;
-                for (size_t i = 0; i < k; i++) t[i] = t[i] + v[i];
-            } else {
-                el->merge(dr_ct_at(el, local[0], a), dr_ct_at(el, local[r], a), k);
-            }
+            if (back) memcpy(dr_ct_at(f, local[r], a), dr_ct_at(f, local[0], a), k * f->size);
+            else f->merge(dr_ct_at(f, local[0], a), dr_ct_at(f, local[r], a), k);
         }
     }
 }
@@ -272,25 +258,23 @@ static void rank_fold(const cm_ep *e, void *const *local, size_t n, const ct_ele
  * two steps (one wait for the other rank a step instead of two; the same
  * bytes), each chunk added in the ring's order, chunk c being y_c + y_{c+1}:
  * the rank's own first in its own chunk, the other's first in the other. */
-static int pair_f32(cm_ep *e, float *mine, size_t n, const char *what, dr_err *err)
+static int pair_f32(cm_ep *e, const dr_form *f, char *mine, size_t n, const char *what, dr_err *err)
 {
     const ct_hub *h = &e->geom;
-    float *other = malloc(n * sizeof *other + 1);
+    char *other = malloc(n * f->size + 1);
     cm_seg *seg = NULL;
     size_t nseg = 0, off = 0;
     int peer = (int)(1 - e->rank), rc;
     if (!other) return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu floats", what, n);
-    if ((rc = whole_segments(n, NULL, &seg, &nseg, err)) == DR_OK)
-        rc = pump(e, CM_COPY, NULL, (cm_flow){ peer, mine, seg, nseg }, (cm_flow){ peer, other, seg, nseg }, what, err);
+    if ((rc = whole_segments(n, f, &seg, &nseg, err)) == DR_OK)
+        rc = pump(e, CM_COPY, f, (cm_flow){ peer, mine, seg, nseg }, (cm_flow){ peer, other, seg, nseg }, what, err);
     for (uint32_t p = 0; rc == DR_OK && p < dr_ct_num_packs(h); p++) {
         size_t len = dr_ct_pack_len(h, p, n, off);
         for (uint32_t c = 0; c < 2; c++) {
             size_t lo, hi;
-            float *f = mine + off;
-            const float *o = other + off;
             dr_ct_chunk(len, 2, c, &lo, &hi);
-            if (c == e->rank) for (size_t i = lo; i < hi; i++) f[i] = f[i] + o[i];
-            else for (size_t i = lo; i < hi; i++) f[i] = o[i] + f[i];
+            if (c == e->rank) f->merge(dr_ct_at(f, mine, off + lo), dr_ct_at(f, other, off + lo), hi - lo);
+            else f->merge_after(dr_ct_at(f, mine, off + lo), dr_ct_at(f, other, off + lo), hi - lo);
         }
         off += len;
     }
@@ -299,16 +283,16 @@ static int pair_f32(cm_ep *e, float *mine, size_t n, const char *what, dr_err *e
     return rc;
 }
 
-static int ring(cm_ep *e, void *const *local, size_t n, const ct_elem *el, const char *what, dr_err *err)
+static int ring(cm_ep *e, void *const *local, size_t n, const dr_form *f, const char *what, dr_err *err)
 {
     uint32_t W = e->size, w = e->rank, next = (w + 1) % W, prev = (w + W - 1) % W;
-    const bool fast = el == NULL;
+    const bool fast = !f->exact;
     int rc = DR_OK;
-    if (n) rank_fold(e, local, n, el, false);
-    dr_ct_count_ranks(&e->geom, n, width_el(el));
+    if (n) rank_fold(e, local, n, f, false);
+    dr_ct_count_ranks(&e->geom, n, f->wire);
     if (fast && W == 2 && n) {
-        rc = pair_f32(e, local[0], n, what, err);
-        if (rc == DR_OK) rank_fold(e, local, n, el, true);
+        rc = pair_f32(e, f, local[0], n, what, err);
+        if (rc == DR_OK) rank_fold(e, local, n, f, true);
         return rc;
     }
     for (uint32_t phase = 0; rc == DR_OK && phase < 2; phase++)
@@ -317,14 +301,14 @@ static int ring(cm_ep *e, void *const *local, size_t n, const ct_elem *el, const
             size_t ns = 0, nr = 0;
             uint32_t cs = (w + W - step + phase) % W, cr = (prev + W - step + phase) % W;
             cm_op op = fast ? (phase ? CM_COPY : CM_ADD) : (phase ? CM_SET : CM_MERGE);
-            if ((rc = ring_segments(e, n, cs, el, &ss, &ns, err)) == DR_OK &&
-                (rc = ring_segments(e, n, cr, el, &rs, &nr, err)) == DR_OK)
-                rc = pump(e, op, el, (cm_flow){ (int)next, local[0], ss, ns }, (cm_flow){ (int)prev, local[0], rs, nr },
+            if ((rc = ring_segments(e, n, cs, f, &ss, &ns, err)) == DR_OK &&
+                (rc = ring_segments(e, n, cr, f, &rs, &nr, err)) == DR_OK)
+                rc = pump(e, op, f, (cm_flow){ (int)next, local[0], ss, ns }, (cm_flow){ (int)prev, local[0], rs, nr },
                           what, err);
             free(ss);
             free(rs);
         }
-    if (rc == DR_OK && n) rank_fold(e, local, n, el, true);
+    if (rc == DR_OK && n) rank_fold(e, local, n, f, true);
     return rc;
 }
 
@@ -427,155 +411,87 @@ static int cm_open(const dr_comm_config *cfg, dr_comm **eps, uint32_t *neps, dr_
 static uint32_t cm_rank(const dr_comm *c) { return ((const cm_ep *)(const void *)c)->rank; }
 static uint32_t cm_num_ranks(const dr_comm *c) { return ((const cm_ep *)(const void *)c)->size; }
 
-static int cm_all_reduce(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err)
+static int cm_all_reduce(dr_comm *c, dr_form_id form, void *const *local, size_t n, dr_err *err)
 {
+    const dr_form *f;
     cm_ep *e;
     int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce: no endpoint (NULL)");
+    /* exact floats: not a merge of partials; its own algorithm, any rank count */
+    if (form == DR_FORM_F32_EXACT) return dr_cm_all_reduce_f32_exact(c, (float *const *)local, n, err);
+    if ((rc = dr_ct_form(form, "mpi", "all_reduce", &f, err))) return rc;
     e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->all_reduce(e->inner, local, n, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_ct_untyped_acc(&e->geom, local, p) : NULL;
-        if ((rc = check_call(e, "all_reduce", lp, n, err))) return rc;
-        return ring(e, lp, n, &dr_ct_elem_acc, "all_reduce", err);
-    }
-}
-
-static int cm_all_reduce_compact(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err)
-{
-    cm_ep *e;
-    int rc;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_compact: no endpoint (NULL)");
-    e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->all_reduce_compact(e->inner, local, n, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL;
-        if ((rc = check_call(e, "all_reduce_compact", lp, n, err))) return rc;
-        if (e->geom.cfg.ranks_alg == DR_COMM_RANKS_RING) return ring(e, lp, n, &dr_ct_elem_cacc, "all_reduce_compact", err);
-        /* the library's own all-reduce on integer digits (comm_mpi_native.c); the
-         * strategy's byte counts are the ring's, as for every algorithm */
-        dr_ct_count_ranks(&e->geom, n, DR_CACC_BYTES);
-        if ((rc = dr_cm_native_compact(e, local, e->geom.cfg.local_replicas, n, "all_reduce_compact", err)))
-            return rc;
-        if (n) rank_fold(e, lp, n, &dr_ct_elem_cacc, true);
-        return DR_OK;
-    }
-}
-
-static int cm_all_reduce_f32(dr_comm *c, float *const *local, size_t n, dr_err *err)
-{
-    cm_ep *e;
-    int rc;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_f32: no endpoint (NULL)");
-    e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->all_reduce_f32(e->inner, local, n, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        void *const *lp = local ? dr_ct_untyped_f32(&e->geom, local, p) : NULL;
-        if ((rc = check_call(e, "all_reduce_f32", lp, n, err))) return rc;
-        return ring(e, lp, n, NULL, "all_reduce_f32", err);
-    }
+    if (e->inner) return dr_comm_threads()->all_reduce(e->inner, form, local, n, err);
+    if ((rc = check_call(e, "all_reduce", local, n, err))) return rc;
+    if (form != DR_FORM_CACC || e->geom.cfg.ranks_alg == DR_COMM_RANKS_RING) return ring(e, local, n, f, "all_reduce", err);
+    /* compact: the library's own all-reduce on integer digits (comm_mpi_native.c);
+     * the strategy's byte counts are the ring's, as for every algorithm */
+    dr_ct_count_ranks(&e->geom, n, f->wire);
+    if ((rc = dr_cm_native_compact(e, (dr_cacc *const *)local, e->geom.cfg.local_replicas, n, "all_reduce", err)))
+        return rc;
+    if (n) rank_fold(e, local, n, f, true);
+    return DR_OK;
 }
 
 /* Every rank's replicas to rank 0's dst: exact, each rank's merged first;
- * float, every array on its own, in global replica order. */
+ * copy_first (floats), every array on its own, in global replica order,
+ * the first one copied. */
 static int reduce_to_impl(cm_ep *e, void *const *local, size_t n, uint32_t dst_device, void *dst,
-                          const ct_elem *el, const char *what, dr_err *err)
+                          const dr_form *f, const char *what, dr_err *err)
 {
     uint32_t L = e->geom.cfg.local_replicas, W = e->size;
-    const bool fast = el == NULL;
+    const bool fast = f->copy_first;
     cm_seg *seg = NULL;
     size_t nseg = 0;
     char *mine = NULL;
     int rc;
     if ((rc = check_call(e, what, local, n, err))) return rc;
     if ((rc = dr_ct_check_dst(&e->geom, e->rank, n, dst, dst_device, what, err))) return rc;
-    if ((rc = whole_segments(n, el, &seg, &nseg, err))) return rc;
+    if ((rc = whole_segments(n, f, &seg, &nseg, err))) return rc;
     if (e->rank == 0) {
-        if (fast) memcpy(dst, local[0], n * sizeof(float));
-        for (uint32_t r = fast ? 1 : 0; r < L; r++) {
-            if (fast) { float *d = dst; const float *v = local[r]; for (size_t i = 0; i < n; i++) d[i] = d[i] + v[i]; }
-            else el->merge(dst, local[r], n);
-        }
+        if (fast) memcpy(dst, local[0], n * f->size);
+        for (uint32_t r = fast ? 1 : 0; r < L; r++) f->merge(dst, local[r], n);
         for (uint32_t q = 1; rc == DR_OK && q < W; q++)
             for (uint32_t r = 0; rc == DR_OK && r < (fast ? L : 1); r++)
-                rc = pump(e, fast ? CM_ADD : CM_MERGE, el, (cm_flow){ -1, NULL, NULL, 0 },
+                rc = pump(e, fast ? CM_ADD : CM_MERGE, f, (cm_flow){ -1, NULL, NULL, 0 },
                           (cm_flow){ (int)q, dst, seg, nseg }, what, err);
     } else if (fast) {
         for (uint32_t r = 0; rc == DR_OK && r < L; r++)
-            rc = pump(e, CM_ADD, NULL, (cm_flow){ 0, local[r], seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
-    } else if (!(mine = calloc(n + 1, el->size))) {
+            rc = pump(e, CM_ADD, f, (cm_flow){ 0, local[r], seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
+    } else if (!(mine = calloc(n + 1, f->size))) {
         rc = dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %zu accumulators", what, n);
     } else {
-        for (uint32_t r = 0; r < L; r++) el->merge(mine, local[r], n);
-        rc = pump(e, CM_MERGE, el, (cm_flow){ 0, mine, seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
+        for (uint32_t r = 0; r < L; r++) f->merge(mine, local[r], n);
+        rc = pump(e, CM_MERGE, f, (cm_flow){ 0, mine, seg, nseg }, (cm_flow){ -1, NULL, NULL, 0 }, what, err);
     }
     for (uint32_t q = 0; rc == DR_OK && q < W; q++)
         for (uint32_t r = 0; r < L; r++)
-            dr_ct_count(e->geom.cfg.strategy, dr_ct_dev_of(&e->geom, q, r), dst_device, n, width_el(el));
+            dr_ct_count(e->geom.cfg.strategy, dr_ct_dev_of(&e->geom, q, r), dst_device, n, f->wire);
     free(mine);
     free(seg);
     return rc;
 }
 
-static int cm_reduce_to(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst, dr_err *err)
+static int cm_reduce_to(dr_comm *c, dr_form_id form, void *const *local, size_t n, uint32_t dst_device, void *dst,
+                        dr_err *err)
 {
+    const dr_form *f;
     cm_ep *e;
+    int rc;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to: no endpoint (NULL)");
+    if ((rc = dr_ct_form(form, "mpi", "reduce_to", &f, err))) return rc;
     e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->reduce_to(e->inner, local, n, dst_device, dst, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_ct_untyped_acc(&e->geom, local, p) : NULL, n, dst_device, dst,
-                              &dr_ct_elem_acc, "reduce_to", err);
-    }
+    if (e->inner) return dr_comm_threads()->reduce_to(e->inner, form, local, n, dst_device, dst, err);
+    return reduce_to_impl(e, local, n, dst_device, dst, f, "reduce_to", err);
 }
 
-static int cm_reduce_to_compact(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
-                                dr_err *err)
-{
-    cm_ep *e;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to_compact: no endpoint (NULL)");
-    e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->reduce_to_compact(e->inner, local, n, dst_device, dst, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_ct_untyped_cacc(&e->geom, local, p) : NULL, n, dst_device, dst,
-                              &dr_ct_elem_cacc, "reduce_to_compact", err);
-    }
-}
-
-static int cm_reduce_to_f32(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst, dr_err *err)
-{
-    cm_ep *e;
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi reduce_to_f32: no endpoint (NULL)");
-    e = dr_cm_ep(c);
-    if (e->inner) return dr_comm_threads()->reduce_to_f32(e->inner, local, n, dst_device, dst, err);
-    {
-        void *p[DR_MAX_DEVICES];
-        return reduce_to_impl(e, local ? dr_ct_untyped_f32(&e->geom, local, p) : NULL, n, dst_device, dst, NULL,
-                              "reduce_to_f32", err);
-    }
-}
-
-static int cm_ranges(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges, uint32_t l,
-                     double *seconds, dr_err *err)
+static int cm_ranges(dr_comm *c, dr_form_id form, void *const *local, const size_t *ranges, uint32_t nranges,
+                     uint32_t l, double *seconds, dr_err *err)
 {
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_ranges: no endpoint (NULL)");
     if (!dr_cm_ep(c)->inner)
         return dr_fail(err, DR_EUNSUPPORTED, "comm mpi all_reduce_ranges: the tpu strategy runs in one rank");
-    return dr_comm_threads()->all_reduce_ranges(dr_cm_ep(c)->inner, local, ranges, nranges, l, seconds, err);
-}
-
-static int cm_ranges_f32(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges, uint32_t l,
-                         double *seconds, dr_err *err)
-{
-    if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_ranges_f32: no endpoint (NULL)");
-    if (!dr_cm_ep(c)->inner)
-        return dr_fail(err, DR_EUNSUPPORTED, "comm mpi all_reduce_ranges_f32: the tpu strategy runs in one rank");
-    return dr_comm_threads()->all_reduce_ranges_f32(dr_cm_ep(c)->inner, local, ranges, nranges, l, seconds, err);
+    return dr_comm_threads()->all_reduce_ranges(dr_cm_ep(c)->inner, form, local, ranges, nranges, l, seconds, err);
 }
 
 static const dr_comm_ops mpi_ops = {
@@ -587,14 +503,8 @@ static const dr_comm_ops mpi_ops = {
     .all_reduce = cm_all_reduce,
     .reduce_to = cm_reduce_to,
     .all_reduce_ranges = cm_ranges,
-    .all_reduce_f32 = cm_all_reduce_f32,
-    .reduce_to_f32 = cm_reduce_to_f32,
-    .all_reduce_ranges_f32 = cm_ranges_f32,
     .barrier = dr_cm_barrier,
     .all_gather = dr_cm_all_gather,
-    .all_reduce_compact = cm_all_reduce_compact,
-    .reduce_to_compact = cm_reduce_to_compact,
-    .all_reduce_f32_exact = dr_cm_all_reduce_f32_exact,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)

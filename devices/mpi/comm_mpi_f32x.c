@@ -1,5 +1,5 @@
 /* distref devices — the MPI comm's exact float all-reduce
- * (distref/comm.h: all_reduce_f32_exact): every replica of every rank holds
+ * (distref/comm.h: all_reduce of DR_FORM_F32_EXACT): every replica of every rank holds
  * n floats; afterwards each holds, per element, the exact sum of all
  * R = W L of them rounded once (round to nearest even): exact.h's
  * contract, so the bits depend on neither the rank count, nor the replica

@@ -70,7 +70,7 @@ void   dr_cm_native_release(cm_ep *e);
 
 /* ---- comm_mpi_f32x.c ---------------------------------------------------- */
 /* The exact sum of loc[0..L)[0..n) over every replica of every rank,
- * rounded once, into every loc[r] (distref/comm.h: all_reduce_f32_exact). */
+ * rounded once, into every loc[r] (distref/comm.h: all_reduce of DR_FORM_F32_EXACT). */
 int    dr_cm_exact_f32(cm_ep *e, float *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
 /* The op itself (arguments checked). */
 int    dr_cm_all_reduce_f32_exact(dr_comm *c, float *const *local, size_t n, dr_err *err);

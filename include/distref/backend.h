@@ -76,6 +76,7 @@
 #include "distref/cacc.h"
 #include "distref/exact.h"
 #include "distref/factory.h"
+#include "distref/form.h"
 #include "distref/model.h"
 
 /* EXACT_COMPACT is exact numerics with the gradient kept in 32-byte compact
@@ -91,6 +92,13 @@ typedef enum dr_numerics { DR_NUMERICS_EXACT = 0, DR_NUMERICS_FAST, DR_NUMERICS_
 static inline size_t dr_sum_bytes(dr_numerics num)
 {
     return num == DR_NUMERICS_FAST ? sizeof(float) : sizeof(dr_acc);
+}
+
+/* The number form of grad (distref/form.h): the form the collectives move
+ * and apply reads. */
+static inline dr_form_id dr_grad_form(dr_numerics num)
+{
+    return num == DR_NUMERICS_FAST ? DR_FORM_F32 : num == DR_NUMERICS_EXACT_COMPACT ? DR_FORM_CACC : DR_FORM_ACC;
 }
 
 /* Bytes of one element of grad: the same, but a dr_cacc for EXACT_COMPACT. */

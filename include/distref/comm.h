@@ -4,8 +4,10 @@
  * A comm endpoint belongs to one rank (a worker: a process under MPI, a
  * thread group in the threads comm) and sees only that rank's local
  * replicas: every collective is called by every rank at once, each passing
- * the arrays of its own replicas, as MPI collectives are. What travels is
- * exact accumulators (distref/exact.h), so no algorithm, tree shape, pack
+ * the arrays of its own replicas, as MPI collectives are. The number form
+ * of the arrays is a parameter of each collective (distref/form.h, listed
+ * at dr_comm_ops below). In exact forms what travels is exact accumulators
+ * (distref/exact.h), so no algorithm, tree shape, pack
  * size or rank count can change a bit: the algorithms differ in which links
  * carry bytes, which the comm counts on the strategy's emulated devices
  * (DR_ACC_BYTES per element moved between two devices).
@@ -29,7 +31,7 @@
  * Across ranks the threads comm reduces each rank's replicas onto its first
  * local replica, runs a ring over the ranks, and broadcasts back.
  *
- * Float collectives (fast numerics: TensorFlow's float all-reduce). The
+ * The float form (DR_FORM_F32; fast numerics: TensorFlow's float all-reduce). The
  * same algorithms, packs and chunks move floats, so the order of the float
  * additions is the algorithm's, and the bits depend on R and the algorithm
  * as TensorFlow's do; every replica still ends with the same bits (the
@@ -64,6 +66,7 @@
 #include "distref/error.h"
 #include "distref/cacc.h"
 #include "distref/exact.h"
+#include "distref/form.h"
 #include "distref/strategy.h"
 
 typedef enum dr_comm_alg {
@@ -73,8 +76,8 @@ typedef enum dr_comm_alg {
     DR_COMM_TORUS
 } dr_comm_alg;
 
-/* Across ranks (the MPI comm, more than one rank), for the compact exact
- * all-reduce (TensorFlow's CommunicationImplementation):
+/* Across ranks (the MPI comm, more than one rank), for the all-reduce of
+ * DR_FORM_CACC (TensorFlow's CommunicationImplementation):
  *   RANKS_RING    the ring "across ranks" below, merging compact
  *                 accumulators hop by hop (RING)
  *   RANKS_NATIVE  the MPI library's own all-reduce on exact integer digits:
@@ -84,7 +87,7 @@ typedef enum dr_comm_alg {
  *                 the library's own collective, devices/mpi/comm_mpi_native.c)
  *   RANKS_AUTO    RANKS_NATIVE (docs/MPI.md measures both)
  * The result is the same exact value (or the overflow flag) either way;
- * the full dr_acc and the float collectives always run the ring. */
+ * DR_FORM_ACC and DR_FORM_F32 always run the ring. */
 typedef enum dr_comm_ranks_alg {
     DR_COMM_RANKS_AUTO = 0,
     DR_COMM_RANKS_RING,
@@ -109,6 +112,28 @@ typedef struct dr_comm_config {
 
 typedef struct dr_comm dr_comm;    /* one rank's endpoint */
 
+/* Every collective takes the number form of its arrays (distref/form.h),
+ * as nccl-tests makes the datatype a parameter: local[0 .. local_replicas)
+ * are this rank's arrays of n elements of that form (dr_acc, dr_cacc or
+ * float). The algorithms, packs, chunks and byte counts are the same for
+ * every form; what the form changes:
+ *   DR_FORM_ACC        exact; wire DR_ACC_BYTES per element moved.
+ *   DR_FORM_CACC       exact, DR_CACC_BYTES per element moved. An element
+ *                      that leaves its window comes out marked overflowed
+ *                      (in every replica alike: each element's total is
+ *                      formed once and copied), and the caller redoes the
+ *                      reduction with DR_FORM_ACC.
+ *   DR_FORM_F32        4 bytes per element; the additions in the
+ *                      algorithm's float order (above).
+ *   DR_FORM_F32_EXACT  all_reduce only, MPI comm only (the threads comm and
+ *                      every other call answer DR_EUNSUPPORTED): floats in;
+ *                      afterwards every replica holds, per element, the
+ *                      exact sum over every replica of every rank rounded
+ *                      once (exact.h: the bits of dr_acc_round of those
+ *                      terms, in any order, for any rank and replica
+ *                      count). Any n; the packs and tensor lengths of the
+ *                      config do not apply.
+ * An unknown form is DR_EUSAGE. */
 typedef struct dr_comm_ops {
     const char *name;
     /* The endpoints this process holds: all num_ranks of them for the
@@ -117,48 +142,29 @@ typedef struct dr_comm_ops {
     void     (*close)(dr_comm **eps, uint32_t neps);
     uint32_t (*rank)(const dr_comm *c);
     uint32_t (*num_ranks)(const dr_comm *c);
-    /* Collective. local[0 .. local_replicas) are this rank's arrays of n
-     * accumulators; afterwards each holds the sum over every replica of
-     * every rank. */
-    int      (*all_reduce)(dr_comm *c, dr_acc *const *local, size_t n, dr_err *err);
-    /* Collective. dst[0..n) (on device dst_device, held by rank 0; NULL on
-     * other ranks) += the sum over every replica: central_storage. */
-    int      (*reduce_to)(dr_comm *c, dr_acc *const *local, size_t n, uint32_t dst_device, dr_acc *dst,
-                          dr_err *err);
-    /* Collective, tpu (alg TORUS): all-reduces the parameters that logical
-     * core l holds, ranges[0 .. 2*nranges) being [lo, hi) pairs, by rings
-     * along the torus; adds the alpha-beta time of the rings to *seconds
-     * (the slowest ring of a dimension counts). */
-    int      (*all_reduce_ranges)(dr_comm *c, dr_acc *const *local, const size_t *ranges, uint32_t nranges,
-                                  uint32_t l, double *seconds, dr_err *err);
-    /* Float versions of the three (fast numerics), same arguments, n floats
-     * per array; the order of additions is the algorithm's (above). */
-    int      (*all_reduce_f32)(dr_comm *c, float *const *local, size_t n, dr_err *err);
-    int      (*reduce_to_f32)(dr_comm *c, float *const *local, size_t n, uint32_t dst_device, float *dst,
-                              dr_err *err);
-    int      (*all_reduce_ranges_f32)(dr_comm *c, float *const *local, const size_t *ranges, uint32_t nranges,
-                                      uint32_t l, double *seconds, dr_err *err);
+    /* Collective. Afterwards each local array holds the sum over every
+     * replica of every rank. */
+    int      (*all_reduce)(dr_comm *c, dr_form_id form, void *const *local, size_t n, dr_err *err);
+    /* Collective: central_storage. dst[0..n) (on device dst_device, held
+     * by rank 0; NULL on other ranks) gets the sum over every replica:
+     * exact forms add it to what dst holds (zero it first for the sum
+     * alone); floats overwrite dst with x_0 + x_1 + ... (global replica
+     * order). */
+    int      (*reduce_to)(dr_comm *c, dr_form_id form, void *const *local, size_t n, uint32_t dst_device,
+                          void *dst, dr_err *err);
+    /* Collective, tpu (alg TORUS, one rank; DR_FORM_ACC or DR_FORM_F32):
+     * all-reduces the parameters that logical core l holds, ranges[0 ..
+     * 2*nranges) being [lo, hi) pairs, by rings along the torus; adds the
+     * alpha-beta time of the rings to *seconds (the slowest ring of a
+     * dimension counts). */
+    int      (*all_reduce_ranges)(dr_comm *c, dr_form_id form, void *const *local, const size_t *ranges,
+                                  uint32_t nranges, uint32_t l, double *seconds, dr_err *err);
     int      (*barrier)(dr_comm *c, dr_err *err);
     /* Optional (NULL where one process holds every rank, as the threads
      * comm). Collective: all[w * bytes ..] gets rank w's `bytes` bytes of
      * mine, on every rank. The engine's agreement before a reduction and
      * its step report (losses, counts, the examples each rank staged). */
     int      (*all_gather)(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
-    /* all_reduce and reduce_to over compact accumulators (distref/cacc.h):
-     * the same algorithms, packs and results (merges are exact), DR_CACC_BYTES
-     * per element moved. An element that leaves its window comes out marked
-     * overflowed (in every replica alike: each element's total is formed
-     * once and copied), and the caller redoes the reduction with dr_acc. */
-    int      (*all_reduce_compact)(dr_comm *c, dr_cacc *const *local, size_t n, dr_err *err);
-    int      (*reduce_to_compact)(dr_comm *c, dr_cacc *const *local, size_t n, uint32_t dst_device, dr_cacc *dst,
-                                  dr_err *err);
-    /* Optional (NULL: not offered; the MPI comm offers it). Collective:
-     * local[0 .. local_replicas) hold n floats each; afterwards every one
-     * holds, per element, the exact sum over every replica of every rank
-     * rounded once (exact.h: the bits of dr_acc_round of those terms, in
-     * any order, for any rank and replica count). Any n; the packs and
-     * tensor lengths of the config do not apply. */
-    int      (*all_reduce_f32_exact)(dr_comm *c, float *const *local, size_t n, dr_err *err);
 } dr_comm_ops;
 
 /* Ranks as thread groups of one process (devices/comm/comm_threads.c): every
@@ -173,8 +179,9 @@ const dr_comm_ops *dr_comm_threads(void);
  * "across ranks" above over nonblocking point-to-point messages: the exact
  * collectives carry the DR_ACC_BYTES wire form, the float ones floats, in
  * the float order documented above (the threads comm's bits for the same
- * ranks and local replicas); all_reduce_compact runs ranks_alg (above:
- * the ring, or MPI_Iallreduce on exact integer digits). Every wait has a deadline (timeout_s without
+ * ranks and local replicas); all_reduce of DR_FORM_CACC runs ranks_alg
+ * (above: the ring, or MPI_Iallreduce on exact integer digits), and
+ * DR_FORM_F32_EXACT its own exact float algorithm (comm_mpi_f32x.c). Every wait has a deadline (timeout_s without
  * progress), after which the call fails naming the rank it waited for. */
 const dr_comm_ops *dr_comm_mpi(void);
 
