@@ -56,7 +56,7 @@
 #                                       it only under Haswell kernels, whose slabs change the bits)
 # and outside the kernels, by their seams:
 #   cacc_merge_flag core/form.c             the compact collectives' merge drops the sender's
-#                                       overflow flag (test_comm_compact: an element that leaves
+#                                       overflow flag (test_comm: an element that leaves
 #                                       the window on one replica must come out overflowed on all)
 #   tfevents_no_start core/tfevents.c   a segment's event file has no SessionLog START, so
 #                                       TensorBoard shows a resumed run's redone steps twice
@@ -137,7 +137,7 @@ run cacc_sticky    core/cacc.c CORE 's/            sticky |= n64 % d != 0;/     
 run cacc_align     core/cacc.c CORE 's/x = (i128)((u128)x << d);/x = (i128)((u128)x << (d ? d - 1 : 0));/' test_cacc
 run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' test_cacc
 run sgemm_cut_by_threads devices/cpu/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
-run cacc_merge_flag core/form.c CORE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
+run cacc_merge_flag core/form.c CORE -DDR_MUTANT_CACC_MERGE_FLAG test_comm
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 run replay_nul_blank core/ps_schedule_read.c CORE 's/        if (ch == 0) {/        if (ch == 0 \&\& 0) {/' test_replay_file
 run replay_special core/ps_schedule_read.c CORE 's/!S_ISREG(st.st_mode)/S_ISDIR(st.st_mode)/' test_replay_file

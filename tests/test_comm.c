@@ -1,12 +1,34 @@
-/* distref tests — the threads comm (devices/comm/comm_threads.c, comm_torus.c).
+/* distref tests — the threads comm (devices/comm/comm_threads.c, comm_torus.c)
+ * in every number form it reduces: one loop over forms (ACC, CACC, F32) x
+ * algorithms (RING, HIERARCHICAL, ONE_DEVICE; TORUS for the tpu) x packs
+ * (0, 1, k) x R x ranks (threads), each result checked against its form's
+ * own expectation computed independently (tests/comm_fixture.h): exact forms
+ * the exact sum of the terms (CACC: the planted element overflowed on every
+ * replica once two of its terms meet); F32 the float order distref/comm.h
+ * documents, bit for bit, and proof that the orders differ somewhere, so the
+ * order is really tested; bytes the reference's (ref/) at the form's wire
+ * size. F32_EXACT and unknown forms are refused. Built with
+ * -DDR_MUTANT_CHUNK_OFF_BY_ONE on the comm, or -DDR_MUTANT_CACC_MERGE_FLAG on
+ * core/form.c (scripts/exact_mutants.sh), this test must fail.
  *
- * Every collective is checked against a total computed here, independently:
- * all replicas' arrays merged into a fresh array, compared element by
- * element with dr_acc_equal (value and special flags). The byte counts are
- * compared with the reference's (dr_all_reduce, dr_reduce_to_device,
- * dr_tpu_all_reduce) run on an identical strategy, and the torus's emulated
- * seconds with the reference's, bit for bit. Ranks run as one pthread each.
- * Built with -DDR_MUTANT_CHUNK_OFF_BY_ONE on the comm, this suite must fail.
+ * It replaces test_comm.c (ACC), test_comm_f32.c and test_comm_compact.c:
+ *   acc one_rank_algorithms, f32 one_rank_algorithms, cacc one_rank
+ *                              -> all_reduce_one_rank (every form; the
+ *                                 orders_differ check per algorithm)
+ *   acc/f32 one_rank_big       -> all_reduce_big (the same cases, + CACC)
+ *   acc one_rank_nested_openmp -> nested_openmp (every form)
+ *   acc/f32 ranks_all_reduce, cacc ranks (all_reduce half)
+ *                              -> all_reduce_ranks (every form and algorithm;
+ *                                 bytes now checked for F32 and CACC too)
+ *   acc ranks_refuse_together  -> ranks_refuse_together (every form)
+ *   acc/f32 reduce_to, cacc ranks (reduce_to half)
+ *                              -> reduce_to (every form, the union of cases)
+ *   cacc overflow_everywhere   -> cacc_overflow (+ the ACC redo; and the
+ *                                 planted element in every case above)
+ *   acc/f32 torus              -> torus (every form; F32 now in the torus's
+ *                                 documented order, bit for bit, besides the
+ *                                 old error bound)
+ *   acc errors, f32 errors     -> errors (the usage errors in every form)
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,412 +36,324 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "comm_fixture.h"
 
-#include "distref/comm.h"
-#include "distref/factory.h"
-#include "distref/ref.h"
-#include "distref/rng.h"
-#include "distref/strategy.h"
-#include "distref/tpu.h"
-#include "ref/tpu_collective.h"
+/* Per form, tensors whose packs and chunks cut the form's blocks (exact:
+ * 256 elements, F32: 4096), and past the exact forms' parallel threshold. */
+static const size_t odd_exact[] = { 7, 3, 11, 2, 300 }, odd_f32[] = { 7, 3, 11, 2, 4099, 5000 };
+static const size_t wide_exact[] = { 1000, 2001, 5 }, wide_f32[] = { 1000, 9001, 5 };
+#define ODD(fi)  (fi == F_F32 ? odd_f32 : odd_exact), (fi == F_F32 ? 6u : 5u)
+#define WIDE(fi) (fi == F_F32 ? wide_f32 : wide_exact), 3
 
-#define MAXR 64
-#define B ((uint64_t)DR_ACC_BYTES)
+/* ---- all_reduce: the sweep -------------------------------------------------- */
 
-static const size_t odd_tensors[] = { 7, 3, 11, 2 };   /* 23 accumulators */
+static int orders_differ[3];   /* per algorithm: elements where another algorithm's order gives other bits */
 
-/* ---- data and the independent total ------------------------------------- */
-
-/* Replica `rep`'s gradient: values over 40 binades, tiny terms, a -0 here
- * and there and an inf on replica 1, so flags travel too. */
-static dr_acc *make(size_t n, uint32_t rep, uint64_t seed)
-{
-    dr_acc *a = calloc(n + 1, sizeof *a);
-    assert_non_null(a);
-    for (size_t i = 0; i < n; i++) {
-        dr_acc_add(&a[i], (dr_rng_uniform(seed, rep, i) - 0.5f) * ldexpf(1.0f, (int)(i % 40) - 20));
-        dr_acc_add(&a[i], dr_rng_uniform(seed + 1, rep, i) * 1e-30f);
-        if (i % 103 == 9) dr_acc_add(&a[i], -0.0f);
-        if (i % 101 == 7 && rep == 1) dr_acc_add(&a[i], INFINITY);
-    }
-    return a;
-}
-
-static dr_acc *copy_of(const dr_acc *a, size_t n)
-{
-    dr_acc *c = malloc((n + 1) * sizeof *c);
-    assert_non_null(c);
-    memcpy(c, a, n * sizeof *c);
-    return c;
-}
-
-static dr_acc *total_of(dr_acc *const *acc, uint32_t R, size_t n)
-{
-    dr_acc *t = calloc(n + 1, sizeof *t);
-    assert_non_null(t);
-    for (uint32_t r = 0; r < R; r++)
-        for (size_t i = 0; i < n; i++) dr_acc_merge(&t[i], &acc[r][i]);
-    return t;
-}
-
-static void expect_total(dr_acc *const *acc, uint32_t R, size_t n, const dr_acc *want, const char *what)
-{
-    for (uint32_t r = 0; r < R; r++)
-        for (size_t i = 0; i < n; i++)
-            if (!dr_acc_equal(&acc[r][i], &want[i]))
-                fail_msg("%s: replica %u element %zu is not the total (%g, want %g)", what, r, i,
-                         (double)dr_acc_round(&acc[r][i]), (double)dr_acc_round(&want[i]));
-}
-
-static void free_all(dr_acc **acc, uint32_t R)
-{
-    for (uint32_t r = 0; r < R; r++) free(acc[r]);
-}
-
-static uint64_t moved(const dr_strategy *s)
-{
-    uint64_t t = 0;
-    for (uint32_t d = 0; d < s->num_devices; d++) t += s->device[d].bytes_in + s->device[d].bytes_out;
-    return t;
-}
-
-static void expect_same_bytes(const dr_strategy *got, const dr_strategy *want, const char *what)
-{
-    assert_int_equal(got->num_devices, want->num_devices);
-    for (uint32_t d = 0; d < got->num_devices; d++) {
-        const dr_device *g = &got->device[d], *w = &want->device[d];
-        if (g->bytes_in != w->bytes_in || g->bytes_out != w->bytes_out)
-            fail_msg("%s: %s moved in %llu out %llu bytes, expected in %llu out %llu", what, g->name,
-                     (unsigned long long)g->bytes_in, (unsigned long long)g->bytes_out,
-                     (unsigned long long)w->bytes_in, (unsigned long long)w->bytes_out);
-    }
-}
-
-/* ---- strategies and endpoints ------------------------------------------- */
-
-static void make_strategy(dr_strategy *s, dr_strategy_kind kind, int gpus, dr_cross_device_op op,
-                          int packs, uint32_t workers)
-{
-    dr_strategy_spec spec;
-    dr_strategy_options opt;
-    dr_err err;
-    memset(&spec, 0, sizeof spec);
-    memset(&opt, 0, sizeof opt);
-    spec.kind = kind;
-    spec.num_gpus = gpus;
-    spec.cross_device_op = op;
-    spec.num_packs = packs;
-    opt.num_workers = workers;
-    if (dr_strategy_create(&spec, &opt, s, &err) != DR_OK) fail_msg("strategy: %s", err.msg);
-}
-
-static dr_comm_config config(uint32_t W, uint32_t R, dr_comm_alg alg, int packs, const size_t *lens,
-                             uint32_t nt, dr_strategy *s)
-{
-    dr_comm_config c;
-    memset(&c, 0, sizeof c);
-    c.num_ranks = W;
-    c.local_replicas = R;
-    c.alg = alg;
-    c.num_packs = packs;
-    c.tensor_len = lens;
-    c.ntensors = nt;
-    c.strategy = s;
-    return c;
-}
-
-static void open_comm(const dr_comm_config *cfg, dr_comm **eps)
-{
-    uint32_t neps = 0;
-    dr_err err;
-    if (dr_comm_threads()->open(cfg, eps, &neps, &err) != DR_OK) fail_msg("open: %s", err.msg);
-    assert_int_equal(neps, cfg->num_ranks);
-    for (uint32_t w = 0; w < neps; w++) {
-        assert_int_equal(dr_comm_threads()->rank(eps[w]), w);
-        assert_int_equal(dr_comm_threads()->num_ranks(eps[w]), cfg->num_ranks);
-    }
-}
-
-static const dr_comm_alg algs[] = { DR_COMM_RING, DR_COMM_HIERARCHICAL, DR_COMM_ONE_DEVICE };
-static const dr_cross_device_op xdev[] = { DR_XDEV_NCCL, DR_XDEV_HIERARCHICAL_COPY, DR_XDEV_REDUCTION_TO_ONE_DEVICE };
-static const char *alg_name[] = { "ring", "hierarchical", "one_device" };
-
-/* ---- one rank: mirrored's algorithms ------------------------------------ */
-
-/* R replicas in one rank: the total everywhere, and the reference's bytes. */
-static void one_rank_case(uint32_t a, uint32_t R, int packs, const size_t *lens, uint32_t nt)
+static void all_reduce_case(int fi, uint32_t a, uint32_t W, uint32_t R, int packs, const size_t *lens, uint32_t nt)
 {
     static dr_strategy st, rs;
-    dr_acc *acc[MAXR], *ref[MAXR], *want;
-    dr_comm *ep;
+    void *x[MAXR];
+    dr_acc *ref[MAXR], *want;
+    float *orig[MAXR] = { NULL }, *wantf = NULL;
+    dr_comm *eps[8];
     dr_comm_config cfg;
     dr_err err;
     size_t n = 0;
-    char what[128];
+    uint64_t seed = 11 + 7 * W + R;
+    char what[160];
     for (uint32_t t = 0; t < nt; t++) n += lens[t];
-    snprintf(what, sizeof what, "%s R=%u num_packs=%d n=%zu", alg_name[a], R, packs, n);
-    make_strategy(&st, DR_STRATEGY_MIRRORED, (int)R, xdev[a], packs, 0);
-    make_strategy(&rs, DR_STRATEGY_MIRRORED, (int)R, xdev[a], packs, 0);
-    for (uint32_t r = 0; r < R; r++) {
-        acc[r] = make(n, r, 11 + R);
-        ref[r] = copy_of(acc[r], n);
+    snprintf(what, sizeof what, "%s %s W=%u R=%u num_packs=%d n=%zu", FORM_NAME[fi], ALG_NAME[a], W, R, packs, n);
+    if (W == 1) {
+        make_strategy(&st, DR_STRATEGY_MIRRORED, (int)R, XDEV[a], packs, 0);
+        make_strategy(&rs, DR_STRATEGY_MIRRORED, (int)R, XDEV[a], packs, 0);
+    } else {   /* the reference: a ring over W one-replica workers */
+        make_strategy(&st, DR_STRATEGY_MULTI_WORKER_MIRRORED, R == 1 ? 0 : (int)R, DR_XDEV_RING, packs, W);
+        make_strategy(&rs, DR_STRATEGY_MULTI_WORKER_MIRRORED, 0, DR_XDEV_RING, packs, W);
     }
-    want = total_of(acc, R, n);
-    cfg = config(1, R, algs[a], packs, lens, nt, &st);
-    open_comm(&cfg, &ep);
-    if (dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, n, &err) != DR_OK) fail_msg("%s: %s", what, err.msg);
-    expect_total(acc, R, n, want, what);
+    assert_int_equal(st.num_replicas, W * R);
+    for (uint32_t r = 0; r < W * R; r++) x[r] = make(fi, n, r, seed);
+    for (uint32_t q = 0; q < (W == 1 ? R : W); q++)   /* the reference's: only ACC's total is checked */
+        assert_non_null(ref[q] = fi == F_ACC ? copy_of(F_ACC, x[q], n) : calloc(n + 1, sizeof(dr_acc)));
+    want = fi == F_F32 ? NULL : exact_total(W * R, false, n, seed);
+    if (fi == F_F32) {
+        float *alt = malloc((n + 1) * sizeof *alt);
+        wantf = malloc((n + 1) * sizeof *wantf);
+        assert_true(alt && wantf);
+        for (uint32_t r = 0; r < W * R; r++) orig[r] = copy_of(fi, x[r], n);
+        f32_expected(orig, W, R, ALGS[a], packs, lens, nt, n, wantf);
+        if (W == 1 && R > 2) {
+            f32_expected(orig, W, R, a == 2 ? DR_COMM_RING : DR_COMM_ONE_DEVICE, packs, lens, nt, n, alt);
+            for (size_t i = 0; i < n; i++) orders_differ[a] += memcmp(&alt[i], &wantf[i], 4) != 0;
+        }
+        free_all((void **)orig, W * R);
+        free(alt);
+    }
+    cfg = config(W, R, ALGS[a], packs, lens, nt, &st);
+    open_comm(&cfg, eps);
+    call(eps, W, R, OP_ALL_REDUCE, fi, x, n, NULL, 0, what);
+    expect_all(fi, x, W * R, n, want, wantf, W * R > 1, what);
+    dr_comm_threads()->close(eps, W);
+    assert_null(eps[0]);
+
     assert_int_equal(dr_all_reduce(&rs, ref, n, lens, nt, &err), DR_OK);
-    expect_total(ref, R, n, want, "the reference");
-    expect_same_bytes(&st, &rs, what);
-    if (R > 1) assert_true(moved(&st) > 0);
-    dr_comm_threads()->close(&ep, 1);
-    assert_null(ep);
-    free_all(acc, R);
-    free_all(ref, R);
+    if (W == 1) {
+        if (fi == F_ACC) expect_all(F_ACC, (void *const *)ref, R, n, want, NULL, false, "the reference");
+        expect_bytes(&st, &rs, WIRE[fi], what);
+        if (R > 1) assert_true(moved(&st) > 0);
+    } else {   /* gathering onto local[0] and copying back add n elements per replica */
+        for (uint32_t w = 0; w < W; w++)
+            for (uint32_t r = 0; r < R; r++) {
+                const dr_device *got = &st.device[st.replica_device[w * R + r]];
+                const dr_device *cpu = &rs.device[rs.replica_device[w]];
+                uint64_t in = r ? n * WIRE[fi] : cpu->bytes_in / B * WIRE[fi] + (R - 1) * n * WIRE[fi];
+                uint64_t out = r ? n * WIRE[fi] : cpu->bytes_out / B * WIRE[fi] + (R - 1) * n * WIRE[fi];
+                if (got->bytes_in != in || got->bytes_out != out)
+                    fail_msg("%s: %s moved in %llu out %llu, expected in %llu out %llu", what, got->name,
+                             (unsigned long long)got->bytes_in, (unsigned long long)got->bytes_out,
+                             (unsigned long long)in, (unsigned long long)out);
+            }
+        if (R == 1) expect_bytes(&st, &rs, WIRE[fi], what);
+    }
+    free_all(x, W * R);
+    free_all((void **)ref, W == 1 ? R : W);
     free(want);
+    free(wantf);
 }
 
-static void one_rank_algorithms(void **state)
+static void all_reduce_one_rank(void **state)
 {
     static const int packs[] = { 0, 1, 3 };
     (void)state;
-    for (uint32_t a = 0; a < 3; a++)
-        for (size_t p = 0; p < 3; p++)
-            for (uint32_t R = 1; R <= 8; R++) one_rank_case(a, R, packs[p], odd_tensors, 4);
+    memset(orders_differ, 0, sizeof orders_differ);
+    for (int fi = 0; fi < NF; fi++)
+        for (uint32_t a = 0; a < 3; a++)
+            for (size_t p = 0; p < 3; p++)
+                for (uint32_t R = 1; R <= 8; R++) all_reduce_case(fi, a, 1, R, packs[p], ODD(fi));
+    for (uint32_t a = 0; a < 3; a++)   /* the order is really tested */
+        if (orders_differ[a] == 0) fail_msg("f32 %s: no element whose bits another order changes", ALG_NAME[a]);
 }
 
-static void one_rank_big(void **state)
+/* Ranks as threads: each rank's replicas onto its first, a ring over the
+ * ranks; the algorithm does not apply across ranks. */
+static void all_reduce_ranks(void **state)
+{
+    (void)state;
+    for (int fi = 0; fi < NF; fi++)
+        for (uint32_t a = 0; a < 3; a++)
+            for (uint32_t W = 2; W <= 3; W++)
+                for (uint32_t R = 1; R <= 2; R++) {
+                    all_reduce_case(fi, a, W, R, 0, ODD(fi));
+                    all_reduce_case(fi, a, W, R, 3, ODD(fi));
+                    all_reduce_case(fi, a, W, R, 1, WIDE(fi));
+                }
+}
+
+/* Above the parallel thresholds (exact: a block; F32: DR_CT_PAR_F32) the
+ * blocks run on OpenMP threads: the same results. */
+static void all_reduce_big(void **state)
 {
     static const size_t big[] = { 100003 }, split[] = { 60000, 40003 };
+    static const size_t fbig[] = { 300007 }, fsplit[] = { 200000, 100007 }, fbigger[] = { 600011 };
+    static const struct { int fi; uint32_t a, W, R; int packs; const size_t *lens; uint32_t nt; } c[] = {
+        { F_ACC, 0, 1, 5, 3, split, 2 },    { F_ACC, 0, 1, 4, 0, big, 1 },      { F_ACC, 1, 1, 4, 0, split, 2 },
+        { F_ACC, 2, 1, 3, 1, big, 1 },      { F_CACC, 0, 1, 4, 0, big, 1 },     { F_CACC, 1, 2, 2, 2, split, 2 },
+        { F_F32, 0, 1, 3, 0, fbig, 1 },     { F_F32, 0, 1, 4, 2, fsplit, 2 },   { F_F32, 1, 1, 3, 0, fbig, 1 },
+        { F_F32, 1, 1, 4, 2, fsplit, 2 },   { F_F32, 2, 1, 3, 0, fbig, 1 },     { F_F32, 2, 1, 4, 2, fsplit, 2 },
+        { F_F32, 0, 2, 2, 2, fbigger, 1 },
+    };
     (void)state;
-    one_rank_case(0, 5, 3, split, 2);
-    one_rank_case(0, 4, 0, big, 1);
-    one_rank_case(1, 4, 0, split, 2);
-    one_rank_case(2, 3, 1, big, 1);
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++)
+        all_reduce_case(c[k].fi, c[k].a, c[k].W, c[k].R, c[k].packs, c[k].lens, c[k].nt);
 }
 
 /* Called from inside an OpenMP region, the comm's own regions get one
- * thread: the same total. */
-static void one_rank_nested_openmp(void **state)
+ * thread: the same results. */
+static void nested_openmp(void **state)
 {
     static const size_t lens[] = { 3000, 2001 };
     enum { R = 4, N = 5001 };
-    dr_acc *acc[R], *want;
-    dr_comm *ep;
-    dr_comm_config cfg = config(1, R, DR_COMM_RING, 0, lens, 2, NULL);
-    int rc = -1;
-    dr_err err;
     (void)state;
-    for (uint32_t r = 0; r < R; r++) acc[r] = make(N, r, 5);
-    want = total_of(acc, R, N);
-    open_comm(&cfg, &ep);
-    #pragma omp parallel num_threads(2)
-    {
-        #pragma omp single
-        rc = dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, N, &err);
-    }
-    assert_int_equal(rc, DR_OK);
-    expect_total(acc, R, N, want, "nested");
-    dr_comm_threads()->close(&ep, 1);
-    free_all(acc, R);
-    free(want);
-}
-
-/* ---- ranks as threads --------------------------------------------------- */
-
-typedef enum { OP_ALL_REDUCE, OP_REDUCE_TO } rank_op;
-
-typedef struct rank_job {
-    pthread_t  th;
-    dr_comm   *ep;
-    rank_op    op;
-    dr_acc   **local;
-    size_t     n;
-    dr_acc    *dst;
-    uint32_t   dst_device;
-    int        rc, barrier_rc;
-    dr_err     err;
-} rank_job;
-
-static void *rank_main(void *arg)
-{
-    rank_job *j = arg;
-    const dr_comm_ops *ops = dr_comm_threads();
-    j->barrier_rc = ops->barrier(j->ep, &j->err);
-    if (j->op == OP_ALL_REDUCE) j->rc = ops->all_reduce(j->ep, DR_FORM_ACC, (void *const *)j->local, j->n, &j->err);
-    else j->rc = ops->reduce_to(j->ep, DR_FORM_ACC, (void *const *)j->local, j->n, j->dst_device, j->dst, &j->err);
-    return NULL;
-}
-
-/* Runs every rank's call on its own thread; rank w's arrays are acc[w*R ..],
- * its n ns[w]. */
-static void run_ranks(dr_comm **eps, uint32_t W, uint32_t R, rank_op op, dr_acc **acc, const size_t *ns,
-                      dr_acc *dst, uint32_t dst_device, rank_job *jobs)
-{
-    for (uint32_t w = 0; w < W; w++) {
-        rank_job *j = &jobs[w];
-        memset(j, 0, sizeof *j);
-        j->ep = eps[w];
-        j->op = op;
-        j->local = acc + w * R;
-        j->n = ns[w];
-        j->dst = w == 0 ? dst : NULL;
-        j->dst_device = dst_device;
-        assert_int_equal(pthread_create(&j->th, NULL, rank_main, j), 0);
-    }
-    for (uint32_t w = 0; w < W; w++) assert_int_equal(pthread_join(jobs[w].th, NULL), 0);
-    for (uint32_t w = 0; w < W; w++) assert_int_equal(jobs[w].barrier_rc, DR_OK);
-}
-
-static void ranks_case(uint32_t W, uint32_t R, int packs, const size_t *lens, uint32_t nt)
-{
-    static dr_strategy st, rs;
-    dr_acc *acc[MAXR], *ring[MAXR], *want;
-    dr_comm *eps[8];
-    rank_job jobs[8];
-    size_t n = 0, ns[8];
-    dr_comm_config cfg;
-    dr_err err;
-    char what[128];
-    for (uint32_t t = 0; t < nt; t++) n += lens[t];
-    for (uint32_t w = 0; w < W; w++) ns[w] = n;
-    snprintf(what, sizeof what, "W=%u R=%u num_packs=%d n=%zu", W, R, packs, n);
-    make_strategy(&st, DR_STRATEGY_MULTI_WORKER_MIRRORED, R == 1 ? 0 : (int)R, DR_XDEV_RING, packs, W);
-    assert_int_equal(st.num_replicas, W * R);
-    for (uint32_t r = 0; r < W * R; r++) acc[r] = make(n, r, 29 + W);
-    want = total_of(acc, W * R, n);
-    cfg = config(W, R, DR_COMM_RING, packs, lens, nt, &st);
-    open_comm(&cfg, eps);
-    run_ranks(eps, W, R, OP_ALL_REDUCE, acc, ns, NULL, 0, jobs);
-    for (uint32_t w = 0; w < W; w++)
-        if (jobs[w].rc != DR_OK) fail_msg("%s: rank %u: %s", what, w, jobs[w].err.msg);
-    expect_total(acc, W * R, n, want, what);
-    /* The ring over the ranks is the reference's ring over W one-replica
-     * workers; gathering onto local[0] and copying back add n per replica. */
-    make_strategy(&rs, DR_STRATEGY_MULTI_WORKER_MIRRORED, 0, DR_XDEV_RING, packs, W);
-    for (uint32_t w = 0; w < W; w++) ring[w] = copy_of(acc[w * R], n);
-    assert_int_equal(dr_all_reduce(&rs, ring, n, lens, nt, &err), DR_OK);
-    for (uint32_t w = 0; w < W; w++)
+    for (int fi = 0; fi < NF; fi++) {
+        void *x[R], *orig[R];
+        float *wantf = malloc(N * sizeof *wantf);
+        dr_acc *want = exact_total(R, false, N, 5);
+        dr_comm *ep;
+        dr_comm_config cfg = config(1, R, DR_COMM_RING, 0, lens, 2, NULL);
+        int rc = -1;
+        dr_err err;
         for (uint32_t r = 0; r < R; r++) {
-            const dr_device *got = &st.device[st.replica_device[w * R + r]];
-            const dr_device *cpu = &rs.device[rs.replica_device[w]];
-            uint64_t in = r ? n * B : cpu->bytes_in + (R - 1) * n * B;
-            uint64_t out = r ? n * B : cpu->bytes_out + (R - 1) * n * B;
-            if (got->bytes_in != in || got->bytes_out != out)
-                fail_msg("%s: %s moved in %llu out %llu, expected in %llu out %llu", what, got->name,
-                         (unsigned long long)got->bytes_in, (unsigned long long)got->bytes_out,
-                         (unsigned long long)in, (unsigned long long)out);
+            x[r] = make(fi, N, r, 5);
+            orig[r] = copy_of(fi, x[r], N);
         }
-    if (R == 1) expect_same_bytes(&st, &rs, what);
-    dr_comm_threads()->close(eps, W);
-    free_all(acc, W * R);
-    free_all(ring, W);
-    free(want);
-}
-
-static void ranks_all_reduce(void **state)
-{
-    static const size_t wide[] = { 1000, 2001, 5 };
-    (void)state;
-    for (uint32_t W = 2; W <= 3; W++)
-        for (uint32_t R = 1; R <= 2; R++) {
-            ranks_case(W, R, 0, odd_tensors, 4);
-            ranks_case(W, R, 3, odd_tensors, 4);
-            ranks_case(W, R, 1, wide, 3);
+        if (fi == F_F32) f32_expected((float *const *)orig, 1, R, DR_COMM_RING, 0, lens, 2, N, wantf);
+        open_comm(&cfg, &ep);
+        #pragma omp parallel num_threads(2)
+        {
+            #pragma omp single
+            rc = dr_comm_threads()->all_reduce(ep, FORMS[fi], x, N, &err);
         }
+        assert_int_equal(rc, DR_OK);
+        expect_all(fi, x, R, N, want, wantf, true, "nested");
+        dr_comm_threads()->close(&ep, 1);
+        free_all(x, R);
+        free_all(orig, R);
+        free(want);
+        free(wantf);
+    }
 }
 
 /* A rank that refuses its arguments fails every rank, and none hangs. */
 static void ranks_refuse_together(void **state)
 {
-    dr_acc *acc[4];
-    dr_comm *eps[2];
-    rank_job jobs[2];
-    size_t lens[] = { 10 }, ns[2] = { 10, 9 };
-    dr_comm_config cfg = config(2, 2, DR_COMM_RING, 0, lens, 1, NULL);
     (void)state;
-    for (uint32_t r = 0; r < 4; r++) acc[r] = make(10, r, 3);
-    open_comm(&cfg, eps);
-    run_ranks(eps, 2, 2, OP_ALL_REDUCE, acc, ns, NULL, 0, jobs);   /* rank 1: 9 accumulators */
-    for (uint32_t w = 0; w < 2; w++) {
-        assert_int_equal(jobs[w].rc, DR_EUSAGE);
-        assert_non_null(strstr(jobs[w].err.msg, "rank 1"));
+    for (int fi = 0; fi < NF; fi++) {
+        void *x[4];
+        dr_comm *eps[2];
+        rank_job jobs[2];
+        size_t lens[] = { 10 }, ns[2] = { 10, 9 };
+        dr_comm_config cfg = config(2, 2, DR_COMM_RING, 0, lens, 1, NULL);
+        for (uint32_t r = 0; r < 4; r++) x[r] = make(fi, 10, r, 3);
+        open_comm(&cfg, eps);
+        run_ranks(eps, 2, 2, OP_ALL_REDUCE, FORMS[fi], x, 0, ns, NULL, 0, jobs);   /* rank 1: 9 elements */
+        for (uint32_t w = 0; w < 2; w++) {
+            assert_int_equal(jobs[w].rc, DR_EUSAGE);
+            assert_non_null(strstr(jobs[w].err.msg, "rank 1"));
+        }
+        ns[1] = 10;
+        run_ranks(eps, 2, 2, OP_REDUCE_TO, FORMS[fi], x, 0, ns, NULL, 0, jobs);     /* rank 0 without a destination */
+        for (uint32_t w = 0; w < 2; w++) {
+            assert_int_equal(jobs[w].rc, DR_EUSAGE);
+            assert_non_null(strstr(jobs[w].err.msg, "no destination"));
+        }
+        run_ranks(eps, 2, 2, OP_ALL_REDUCE, FORMS[fi], x, 0, ns, NULL, 0, jobs);   /* the group still works */
+        assert_int_equal(jobs[0].rc, DR_OK);
+        assert_int_equal(jobs[1].rc, DR_OK);
+        dr_comm_threads()->close(&eps[1], 1);   /* one by one */
+        dr_comm_threads()->close(&eps[0], 1);
+        free_all(x, 4);
     }
-    ns[1] = 10;
-    run_ranks(eps, 2, 2, OP_REDUCE_TO, acc, ns, NULL, 0, jobs);     /* rank 0 without a destination */
-    for (uint32_t w = 0; w < 2; w++) {
-        assert_int_equal(jobs[w].rc, DR_EUSAGE);
-        assert_non_null(strstr(jobs[w].err.msg, "no destination"));
-    }
-    /* the group still works afterwards */
-    run_ranks(eps, 2, 2, OP_ALL_REDUCE, acc, ns, NULL, 0, jobs);
-    assert_int_equal(jobs[0].rc, DR_OK);
-    assert_int_equal(jobs[1].rc, DR_OK);
-    dr_comm_threads()->close(&eps[1], 1);   /* one by one */
-    dr_comm_threads()->close(&eps[0], 1);
-    free_all(acc, 4);
 }
 
-/* ---- reduce_to (central_storage) ---------------------------------------- */
+/* ---- reduce_to (central_storage) -------------------------------------------- */
 
-static void reduce_to_case(uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_kind kind, size_t n)
+/* Exact forms add the sum to what dst holds; floats overwrite dst with
+ * x_0 + x_1 + ... in global replica order. dev < 0: the variable device. */
+static void reduce_to_case(int fi, uint32_t W, uint32_t R, uint32_t gpus, dr_strategy_kind kind, size_t n, int dev)
 {
     static dr_strategy st, rs;
-    dr_acc *acc[MAXR], *dst, *rdst, *want, *with_dst[MAXR + 1];
+    void *x[MAXR], *dst;
+    dr_acc *ref[MAXR], *rdst, *want;
+    float *wantf = malloc((n + 1) * sizeof *wantf);
     dr_comm *eps[8];
-    rank_job jobs[8];
-    size_t ns[8], lens[1] = { n };
+    size_t lens[1] = { n };
     dr_comm_config cfg;
     dr_err err;
-    uint32_t dev;
-    char what[96];
-    snprintf(what, sizeof what, "reduce_to W=%u R=%u gpus=%u n=%zu", W, R, gpus, n);
+    uint64_t in = 0, out = 0, remote = 0;
+    uint32_t d;
+    char what[128];
+    snprintf(what, sizeof what, "%s reduce_to W=%u R=%u gpus=%u n=%zu", FORM_NAME[fi], W, R, gpus, n);
     make_strategy(&st, kind, (int)gpus, DR_XDEV_DEFAULT, 0, W);
     make_strategy(&rs, kind, (int)gpus, DR_XDEV_DEFAULT, 0, W);
-    dev = st.variable_device;
-    for (uint32_t r = 0; r < W * R; r++) with_dst[r + 1] = acc[r] = make(n, r, 41);
-    with_dst[0] = dst = make(n, 99, 41);   /* the variable's device already holds something */
-    rdst = copy_of(dst, n);
-    want = total_of(with_dst, W * R + 1, n);
-    for (uint32_t w = 0; w < W; w++) ns[w] = n;
+    d = dev < 0 ? st.variable_device : (uint32_t)dev;
+    for (uint32_t r = 0; r < W * R; r++) {
+        x[r] = make(fi, n, r, 41);
+        ref[r] = make(F_ACC, n, r, 41);
+    }
+    dst = make(fi, n, 99, 41);   /* the destination already holds something */
+    rdst = make(F_ACC, n, 99, 41);
+    want = exact_total(W * R, true, n, 41);
+    for (size_t i = 0; i < n && fi == F_F32; i++) wantf[i] = fold((float *const *)x, 0, W * R, i);
     cfg = config(W, R, DR_COMM_RING, 0, lens, 1, &st);
     open_comm(&cfg, eps);
-    if (W == 1) {
-        if (dr_comm_threads()->reduce_to(eps[0], DR_FORM_ACC, (void *const *)acc, n, dev, dst, &err)) fail_msg("%s: %s", what, err.msg);
-    } else {
-        run_ranks(eps, W, R, OP_REDUCE_TO, acc, ns, dst, dev, jobs);
-        for (uint32_t w = 0; w < W; w++)
-            if (jobs[w].rc != DR_OK) fail_msg("%s: rank %u: %s", what, w, jobs[w].err.msg);
+    call(eps, W, R, OP_REDUCE_TO, fi, x, n, dst, d, what);
+    expect_all(fi, &dst, 1, n, want, wantf, W * R > 1, what);
+    assert_int_equal(dr_reduce_to_device(&rs, ref, n, d, rdst, &err), DR_OK);
+    expect_bytes(&st, &rs, WIRE[fi], what);
+    for (uint32_t k = 0; k < st.num_devices; k++) {   /* n elements from every other device */
+        in += st.device[k].bytes_in;
+        out += st.device[k].bytes_out;
     }
-    expect_total(&dst, 1, n, want, what);
-    assert_int_equal(dr_reduce_to_device(&rs, acc, n, dev, rdst, &err), DR_OK);
-    expect_same_bytes(&st, &rs, what);
+    for (uint32_t r = 0; r < W * R; r++) remote += st.replica_device[r] != d;
+    assert_int_equal(in, remote * n * WIRE[fi]);
+    assert_int_equal(out, remote * n * WIRE[fi]);
     dr_comm_threads()->close(eps, W);
-    free_all(acc, W * R);
+    free_all(x, W * R);
+    free_all((void **)ref, W * R);
     free(dst);
     free(rdst);
     free(want);
+    free(wantf);
 }
 
 static void reduce_to(void **state)
 {
+    static const struct { uint32_t W, R, gpus; dr_strategy_kind kind; size_t n; int dev; } c[] = {
+        { 1, 3, 3, DR_STRATEGY_CENTRAL_STORAGE, 23, -1 },
+        { 1, 1, 1, DR_STRATEGY_CENTRAL_STORAGE, 23, -1 },   /* variables on the replica's GPU: free */
+        { 1, 4, 4, DR_STRATEGY_CENTRAL_STORAGE, 3000, -1 },
+        { 1, 4, 4, DR_STRATEGY_CENTRAL_STORAGE, 9000, -1 },
+        { 2, 2, 2, DR_STRATEGY_MULTI_WORKER_MIRRORED, 1001, -1 },
+        { 3, 1, 0, DR_STRATEGY_MULTI_WORKER_MIRRORED, 23, -1 },
+        { 2, 1, 1, DR_STRATEGY_MULTI_WORKER_MIRRORED, 323, 0 },
+        { 2, 2, 2, DR_STRATEGY_MULTI_WORKER_MIRRORED, 323, 0 },
+        { 3, 1, 1, DR_STRATEGY_MULTI_WORKER_MIRRORED, 323, 0 },
+        { 3, 2, 2, DR_STRATEGY_MULTI_WORKER_MIRRORED, 323, 0 },
+    };
     (void)state;
-    reduce_to_case(1, 3, 3, DR_STRATEGY_CENTRAL_STORAGE, 23);
-    reduce_to_case(1, 1, 1, DR_STRATEGY_CENTRAL_STORAGE, 23);   /* variables on the replica's GPU: free */
-    reduce_to_case(1, 4, 4, DR_STRATEGY_CENTRAL_STORAGE, 3000);
-    reduce_to_case(2, 2, 2, DR_STRATEGY_MULTI_WORKER_MIRRORED, 1001);
-    reduce_to_case(3, 1, 0, DR_STRATEGY_MULTI_WORKER_MIRRORED, 23);
+    for (int fi = 0; fi < NF; fi++)
+        for (size_t k = 0; k < sizeof c / sizeof c[0]; k++)
+            reduce_to_case(fi, c[k].W, c[k].R, c[k].gpus, c[k].kind, c[k].n, c[k].dev);
 }
 
-/* ---- the torus (tpu) ---------------------------------------------------- */
+/* ---- compact overflow ----------------------------------------------------------- */
 
-static void torus_case(const dr_tpu_system *sys, const int shape[4], const size_t *ranges, uint32_t nr, size_t N)
+/* An element already overflowed on one replica (2^120 beside its small
+ * terms) comes out overflowed on every replica, never rounded, the others
+ * exact; the caller's redo in ACC gives that element's exact total. */
+static void cacc_overflow(void **state)
+{
+    static const size_t lens[] = { 323 };
+    enum { N = 323 };
+    void *c[3], *f[3];
+    dr_acc *want = exact_total(3, false, N, 9);
+    dr_comm *ep;
+    dr_comm_config cfg = config(1, 3, DR_COMM_RING, 1, lens, 1, NULL);
+    uint32_t one;
+    dr_err err;
+    (void)state;
+    for (uint32_t r = 0; r < 3; r++) {
+        c[r] = make(F_CACC, N, r, 9);
+        f[r] = make(F_ACC, N, r, 9);
+    }
+    dr_cacc_add((dr_cacc *)c[2] + 200, 0x1p120f);
+    dr_cacc_add((dr_cacc *)c[0] + 200, 0x1p-120f);
+    dr_acc_add((dr_acc *)f[2] + 200, 0x1p120f);
+    dr_acc_add((dr_acc *)f[0] + 200, 0x1p-120f);
+    dr_acc_add(&want[200], 0x1p120f);
+    dr_acc_add(&want[200], 0x1p-120f);
+    assert_true(dr_cacc_overflowed((dr_cacc *)c[2] + 200));
+    assert_int_equal(dr_comm_threads()->open(&cfg, &ep, &one, &err), DR_OK);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_CACC, c, N, &err), DR_OK);
+    assert_int_equal(dr_comm_threads()->all_reduce(ep, DR_FORM_ACC, f, N, &err), DR_OK);
+    for (uint32_t r = 0; r < 3; r++)
+        for (size_t i = 0; i < N; i++) {
+            if (i == 200) assert_true(dr_cacc_overflowed((dr_cacc *)c[r] + i));
+            else expect_elem(F_CACC, c[r], i, want, NULL, true, "cacc overflow", r);
+            expect_elem(F_ACC, f[r], i, want, NULL, true, "the redo in acc", r);
+        }
+    dr_comm_threads()->close(&ep, 1);
+    free_all(c, 3);
+    free_all(f, 3);
+    free(want);
+}
+
+/* ---- the torus (tpu) ---------------------------------------------------------- */
+
+/* Inside the ranges every replica holds the form's result (F32: the torus's
+ * order, and within R u sum|x| of the exact sum); outside, its own bits.
+ * Seconds: ACC's the reference's bit for bit, narrower wires no more. */
+static void torus_case(int fi, const dr_tpu_system *sys, const int shape[4], const size_t *ranges, uint32_t nr,
+                       size_t N)
 {
     static dr_strategy st, rs;
     dr_strategy_spec spec;
@@ -436,40 +370,55 @@ static void torus_case(const dr_tpu_system *sys, const int shape[4], const size_
     R = st.num_replicas;
     k = (uint32_t)st.tpu_assignment.num_cores_per_replica;
     for (uint32_t l = 0; l < k; l++) {
-        dr_acc *acc[MAXR], *ref[MAXR], *want;
+        void *x[MAXR], *orig[MAXR];
+        dr_acc *ref[MAXR], *want = exact_total(R, false, N, 77 + l);
+        float *wantf[MAXR];
         dr_comm *ep;
         dr_comm_config cfg = config(1, R, DR_COMM_TORUS, 0, NULL, 0, &st);
         double secs = 0.25, rsecs = 0.25;   /* both add to what is there */
-        char what[128];
-        snprintf(what, sizeof what, "torus %s shape [%d,%d,%d,%d] core %u, %u ranges", sys->topology.name,
-                 shape[0], shape[1], shape[2], shape[3], l, nr);
+        char what[160];
+        snprintf(what, sizeof what, "%s torus %s shape [%d,%d,%d,%d] core %u, %u ranges", FORM_NAME[fi],
+                 sys->topology.name, shape[0], shape[1], shape[2], shape[3], l, nr);
         for (uint32_t r = 0; r < R; r++) {
-            acc[r] = make(N, r, 77 + l);
-            ref[r] = copy_of(acc[r], N);
+            x[r] = make(fi, N, r, 77 + l);
+            orig[r] = copy_of(fi, x[r], N);
+            wantf[r] = fi == F_F32 ? copy_of(fi, x[r], N) : NULL;
+            ref[r] = make(F_ACC, N, r, 77 + l);
         }
-        want = total_of(acc, R, N);
+        if (fi == F_F32) f32_torus(&st, wantf, ranges, nr);
         open_comm(&cfg, &ep);
-        if (dr_comm_threads()->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)acc, ranges, nr, l, &secs, &err))
+        if (dr_comm_threads()->all_reduce_ranges(ep, FORMS[fi], x, ranges, nr, l, &secs, &err))
             fail_msg("%s: %s", what, err.msg);
         assert_int_equal(dr_tpu_all_reduce(&rs, ref, ranges, nr, l, &rsecs, &err), DR_OK);
-        for (uint32_t r = 0; r < R; r++)
-            for (size_t i = 0, q = 0; i < N; i++) {
-                bool inside;
-                while (q < nr && ranges[2 * q + 1] <= i) q++;
-                inside = q < nr && ranges[2 * q] <= i;
-                if (!dr_acc_equal(&acc[r][i], inside ? &want[i] : &ref[r][i]))
-                    fail_msg("%s: replica %u element %zu (%s a range) is wrong", what, r, i,
-                             inside ? "in" : "outside");
-                if (inside) assert_true(dr_acc_equal(&ref[r][i], &want[i]));
+        for (size_t i = 0, q = 0; i < N; i++) {
+            bool inside;
+            while (q < nr && ranges[2 * q + 1] <= i) q++;
+            inside = q < nr && ranges[2 * q] <= i;
+            for (uint32_t r = 0; r < R; r++) {
+                if (!inside && memcmp((char *)x[r] + i * SIZE[fi], (char *)orig[r] + i * SIZE[fi], SIZE[fi]))
+                    fail_msg("%s: replica %u element %zu (outside the ranges) changed", what, r, i);
+                if (inside) expect_elem(fi, x[r], i, want, wantf[0], R > 1, what, r);   /* F32: the same bits */
+                if (inside && fi == F_ACC) assert_true(dr_acc_equal(&ref[r][i], &want[i]));
             }
-        if (memcmp(&secs, &rsecs, sizeof secs) != 0)
+            if (inside && fi == F_F32) {   /* a float sum of R terms errs by at most u sum |x| */
+                float e = dr_acc_round(&want[i]), got = ((float *)x[0])[i];
+                double mag = 0;
+                for (uint32_t r = 0; r < R; r++) mag += fabs((double)((float *)orig[r])[i]);
+                if (!(fabs((double)got - e) <= R * 0x1p-24 * mag) && !(isinf(got) && got == e))
+                    fail_msg("%s: element %zu: %g, exact %g", what, i, (double)got, (double)e);
+            }
+        }
+        if (fi == F_ACC && memcmp(&secs, &rsecs, sizeof secs) != 0)
             fail_msg("%s: %.17g seconds, the reference %.17g", what, secs, rsecs);
+        assert_true(secs <= rsecs);
         if (R > 1) assert_true(secs > 0.25);
-        expect_same_bytes(&st, &rs, what);
+        expect_bytes(&st, &rs, WIRE[fi], what);
         if (R > 1) assert_true((moved(&st) > 0) == (nr > 0));
         dr_comm_threads()->close(&ep, 1);
-        free_all(acc, R);
-        free_all(ref, R);
+        free_all(x, R);
+        free_all(orig, R);
+        free_all((void **)ref, R);
+        if (fi == F_F32) free_all((void **)wantf, R);
         free(want);
     }
 }
@@ -481,19 +430,22 @@ static void torus(void **state)
     dr_tpu_system sys;
     dr_err err;
     (void)state;
-    memset(&sys, 0, sizeof sys);
-    assert_int_equal(dr_tpu_initialize_system(&sys, "v2-8", NULL, 1.0, &err), DR_OK);
-    torus_case(&sys, shapes[0], small, 2, 37);
-    torus_case(&sys, shapes[1], wide, 3, 2000);
-    torus_case(&sys, shapes[2], small, 0, 37);   /* nothing to reduce: only latency */
-    assert_int_equal(dr_tpu_initialize_system(&sys, "v3-32", NULL, 1.0, &err), DR_OK);
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-        torus_case(&sys, shapes[k], small, 2, 37);
-        torus_case(&sys, shapes[k], wide, 3, 2000);
+    for (int fi = 0; fi < NF; fi++) {
+        memset(&sys, 0, sizeof sys);
+        assert_int_equal(dr_tpu_initialize_system(&sys, "v2-8", NULL, 1.0, &err), DR_OK);
+        torus_case(fi, &sys, shapes[0], small, 2, 37);
+        torus_case(fi, &sys, shapes[0], wide, 3, 2000);
+        torus_case(fi, &sys, shapes[1], wide, 3, 2000);
+        torus_case(fi, &sys, shapes[2], small, 0, 37);   /* nothing to reduce: only latency */
+        assert_int_equal(dr_tpu_initialize_system(&sys, "v3-32", NULL, 1.0, &err), DR_OK);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            torus_case(fi, &sys, shapes[k], small, 2, 37);
+            torus_case(fi, &sys, shapes[k], wide, 3, 2000);
+        }
     }
 }
 
-/* ---- errors ------------------------------------------------------------- */
+/* ---- errors ----------------------------------------------------------------------- */
 
 static void expect_open_error(const dr_comm_config *cfg, int code, const char *phrase)
 {
@@ -506,12 +458,38 @@ static void expect_open_error(const dr_comm_config *cfg, int code, const char *p
     assert_int_equal(neps, 7);
 }
 
+static void expect_rc(int got, int want, const dr_err *err, const char *phrase)
+{
+    assert_int_equal(got, want);
+    if (phrase && !strstr(err->msg, phrase)) fail_msg("message \"%s\" lacks \"%s\"", err->msg, phrase);
+}
+
+/* Each form's usage errors on a 2-replica ring (lengths { 4, 5 }). */
+static void form_errors(dr_comm *ep, int fi)
+{
+    static const size_t ranges[] = { 0, 4, 3, 6 };
+    const dr_comm_ops *ops = dr_comm_threads();
+    void *x[2] = { make(fi, 10, 0, 1), make(fi, 10, 1, 1) };
+    double secs = 0;
+    dr_err err;
+    expect_rc(ops->all_reduce(ep, FORMS[fi], x, 10, &err), DR_EUSAGE, &err,
+              "the 2 tensor lengths sum to 9, but the arrays hold 10");
+    expect_rc(ops->all_reduce(ep, FORMS[fi], (void *[]){ x[0], NULL }, 9, &err), DR_EUSAGE, &err,
+              "local replica 1's array is NULL");
+    expect_rc(ops->all_reduce_ranges(ep, FORMS[fi], x, ranges, 1, 0, &secs, &err), DR_EUSAGE, &err,
+              "needs algorithm TORUS");
+    expect_rc(ops->all_reduce_ranges(ep, FORMS[fi], x, NULL, 0, 0, NULL, &err), DR_EUSAGE, &err, NULL);
+    expect_rc(ops->reduce_to(ep, FORMS[fi], x, 9, 0, NULL, &err), DR_EUSAGE, &err, "no destination");
+    assert_int_equal(ops->barrier(ep, &err), DR_OK);
+    free_all(x, 2);
+}
+
 static void errors(void **state)
 {
     static dr_strategy st, tpu;
     static const size_t lens[] = { 4, 5 }, ranges[] = { 0, 4, 3, 6 }, backwards[] = { 5, 2 };
     const dr_comm_ops *ops = dr_comm_threads();
-    dr_acc *acc[2];
+    void *x[2] = { make(F_ACC, 10, 0, 1), make(F_ACC, 10, 1, 1) };
     dr_comm *ep;
     dr_comm_config cfg;
     dr_tpu_system sys;
@@ -537,30 +515,21 @@ static void errors(void **state)
     cfg = config(1, 3, DR_COMM_TORUS, 0, NULL, 0, &st);
     expect_open_error(&cfg, DR_EUSAGE, "TORUS needs a tpu strategy");
 
-    /* lengths that do not sum to n; TORUS through all_reduce */
     cfg = config(1, 2, DR_COMM_RING, 0, lens, 2, NULL);
     open_comm(&cfg, &ep);
-    acc[0] = make(10, 0, 1);
-    acc[1] = make(10, 1, 1);
-    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, 10, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "the 2 tensor lengths sum to 9, but the arrays hold 10 accumulators"));
-    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)(dr_acc *[]){ acc[0], NULL }, 9, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "local replica 1's array is NULL"));
-    assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)acc, ranges, 1, 0, &secs, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "needs algorithm TORUS"));
-    assert_int_equal(ops->reduce_to(ep, DR_FORM_ACC, (void *const *)acc, 9, 0, NULL, &err), DR_EUSAGE);
-    assert_int_equal(ops->barrier(ep, &err), DR_OK);
+    for (int fi = 0; fi < NF; fi++) form_errors(ep, fi);
     /* forms: the exact float sum is the MPI comm's alone; an unknown form is refused */
-    assert_int_equal(ops->all_reduce(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, &err), DR_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "form f32_exact"));
-    assert_int_equal(ops->reduce_to(ep, DR_FORM_F32_EXACT, (void *const *)acc, 9, 0, acc[0], &err), DR_EUNSUPPORTED);
-    assert_int_equal(ops->all_reduce(ep, (dr_form_id)99, (void *const *)acc, 9, &err), DR_EUSAGE);
-    assert_non_null(strstr(err.msg, "unknown number form 99"));
+    expect_rc(ops->all_reduce(ep, DR_FORM_F32_EXACT, x, 9, &err), DR_EUNSUPPORTED, &err, "form f32_exact");
+    expect_rc(ops->reduce_to(ep, DR_FORM_F32_EXACT, x, 9, 0, x[0], &err), DR_EUNSUPPORTED, &err, "form f32_exact");
+    expect_rc(ops->all_reduce_ranges(ep, DR_FORM_F32_EXACT, x, ranges, 1, 0, &secs, &err), DR_EUNSUPPORTED, &err,
+              "form f32_exact");
+    expect_rc(ops->all_reduce(ep, (dr_form_id)99, x, 9, &err), DR_EUSAGE, &err, "unknown number form 99");
+    expect_rc(ops->reduce_to(ep, (dr_form_id)99, x, 9, 0, x[0], &err), DR_EUSAGE, &err, "unknown number form 99");
     assert_int_equal(ops->barrier(ep, &err), DR_OK);
     ops->close(&ep, 1);
     cfg = config(1, 2, DR_COMM_RING, 3, NULL, 0, NULL);   /* packs need no tensor lengths */
     open_comm(&cfg, &ep);
-    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)acc, 10, &err), DR_OK);
+    assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, x, 10, &err), DR_OK);
     ops->close(&ep, 1);
     ops->close(NULL, 3);
 
@@ -579,37 +548,37 @@ static void errors(void **state)
     cfg = config(1, 4, DR_COMM_TORUS, 0, NULL, 0, &tpu);
     open_comm(&cfg, &ep);
     {
-        dr_acc *a4[4] = { acc[0], acc[1], acc[0], acc[1] };
-        assert_int_equal(ops->all_reduce(ep, DR_FORM_ACC, (void *const *)a4, 0, &err), DR_EUSAGE);
-        assert_non_null(strstr(err.msg, "TORUS reduces by all_reduce_ranges"));
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 2, 0, &secs, &err), DR_EUSAGE);
-        assert_non_null(strstr(err.msg, "ascending and disjoint"));
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, backwards, 1, 0, &secs, &err), DR_EUSAGE);
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 2, &secs, &err), DR_EUSAGE);
-        assert_non_null(strstr(err.msg, "logical core 2; a replica has 2"));
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 0, NULL, &err), DR_EUSAGE);
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)(dr_acc *[]){ acc[0], acc[1], NULL, acc[0] }, ranges, 1, 1,
-                                                &secs, &err), DR_EUSAGE);
+        void *a4[4] = { x[0], x[1], x[0], x[1] };
+        expect_rc(ops->all_reduce(ep, DR_FORM_ACC, a4, 0, &err), DR_EUSAGE, &err, "TORUS reduces by all_reduce_ranges");
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, a4, ranges, 2, 0, &secs, &err), DR_EUSAGE, &err,
+                  "ascending and disjoint");
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, a4, backwards, 1, 0, &secs, &err), DR_EUSAGE, &err, NULL);
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, a4, ranges, 1, 2, &secs, &err), DR_EUSAGE, &err,
+                  "logical core 2; a replica has 2");
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, a4, ranges, 1, 0, NULL, &err), DR_EUSAGE, &err, NULL);
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *[]){ x[0], x[1], NULL, x[0] }, ranges, 1, 1, &secs,
+                                         &err), DR_EUSAGE, &err, NULL);
         assert_true(secs == 0);
         assert_int_equal(dr_tpu_initialize_system(&sys, "v2-8", NULL, 1.0, &err), DR_OK);   /* wipes HBM */
-        assert_int_equal(ops->all_reduce_ranges(ep, DR_FORM_ACC, (void *const *)a4, ranges, 1, 0, &secs, &err), DR_ESTATE);
-        assert_non_null(strstr(err.msg, "wiped its HBM"));
+        expect_rc(ops->all_reduce_ranges(ep, DR_FORM_ACC, a4, ranges, 1, 0, &secs, &err), DR_ESTATE, &err,
+                  "wiped its HBM");
     }
     ops->close(&ep, 1);
     cfg = config(1, 4, DR_COMM_TORUS, 0, NULL, 0, &tpu);
     expect_open_error(&cfg, DR_ESTATE, "wiped its HBM");
-    free_all(acc, 2);
+    free_all(x, 2);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(one_rank_algorithms),
-        cmocka_unit_test(one_rank_big),
-        cmocka_unit_test(one_rank_nested_openmp),
-        cmocka_unit_test(ranks_all_reduce),
+        cmocka_unit_test(all_reduce_one_rank),
+        cmocka_unit_test(all_reduce_ranks),
+        cmocka_unit_test(all_reduce_big),
+        cmocka_unit_test(nested_openmp),
         cmocka_unit_test(ranks_refuse_together),
         cmocka_unit_test(reduce_to),
+        cmocka_unit_test(cacc_overflow),
         cmocka_unit_test(torus),
         cmocka_unit_test(errors),
     };
