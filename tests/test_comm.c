@@ -473,7 +473,7 @@ static void form_errors(dr_comm *ep, int fi)
     double secs = 0;
     dr_err err;
     expect_rc(ops->all_reduce(ep, FORMS[fi], x, 10, &err), DR_EUSAGE, &err,
-              "the 2 tensor lengths sum to 9, but the arrays hold 10");
+              "the 2 tensor lengths sum to 9, but the arrays hold 10 accumulators");
     expect_rc(ops->all_reduce(ep, FORMS[fi], (void *[]){ x[0], NULL }, 9, &err), DR_EUSAGE, &err,
               "local replica 1's array is NULL");
     expect_rc(ops->all_reduce_ranges(ep, FORMS[fi], x, ranges, 1, 0, &secs, &err), DR_EUSAGE, &err,
