@@ -294,16 +294,8 @@ static void make_strategy(dr_strategy *s, dr_strategy_kind kind, int gpus, dr_cr
 static dr_comm_config config(uint32_t W, uint32_t R, dr_comm_alg alg, int packs, const size_t *lens, uint32_t nt,
                              dr_strategy *s)
 {
-    dr_comm_config c;
-    memset(&c, 0, sizeof c);
-    c.num_ranks = W;
-    c.local_replicas = R;
-    c.alg = alg;
-    c.num_packs = packs;
-    c.tensor_len = lens;
-    c.ntensors = nt;
-    c.strategy = s;
-    return c;
+    return (dr_comm_config){ .num_ranks = W, .local_replicas = R, .alg = alg, .num_packs = packs,
+                             .tensor_len = lens, .ntensors = nt, .strategy = s };
 }
 
 static void open_comm(const dr_comm_config *cfg, dr_comm **eps)
@@ -373,7 +365,6 @@ static void run_ranks(dr_comm **eps, uint32_t W, uint32_t R, rank_op op, dr_form
 {
     for (uint32_t w = 0; w < W; w++) {
         rank_job *j = &jobs[w];
-        memset(j, 0, sizeof *j);
         *j = (rank_job){ .ep = eps[w], .op = op, .form = form, .local = x + w * R, .n = ns ? ns[w] : n,
                          .dst = w == 0 ? dst : NULL, .dst_device = dst_device };
         assert_int_equal(pthread_create(&j->th, NULL, rank_main, j), 0);
