@@ -237,6 +237,7 @@ in-test:
 	@sh tests/mpi_native.sh $(MPI_CHECK) $(MPI_CHECK_MUT_RUN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
+	@sh scripts/test_doc_numbers.sh
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
