@@ -238,6 +238,7 @@ in-test:
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/test_doc_numbers.sh
+	@sh scripts/test_check_sizes.sh
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
