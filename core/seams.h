@@ -6,7 +6,8 @@
  * -DDR_MUTANT_<NAME> (tests/faults.tsv lists every fault, its harness and
  * the test or suite that must catch it; scripts/check_faults.sh checks the
  * list against these seams). No rule of a normal build defines a
- * DR_MUTANT_* name. The core's other planted faults are sed patches of
+ * DR_MUTANT_* name. Include it after the file's other headers (a faulty
+ * body may use them). The core's other planted faults are sed patches of
  * copies (tests/faults.tsv's patch field): the sources carry none of them.
  */
 #ifndef DISTREF_CORE_SEAMS_H
@@ -32,6 +33,21 @@
 #define DR_SEAM_CKPT_BEFORE_PARTS 0
 #endif
 #define DR_SEAM_CKPT_LAST (!DR_SEAM_CKPT_BEFORE_METRICS && !DR_SEAM_CKPT_BEFORE_PARTS)
+
+/* ---- form.c ------------------------------------------------------------- */
+
+/* The compact form's merge of a sender's accumulator s into d (statement). */
+#if defined(DR_MUTANT_CACC_MERGE_FLAG)   /* the sender's overflow flag is lost */
+static inline void dr_seam_cacc_merge_drops_flag(dr_cacc *d, const dr_cacc *s)
+{
+    uint32_t had = d->flags & DR_CACC_F_OVERFLOW;
+    dr_cacc_merge(d, s);
+    d->flags = (d->flags & ~DR_CACC_F_OVERFLOW) | had;
+}
+#define DR_SEAM_CACC_MERGE(d, s) dr_seam_cacc_merge_drops_flag((d), (s))
+#else
+#define DR_SEAM_CACC_MERGE(d, s) dr_cacc_merge((d), (s))
+#endif
 
 /* ---- tfevents.c --------------------------------------------------------- */
 

@@ -7,7 +7,9 @@
 #     neither holds the macro nor includes a seam file; a sed patch no
 #     longer changes its file;
 #   - a DR_MUTANT_* name in the sources (core ref devices strategies
-#     harness conformance cli tests include, .c .h .cl) is in no row;
+#     harness conformance cli tests include, .c .h .cl) is in no row, or a
+#     file tests it (#if defined) that no row naming it lists (the harness
+#     would build the mutant without it);
 #   - a generated block of the docs differs from the registry:
 #     docs/CONFORMANCE.md's fault table (faults:table) and the counts in
 #     README.md, docs/TESTING.md, docs/CONFORMANCE.md and
@@ -73,7 +75,8 @@ $(rows)
 EOF
 }
 
-check_sources() {   # every DR_MUTANT_ name in the sources is a registry macro
+check_sources() {   # every DR_MUTANT_ name in the sources is a registry macro, tested
+                    # (#if defined) only in a file of a row that names it
     known=$(rows | cut -f3 | tr ',' '\n' | grep '^DR_MUTANT_' | sort -u)
     # shellcheck disable=SC2086
     found=$(find $SRC_DIRS \( -name '*.c' -o -name '*.h' -o -name '*.cl' \) -type f 2>/dev/null |
@@ -82,6 +85,17 @@ check_sources() {   # every DR_MUTANT_ name in the sources is a registry macro
     for m in $(printf '%s\n' "$found" | comm -23 - "$tmp/known"); do
         fail "$m is in the sources ($(grep -rlw "$m" $SRC_DIRS | head -3 | tr '\n' ' ')) but in no row of $table"
     done
+    rows | awk -F'\t' '{ n = split($3, m, ","); k = split($4 "," $5, f, ",")
+                         for (i = 1; i <= n; i++) for (j = 1; j <= k; j++) print m[i], f[j] }' | sort -u > "$tmp/allowed"
+    # shellcheck disable=SC2086
+    find $SRC_DIRS \( -name '*.c' -o -name '*.h' -o -name '*.cl' \) -type f 2>/dev/null | sort |
+    while read -r f; do
+        grep -oE 'defined\(DR_MUTANT_[A-Z0-9_]+\)' "$f" | sed 's/defined(\(.*\))/\1/' | sort -u |
+            while read -r m; do grep -qx "$m $f" "$tmp/allowed" || echo "$m $f"; done
+    done > "$tmp/stray"
+    while read -r m f; do
+        fail "$f tests $m, but no row of $table that names $m lists $f (the harness would not rebuild it)"
+    done < "$tmp/stray"
 }
 
 gen_counts() {
@@ -155,7 +169,8 @@ self_test() {   # each planted disagreement, on a copy, must fail the check
     }
     plant unknown_macro "printf 'ghost\tconformance\tDR_MUTANT_GHOST\tstrategies/step.c\tstrategies/step.c\tmpi\t-\tnothing\t-\n' >> $table"
     plant row_removed "grep -v '^skip_as_pass	' $table > t && mv t $table"
-    plant seam_removed "sed 's/DR_MUTANT_TFEVENTS_NO_START/DR_MUTANT_TFEVENTS_NO_STAR/' core/tfevents.c > t && mv t core/tfevents.c"
+    plant seam_moved "printf '#if defined(DR_MUTANT_WRONG_SPLIT)\n#endif\n' >> strategies/engine.c"
+    plant seam_removed "sed 's/DR_MUTANT_TFEVENTS_NO_START/DR_MUTANT_TFEVENTS_NO_STAR/' core/seams.h > t && mv t core/seams.h"
     plant patch_stale "sed 's/F - 150 - WIN_S)/F - 150 - (WIN_S)/' core/reduce.c > t && mv t core/reduce.c"
     plant readme_count "sed '/BEGIN faults:counts/,/END faults:counts/s/ 47 exact/ 46 exact/' README.md > t && mv t README.md"
     plant table_suite "sed 's/^| \`mean_not_sum\` \(.*\) reductions |\$/| \`mean_not_sum\` \1 loss_curves |/' docs/CONFORMANCE.md > t && mv t docs/CONFORMANCE.md"
