@@ -128,7 +128,8 @@ out="$MUT/results.txt"
 # A mutant runs the engine variant that carries its fault: the OpenCL
 # kernels' (cl_*) opencl, every other openmp (the shared step's faults
 # reach both; one is enough to catch them, and it halves the time).
-[ -z "$list" ] || printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; case $n in cl_*) v=opencl ;; *) v=openmp ;; esac; "'"$MUT"'/$n/conformance" --variant "$v" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} > "$out"
+: > "$out"
+[ -z "$list" ] || printf '%s\n' $list | xargs -P 2 -I{} sh -c 'n=${1%%:*}; s=${1#*:}; case $n in cl_*) v=opencl ;; *) v=openmp ;; esac; "'"$MUT"'/$n/conformance" --variant "$v" --mutant "$n" --expect "$s" --out "'"$MUT"'/$n/out" 2>/dev/null | tail -1' _ {} >> "$out"
 for m in $(select_rows '$6 == "durability"'); do
     durability_mutant "${m%%:*}" >> "$out" || { echo "mutant ${m%%:*}: build failed" >&2; exit 1; }
     list="$list $m"
