@@ -123,7 +123,7 @@ BLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 # recipe or a script it calls would lack mpi.h (issue 26;
 # scripts/fresh_machine.sh proves the order in a bare Debian root).
 PUBLIC = all test conformance conformance-mutants examples bench nightly bench-peer \
-         mutant-cli tf-crosscheck fuzz mutants check-layers
+         mutant-cli tf-crosscheck fuzz mutants check-layers check-faults
 .PHONY: $(PUBLIC) $(PUBLIC:%=in-%)
 $(PUBLIC): %: deps
 	@$(MAKE) --no-print-directory in-$*
@@ -220,7 +220,12 @@ $(NOVNNI_TEST): tests/test_fastgemm.c devices/cpu/cpu_gemm_crt.c devices/cpu/cpu
 
 # Mutants: the exact-numerics tests rebuilt against deliberately wrong
 # implementations (tests/mutants.h). Each must FAIL, or the tests prove nothing.
-MUTANTS = naive_float double_accum
+# Every planted fault, these included, is a row of tests/faults.tsv (the
+# registry; scripts/faults.sh reads it, scripts/check_faults.sh checks it).
+# NAMES="a b" limits the mutant scripts to those faults (make mutants,
+# make conformance-mutants).
+FAULT_NAMES = $(shell sh scripts/faults.sh names $(1))
+MUTANTS = $(call FAULT_NAMES,unit)
 MUTANT_BIN = $(MUTANTS:%=$(BUILD)/tests/mutant_%)
 $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -229,14 +234,23 @@ $(BUILD)/tests/mutant_%: tests/test_exact.c tests/mutants.h $(LAYER_LIBS) $(BUIL
 in-mutants: $(MUTANT_BIN) $(LAYER_LIBS) $(REPORT_OBJ)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
-	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh
+	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh $(NAMES)
+
+# The registry against the sources' seams, docs/CONFORMANCE.md's fault table
+# and the counts the docs state (static, seconds), and the check's own
+# planted disagreements (scripts/check_faults.sh --self-test).
+in-check-faults:
+	@sh scripts/check_faults.sh
+	@sh scripts/check_faults.sh --self-test
 
 in-test:
-	@$(MAKE) --no-print-directory in-check-layers $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)
+	@$(MAKE) --no-print-directory in-check-layers in-check-faults $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)
 	@sh scripts/run_tests.sh $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST)
 	@sh tests/mpi_native.sh $(MPI_CHECK) $(MPI_CHECK_MUT_RUN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
+	@sh scripts/test_doc_numbers.sh
+	@sh scripts/test_check_sizes.sh
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
@@ -271,11 +285,14 @@ $(MPI_CHECK): tests/mpi_native_check.c $(LAYER_LIBS) $(BUILD)/.flags
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LAYER_LIBS) $(LDLIBS_COMMON)
 # The same check against the exact float all-reduce's planted faults
 # (devices/mpi/comm_mpi_f32x.c, tests/mpi_native.sh): each must fail it.
-MPI_CHECK_MUT = $(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom $(BUILD)/mpi_mutants/mpi_native_check_f32x_special
-MPI_CHECK_MUT_RUN = 3:$(BUILD)/mpi_mutants/mpi_native_check_f32x_headroom 2:$(BUILD)/mpi_mutants/mpi_native_check_f32x_special
-$(BUILD)/mpi_mutants/mpi_native_check_f32x_%: tests/mpi_native_check.c devices/mpi/comm_mpi_f32x.c $(LAYER_LIBS) $(BUILD)/.flags
+# The registry's kind mpi_native rows: name mpi_X builds
+# mpi_native_check_X, run on the row's np=N ranks.
+MPI_CHECK_MUT = $(patsubst mpi_%,$(BUILD)/mpi_mutants/mpi_native_check_%,$(call FAULT_NAMES,mpi_native))
+MPI_CHECK_MUT_RUN = $(shell sh scripts/faults.sh rows mpi_native | \
+    awk -F'\t' '{ sub(/^np=/, "", $$7); sub(/^mpi_/, "", $$1); print $$7 ":$(BUILD)/mpi_mutants/mpi_native_check_" $$1 }')
+$(BUILD)/mpi_mutants/mpi_native_check_%: tests/mpi_native_check.c devices/mpi/comm_mpi_f32x.c tests/faults.tsv $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -DDR_MUTANT_MPI_F32X_$(shell echo $* | tr a-z A-Z) -c devices/mpi/comm_mpi_f32x.c -o $@.o
+	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -D$(shell sh scripts/faults.sh get mpi_$* macro) -c $(shell sh scripts/faults.sh get mpi_$* files) -o $@.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $@.o $(LAYER_LIBS) $(LDLIBS_COMMON)
 
 in-bench: $(CLI) $(BENCH_BIN) $(MPI_BENCH)
@@ -354,7 +371,7 @@ in-conformance: $(CLI) $(CONF_BIN)
 # report shows.
 in-conformance-mutants: $(CLI) $(CONF_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' CONF_OBJ='$(CONF_OBJ)' \
-	    sh scripts/run_conformance_mutants.sh
+	    sh scripts/run_conformance_mutants.sh $(NAMES)
 
 # bin/distref with one engine fault compiled in, to see what it does to a
 # run (docs/TUTORIAL.md): make mutant-cli MUTANT=reg_not_scaled

@@ -11,10 +11,11 @@
  * results.json "not_supported", junit.xml <skipped/>, the summary line
  * "N passed, N failed, N not supported" (report.c). tests/test_report.c
  * holds the book to that, and scripts/exact_mutants.sh's skip_as_pass
- * mutant (DR_MUTANT_SKIP_AS_PASS below: the old bug, a not-supported cell
+ * mutant (DR_MUTANT_SKIP_AS_PASS, conformance/seams.h: the old bug, a not-supported cell
  * recorded as a pass) must make it fail.
  */
 #include "conformance/conformance.h"
+#include "conformance/seams.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -89,11 +90,7 @@ void record_not_supported(results *r, const char *suite, const dr_run_config *c,
                           const char *reason, const char *fmt, ...)
 {
     va_list ap;
-#if defined(DR_MUTANT_SKIP_AS_PASS)   /* planted fault: what did not run is counted as passed */
-    const verdict_kind kind = VERDICT_PASS;
-#else
-    const verdict_kind kind = VERDICT_NOT_SUPPORTED;
-#endif
+    const verdict_kind kind = DR_SEAM_SKIPPED_VERDICT;
     va_start(ap, fmt);
     add(r, suite, c, replicas, kind, 0, reason, fmt, ap);
     va_end(ap);

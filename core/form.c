@@ -2,6 +2,7 @@
 #include "distref/form.h"
 #include "distref/cacc.h"
 #include "distref/exact.h"
+#include "core/seams.h"
 
 #include <string.h>
 
@@ -34,13 +35,7 @@ static void round_acc(const void *src, size_t k, uint32_t d, float *out)
 static void merge_cacc(void *dst, const void *src, size_t k)
 {
     for (size_t i = 0; i < k; i++) {
-#if defined(DR_MUTANT_CACC_MERGE_FLAG)
-        uint32_t had = ((dr_cacc *)dst)[i].flags & DR_CACC_F_OVERFLOW;
-        dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
-        ((dr_cacc *)dst)[i].flags = (((dr_cacc *)dst)[i].flags & ~DR_CACC_F_OVERFLOW) | had;   /* mutant: the sender's overflow is lost */
-#else
-        dr_cacc_merge((dr_cacc *)dst + i, (const dr_cacc *)src + i);
-#endif
+        DR_SEAM_CACC_MERGE((dr_cacc *)dst + i, (const dr_cacc *)src + i);
     }
 }
 

@@ -3,6 +3,7 @@
 #include "distref/run_log.h"
 #include "distref/fileio.h"
 #include "distref/sha256.h"
+#include "core/seams.h"
 
 #include <dirent.h>
 #include <json-c/json.h>
@@ -331,27 +332,15 @@ int dr_run_log_commit(dr_run_log *t, const dr_checkpoint *c, const dr_ckpt_part 
     char path[1100];
     int rc = dr_mkdirs(t->cfg->model_dir, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->model_dir);
-#if defined(DR_MUTANT_CKPT_FIRST)
-    /* planted fault (the durability suite's mutant): the old order, the
-     * checkpoint renamed into place before the metrics that lead up to it */
-    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
+    if (rc == DR_OK && DR_SEAM_CKPT_BEFORE_METRICS) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
     if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
-#else
-    if (rc == DR_OK) rc = dr_write_atomic(path, t->metrics ? t->metrics : "", t->len, err);
-    if (rc == DR_OK) rc = dr_tfevents_write(&t->events, err);
-#endif
-#if defined(DR_MUTANT_PARTS_AFTER_CKPT)
-    /* planted fault (scripts/test_durability.sh's mutant): the parts renamed
-     * after the checkpoint again, a second commit */
-    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
-#endif
+    if (rc == DR_OK && DR_SEAM_EVENTS_WITH_METRICS) rc = dr_tfevents_write(&t->events, err);
+    if (rc == DR_OK && DR_SEAM_CKPT_BEFORE_PARTS) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
     for (size_t i = 0; rc == DR_OK && i < nparts; i++) {
         snprintf(path, sizeof path, "%s/%s", t->cfg->model_dir, parts[i].name);
         rc = dr_write_atomic(path, parts[i].data, parts[i].len, err);
     }
-#if !defined(DR_MUTANT_CKPT_FIRST) && !defined(DR_MUTANT_PARTS_AFTER_CKPT)
-    if (rc == DR_OK) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
-#endif
+    if (rc == DR_OK && DR_SEAM_CKPT_LAST) rc = dr_checkpoint_save(t->cfg->model_dir, c, err);
     return rc;
 }
 

@@ -5,16 +5,10 @@
 # CLI of its own, $BUILD/cli_mutants/<name>/distref); the test is rebuilt
 # with DR_BIN pointing at that CLI and must fail.
 #
-#   finished_reports   harness/train_loop.c a finished run run again reports its old result as if
-#                                           computed (issue 26's first defect)   test_run_dir
-#   finished_resegment harness/segment.c    a finished run under another topology is let through
-#                                                                                  test_run_dir
-#   flagfile_no_cycle  core/flags_file.c    a flagfile that includes itself is not named (only the
-#                                           depth bound stops it)                  test_cli_details
-#   choices_ignored    core/flags_usage.c   an enum flag takes any value (no list of names on a
-#                                           typo)                                  test_cli_details
+# The list (file, sed patch, test, what it breaks): tests/faults.tsv's rows
+# of kind cli (finished_reports is issue 26's first defect).
 #
-#   CC=... CFLAGS=... LDLIBS=... BUILD=build/rel LIBS="<archives>" sh scripts/cli_mutants.sh
+#   CC=... CFLAGS=... LDLIBS=... BUILD=build/rel LIBS="<archives>" sh scripts/cli_mutants.sh [NAME...]
 set -u
 : "${CC:?}" "${BUILD:?}" "${LIBS:?}"
 d="$BUILD/cli_mutants"; mkdir -p "$d"
@@ -33,9 +27,12 @@ run() {   # name file layer sed test
     if "$d/$name/$test" >"$d/$name/out" 2>&1; then missed="$missed $name"
     else caught=$((caught + 1)); echo "cli mutant $name: caught by $test ($(grep -c 'FAILED  \]' "$d/$name/out") failing lines)"; fi
 }
-run finished_reports   harness/train_loop.c HARNESS 's/    res->already_complete = nothing_ran(r);/    res->already_complete = nothing_ran(r) \&\& 0;/' test_run_dir
-run finished_resegment harness/segment.c  HARNESS 's/    if (finished)$/    if (finished \&\& 0)/' test_run_dir
-run flagfile_no_cycle  core/flags_file.c  CORE    's/    for (int i = 0; i < st->depth; i++)$/    for (int i = 0; i < 0; i++)/' test_cli_details
-run choices_ignored    core/flags_usage.c CORE    's/^bool dr_flag_choice_ok(const dr_flag \*f, const char \*s)$/bool dr_flag_choice_ok(const dr_flag *f, const char *s) { (void)f; (void)s; return true; }\nstatic inline bool unused_choice_ok(const dr_flag *f, const char *s)/' test_cli_details
+rows=$(sh scripts/faults.sh rows cli "$@") || exit 1
+tab=$(printf '\t')
+while IFS=$tab read -r name kind macro file seams test needs breaks patch; do
+    run "$name" "$file" "$(sh scripts/faults.sh layer "$file")" "$patch" "$test" < /dev/null
+done <<EOF
+$rows
+EOF
 if [ -n "$missed" ]; then echo "cli mutants NOT caught:$missed" >&2; exit 1; fi
 echo "cli mutants: all $caught caught"

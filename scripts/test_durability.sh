@@ -26,23 +26,23 @@ else
     echo "durability sweep (sampled): FAILED (all lines: $out)"
     rc=1
 fi
-if ! strace -f -o /dev/null true 2>/dev/null; then
-    echo "mutant parts_after_ckpt: skipped (strace cannot trace here)"
-    exit $rc
-fi
-d="$BUILD/mutants/cli_parts_after_ckpt"; mkdir -p "$d"
-# shellcheck disable=SC2086
-if $CC $CFLAGS -DDR_LAYER_CORE -DDR_MUTANT_PARTS_AFTER_CKPT -c core/run_log.c -o "$d/run_log.o" &&
-   $CC -o "$d/distref" "$d/run_log.o" "$BUILD/cli/main.o" "$BUILD/libharness.a" "$BUILD/libengine.a" \
-       "$BUILD/libref.a" "$BUILD/libcore.a" $LDLIBS; then
-    if sh scripts/durability.sh --only parameter_server/ref "$d/distref" 0 > "$d/out.txt" 2>&1; then
-        echo "mutant parts_after_ckpt          must fail durability       MISSED (the sweep passed)"
-        rc=1
-    else
-        echo "mutant parts_after_ckpt          must fail durability       caught ($(grep -c DIFFERS "$d/out.txt") kills not bit-exact)"
+# The mutants: tests/faults.tsv's rows with catcher test_durability.
+for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "test_durability" { print $1 }'); do
+    if ! strace -f -o /dev/null true 2>/dev/null; then
+        echo "mutant $name: skipped (strace cannot trace here)"
+        continue
     fi
-else
-    echo "mutant parts_after_ckpt: build failed" >&2
-    rc=1
-fi
+    d="$BUILD/mutants/cli_$name"
+    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
+        if sh scripts/durability.sh --only parameter_server/ref "$d/distref" 0 > "$d/out.txt" 2>&1; then
+            printf 'mutant %-26s must fail durability       MISSED (the sweep passed)\n' "$name"
+            rc=1
+        else
+            printf 'mutant %-26s must fail durability       caught (%s kills not bit-exact)\n' "$name" "$(grep -c DIFFERS "$d/out.txt")"
+        fi
+    else
+        echo "mutant $name: build failed" >&2
+        rc=1
+    fi
+done
 exit $rc

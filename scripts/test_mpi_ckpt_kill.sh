@@ -19,23 +19,23 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 rc=0
 sh tests/mpi_ckpt_kill.sh "$bin" "$points" || rc=1
-if ! strace -f -o /dev/null true 2>/dev/null; then
-    echo "mutant mpi_ckpt_first: skipped (strace cannot trace here; random kills cannot promise to land between the rename and the metrics)"
-    exit $rc
-fi
-d="$BUILD/mutants/cli_mpi_ckpt_first"; mkdir -p "$d"
-# shellcheck disable=SC2086
-if $CC $CFLAGS -DDR_LAYER_CORE -DDR_MUTANT_CKPT_FIRST -c core/run_log.c -o "$d/run_log.o" &&
-   $CC -o "$d/distref" "$d/run_log.o" "$BUILD/cli/main.o" "$BUILD/libharness.a" "$BUILD/libengine.a" \
-       "$BUILD/libref.a" "$BUILD/libcore.a" $LDLIBS; then
-    if sh tests/mpi_ckpt_kill.sh "$d/distref" "$points" > "$d/out.txt" 2>&1; then
-        echo "mutant mpi_ckpt_first            must fail mpi_ckpt_kill    MISSED (the test passed)"
-        rc=1
-    else
-        echo "mutant mpi_ckpt_first            must fail mpi_ckpt_kill    caught ($(grep -c DIFFERS "$d/out.txt") kills not bit-exact)"
+# The mutants: tests/faults.tsv's rows with catcher test_mpi_ckpt_kill.
+for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "test_mpi_ckpt_kill" { print $1 }'); do
+    if ! strace -f -o /dev/null true 2>/dev/null; then
+        echo "mutant $name: skipped (strace cannot trace here; random kills cannot promise to land between the rename and the metrics)"
+        continue
     fi
-else
-    echo "mutant mpi_ckpt_first: build failed" >&2
-    rc=1
-fi
+    d="$BUILD/mutants/cli_$name"
+    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
+        if sh tests/mpi_ckpt_kill.sh "$d/distref" "$points" > "$d/out.txt" 2>&1; then
+            printf 'mutant %-26s must fail mpi_ckpt_kill    MISSED (the test passed)\n' "$name"
+            rc=1
+        else
+            printf 'mutant %-26s must fail mpi_ckpt_kill    caught (%s kills not bit-exact)\n' "$name" "$(grep -c DIFFERS "$d/out.txt")"
+        fi
+    else
+        echo "mutant $name: build failed" >&2
+        rc=1
+    fi
+done
 exit $rc

@@ -235,16 +235,89 @@ static int set_all(dr_session *s, const float *params, const float *slots, dr_er
     return rc;
 }
 
+/* Exact gradients in compact accumulators (distref/cacc.h: 32 bytes a
+ * parameter instead of 168, the same bits) where the backend can switch
+ * forms (every comm reduces every form); a step whose total overflows is
+ * redone with full accumulators (step.c). Not for the tpu strategy, whose
+ * layer-0 tiles and torus rings carry dr_acc. */
+static dr_numerics gradient_numerics(const dr_session *s, dr_numerics num)
+{
+    dr_backend_query q;
+    dr_err ignored;
+    if (num != DR_NUMERICS_EXACT || s->tpu.on || s->plan->cfg->full_accumulators || !s->bo->set_numerics)
+        return num;
+    memset(&q, 0, sizeof q);
+    q.strategy = s->strat.spec.kind;
+    q.numerics = DR_NUMERICS_EXACT_COMPACT;
+    q.num_replicas = s->L;
+    q.tiles = 1;
+    return s->bo->supports(&q, &ignored) == DR_OK ? DR_NUMERICS_EXACT_COMPACT : num;
+}
+
+/* The comm's endpoints and the workers whose replicas this process holds:
+ * every one (threads), or its rank's (MPI). */
+static int open_comm(dr_session *s, dr_err *err)
+{
+    const dr_run_plan *plan = s->plan;
+    dr_comm_config cc;
+    int rc;
+    memset(&cc, 0, sizeof cc);
+    cc.num_ranks = s->W;
+    cc.local_replicas = s->L;
+    cc.alg = comm_alg(&s->strat);
+    cc.ranks_alg = ranks_alg(&s->strat);
+    cc.num_packs = s->strat.spec.num_packs;
+    cc.tensor_len = plan->tensor_len;
+    cc.ntensors = plan->ntensors;
+    cc.strategy = &s->strat;
+    cc.timeout_s = plan->cfg->collective_timeout;
+    if ((rc = s->co->open(&cc, s->ep, &s->neps, err))) return rc;
+    s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
+    s->whi = s->neps == s->W ? s->W : s->wlo + 1;
+    return DR_OK;
+}
+
+/* The replicas' buffers on the backend, host staging for a backend whose
+ * buffers are device memory, central_storage's variable device, and the
+ * host buffers a step stages its batch through. */
+static int open_buffers(dr_session *s, dr_err *err)
+{
+    const dr_run_plan *plan = s->plan;
+    size_t f = s->data->features, out0 = plan->exp.model.layer[plan->exp.model.nlayers - 1].out;
+    bool central = s->strat.spec.kind == DR_STRATEGY_CENTRAL_STORAGE;
+    int rc;
+    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
+        if ((rc = alloc_replica(s, r, err))) return rc;
+    if (!s->bo->host_ptr(s->rb[s->wlo * s->L].grad)) {   /* device memory: host staging for the comm */
+        bool ok = true;
+        for (uint32_t r = s->wlo * s->L; ok && r < s->whi * s->L; r++)
+            ok = (s->stage[r] = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
+        if (ok && central) ok = (s->stage_central = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
+        if (!ok) return dr_fail(err, DR_ENOMEM, "out of host memory for the gradients' staging buffers");
+    }
+    if (central &&
+        ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
+         (rc = s->bo->alloc(s->be, plan->P * dr_grad_bytes(s->num), &s->central, err)) ||
+         (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
+                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
+        return rc;
+    s->host_x = malloc((size_t)s->rows * f * sizeof(float) + 1);
+    s->host_labels = malloc(s->rows + 1);
+    s->host_targets = malloc((size_t)s->rows * out0 * sizeof(float) + 1);
+    s->arranged = malloc((size_t)plan->G * sizeof(uint32_t) + 4);
+    if (!s->host_x || !s->host_labels || !s->host_targets || !s->arranged)
+        return dr_fail(err, DR_ENOMEM, "out of host memory for the staging buffers");
+    return DR_OK;
+}
+
 static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_backend_ops *bo,
                      const dr_comm_ops *co, dr_session **out, dr_err *err)
 {
     dr_session *s = calloc(1, sizeof *s);
     dr_strategy_spec spec = plan->spec;
     dr_strategy_options sopt = plan->sopt;
-    dr_comm_config cc;
     dr_backend_params bp;
-    dr_numerics num = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
-    size_t f = data->features, out0 = plan->exp.model.layer[plan->exp.model.nlayers - 1].out;
     float *init = NULL;
     int rc;
     if (!s) return dr_fail(err, DR_ENOMEM, "out of host memory for the run");
@@ -253,8 +326,8 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     s->data = data;
     s->bo = bo;
     s->co = co;
-    s->num = num;
-    s->esz = dr_sum_bytes(num);
+    s->num = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
+    s->esz = dr_sum_bytes(s->num);
     threads_enter(s, plan->cfg->threads);
     if (spec.kind == DR_STRATEGY_TPU && (rc = engine_tpu_open(s, &sopt, err))) goto fail;
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err))) goto fail;
@@ -268,66 +341,14 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
         goto fail;
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
-    /* Exact gradients in compact accumulators (distref/cacc.h: 32 bytes a
-     * parameter instead of 168, the same bits) where the backend can switch
-     * forms (every comm reduces every form); a step whose total overflows is
-     * redone with full accumulators (step.c). Not for the tpu strategy,
-     * whose layer-0 tiles and torus rings carry dr_acc. */
-    if (num == DR_NUMERICS_EXACT && !s->tpu.on && !plan->cfg->full_accumulators && bo->set_numerics) {
-        dr_backend_query q;
-        dr_err ignored;
-        memset(&q, 0, sizeof q);
-        q.strategy = spec.kind;
-        q.numerics = DR_NUMERICS_EXACT_COMPACT;
-        q.num_replicas = s->L;
-        q.tiles = 1;
-        if (bo->supports(&q, &ignored) == DR_OK) s->num = num = DR_NUMERICS_EXACT_COMPACT;
-    }
-    memset(&cc, 0, sizeof cc);
-    cc.num_ranks = s->W;
-    cc.local_replicas = s->L;
-    cc.alg = comm_alg(&s->strat);
-    cc.ranks_alg = ranks_alg(&s->strat);
-    cc.num_packs = s->strat.spec.num_packs;
-    cc.tensor_len = plan->tensor_len;
-    cc.ntensors = plan->ntensors;
-    cc.strategy = &s->strat;
-    cc.timeout_s = plan->cfg->collective_timeout;
-    if ((rc = s->co->open(&cc, s->ep, &s->neps, err))) goto fail;
-    /* the workers whose replicas this process holds: every one, or its rank's */
-    s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
-    s->whi = s->neps == s->W ? s->W : s->wlo + 1;
-    bp = engine_backend_params(plan, num, (s->whi - s->wlo) * s->L);
-    if ((rc = s->bo->open(&bp, &s->be, err))) goto fail;
-    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
-        if ((rc = alloc_replica(s, r, err))) goto fail;
-    if (!s->bo->host_ptr(s->rb[s->wlo * s->L].grad)) {   /* device memory: host staging for the comm */
-        bool ok = true;
-        for (uint32_t r = s->wlo * s->L; ok && r < s->whi * s->L; r++)
-            ok = (s->stage[r] = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
-        if (ok && spec.kind == DR_STRATEGY_CENTRAL_STORAGE)
-            ok = (s->stage_central = calloc(plan->P ? plan->P : 1, s->esz)) != NULL;
-        if (!ok) {
-            rc = dr_fail(err, DR_ENOMEM, "out of host memory for the gradients' staging buffers");
-            goto fail;
-        }
-    }
+    s->num = gradient_numerics(s, s->num);
+    if ((rc = open_comm(s, err))) goto fail;
+    bp = engine_backend_params(plan, s->num, (s->whi - s->wlo) * s->L);
+    if ((rc = s->bo->open(&bp, &s->be, err)) || (rc = open_buffers(s, err))) goto fail;
     if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;
-    if (spec.kind == DR_STRATEGY_CENTRAL_STORAGE &&
-        ((rc = s->bo->alloc(s->be, plan->P * sizeof(float), &s->var, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * (size_t)plan->nslots * sizeof(float) + 1, &s->var_slots, err)) ||
-         (rc = s->bo->alloc(s->be, plan->P * dr_grad_bytes(s->num), &s->central, err)) ||
-         (rc = dr_device_reserve(&s->strat.device[s->strat.variable_device],
-                                 plan->P * (sizeof(float) * (1 + (uint64_t)plan->nslots) + s->esz), err))))
-        goto fail;
     if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
-    s->host_x = malloc((size_t)s->rows * f * sizeof(float) + 1);
-    s->host_labels = malloc(s->rows + 1);
-    s->host_targets = malloc((size_t)s->rows * out0 * sizeof(float) + 1);
-    s->arranged = malloc((size_t)plan->G * sizeof(uint32_t) + 4);
-    init = calloc(plan->P * (size_t)(1 + plan->nslots) + 1, sizeof(float));
-    if (!s->host_x || !s->host_labels || !s->host_targets || !s->arranged || !init) {
-        rc = dr_fail(err, DR_ENOMEM, "out of host memory for the staging buffers");
+    if (!(init = calloc(plan->P * (size_t)(1 + plan->nslots) + 1, sizeof(float)))) {
+        rc = dr_fail(err, DR_ENOMEM, "out of host memory for the initial variables");
         goto fail;
     }
     dr_model_init(&plan->exp.model, plan->cfg->seed, init);

@@ -14,6 +14,7 @@
  *   step time       the same alpha-beta estimate as the reference's
  */
 #include "strategies/engine_internal.h"
+#include "strategies/seams.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,9 +100,7 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
     const dr_tpu_topology *top = &tp->sys.topology;
     uint32_t dev0 = dr_strategy_tpu_device(&s->strat, r, 0);
     int rc;
-#if defined(DR_MUTANT_PAD_UNMASKED)
-    n = rows;   /* planted fault: the padding counted as examples */
-#endif
+    DR_SEAM_PAD_EXAMPLES(n, rows);
     if (tp->tiles == 1) {
         if ((rc = b->forward(s->be, rb, rows, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err))) return rc;
         return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);

@@ -21,6 +21,7 @@
  *   checkpoint), which `--variant=ref --replay_schedule` follows.
  */
 #include "strategies/ps_mpi_internal.h"
+#include "strategies/seams.h"
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/fileio.h"
@@ -201,10 +202,7 @@ static int land(chief *c, const dr_ps_event *ev, dr_err *err)
     for (uint32_t p = 0; rc == DR_OK && p < ps->P; p++) {   /* each ps task applies its shards */
         size_t n = psm_gather(ps, p, grad, ps->send);
         if (!n) continue;
-#if defined(DR_MUTANT_MPI_PS_DROP_UPDATE)
-        /* planted fault: the coordinator drops the third landed update (it is logged, never applied) */
-        if (ev->version == 3) continue;
-#endif
+        if (DR_SEAM_PS_SKIP_LANDED(ev)) continue;
         rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
         if (rc == DR_OK)
             rc = psm_send_to(c, ps->send, (int)n, MPI_FLOAT, 1 + ps->W + p, PSM_APPLY, ev->version, "an update to ps", err);
@@ -381,9 +379,7 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
             if (!dr_ps_schedule_push(&c->sched)) rc = dr_fail(err, DR_ENOMEM, "schedule: no memory for the queue");
         while (rc == DR_OK && dr_ps_schedule_next(&c->sched, &ev)) {
             uint32_t w = ev.worker;
-#if !defined(DR_MUTANT_PS_FREE_RESUME_UNRECORDED)   /* planted fault: the re-walked order left out of the recording */
-            if (ps->record && (rc = psm_record(ps, &ev, err))) break;
-#endif
+            if (DR_SEAM_PS_RECORD_REWALK(ps->record) && (rc = psm_record(ps, &ev, err))) break;
             /* summary.json counts them, as the reference's replay does */
             if (ev.kind == DR_PS_DISPATCH) {
                 batches[w]++;
@@ -413,9 +409,7 @@ static int rewalk(chief *c, uint64_t *done, dr_err *err)
     c->sched.opt.replay_len = 0;
     for (uint32_t w = 0; rc == DR_OK && w < ps->W; w++) {
         hdr[0] = batches[w];
-#if defined(DR_MUTANT_PS_RESUME_NO_SKIP)
-        hdr[0] = 0;   /* planted fault: a resumed worker starts its data over instead of skipping its batches */
-#endif
+        DR_SEAM_PS_RESUME_SKIP(hdr[0]);
         rc = psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + w, PSM_SKIP, ps->resume_step, "resuming", err);
     }
     ps->updates = ps->resume_step;

@@ -10,6 +10,7 @@
  *     ends naming the rank, and every other rank is told.
  */
 #include "strategies/ps_mpi_internal.h"
+#include "strategies/seams.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,11 +58,7 @@ int psm_lose_worker(psm_chief *c, uint32_t w, dr_err *err)
     }
     if (!dr_ps_schedule_take(&c->sched, DR_PS_FAIL, w, &ev))
         return dr_fail(err, DR_ESTATE, "parameter_server over MPI: worker %u lost but not running a closure", w);
-#if defined(DR_MUTANT_PS_DEAD_CLOSURE_DROPPED)
-    /* planted fault: the dead worker's closure is dropped instead of re-run */
-    c->sched.qhead = (c->sched.qhead + 1) % c->sched.qcap;
-    c->sched.qlen--;
-#endif
+    DR_SEAM_PS_DEAD_CLOSURE(&c->sched);
     ps->worker_failures++;
     ps->dead_workers++;
     ps->rerun_of[w] = ev.closure;
@@ -146,9 +143,7 @@ int psm_fail_closure(psm_chief *c, const dr_ps_event *ev, dr_err *err)
 int psm_recover_worker(psm_chief *c, const dr_ps_event *ev, dr_err *err)
 {
     uint64_t hdr[2] = { 0, 1 };
-#if defined(DR_MUTANT_PS_RECOVER_NO_REBUILD)
-    hdr[1] = 0;   /* planted fault: a recovered worker keeps its iterator instead of starting its data over */
-#endif
+    DR_SEAM_PS_RECOVER_REBUILD(hdr[1]);
     c->ps->recoveries++;
     return psm_send_to(c, hdr, 2, MPI_UINT64_T, 1 + ev->worker, PSM_SKIP, ev->version + 1, "recovering", err);
 }

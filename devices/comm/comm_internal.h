@@ -1,6 +1,9 @@
-/* distref devices — internals of the threads comm (devices/comm/comm_threads.c,
- * devices/comm/comm_elem.c, devices/comm/comm_torus.c, and the MPI comm's geometry). Not a public header: nothing outside devices/comm_*
- * includes it. */
+/* distref devices/comm/ — the collectives' family: the algorithms written
+ * once over the number form (distref/form.h) and the threads comm that runs
+ * them (comm_threads.c; comm_elem.c the ring pieces the torus and the MPI
+ * comm share; comm_torus.c). This header: their internals, and the MPI
+ * comm's geometry. Not a public header: only devices/comm/ and
+ * devices/mpi/ include it. */
 #ifndef DISTREF_DEVICES_COMM_INTERNAL_H
 #define DISTREF_DEVICES_COMM_INTERNAL_H
 

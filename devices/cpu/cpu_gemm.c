@@ -11,6 +11,7 @@
 #include "distref/cacc.h"
 #include "distref/exact_bins.h"
 #include "devices/cpu/cpu_gemm_internal.h"
+#include "devices/seams.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -121,9 +122,7 @@ static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, 
         size_t k = b->rem_k[r];
         float ak = elem(a, i, k), ra = 0.0f;
         for (size_t q = a->rem_start[i]; q < a->rem_start[i + 1]; q++) if (a->rem_k[q] == k) ra = a->rem_v[q];
-#if defined(DR_MUTANT_REM_COMPACT_LAST)
-        if (compact && r + 1 == b->rem_start[j + 1]) break;   /* fault: the compact path drops B's last remainder */
-#endif
+        if (DR_SEAM_REM_STOP(compact, r, b->rem_start[j + 1])) break;
         if (full) dr_acc_add_prod(full, ak - ra, b->rem_v[r]);
         else dr_cacc_add_prod(compact, ak - ra, b->rem_v[r]);
     }
@@ -165,15 +164,11 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
 static uint32_t zero_product_flags(const product *p, size_t i, size_t j)
 {
     unsigned sa = p->a.signs[i], sb = p->b.signs[j];
-#if defined(DR_MUTANT_ZERO_ROW_SIGNS)
-    (void)sa; (void)sb;   /* fault: an all-zero row's products are taken as +0 */
-    return DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
-#else
+    if (DR_SEAM_ZERO_ROW_AS_POSITIVE) return DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
     if (sa == 3 && sb == 3)
         return dr_zero_dot_flags(p->a.base_ptr + i * p->a.inc_vec, p->a.inc_elem,
                                  p->b.base_ptr + j * p->b.inc_vec, p->b.inc_elem, p->a.K);
     return DR_ACC_F_NONEMPTY | ((sa & sb) ? DR_ACC_F_NOT_NEG0 : 0u);
-#endif
 }
 
 #if defined(__SIZEOF_INT128__)
@@ -213,11 +208,7 @@ static void add_wide(dr_acc *acc, dr_i128 V, int E)
     dr_u128 mag = neg ? (dr_u128)0 - (dr_u128)V : (dr_u128)V;
     uint64_t lo, hi;
     if (E < DR_ACC_LSB_EXP) {
-#if defined(DR_MUTANT_WIDE_SHIFT)
-        mag >>= DR_ACC_LSB_EXP - E - 1;   /* fault: one bit short: the value doubles */
-#else
-        mag >>= DR_ACC_LSB_EXP - E;
-#endif
+        mag >>= DR_SEAM_WIDE_SHIFT(DR_ACC_LSB_EXP - E);
         E = DR_ACC_LSB_EXP;
     }
     lo = (uint64_t)mag & (((uint64_t)1 << 62) - 1u);

@@ -23,6 +23,7 @@
  */
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
+#include "devices/seams.h"
 
 #include <math.h>
 #include <omp.h>
@@ -80,11 +81,7 @@ int dr_crt_moduli_bits(size_t K, int bits_a, int bits_b)
     for (int n = 1; n <= CRT_MAX; n++) {
         P *= (unsigned)moduli[n - 1];
         if (bound < (P >> 1) - (P >> 30)) {
-#if defined(DR_MUTANT_CRT_FEW_MODULI)
-            return n - 1;                          /* fault: one modulus too few */
-#else
-            return n;
-#endif
+            return DR_SEAM_CRT_MODULI(n);
         }
     }
     return 0;
@@ -120,9 +117,7 @@ void dr_crt_plan_init(crt_plan *c, int n)
         unsigned m = (unsigned)moduli[t], x;
         c->Q[t] = c->P / m;
         x = inverse_mod((unsigned)(c->Q[t] % m), m);   /* the inverse of Q_t mod m_t */
-#if defined(DR_MUTANT_CRT_COEFF)
-        if (t == n - 1) x = x % m + 1;             /* fault: one CRT coefficient wrong */
-#endif
+        x = DR_SEAM_CRT_COEFF(x, m, t, n);
         c->m[t] = (double)m;
         c->invm[t] = 1.0 / (double)m;
         c->inv[t] = (double)x;

@@ -9,6 +9,7 @@
  */
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/exact_parts.h"
+#include "devices/seams.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -29,11 +30,7 @@ static float round_wide(dr_i128 V, int E)
     if (hi == 0) return dr_round_window(lo, E, 0, neg);
     s = 64 - __builtin_clzll(hi);                 /* bits of hi: the window moves up by s */
     if (s == 64) return dr_round_window(hi, E + 64, lo != 0, neg);
-#if defined(DR_MUTANT_WIDE_STICKY)
-    sticky = 0;                                   /* fault: the bits below the window are dropped */
-#else
-    sticky = (lo & (((uint64_t)1 << s) - 1u)) != 0;
-#endif
+    sticky = DR_SEAM_WIDE_STICKY((lo & (((uint64_t)1 << s) - 1u)) != 0);
     return dr_round_window(hi << (64 - s) | lo >> s, E + s, sticky, neg);
 }
 
@@ -55,11 +52,7 @@ static bool same_rounding(dr_i128 V, dr_i128 B, int E)
     rem = mag & (((dr_u128)1 << k) - 1u);
     half = (dr_u128)1 << (k - 1);
     if (rem > b && rem + b < half) return true;                    /* all round down */
-#if defined(DR_MUTANT_CERT_MIDPOINT)
-    if (rem + b > half && rem + b < ((dr_u128)1 << k)) return true;   /* fault: the midpoint may lie within B */
-#else
-    if (rem > half + b && rem + b < ((dr_u128)1 << k)) return true;   /* all round up */
-#endif
+    if (DR_SEAM_ABOVE_MIDPOINT(rem, half, b) && rem + b < ((dr_u128)1 << k)) return true;   /* all round up */
     return false;
 }
 
@@ -91,9 +84,7 @@ bool dr_gemm_fast_element(const dr_product *p, size_t i, size_t j, size_t N, con
             E = e;
         }
     }
-#if defined(DR_MUTANT_LL_IGNORED)
-    B = 0;                                         /* fault: lo . lo taken as zero */
-#endif
+    DR_SEAM_LL_BOUND(B);
     if (B != 0) {
         if (same_rounding(V, B, E)) { *out = round_wide(V, E); return true; }
         V += (dr_i128)(int64_t)dr_gemm_ll_value(p, i, j, N) * ((dr_i128)1 << up);

@@ -67,6 +67,7 @@ bool dr_crt_row_clean(const dr_product *p, size_t i)
 #if defined(__SIZEOF_INT128__)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_NO_VNNI)
 #include "distref/round_avx512.h"
+#include "devices/seams.h"
 
 DR_ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, const float *bias,
                                        float *out, uint8_t *done)
@@ -99,21 +100,12 @@ DR_ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, co
             s = _mm512_sub_epi64(_mm512_sub_epi64(_mm512_max_epi64(ef, one), _mm512_set1_epi64(150)), E);
             nz = _mm512_cmpneq_epi64_mask(m, zero);
             ok &= _mm512_cmpneq_epi64_mask(ef, _mm512_set1_epi64(0xff));
-#if defined(DR_MUTANT_ROUND_BIAS_LOW)
-            ok &= ~nz | (_mm512_cmpge_epi64_mask(s, _mm512_set1_epi64(-1)) &   /* fault: a bias one bit below V's unit */
+            ok &= ~nz | (_mm512_cmpge_epi64_mask(s, DR_SEAM_BIAS_LOWEST(zero)) &
                          _mm512_cmple_epi64_mask(s, _mm512_set1_epi64(100)));
-#else
-            ok &= ~nz | (_mm512_cmpge_epi64_mask(s, zero) & _mm512_cmple_epi64_mask(s, _mm512_set1_epi64(100)));
-#endif
             s = _mm512_max_epi64(s, zero);
-#if defined(DR_MUTANT_ROUND_BIAS_HI)
-            blo = _mm512_sllv_epi64(m, s);       /* fault: the bias's bits that cross into V's high word are lost */
-            bhi = _mm512_sllv_epi64(m, _mm512_sub_epi64(s, c64));
-#else
             blo = _mm512_sllv_epi64(m, s);       /* counts of 64 and more give 0 */
-            bhi = _mm512_or_si512(_mm512_sllv_epi64(m, _mm512_sub_epi64(s, c64)),
-                                  _mm512_srlv_epi64(m, _mm512_sub_epi64(c64, s)));
-#endif
+            bhi = DR_SEAM_BIAS_HIGH(_mm512_sllv_epi64(m, _mm512_sub_epi64(s, c64)),
+                                    _mm512_srlv_epi64(m, _mm512_sub_epi64(c64, s)));
             bneg = _mm512_test_epi64_mask(bb, _mm512_set1_epi64(0x80000000LL));
             bhi = _mm512_mask_xor_epi64(bhi, bneg, bhi, _mm512_set1_epi64(-1));      /* -(bhi:blo) */
             bhi = _mm512_mask_add_epi64(bhi, bneg & _mm512_cmpeq_epi64_mask(blo, zero), bhi, one);
@@ -178,18 +170,14 @@ DR_ROUND_ISA void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, con
         E = _mm512_add_epi64(ea, _mm512_cvtepi32_epi64(_mm256_loadu_si256((const void *)(eb + j0))));
         ok = _mm256_cmpneq_epi32_mask(_mm256_loadu_si256((const void *)(eb + j0)), _mm256_set1_epi32(DR_ROUND_SKIP));
         ok &= _mm512_test_epi64_mask(_mm512_or_si512(lo, hi), all);
-#if !defined(DR_MUTANT_CACC_ROW_FULL)   /* the fault: an accumulator holding a term is overwritten */
-        ok &= _mm512_testn_epi64_mask(_mm512_or_si512(_mm512_or_si512(w0, w1), w2), all);
-#endif
+        ok &= DR_SEAM_CACC_EMPTY(_mm512_testn_epi64_mask(_mm512_or_si512(_mm512_or_si512(w0, w1), w2), all));
         ok &= _mm512_testn_epi64_mask(ef, _mm512_set1_epi64((long long)DR_CACC_F_OVERFLOW << 32));
         if (!ok) { done[j0 / 8] = 0; continue; }
         /* trailing zeros: 63 - lzcnt(x & -x) */
         tz = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(lo, all),
                  _mm512_sub_epi64(_mm512_set1_epi64(127), _mm512_lzcnt_epi64(_mm512_and_si512(hi, _mm512_sub_epi64(zero, hi)))),
                  _mm512_sub_epi64(c63, _mm512_lzcnt_epi64(_mm512_and_si512(lo, _mm512_sub_epi64(zero, lo)))));
-#if defined(DR_MUTANT_CACC_ROW_TZ)
-        tz = _mm512_max_epi64(_mm512_sub_epi64(tz, _mm512_set1_epi64(1)), zero);   /* fault: a trailing zero left in W */
-#endif
+        DR_SEAM_ROW_TZ(tz, zero);
         small = _mm512_cmplt_epi64_mask(tz, c64);
         nlo = _mm512_mask_blend_epi64(small, _mm512_srav_epi64(hi, _mm512_sub_epi64(tz, c64)),
                                       _mm512_or_si512(_mm512_srlv_epi64(lo, tz),

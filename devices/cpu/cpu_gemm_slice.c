@@ -6,6 +6,7 @@
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
 #include "distref/exact_parts.h"
+#include "devices/seams.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -214,11 +215,8 @@ int dr_sliced_init(sliced *s, const float *base, size_t inc_vec, size_t inc_elem
          * integers of top - low + 1 bits, not 2w, so fewer moduli
          * (dr_crt_values). The DGEMM path keeps its 2w-bit grid. */
         if (!slices && top[v] != INT32_MIN && low[v] > s->base[v]) s->base[v] = low[v];
-#if defined(DR_MUTANT_CRT_BITS_SHORT)
-        if (top[v] != INT32_MIN && top[v] - s->base[v] > s->bits) s->bits = top[v] - s->base[v];   /* fault: a bit short */
-#else
-        if (top[v] != INT32_MIN && top[v] + 1 - s->base[v] > s->bits) s->bits = top[v] + 1 - s->base[v];
-#endif
+        if (top[v] != INT32_MIN && top[v] + DR_SEAM_CRT_TOP_BIT - s->base[v] > s->bits)
+            s->bits = top[v] + DR_SEAM_CRT_TOP_BIT - s->base[v];
         s->scale[v] = pow2d(-s->base[v]);
     }
     if (slices) split_all(s, has_rem);   /* else the CRT path lists the remainders (dr_sliced_rems) */

@@ -11,6 +11,7 @@
  * 25 KB at K = 784) stays in L1 while the rows stream past it.
  */
 #include "devices/cpu/cpu_gemm_internal.h"
+#include "devices/seams.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -67,11 +68,7 @@ static VNNI void micro_any(const uint8_t *A, size_t lda, const int8_t *B0, const
 VNNI void dr_crt_kernel_vnni(const uint8_t *A, size_t lda, const int8_t *B, size_t M, size_t Np,
                              size_t K, int32_t *C, size_t ldc)
 {
-#if defined(DR_MUTANT_CRT_KTAIL)
-    size_t G = K / 4;                              /* fault: the last k < 4 dropped */
-#else
-    size_t G = (K + 3) / 4;
-#endif
+    size_t G = DR_SEAM_K_GROUPS(K);
     size_t panels = Np / 16, pstride = (K + 3) / 4 * 64;
     for (size_t q = 0; q < panels; q += 2) {
         int np = q + 1 < panels ? 2 : 1;
@@ -100,22 +97,14 @@ static VNNI void residues(const dr_crt_plan *c, const float *x, size_t n, const 
         __mmask8 below;
         t = _mm512_mul_pd(t, sc ? _mm512_maskz_loadu_pd(live, sc + e) : _mm512_set1_pd(sc1));
         tm = _mm512_roundscale_pd(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-#if defined(DR_MUTANT_CRT_NO_REM)
-        below = 0;                                        /* fault: bits below the grid go unnoticed */
-#else
-        below = _mm512_cmp_pd_mask(t, tm, _CMP_NEQ_UQ);   /* bits below the grid (or NaN) */
-#endif
+        below = DR_SEAM_BELOW_GRID(_mm512_cmp_pd_mask(t, tm, _CMP_NEQ_UQ));   /* bits below the grid (or NaN) */
         t = tm;
         if (sc && below)                                  /* one vector per lane */
             for (unsigned b = 0; b < 8; b++) { if (below >> b & 1u) rem[e + b] = 1; }
         any |= below;
         tm = _mm512_add_pd(t, magic);
         for (int q = 0; q < c->n; q++) {
-#if defined(DR_MUTANT_CRT_RESIDUE)
-            double off = sym && q != 0 ? c->cu[q] : sym ? c->cs[q] : c->cu[q];   /* fault: B's residues not centred */
-#else
-            double off = sym ? c->cs[q] : c->cu[q];
-#endif
+            double off = DR_SEAM_RESIDUE_CENTRED(sym, q) ? c->cs[q] : c->cu[q];
             __m512d f = _mm512_fmadd_pd(t, _mm512_set1_pd(c->invm[q]), _mm512_set1_pd(off));
             __m512d r = _mm512_fnmadd_pd(_mm512_roundscale_pd(f, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
                                          _mm512_set1_pd(c->m[q]), tm);
@@ -325,9 +314,7 @@ IFMA void dr_crt_reconstruct_ifma(const dr_crt_plan *c, const int32_t *C32, size
                 __m512i yi = _mm512_castpd_si512(ym);                                           /* y' + 2^52 */
                 f = _mm512_fmadd_pd(_mm512_sub_pd(ym, two52), im, f);
                 D0 = _mm512_madd52lo_epu64(D0, yi, _mm512_set1_epi64((long long)c->Q52[t][0]));
-#if !defined(DR_MUTANT_CRT_IFMA_HI)   /* the fault: the high half of y' Qa dropped */
-                D1 = _mm512_madd52hi_epu64(D1, yi, _mm512_set1_epi64((long long)c->Q52[t][0]));
-#endif
+                D1 = DR_SEAM_IFMA_HI(_mm512_madd52hi_epu64(D1, yi, _mm512_set1_epi64((long long)c->Q52[t][0])), D1);
                 D1 = _mm512_madd52lo_epu64(D1, yi, _mm512_set1_epi64((long long)c->Q52[t][1]));
             }
             q = _mm512_cvttpd_epi64(_mm512_roundscale_pd(_mm512_add_pd(f, half), _MM_FROUND_TO_NEG_INF |

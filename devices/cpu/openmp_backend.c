@@ -420,11 +420,15 @@ typedef struct grad_src {
                              (Adam's heavier loop: PAR_PARAMS in every form) */
 } grad_src;
 
-/* The gradients of parameters p0 .. p0 + n (compact ones eight at a time). */
+/* The gradients of parameters p0 .. p0 + n: a float total with divisor 1
+ * (fast numerics' apply) is read where it lies; any other is rounded into
+ * buf (the form's round: exact ones rounded once, compact eight at a time). */
 #define GRAD_CHUNK 64
-static inline void grads_of(const grad_src *g, uint32_t d, size_t p0, size_t n, float *out)
+static inline const float *grads_of(const grad_src *g, uint32_t d, size_t p0, size_t n, float *buf)
 {
-    g->form->round(g->total + p0 * g->form->size, n, d, out);
+    if (d == 1 && g->form->id == DR_FORM_F32) return (const float *)(const void *)g->total + p0;
+    g->form->round(g->total + p0 * g->form->size, n, d, buf);
+    return buf;
 }
 
 /* Each apply below: chunks of GRAD_CHUNK parameters, their gradients
@@ -435,9 +439,9 @@ static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, floa
     const float lr = o->lr;
     #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
-        float g[GRAD_CHUNK];
+        float buf[GRAD_CHUNK];
         size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        grads_of(t, d, p0, n, g);
+        const float *g = grads_of(t, d, p0, n, buf);
         #pragma omp simd
         for (size_t q = 0; q < n; q++) w[p0 + q] = w[p0 + q] - lr * g[q];
     }
@@ -449,14 +453,22 @@ static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d,
     const bool nesterov = o->nesterov;
     #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
-        float g[GRAD_CHUNK];
+        float buf[GRAD_CHUNK];
         size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        grads_of(t, d, p0, n, g);
-        #pragma omp simd
-        for (size_t q = 0; q < n; q++) {
-            size_t p = p0 + q;
-            v[p] = mu * v[p] - lr * g[q];
-            w[p] = nesterov ? w[p] + (mu * v[p] - lr * g[q]) : w[p] + v[p];
+        const float *g = grads_of(t, d, p0, n, buf);
+        float *vc = v + p0, *wc = w + p0;
+        if (nesterov) {   /* two loops, no branch in either: both vectorize */
+            #pragma omp simd
+            for (size_t q = 0; q < n; q++) {
+                vc[q] = mu * vc[q] - lr * g[q];
+                wc[q] = wc[q] + (mu * vc[q] - lr * g[q]);
+            }
+        } else {
+            #pragma omp simd
+            for (size_t q = 0; q < n; q++) {
+                vc[q] = mu * vc[q] - lr * g[q];
+                wc[q] = wc[q] + vc[q];
+            }
         }
     }
 }
@@ -470,9 +482,9 @@ static void apply_adam(const dr_optimizer *o, uint64_t step, const grad_src *t, 
     const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
-        float gs[GRAD_CHUNK];
+        float buf[GRAD_CHUNK];
         size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        grads_of(t, d, p0, n, gs);
+        const float *gs = grads_of(t, d, p0, n, buf);
         for (size_t q = 0; q < n; q++) {
             size_t p = p0 + q;
             float g = gs[q];

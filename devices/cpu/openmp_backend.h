@@ -1,4 +1,6 @@
-/* distref devices — the OpenMP CPU backend's private declarations.
+/* distref devices/cpu/ — the CPU family: the OpenMP backend (openmp_*.c) and
+ * the exact GEMM over DGEMM (cpu_gemm*.c). This header: the OpenMP CPU
+ * backend's private declarations.
  *
  * Shared by devices/cpu/openmp_backend.c (the table: memory, share, apply) and
  * devices/cpu/openmp_kernels.c (forward, loss and gradients, spatial

@@ -27,6 +27,7 @@
 #include "devices/cpu/openmp_backend.h"
 #include "distref/elem.h"
 #include "distref/fastgemm.h"
+#include "devices/seams.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -279,17 +280,12 @@ static void loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n,
 /* gb[j] += sum over the n rows of dz[.][j], exactly. */
 static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, float *colT)
 {
-#if defined(DR_MUTANT_BIAS_GRAD_AXIS)
-    /* fault: the sum runs over the wrong axis (row j of dz, not column j) */
-    (void)colT;
-    for (uint32_t j = 0; j < out && j < n; j++) dr_acc_add_sum(&gb[j], dz + (size_t)j * out, out);
-#else
+    if (DR_SEAM_BIAS_GRAD_BY_ROWS(gb, dz, n, out)) return;
     #pragma omp parallel for schedule(static) if ((size_t)n * out >= PAR_MIN)
     for (uint32_t j = 0; j < out; j++) {   /* unit j's column of dz, then its exact sum */
         for (uint32_t r = 0; r < n; r++) colT[(size_t)j * n + r] = dz[(size_t)r * out + j];
         dr_acc_add_sum(&gb[j], colT + (size_t)j * n, n);
     }
-#endif
 }
 
 /* The same into compact accumulators: the few bias sums are formed in full
@@ -314,13 +310,9 @@ static void bias_grad_f32(float *gb, const float *dz, uint32_t n, uint32_t out)
     memset(gb, 0, out * sizeof *gb);
     for (uint32_t r = 0; r < n; r++) {
         const float *row = dz + (size_t)r * out;
-#if defined(DR_MUTANT_BIAS_GRAD_AXIS)
-        if (r >= out) break;   /* fault: the sum runs over the wrong axis */
-        for (uint32_t j = 0; j < out; j++) gb[r] = gb[r] + row[j];
-#else
+        if (DR_SEAM_BIAS_ROW_F32_BY_ROWS(gb, row, r, out)) continue;
         #pragma omp simd
         for (uint32_t j = 0; j < out; j++) gb[j] = gb[j] + row[j];
-#endif
     }
 }
 
@@ -329,12 +321,7 @@ static void relu_mask(float *delta, const float *pre, size_t cells)
 {
     #pragma omp parallel for simd schedule(static) if (parallel: cells >= PAR_MIN && !omp_in_parallel())
     for (size_t i = 0; i < cells; i++) {
-#if defined(DR_MUTANT_RELU_AT_ZERO)
-        /* fault: a unit with pre == 0 counts as active */
-        delta[i] = pre[i] >= 0.0f ? delta[i] : 0.0f;
-#else
-        delta[i] = pre[i] > 0.0f ? delta[i] : 0.0f;
-#endif
+        delta[i] = DR_SEAM_RELU_ACTIVE(pre[i]) ? delta[i] : 0.0f;
     }
 }
 

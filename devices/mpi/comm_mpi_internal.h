@@ -1,7 +1,10 @@
-/* distref devices — internals of the MPI comm (devices/mpi/comm_mpi.c: the
- * collectives; devices/mpi/comm_mpi_wait.c: waiting with deadlines, death
- * notices and liveness pings, all_gather and barrier). Not a public header:
- * nothing outside devices/comm_mpi* includes it. */
+/* distref devices/mpi/ — the MPI family: the comm with one process per rank
+ * and the MPI world. This header: the MPI comm's internals (comm_mpi.c:
+ * the collectives; comm_mpi_native.c: the compact all-reduce through
+ * MPI_Iallreduce; comm_mpi_f32x.c: the exact float all-reduce;
+ * comm_mpi_wait.c: waiting with deadlines, death notices and liveness
+ * pings, all_gather and barrier). Not a public header: nothing outside
+ * devices/mpi/ includes it. */
 #ifndef DISTREF_DEVICES_COMM_MPI_INTERNAL_H
 #define DISTREF_DEVICES_COMM_MPI_INTERNAL_H
 

@@ -1,5 +1,6 @@
 /* distref devices — the MPI world (distref/mpi.h). */
 #include "distref/mpi.h"
+#include "devices/seams.h"
 
 #include <mpi.h>
 #include <signal.h>
@@ -100,8 +101,7 @@ void dr_mpi_abort_failed_job(int code)
     char path[64], comm[32] = "";
     FILE *f;
     snprintf(path, sizeof path, "/proc/%d/comm", (int)parent);
-#if !defined(DR_MUTANT_MPI_RECOVERY_EXIT_ZERO)   /* planted fault: the old way, MPI_Abort alone (mpirun exits 0) */
-    if (dr_mpi_active() && recovery() && parent > 1 && (f = fopen(path, "r"))) {
+    if (DR_SEAM_END_LAUNCHER(dr_mpi_active() && recovery() && parent > 1 && (f = fopen(path, "r")))) {
         if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
         fclose(f);
         if (strcmp(comm, "mpirun") == 0 || strcmp(comm, "orterun") == 0 || strcmp(comm, "mpiexec") == 0 ||
@@ -114,11 +114,5 @@ void dr_mpi_abort_failed_job(int code)
             _exit(code);                      /* MPI_Abort would wait on the launcher it just ended */
         }
     }
-#else
-    (void)f;
-    (void)comm;
-    (void)recovery;
-    (void)parent;
-#endif
     dr_mpi_abort(code);
 }

@@ -1,4 +1,6 @@
-/* distref devices — the OpenCL backend's private declarations.
+/* distref devices/opencl/ — the OpenCL family: one backend on any OpenCL
+ * device (PoCL, a GPU), its kernels in cl/. This header: its private
+ * declarations.
  *
  * devices/opencl/opencl_program.c   platforms, devices, capabilities; the program
  *                            (sources, build options, binary cache)

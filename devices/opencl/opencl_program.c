@@ -22,6 +22,7 @@
 #include "distref/fileio.h"
 #include "distref/sealed.h"
 #include "distref/sha256.h"
+#include "devices/seams.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,24 +32,9 @@
 #define DR_SOURCE_ROOT "."
 #endif
 
-/* Compile-time mutants of the kernels: the C file passes the fault to the
- * OpenCL compiler (scripts/run_conformance_mutants.sh builds this file with
- * -DDR_MUTANT_CL_*). */
-#if defined(DR_MUTANT_CL_RELU_AT_ZERO)
-#define MUTANT_OPT " -DDR_MUTANT_RELU_AT_ZERO"
-#elif defined(DR_MUTANT_CL_GEMM_EDGE)
-#define MUTANT_OPT " -DDR_MUTANT_GEMM_EDGE"
-#elif defined(DR_MUTANT_CL_SKIP_LAST_GROUP)
-#define MUTANT_OPT " -DDR_MUTANT_SKIP_LAST_GROUP"
-#elif defined(DR_MUTANT_CL_MAD_ENABLE)
-/* fault: a fast-math build, mad allowed and contraction left at OpenCL C's
- * default in the kernels (-cl-mad-enable alone changes no bit on PoCL's
- * x86 device: measured, docs/OPENCL.md) */
-#define MUTANT_OPT " -cl-mad-enable -DDR_MUTANT_CONTRACT"
-#else
-#define MUTANT_OPT ""
-#endif
-#define BUILD_OPTIONS "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt" MUTANT_OPT
+/* A planted kernel fault's build options: DR_SEAM_CL_BUILD_OPTIONS
+ * (devices/seams.h). */
+#define BUILD_OPTIONS "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt" DR_SEAM_CL_BUILD_OPTIONS
 
 const char *dr_cl_strerror(cl_int e)
 {

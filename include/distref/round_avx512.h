@@ -22,6 +22,21 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 
+/* The planted faults' seams of this shared header (tests/faults.tsv:
+ * round_odd, round_sticky, cacc_round_odd; a public header includes no
+ * layer's seams.h): the lanes whose sticky bit is ORed in, and the lanes
+ * whose inexact double is rounded to odd. */
+#if defined(DR_MUTANT_ROUND_STICKY)   /* the bits below the window dropped */
+#define DR_SEAM_STICKY_LANES(sticky) ((void)(sticky), (__mmask8)0)
+#else
+#define DR_SEAM_STICKY_LANES(sticky) (sticky)
+#endif
+#if defined(DR_MUTANT_ROUND_ODD)      /* truncated, not rounded to odd */
+#define DR_SEAM_ODD_LANES(inexact) ((void)(inexact), (__mmask8)0)
+#else
+#define DR_SEAM_ODD_LANES(inexact) (inexact)
+#endif
+
 #define DR_ROUND_ISA __attribute__((target("avx512f,avx512dq,avx512cd,avx512vl")))
 #define DR_ROUND_E_MIN (-1000)
 #define DR_ROUND_E_MAX 900
@@ -33,18 +48,11 @@ __m256 dr_round_odd_avx512(__m512i W, __mmask8 sticky, __m512i e, __mmask8 neg)
     __m512d d;
     __mmask8 inexact;
     __m256 f;
-#if !defined(DR_MUTANT_ROUND_STICKY)   /* the fault: the bits below the window dropped */
-    W = _mm512_mask_or_epi64(W, sticky, W, one);
-#else
-    (void)sticky;
-#endif
+    W = _mm512_mask_or_epi64(W, DR_SEAM_STICKY_LANES(sticky), W, one);
     d = _mm512_cvt_roundepu64_pd(W, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     inexact = _mm512_cmpneq_epi64_mask(_mm512_cvttpd_epu64(d), W);
-#if !defined(DR_MUTANT_ROUND_ODD)      /* the fault: truncated, not rounded to odd */
-    d = _mm512_castsi512_pd(_mm512_mask_or_epi64(_mm512_castpd_si512(d), inexact, _mm512_castpd_si512(d), one));
-#else
-    (void)inexact;
-#endif
+    d = _mm512_castsi512_pd(_mm512_mask_or_epi64(_mm512_castpd_si512(d), DR_SEAM_ODD_LANES(inexact),
+                                                 _mm512_castpd_si512(d), one));
     d = _mm512_scalef_pd(d, _mm512_cvtepi64_pd(e));
     f = _mm512_cvt_roundpd_ps(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm256_castsi256_ps(_mm256_mask_or_epi32(_mm256_castps_si256(f), neg, _mm256_castps_si256(f),
