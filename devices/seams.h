@@ -9,17 +9,27 @@
  * DR_MUTANT_* name, so bin/distref and lib/libdistref.a hold no fault code.
  * Statement seams are ((void)0) in production.
  *
- * Not here yet (issue 28: the comm and the optimizer are being rewritten):
- * the #if seams of devices/comm/comm_elem.c, devices/mpi/comm_mpi*.c and
- * devices/cpu/openmp_backend.c. The OpenCL kernels' own seams stay in
- * devices/opencl/cl/kernels.cl (their build options,
- * DR_SEAM_CL_BUILD_OPTIONS, are here). The exact rounding's two are in
+ * Every fault of the engine's C code is here. The exceptions: the OpenCL
+ * kernels' four (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * cl_mad_enable) keep #if seams in devices/opencl/cl/kernels.cl, OpenCL C
+ * that the OpenCL compiler builds at run time, where this header is not
+ * seen: only their build options, DR_SEAM_CL_BUILD_OPTIONS, are here, and
+ * they define the names the kernels test. The exact rounding's two are in
  * include/distref/round_avx512.h, which core and engine share.
  *
  * Include it after the file's other headers (some faulty bodies use them).
  */
 #ifndef DISTREF_DEVICES_SEAMS_H
 #define DISTREF_DEVICES_SEAMS_H
+
+/* ---- comm/comm_elem.c -------------------------------------------------------- */
+
+/* Chunk c of n of a ring ends at *hi (lo: its start; statement on *hi). */
+#if defined(DR_MUTANT_CHUNK_OFF_BY_ONE)   /* every chunk but the last ends one short: its last element never reduced */
+#define DR_SEAM_CHUNK_END(lo, hi, c, n) ((c) + 1 < (n) && *(hi) > *(lo) ? (void)(*(hi))-- : (void)0)
+#else
+#define DR_SEAM_CHUNK_END(lo, hi, c, n) ((void)0)
+#endif
 
 /* ---- cpu/cpu_gemm.c ---------------------------------------------------------- */
 
@@ -150,6 +160,61 @@
 #define DR_SEAM_ROW_TZ(tz, zero) ((void)0)
 #endif
 
+/* ---- cpu/openmp_backend.c ---------------------------------------------------- */
+
+/* The regularization's share of a replica, x: its gradient g (or, in fast
+ * numerics, its scale sr) and its loss, all over R = mult (statement on x). */
+#if defined(DR_MUTANT_REG_NOT_SCALED)     /* not scaled by 1/R */
+#define DR_SEAM_REG_SCALE(x, mult) ((x) = (x) * (float)(mult))
+#elif defined(DR_MUTANT_REG_SCALED_TWICE) /* scaled by 1/R twice */
+#define DR_SEAM_REG_SCALE(x, mult) ((x) = (x) / (float)(mult))
+#else
+#define DR_SEAM_REG_SCALE(x, mult) ((void)0)
+#endif
+
+/* The L2 term is part of the gradient share (1); under the fault it is
+ * left out there and applied as weight decay after the optimizer step
+ * (DR_SEAM_L2_AS_DECAY, in apply). */
+#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
+#define DR_SEAM_L2_IN_GRADIENT 0
+static inline void dr_seam_l2_as_decay(const dr_backend *b, const dr_optimizer *o, float *w)
+{
+    if (b->m.l2 != 0.0f) {
+        const float decay = o->lr * (2.0f * b->m.l2);
+        for (uint32_t l = 0; l < b->m.nlayers; l++) {
+            size_t k0 = b->koff[l], nk = (size_t)b->m.layer[l].in * b->m.layer[l].out;
+            for (size_t p = k0; p < k0 + nk; p++) w[p] = w[p] - decay * w[p];
+        }
+    }
+}
+#define DR_SEAM_L2_AS_DECAY(b, o, w) dr_seam_l2_as_decay((b), (o), (w))
+#else
+#define DR_SEAM_L2_IN_GRADIENT 1
+#define DR_SEAM_L2_AS_DECAY(b, o, w) ((void)0)
+#endif
+
+/* A replica's exact share a, once complete (statement; the _COMPACT one on
+ * a dr_cacc). d: its denominator, coef * mult. */
+#if defined(DR_MUTANT_ROUND_PARTIAL)      /* rounded to a float before the reduction */
+static inline void dr_seam_round_partial(dr_acc *a, uint32_t d)
+{
+    float v = dr_acc_round_div(a, d);
+    dr_acc_init(a);
+    dr_acc_add_prod(a, v, (float)d);
+}
+static inline void dr_seam_round_partial_compact(dr_cacc *a, uint32_t d)
+{
+    float v = dr_cacc_round_div(a, d);
+    dr_cacc_init(a);
+    dr_cacc_add_prod(a, v, (float)d);
+}
+#define DR_SEAM_SHARE_DONE(a, d) dr_seam_round_partial((a), (d))
+#define DR_SEAM_SHARE_DONE_COMPACT(a, d) dr_seam_round_partial_compact((a), (d))
+#else
+#define DR_SEAM_SHARE_DONE(a, d) ((void)0)
+#define DR_SEAM_SHARE_DONE_COMPACT(a, d) ((void)0)
+#endif
+
 /* ---- cpu/openmp_kernels.c ---------------------------------------------------- */
 
 /* A ReLU unit is active. */
@@ -178,6 +243,71 @@ static inline int dr_seam_bias_row_f32(float *gb, const float *row, uint32_t r, 
 #else
 #define DR_SEAM_BIAS_GRAD_BY_ROWS(gb, dz, n, out) 0
 #define DR_SEAM_BIAS_ROW_F32_BY_ROWS(gb, row, r, out) 0
+#endif
+
+/* ---- mpi/comm_mpi.c ----------------------------------------------------------- */
+
+/* A pack's chunk [lo, hi) as it goes on the wire (statement on hi). */
+#if defined(DR_MUTANT_MPI_PACK_OFF_BY_ONE)   /* each pack's chunk ends one element early */
+#define DR_SEAM_PACK_END(lo, hi) ((hi) - (lo) > 1 ? (void)(hi)-- : (void)0)
+#else
+#define DR_SEAM_PACK_END(lo, hi) ((void)0)
+#endif
+
+/* k partials of form f that arrived from the previous rank, in tmp, before
+ * they are merged (merge: they will be; statement). */
+#if defined(DR_MUTANT_MPI_ROUNDED)   /* each rounded to a float first */
+static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        if (f->id == DR_FORM_ACC) {
+            dr_acc *t = (dr_acc *)tmp + i;
+            float r = dr_acc_round(t);
+            dr_acc_init(t);
+            dr_acc_add(t, r);
+        } else {
+            dr_cacc *t = (dr_cacc *)tmp + i;
+            float r = dr_cacc_round_div(t, 1);
+            dr_cacc_init(t);
+            dr_cacc_add(t, r);
+        }
+    }
+}
+#define DR_SEAM_PARTIALS_IN(merge, f, tmp, k) ((merge) ? dr_seam_round_partials((f), (tmp), (k)) : (void)0)
+#else
+#define DR_SEAM_PARTIALS_IN(merge, f, tmp, k) ((void)0)
+#endif
+
+/* ---- mpi/comm_mpi_f32x.c, comm_mpi_native.c --------------------------------- */
+
+/* The bits of an int64 digit of the exact float all-reduce. */
+#if defined(DR_MUTANT_MPI_F32X_HEADROOM)   /* one headroom bit short: a digit sum can wrap */
+#define DR_SEAM_F32X_DIGIT_BITS(bits) ((bits) + 1)
+#else
+#define DR_SEAM_F32X_DIGIT_BITS(bits) (bits)
+#endif
+
+/* A block of two terms is all finite (IEEE addition sums it exactly). */
+#if defined(DR_MUTANT_MPI_F32X_SPECIAL)    /* inf and NaN added by the IEEE addition too */
+#define DR_SEAM_F32X_FINITE(finite) (1 || (finite))
+#else
+#define DR_SEAM_F32X_FINITE(finite) (finite)
+#endif
+
+/* The bits of an int32 digit of the native compact all-reduce. */
+#if defined(DR_MUTANT_MPI_NATIVE_HEADROOM) /* one headroom bit short: a digit sum can wrap */
+#define DR_SEAM_NATIVE_DIGIT_BITS(bits) ((bits) + 1)
+#else
+#define DR_SEAM_NATIVE_DIGIT_BITS(bits) (bits)
+#endif
+
+/* ---- mpi/comm_mpi_wait.c ------------------------------------------------------- */
+
+/* A wait's own process did not run for a while (stopped): not its peers' fault. */
+#if defined(DR_MUTANT_CM_NO_STALL)   /* a resumed rank counts its own pause against its peers */
+#define DR_SEAM_CM_STALLED(stalled) (0 && (stalled))
+#else
+#define DR_SEAM_CM_STALLED(stalled) (stalled)
 #endif
 
 /* ---- mpi/mpi_world.c --------------------------------------------------------- */

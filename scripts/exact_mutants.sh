@@ -2,7 +2,7 @@
 # The exact kernels' fast paths must each be caught by the MPFR-oracle and
 # same-bits tests. Each mutant is one test binary linked against one object
 # rebuilt with one fault: a file whose seam (a DR_SEAM_* macro of its
-# layer's seams.h, or an #if seam not yet moved there) reads DR_MUTANT_X is
+# layer's seams.h) reads DR_MUTANT_X is
 # compiled with -DDR_MUTANT_X; the others (core files, mostly, which carry no
 # fault code) through the registry's sed patch of a copy in the build
 # folder. The mutated object is linked before the archives, so it replaces

@@ -5,8 +5,7 @@
 # the fault are recompiled; every other object is the release build's.
 #
 #   engine mutants   a named seam (DR_SEAM_*, devices/seams.h,
-#                    strategies/seams.h; an #if seam in the comm, the
-#                    optimizer and the step) reading DR_MUTANT_X: the
+#                    strategies/seams.h) reading DR_MUTANT_X: the
 #                    registry's files compiled with -DDR_MUTANT_X; the
 #                    OpenCL kernels' (cl_*) seams are in
 #                    devices/opencl/cl/kernels.cl, and

@@ -8,11 +8,73 @@
  * list against these seams). No rule of a normal build defines a
  * DR_MUTANT_* name. Statement seams are ((void)0) in production.
  *
- * Not here yet (issue 28: the step is being rewritten): the #if seams of
- * strategies/step.c.
+ * Include it after the file's other headers (some faulty bodies use them).
  */
 #ifndef DISTREF_STRATEGIES_SEAMS_H
 #define DISTREF_STRATEGIES_SEAMS_H
+
+/* ---- step.c -------------------------------------------------------------------- */
+
+/* The engine's split of an uneven batch, s->off (statement). */
+#if defined(DR_MUTANT_WRONG_SPLIT)   /* the extras go to the last replicas */
+static inline void dr_seam_wrong_split(dr_session *s)
+{
+    if (s->count % s->R) {
+        uint32_t nominal[DR_MAX_DEVICES];
+        for (uint32_t r = 0; r < s->R; r++) nominal[r] = s->off[s->R - r] - s->off[s->R - r - 1];
+        for (uint32_t r = 0; r < s->R; r++) s->off[r + 1] = s->off[r] + nominal[r];
+    }
+}
+#define DR_SEAM_SPLIT_EXTRAS(s) dr_seam_wrong_split(s)
+#else
+#define DR_SEAM_SPLIT_EXTRAS(s) ((void)0)
+#endif
+
+/* A final short batch, as split (statement on s->off and s->count). */
+#if defined(DR_MUTANT_DROP_SHORT)    /* one example dropped from it */
+static inline void dr_seam_drop_short(dr_session *s)
+{
+    if (s->count < s->plan->G && s->count > 0) {
+        uint32_t last = s->R;
+        while (last > 0 && s->off[last] == s->off[last - 1]) last--;
+        for (uint32_t r = last; r <= s->R; r++) if (r > 0) s->off[r]--;
+        s->count--;
+    }
+}
+#define DR_SEAM_SHORT_BATCH(s) dr_seam_drop_short(s)
+#else
+#define DR_SEAM_SHORT_BATCH(s) ((void)0)
+#endif
+
+/* The n examples ids staged on replica r (statement on ids). */
+#if defined(DR_MUTANT_STAGE_WRONG_REPLICA)   /* replica 0 gets its neighbour's first examples */
+#define DR_SEAM_STAGE_IDS(ids, s, r, n) \
+    ((r) == 0 && (s)->R > 1 && (n) > 0 && (s)->off[2] - (s)->off[1] >= (n) ? (void)((ids) = (s)->ids + (s)->off[1]) \
+                                                                           : (void)0)
+#else
+#define DR_SEAM_STAGE_IDS(ids, s, r, n) ((void)0)
+#endif
+
+/* The divisor of the gradients' sum: den (the loss's), over R replicas. */
+#if defined(DR_MUTANT_MEAN_NOT_SUM)   /* all-reduced with MEAN instead of SUM */
+#define DR_SEAM_GRAD_DIVISOR(den, R) ((den) * (R))
+#else
+#define DR_SEAM_GRAD_DIVISOR(den, R) (den)
+#endif
+
+/* A compact total's flags, read for an overflowed element (the step is then redone). */
+#if defined(DR_MUTANT_CACC_NO_FALLBACK)   /* none seen: an overflowed element goes on to be rounded */
+#define DR_SEAM_TOTAL_FLAGS(f) ((void)(f), 0u)
+#else
+#define DR_SEAM_TOTAL_FLAGS(f) (f)
+#endif
+
+/* The replica whose examples local replica r trains on (s: the session). */
+#if defined(DR_MUTANT_MPI_SHARD_SWAP)   /* a rank reads w*L+r as r*W+w: same exact sum, wrong shard */
+#define DR_SEAM_SHARD_OF(r, s) ((s)->ranks ? ((r) % (s)->L) * (s)->W + (r) / (s)->L : (r))
+#else
+#define DR_SEAM_SHARD_OF(r, s) (r)
+#endif
 
 /* ---- engine_tpu.c --------------------------------------------------------------- */
 

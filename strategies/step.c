@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strategies/seams.h"
+
 void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes)
 {
     if (from == to || bytes == 0) return;
@@ -46,24 +48,9 @@ static void split(dr_session *s, const dr_dist_batch *b)
         memcpy(s->off, b->offset, (s->R + 1) * sizeof *s->off);
     } else {
         dr_engine_split(b->count, s->plan->G, s->R, s->off);
-#if defined(DR_MUTANT_WRONG_SPLIT)
-        /* planted fault: the extras of an uneven batch go to the last replicas */
-        if (s->count % s->R) {
-            uint32_t nominal[DR_MAX_DEVICES];
-            for (uint32_t r = 0; r < s->R; r++) nominal[r] = s->off[s->R - r] - s->off[s->R - r - 1];
-            for (uint32_t r = 0; r < s->R; r++) s->off[r + 1] = s->off[r] + nominal[r];
-        }
-#endif
+        DR_SEAM_SPLIT_EXTRAS(s);
     }
-#if defined(DR_MUTANT_DROP_SHORT)
-    /* planted fault: one example dropped from a final short batch */
-    if (s->count < s->plan->G && s->count > 0) {
-        uint32_t last = s->R;
-        while (last > 0 && s->off[last] == s->off[last - 1]) last--;
-        for (uint32_t r = last; r <= s->R; r++) if (r > 0) s->off[r]--;
-        s->count--;
-    }
-#endif
+    DR_SEAM_SHORT_BATCH(s);
 }
 
 /* ---- stage ---------------------------------------------------------------- */
@@ -95,10 +82,7 @@ int engine_stage(dr_session *s, uint32_t r, const uint32_t *ids, uint32_t n, uin
     size_t f = s->data->features, out = s->plan->exp.model.layer[s->plan->exp.model.nlayers - 1].out;
     uint32_t from = s->strat.input_device[r], to = s->strat.replica_device[r];
     int rc;
-#if defined(DR_MUTANT_STAGE_WRONG_REPLICA)
-    /* planted fault: replica r is staged with its neighbour's first examples */
-    if (r == 0 && s->R > 1 && n > 0 && s->off[2] - s->off[1] >= n) ids = s->ids + s->off[1];
-#endif
+    DR_SEAM_STAGE_IDS(ids, s, r, n);
     /* a device in host memory takes the features straight into its buffer;
      * tpu's tiles are cut from host_x (tpu.c), so it always stages there */
     float *direct = s->tpu.on ? NULL : b->host_ptr(rb->x), *x = direct ? direct : s->host_x;
@@ -135,12 +119,7 @@ static int compute(dr_session *s, uint32_t r, void *unused, dr_err *err)
 
 static uint32_t divisor(const dr_session *s)
 {
-#if defined(DR_MUTANT_MEAN_NOT_SUM)
-    /* planted fault: gradients all-reduced with MEAN instead of SUM */
-    return s->den * s->R;
-#else
-    return s->den;
-#endif
+    return DR_SEAM_GRAD_DIVISOR(s->den, s->R);
 }
 
 /* apply's divisor: the exact total's G*R, or 1 for a float total (already
@@ -201,10 +180,7 @@ static bool total_overflowed(const dr_session *s, const dr_buffer *total)
     uint32_t f = 0;
     #pragma omp parallel for schedule(static) reduction(|:f) if (s->plan->P >= OVERFLOW_SCAN_PAR && !omp_in_parallel())
     for (size_t p = 0; p < s->plan->P; p++) f |= t[p].flags;
-#if defined(DR_MUTANT_CACC_NO_FALLBACK)
-    f = 0;   /* planted fault: an overflowed element goes on to be rounded */
-#endif
-    return (f & DR_CACC_F_OVERFLOW) != 0;
+    return (DR_SEAM_TOTAL_FLAGS(f) & DR_CACC_F_OVERFLOW) != 0;
 }
 
 /* Phase 2 of worker w: the collective, then its replicas' updates. One
@@ -420,11 +396,7 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     s->step = step;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     for (uint32_t r = s->wlo * s->L; rc == DR_OK && r < s->whi * s->L; r++) {
-        uint32_t q = r;   /* the replica whose examples r trains on */
-#if defined(DR_MUTANT_MPI_SHARD_SWAP)
-        /* planted fault: a rank takes replica (r mod L) * W + r / L's examples (w*L+r read as r*W+w) */
-        if (s->ranks) q = (r % s->L) * s->W + r / s->L;
-#endif
+        uint32_t q = DR_SEAM_SHARD_OF(r, s);   /* the replica whose examples r trains on */
         if ((rc = engine_stage(s, r, s->ids + s->off[q], s->off[q + 1] - s->off[q], 0, err))) break;
         if (s->ranks) engine_ranks_staged(s, r, s->ids + s->off[q], s->off[q + 1] - s->off[q]);
         if (s->var) {   /* central_storage: the variables come to the replica */

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "devices/seams.h"
+
 int dr_ct_form(dr_form_id id, const char *comm, const char *what, const dr_form **out, dr_err *err)
 {
     const dr_form *f = dr_form_of(id);
@@ -23,9 +25,7 @@ void dr_ct_chunk(size_t len, uint32_t n, uint32_t c, size_t *lo, size_t *hi)
 {
     *lo = (size_t)c * len / n;
     *hi = ((size_t)c + 1) * len / n;
-#if defined(DR_MUTANT_CHUNK_OFF_BY_ONE)
-    if (c + 1 < n && *hi > *lo) (*hi)--;   /* mutant: chunk ends one short, its last element never reduced */
-#endif
+    DR_SEAM_CHUNK_END(lo, hi, c, n);
 }
 
 void dr_ct_count(dr_strategy *s, uint32_t from, uint32_t to, size_t elems, size_t width)

@@ -18,8 +18,8 @@
  * total as the gradient; the optimizers are the same code.
  * The forward, loss and gradient kernels are in devices/cpu/openmp_kernels.c.
  *
- * Compile-time mutants (DR_MUTANT_*; never built by default) plant the
- * faults the conformance suites must catch; each is marked where it lives.
+ * The planted faults the conformance suites must catch (DR_MUTANT_*; never
+ * built by default) sit behind named seams, DR_SEAM_* (devices/seams.h).
  */
 #include "devices/cpu/openmp_backend.h"
 #include "distref/elem.h"
@@ -27,6 +27,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "devices/seams.h"
 
 #define PAR_PARAMS 4096   /* parameters below which share/apply stay on one thread */
 /* The same for the float loops of fast numerics, elementwise (no order to
@@ -258,46 +260,18 @@ static void omp_replica_close(dr_backend *b, dr_replica_bufs *rb)
 static inline void share_one(dr_acc *a, uint32_t mult, uint32_t coef, float g)
 {
     if (mult > 1) dr_acc_mul_u32(a, mult);
-#if defined(DR_MUTANT_REG_NOT_SCALED)
-    g = g * (float)mult;   /* fault: the regularization gradient is not scaled by 1/R */
-#elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    g = g / (float)mult;   /* fault: the regularization gradient is scaled by 1/R twice */
-#endif
-#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
-    (void)coef; (void)g;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
-#else
-    if (g != 0.0f) dr_acc_add_prod(a, (float)coef, g);
-#endif
-#if defined(DR_MUTANT_ROUND_PARTIAL)
-    {   /* fault: the partial share is rounded to a float before the reduction */
-        float v = dr_acc_round_div(a, coef * mult);
-        dr_acc_init(a);
-        dr_acc_add_prod(a, v, (float)(coef * mult));
-    }
-#endif
+    DR_SEAM_REG_SCALE(g, mult);
+    if (DR_SEAM_L2_IN_GRADIENT && g != 0.0f) dr_acc_add_prod(a, (float)coef, g);
+    DR_SEAM_SHARE_DONE(a, coef * mult);
 }
 
 /* share_one for a compact accumulator, with the same seams. */
 static inline void share_one_compact(dr_cacc *a, uint32_t mult, uint32_t coef, float g)
 {
     if (mult > 1) dr_cacc_mul_u32(a, mult);
-#if defined(DR_MUTANT_REG_NOT_SCALED)
-    g = g * (float)mult;
-#elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    g = g / (float)mult;
-#endif
-#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
-    (void)coef; (void)g;
-#else
-    if (g != 0.0f) dr_cacc_add_prod(a, (float)coef, g);
-#endif
-#if defined(DR_MUTANT_ROUND_PARTIAL)
-    {
-        float v = dr_cacc_round_div(a, coef * mult);
-        dr_cacc_init(a);
-        dr_cacc_add_prod(a, v, (float)(coef * mult));
-    }
-#endif
+    DR_SEAM_REG_SCALE(g, mult);
+    if (DR_SEAM_L2_IN_GRADIENT && g != 0.0f) dr_cacc_add_prod(a, (float)coef, g);
+    DR_SEAM_SHARE_DONE_COMPACT(a, coef * mult);
 }
 
 /* Fast numerics: TensorFlow's per-replica gradient of sum(loss_i)/D +
@@ -308,11 +282,7 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     const float *w = dr_omp_f32(rb->params);
     float *grad = dr_omp_f32(rb->grad), *loss = dr_omp_f32(rb->loss);
     float sg = (float)((double)mult / den), sr = (float)((double)coef / den), c = 2.0f * m->l2, reg = 0.0f;
-#if defined(DR_MUTANT_REG_NOT_SCALED)
-    sr = sr * (float)mult;   /* fault: the regularization is not scaled by 1/R */
-#elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    sr = sr / (float)mult;   /* fault: the regularization is scaled by 1/R twice */
-#endif
+    DR_SEAM_REG_SCALE(sr, mult);
     #pragma omp parallel for simd schedule(static) if (parallel: b->P >= PAR_PARAMS_F32)
     for (size_t p = 0; p < b->P; p++) grad[p] = grad[p] * sg;
     for (uint32_t l = 0; l < m->nlayers && m->l2 != 0.0f; l++) {
@@ -324,12 +294,10 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
         for (int j = 0; j < 16; j++) sq = sq + lanes[j];
         for (; p < nk; p++) sq = sq + w[k0 + p] * w[k0 + p];
         reg = reg + sq;
-#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
-        (void)c;   /* fault: no L2 term here; apply() decays the weights after the optimizer */
-#else
-        #pragma omp parallel for simd schedule(static) if (parallel: nk >= PAR_PARAMS_F32)
-        for (size_t q = k0; q < k0 + nk; q++) grad[q] = grad[q] + (c * w[q]) * sr;
-#endif
+        if (DR_SEAM_L2_IN_GRADIENT) {
+            #pragma omp parallel for simd schedule(static) if (parallel: nk >= PAR_PARAMS_F32)
+            for (size_t q = k0; q < k0 + nk; q++) grad[q] = grad[q] + (c * w[q]) * sr;
+        }
     }
     *loss = *loss * sg + (m->l2 * reg) * sr;
     return DR_OK;
@@ -377,11 +345,7 @@ static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, vo
         }
     }
     if (mult > 1) dr_acc_mul_u32(loss, mult);
-#if defined(DR_MUTANT_REG_NOT_SCALED)
-    reg = reg * (float)mult;   /* fault: the regularization loss is not scaled by 1/R */
-#elif defined(DR_MUTANT_REG_SCALED_TWICE)
-    reg = reg / (float)mult;   /* fault: the regularization loss is scaled by 1/R twice */
-#endif
+    DR_SEAM_REG_SCALE(reg, mult);
     dr_acc_add_prod(loss, (float)coef, reg);
 }
 
@@ -516,15 +480,7 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     if (o->kind == DR_OPT_ADAM) apply_adam(o, step, &t, divisor, w, s, s + P, P);
     else if (o->momentum != 0.0f) apply_momentum(o, &t, divisor, w, s, P);
     else apply_sgd(o, &t, divisor, w, P);
-#if defined(DR_MUTANT_MOMENTUM_BEFORE_L2)
-    if (b->m.l2 != 0.0f) {   /* fault: L2 as weight decay after the optimizer step (see share_one) */
-        const float decay = o->lr * (2.0f * b->m.l2);
-        for (uint32_t l = 0; l < b->m.nlayers; l++) {
-            size_t k0 = b->koff[l], nk = (size_t)b->m.layer[l].in * b->m.layer[l].out;
-            for (size_t p = k0; p < k0 + nk; p++) w[p] = w[p] - decay * w[p];
-        }
-    }
-#endif
+    DR_SEAM_L2_AS_DECAY(b, o, w);
     return DR_OK;
 }
 

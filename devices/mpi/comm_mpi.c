@@ -50,25 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(DR_MUTANT_MPI_ROUNDED)
-/* The planted fault's rounding of k partials, either exact element. */
-static void dr_cm_round_partials(const dr_form *f, void *tmp, size_t k)
-{
-    for (size_t i = 0; i < k; i++) {
-        if (f->id == DR_FORM_ACC) {
-            dr_acc *t = (dr_acc *)tmp + i;
-            float r = dr_acc_round(t);
-            dr_acc_init(t);
-            dr_acc_add(t, r);
-        } else {
-            dr_cacc *t = (dr_cacc *)tmp + i;
-            float r = dr_cacc_round_div(t, 1);
-            dr_cacc_init(t);
-            dr_cacc_add(t, r);
-        }
-    }
-}
-#endif
+#include "devices/seams.h"
 
 /* ---- segments ------------------------------------------------------------ */
 
@@ -90,9 +72,7 @@ static int ring_segments(const cm_ep *e, size_t n, uint32_t c, const dr_form *f,
     for (uint32_t p = 0; p < np; p++) {
         size_t len = dr_ct_pack_len(h, p, n, off), lo, hi;
         dr_ct_chunk(len, e->size, c, &lo, &hi);
-#if defined(DR_MUTANT_MPI_PACK_OFF_BY_ONE)
-        if (hi - lo > 1) hi--;   /* planted fault: each pack's chunk ends one element early on the wire */
-#endif
+        DR_SEAM_PACK_END(lo, hi);
         for (size_t a = lo; a < hi; a += S) s[k++] = (cm_seg){ off + a, hi - a < S ? hi - a : S };
         off += len;
     }
@@ -135,10 +115,7 @@ static int unpack_seg(cm_op op, const dr_form *f, void *base, cm_seg sg, const u
         if (!f->deserialize(op == CM_SET ? dr_ct_at(f, base, sg.at) : tmp, sg.len, buf))
             return dr_fail(err, DR_EFORMAT, "comm mpi: a corrupt accumulator from rank %u (elements %zu..%zu)",
                            from, sg.at, sg.at + sg.len - 1);
-#if defined(DR_MUTANT_MPI_ROUNDED)
-        /* planted fault: the partial from the previous rank is rounded to a float before it is merged */
-        if (op == CM_MERGE) dr_cm_round_partials(f, tmp, sg.len);
-#endif
+        DR_SEAM_PARTIALS_IN(op == CM_MERGE, f, tmp, sg.len);
         if (op == CM_MERGE) f->merge(dr_ct_at(f, base, sg.at), tmp, sg.len);
         return DR_OK;
     }

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/seams.h"
+
 #define FX_MAX   ((size_t)1 << 30)   /* elements per call at most */
 #define FX_BLOCK 4096               /* elements checked for inf and NaN at once */
 #define FX_COLS  256                /* elements summed term by term at once */
@@ -44,11 +46,7 @@ static int fx_shift(uint64_t R)
 {
     int lg = 0;
     while (((uint64_t)1 << lg) < R) lg++;
-#if defined(DR_MUTANT_MPI_F32X_HEADROOM)
-    return 40 - lg;   /* planted fault: one bit short, a digit sum can wrap */
-#else
-    return 39 - lg;
-#endif
+    return DR_SEAM_F32X_DIGIT_BITS(39 - lg);
 }
 
 /* One element the slow way: a full accumulator, rounded once. */
@@ -113,10 +111,7 @@ static void fx_sum(float *out, const float *const *t, uint32_t R, size_t n, int 
     if (R == 2) {   /* IEEE addition of two floats is their exact sum rounded once; inf and NaN as exact.h says */
         for (size_t lo = 0; lo < n; lo += FX_BLOCK) {
             size_t hi = lo + FX_BLOCK < n ? lo + FX_BLOCK : n;
-            bool finite_all = fx_all_finite(t[0] + lo, t[1] + lo, hi - lo);
-#if defined(DR_MUTANT_MPI_F32X_SPECIAL)
-            finite_all = true;   /* planted fault: inf and NaN terms added by the IEEE addition too */
-#endif
+            bool finite_all = DR_SEAM_F32X_FINITE(fx_all_finite(t[0] + lo, t[1] + lo, hi - lo));
             if (finite_all) fx_add(out + lo, t[0] + lo, t[1] + lo, hi - lo);
             else
                 for (size_t i = lo; i < hi; i++) {

@@ -50,6 +50,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/seams.h"
+
 #define NAT_NONE  127       /* the code of an element without a value */
 #define NAT_Q     4         /* exponent quantum of the codes */
 #define NAT_LIM   504       /* |e|, |t| the codes carry */
@@ -103,11 +105,7 @@ static int digit_bits(uint64_t n)
 {
     int lg = 0;
     while (((uint64_t)1 << lg) < n) lg++;
-#if defined(DR_MUTANT_MPI_NATIVE_HEADROOM)
-    return 32 - lg;   /* planted fault: headroom one bit short, a digit sum can wrap */
-#else
-    return 31 - lg;
-#endif
+    return DR_SEAM_NATIVE_DIGIT_BITS(31 - lg);
 }
 
 /* 64 bits of the (infinitely sign-extended) W from bit pos on; zeros below 0. */

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "devices/seams.h"
+
 double dr_cm_now(void)
 {
     struct timespec t;
@@ -38,11 +40,8 @@ void dr_cm_idle(double since)
 bool dr_cm_overdue(cm_ep *e, double *last)
 {
     double now = dr_cm_now(), gap = now - e->polled;
-    bool stalled = e->polled > 0 && gap > CM_STALL_F * e->timeout;
+    bool stalled = DR_SEAM_CM_STALLED(e->polled > 0 && gap > CM_STALL_F * e->timeout);
     e->polled = now;
-#if defined(DR_MUTANT_CM_NO_STALL)   /* planted fault: a resumed rank counts its own pause against its peers */
-    stalled = false;
-#endif
     if (stalled) {
         if (gap > e->stalled) e->stalled = gap;
         *last = now;
