@@ -152,7 +152,7 @@ typedef struct dr_comm_ops {
      * order). */
     int      (*reduce_to)(dr_comm *c, dr_form_id form, void *const *local, size_t n, uint32_t dst_device,
                           void *dst, dr_err *err);
-    /* Collective, tpu (alg TORUS, one rank; DR_FORM_ACC or DR_FORM_F32):
+    /* Collective, tpu (alg TORUS, one rank; ACC, CACC or F32):
      * all-reduces the parameters that logical core l holds, ranges[0 ..
      * 2*nranges) being [lo, hi) pairs, by rings along the torus; adds the
      * alpha-beta time of the rings to *seconds (the slowest ring of a
