@@ -15,6 +15,7 @@
 #include "distref/harness.h"
 #include "distref/mpi.h"
 #include "distref/opencl.h"
+#include "distref/traj_diff.h"
 #include "distref/train.h"
 #include "distref/version.h"
 
@@ -53,7 +54,9 @@ static void usage(FILE *out, dr_cli_flags *c)
     dr_flag f[DR_CLI_MAX_FLAGS];
     int n = table(c, f);
     fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
-                 "       distref export --what=init|data|batches|all --format=npy|json --model_dir=DIR [run flags]\n\n"
+                 "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [run flags]\n"
+                 "       distref diff A B [--tolerance=ulp=N|rtol=X] [--json]   (trajectories or run directories; "
+                 "docs/JUDGING.md)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
     dr_flags_usage(out, f, n);
@@ -100,7 +103,7 @@ static int to_config(dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cf
     return DR_OK;
 }
 
-#define COMMANDS "train, evaluate, predict, export, variants or devices"
+#define COMMANDS "train, evaluate, predict, export, diff, variants or devices"
 
 /* The command comes first, or --mode names it (Model Garden's spelling). */
 static int pick_command(dr_cli_flags *c, dr_err *err)
@@ -274,6 +277,53 @@ static int run_config(dr_cli_flags *c, dr_run_config *cfg0, dr_err *err)
     return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected " COMMANDS, c->command);
 }
 
+/* `distref diff A B [--tolerance=...] [--json]` (docs/JUDGING.md): exit 0
+ * when every element is within the tolerance (bit for bit without one), 1
+ * when not, 2 for a usage or format error (a missing step, other shapes,
+ * a dtype other than float32, a file that does not parse), named. */
+static int diff_main(int argc, char **argv)
+{
+    static dr_cli_flags c;
+    dr_flag f[DR_CLI_MAX_FLAGS];
+    dr_err err = { 0, "" };
+    const char *pos[2] = { NULL, NULL };
+    char **flags = calloc((size_t)argc + 1, sizeof *flags);
+    dr_flag_args args;
+    dr_diff_opts o;
+    bool help = false, pass = false;
+    int n, nflags = 0, npos = 0, rc;
+    if (!flags) return 2;
+    dr_cli_flags_defaults(&c);
+    for (int i = 2; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] == '-') flags[nflags++] = argv[i];
+        else if (npos < 2) pos[npos++] = argv[i];
+        else { npos++; break; }
+    }
+    n = table(&c, f);
+    rc = dr_flag_args_expand(nflags, flags, &args, &err);
+    if (rc == DR_OK) rc = dr_flags_parse_args(f, n, &args, &help, &err);
+    dr_flag_args_free(&args);
+    free(flags);
+    if (rc == DR_OK && help) {
+        printf("usage: distref diff A B [--tolerance=ulp=N|rtol=X] [--json]\n");
+        return 0;
+    }
+    for (int i = 0; rc == DR_OK && i < n; i++)
+        if (f[i].seen && strcmp(f[i].name, "tolerance") && strcmp(f[i].name, "json") && strcmp(f[i].name, "flagfile"))
+            rc = dr_fail(&err, DR_EUSAGE, "--%s does not apply to diff: it takes A B, --tolerance and --json", f[i].name);
+    if (rc == DR_OK && npos != 2)
+        rc = dr_fail(&err, DR_EUSAGE, "diff: expected two trajectories or run directories, A and B; got %d", npos);
+    memset(&o, 0, sizeof o);
+    if (rc == DR_OK) rc = dr_diff_tolerance_parse(c.tolerance, &o, &err);
+    o.json = c.json;
+    if (rc == DR_OK) rc = dr_traj_diff(pos[0], pos[1], &o, stdout, &pass, &err);
+    if (rc) {
+        fprintf(stderr, "distref: error: diff: %s\n", err.msg);
+        return 2;
+    }
+    return pass ? 0 : 1;
+}
+
 /* --variant=mpi: finalize together on success; after an error, print it
  * (naming this rank) and end the whole job (MPI_Abort), so that no rank
  * is left waiting in a collective for this one. A run that finished
@@ -328,6 +378,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     setvbuf(stdout, NULL, _IOLBF, 0);   /* per-epoch lines appear as they happen */
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return diff_main(argc, argv);
     dr_cli_flags_defaults(&c);
     g_argc = argc;
     g_argv = argv;

@@ -85,7 +85,8 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "input sharding and split (tf.data AutoShardPolicy)"),
         ENUM("input_mode", input_mode, "dataset|function", "dataset: experimental_distribute_dataset; function: "
              "distribute_datasets_from_function"),
-        ENUM("what", what, "init|data|batches|all", "export: what to write"),
+        ENUM("what", what, "init|data|batches|all|weights", "export: what to write (weights: the checkpoint's "
+             "variables and slots as a one-step trajectory in --model_dir/weights, docs/JUDGING.md)"),
         ENUM("format", format, "npy|json", "export: the files' format"),
         ENUM("loss_reduction", loss_reduction, "global_batch_size|examples_in_step|tf_default", "the loss's divisor: "
              "global_batch_size (G, also for a short final batch), examples_in_step (the step's examples), "
@@ -113,6 +114,10 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
             "than one worker)"),
         STR("flagfile", flagfile, "read flags from FILE, one --flag=value a line (absl: # and // comments; later "
             "flags override it)"),
+        STR("trajectory", trajectory, "train: record every:N | steps:A,B,... | checkpoints (variables, slots, "
+            "gradients where the variant gives them, loss) into --model_dir/trajectory (docs/JUDGING.md)"),
+        STR("tolerance", tolerance, "diff: ulp=N | rtol=X; every element within it passes (default: bit for bit)"),
+        BOOL("json", json, "diff: the report as JSON"),
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
     };
     _Static_assert(sizeof all / sizeof all[0] <= DR_CLI_MAX_FLAGS, "DR_CLI_MAX_FLAGS: room for every flag");
@@ -200,7 +205,8 @@ static int strings(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
         (rc = copy_flag(cfg->schedule, sizeof cfg->schedule, c->schedule, "schedule", err)) ||
         (rc = copy_flag(cfg->replay_schedule, sizeof cfg->replay_schedule, c->replay_schedule, "replay_schedule", err)) ||
         (rc = copy_flag(cfg->opencl_device, sizeof cfg->opencl_device, c->opencl_device, "opencl_device", err)) ||
-        (rc = copy_flag(cfg->opencl_mapping, sizeof cfg->opencl_mapping, c->opencl_mapping, "opencl_mapping", err)))
+        (rc = copy_flag(cfg->opencl_mapping, sizeof cfg->opencl_mapping, c->opencl_mapping, "opencl_mapping", err)) ||
+        (rc = copy_flag(cfg->trajectory, sizeof cfg->trajectory, c->trajectory, "trajectory", err)))
         return rc;
     return DR_OK;
 }

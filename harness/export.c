@@ -11,6 +11,9 @@
  *             split under the run's auto-shard policy (batches.json), and
  *             with --format=npy each epoch's order too (order.npy,
  *             epochs x n uint32)
+ *   weights   the checkpoint's variables and optimizer slots (and its
+ *             loss) as a one-step trajectory in model_dir/weights
+ *             (distref/trajectory.h; `distref diff` reads it)
  *
  * --format=npy writes NumPy .npy files (format 1.0, little-endian);
  * --format=json writes the same arrays as JSON. Every file is written
@@ -18,6 +21,8 @@
  */
 #include "distref/harness.h"
 #include "harness/run_lock.h"
+#include "harness/trajectory_rec.h"
+#include "distref/checkpoint.h"
 #include "distref/fileio.h"
 #include "distref/input.h"
 #include "distref/model.h"
@@ -212,11 +217,50 @@ out:
     return rc;
 }
 
+/* The checkpoint in model_dir as model_dir/weights (a one-step trajectory). */
+static int export_weights(const dr_run_config *cfg, const dr_run_plan *plan, dr_err *err)
+{
+    dr_checkpoint c;
+    dr_traj_index ix;
+    dr_traj_where *where = calloc(DR_TRAJ_MAX_TENSORS, sizeof *where);
+    char dir[1100];
+    bool found;
+    float loss;
+    int rc = where ? dr_checkpoint_load(cfg->model_dir, &c, &found, err) : dr_fail(err, DR_ENOMEM, "export: out of memory");
+    if (rc) { free(where); return rc; }
+    if (!found) {
+        free(where);
+        return dr_fail(err, DR_EUSAGE, "--what=weights: no checkpoint in %s (train there first)", cfg->model_dir);
+    }
+    memset(&ix, 0, sizeof ix);
+    rc = dr_checkpoint_check(&c, cfg->model_dir, plan->exp.name, plan->P, plan->nslots, (int)plan->exp.optimizer.kind,
+                             cfg->seed, plan->G, c.examples, err);
+    memcpy(&loss, &c.last_loss_bits, sizeof loss);
+    snprintf(dir, sizeof dir, "%s/weights", cfg->model_dir);
+    if (rc == DR_OK) rc = dr_traj_model_tensors(&plan->exp.model, &plan->exp.optimizer, false, true, &ix, where, err);
+    if (rc == DR_OK && !(ix.settings = traj_settings(cfg, plan, "checkpoint", "weights")))
+        rc = dr_fail(err, DR_ENOMEM, "export: out of memory");
+    if (rc == DR_OK && !(ix.steps = calloc(1, sizeof *ix.steps))) rc = dr_fail(err, DR_ENOMEM, "export: out of memory");
+    if (rc == DR_OK) rc = dr_mkdirs(dir, err);
+    if (rc == DR_OK)
+        rc = dr_traj_write_step(dir, &ix, where, plan->P, c.step, c.params, c.slots, NULL, c.step ? &loss : NULL,
+                                &ix.steps[0], err);
+    if (rc == DR_OK) {
+        ix.nsteps = 1;
+        rc = dr_traj_index_write(dir, &ix, err);
+    }
+    dr_traj_index_free(&ix);
+    dr_checkpoint_free(&c);
+    free(where);
+    return rc;
+}
+
 static int export_locked(const dr_run_config *cfg, const dr_run_plan *p, const char *what, bool npy, dr_err *err)
 {
     dr_run_plan plan = *p;
     dr_dataset data;
     int rc = DR_OK;
+    if (!strcmp(what, "weights")) return export_weights(cfg, &plan, err);
     if (!strcmp(what, "init") || !strcmp(what, "all"))
         if ((rc = export_init(cfg, &plan, npy, err))) return rc;
     if (!strcmp(what, "init")) return DR_OK;
@@ -235,11 +279,13 @@ int dr_run_export(const dr_run_config *cfg, const char *what, const char *format
     int rc;
     if (!npy && strcmp(format, "json") != 0)
         return dr_fail(err, DR_EUSAGE, "--format: expected npy or json, got '%s'", format);
-    if (strcmp(what, "init") && strcmp(what, "data") && strcmp(what, "batches") && strcmp(what, "all"))
-        return dr_fail(err, DR_EUSAGE, "--what: expected init, data, batches or all, got '%s'", what);
+    if (strcmp(what, "init") && strcmp(what, "data") && strcmp(what, "batches") && strcmp(what, "all") &&
+        strcmp(what, "weights"))
+        return dr_fail(err, DR_EUSAGE, "--what: expected init, data, batches, all or weights, got '%s'", what);
     if (!cfg->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir: export needs a folder to write into");
     if ((rc = dr_run_plan_make(cfg, &plan, err))) return rc;
-    if (plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER && strcmp(what, "init") && strcmp(what, "data"))
+    if (plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER && strcmp(what, "init") && strcmp(what, "data") &&
+        strcmp(what, "weights"))
         return dr_fail(err, DR_EUSAGE, "export --what=%s: parameter_server's workers take their batches in "
                        "the emulated asynchronous schedule; export a synchronous strategy", what);
     /* mkdir -p and the lock only once the request is valid */

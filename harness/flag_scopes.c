@@ -67,6 +67,10 @@ static const scope k_scopes[] = {
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
     { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
     { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
+    { "trajectory", ALL_STRATEGIES & ~S(PARAMETER_SERVER), CMD_TRAIN, NULL,
+      "training under the synchronous strategies (parameter_server's coordinator schedules its own steps)" },
+    { "tolerance", ALL_STRATEGIES, 0, NULL, "distref diff" },
+    { "json", ALL_STRATEGIES, 0, NULL, "distref diff" },
 };
 
 /* Whether name is a word of the space-separated list. */

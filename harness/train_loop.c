@@ -23,6 +23,7 @@
 #include "distref/run_log.h"
 #include "harness/run_lock.h"
 #include "harness/segment.h"
+#include "harness/trajectory_rec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ typedef struct run {
     char          topology[160];   /* this run's, in words */
     char          previous[160];   /* the checkpoint's segment, when it differs */
     dr_dir_lock   lock;            /* model_dir's, for the run (harness/run_lock.h) */
+    traj_rec      traj;            /* --trajectory (harness/trajectory_rec.h) */
 } run;
 
 /* Only the chief writes model_dir (variant.h); every process trains. */
@@ -89,11 +91,19 @@ static int resume(run *r, dr_err *err)
     return rc;
 }
 
+/* --trajectory: this step, if the spec wants it (checkpoint: one is written now). */
+static int record(run *r, bool checkpoint, dr_err *err)
+{
+    if (!r->traj.on || !dr_traj_spec_wants(&r->traj.spec, r->step, checkpoint)) return DR_OK;
+    return traj_rec_step(&r->traj, r->s, r->v, r->step, &r->last_loss, r->params, r->slots, err);
+}
+
 static int save(run *r, dr_err *err)
 {
     dr_checkpoint c;
     int rc;
     if (!chief(r)) return DR_OK;
+    if ((rc = record(r, true, err))) return rc;
     if ((rc = r->v->get_variables(r->s, r->params, r->slots, err))) return rc;
     memset(&c, 0, sizeof c);
     snprintf(c.experiment, sizeof c.experiment, "%s", r->plan.exp.name);
@@ -112,7 +122,8 @@ static int save(run *r, dr_err *err)
     c.nslots = (uint32_t)r->plan.nslots;
     c.params = r->params;
     c.slots = r->slots;
-    return dr_run_log_save(&r->log, &c, err);
+    if ((rc = dr_run_log_save(&r->log, &c, err))) return rc;
+    return traj_rec_flush(&r->traj, err);   /* the index never names a step past the checkpoint */
 }
 
 static bool more_steps(const run *r)
@@ -143,6 +154,7 @@ static int loop(run *r, dr_err *err)
         r->epoch_correct += rep.correct;
         r->epoch_examples += rep.count;
         rc = dr_run_log_step(&r->log, r->step, batch.epoch, &rep, err);
+        if (rc == DR_OK && chief(r)) rc = record(r, false, err);
         if (rc == DR_OK && r->cfg->checkpoint_every && r->step % r->cfg->checkpoint_every == 0) rc = save(r, err);
         dr_run_log_progress(&r->log, r->step, r->it.epoch, r->plan.epochs, r->last_loss);
         if (rc == DR_OK && r->cfg->stop && *r->cfg->stop) {   /* SIGINT/SIGTERM: checkpoint and stop */
@@ -314,7 +326,9 @@ static int open_run(run *r, dr_err *err)
     if (rc) return rc;
     if ((rc = resume(r, err))) return rc;
     dr_run_log_trim(&r->log, r->step);
-    return check_segment(r, r->start_step, !more_steps(r), err);
+    if ((rc = check_segment(r, r->start_step, !more_steps(r), err))) return rc;
+    if (chief(r) && (rc = traj_rec_open(&r->traj, cfg, &r->plan, r->v, r->start_step, err))) return rc;
+    return r->start_step == 0 ? record(r, false, err) : DR_OK;   /* step 0: the initial variables */
 }
 
 static void close_run(run *r)
@@ -322,6 +336,7 @@ static void close_run(run *r)
     if (r->s) r->v->close(r->s);
     if (r->it_open) dr_dist_iter_free(&r->it);
     dr_run_log_free(&r->log);
+    traj_rec_close(&r->traj);
     dr_dataset_free(&r->data);
     free(r->params);
     free(r->slots);

@@ -60,6 +60,15 @@ static int ref_set(dr_session *s, const float *params, const float *slots, dr_er
     return DR_OK;
 }
 
+/* The gradient dr_trainer_apply rounded and applied last (every replica's
+ * is the same total, rounded once). */
+static int ref_gradients(dr_session *s, float *grads, dr_err *err)
+{
+    if (s->ps) return dr_fail(err, DR_EUNSUPPORTED, "parameter_server: its gradients are applied per worker update");
+    memcpy(grads, s->t.grad, s->t.P * sizeof(float));
+    return DR_OK;
+}
+
 /* Mirrored replicas must hold the same variables after every step. */
 static bool replicas_identical(const trainer *t)
 {
@@ -107,4 +116,5 @@ const dr_variant dr_variant_ref = {
     .summarize = ref_summarize,
     .close = ref_close,
     .train = ref_train,
+    .get_gradients = ref_gradients,
 };

@@ -44,13 +44,14 @@ typedef struct dr_cli_flags {
     char    exact_accumulator[DR_FLAG_STR_MAX];
     char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
     char    worker_hosts[DR_FLAG_STR_MAX], flagfile[DR_FLAG_STR_MAX];
+    char    trajectory[DR_FLAG_STR_MAX], tolerance[DR_FLAG_STR_MAX];
     int64_t task_index;
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform;
     double  tpu_hbm_scale;
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
-    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version;
+    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version, json;
     double  collective_timeout;
 } dr_cli_flags;
 

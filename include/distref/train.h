@@ -85,6 +85,8 @@ typedef struct dr_run_config {
     char     opencl_device[64];   /* its devices: "D" or "D1,D2,..."; "" = DISTREF_OPENCL_DEVICE or "0" */
     char     opencl_mapping[16];  /* replicas onto them: shared|queues|subdevices|auto; "" = DISTREF_OPENCL_MAPPING
                                    * or auto (distref/opencl.h) */
+    char     trajectory[256];     /* --trajectory: "" (off), every:N, steps:LIST or checkpoints
+                                   * (distref/trajectory.h) into model_dir/trajectory */
     bool     progress;            /* a progress bar on stderr */
     FILE    *placement_log;       /* --log_device_placement: the reference logs each op's device
                                    * here (TensorFlow's format, ref/placement_log.c); NULL: off */

@@ -94,6 +94,12 @@ typedef struct dr_variant {
      * others still run every step, summarize and read checkpoints. NULL:
      * always (one process). */
     bool (*chief)(const dr_session *s);
+
+    /* Optional: the gradient the last step applied (P floats, after the
+     * all-reduce and the scaling, rounded once: what the optimizer read),
+     * for --trajectory's gradient/ tensors. NULL: the variant does not
+     * expose it, and its trajectories hold variables, slots and loss only. */
+    int  (*get_gradients)(dr_session *s, float *grads, dr_err *err);
 } dr_variant;
 
 #endif
