@@ -37,6 +37,11 @@
 #   cacc_round_rest core/cacc.c         dr_cacc_round_div_n drops the lowest word from the sticky bit
 #   cacc_round_carry core/cacc.c        dr_cacc_round_div_n's negation loses the carry into the top word
 #   cacc_round_negzero core/cacc.c      dr_cacc_round_div_n gives -0 for an exact zero that is +0
+#   traj_nan_equal  core/traj_diff.c    diff takes two NaNs of other payloads as equal
+#   traj_negzero    core/traj_diff.c    the ulp distance of -0 and +0 is 0 (so -0 vs +0 passes ulp=0)
+#   traj_step_tail  core/traj_diff.c    a step missing at the end of one trajectory is not an error
+#   npy_trailing    core/npy.c          a .npy with bytes past its shape's data is accepted
+#   traj_first_late core/traj_diff.c    the "first" divergence is the last differing element
 #   round_fast_sign core/acc.c          dr_acc_round_div loses the sign of a negative value
 #   round_fast_top  core/acc.c          dr_acc_round_div drops the carry into the top digit
 #   round_fast_lo   core/acc.c          dr_acc_round_div skips the lowest nonzero limb
@@ -138,6 +143,11 @@ run cacc_align     core/cacc.c CORE 's/x = (i128)((u128)x << d);/x = (i128)((u12
 run cacc_trim      core/cacc.c CORE 's/a->exp = e + tz;/a->exp = e + tz + 1;/' test_cacc
 run sgemm_cut_by_threads devices/cpu/openmp_kernels.c ENGINE 's/    if ((double)M \* N \* K < SGEMM_SLAB_MIN || cut >= E) return 0;/    if ((double)M * N * K < SGEMM_SLAB_MIN || cut >= E || omp_get_max_threads() < 2) return 0;/' test_backend
 run cacc_merge_flag core/form.c CORE -DDR_MUTANT_CACC_MERGE_FLAG test_comm_compact
+run traj_nan_equal  core/traj_diff.c CORE 's/        if (ba == bb) continue;/        if (ba == bb || (x->data[i] != x->data[i] \&\& y->data[i] != y->data[i])) continue;/' test_trajectory
+run traj_negzero    core/traj_diff.c CORE 's/    ka = a \& 0x80000000u ? ~a : a | 0x80000000u;/    ka = a \& 0x80000000u ? ~a + 1u : a | 0x80000000u;/' test_trajectory
+run traj_step_tail  core/traj_diff.c CORE 's/    if (i == d->ia.nsteps \&\& i == d->ib.nsteps) return DR_OK;/    if (i == d->ia.nsteps || i == d->ib.nsteps) return DR_OK;/' test_trajectory
+run npy_trailing    core/npy.c CORE 's/    if (n - start != out->count \* sizeof(float))/    if (n - start < out->count * sizeof(float))/' test_trajectory
+run traj_first_late core/traj_diff.c CORE 's/        if (!d->first.set) note_element/        if (!d->first.set || i > d->first.flat) note_element/' test_trajectory
 run tfevents_no_start core/tfevents.c CORE -DDR_MUTANT_TFEVENTS_NO_START test_tfevents
 run replay_nul_blank core/ps_schedule_read.c CORE 's/        if (ch == 0) {/        if (ch == 0 \&\& 0) {/' test_replay_file
 run replay_special core/ps_schedule_read.c CORE 's/!S_ISREG(st.st_mode)/S_ISDIR(st.st_mode)/' test_replay_file
