@@ -54,9 +54,8 @@ static void usage(FILE *out, dr_cli_flags *c)
     dr_flag f[DR_CLI_MAX_FLAGS];
     int n = table(c, f);
     fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
-                 "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [run flags]\n"
-                 "       distref diff A B [--tolerance=ulp=N|rtol=X] [--json]   (trajectories or run directories; "
-                 "docs/JUDGING.md)\n\n"
+                 "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [...]\n"
+                 "       distref diff A B [--tolerance=ulp=N|rtol=X] [--json]   (docs/JUDGING.md)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
     dr_flags_usage(out, f, n);

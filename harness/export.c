@@ -288,6 +288,14 @@ int dr_run_export(const dr_run_config *cfg, const char *what, const char *format
         strcmp(what, "weights"))
         return dr_fail(err, DR_EUSAGE, "export --what=%s: parameter_server's workers take their batches in "
                        "the emulated asynchronous schedule; export a synchronous strategy", what);
+    if (!strcmp(what, "weights")) {   /* nothing to export before training: refused before any mkdir */
+        char ck[1100];
+        FILE *f;
+        snprintf(ck, sizeof ck, "%s/" DR_CHECKPOINT_FILE, cfg->model_dir);
+        if (!(f = fopen(ck, "rb")))
+            return dr_fail(err, DR_EUSAGE, "--what=weights: no checkpoint in %s (train there first)", cfg->model_dir);
+        fclose(f);
+    }
     /* mkdir -p and the lock only once the request is valid */
     if ((rc = dr_run_lock(cfg, true, &lock, err))) return rc;
     rc = export_locked(cfg, &plan, what, npy, err);

@@ -504,8 +504,10 @@ static void test_bad_shard_policy(void **s)
 static void test_export_errors(void **s)
 {
     (void)s; result r;
-    RUN(&r, "export", MD, "--what=weights");
-    expect(&r, 2, "--what: expected one of init, data, batches, all; got 'weights'");
+    RUN(&r, "export", MD, "--what=everything");
+    expect(&r, 2, "--what: expected one of init, data, batches, all, weights; got 'everything'");
+    RUN(&r, "export", MD, "--what=weights");   /* before any training: nothing to export, no folder made */
+    expect(&r, 2, "--what=weights: no checkpoint in");
     RUN(&r, "export", MD, "--format=csv");
     expect(&r, 2, "--format: expected one of npy, json; got 'csv'");
     RUN(&r, "export", MD, "--what=batches", "--distribution_strategy=parameter_server");
