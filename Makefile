@@ -237,6 +237,7 @@ in-test:
 	@sh tests/mpi_native.sh $(MPI_CHECK) $(MPI_CHECK_MUT_RUN)
 	@sh scripts/test_nightly.sh $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN)
 	@sh scripts/test_tensorboard.sh $(CLI)
+	@sh scripts/test_python.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
@@ -372,6 +373,16 @@ in-tf-crosscheck: $(CLI) $(BUILD)/tests/test_golden
 	@$(TF_VENV)/bin/python -c 'import tensorflow' 2>/dev/null || $(TF_VENV)/bin/pip install -q tensorflow-cpu numpy
 	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
 	@$(BUILD)/tests/test_golden --golden $(BUILD)/golden_live.json
+
+# The Python package (python/, docs/JUDGING.md) in a virtualenv under build/,
+# with NumPy from pip: make test then runs its tests (scripts/test_python.sh;
+# without NumPy they are reported "not supported", never passed).
+PY_VENV = build/pyvenv
+python-venv:
+	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
+	@$(PY_VENV)/bin/pip install -q ./python
+	@$(PY_VENV)/bin/python -c 'import distref, numpy; print("python-venv:", distref.__file__, "numpy", numpy.__version__)'
+.PHONY: python-venv
 
 # libFuzzer targets in fuzz/ (clang, ASan + UBSan), each for FUZZ_SECONDS on
 # a scratch copy of its seed corpus; fails on any crash (fuzz/README.md).
