@@ -384,6 +384,17 @@ python-venv:
 	@$(PY_VENV)/bin/python -c 'import distref, numpy; print("python-venv:", distref.__file__, "numpy", numpy.__version__)'
 .PHONY: python-venv
 
+# PyTorch DDP (gloo, CPU) judged by distref diff (optional, never part of
+# make test): torch CPU into a virtualenv under build/, then
+# examples/pytorch_ddp/crosscheck.sh (docs/JUDGING.md).
+TORCH_VENV = build/torchvenv
+TORCH_STEPS ?= 200
+torch-crosscheck: $(CLI)
+	@test -x $(TORCH_VENV)/bin/python || python3 -m venv $(TORCH_VENV)
+	@$(TORCH_VENV)/bin/python -c 'import torch, numpy' 2>/dev/null || $(TORCH_VENV)/bin/pip install -q numpy torch
+	@DISTREF=$(CLI) sh examples/pytorch_ddp/crosscheck.sh $(TORCH_VENV)/bin/python build/torch_crosscheck $(TORCH_STEPS)
+.PHONY: torch-crosscheck
+
 # libFuzzer targets in fuzz/ (clang, ASan + UBSan), each for FUZZ_SECONDS on
 # a scratch copy of its seed corpus; fails on any crash (fuzz/README.md).
 FUZZ_SECONDS ?= 30
