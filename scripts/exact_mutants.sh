@@ -165,5 +165,18 @@ if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
 else
     echo "exact mutants sum_*: skipped (no avx512f on this CPU: the window kernel does not run)"
 fi
+# The Python package's tests (python/tests, scripts/test_python.sh) against a
+# bin/distref whose diff names the last differing element as the first:
+# the NumPy port's report must then differ from the CLI's.
+if sh scripts/test_python.sh bin/distref 2>/dev/null | grep -q 'not supported'; then
+    echo "exact mutant py_first_late: skipped (python: not supported)"
+else
+    sed 's/        if (!d->first.set) note_element/        if (!d->first.set || i > d->first.flat) note_element/' \
+        core/traj_diff.c > "$d/py_first_late.c"
+    $CC $CFLAGS -DDR_LAYER_CORE -c "$d/py_first_late.c" -o "$d/py_first_late.o" || exit 1
+    $CC $CFLAGS -o "$d/distref_py_first_late" "$BUILD/cli/main.o" "$d/py_first_late.o" $LIBS $LDLIBS || exit 1
+    if sh scripts/test_python.sh "$d/distref_py_first_late" > "$d/py_first_late.out" 2>&1; then missed="$missed py_first_late"
+    else caught=$((caught + 1)); echo "exact mutant py_first_late: caught by python/tests"; fi
+fi
 if [ -n "$missed" ]; then echo "exact mutants NOT caught:$missed" >&2; exit 1; fi
 echo "exact mutants: $caught caught, 0 missed"
