@@ -251,6 +251,8 @@ in-test:
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/test_doc_numbers.sh
 	@sh scripts/test_check_sizes.sh
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_python_mutants.sh $(CLI)
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
@@ -389,6 +391,27 @@ in-tf-crosscheck: $(CLI) $(BUILD)/tests/test_golden
 	@$(TF_VENV)/bin/python -c 'import tensorflow' 2>/dev/null || $(TF_VENV)/bin/pip install -q tensorflow-cpu numpy
 	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
 	@$(BUILD)/tests/test_golden --golden $(BUILD)/golden_live.json
+
+# The Python package (python/, docs/JUDGING.md) in a virtualenv under build/,
+# with NumPy from pip: make test then runs its tests (scripts/test_python.sh;
+# without NumPy they are reported "not supported", never passed).
+PY_VENV = build/pyvenv
+python-venv:
+	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
+	@$(PY_VENV)/bin/pip install -q ./python
+	@$(PY_VENV)/bin/python -c 'import distref, numpy; print("python-venv:", distref.__file__, "numpy", numpy.__version__)'
+.PHONY: python-venv
+
+# PyTorch DDP (gloo, CPU) judged by distref diff (optional, never part of
+# make test): torch CPU into a virtualenv under build/, then
+# examples/pytorch_ddp/crosscheck.sh (docs/JUDGING.md).
+TORCH_VENV = build/torchvenv
+TORCH_STEPS ?= 200
+torch-crosscheck: $(CLI)
+	@test -x $(TORCH_VENV)/bin/python || python3 -m venv $(TORCH_VENV)
+	@$(TORCH_VENV)/bin/python -c 'import torch, numpy' 2>/dev/null || $(TORCH_VENV)/bin/pip install -q numpy torch
+	@DISTREF=$(CLI) sh examples/pytorch_ddp/crosscheck.sh $(TORCH_VENV)/bin/python build/torch_crosscheck $(TORCH_STEPS)
+.PHONY: torch-crosscheck
 
 # libFuzzer targets in fuzz/ (clang, ASan + UBSan), each for FUZZ_SECONDS on
 # a scratch copy of its seed corpus; fails on any crash (fuzz/README.md).

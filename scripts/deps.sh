@@ -9,12 +9,13 @@
 #   clang libclang-rt-dev  libFuzzer for make fuzz (core/ only, no OpenMP); the
 #                     fuzzer and sanitizer runtimes are only recommended by clang
 #   make python3 git  the build; nightly, the examples' checks and test_nightly;
+#   python3-numpy     the Python package's tests (python/, scripts/test_python.sh)
 #                     revisions in the nightly history and the fault matrix
 #   strace            the durability suite and tests/mpi_ckpt_kill.sh stop a run
 #                     at its writes
 #   procps            pgrep: the MPI kill tests find a rank among mpirun's children
 set -u
-PKGS="gcc libc6-dev make python3 git clang libclang-rt-dev libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
+PKGS="gcc libc6-dev make python3 python3-numpy git clang libclang-rt-dev libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev
 dataset-fashion-mnist pkg-config strace procps"
 
