@@ -168,6 +168,12 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
                (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
+    c->schedule = o->schedule;   /* only the parameters its kind reads (the rest at their defaults) */
+    if (o->schedule.kind != DR_LR_POLYNOMIAL) c->schedule.end_learning_rate = c->schedule.power = 0.0f;
+    if (o->schedule.kind != DR_LR_COSINE) c->schedule.alpha = 0.0f;
+    if (o->schedule.kind != DR_LR_EXPONENTIAL) c->schedule.decay_rate = 0.0f;
+    if (o->schedule.kind == DR_LR_CONSTANT || o->schedule.kind == DR_LR_PIECEWISE) c->schedule.decay_steps = 0;
+    c->clip = o->clip;
 }
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)
