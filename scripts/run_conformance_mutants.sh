@@ -49,6 +49,8 @@ cl_relu_at_zero:DR_MUTANT_CL_RELU_AT_ZERO:loss_curves
 cl_gemm_edge:DR_MUTANT_CL_GEMM_EDGE:loss_curves
 cl_skip_last_group:DR_MUTANT_CL_SKIP_LAST_GROUP:loss_curves
 cl_mad_enable:DR_MUTANT_CL_MAD_ENABLE:loss_curves
+schedule_off_by_one:DR_MUTANT_SCHEDULE_OFF_BY_ONE:schedules
+clip_before_aggregation:DR_MUTANT_CLIP_BEFORE_AGGREGATION:clipping
 "
 
 link() {   # link DIR: the conformance program against DIR's archives
