@@ -199,3 +199,51 @@ def golden_c(steps=60):
 
 if __name__ == "__main__" and "golden_c" in sys.argv[1:]:
     golden_c()
+
+
+# ---- (c) gradient accumulation (Keras 3's gradient_accumulation_steps) ---
+
+def measure_accumulation():
+    # 1. what is averaged, when iterations and slots advance, the lr read
+    sched = S.PiecewiseConstantDecay([0, 1, 2, 3], [1.0, 2.0, 4.0, 8.0, 16.0])
+    for name, opt in (("sgd", keras.optimizers.SGD(learning_rate=sched, gradient_accumulation_steps=2)),
+                      ("sgd_momentum", keras.optimizers.SGD(learning_rate=1.0, momentum=0.5,
+                                                            gradient_accumulation_steps=2)),
+                      ("adam", keras.optimizers.Adam(learning_rate=1.0, gradient_accumulation_steps=2))):
+        w = tf.Variable([0.0])
+        rows = []
+        for g in (1.0, 3.0, 5.0, 7.0):
+            opt.apply_gradients([(tf.constant([g]), w)])
+            rows.append((g, int(opt.iterations.numpy()), float(w.numpy()[0])))
+        print(f"accumulation k=2 {name}: (grad, iterations after, w after)", rows)
+    # the Adam step Keras uses at the first update: w1 = -lr_t * m/(sqrt(v)+eps) with t = iterations + 1
+    g = 2.0
+    for t in (1, 2):
+        m, v = 0.1 * g, 0.001 * g * g
+        lr_t = math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        print(f"   adam first update of mean grad {g} if bias correction used t={t}: w = {-lr_t * m / (math.sqrt(v) + 1e-7)!r}")
+    # 2. fit: a short final micro-batch; under MirroredStrategy
+    X = np.arange(6, dtype=f32).reshape(6, 1) + 1
+    Y = np.zeros((6, 1), f32)
+    for R in (1, 2):
+        devs = [f"/cpu:{i}" for i in range(R)]
+        strat = tf.distribute.MirroredStrategy(devs) if R > 1 else tf.distribute.OneDeviceStrategy("/cpu:0")
+        with strat.scope():
+            m = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+            m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01, gradient_accumulation_steps=2), loss="mse")
+        try:
+            m.fit(tf.data.Dataset.from_tensor_slices((X, Y)).batch(4), epochs=1, verbose=0, shuffle=False)
+        except Exception as e:   # measured: Keras 3 cannot accumulate under MirroredStrategy
+            print(f"accumulation fit R={R}: {type(e).__name__}: {str(e).splitlines()[0][:60]!r} ... "
+                  f"{'merge_call called while defining a new graph' in str(e) and '(merge_call inside the cond)'}")
+            continue
+        w = float(m.weights[0].numpy()[0, 0])
+        gb = [2 * (X[i:j, 0] * X[i:j, 0]).sum() / (j - i) for i, j in ((0, 4), (4, 6))]   # d/dw mean (w x)^2 at w=1
+        mean_of_means = 1 - 0.01 * (gb[0] + gb[1]) / 2
+        global_mean = 1 - 0.01 * 2 * (X[:, 0] ** 2).sum() / 6
+        print(f"accumulation fit R={R}, micro-batches [4, 2], k=2: w = {w!r}; mean of the micro-batches' mean "
+              f"gradients -> {mean_of_means!r}; global mean over 6 -> {global_mean!r}")
+
+
+if __name__ == "__main__" and "accumulation" in sys.argv[1:]:
+    measure_accumulation()
