@@ -9,8 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAGIC "DRCKPT03"
-#define HEADER_BYTES (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
+#define MAGIC "DRCKPT04"
+#define MAGIC_03 "DRCKPT03"   /* read too: no schedule, no clipping */
+#define HEADER_03 (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
+/* 04 adds the schedule and clipping: kind, warmup, decay_steps, boundaries
+ * count, end_learning_rate, power, alpha, decay_rate, boundaries, values, clip */
+#define EXT_BYTES (4 * 4 + 4 * 4 + 4 * DR_LR_MAX_BOUNDARIES + 4 * (DR_LR_MAX_BOUNDARIES + 1) + 3 * 4)
+#define HEADER_BYTES (HEADER_03 + EXT_BYTES)
 #define MAX_CHECKPOINT ((size_t)1 << 31)
 
 static void put_f64(uint8_t *p, double x)
@@ -33,15 +38,59 @@ static void path_of(const char *dir, char *buf, size_t n)
     snprintf(buf, n, "%s/%s", dir, DR_CHECKPOINT_FILE);
 }
 
-static size_t file_size(const dr_checkpoint *c)
+static size_t file_size(const dr_checkpoint *c, size_t header)
 {
-    return 8 + 4 + HEADER_BYTES + 4 * (size_t)c->nparams * (1 + c->nslots) + 32;
+    return 8 + 4 + header + 4 * (size_t)c->nparams * (1 + c->nslots) + 32;
+}
+
+static void put_f32(uint8_t *p, float x) { uint32_t u; memcpy(&u, &x, 4); dr_put_u32le(p, u); }
+static float get_f32(const uint8_t *p) { uint32_t u = dr_get_u32le(p); float x; memcpy(&x, &u, 4); return x; }
+
+/* The 04 extension: the schedule and clipping (EXT_BYTES). */
+static size_t put_ext(uint8_t *p, const dr_checkpoint *c)
+{
+    const dr_lr_schedule *s = &c->schedule;
+    size_t off = 0;
+    dr_put_u32le(p + off, (uint32_t)s->kind); off += 4;
+    dr_put_u32le(p + off, s->warmup_steps); off += 4;
+    dr_put_u32le(p + off, s->decay_steps); off += 4;
+    dr_put_u32le(p + off, s->nboundaries); off += 4;
+    put_f32(p + off, s->end_learning_rate); off += 4;
+    put_f32(p + off, s->power); off += 4;
+    put_f32(p + off, s->alpha); off += 4;
+    put_f32(p + off, s->decay_rate); off += 4;
+    for (int i = 0; i < DR_LR_MAX_BOUNDARIES; i++, off += 4) dr_put_u32le(p + off, s->boundaries[i]);
+    for (int i = 0; i <= DR_LR_MAX_BOUNDARIES; i++, off += 4) put_f32(p + off, s->values[i]);
+    put_f32(p + off, c->clip.clipnorm); off += 4;
+    put_f32(p + off, c->clip.clipvalue); off += 4;
+    put_f32(p + off, c->clip.global_clipnorm); off += 4;
+    return off;
+}
+
+static size_t get_ext(const uint8_t *p, dr_checkpoint *c)
+{
+    dr_lr_schedule *s = &c->schedule;
+    size_t off = 0;
+    s->kind = (dr_lr_kind)dr_get_u32le(p + off); off += 4;
+    s->warmup_steps = dr_get_u32le(p + off); off += 4;
+    s->decay_steps = dr_get_u32le(p + off); off += 4;
+    s->nboundaries = dr_get_u32le(p + off); off += 4;
+    s->end_learning_rate = get_f32(p + off); off += 4;
+    s->power = get_f32(p + off); off += 4;
+    s->alpha = get_f32(p + off); off += 4;
+    s->decay_rate = get_f32(p + off); off += 4;
+    for (int i = 0; i < DR_LR_MAX_BOUNDARIES; i++, off += 4) s->boundaries[i] = dr_get_u32le(p + off);
+    for (int i = 0; i <= DR_LR_MAX_BOUNDARIES; i++, off += 4) s->values[i] = get_f32(p + off);
+    c->clip.clipnorm = get_f32(p + off); off += 4;
+    c->clip.clipvalue = get_f32(p + off); off += 4;
+    c->clip.global_clipnorm = get_f32(p + off); off += 4;
+    return off;
 }
 
 int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *err)
 {
     char path[1100];
-    size_t n = file_size(c), off = 0;
+    size_t n = file_size(c, HEADER_BYTES), off = 0;
     uint8_t *buf = malloc(n);
     int rc;
     if (!buf) return dr_fail(err, DR_ENOMEM, "checkpoint: no memory for %zu bytes", n);
@@ -67,6 +116,7 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     dr_put_u32le(buf + off, c->loss_reduction); off += 4;
     dr_put_u32le(buf + off, c->nparams); off += 4;
     dr_put_u32le(buf + off, c->nslots); off += 4;
+    off += put_ext(buf + off, c);
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
     for (size_t i = 0; i < (size_t)c->nparams * c->nslots; i++, off += 4) { uint32_t u; memcpy(&u, &c->slots[i], 4); dr_put_u32le(buf + off, u); }
     {
@@ -120,15 +170,17 @@ static int consistent(const char *path, const dr_checkpoint *c, dr_err *err)
 
 static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *c, dr_err *err)
 {
-    size_t off = 12;
+    size_t off = 12, header = HEADER_BYTES;
     uint8_t digest[32];
     dr_sha256_ctx h;
-    if (n < 12 + HEADER_BYTES + 32) return bad(err, path, "truncated (shorter than its header)");
-    if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0)
+    if (n >= 8 && memcmp(buf, MAGIC_03, 8) == 0) header = HEADER_03;
+    if (n < 12 + header + 32) return bad(err, path, "truncated (shorter than its header)");
+    if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0 && header != HEADER_03)
         return bad(err, path, "written by another distref version (its magic is not " MAGIC "); resume it with "
                    "that version or start a new --model_dir");
-    if (memcmp(buf, MAGIC, 8) != 0) return bad(err, path, "not a distref checkpoint (magic is not " MAGIC ")");
-    if (dr_get_u32le(buf + 8) != HEADER_BYTES) return bad(err, path, "unsupported header size (written by another version)");
+    if (memcmp(buf, MAGIC, 8) != 0 && header != HEADER_03)
+        return bad(err, path, "not a distref checkpoint (magic is not " MAGIC ")");
+    if (dr_get_u32le(buf + 8) != header) return bad(err, path, "unsupported header size (written by another version)");
     memcpy(c->experiment, buf + off, 32); c->experiment[31] = 0; off += 32;
     c->seed = dr_get_u64le(buf + off); off += 8;
     c->global_batch = dr_get_u32le(buf + off); off += 4;
@@ -147,7 +199,10 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     c->loss_reduction = dr_get_u32le(buf + off); off += 4;
     c->nparams = dr_get_u32le(buf + off); off += 4;
     c->nslots = dr_get_u32le(buf + off); off += 4;
-    if (c->nslots > 2 || c->nparams > (1u << 28) || n != file_size(c))
+    if (header == HEADER_BYTES) off += get_ext(buf + off, c);
+    if (!dr_lr_kind_name(c->schedule.kind) || c->schedule.nboundaries > DR_LR_MAX_BOUNDARIES)
+        return bad(err, path, "its learning-rate schedule is out of range (corrupt)");
+    if (c->nslots > 2 || c->nparams > (1u << 28) || n != file_size(c, header))
         return bad(err, path, "size does not match its header (truncated or corrupt)");
     dr_sha256_init(&h);
     dr_sha256_update(&h, buf, n - 32);
@@ -230,8 +285,36 @@ int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *exp
 
 static const char *on_off(uint32_t flags, uint32_t bit) { return flags & bit ? "true" : "false"; }
 
+/* The schedule and clipping: each flag named with both values. */
+static int check_training(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
+{
+    const dr_lr_schedule *a = &c->schedule, *b = &now->schedule;
+    const struct { const char *flag; double saved, mine; } num[] = {
+        { "--warmup_steps", a->warmup_steps, b->warmup_steps }, { "--decay_steps", a->decay_steps, b->decay_steps },
+        { "--end_learning_rate", a->end_learning_rate, b->end_learning_rate }, { "--power", a->power, b->power },
+        { "--alpha", a->alpha, b->alpha }, { "--decay_rate", a->decay_rate, b->decay_rate },
+        { "--clipnorm", c->clip.clipnorm, now->clip.clipnorm }, { "--clipvalue", c->clip.clipvalue, now->clip.clipvalue },
+        { "--global_clipnorm", c->clip.global_clipnorm, now->clip.global_clipnorm },
+    };
+    if (a->kind != b->kind)
+        return dr_fail(err, DR_EUSAGE, "--lr_schedule=%s, but the checkpoint in %s was trained with --lr_schedule=%s; "
+                       "resume with the same value or use another --model_dir", dr_lr_kind_name(b->kind), dir,
+                       dr_lr_kind_name(a->kind));
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
+        if (num[i].saved != num[i].mine)
+            return dr_fail(err, DR_EUSAGE, "%s=%.9g, but the checkpoint in %s was trained with %s=%.9g (0: not "
+                           "given); resume with the same value or use another --model_dir", num[i].flag, num[i].mine,
+                           dir, num[i].flag, num[i].saved);
+    if (a->nboundaries != b->nboundaries || memcmp(a->boundaries, b->boundaries, sizeof a->boundaries) ||
+        memcmp(a->values, b->values, sizeof a->values))
+        return dr_fail(err, DR_EUSAGE, "--boundaries/--values differ from those the checkpoint in %s was trained "
+                       "with; resume with the same values or use another --model_dir", dir);
+    return DR_OK;
+}
+
 int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
 {
+    int rc;
     static const char *const divisors[] = { "global_batch_size", "examples_in_step", "tf_default" };
     static const struct { const char *flag; uint32_t bit; } bits[] = {
         { "--shuffle", DR_CKPT_SHUFFLE }, { "--drop_remainder", DR_CKPT_DROP_REMAINDER },
@@ -257,6 +340,7 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
                        "--numerics=%s or use another --model_dir", now->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        dir, c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact");
+    if ((rc = check_training(c, dir, now, err))) return rc;
     if (c->loss_reduction != now->loss_reduction)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction=%s, but the checkpoint in %s was trained with "
                        "--loss_reduction=%s; resume with the same value or use another --model_dir",

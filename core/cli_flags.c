@@ -119,6 +119,20 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         STR("tolerance", tolerance, "diff: ulp=N | rtol=X; every element within it passes (default: bit for bit)"),
         BOOL("json", json, "diff: the report as JSON"),
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
+        ENUM("lr_schedule", lr_schedule, "constant|piecewise|cosine|polynomial|exponential", "the learning rate "
+             "per step, Keras 3's schedules in float32 (docs/TRAINING_FEATURES.md)"),
+        INT("warmup_steps", warmup_steps, 0, 2147483647.0, "linear warmup from 0 over this many steps, then the "
+            "schedule from its step 0"),
+        INT("decay_steps", decay_steps, 0, 2147483647.0, "cosine|polynomial|exponential: the decay's steps (> 0)"),
+        DBL("end_learning_rate", end_learning_rate, 0, 1e6, "polynomial: the final rate (default 0.0001)"),
+        DBL("power", power, 0, 1000, "polynomial: the exponent (default 1)"),
+        DBL("alpha", alpha, 0, 1, "cosine: the floor, a fraction of --learning_rate (default 0)"),
+        DBL("decay_rate", decay_rate, 0, 1e6, "exponential: lr * decay_rate^(step / decay_steps) (> 0)"),
+        STR("boundaries", boundaries, "piecewise: increasing steps, e.g. 100,200"),
+        STR("values", values, "piecewise: the rates, one more than --boundaries, e.g. 0.1,0.01,0.001"),
+        DBL("clipnorm", clipnorm, 0, 1e30, "clip each variable's aggregated gradient to this norm (> 0)"),
+        DBL("clipvalue", clipvalue, 0, 1e30, "clip each aggregated gradient element to [-v, v] (> 0)"),
+        DBL("global_clipnorm", global_clipnorm, 0, 1e30, "clip the aggregated gradient to this global norm (> 0)"),
     };
     _Static_assert(sizeof all / sizeof all[0] <= DR_CLI_MAX_FLAGS, "DR_CLI_MAX_FLAGS: room for every flag");
     if (f) memcpy(f, all, sizeof all);
@@ -156,6 +170,9 @@ void dr_cli_flags_defaults(dr_cli_flags *c)
     c->opencl_platform = d.opencl_platform;
     strcpy(c->opencl_device, d.opencl_device);
     strcpy(c->opencl_mapping, d.opencl_mapping);
+    strcpy(c->lr_schedule, "constant");
+    c->end_learning_rate = 0.0001;   /* Keras's PolynomialDecay defaults */
+    c->power = 1.0;
 }
 
 
@@ -248,5 +265,5 @@ int dr_cli_flags_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_c
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
     cfg->schedule_seed = (uint64_t)c->schedule_seed;
     cfg->staleness = (uint32_t)c->staleness;
-    return DR_OK;
+    return dr_cli_flags_training(c, f, n, cfg, err);
 }

@@ -36,6 +36,8 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
         return dr_fail(err, DR_EUSAGE, "--%s is for --optimizer=sgd; experiment %s trains with adam",
                        cfg->nesterov ? "nesterov" : "momentum", exp->name);
     exp->optimizer.nesterov = cfg->nesterov;
+    exp->optimizer.schedule = cfg->lr_schedule;
+    exp->optimizer.clip = cfg->clip;
     if (cfg->nesterov && exp->optimizer.momentum == 0.0f)
         return dr_fail(err, DR_EUSAGE, "--nesterov needs --momentum > 0 (SGD)");
     if (!cfg->from_logits) {
@@ -143,7 +145,14 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
                        "got '%s'", cfg->loss_reduction);
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
+        const dr_optimizer *o = &p->exp.optimizer;
         dr_shard_policy policy;
+        if (o->schedule.kind != DR_LR_CONSTANT || o->schedule.warmup_steps ||
+            o->clip.clipnorm > 0 || o->clip.clipvalue > 0 || o->clip.global_clipnorm > 0)
+            return dr_fail(err, DR_EUNSUPPORTED, "not supported: --%s under parameter_server: its updates are "
+                           "asynchronous, per variable shard, with no one step counter or aggregated gradient to "
+                           "read; use a synchronous strategy", o->schedule.kind != DR_LR_CONSTANT ||
+                           o->schedule.warmup_steps ? "lr_schedule/--warmup_steps" : "clipnorm/--clipvalue/--global_clipnorm");
         return dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err);
     }
     if ((rc = cluster_setup(p, err))) return rc;
@@ -159,6 +168,12 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
                (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
+    c->schedule = o->schedule;   /* only the parameters its kind reads (the rest at their defaults) */
+    if (o->schedule.kind != DR_LR_POLYNOMIAL) c->schedule.end_learning_rate = c->schedule.power = 0.0f;
+    if (o->schedule.kind != DR_LR_COSINE) c->schedule.alpha = 0.0f;
+    if (o->schedule.kind != DR_LR_EXPONENTIAL) c->schedule.decay_rate = 0.0f;
+    if (o->schedule.kind == DR_LR_CONSTANT || o->schedule.kind == DR_LR_PIECEWISE) c->schedule.decay_steps = 0;
+    c->clip = o->clip;
 }
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)

@@ -338,4 +338,24 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_BUILD_OPTIONS ""
 #endif
 
+/* The learning-rate schedule reads the step being applied (iterations =
+ * step - 1, distref/schedule.h); under the fault it reads one step ahead,
+ * as if iterations were read after the update (openmp and opencl apply). */
+#if defined(DR_MUTANT_SCHEDULE_OFF_BY_ONE)
+#define DR_SEAM_SCHEDULE_STEP(step) ((step) + 1)
+#else
+#define DR_SEAM_SCHEDULE_STEP(step) (step)
+#endif
+
+/* Clipping happens once, on the aggregated gradient (apply); under the
+ * fault each replica also clips its own share before the all-reduce
+ * (TensorFlow's per-replica clip; the faulty body, dr_engine_clip_share,
+ * is in devices/cpu/grad_clip.c under the same define). */
+#if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
+#define DR_SEAM_CLIP_SHARE(b, grad, den) \
+    dr_engine_clip_share(&(b)->o.clip, &(b)->m, (b)->num, (grad), (b)->P, (den))
+#else
+#define DR_SEAM_CLIP_SHARE(b, grad, den) ((void)0)
+#endif
+
 #endif

@@ -67,6 +67,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots)
 {
     dr_acc_round_array(total, t->P, t->den, t->grad);
+    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
     dr_optimizer_apply(&t->exp.optimizer, t->step, params, t->grad, slots, t->P);
 }
 

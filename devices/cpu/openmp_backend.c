@@ -23,6 +23,7 @@
  */
 #include "devices/cpu/openmp_backend.h"
 #include "distref/elem.h"
+#include "devices/cpu/grad_clip.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -360,13 +361,16 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
             (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
             (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
             return rc;
-        return share_f32(b, rb, mult, coef, den);
+        rc = share_f32(b, rb, mult, coef, den);
+        DR_SEAM_CLIP_SHARE(b, rb->grad->data, den);
+        return rc;
     }
     if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
         (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
         (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
         return rc;
     share_exact(b, rb, b->num, rb->grad->data, mult, coef);
+    DR_SEAM_CLIP_SHARE(b, rb->grad->data, den);
     return DR_OK;
 }
 
@@ -398,9 +402,8 @@ static inline const float *grads_of(const grad_src *g, uint32_t d, size_t p0, si
 /* Each apply below: chunks of GRAD_CHUNK parameters, their gradients
  * first, then the elementwise update (the same bits as one at a time;
  * `omp simd` vectorizes IEEE operations without changing a bit). */
-static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, size_t P)
+static void apply_sgd(float lr, const grad_src *t, uint32_t d, float *w, size_t P)
 {
-    const float lr = o->lr;
     #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
         float buf[GRAD_CHUNK];
@@ -411,9 +414,10 @@ static void apply_sgd(const dr_optimizer *o, const grad_src *t, uint32_t d, floa
     }
 }
 
-static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d, float *w, float *v, size_t P)
+static void apply_momentum(const dr_optimizer *o, float lr, const grad_src *t, uint32_t d, float *w, float *v,
+                           size_t P)
 {
-    const float lr = o->lr, mu = o->momentum;
+    const float mu = o->momentum;
     const bool nesterov = o->nesterov;
     #pragma omp parallel for schedule(static) if (P >= t->par)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
@@ -437,12 +441,12 @@ static void apply_momentum(const dr_optimizer *o, const grad_src *t, uint32_t d,
     }
 }
 
-static void apply_adam(const dr_optimizer *o, uint64_t step, const grad_src *t, uint32_t d,
+static void apply_adam(const dr_optimizer *o, float lr, uint64_t step, const grad_src *t, uint32_t d,
                        float *w, float *m, float *v, size_t P)
 {
     unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
     const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
-    const float lr_t = o->lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
+    const float lr_t = lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
     const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
     #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
     for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
@@ -465,7 +469,9 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
     grad_src t;
-    float *w, *s;
+    float *w, *s, *clipped = NULL;
+    uint64_t at = DR_SEAM_SCHEDULE_STEP(step);   /* the schedule reads iterations = step - 1 (distref/schedule.h) */
+    const float lr = dr_lr_at(&o->schedule, o->lr, at);
     int rc;
     if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: apply with divisor 0");
     if ((rc = dr_omp_need(total, P * dr_grad_bytes(b->num), "gradient total", err)) ||
@@ -477,9 +483,19 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     t.par = t.form->exact ? PAR_PARAMS : PAR_PARAMS_F32;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, step, &t, divisor, w, s, s + P, P);
-    else if (o->momentum != 0.0f) apply_momentum(o, &t, divisor, w, s, P);
-    else apply_sgd(o, &t, divisor, w, P);
+    if (dr_engine_clip_on(&o->clip)) {   /* round all, clip, then the optimizer reads the floats */
+        if (!(clipped = malloc(P * sizeof(float))))
+            return dr_fail(err, DR_ENOMEM, "openmp backend: no memory for the clipped gradient (%zu floats)", P);
+        t.form->round(t.total, P, divisor, clipped);
+        dr_engine_clip(&o->clip, &b->m, t.form->exact, clipped, P);
+        t.form = dr_form_of(DR_FORM_F32);
+        t.total = (const char *)clipped;
+        divisor = 1;
+    }
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, step, &t, divisor, w, s, s + P, P);
+    else if (o->momentum != 0.0f) apply_momentum(o, lr, &t, divisor, w, s, P);
+    else apply_sgd(lr, &t, divisor, w, P);
+    free(clipped);
     DR_SEAM_L2_AS_DECAY(b, o, w);
     return DR_OK;
 }

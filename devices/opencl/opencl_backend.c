@@ -24,6 +24,8 @@
 #include "devices/opencl/opencl_backend.h"
 #include "distref/elem.h"
 #include "distref/opencl.h"
+#include "devices/cpu/grad_clip.h"
+#include "devices/seams.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -412,13 +414,43 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
 
 /* ---- apply -------------------------------------------------------------------------- */
 
+/* Clipping (distref/schedule.h) runs on the host: the total downloaded,
+ * rounded once (exact: dr_acc_round_array; fast: the float total over d, as
+ * apply_fast divides), clipped by devices/cpu/grad_clip.c, and made a float
+ * buffer that apply_fast reads with d = 1 (x / 1.0f is x). */
+static int clip_on_host(dr_backend *b, const dr_buffer *total, uint32_t divisor, cl_mem *out, dr_err *err)
+{
+    size_t P = b->P, eb = dr_sum_bytes(b->num);
+    const bool fast = b->num == DR_NUMERICS_FAST;
+    void *h = malloc(P * eb);
+    float *g = malloc(P * sizeof(float));
+    cl_int e = CL_SUCCESS;
+    int rc = DR_OK;
+    *out = NULL;
+    if (!h || !g) rc = dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip %zu gradients", P);
+    if (!rc) rc = cl_download(b, h, total, 0, P * eb, err);
+    if (!rc) {
+        if (fast) for (size_t i = 0; i < P; i++) g[i] = ((const float *)h)[i] / (float)divisor;
+        else dr_acc_round_array(h, P, divisor, g);
+        dr_engine_clip(&b->o.clip, &b->m, !fast, g, P);
+        *out = clCreateBuffer(b->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, P * sizeof(float), g, &e);
+        if (!*out) rc = dr_cl_fail(err, e, "the clipped gradient's buffer");
+    }
+    free(h);
+    free(g);
+    return rc;
+}
+
 static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                     dr_buffer *params, dr_buffer *slots, dr_err *err)
 {
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
-    const bool fast = b->num == DR_NUMERICS_FAST;
+    bool fast = b->num == DR_NUMERICS_FAST;
+    uint64_t at = DR_SEAM_SCHEDULE_STEP(step);   /* the schedule reads iterations = step - 1 (distref/schedule.h) */
+    const float lr = dr_lr_at(&o->schedule, o->lr, at);
     float lr_t = 0.0f;
+    cl_mem clipped = NULL;
     cl_uint opt;
     dr_cl_slot *sl;
     cl_int e;
@@ -433,16 +465,23 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     if (o->kind == DR_OPT_ADAM) {   /* the host computes lr_t as the OpenMP backend does */
         unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
         const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
-        lr_t = o->lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
+        lr_t = lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
         opt = 3;
     } else {
         opt = o->momentum == 0.0f ? 0 : o->nesterov ? 2 : 1;
     }
+    if (dr_engine_clip_on(&o->clip)) {
+        if ((rc = clip_on_host(b, total, divisor, &clipped, err))) return rc;
+        fast = true;   /* apply_fast reads the clipped floats */
+        divisor = 1;
+    }
     {
-        dr_cl_arg a[] = { CLM(total->mem), fast ? CLF((float)divisor) : CLU(divisor), CLU(P), CLU(opt), CLF(o->lr),
-                          CLF(o->momentum), CLF(lr_t), CLF(1.0f - o->beta1), CLF(1.0f - o->beta2), CLF(o->epsilon),
-                          CLM(params->mem), CLM(slots ? slots->mem : NULL) };
-        return dr_cl_launch(sl, fast ? K_APPLY_FAST : K_APPLY_EXACT, P, 1, 0, 0, a, 12, "apply", err);
+        dr_cl_arg a[] = { CLM(clipped ? clipped : total->mem), fast ? CLF((float)divisor) : CLU(divisor), CLU(P),
+                          CLU(opt), CLF(lr), CLF(o->momentum), CLF(lr_t), CLF(1.0f - o->beta1), CLF(1.0f - o->beta2),
+                          CLF(o->epsilon), CLM(params->mem), CLM(slots ? slots->mem : NULL) };
+        rc = dr_cl_launch(sl, fast ? K_APPLY_FAST : K_APPLY_EXACT, P, 1, 0, 0, a, 12, "apply", err);
+        if (clipped) clReleaseMemObject(clipped);   /* freed once the kernel is done with it */
+        return rc;
     }
 }
 

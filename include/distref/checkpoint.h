@@ -7,9 +7,11 @@
  * replicas restores under one_device or central_storage.
  *
  * File: model_dir/ckpt.bin, little-endian, written atomically:
- *   "DRCKPT03" | u32 header bytes | header fields | params | slots | SHA-256
+ *   "DRCKPT04" | u32 header bytes | header fields | params | slots | SHA-256
  * (03 added the epoch's counters, the last loss and the settings that
- * change the trajectory; an 02 file is refused naming its version).
+ * change the trajectory; 04 the learning-rate schedule and clipping, and
+ * reads 03 files as constant-rate, unclipped runs; an 02 file is refused
+ * naming its version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
  * mismatched file is rejected with a message naming the file and the field,
  * and nothing of it is loaded.
@@ -21,6 +23,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "distref/error.h"
+#include "distref/schedule.h"
 
 #define DR_CHECKPOINT_FILE "ckpt.bin"
 
@@ -42,6 +45,8 @@ typedef struct dr_checkpoint {
     uint32_t flags;          /* DR_CKPT_SHUFFLE | DR_CKPT_DROP_REMAINDER | DR_CKPT_NESTEROV |
                                 DR_CKPT_FAST_NUMERICS */
     uint32_t loss_reduction; /* 0 global_batch_size, 1 examples_in_step, 2 tf_default */
+    dr_lr_schedule schedule; /* 04: --lr_schedule and its parameters (03 files: constant) */
+    dr_clip        clip;     /* 04: the clipping flags (03 files: none) */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
     float   *params;         /* nparams */

@@ -21,7 +21,7 @@
 #include "distref/train.h"
 
 /* Room a caller gives dr_cli_flag_table (the table has fewer). */
-#define DR_CLI_MAX_FLAGS 64
+#define DR_CLI_MAX_FLAGS 96
 
 /* --variant's values when the registry (harness/registry.c, above core) is
  * not linked, as in the fuzzer; tests/test_cli_flags.c checks that they are
@@ -53,6 +53,10 @@ typedef struct dr_cli_flags {
     double  learning_rate, l2, momentum;
     bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version, json;
     double  collective_timeout;
+    /* learning-rate schedule and clipping (distref/schedule.h) */
+    char    lr_schedule[DR_FLAG_STR_MAX], boundaries[DR_FLAG_STR_MAX], values[DR_FLAG_STR_MAX];
+    int64_t warmup_steps, decay_steps;
+    double  end_learning_rate, power, alpha, decay_rate, clipnorm, clipvalue, global_clipnorm;
 } dr_cli_flags;
 
 /* Every flag at its default (dr_run_config_defaults' values, Model
@@ -74,5 +78,10 @@ int dr_cli_flags_strategy(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err
  * --exact_accumulator checked, the numbers. Leaves cfg->strategy,
  * tf_config, progress and placement_log as they were. */
 int dr_cli_flags_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err);
+
+/* --lr_schedule and its parameters, the clipping flags into cfg->lr_schedule
+ * and cfg->clip (core/cli_train_flags.c): values and scope checked, DR_EUSAGE
+ * naming the flag. Called by dr_cli_flags_config. */
+int dr_cli_flags_training(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err);
 
 #endif

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "distref/error.h"
 #include "distref/exact.h"
+#include "distref/schedule.h"
 
 #define DR_MAX_LAYERS 4
 
@@ -66,6 +67,8 @@ typedef struct dr_optimizer {
     float momentum;     /* SGD; 0 = plain SGD */
     bool  nesterov;     /* SGD */
     float beta1, beta2, epsilon;   /* Adam: TensorFlow's 0.9, 0.999, 1e-7 */
+    dr_lr_schedule schedule;       /* zero: constant lr (distref/schedule.h) */
+    dr_clip        clip;           /* zero: no clipping */
 } dr_optimizer;
 
 /* Slots per parameter: 0 (plain SGD), 1 (momentum), 2 (Adam m, v). */

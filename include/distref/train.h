@@ -106,6 +106,10 @@ typedef struct dr_run_config {
     char     fail_ps[32];         /* "" = none; "P:K": ps task P fails at step K */
     char     schedule[16];        /* --variant=mpi: "seeded" (the reference's order) or "free" (arrival) */
     char     replay_schedule[1024]; /* --variant=ref: a recorded ps_schedule.jsonl to follow; "" = draw */
+    /* --lr_schedule and its parameters, --clipnorm/--clipvalue/--global_clipnorm (distref/schedule.h);
+     * zero: a constant rate, no clipping. dr_experiment_resolve copies them into the optimizer. */
+    dr_lr_schedule lr_schedule;
+    dr_clip        clip;
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);

@@ -1,0 +1,271 @@
+/* distref conformance — suites 9 and 10: learning-rate schedules and
+ * gradient clipping, every strategy x variant, exact and fast.
+ *
+ *   schedules  --lr_schedule=cosine (with --warmup_steps), piecewise,
+ *              polynomial, exponential, and a constant rate with warmup;
+ *   clipping   --global_clipnorm, --clipnorm, --clipvalue, at thresholds the
+ *              MLP's aggregated gradient exceeds (so they act at every step).
+ * For each feature the oracle is the reference one_device run with it:
+ *   exact  the reference under mirrored R=3; each in-process engine variant
+ *          (openmp, opencl) under one_device, mirrored R=2 (ring) and R=3
+ *          (hierarchical copy, 2 packs), central_storage R=2,
+ *          multi_worker_mirrored W=2 x 2 GPUs, and tpu v2-8 (openmp); the
+ *          mpi variant under `mpirun -np 2` (multi_worker_mirrored, 2 ranks x
+ *          1 GPU): every step's loss_bits and the final weights equal the
+ *          oracle's;
+ *   fast   each in-process engine variant under mirrored R=4 and mpi -np 2:
+ *          max relative loss difference <= 1e-4 and the weights' ULP p99
+ *          <= 1024 against the exact oracle (loss_curves' fast bounds).
+ * --quick (and a planted fault): two schedules, one clipping flag, the
+ * strategies one_device, mirrored R=2 and R=3, multi_worker_mirrored.
+ * Planted faults (scripts/run_conformance_mutants.sh): the engine reads the
+ * schedule one step ahead (DR_MUTANT_SCHEDULE_OFF_BY_ONE, devices/cpu/
+ * openmp_backend.c and devices/opencl/opencl_backend.c) and must fail
+ * `schedules`; each replica clips its own share before the all-reduce
+ * (DR_MUTANT_CLIP_BEFORE_AGGREGATION, devices/cpu/openmp_backend.c with
+ * devices/cpu/grad_clip.c: what Keras 3 does under MirroredStrategy) and
+ * must fail `clipping`.
+ */
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"
+#endif
+#include "conformance/conformance.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct feature {
+    const char *name;      /* the cell's words */
+    const char *flags;     /* the same as bin/distref flags (the mpi cells) */
+    void (*set)(dr_run_config *c);
+} feature;
+
+static void f_cosine(dr_run_config *c)
+{
+    c->lr_schedule.kind = DR_LR_COSINE; c->lr_schedule.warmup_steps = 3; c->lr_schedule.decay_steps = 8;
+    c->lr_schedule.alpha = 0.1f; c->learning_rate = 0.1;
+}
+static void f_piecewise(dr_run_config *c)
+{
+    c->lr_schedule.kind = DR_LR_PIECEWISE; c->lr_schedule.nboundaries = 2;
+    c->lr_schedule.boundaries[0] = 2; c->lr_schedule.boundaries[1] = 5;
+    c->lr_schedule.values[0] = 0.1f; c->lr_schedule.values[1] = 0.05f; c->lr_schedule.values[2] = 0.02f;
+}
+static void f_polynomial(dr_run_config *c)
+{
+    c->lr_schedule.kind = DR_LR_POLYNOMIAL; c->lr_schedule.decay_steps = 10; c->lr_schedule.power = 2.0f;
+    c->lr_schedule.end_learning_rate = 0.001f; c->learning_rate = 0.1;
+}
+static void f_exponential(dr_run_config *c)
+{
+    c->lr_schedule.kind = DR_LR_EXPONENTIAL; c->lr_schedule.decay_steps = 3; c->lr_schedule.decay_rate = 0.7f;
+    c->learning_rate = 0.1;
+}
+static void f_warmup(dr_run_config *c) { c->lr_schedule.warmup_steps = 5; c->learning_rate = 0.05; }
+static void f_global(dr_run_config *c) { c->clip.global_clipnorm = 0.05f; }
+static void f_clipnorm(dr_run_config *c) { c->clip.clipnorm = 0.02f; }
+static void f_clipvalue(dr_run_config *c) { c->clip.clipvalue = 0.002f; }
+
+static const feature k_schedules[] = {
+    { "cosine warmup=3 decay=8 alpha=0.1", "--lr_schedule=cosine --warmup_steps=3 --decay_steps=8 --alpha=0.1 "
+      "--learning_rate=0.1", f_cosine },
+    { "piecewise 2,5: 0.1,0.05,0.02", "--lr_schedule=piecewise --boundaries=2,5 --values=0.1,0.05,0.02", f_piecewise },
+    { "polynomial decay=10 power=2", "--lr_schedule=polynomial --decay_steps=10 --power=2 --end_learning_rate=0.001 "
+      "--learning_rate=0.1", f_polynomial },
+    { "exponential decay=3 rate=0.7", "--lr_schedule=exponential --decay_steps=3 --decay_rate=0.7 --learning_rate=0.1",
+      f_exponential },
+    { "constant warmup=5", "--warmup_steps=5 --learning_rate=0.05", f_warmup },
+};
+static const feature k_clips[] = {
+    { "global_clipnorm=0.05", "--global_clipnorm=0.05", f_global },
+    { "clipnorm=0.02", "--clipnorm=0.02", f_clipnorm },
+    { "clipvalue=0.002", "--clipvalue=0.002", f_clipvalue },
+};
+
+typedef struct strat { const char *name; int gpus; const char *alg; int packs; int replicas; bool quick; } strat;
+static const strat k_strats[] = {   /* quick (planted faults): the first three and multi_worker_mirrored */
+    { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
+    { "mirrored", 3, "hierarchical_copy", 2, 3, true }, { "central_storage", 2, NULL, 1, 2, false },
+    { "multi_worker_mirrored", 2, "ring", 1, 4, true }, { "tpu", 0, NULL, 1, 8, false },
+};
+#define MWMS_TF "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}"
+#define STEPS 12
+#define FAST_MAX_REL 1e-4
+#define FAST_P99 1024.0
+
+static void base(dr_run_config *c, const feature *f)
+{
+    base_config(c, 1000, 64, 1e-3);
+    c->epochs = 0;
+    c->train_steps = STEPS;
+    f->set(c);
+}
+
+static bool place(dr_run_config *c, const strat *s)
+{
+    dr_err err;
+    c->tf_config = NULL;
+    if (strcmp(s->name, "tpu") == 0) return dr_get_distribution_strategy("tpu", 0, NULL, 1, "v2-8", &c->strategy, &err) == DR_OK;
+    if (strcmp(s->name, "multi_worker_mirrored") == 0) c->tf_config = MWMS_TF;
+    return set_strategy(c, s->name, s->gpus, s->alg, s->packs);
+}
+
+static double ulps(float a, float b)
+{
+    int32_t x, y;
+    memcpy(&x, &a, 4); memcpy(&y, &b, 4);
+    if (x < 0) x = (int32_t)0x80000000 - x;
+    if (y < 0) y = (int32_t)0x80000000 - y;
+    return fabs((double)x - (double)y);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fast: within loss_curves' bounds of the exact oracle. */
+static bool within(const outcome *got, const outcome *ref, char *why, size_t n)
+{
+    double rel = 0, p99 = 0, *u;
+    if (got->error[0] || !got->weights || !ref->weights || got->nweights != ref->nweights || got->nsteps != ref->nsteps) {
+        snprintf(why, n, "%.150s", got->error[0] ? got->error : "no weights or steps to compare");
+        return false;
+    }
+    for (uint32_t s = 0; s < got->nsteps; s++) {
+        double d = fabs((double)got->loss[s] - ref->loss[s]) / fabs((double)ref->loss[s]);
+        if (d > rel) rel = d;
+    }
+    if ((u = malloc(got->nweights * sizeof *u))) {
+        for (uint32_t i = 0; i < got->nweights; i++) u[i] = ulps(got->weights[i], ref->weights[i]);
+        qsort(u, got->nweights, sizeof *u, cmp_d);
+        p99 = u[got->nweights * 99 / 100];
+        free(u);
+    }
+    snprintf(why, n, "max rel loss diff %.3g (bound %.0e), weights ULP p99 %.0f (bound %.0f)", rel, FAST_MAX_REL, p99,
+             FAST_P99);
+    return rel <= FAST_MAX_REL && p99 <= FAST_P99;
+}
+
+/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU). */
+static void mpi_case(const results *r, const feature *f, const char *numerics, outcome *out)
+{
+    char dir[] = "/tmp/distref_feat_XXXXXX", cmd[2400];
+    memset(out, 0, sizeof *out);
+    if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
+    snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
+             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --global_batch_size=64 "
+             "--synthetic_examples=1000 --train_steps=%d --seed=7 --l2=0.001 --numerics=%s %s --model_dir=%s "
+             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, STEPS, numerics, f->flags, dir, dir);
+    int st = system(cmd);
+    read_outcome(dir, out);
+    if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+}
+
+static int judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
+                 const outcome *ref, bool exact, const char *what)
+{
+    char why[200] = "";
+    bool pass = exact ? !got->error[0] && outcome_same(got, ref) : within(got, ref, why, sizeof why);
+    if (exact && !pass) snprintf(why, sizeof why, "%.150s", got->error[0] ? got->error : "bits differ from the oracle");
+    record(r, suite, c, R, pass, got->seconds, "%s: %s%s%s", what, exact ? "reference one_device bits" : "fast",
+           why[0] ? ", " : "", why);
+    return !pass;
+}
+
+static int engine_cells(results *r, const char *suite, const feature *f, const outcome *ref)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    dr_run_config c;
+    outcome got;
+    char what[256];
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++) {
+        for (size_t i = 0; i < sizeof k_strats / sizeof *k_strats; i++) {
+            const strat *s = &k_strats[i];
+            if (r->quick && !s->quick) continue;
+            base(&c, f);
+            snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+            if (!place(&c, s) || !supported(r, suite, &c, s->replicas)) continue;
+            run_case(&c, &got);
+            snprintf(what, sizeof what, "%s %s %s R=%d exact", f->name, ev[v]->name, s->name, s->replicas);
+            fails += judge(r, suite, &c, s->replicas, &got, ref, true, what);
+            outcome_free(&got);
+        }
+        base(&c, f);
+        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+        strcpy(c.numerics, "fast");
+        place(&c, &(strat){ "mirrored", 4, "nccl", 1, 4, true });
+        if (!supported(r, suite, &c, 4)) continue;
+        run_case(&c, &got);
+        snprintf(what, sizeof what, "%s %s mirrored R=4 fast", f->name, ev[v]->name);
+        fails += judge(r, suite, &c, 4, &got, ref, false, what);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
+static int feature_cells(results *r, const char *suite, const feature *f, bool with_mpi)
+{
+    dr_run_config c;
+    outcome ref, got;
+    char what[256];
+    int fails = 0;
+    base(&c, f);
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    if (ref.error[0]) {
+        record(r, suite, &c, 1, false, ref.seconds, "%s: the reference one_device run failed: %s", f->name, ref.error);
+        outcome_free(&ref);
+        return 1;
+    }
+    if (!r->variant || strcmp(r->variant, "ref") == 0) {   /* the reference's own strategies */
+        base(&c, f);
+        set_strategy(&c, "mirrored", 3, "nccl", 1);
+        run_case(&c, &got);
+        snprintf(what, sizeof what, "%s ref mirrored R=3 exact", f->name);
+        fails += judge(r, suite, &c, 3, &got, &ref, true, what);
+        outcome_free(&got);
+    }
+    fails += engine_cells(r, suite, f, &ref);
+    if (with_mpi && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
+        system("command -v mpirun > /dev/null 2>&1") == 0) {
+        for (int exact = 1; exact >= 0; exact--) {
+            base(&c, f);
+            strcpy(c.variant, "mpi");
+            strcpy(c.numerics, exact ? "exact" : "fast");
+            set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
+            mpi_case(r, f, c.numerics, &got);
+            snprintf(what, sizeof what, "%s mpi -np 2 multi_worker_mirrored %s", f->name, c.numerics);
+            fails += judge(r, suite, &c, 2, &got, &ref, exact, what);
+            outcome_free(&got);
+        }
+    }
+    outcome_free(&ref);
+    return fails;
+}
+
+int suite_schedules(results *r)
+{
+    int fails = 0;
+    size_t n = r->quick ? 2 : sizeof k_schedules / sizeof *k_schedules;
+    printf("== schedules: --lr_schedule and --warmup_steps, every strategy x variant, against the reference\n");
+    for (size_t i = 0; i < n; i++) fails += feature_cells(r, "schedules", &k_schedules[i], !r->fault);
+    return fails;
+}
+
+int suite_clipping(results *r)
+{
+    int fails = 0;
+    size_t n = r->quick ? 1 : sizeof k_clips / sizeof *k_clips;
+    printf("== clipping: clipping of the aggregated gradient, every strategy x variant, against the reference\n");
+    for (size_t i = 0; i < n; i++) fails += feature_cells(r, "clipping", &k_clips[i], !r->fault);
+    return fails;
+}
