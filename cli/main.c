@@ -55,7 +55,7 @@ static void usage(FILE *out, dr_cli_flags *c)
     int n = table(c, f);
     fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
                  "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [...]\n"
-                 "       distref diff A B [--tolerance=ulp=N|rtol=X] [--json]   (docs/JUDGING.md)\n\n"
+                 "       distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json]   (docs/JUDGING.md)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
     dr_flags_usage(out, f, n);
@@ -304,7 +304,7 @@ static int diff_main(int argc, char **argv)
     dr_flag_args_free(&args);
     free(flags);
     if (rc == DR_OK && help) {
-        printf("usage: distref diff A B [--tolerance=ulp=N|rtol=X] [--json]\n");
+        printf("usage: distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json]\n");
         return 0;
     }
     for (int i = 0; rc == DR_OK && i < n; i++)

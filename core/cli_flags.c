@@ -116,7 +116,7 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
             "flags override it)"),
         STR("trajectory", trajectory, "train: record every:N | steps:A,B,... | checkpoints (variables, slots, "
             "gradients where the variant gives them, loss) into --model_dir/trajectory (docs/JUDGING.md)"),
-        STR("tolerance", tolerance, "diff: ulp=N | rtol=X; every element within it passes (default: bit for bit)"),
+        STR("tolerance", tolerance, "diff: ulp=N | rtol=X | atol=X; every element within it passes (default: bit for bit)"),
         BOOL("json", json, "diff: the report as JSON"),
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
         ENUM("lr_schedule", lr_schedule, "constant|piecewise|cosine|polynomial|exponential", "the learning rate "

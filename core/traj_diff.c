@@ -20,15 +20,15 @@ int dr_diff_tolerance_parse(const char *text, dr_diff_opts *o, dr_err *err)
             o->ulp = v;
             return DR_OK;
         }
-    } else if (!strncmp(text, "rtol=", 5) && text[5] && text[5] != ' ') {
+    } else if ((!strncmp(text, "rtol=", 5) || !strncmp(text, "atol=", 5)) && text[5] && text[5] != ' ') {
         double v = strtod(text + 5, &end);
         if (*end == '\0' && v >= 0 && isfinite(v)) {
-            o->tol = DR_TOL_RTOL;
+            o->tol = text[0] == 'r' ? DR_TOL_RTOL : DR_TOL_ATOL;
             o->rtol = v;
             return DR_OK;
         }
     }
-    return dr_fail(err, DR_EUSAGE, "--tolerance=%s: expected ulp=N (0 <= N < 2^32) or rtol=X (X >= 0)", text);
+    return dr_fail(err, DR_EUSAGE, "--tolerance=%s: expected ulp=N (0 <= N < 2^32), rtol=X or atol=X (X >= 0)", text);
 }
 
 static bool has_index(const char *dir)
@@ -70,9 +70,10 @@ static double rel_error(float a, float b)
     return m == 0 ? 0 : d / m;
 }
 
-static bool within(const dr_diff_opts *o, uint64_t ulp, double rel)
+static bool within(const dr_diff_opts *o, uint64_t ulp, double rel, float a, float b)
 {
     if (o->tol == DR_TOL_RTOL) return rel <= o->rtol;
+    if (o->tol == DR_TOL_ATOL) return fabs((double)a - (double)b) <= o->rtol;   /* NaN: false */
     return ulp != UINT64_MAX && ulp <= (o->tol == DR_TOL_ULP ? o->ulp : 0);
 }
 
@@ -115,7 +116,7 @@ static int compare_arrays(diff_run *d, const diff_where *w, const dr_npy *x, con
         if (rel > row.max_rel) row.max_rel = rel;
         row.hist[bucket(u)]++;
         row.differ++;
-        if (!within(d->opts, u, rel)) {
+        if (!within(d->opts, u, rel, x->data[i], y->data[i])) {
             row.fail++;
             if (!d->first_fail.set) note_element(w, i, ba, bb, &d->first_fail);
         }

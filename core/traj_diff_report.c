@@ -62,6 +62,7 @@ static void tolerance_text(const dr_diff_opts *o, char *out, size_t cap)
 {
     if (o->tol == DR_TOL_ULP) snprintf(out, cap, "ulp=%" PRIu64, o->ulp);
     else if (o->tol == DR_TOL_RTOL) snprintf(out, cap, "rtol=%g", o->rtol);
+    else if (o->tol == DR_TOL_ATOL) snprintf(out, cap, "atol=%g", o->rtol);
     else snprintf(out, cap, "exact (ulp=0)");
 }
 

@@ -190,6 +190,10 @@ static void test_diff_first_divergence(void **state)
     assert_true(pass);
     assert_int_equal(diff(dir, "rtol=1e-7", "a", "c", out, sizeof out, &pass, &err), DR_OK);
     assert_false(pass);
+    assert_int_equal(diff(dir, "atol=2e-6", "a", "c", out, sizeof out, &pass, &err), DR_OK);   /* 3 ulp of 6: 1.4e-6 */
+    assert_true(pass);
+    assert_int_equal(diff(dir, "atol=1e-6", "a", "c", out, sizeof out, &pass, &err), DR_OK);
+    assert_false(pass);
     v[1] = 2.5f;   /* two differences in step 2: the first is element 1 */
     write_traj(dir, "d", w, v, "{\"experiment\": \"e\"}", 2);
     assert_int_equal(diff(dir, "", "a", "d", out, sizeof out, &pass, &err), DR_OK);

@@ -15,7 +15,7 @@
  * differing elements, the max ulp, the max relative error and a ulp
  * histogram (buckets 1, 2-3, 4-7, ..., nan). With a tolerance every
  * element must be within it (ulp=N: at most N ulps; rtol=X: relative
- * error at most X); without one, within 0 ulps.
+ * error at most X; atol=X: |a-b| at most X); without one, within 0 ulps.
  */
 #ifndef DISTREF_TRAJ_DIFF_H
 #define DISTREF_TRAJ_DIFF_H
@@ -25,16 +25,17 @@
 #include <stdio.h>
 #include "distref/error.h"
 
-typedef enum dr_tol_kind { DR_TOL_EXACT = 0, DR_TOL_ULP, DR_TOL_RTOL } dr_tol_kind;
+typedef enum dr_tol_kind { DR_TOL_EXACT = 0, DR_TOL_ULP, DR_TOL_RTOL, DR_TOL_ATOL } dr_tol_kind;
 
 typedef struct dr_diff_opts {
     dr_tol_kind tol;
     uint64_t    ulp;     /* DR_TOL_ULP */
-    double      rtol;    /* DR_TOL_RTOL */
+    double      rtol;    /* DR_TOL_RTOL; DR_TOL_ATOL: the absolute bound */
     bool        json;    /* the report as one JSON object */
 } dr_diff_opts;
 
-/* --tolerance: "" (exact), "ulp=N" or "rtol=X" (X >= 0, finite); DR_EUSAGE naming --tolerance otherwise. */
+/* --tolerance: "" (exact), "ulp=N", "rtol=X" or "atol=X" (|a-b| <= X; X >= 0,
+ * finite); DR_EUSAGE naming --tolerance otherwise. */
 int dr_diff_tolerance_parse(const char *text, dr_diff_opts *o, dr_err *err);
 
 /* The trajectory a path names: path itself when it holds index.json, else

@@ -47,8 +47,8 @@ def _tolerance(tolerance):
     kind, _, val = tolerance.partition("=")
     if kind == "ulp":
         return ("ulp", int(val)), "ulp=%d" % int(val)
-    if kind == "rtol":
-        return ("rtol", float(val)), "rtol=%g" % float(val)
+    if kind in ("rtol", "atol"):
+        return (kind, float(val)), "%s=%g" % (kind, float(val))
     raise ValueError("--tolerance=%s: expected ulp=N or rtol=X" % tolerance)
 
 
@@ -73,6 +73,8 @@ def _compare(x, y, tol):
     rel = np.where(np.isnan(xa) | np.isnan(ya) | np.isinf(d), np.inf, rel)
     if tol[0] == "rtol":
         bad = ~(rel <= tol[1])
+    elif tol[0] == "atol":
+        bad = ~(d <= tol[1])
     else:
         bad = (u == _NAN_ULP) | (u > np.uint64(tol[1]))
     return idx, xb, yb, u, rel, bad

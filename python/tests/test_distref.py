@@ -84,6 +84,7 @@ class TestDistref(unittest.TestCase):
         self.assertEqual(rep["exit"], 1)
         self.assert_same_report(self.run_dir, p, tolerance="ulp=5")
         self.assert_same_report(self.run_dir, p, tolerance="rtol=1e-3")
+        self.assert_same_report(self.run_dir, p, tolerance="atol=1e-6")
 
     def test_nan_payload_differs(self):
         def plant(step, t):
