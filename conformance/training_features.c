@@ -261,11 +261,62 @@ int suite_schedules(results *r)
     return fails;
 }
 
+/* --clip_semantics=tensorflow: each replica clips its own gradient (Keras 3
+ * under MirroredStrategy). The oracle is the reference with the same
+ * strategy and R; at R = 1 it equals the default semantics; at R = 2 it
+ * must differ from it (the clip really is per replica). */
+static int per_replica_cells(results *r, const feature *f)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    int fails = 0;
+    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (not supported) */
+        const strat *s = &k_strats[i];
+        dr_run_config c;
+        outcome ref, got;
+        char what[256];
+        if (r->quick && !s->quick) continue;
+        base(&c, f);
+        c.clip.per_replica = true;
+        place(&c, s);
+        run_case(&c, &ref);
+        if (s->replicas <= 2 && !r->fault) {   /* R = 1: the default's bits; R = 2: not */
+            dr_run_config d = c;
+            outcome agg;
+            d.clip.per_replica = false;
+            run_case(&d, &agg);
+            bool same = !ref.error[0] && !agg.error[0] && outcome_same(&ref, &agg);
+            bool pass = s->replicas == 1 ? same : !same && !ref.error[0] && !agg.error[0];
+            fails += !pass;
+            record(r, "clipping", &c, s->replicas, pass, ref.seconds, "%s ref %s R=%d: tensorflow semantics %s the "
+                   "aggregated clip's bits%s%s", f->name, s->name, s->replicas, s->replicas == 1 ? "equal" :
+                   "differ from", ref.error[0] ? ": " : "", ref.error);
+            outcome_free(&agg);
+        }
+        for (size_t v = 0; v < nv; v++) {
+            dr_run_config e = c;
+            snprintf(e.variant, sizeof e.variant, "%s", ev[v]->name);
+            if (!supported(r, "clipping", &e, s->replicas)) continue;
+            run_case(&e, &got);
+            snprintf(what, sizeof what, "%s tensorflow semantics %s %s R=%d exact vs ref at the same R", f->name,
+                     ev[v]->name, s->name, s->replicas);
+            bool pass = !got.error[0] && !ref.error[0] && outcome_same(&got, &ref);
+            fails += !pass;
+            record(r, "clipping", &e, s->replicas, pass, got.seconds, "%s%s%.150s", what, got.error[0] ? ": " : "",
+                   got.error);
+            outcome_free(&got);
+        }
+        outcome_free(&ref);
+    }
+    return fails;
+}
+
 int suite_clipping(results *r)
 {
     int fails = 0;
     size_t n = r->quick ? 1 : sizeof k_clips / sizeof *k_clips;
     printf("== clipping: clipping of the aggregated gradient, every strategy x variant, against the reference\n");
     for (size_t i = 0; i < n; i++) fails += feature_cells(r, "clipping", &k_clips[i], !r->fault);
+    for (size_t i = 0; i < n; i++) fails += per_replica_cells(r, &k_clips[i]);
     return fails;
 }

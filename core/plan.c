@@ -144,6 +144,9 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     else if (strcmp(cfg->loss_reduction, "global_batch_size") != 0)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
                        "got '%s'", cfg->loss_reduction);
+    if (p->exp.optimizer.clip.per_replica && p->spec.kind == DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow under tpu: the per-replica "
+                       "clip is built for the mirrored family of steps; use --clip_semantics=exact");
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
         const dr_optimizer *o = &p->exp.optimizer;
         dr_shard_policy policy;

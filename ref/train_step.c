@@ -46,6 +46,20 @@ void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult
     dr_trainer_scale_share(t, rp, mult, coef);
 }
 
+/* --clip_semantics=tensorflow: this replica's gradient, RN(share / den),
+ * clipped before the all-reduce (Keras 3 under MirroredStrategy) and put
+ * back over the same denominator, exactly (den is a float: the plan keeps
+ * it <= 2^24). t->grad is scratch until apply. */
+static void clip_share(trainer *t, replica *rp)
+{
+    dr_acc_round_array(rp->grad, t->P, t->den, t->grad);
+    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
+    for (size_t p = 0; p < t->P; p++) {
+        dr_acc_init(&rp->grad[p]);
+        dr_acc_add_prod(&rp->grad[p], t->grad[p], (float)t->den);
+    }
+}
+
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 {
     trainer *t = arg;
@@ -57,6 +71,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
     dr_trainer_compute_share(t, rp, n, t->mult[r], t->coef);
+    if (t->exp.optimizer.clip.per_replica) clip_share(t, rp);
     dr_trainer_count_layer_copies(t, rp, n);
     if (t->cfg->placement_log) dr_trainer_log_replica_ops(t, r);
     return DR_OK;
@@ -67,7 +82,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots)
 {
     dr_acc_round_array(total, t->P, t->den, t->grad);
-    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
+    if (!t->exp.optimizer.clip.per_replica) dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
     dr_optimizer_apply(&t->exp.optimizer, t->step, params, t->grad, slots, t->P);
 }
 
@@ -137,6 +152,9 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
                        t->G, R);
     for (uint32_t r = 0; r < R; r++) sizes[r] = t->off[r + 1] - t->off[r];
     if ((rc = dr_plan_step_scale(t->plan, sizes, R, t->count, t->mult, &t->coef, &t->den, err))) return rc;
+    if (t->exp.optimizer.clip.per_replica && t->den > (1u << 24))
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow with a step denominator "
+                       "of %u (above 2^24: a replica's clipped share is not exact over it)", t->den);
     t->step = step;
     return DR_OK;
 }

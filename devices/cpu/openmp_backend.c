@@ -397,20 +397,20 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
             (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
             (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
             return rc;
-        rc = share_f32(b, rb, mult, coef, den);
-#if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
-        dr_engine_clip_share(&b->o.clip, &b->m, b->num, rb->grad->data, b->P, den);   /* fault: per replica */
-#endif
-        return rc;
+        if ((rc = share_f32(b, rb, mult, coef, den))) return rc;
+    } else {
+        if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
+            (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+            (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+            return rc;
+        share_exact(b, rb, b->num, rb->grad->data, mult, coef);
     }
-    if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
-        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
-        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
-        return rc;
-    share_exact(b, rb, b->num, rb->grad->data, mult, coef);
 #if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
-    dr_engine_clip_share(&b->o.clip, &b->m, b->num, rb->grad->data, b->P, den);   /* fault: per replica */
+    if (dr_engine_clip_on(&b->o.clip))   /* fault: the default (aggregated) clip done per replica */
+#else
+    if (b->o.clip.per_replica)           /* --clip_semantics=tensorflow: each replica's share, Keras's way */
 #endif
+        return dr_engine_clip_share(&b->o.clip, &b->m, b->num, rb->grad->data, b->P, den, err);
     return DR_OK;
 }
 
@@ -514,7 +514,7 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     t.par = t.form->exact ? PAR_PARAMS : PAR_PARAMS_F32;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (dr_engine_clip_on(&o->clip)) {   /* round all, clip, then the optimizer reads the floats */
+    if (dr_engine_clip_on(&o->clip) && !o->clip.per_replica) {   /* round, clip, the optimizer reads floats */
         if (!(clipped = malloc(P * sizeof(float))))
             return dr_fail(err, DR_ENOMEM, "openmp backend: no memory for the clipped gradient (%zu floats)", P);
         t.form->round(t.total, P, divisor, clipped);
