@@ -22,9 +22,11 @@
  * schedule one step ahead (DR_MUTANT_SCHEDULE_OFF_BY_ONE, devices/cpu/
  * openmp_backend.c and devices/opencl/opencl_backend.c) and must fail
  * `schedules`; each replica clips its own share before the all-reduce
- * (DR_MUTANT_CLIP_BEFORE_AGGREGATION, devices/cpu/openmp_backend.c with
- * devices/cpu/grad_clip.c: what Keras 3 does under MirroredStrategy) and
- * must fail `clipping`.
+ * (DR_MUTANT_CLIP_BEFORE_AGGREGATION, devices/cpu/openmp_backend.c: what
+ * Keras 3 does under MirroredStrategy) and must fail `clipping`.
+ * clipping also judges --clip_semantics=tensorflow (that per-replica clip,
+ * as an option): every engine variant = the reference at the same strategy
+ * and R; at R = 1 = the default's bits, at R = 2 not.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
