@@ -296,6 +296,7 @@ static int open_run(run *r, dr_err *err)
         (!dr_run_locked(&r->lock) && (rc = dr_run_lock(cfg, true, &r->lock, err))) ||
         (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
+    r->log.schedule = &r->plan.exp.optimizer.schedule;   /* TensorBoard's learning_rate: the step's scheduled rate */
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     st = r->v->strategy(r->s);
     {
