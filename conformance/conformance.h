@@ -123,7 +123,8 @@ int suite_mpi(results *r);
 int suite_mpi_ps(results *r);
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
-int suite_clipping(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
+int suite_clipping(results *r);
+int suite_accumulation(results *r);   /* --gradient_accumulation_steps: k·R invariance (the reference) */   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

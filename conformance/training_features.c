@@ -322,3 +322,52 @@ int suite_clipping(results *r)
     for (size_t i = 0; i < n; i++) fails += per_replica_cells(r, &k_clips[i]);
     return fails;
 }
+
+/* ---- accumulation: --gradient_accumulation_steps, the k·R invariance ---- */
+
+/* k micro-steps of G = B/k examples on R replicas must give the bits of one
+ * step of B on one device (the reference one_device run at B = 48, SGD with
+ * momentum and L2, 476 examples: a short final batch of 44, which each k
+ * splits into k micro-batches (the precondition), 12 updates across an
+ * epoch boundary), for k in {2, 3, 4, 8} and R in {1, 2, 3, 8}, under
+ * central_storage and multi_worker_mirrored too. The engine's variants
+ * answer "not supported" (the reference only so far). */
+int suite_accumulation(results *r)
+{
+    static const uint32_t ks[] = { 2, 3, 4, 8 };
+    static const strat ss[] = { { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
+                                { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
+                                { "central_storage", 2, NULL, 1, 2, false }, { "multi_worker_mirrored", 2, "ring", 1, 4, true } };
+    dr_run_config c;
+    outcome ref, got;
+    int fails = 0;
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    printf("== accumulation: k micro-steps on R replicas = one step of the whole batch\n");
+    base_config(&c, 476, 48, 1e-3);
+    c.epochs = 0; c.train_steps = 12;
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        for (size_t j = 0; j < sizeof ss / sizeof *ss; j++) {
+            if (r->quick && (i > 1 || !ss[j].quick)) continue;
+            for (size_t v = 0; v <= nv; v++) {
+                base_config(&c, 476, 48 / ks[i], 1e-3);
+                c.epochs = 0; c.train_steps = 12 * ks[i];
+                c.gradient_accumulation_steps = ks[i];
+                if (v < nv) snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+                place(&c, &ss[j]);
+                if (!supported(r, "accumulation", &c, ss[j].replicas)) continue;
+                run_case(&c, &got);
+                bool pass = !got.error[0] && !ref.error[0] && got.weights && ref.weights &&
+                            strcmp(got.sha, ref.sha) == 0;
+                fails += !pass;
+                record(r, "accumulation", &c, ss[j].replicas, pass, got.seconds, "%s k=%u %s R=%d (G=%u): weights = "
+                       "one_device one step of 48%s%.150s", c.variant, ks[i], ss[j].name, ss[j].replicas, 48 / ks[i],
+                       got.error[0] ? ": " : "", got.error);
+                outcome_free(&got);
+            }
+        }
+    outcome_free(&ref);
+    return fails;
+}

@@ -145,7 +145,9 @@ static int loop(run *r, dr_err *err)
         rc = dr_run_log_step(&r->log, r->step, batch.epoch, &rep, err);
         if (rc == DR_OK && r->cfg->checkpoint_every && r->step % r->cfg->checkpoint_every == 0) rc = save(r, err);
         dr_run_log_progress(&r->log, r->step, r->it.epoch, r->plan.epochs, r->last_loss);
-        if (rc == DR_OK && r->cfg->stop && *r->cfg->stop) {   /* SIGINT/SIGTERM: checkpoint and stop */
+        if (rc == DR_OK && r->cfg->stop && *r->cfg->stop &&   /* SIGINT/SIGTERM: checkpoint and stop, */
+            (r->cfg->gradient_accumulation_steps <= 1 || r->step % r->cfg->gradient_accumulation_steps == 0)) {
+            /* on an update: accumulated micro-batches are not in a checkpoint */
             if ((rc = save(r, err)) == DR_OK)
                 rc = dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
                              "(the same command resumes it)", (int)*r->cfg->stop, (unsigned long long)r->step,
