@@ -82,6 +82,20 @@ build_ref_mutant() {   # the wrong softmax gradient: dz = softmax - onehot loses
     $CC $CFLAGS -DDR_LAYER_REF -c "$d/model.c" -o "$d/model.o" && ar r "$d/libref.a" "$d/model.o" 2>/dev/null && link "$d"
 }
 
+# Gradient accumulation is built in the reference only, so its planted fault
+# is the reference's: the accumulated total divided by k twice (a sed patch
+# of a copy of ref/train_step.c, as above).
+build_ref_accum_mutant() {
+    d="$MUT/ref_accum_k_twice"; mkdir -p "$d"
+    cp "$BUILD/libengine.a" "$d/libengine.a"; cp "$BUILD/libref.a" "$d/libref.a"
+    sed 's|    t->den = den \* k;|    t->den = den * k * k;|' ref/train_step.c > "$d/train_step.c"
+    if cmp -s ref/train_step.c "$d/train_step.c"; then
+        echo "mutant ref_accum_k_twice: the patch no longer applies to ref/train_step.c" >&2; return 1
+    fi
+    $CC $CFLAGS -DDR_LAYER_REF -c "$d/train_step.c" -o "$d/train_step.o" &&
+        ar r "$d/libref.a" "$d/train_step.o" 2>/dev/null && link "$d"
+}
+
 run_one() {   # name suite
     "$MUT/$1/conformance" --mutant "$1" --expect "$2" --out "$MUT/$1/out" 2>/dev/null | tail -1
 }
@@ -94,6 +108,8 @@ for m in $ENGINE_MUTANTS; do
 done
 build_ref_mutant || { echo "mutant ref_softmax_grad: build failed" >&2; exit 1; }
 list="$list ref_softmax_grad:loss_curves"
+build_ref_accum_mutant || { echo "mutant ref_accum_k_twice: build failed" >&2; exit 1; }
+list="$list ref_accum_k_twice:accumulation"
 
 # The durability suite's mutant: distref itself (not the conformance
 # program) built with the old write order, the checkpoint renamed into place
