@@ -120,10 +120,11 @@ int suite_durability(results *r);
 /* The mpi variant under mpirun (conformance/mpi.c). */
 int suite_compact(results *r);  /* compact accumulators and their fallback (conformance/compact.c) */
 int suite_mpi(results *r);
-int suite_mpi_ps(results *r);
+int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
-int suite_clipping(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
+int suite_clipping(results *r);
+int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

@@ -30,9 +30,11 @@
  * schedule one step ahead (DR_MUTANT_SCHEDULE_OFF_BY_ONE, devices/cpu/
  * openmp_backend.c and devices/opencl/opencl_backend.c) and must fail
  * `schedules`; each replica clips its own share before the all-reduce
- * (DR_MUTANT_CLIP_BEFORE_AGGREGATION, devices/cpu/openmp_backend.c with
- * devices/cpu/grad_clip.c: what Keras 3 does under MirroredStrategy) and
- * must fail `clipping`.
+ * (DR_MUTANT_CLIP_BEFORE_AGGREGATION, devices/cpu/openmp_backend.c: what
+ * Keras 3 does under MirroredStrategy) and must fail `clipping`.
+ * clipping also judges --clip_semantics=tensorflow (that per-replica clip,
+ * as an option): every engine variant = the reference at the same strategy
+ * and R; at R = 1 = the default's bits, at R = 2 not.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -283,6 +285,58 @@ int suite_schedules(results *r)
     return fails;
 }
 
+/* --clip_semantics=tensorflow: each replica clips its own gradient (Keras 3
+ * under MirroredStrategy). The oracle is the reference with the same
+ * strategy and R; at R = 1 it equals the default semantics; at R = 2 it
+ * must differ from it (the clip really is per replica). */
+static int per_replica_cells(results *r, const feature *f, size_t k)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    int fails = 0;
+    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (not supported) */
+        const strat *s = &k_strats[i];
+        dr_run_config c;
+        outcome ref, got;
+        char what[256];
+        if (r->quick && !s->quick) continue;
+        if (!r->full && !r->quick && (k > 0 || s->replicas > 2)) continue;   /* default: the first flag, R <= 2 */
+        base(&c, f);
+        c.clip.per_replica = true;
+        place(&c, s);
+        run_case(&c, &ref);
+        if (s->replicas <= 2 && !r->fault) {   /* R = 1: the default's bits; R = 2: not */
+            dr_run_config d = c;
+            outcome agg;
+            d.clip.per_replica = false;
+            run_case(&d, &agg);
+            bool same = !ref.error[0] && !agg.error[0] && outcome_same(&ref, &agg);
+            bool pass = s->replicas == 1 ? same : !same && !ref.error[0] && !agg.error[0];
+            fails += !pass;
+            record(r, "clipping", &c, s->replicas, pass, ref.seconds, "%s ref %s R=%d: tensorflow semantics %s the "
+                   "aggregated clip's bits%s%s", f->name, s->name, s->replicas, s->replicas == 1 ? "equal" :
+                   "differ from", ref.error[0] ? ": " : "", ref.error);
+            outcome_free(&agg);
+        }
+        for (size_t v = 0; v < nv; v++) {
+            dr_run_config e = c;
+            if (!r->full && !r->quick && v != i % nv) continue;   /* default: one variant per strategy, in turn */
+            snprintf(e.variant, sizeof e.variant, "%s", ev[v]->name);
+            if (!supported(r, "clipping", &e, s->replicas)) continue;
+            run_case(&e, &got);
+            snprintf(what, sizeof what, "%s tensorflow semantics %s %s R=%d exact vs ref at the same R", f->name,
+                     ev[v]->name, s->name, s->replicas);
+            bool pass = !got.error[0] && !ref.error[0] && outcome_same(&got, &ref);
+            fails += !pass;
+            record(r, "clipping", &e, s->replicas, pass, got.seconds, "%s%s%.150s", what, got.error[0] ? ": " : "",
+                   got.error);
+            outcome_free(&got);
+        }
+        outcome_free(&ref);
+    }
+    return fails;
+}
+
 int suite_clipping(results *r)
 {
     int fails = 0;
@@ -290,5 +344,59 @@ int suite_clipping(results *r)
     printf("== clipping: clipping of the aggregated gradient, every strategy x variant, against the reference\n");
     for (size_t i = 0; i < n; i++)   /* numbered after the schedules, so the rotation goes on */
         fails += feature_cells(r, "clipping", &k_clips[i], NSCHEDULES + i, r->full || i == 0);
+    for (size_t i = 0; i < n; i++) fails += per_replica_cells(r, &k_clips[i], i);
+    return fails;
+}
+
+/* ---- accumulation: --gradient_accumulation_steps, the k·R invariance ---- */
+
+/* k micro-steps of G = B/k examples on R replicas must give the bits of one
+ * step of B on one device (the reference one_device run at B = 48, SGD with
+ * momentum and L2, 476 examples: a short final batch of 44, which each k
+ * splits into k micro-batches (the precondition), 12 updates across an
+ * epoch boundary), for k in {2, 3, 4, 8} and R in {1, 2, 3, 8}, under
+ * central_storage and multi_worker_mirrored too. The engine's variants
+ * answer "not supported" (the reference only so far). The whole table runs
+ * under --full; the default run takes each strategy once, with k and the
+ * variant in turn. */
+int suite_accumulation(results *r)
+{
+    static const uint32_t ks[] = { 2, 3, 4, 8 };
+    static const strat ss[] = { { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
+                                { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
+                                { "central_storage", 2, NULL, 1, 2, false }, { "multi_worker_mirrored", 2, "ring", 1, 4, true } };
+    dr_run_config c;
+    outcome ref, got;
+    int fails = 0;
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    printf("== accumulation: k micro-steps on R replicas = one step of the whole batch\n");
+    base_config(&c, 476, 48, 1e-3);
+    c.epochs = 0; c.train_steps = 12;
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        for (size_t j = 0; j < sizeof ss / sizeof *ss; j++) {
+            if (r->quick && (i > 1 || !ss[j].quick)) continue;
+            if (!r->full && !r->quick && j % 4 != i) continue;   /* default: each strategy once, k in turn */
+            for (size_t v = 0; v <= nv; v++) {
+                if (!r->full && !r->quick && v != (i + j) % (nv + 1)) continue;   /* and one variant (nv: ref) */
+                base_config(&c, 476, 48 / ks[i], 1e-3);
+                c.epochs = 0; c.train_steps = 12 * ks[i];
+                c.gradient_accumulation_steps = ks[i];
+                if (v < nv) snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+                place(&c, &ss[j]);
+                if (!supported(r, "accumulation", &c, ss[j].replicas)) continue;
+                run_case(&c, &got);
+                bool pass = !got.error[0] && !ref.error[0] && got.weights && ref.weights &&
+                            strcmp(got.sha, ref.sha) == 0;
+                fails += !pass;
+                record(r, "accumulation", &c, ss[j].replicas, pass, got.seconds, "%s k=%u %s R=%d (G=%u): weights = "
+                       "one_device one step of 48%s%.150s", c.variant, ks[i], ss[j].name, ss[j].replicas, 48 / ks[i],
+                       got.error[0] ? ": " : "", got.error);
+                outcome_free(&got);
+            }
+        }
+    outcome_free(&ref);
     return fails;
 }

@@ -14,7 +14,7 @@
 #define HEADER_03 (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
 /* 04 adds the schedule and clipping: kind, warmup, decay_steps, boundaries
  * count, end_learning_rate, power, alpha, decay_rate, boundaries, values, clip */
-#define EXT_BYTES (4 * 4 + 4 * 4 + 4 * DR_LR_MAX_BOUNDARIES + 4 * (DR_LR_MAX_BOUNDARIES + 1) + 3 * 4)
+#define EXT_BYTES (4 * 4 + 4 * 4 + 4 * DR_LR_MAX_BOUNDARIES + 4 * (DR_LR_MAX_BOUNDARIES + 1) + 3 * 4 + 4 + 4)
 #define HEADER_BYTES (HEADER_03 + EXT_BYTES)
 #define MAX_CHECKPOINT ((size_t)1 << 31)
 
@@ -64,6 +64,8 @@ static size_t put_ext(uint8_t *p, const dr_checkpoint *c)
     put_f32(p + off, c->clip.clipnorm); off += 4;
     put_f32(p + off, c->clip.clipvalue); off += 4;
     put_f32(p + off, c->clip.global_clipnorm); off += 4;
+    dr_put_u32le(p + off, c->clip.per_replica); off += 4;
+    dr_put_u32le(p + off, c->accumulation_steps); off += 4;
     return off;
 }
 
@@ -84,6 +86,8 @@ static size_t get_ext(const uint8_t *p, dr_checkpoint *c)
     c->clip.clipnorm = get_f32(p + off); off += 4;
     c->clip.clipvalue = get_f32(p + off); off += 4;
     c->clip.global_clipnorm = get_f32(p + off); off += 4;
+    c->clip.per_replica = dr_get_u32le(p + off) != 0; off += 4;
+    c->accumulation_steps = dr_get_u32le(p + off); off += 4;
     return off;
 }
 
@@ -305,6 +309,15 @@ static int check_training(const dr_checkpoint *c, const char *dir, const dr_chec
             return dr_fail(err, DR_EUSAGE, "%s=%.9g, but the checkpoint in %s was trained with %s=%.9g (0: not "
                            "given); resume with the same value or use another --model_dir", num[i].flag, num[i].mine,
                            dir, num[i].flag, num[i].saved);
+    if ((c->accumulation_steps > 1 ? c->accumulation_steps : 1) != (now->accumulation_steps > 1 ? now->accumulation_steps : 1))
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u, but the checkpoint in %s was trained with "
+                       "--gradient_accumulation_steps=%u; resume with the same value or use another --model_dir",
+                       now->accumulation_steps > 1 ? now->accumulation_steps : 1, dir,
+                       c->accumulation_steps > 1 ? c->accumulation_steps : 1);
+    if (c->clip.per_replica != now->clip.per_replica)
+        return dr_fail(err, DR_EUSAGE, "--clip_semantics=%s, but the checkpoint in %s was trained with "
+                       "--clip_semantics=%s; resume with the same value or use another --model_dir",
+                       now->clip.per_replica ? "tensorflow" : "exact", dir, c->clip.per_replica ? "tensorflow" : "exact");
     if (a->nboundaries != b->nboundaries || memcmp(a->boundaries, b->boundaries, sizeof a->boundaries) ||
         memcmp(a->values, b->values, sizeof a->values))
         return dr_fail(err, DR_EUSAGE, "--boundaries/--values differ from those the checkpoint in %s was trained "

@@ -133,6 +133,11 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         DBL("clipnorm", clipnorm, 0, 1e30, "clip each variable's aggregated gradient to this norm (> 0)"),
         DBL("clipvalue", clipvalue, 0, 1e30, "clip each aggregated gradient element to [-v, v] (> 0)"),
         DBL("global_clipnorm", global_clipnorm, 0, 1e30, "clip the aggregated gradient to this global norm (> 0)"),
+        INT("gradient_accumulation_steps", gradient_accumulation_steps, 1, 65536, "apply the optimizer every k "
+            "steps, to the gradient of all k batches (Keras 3's gradient_accumulation_steps; the reference only)"),
+        ENUM("clip_semantics", clip_semantics, "exact|tensorflow", "exact: clip the aggregated gradient "
+             "(replica-invariant) | tensorflow: clip each replica's gradient before the all-reduce, as Keras 3 "
+             "does under MirroredStrategy (depends on the replica count)"),
     };
     _Static_assert(sizeof all / sizeof all[0] <= DR_CLI_MAX_FLAGS, "DR_CLI_MAX_FLAGS: room for every flag");
     if (f) memcpy(f, all, sizeof all);
@@ -171,6 +176,8 @@ void dr_cli_flags_defaults(dr_cli_flags *c)
     strcpy(c->opencl_device, d.opencl_device);
     strcpy(c->opencl_mapping, d.opencl_mapping);
     strcpy(c->lr_schedule, "constant");
+    strcpy(c->clip_semantics, "exact");
+    c->gradient_accumulation_steps = 1;
     c->end_learning_rate = 0.0001;   /* Keras's PolynomialDecay defaults */
     c->power = 1.0;
 }

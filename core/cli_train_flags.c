@@ -111,5 +111,12 @@ int dr_cli_flags_training(const dr_cli_flags *c, const dr_flag *f, int n, dr_run
         first = clip[i].flag;
         *clip[i].dst = (float)clip[i].v;
     }
+    if (strcmp(c->clip_semantics, "exact") != 0 && strcmp(c->clip_semantics, "tensorflow") != 0)
+        return dr_fail(err, DR_EUSAGE, "--clip_semantics=%s: expected exact or tensorflow", c->clip_semantics);
+    if (seen(f, n, "clip_semantics") && !first)
+        return dr_fail(err, DR_EUSAGE, "--clip_semantics applies to a clipping flag (--clipnorm, --clipvalue or "
+                       "--global_clipnorm); none is given");
+    cfg->clip.per_replica = strcmp(c->clip_semantics, "tensorflow") == 0;
+    cfg->gradient_accumulation_steps = (uint32_t)c->gradient_accumulation_steps;
     return schedule(c, f, n, &cfg->lr_schedule, err);
 }

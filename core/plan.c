@@ -116,6 +116,31 @@ static int cluster_setup(dr_run_plan *p, dr_err *err)
     return DR_OK;
 }
 
+/* --gradient_accumulation_steps=k: an update every k steps, over all their
+ * examples (docs/TRAINING_FEATURES.md). Updates must fall on the run's
+ * checkpoints and end, and the k steps' common denominator must be one. */
+static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr_err *err)
+{
+    uint32_t k = cfg->gradient_accumulation_steps;
+    if (k <= 1) return DR_OK;
+    if (p->spec.kind == DR_STRATEGY_TPU || p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps under %s (built for the "
+                       "mirrored family of steps)", dr_strategy_kind_name(p->spec.kind));
+    if (!cfg->train_steps || cfg->train_steps % k)
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u needs --train_steps, a multiple of it (got "
+                       "%llu): the run must end on an update", k, (unsigned long long)cfg->train_steps);
+    if (cfg->checkpoint_every % k)
+        return dr_fail(err, DR_EUSAGE, "--checkpoint_every=%llu: a multiple of --gradient_accumulation_steps=%u "
+                       "(a checkpoint falls on an update)", (unsigned long long)cfg->checkpoint_every, k);
+    if (p->divide_by_count || p->divide_locally)
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --loss_reduction=%s: the k steps need one "
+                       "divisor; use global_batch_size", cfg->loss_reduction);
+    if (p->exp.optimizer.clip.per_replica)
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --clip_semantics=tensorflow: not built; "
+                       "use --clip_semantics=exact");
+    return DR_OK;
+}
+
 int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
 {
     int rc;
@@ -144,6 +169,10 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     else if (strcmp(cfg->loss_reduction, "global_batch_size") != 0)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
                        "got '%s'", cfg->loss_reduction);
+    if ((rc = accumulation_check(cfg, p, err))) return rc;
+    if (p->exp.optimizer.clip.per_replica && p->spec.kind == DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow under tpu: the per-replica "
+                       "clip is built for the mirrored family of steps; use --clip_semantics=exact");
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
         const dr_optimizer *o = &p->exp.optimizer;
         dr_shard_policy policy;
@@ -174,6 +203,7 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     if (o->schedule.kind != DR_LR_EXPONENTIAL) c->schedule.decay_rate = 0.0f;
     if (o->schedule.kind == DR_LR_CONSTANT || o->schedule.kind == DR_LR_PIECEWISE) c->schedule.decay_steps = 0;
     c->clip = o->clip;
+    c->accumulation_steps = p->cfg->gradient_accumulation_steps > 1 ? p->cfg->gradient_accumulation_steps : 1;
 }
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)

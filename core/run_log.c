@@ -113,7 +113,9 @@ static int step_scalars(dr_run_log *t, uint64_t step, const dr_step_report *rep,
         return rc;
     tags[n] = "loss", vals[n++] = rep->loss;
     if (t->accuracy && rep->count) tags[n] = "accuracy", vals[n++] = (float)((double)rep->correct / rep->count);
-    if (!isnan(t->learning_rate)) tags[n] = "learning_rate", vals[n++] = t->learning_rate;
+    if (!isnan(t->learning_rate))
+        tags[n] = "learning_rate",
+        vals[n++] = t->schedule ? dr_lr_at(t->schedule, t->learning_rate, step) : t->learning_rate;
     if (dt > 0) tags[n] = "examples_per_sec", vals[n++] = (float)(rep->count / dt);
     t->t_prev = now;
     return dr_tfevents_scalars(&t->events, wall_now(), (int64_t)step, tags, vals, n, err);

@@ -347,15 +347,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_SCHEDULE_STEP(step) (step)
 #endif
 
-/* Clipping happens once, on the aggregated gradient (apply); under the
- * fault each replica also clips its own share before the all-reduce
- * (TensorFlow's per-replica clip; the faulty body, dr_engine_clip_share,
- * is in devices/cpu/grad_clip.c under the same define). */
+/* Clipping happens once, on the aggregated gradient (apply), unless
+ * --clip_semantics=tensorflow asks for each replica's share to be clipped
+ * before the all-reduce (Keras 3's way); under the fault the default
+ * (aggregated) clip is done per replica as well. */
 #if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
-#define DR_SEAM_CLIP_SHARE(b, grad, den) \
-    dr_engine_clip_share(&(b)->o.clip, &(b)->m, (b)->num, (grad), (b)->P, (den))
+#define DR_SEAM_CLIP_PER_REPLICA(clip) dr_engine_clip_on(clip)
 #else
-#define DR_SEAM_CLIP_SHARE(b, grad, den) ((void)0)
+#define DR_SEAM_CLIP_PER_REPLICA(clip) ((clip)->per_replica)
 #endif
 
 #endif

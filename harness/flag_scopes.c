@@ -30,7 +30,8 @@ static const scope k_scopes[] = {
 #define TRAINING(f) { f, ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, train_and_eval)" }
     TRAINING("lr_schedule"), TRAINING("warmup_steps"), TRAINING("decay_steps"), TRAINING("end_learning_rate"),
     TRAINING("power"), TRAINING("alpha"), TRAINING("decay_rate"), TRAINING("boundaries"), TRAINING("values"),
-    TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"),
+    TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"), TRAINING("clip_semantics"),
+    TRAINING("gradient_accumulation_steps"),
 #undef TRAINING
     { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },

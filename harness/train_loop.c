@@ -157,7 +157,9 @@ static int loop(run *r, dr_err *err)
         if (rc == DR_OK && chief(r)) rc = record(r, false, err);
         if (rc == DR_OK && r->cfg->checkpoint_every && r->step % r->cfg->checkpoint_every == 0) rc = save(r, err);
         dr_run_log_progress(&r->log, r->step, r->it.epoch, r->plan.epochs, r->last_loss);
-        if (rc == DR_OK && r->cfg->stop && *r->cfg->stop) {   /* SIGINT/SIGTERM: checkpoint and stop */
+        if (rc == DR_OK && r->cfg->stop && *r->cfg->stop &&   /* SIGINT/SIGTERM: checkpoint and stop, */
+            (r->cfg->gradient_accumulation_steps <= 1 || r->step % r->cfg->gradient_accumulation_steps == 0)) {
+            /* on an update: accumulated micro-batches are not in a checkpoint */
             if ((rc = save(r, err)) == DR_OK)
                 rc = dr_fail(err, DR_EINTERRUPTED, "stopped by signal %d after step %llu; checkpoint %s/ckpt.bin "
                              "(the same command resumes it)", (int)*r->cfg->stop, (unsigned long long)r->step,
@@ -308,6 +310,7 @@ static int open_run(run *r, dr_err *err)
         (!dr_run_locked(&r->lock) && (rc = dr_run_lock(cfg, true, &r->lock, err))) ||
         (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
+    r->log.schedule = &r->plan.exp.optimizer.schedule;   /* TensorBoard's learning_rate: the step's scheduled rate */
     r->log.accuracy = r->plan.exp.model.loss != DR_LOSS_MSE;
     st = r->v->strategy(r->s);
     {

@@ -47,7 +47,12 @@ static void adam(const dr_optimizer *o, float lr, uint64_t t, float *w, const fl
 void dr_optimizer_apply(const dr_optimizer *o, uint64_t t, float *params, const float *grad,
                         float *slots, size_t n)
 {
-    float lr = dr_lr_at(&o->schedule, o->lr, t);   /* the schedule at iterations = t - 1 */
+    dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, t), t, params, grad, slots, n);   /* iterations t - 1 */
+}
+
+void dr_optimizer_apply_lr(const dr_optimizer *o, float lr, uint64_t t, float *params, const float *grad,
+                           float *slots, size_t n)
+{
     if (o->kind == DR_OPT_ADAM) adam(o, lr, t, params, grad, slots, slots + n, n);
     else if (o->momentum != 0.0f) momentum(o, lr, params, grad, slots, n);
     else sgd(lr, params, grad, n);

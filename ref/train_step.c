@@ -46,6 +46,20 @@ void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult
     dr_trainer_scale_share(t, rp, mult, coef);
 }
 
+/* --clip_semantics=tensorflow: this replica's gradient, RN(share / den),
+ * clipped before the all-reduce (Keras 3 under MirroredStrategy) and put
+ * back over the same denominator, exactly (den is a float: the plan keeps
+ * it <= 2^24). t->grad is scratch until apply. */
+static void clip_share(trainer *t, replica *rp)
+{
+    dr_acc_round_array(rp->grad, t->P, t->den, t->grad);
+    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
+    for (size_t p = 0; p < t->P; p++) {
+        dr_acc_init(&rp->grad[p]);
+        dr_acc_add_prod(&rp->grad[p], t->grad[p], (float)t->den);
+    }
+}
+
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 {
     trainer *t = arg;
@@ -57,6 +71,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
     dr_trainer_compute_share(t, rp, n, t->mult[r], t->coef);
+    if (t->exp.optimizer.clip.per_replica) clip_share(t, rp);
     dr_trainer_count_layer_copies(t, rp, n);
     if (t->cfg->placement_log) dr_trainer_log_replica_ops(t, r);
     return DR_OK;
@@ -66,9 +81,12 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 
 void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots)
 {
+    const dr_optimizer *o = &t->exp.optimizer;
+    uint32_t k = t->cfg->gradient_accumulation_steps > 1 ? t->cfg->gradient_accumulation_steps : 1;
     dr_acc_round_array(total, t->P, t->den, t->grad);
-    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
-    dr_optimizer_apply(&t->exp.optimizer, t->step, params, t->grad, slots, t->P);
+    if (!o->clip.per_replica) dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);
+    /* Keras: the schedule reads the step (micro-batch) counter, Adam the updates' */
+    dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, t->step), t->step / k, params, t->grad, slots, t->P);
 }
 
 static int reduce_and_apply(trainer *t, dr_err *err)
@@ -137,13 +155,50 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
                        t->G, R);
     for (uint32_t r = 0; r < R; r++) sizes[r] = t->off[r + 1] - t->off[r];
     if ((rc = dr_plan_step_scale(t->plan, sizes, R, t->count, t->mult, &t->coef, &t->den, err))) return rc;
+    if (t->exp.optimizer.clip.per_replica && t->den > (1u << 24))
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow with a step denominator "
+                       "of %u (above 2^24: a replica's clipped share is not exact over it)", t->den);
     t->step = step;
     return DR_OK;
+}
+
+/* --gradient_accumulation_steps=k: each step's shares (over the step's
+ * denominator D*R, regularization included: the weights do not move between
+ * updates) are added exactly to each replica's accumulators; every k-th step
+ * reduces them and applies the total over k*D*R, rounded once: the bits of
+ * one step of all k batches at once, for every k and R. */
+static int accumulate_step(trainer *t, dr_err *err)
+{
+    uint32_t R = t->strat.num_replicas, k = t->cfg->gradient_accumulation_steps, den = t->den;
+    int rc = DR_OK;
+    for (uint32_t r = 0; r < R; r++)
+        for (size_t p = 0; p < t->P; p++) dr_acc_merge(&t->accum[r][p], &t->rep[r].grad[p]);
+    if (t->step % k) return DR_OK;
+    if ((uint64_t)den * k > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u: k*G*R = %llu must stay below 2^30", k,
+                       (unsigned long long)den * k);
+    for (uint32_t r = 0; r < R; r++) { dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g; }
+    t->den = den * k;
+    rc = reduce_and_apply(t, err);
+    t->den = den;
+    for (uint32_t r = 0; r < R; r++) {
+        dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g;
+        memset(t->accum[r], 0, t->P * sizeof(dr_acc));
+    }
+    return rc;
 }
 
 int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     int rc;
+    if (t->cfg->gradient_accumulation_steps > 1) {
+        if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
+            (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
+            (rc = accumulate_step(t, err)))
+            return rc;
+        dr_trainer_end_step(t);
+        return DR_OK;
+    }
     if (t->tpu.on) {
         if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
         return dr_tpu_step(t, err);

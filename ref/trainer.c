@@ -138,6 +138,9 @@ static int alloc_all(trainer *t, dr_err *err)
     for (uint32_t l = 0; l < t->exp.model.nlayers; l++)
         if (t->exp.model.layer[l].out > widest) widest = t->exp.model.layer[l].out;
     t->grad = malloc(t->P * sizeof(float) + 1);
+    for (uint32_t r = 0; t->cfg->gradient_accumulation_steps > 1 && r < R; r++)
+        if (!(t->accum[r] = calloc(t->P, sizeof(dr_acc))))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for the accumulated gradients");
     t->host_x = malloc((size_t)local * f * sizeof(float) + 1);
     t->host_labels = malloc(local + 1);
     t->host_targets = malloc((size_t)local * sizeof(float) + 1);
@@ -228,6 +231,7 @@ void dr_trainer_close(trainer *t)
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++)
         if (t->layer_bytes[l]) dr_device_unreserve(&t->strat.device[t->layer_dev[l]], t->layer_bytes[l]);
     if (t->tpu.on) dr_tpu_run_close(t);
+    for (uint32_t r = 0; r < DR_MAX_DEVICES; r++) free(t->accum[r]);
     free(t->grad); free(t->host_x); free(t->host_labels); free(t->host_targets); free(t->staging);
     free(t->sharded);
     memset(t, 0, sizeof *t);

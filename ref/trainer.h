@@ -74,6 +74,8 @@ typedef struct trainer {
     float        *var, *var_slots;   /* central_storage: the variables */
     dr_acc       *central;           /* central_storage: the reduced gradient */
     float        *grad;              /* the rounded gradient (scratch) */
+    dr_acc       *accum[DR_MAX_DEVICES];  /* --gradient_accumulation_steps: each replica's shares of the
+                                           * update's steps so far (host memory); else NULL */
     float        *host_x;            /* a replica's batch gathered on the host */
     uint8_t      *host_labels;
     float        *host_targets;

@@ -104,6 +104,9 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
                        "only; use --variant=ref, or --variant=mpi under mpirun", name);
+    if (plan->cfg->gradient_accumulation_steps > 1)
+        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --gradient_accumulation_steps runs in the reference "
+                       "only so far; use --variant=ref", name);
     if (q.layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
                        "reference only; use --variant=ref", name);

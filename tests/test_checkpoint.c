@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "distref/checkpoint.h"
+#include "distref/sha256.h"
 #include "distref/factory.h"
 #include "distref/harness.h"
 #include "distref/train.h"
@@ -81,6 +82,53 @@ static void put_file(const char *dir, const char *file, const void *data, size_t
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
+}
+
+/* DRCKPT04 records the schedule and clipping and still reads 03 files (the
+ * same header without them) as constant-rate, unclipped runs: a 04 file
+ * written, the 03 file made from it by hand, both loaded. */
+static void test_format_03_and_04(void **st)
+{
+    (void)st;
+    enum { H03 = 128, EXT = 120 };
+    float params[3] = { 1.0f, -2.0f, 0.5f };
+    dr_checkpoint c, got;
+    bool found;
+    dr_err err;
+    char p[1200];
+    memset(&c, 0, sizeof c);
+    strcpy(c.experiment, "linear_ones");
+    c.global_batch = 10; c.examples = 100; c.nparams = 3; c.params = params;
+    c.schedule.kind = DR_LR_PIECEWISE; c.schedule.nboundaries = 1; c.schedule.boundaries[0] = 7;
+    c.schedule.values[0] = 0.5f; c.schedule.values[1] = 0.25f; c.clip.global_clipnorm = 2.0f; c.clip.per_replica = true;
+    mkdir(path_in(p, sizeof p, "fmt04", ""), 0755);
+    assert_int_equal(dr_checkpoint_save(path_in(p, sizeof p, "fmt04", ""), &c, &err), DR_OK);
+    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt04", ""), &got, &found, &err), DR_OK);
+    assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.schedule.boundaries[0] == 7 &&
+                got.schedule.values[1] == 0.25f && got.clip.global_clipnorm == 2.0f && got.clip.per_replica);
+    dr_checkpoint_free(&got);
+    size_t n;
+    uint8_t *b = (uint8_t *)slurp(path_in(p, sizeof p, "fmt04", "ckpt.bin"), &n);
+    assert_memory_equal(b, "DRCKPT04", 8);
+    assert_int_equal(b[8] | b[9] << 8, H03 + EXT);
+    size_t m = n - EXT;
+    uint8_t *o = malloc(m);
+    assert_non_null(o);
+    memcpy(o, "DRCKPT03", 8);
+    o[8] = H03; o[9] = o[10] = o[11] = 0;
+    memcpy(o + 12, b + 12, H03);
+    memcpy(o + 12 + H03, b + 12 + H03 + EXT, n - 32 - (12 + H03 + EXT));
+    dr_sha256_ctx h;
+    dr_sha256_init(&h);
+    dr_sha256_update(&h, o, m - 32);
+    dr_sha256_final(&h, o + m - 32);
+    put_file("fmt03", "ckpt.bin", o, m);
+    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt03", ""), &got, &found, &err), DR_OK);
+    assert_true(found && got.schedule.kind == DR_LR_CONSTANT && got.clip.global_clipnorm == 0.0f &&
+                !got.clip.per_replica && got.nparams == 3 && got.params[1] == -2.0f);
+    dr_checkpoint_free(&got);
+    free(o);
+    free(b);
 }
 
 /* Names the entries of <tmp>/<dir> into out ("a b c "); fails on a temp file. */
@@ -530,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_numerics_on_resume),
         cmocka_unit_test(test_other_experiment),
         cmocka_unit_test(test_other_settings),
+        cmocka_unit_test(test_format_03_and_04),
         cmocka_unit_test(test_evaluate_any_strategy),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, group_setup, group_teardown);

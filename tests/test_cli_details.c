@@ -6,6 +6,8 @@
  *   valid_names     a typo in an enum flag lists the values (and the nearest)
  *   ranges          "expected an integer in 0..64"
  *   usage_exit_2    combinations no variant runs exit 2, not 1
+ *   training_features  the schedule and clipping flags: values, scopes,
+ *                   combinations, not supported, a resume that changes them
  *   version         --version
  *   help            every line at most 100 columns, tf_default, and every
  *                   flag of bin/distref's table (core/cli_flags.c) listed
@@ -120,6 +122,39 @@ static void usage_exit_2(void **st)
               "--distribution_strategy=parameter_server", g_tmp), 2, "parameter_server runs in the reference and under mpirun only");
     expect(sh(NO_LSAN BIN " train --model_dir=%s/unused --variant=mpi --distribution_strategy=tpu", g_tmp), 2,
            "--variant=mpi: the tpu strategy runs in one process");
+}
+
+/* The schedule and clipping flags (docs/TRAINING_FEATURES.md): values,
+ * scopes, combinations, variants and strategies that cannot run them. */
+static void training_features(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --clipnorm=0", g_tmp), 2,
+           "--clipnorm=0: expected a float > 0");
+    expect(sh(BIN " train --model_dir=%s/unused --clipnorm=1 --global_clipnorm=1", g_tmp), 2,
+           "--clipnorm and --global_clipnorm: at most one clipping flag");
+    expect(sh(BIN " train --model_dir=%s/unused --alpha=0.1", g_tmp), 2,
+           "--alpha is a parameter of --lr_schedule=cosine; this run has --lr_schedule=constant");
+    expect(sh(BIN " train --model_dir=%s/unused --lr_schedule=cosine", g_tmp), 2,
+           "--lr_schedule=cosine needs --decay_steps > 0");
+    expect(sh(BIN " train --model_dir=%s/unused --lr_schedule=piecewise --boundaries=3,2 --values=1,2,3", g_tmp), 2,
+           "--boundaries: must increase strictly (3 then 2)");
+    expect(sh(BIN " train --model_dir=%s/unused --lr_schedule=piecewise --boundaries=3 --values=1", g_tmp), 2,
+           "--values: 1 rates for 1 boundaries; expected 2");
+    expect(sh(BIN " train --model_dir=%s/unused --clip_semantics=tensorflow", g_tmp), 2,
+           "--clip_semantics applies to a clipping flag");
+    expect(sh(BIN " train --model_dir=%s/unused --distribution_strategy=tpu --tpu=v2-8 --clipnorm=1 "
+              "--clip_semantics=tensorflow", g_tmp), 2, "not supported: --clip_semantics=tensorflow under tpu");
+    expect(sh(BIN " evaluate --model_dir=%s/unused --lr_schedule=cosine", g_tmp), 2,
+           "--lr_schedule does not apply to evaluate");
+    /* a resume that would change the trajectory names the flag */
+    expect(sh(BIN " train --model_dir=%s/sched --train_steps=2 --synthetic_examples=256 --lr_schedule=cosine "
+              "--decay_steps=8 --clipnorm=0.5", g_tmp), 0, "train: steps=2");
+    expect(sh(BIN " train --model_dir=%s/sched --train_steps=4 --synthetic_examples=256 --lr_schedule=cosine "
+              "--decay_steps=9 --clipnorm=0.5", g_tmp), 2, "--decay_steps=9, but the checkpoint in");
+    expect(sh(BIN " train --model_dir=%s/sched --train_steps=4 --synthetic_examples=256 --lr_schedule=cosine "
+              "--decay_steps=8 --clipnorm=0.5 --clip_semantics=tensorflow", g_tmp), 2,
+           "--clip_semantics=tensorflow, but the checkpoint in");
 }
 
 static void version(void **st)
@@ -243,7 +278,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
-        cmocka_unit_test(usage_exit_2), cmocka_unit_test(version), cmocka_unit_test(help),
+        cmocka_unit_test(usage_exit_2), cmocka_unit_test(training_features), cmocka_unit_test(version),
+        cmocka_unit_test(help),
         cmocka_unit_test(mpirun_once), cmocka_unit_test(worker_hosts), cmocka_unit_test(flagfile),
         cmocka_unit_test(fashion_package),
     };

@@ -9,6 +9,10 @@
  */
 #include "devices/cpu/grad_clip.h"
 #include "distref/schedule.h"
+#include "distref/cacc.h"
+#include "distref/form.h"
+
+#include <stdlib.h>
 
 #include <math.h>
 
@@ -63,21 +67,17 @@ void dr_engine_clip(const dr_clip *c, const dr_model_spec *m, bool exact, float 
     }
 }
 
-#if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
-#include "distref/cacc.h"
-#include "distref/form.h"
-#include <stdlib.h>
-/* Fault: each replica clips its own share (TensorFlow's per-replica clip)
- * before the all-reduce: its share over den rounded, clipped, and put back
- * exactly as g * den (den <= 2^24 here). */
-void dr_engine_clip_share(const dr_clip *c, const dr_model_spec *m, dr_numerics num, void *grad, size_t P,
-                          uint32_t den)
+/* Per replica (devices/cpu/grad_clip.h). */
+int dr_engine_clip_share(const dr_clip *c, const dr_model_spec *m, dr_numerics num, void *grad, size_t P,
+                         uint32_t den, dr_err *err)
 {
-    if (!dr_engine_clip_on(c)) return;
-    if (num == DR_NUMERICS_FAST) { dr_engine_clip(c, m, false, grad, P); return; }
+    if (num == DR_NUMERICS_FAST) { dr_engine_clip(c, m, false, grad, P); return DR_OK; }
+    if ((uint32_t)(float)den != den || den > (1u << 24))
+        return dr_fail(err, DR_EUNSUPPORTED, "--clip_semantics=tensorflow: the step's denominator %u is not a "
+                       "float (above 2^24)", den);
     const dr_form *f = dr_form_of(dr_grad_form(num));
     float *g = malloc(P * sizeof(float));
-    if (!g) return;
+    if (!g) return dr_fail(err, DR_ENOMEM, "clip per replica: no memory for %zu floats", P);
     f->round(grad, P, den, g);
     dr_engine_clip(c, m, true, g, P);
     for (size_t i = 0; i < P; i++) {
@@ -92,5 +92,5 @@ void dr_engine_clip_share(const dr_clip *c, const dr_model_spec *m, dr_numerics 
         }
     }
     free(g);
+    return DR_OK;
 }
-#endif

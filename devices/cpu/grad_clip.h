@@ -20,10 +20,13 @@ static inline bool dr_engine_clip_on(const dr_clip *c)
  * variable, then over the variables in order) and sqrtf. */
 void dr_engine_clip(const dr_clip *c, const dr_model_spec *m, bool exact, float *g, size_t P);
 
-#if defined(DR_MUTANT_CLIP_BEFORE_AGGREGATION)
+/* --clip_semantics=tensorflow (and the planted fault clip_before_aggregation):
+ * a replica's share over den (exact accumulators or, fast, its float
+ * gradient) clipped before the all-reduce, as Keras 3 does per replica:
+ * exact, g = RN(share / den) clipped and put back as exactly g * den
+ * (den must be a float: <= 2^24). */
 #include "distref/backend.h"
-void dr_engine_clip_share(const dr_clip *c, const dr_model_spec *m, dr_numerics num, void *grad, size_t P,
-                          uint32_t den);
-#endif
+int dr_engine_clip_share(const dr_clip *c, const dr_model_spec *m, dr_numerics num, void *grad, size_t P,
+                         uint32_t den, dr_err *err);
 
 #endif

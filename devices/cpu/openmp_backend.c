@@ -361,16 +361,16 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
             (rc = dr_omp_need(rb->loss, sizeof(float), "loss", err)) ||
             (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
             return rc;
-        rc = share_f32(b, rb, mult, coef, den);
-        DR_SEAM_CLIP_SHARE(b, rb->grad->data, den);
-        return rc;
+        if ((rc = share_f32(b, rb, mult, coef, den))) return rc;
+    } else {
+        if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
+            (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
+            (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
+            return rc;
+        share_exact(b, rb, b->num, rb->grad->data, mult, coef);
     }
-    if ((rc = dr_omp_need(rb->grad, b->P * dr_grad_bytes(b->num), "grad", err)) ||
-        (rc = dr_omp_need(rb->loss, sizeof(dr_acc), "loss", err)) ||
-        (rc = dr_omp_need(rb->params, b->P * sizeof(float), "params", err)))
-        return rc;
-    share_exact(b, rb, b->num, rb->grad->data, mult, coef);
-    DR_SEAM_CLIP_SHARE(b, rb->grad->data, den);
+    if (DR_SEAM_CLIP_PER_REPLICA(&b->o.clip))   /* --clip_semantics=tensorflow: each replica's share, Keras's way */
+        return dr_engine_clip_share(&b->o.clip, &b->m, b->num, rb->grad->data, b->P, den, err);
     return DR_OK;
 }
 
@@ -483,7 +483,7 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     t.par = t.form->exact ? PAR_PARAMS : PAR_PARAMS_F32;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (dr_engine_clip_on(&o->clip)) {   /* round all, clip, then the optimizer reads the floats */
+    if (dr_engine_clip_on(&o->clip) && !o->clip.per_replica) {   /* round, clip, the optimizer reads floats */
         if (!(clipped = malloc(P * sizeof(float))))
             return dr_fail(err, DR_ENOMEM, "openmp backend: no memory for the clipped gradient (%zu floats)", P);
         t.form->round(t.total, P, divisor, clipped);

@@ -347,7 +347,8 @@ static void cl_replica_close(dr_backend *b, dr_replica_bufs *rb)
 
 /* ---- share ------------------------------------------------------------------------ */
 
-static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
+static int share_on_device(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den,
+                           dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     const bool fast = b->num == DR_NUMERICS_FAST;
@@ -412,6 +413,23 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
     }
 }
 
+/* --clip_semantics=tensorflow: the replica's share clipped on the host
+ * (devices/cpu/grad_clip.c) before the all-reduce, as Keras 3 clips each
+ * replica's gradient: downloaded, clipped, uploaded. */
+static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den, dr_err *err)
+{
+    size_t bytes = b->P * dr_sum_bytes(b->num);
+    void *h;
+    int rc = share_on_device(b, rb, mult, coef, den, err);
+    if (rc || !b->o.clip.per_replica) return rc;
+    if (!(h = malloc(bytes))) return dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip a share");
+    if (!(rc = cl_download(b, h, rb->grad, 0, bytes, err)) &&
+        !(rc = dr_engine_clip_share(&b->o.clip, &b->m, b->num, h, b->P, den, err)))
+        rc = cl_upload(b, rb->grad, 0, h, bytes, err);
+    free(h);
+    return rc;
+}
+
 /* ---- apply -------------------------------------------------------------------------- */
 
 /* Clipping (distref/schedule.h) runs on the host: the total downloaded,
@@ -470,7 +488,7 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     } else {
         opt = o->momentum == 0.0f ? 0 : o->nesterov ? 2 : 1;
     }
-    if (dr_engine_clip_on(&o->clip)) {
+    if (dr_engine_clip_on(&o->clip) && !o->clip.per_replica) {
         if ((rc = clip_on_host(b, total, divisor, &clipped, err))) return rc;
         fast = true;   /* apply_fast reads the clipped floats */
         divisor = 1;

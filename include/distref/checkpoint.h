@@ -47,6 +47,7 @@ typedef struct dr_checkpoint {
     uint32_t loss_reduction; /* 0 global_batch_size, 1 examples_in_step, 2 tf_default */
     dr_lr_schedule schedule; /* 04: --lr_schedule and its parameters (03 files: constant) */
     dr_clip        clip;     /* 04: the clipping flags (03 files: none) */
+    uint32_t       accumulation_steps;   /* 04: --gradient_accumulation_steps (0, 1: none) */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
     float   *params;         /* nparams */

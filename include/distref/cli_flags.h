@@ -55,7 +55,8 @@ typedef struct dr_cli_flags {
     double  collective_timeout;
     /* learning-rate schedule and clipping (distref/schedule.h) */
     char    lr_schedule[DR_FLAG_STR_MAX], boundaries[DR_FLAG_STR_MAX], values[DR_FLAG_STR_MAX];
-    int64_t warmup_steps, decay_steps;
+    char    clip_semantics[DR_FLAG_STR_MAX];
+    int64_t warmup_steps, decay_steps, gradient_accumulation_steps;
     double  end_learning_rate, power, alpha, decay_rate, clipnorm, clipvalue, global_clipnorm;
 } dr_cli_flags;
 

@@ -99,6 +99,10 @@ void dr_model_example_losses(const dr_model_spec *m, const dr_model_ops *ops, co
 void dr_optimizer_apply(const dr_optimizer *o, uint64_t t, float *params, const float *grad,
                         float *slots, size_t n);
 
+/* The same at rate lr (a schedule's value, read by the caller). */
+void dr_optimizer_apply_lr(const dr_optimizer *o, float lr, uint64_t t, float *params, const float *grad,
+                           float *slots, size_t n);
+
 /* o->clip on the rounded, aggregated gradient g (P floats, m's layout),
  * before the optimizer: distref/schedule.h's semantics, plain loops. */
 void dr_optimizer_clip(const dr_optimizer *o, const dr_model_spec *m, float *g, size_t P);

@@ -39,6 +39,7 @@ typedef struct dr_run_log {
     dr_tfevents events;
     double   t_prev;             /* when the previous step ended */
     float    learning_rate;
+    const dr_lr_schedule *schedule;  /* NULL: learning_rate every step; else the scheduled rate of the step */
     bool     accuracy;           /* a classification experiment */
     /* The run's topology, a JSON object's text (dr_run_log_set_segment):
      * the first line of each segment carries it as "segment" */

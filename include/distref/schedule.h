@@ -24,6 +24,7 @@
 #ifndef DISTREF_SCHEDULE_H
 #define DISTREF_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "distref/error.h"
 #include "distref/exact.h"
@@ -49,6 +50,9 @@ typedef struct dr_lr_schedule {
 
 typedef struct dr_clip {
     float clipnorm, clipvalue, global_clipnorm;   /* 0 = off; at most one is set */
+    bool  per_replica;   /* --clip_semantics=tensorflow: each replica's share is clipped before the
+                          * all-reduce, as Keras 3 does under MirroredStrategy (deterministic for a
+                          * given R, not replica-invariant); false: the aggregated gradient */
 } dr_clip;
 
 /* The rate of update `update` (1-based), for base rate lr. */

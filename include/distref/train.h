@@ -110,6 +110,7 @@ typedef struct dr_run_config {
      * zero: a constant rate, no clipping. dr_experiment_resolve copies them into the optimizer. */
     dr_lr_schedule lr_schedule;
     dr_clip        clip;
+    uint32_t       gradient_accumulation_steps;  /* k: an update every k steps (micro-batches); 0, 1 = none */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);
