@@ -52,12 +52,13 @@ static inline int cmp_double(const void *a, const void *b)
 /* A training run as the benches time it: mlp_synthetic on 4096 synthetic
  * examples, `steps` steps of global batch G under `strategy` (num_gpus
  * emulated GPUs) on `threads` OpenMP threads (0: OpenMP's default), in a
- * scratch folder removed afterwards. Returns the run's seconds (start-up
- * included) and its weights_sha256 in sha (may be NULL), or -1 with the
- * error on stderr, prefixed with prog. */
-static inline double bench_train_run(const char *prog, const char *variant, const char *numerics,
-                                     const char *strategy, int num_gpus, uint32_t G, uint64_t steps, int threads,
-                                     char sha[65])
+ * scratch folder removed afterwards; tweak (may be NULL) sets the run's
+ * training features (bench/bench_features.c). Returns the run's seconds
+ * (start-up included) and its weights_sha256 in sha (may be NULL), or -1
+ * with the error in why (may be NULL; else on stderr, prefixed with prog). */
+static inline double bench_train_run_with(const char *prog, const char *variant, const char *numerics,
+                                          const char *strategy, int num_gpus, uint32_t G, uint64_t steps, int threads,
+                                          void (*tweak)(dr_run_config *), char sha[65], char *why, size_t why_cap)
 {
     dr_run_config c;
     dr_run_result res;
@@ -72,17 +73,27 @@ static inline double bench_train_run(const char *prog, const char *variant, cons
     c.full_accumulators = strcmp(numerics, "exact_full") == 0;
     snprintf(c.numerics, sizeof c.numerics, "%s", c.full_accumulators ? "exact" : numerics);
     c.threads = threads;
+    if (tweak) tweak(&c);
     if (!mkdtemp(dir)) return -1;
     snprintf(c.model_dir, sizeof c.model_dir, "%s", dir);
-    if (dr_get_distribution_strategy(strategy, num_gpus, NULL, 1, NULL, &c.strategy, &err) ||
-        dr_run_train(&c, &res, &err)) {
-        fprintf(stderr, "%s: %s\n", prog, err.msg);
+    int rc = dr_get_distribution_strategy(strategy, num_gpus, NULL, 1, NULL, &c.strategy, &err);
+    if (!rc) rc = dr_run_train(&c, &res, &err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", prog, dir);
+    if (rc) {
+        if (why) snprintf(why, why_cap, "%.*s", (int)(why_cap ? why_cap - 1 : 0), err.msg);
+        else fprintf(stderr, "%s: %s\n", prog, err.msg);
         return -1;
     }
     if (sha) memcpy(sha, res.weights_sha256, 65);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", prog, dir);
     return res.seconds;
+}
+
+static inline double bench_train_run(const char *prog, const char *variant, const char *numerics,
+                                     const char *strategy, int num_gpus, uint32_t G, uint64_t steps, int threads,
+                                     char sha[65])
+{
+    return bench_train_run_with(prog, variant, numerics, strategy, num_gpus, G, steps, threads, NULL, sha, NULL, 0);
 }
 
 #endif
