@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """TensorFlow as the outside truth for distref's reference.
 
-    tf_golden.py generate OUT.json   run TensorFlow, write the golden values
+    tf_golden.py generate OUT.json [CASE...]   run TensorFlow, write the golden
+                                               values (only the training cases
+                                               named, when some are)
 
 `make tf-crosscheck` generates them live from the installed TensorFlow and
 runs tests/test_golden.c's comparison against that file instead of the
@@ -60,6 +62,27 @@ for R, l2 in ((3, 0.0), (4, 1e-3)):   # TensorFlow's default divisor: each repli
 TRAIN_CASES.append({"name": "mlp_nesterov_R4", "experiment": "mlp_synthetic", "synthetic_examples": 70,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 4, "nesterov": True})
 
+# Training features (issue 30; docs/TRAINING_FEATURES.md): distref's flags
+# ("extra") beside what the Keras optimizer gets ("tf"). Keras 3 clips each
+# replica's gradient before the all-reduce (measured), which distref's
+# --clip_semantics=tensorflow reproduces; Keras cannot accumulate under
+# MirroredStrategy (measured: it raises), so accumulation is R = 1 only.
+COSINE = (["--lr_schedule=cosine", "--warmup_steps=3", "--decay_steps=8", "--alpha=0.1", "--learning_rate=0.1"],
+          {"schedule": ["cosine", {"initial_learning_rate": 0.0, "decay_steps": 8, "alpha": 0.1,
+                                   "warmup_target": 0.1, "warmup_steps": 3}]})
+PIECEWISE = (["--lr_schedule=piecewise", "--boundaries=2,5", "--values=0.1,0.05,0.02"],
+             {"schedule": ["piecewise", {"boundaries": [2, 5], "values": [0.1, 0.05, 0.02]}]})
+FEATURES = [("cosine", COSINE, (1, 2, 4)), ("piecewise", PIECEWISE, (2,))]
+for kind, c, Rs in (("global_clipnorm", 0.05, (1, 2, 4)), ("clipnorm", 0.02, (2,)), ("clipvalue", 0.002, (2,))):
+    FEATURES.append((kind, (["--%s=%g" % (kind, c), "--clip_semantics=tensorflow"], {"clip": {kind: c}}), Rs))
+for name, (extra, tf_side), Rs in FEATURES:
+    for R in Rs:
+        TRAIN_CASES.append({"name": "mlp_%s_R%d" % (name, R), "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                            "global_batch_size": 16, "epochs": 2, "num_gpus": R, "extra": extra, "tf": tf_side})
+TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
+                    "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
+
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
     "linear_ones": {"layers": [(1, 1, "linear")], "loss": "mse", "opt": "sgd", "lr": 0.01, "momentum": 0.0},
@@ -76,7 +99,23 @@ def flags_of(case):
             f.append("--%s=%s" % (k, case[k]))
     if case.get("nesterov"):
         f.append("--nesterov=true")
-    return f
+    return f + case.get("extra", [])
+
+
+def optimizer_of(tf, case, exp, lr):
+    """The Keras optimizer of a case: its schedule, clipping, accumulation."""
+    side = case.get("tf", {})
+    kw = dict(side.get("clip", {}))
+    if "accumulate" in side:
+        kw["gradient_accumulation_steps"] = side["accumulate"]
+    if "schedule" in side:
+        kind, p = side["schedule"]
+        S = tf.keras.optimizers.schedules
+        lr = S.CosineDecay(**p) if kind == "cosine" else S.PiecewiseConstantDecay(p["boundaries"], p["values"])
+    if case.get("optimizer", exp["opt"]) == "adam":
+        return tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7, **kw)
+    return tf.keras.optimizers.SGD(learning_rate=lr, momentum=exp["momentum"], nesterov=case.get("nesterov", False),
+                                   **kw)
 
 
 def tf_setup():
@@ -121,8 +160,9 @@ def tf_splits(tf):
     return out
 
 
-def export(case, what, folder):
-    subprocess.run([DISTREF, "export", "--what=" + what, "--format=npy", "--model_dir=" + folder] + flags_of(case),
+def export(case, what, folder):   # the training features' flags are for training only
+    base = {k: v for k, v in case.items() if k != "extra"}
+    subprocess.run([DISTREF, "export", "--what=" + what, "--format=npy", "--model_dir=" + folder] + flags_of(base),
                    check=True, stdout=subprocess.DEVNULL)
 
 
@@ -146,10 +186,7 @@ def tf_train(tf, case):
         layers = [tf.keras.layers.Dense(o, activation=None if a == "linear" else a) for (_, o, a) in exp["layers"]]
         model = tf.keras.Sequential([tf.keras.Input((exp["layers"][0][0],))] + layers)
         model.set_weights(init)
-        if case.get("optimizer", exp["opt"]) == "adam":
-            opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
-        else:
-            opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=exp["momentum"], nesterov=case.get("nesterov", False))
+        opt = optimizer_of(tf, case, exp, lr)
     if exp["loss"] == "xent":
         per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     else:
@@ -192,11 +229,15 @@ def train_in_child(case):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def generate(path):
+def generate(path, only=()):
     tf = tf_setup()
+    unknown = set(only) - {c["name"] for c in TRAIN_CASES}
+    if unknown:
+        sys.stderr.write("tf_golden.py: no training case named %s\n" % ", ".join(sorted(unknown)))
+        sys.exit(2)
     doc = {"tensorflow": tf.__version__, "generated_by": "scripts/tf_golden.py generate",
            "devices": "MirroredStrategy over logical CPU devices",
-           "splits": tf_splits(tf), "training": [train_in_child(c) for c in TRAIN_CASES]}
+           "splits": tf_splits(tf), "training": [train_in_child(c) for c in TRAIN_CASES if not only or c["name"] in only]}
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
@@ -209,8 +250,8 @@ def generate(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "generate":
-        generate(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "generate":
+        generate(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 3 and sys.argv[1] == "_train":
         print(json.dumps(tf_train(tf_setup(), json.loads(sys.argv[2]))))
     else:

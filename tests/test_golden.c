@@ -8,9 +8,15 @@
  *   training  per-step losses and a sample of the final weights of the toy
  *             and the MLP (R = 1, 2, 3, 4, L2 on and off, a short final
  *             batch, momentum, Nesterov, Adam, TensorFlow's default divisor
- *             global_batch_size=None), trained by the reference from the
- *             same initial weights and example order (bin/distref export
- *             gave them to TensorFlow) within LOSS_REL and WEIGHT_ABS
+ *             global_batch_size=None), and the training features: cosine
+ *             and piecewise schedules, global_clipnorm, clipnorm and
+ *             clipvalue as Keras 3 clips (per replica: distref's
+ *             --clip_semantics=tensorflow) at R = 1, 2, 4, accumulation
+ *             over 2 micro-batches at R = 1 (Keras cannot accumulate under
+ *             MirroredStrategy); trained by the reference from the same
+ *             initial weights and example order (bin/distref export gave
+ *             them to TensorFlow) within LOSS_REL and WEIGHT_ABS. A case's
+ *             flags go through bin/distref's own flag table.
  *
  * The bounds (docs/SEMANTICS.md §6): distref rounds every sum once;
  * TensorFlow sums in float32 in its own order, so each of its dot products
@@ -33,6 +39,7 @@
 #include <unistd.h>
 
 #include "distref/checkpoint.h"
+#include "distref/cli_flags.h"
 #include "distref/harness.h"
 #include "distref/strategy.h"
 
@@ -139,24 +146,24 @@ static void splits(void **st)
 
 /* ---- training -------------------------------------------------------------- */
 
-/* The few flags the golden cases use, as scripts/tf_golden.py writes them. */
-static void apply_flag(dr_run_config *c, const char *f)
+/* A case's flags (bin/distref's, as scripts/tf_golden.py writes them) into
+ * cfg through the CLI's own table and conversion (core/cli_flags.c), so
+ * every flag bin/distref takes means here what it means there. */
+static void apply_flags(dr_run_config *cfg, json_object *flags)
 {
-    const char *v = strchr(f, '=');
-    assert_non_null(v);
-    v++;
-    if (!strncmp(f, "--experiment=", 13)) snprintf(c->experiment, sizeof c->experiment, "%s", v);
-    else if (!strncmp(f, "--global_batch_size=", 20)) c->global_batch_size = (uint32_t)atoi(v);
-    else if (!strncmp(f, "--epochs=", 9)) c->epochs = (uint32_t)atoi(v);
-    else if (!strncmp(f, "--num_gpus=", 11)) mirrored(c, atoi(v));
-    else if (!strncmp(f, "--distribution_strategy=", 24)) assert_string_equal(v, "mirrored");
-    else if (!strncmp(f, "--synthetic_examples=", 21)) c->synthetic_examples = (uint32_t)atoi(v);
-    else if (!strncmp(f, "--l2=", 5)) c->l2 = atof(v);
-    else if (!strncmp(f, "--optimizer=", 12)) snprintf(c->optimizer, sizeof c->optimizer, "%s", v);
-    else if (!strncmp(f, "--learning_rate=", 16)) c->learning_rate = atof(v);
-    else if (!strncmp(f, "--nesterov=", 11)) c->nesterov = !strcmp(v, "true");
-    else if (!strncmp(f, "--loss_reduction=", 17)) snprintf(c->loss_reduction, sizeof c->loss_reduction, "%s", v);
-    else fail_msg("tests/golden: unknown flag %s", f);
+    dr_cli_flags c;
+    dr_flag f[DR_CLI_MAX_FLAGS];
+    char *argv[64];
+    bool help = false;
+    dr_err err;
+    int argc = (int)json_object_array_length(flags);
+    assert_true(argc <= 64);
+    for (int k = 0; k < argc; k++) argv[k] = (char *)json_object_get_string(json_object_array_get_idx(flags, k));
+    dr_cli_flags_defaults(&c);
+    int n = dr_cli_flag_table(&c, f, DR_CLI_VARIANT_NAMES);
+    if (dr_flags_parse(f, n, argc, argv, &help, &err) != DR_OK || dr_cli_flags_strategy(&c, cfg, &err) != DR_OK ||
+        dr_cli_flags_config(&c, f, n, cfg, &err) != DR_OK)
+        fail_msg("tests/golden: the case's flags: %s", err.msg);
 }
 
 static void training(void **st)
@@ -178,8 +185,7 @@ static void training(void **st)
         double loss_rel = 0, w_abs = 0;
         size_t nsteps = 0;
         dr_run_config_defaults(&cfg);
-        for (size_t k = 0; k < json_object_array_length(flags); k++)
-            apply_flag(&cfg, json_object_get_string(json_object_array_get_idx(flags, k)));
+        apply_flags(&cfg, flags);
         cfg.progress = false;
         mktemp_dir(dir, sizeof dir);
         snprintf(cfg.model_dir, sizeof cfg.model_dir, "%s", dir);
