@@ -111,6 +111,7 @@ typedef struct dr_run_config {
     dr_lr_schedule lr_schedule;
     dr_clip        clip;
     uint32_t       gradient_accumulation_steps;  /* k: an update every k steps (micro-batches); 0, 1 = none */
+    char           batch_norm[8];     /* "sync" (default: global batch statistics) or "replica" (docs/MODELS.md) */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);
