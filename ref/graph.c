@@ -58,9 +58,6 @@ static void bn_forward_sync(const dr_graph_ctx *g, uint32_t l, dr_graph_replica 
     for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&s1[c]); dr_acc_init(&s2[c]); }
     for (uint32_t r = 0; r < R; r++) {
         N += stat_count(d, rp[r].n);
-#ifdef DR_SEAM_SYNC_BN_LOCAL
-        if (r > 0) continue;
-#endif
         if (rp[r].n) dr_bn_sums(g->m, l, rp[r].x, rp[r].n, rp[r].w, s1, s2);
     }
     if (N == 0) return;

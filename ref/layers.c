@@ -118,11 +118,7 @@ static void maxpool_forward(const dr_dense *d, const float *x, uint32_t b, float
                     size_t best = (((size_t)n * d->ih + 2 * oy) * d->iw + 2 * ox) * d->ic + c;
                     for (uint32_t k = 1; k < 4; k++) {
                         size_t i = (((size_t)n * d->ih + 2 * oy + k / 2) * d->iw + 2 * ox + k % 2) * d->ic + c;
-#ifdef DR_SEAM_POOL_LAST_TIE
-                        if (x[i] >= x[best]) best = i;
-#else
                         if (x[i] > x[best]) best = i;
-#endif
                     }
                     size_t o = (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc + c;
                     out[o] = x[best];
