@@ -3,7 +3,7 @@
  *
  * cnn_synthetic (Conv2D stride 2 "same", BatchNormalization + ReLU, Conv2D,
  * a residual Add, MaxPooling2D, 1x1 and strided "valid" Conv2D, Flatten,
- * Dropout 0.25, Dense; 36 parameters of BN state), 100 examples at G = 32:
+ * Dropout 0.25, Dense; 8 floats of BN state), 100 examples at G = 32:
  * three full steps and a short final batch of 4, which leaves replicas
  * empty at R = 8 (tpu v2-8) and splits unevenly at R = 3.
  *   sync     --batch_norm=sync (the default): the reference under mirrored
