@@ -21,7 +21,9 @@
  *            reference only so far" (a not-supported verdict).
  * Dropout's masks are keyed by the global example id, so they never differ
  * between splits: the sync cells check that too.
- * --full adds mirrored R = 4 and 8 (sync) and replica BN under tpu.
+ * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
+ * projection shortcuts, 19 BatchNormalizations, global average pooling)
+ * under mirrored R = 3 = one_device, 2 steps of 32 (sync BN).
  * Planted fault: ref_sync_bn_local (tests/faults.tsv: sync statistics from
  * replica 0's batch alone) must fail `sync`.
  */
@@ -133,6 +135,24 @@ static void engine_cells(results *r)
     }
 }
 
+static int resnet_cell(results *r)
+{
+    static const cell one = { "one_device", 0, 1, true, false }, m3 = { "mirrored", 3, 3, true, false };
+    dr_run_config c;
+    outcome a, b;
+    bool pass;
+    cnn_config(&c, "sync");
+    snprintf(c.experiment, sizeof c.experiment, "resnet_synthetic");
+    c.synthetic_examples = 64; c.epochs = 0; c.train_steps = 2;
+    place(&c, &one); run_case(&c, &a);
+    place(&c, &m3); run_case(&c, &b);
+    pass = same_run(&a, &b);
+    record(r, "models", &c, 3, pass, a.seconds + b.seconds, "resnet_synthetic sync BN mirrored R=3 = one_device%s%.150s",
+           b.error[0] ? ": " : "", b.error);
+    outcome_free(&a); outcome_free(&b);
+    return !pass;
+}
+
 int suite_models(results *r)
 {
     static const cell one = { "one_device", 0, 1, true, false };
@@ -148,7 +168,7 @@ int suite_models(results *r)
         outcome_free(&ref);
         return 1;
     }
-    fails = sync_cells(r, &ref) + replica_cells(r, &ref);
+    fails = sync_cells(r, &ref) + replica_cells(r, &ref) + (r->full ? resnet_cell(r) : 0);
     engine_cells(r);
     outcome_free(&ref);
     return fails;

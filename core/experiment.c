@@ -49,6 +49,12 @@ static const dr_experiment experiments[] = {
              { .kind = DR_LAYER_DENSE, .out = 10 } },
         .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f, .in_h = 28, .in_w = 28, .in_c = 1 },
       64, 12, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    /* The small ResNet (core/experiment_resnet.c, built at lookup): widths 4, 8, 16
+     * for tests; 16, 32, 64 on Fashion-MNIST. Adam 0.001. */
+    { "resnet_synthetic", "synthetic", { .nlayers = 0 },
+      32, 1, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    { "resnet_fashion_mnist", "fashion_mnist", { .nlayers = 0 },
+      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
 };
 
 const char *dr_experiment_name(size_t i)
@@ -61,12 +67,13 @@ int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
     for (size_t i = 0; i < sizeof experiments / sizeof experiments[0]; i++) {
         if (strcmp(name, experiments[i].name) == 0) {
             *out = experiments[i];
+            if (out->model.nlayers == 0) dr_resnet_spec(&out->model, strcmp(name, "resnet_synthetic") == 0 ? 4 : 16);
             return dr_model_derive(&out->model, err);
         }
     }
     return dr_fail(err, DR_EUSAGE, "--experiment: unknown experiment '%s'; expected one of "
                    "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist, cnn_synthetic, "
-                   "cnn_fashion_mnist", name);
+                   "cnn_fashion_mnist, resnet_synthetic, resnet_fashion_mnist", name);
 }
 
 void dr_run_config_defaults(dr_run_config *c)

@@ -111,6 +111,12 @@ int dr_model_derive(dr_model_spec *m, dr_err *err)
     for (uint32_t l = 0; l < m->nlayers; l++) {
         dr_dense *d = &m->layer[l];
         int rc;
+        if (d->src) {
+            const dr_dense *s;
+            if (l == 0 || d->src > l) return bad(err, l, d, "src must name an earlier layer's output (1 + its index)");
+            s = &m->layer[d->src - 1];
+            h = s->oh; w = s->ow; c = s->oc;
+        }
         d->ih = h; d->iw = w; d->ic = c;
         if ((rc = layer_shape(m, l, err))) return rc;
         if (d->oh == 0 || d->ow == 0 || d->oc == 0) return bad(err, l, d, "leaves an empty output");

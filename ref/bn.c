@@ -89,6 +89,6 @@ void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uin
         for (uint32_t c = 0; c < d->oc; c++) {
             size_t i = p * d->oc + c;
             float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
-            w->dact[l][i] += a[c] * t;
+            w->dact[dr_layer_src(m, l)][i] += a[c] * t;
         }
 }

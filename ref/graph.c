@@ -116,12 +116,12 @@ static void bn_backward(const dr_graph_ctx *g, uint32_t l, dr_graph_replica *rp,
         }
         N = stat_count(d, rp[r].n);
         for (uint32_t c = 0; c < d->oc; c++) { mdy[c] = dr_acc_round_div(&t1[c], N); mdx[c] = dr_acc_round_div(&t2[c], N); }
-        dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, l > 0);
+        dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, dr_layer_src(m, l) > 0);
     }
     if (!g->sync_bn || N == 0) return;
     for (uint32_t c = 0; c < d->oc; c++) { mdy[c] = dr_acc_round_div(&s1[c], N); mdx[c] = dr_acc_round_div(&s2[c], N); }
     for (uint32_t r = 0; r < R; r++)
-        if (rp[r].n) dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, l > 0);
+        if (rp[r].n) dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, dr_layer_src(m, l) > 0);
 }
 
 void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
@@ -132,12 +132,13 @@ void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
     for (uint32_t r = 0; r < R; r++) {
         dr_work *w = rp[r].w;
         if (!rp[r].n) continue;
-        for (uint32_t l = 0; l < L; l++) memset(w->dact[l], 0, (size_t)rp[r].n * m->layer[l].in * sizeof(float));
+        for (uint32_t l = 1; l < L; l++) memset(w->dact[l], 0, (size_t)rp[r].n * m->layer[l - 1].out * sizeof(float));
         dr_model_loss_delta(m, g->ops, w, rp[r].n, rp[r].labels, rp[r].targets, rp[r].loss, w->dact[L], rp[r].correct);
     }
     for (uint32_t l = L; l-- > 0;) {
         if (m->layer[l].kind == DR_LAYER_BATCH_NORM) { bn_backward(g, l, rp, R); continue; }
         for (uint32_t r = 0; r < R; r++)
-            if (rp[r].n) dr_layer_backward(m, g->ops, l, rp[r].params, rp[r].x, rp[r].n, rp[r].w, rp[r].grad, l > 0);
+            if (rp[r].n) dr_layer_backward(m, g->ops, l, rp[r].params, rp[r].x, rp[r].n, rp[r].w, rp[r].grad,
+                                           dr_layer_src(m, l) > 0);
     }
 }

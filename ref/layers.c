@@ -9,10 +9,15 @@
 #include <math.h>
 #include <string.h>
 
+uint32_t dr_layer_src(const dr_model_spec *m, uint32_t l)
+{
+    return m->layer[l].src ? m->layer[l].src : l;
+}
+
 const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, const dr_work *w)
 {
-    (void)m;
-    return l ? w->act[l] : x;
+    uint32_t k = dr_layer_src(m, l);
+    return k ? w->act[k] : x;
 }
 
 static void activate(const dr_dense *d, const float *pre, float *out, size_t n)
@@ -199,7 +204,7 @@ void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t
 {
     const dr_dense *d = &m->layer[l];
     const float *in = dr_layer_input(m, l, x, w), *W = params + dr_model_kernel_offset(m, l);
-    float *dz = w->dact[l + 1], *dx = input_grad ? w->dact[l] : NULL;
+    float *dz = w->dact[l + 1], *dx = input_grad ? w->dact[dr_layer_src(m, l)] : NULL;
     size_t n = (size_t)b * d->out;
     unactivate(d, l, b, w);
     switch (d->kind) {

@@ -35,6 +35,9 @@ typedef struct dr_layer_rt {
 } dr_layer_rt;
 
 const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, const dr_work *w);
+/* Where layer l's input is: k = 0 the model's input, else layer k-1's output
+ * (w->act[k], its gradient w->dact[k]). */
+uint32_t dr_layer_src(const dr_model_spec *m, uint32_t l);
 
 /* Forward of every kind but BatchNormalization in training. */
 void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,

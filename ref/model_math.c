@@ -81,7 +81,7 @@ static int graph_work_init(dr_work *w, const dr_model_spec *m, size_t b)
         const dr_dense *d = &m->layer[l];
         w->aux_l[l] = malloc((b * d->out + 3 * (size_t)d->oc) * sizeof(float));
         w->idx[l] = malloc(b * d->out * sizeof(uint32_t));
-        w->dact[l] = malloc(b * d->in * sizeof(float));
+        w->dact[l] = malloc(b * (l ? m->layer[l - 1].out : d->in) * sizeof(float));   /* d(loss)/d(act[l]) */
         if (!w->aux_l[l] || !w->idx[l] || !w->dact[l]) return DR_ENOMEM;
     }
     w->dact[m->nlayers] = malloc(b * m->layer[m->nlayers - 1].out * sizeof(float));

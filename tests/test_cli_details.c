@@ -90,7 +90,8 @@ static void valid_names(void **st)
         { "--distribution_strategy=mirored", "--distribution_strategy: expected one of off, one_device, mirrored, "
           "central_storage, multi_worker_mirrored, parameter_server, tpu; got 'mirored' (did you mean mirrored?)" },
         { "--experiment=mlp_synth", "--experiment: expected one of linear_ones, linear_wide, mlp_synthetic, "
-          "mlp_fashion_mnist, cnn_synthetic, cnn_fashion_mnist; got 'mlp_synth'" },
+          "mlp_fashion_mnist, cnn_synthetic, cnn_fashion_mnist, "
+           "resnet_synthetic, resnet_fashion_mnist; got 'mlp_synth'" },
         { "--variant=opnemp", "--variant: expected one of ref, openmp, opencl, mpi; got 'opnemp' (did you mean openmp?)" },
         { "--optimizer=adm", "--optimizer: expected one of \"\", sgd, adam; got 'adm' (did you mean adam?)" },
         { "--numerics=exakt", "--numerics: expected one of exact, fast; got 'exakt' (did you mean exact?)" },

@@ -4,7 +4,8 @@
  * This file has its own forward pass in double, written from the layers'
  * definitions (Keras' NHWC Conv2D with TensorFlow's "same" padding, 2x2 max
  * pooling, global average pooling, BatchNormalization with the batch's
- * two-pass statistics, Add, Dropout with the documented mask key, Dense,
+ * two-pass statistics, a layer reading an earlier layer's output (a
+ * projection shortcut), Add, Dropout with the documented mask key, Dense,
  * softmax cross-entropy), not from ref/. Its summed loss is differentiated
  * by central differences in double and compared with the reference's exact
  * gradient sums (dr_model_loss_grad: one replica, replica statistics) for
@@ -43,7 +44,8 @@ static double dropout_keep(const dr_dense *d, uint32_t l, uint32_t r, uint32_t u
 static void layer_d(const dr_model_spec *m, uint32_t l, const double *p, double **act, const double *x)
 {
     const dr_dense *d = &m->layer[l];
-    const double *in = l ? act[l] : x, *W = p + dr_model_kernel_offset(m, l), *B = p + dr_model_bias_offset(m, l);
+    uint32_t src = d->src ? d->src : l;
+    const double *in = src ? act[src] : x, *W = p + dr_model_kernel_offset(m, l), *B = p + dr_model_bias_offset(m, l);
     double *out = act[l + 1];
     for (uint32_t n = 0; n < NB; n++) {
         const double *xi = in + (size_t)n * d->in;
@@ -208,6 +210,23 @@ static void test_strided_same_gap_dropout(void **state)
     assert_int_equal(m.layer[0].pad_left, 1);   /* (3-1)*2 + 3 - 5 = 2 columns, one each side */
 }
 
+/* A branch (a ResNet's projection shortcut): layer 3 reads layer 0's output. */
+static void test_projection_branch(void **state)
+{
+    dr_model_spec m = { .nlayers = 7, .loss = DR_LOSS_XENT_LOGITS, .in_h = 4, .in_w = 4, .in_c = 2,
+        .layer = { { .kind = DR_LAYER_CONV2D, .filters = 2, .ksize = 3, .stride = 1, .same = true, .act = DR_ACT_LINEAR },
+                   { .kind = DR_LAYER_CONV2D, .filters = 3, .ksize = 1, .stride = 2, .same = true },
+                   { .kind = DR_LAYER_BATCH_NORM },
+                   { .kind = DR_LAYER_CONV2D, .filters = 3, .ksize = 3, .stride = 2, .same = true, .src = 1 },
+                   { .kind = DR_LAYER_ADD, .from = 2 },
+                   { .kind = DR_LAYER_GLOBAL_AVG_POOL2D },
+                   { .kind = DR_LAYER_DENSE, .out = 3 } } };
+    (void)state;
+    assert_int_equal(check_model(&m, -1), 0);
+    assert_int_equal(m.layer[3].ih, 4);
+    assert_int_equal(m.layer[3].oh, 2);
+}
+
 static void test_negative_control(void **state)
 {
     dr_model_spec m = conv_model();
@@ -264,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bn_add_pool),
         cmocka_unit_test(test_strided_same_gap_dropout),
+        cmocka_unit_test(test_projection_branch),
         cmocka_unit_test(test_negative_control),
         cmocka_unit_test(test_pool_tie),
         cmocka_unit_test(test_shapes_refused),

@@ -38,7 +38,7 @@
 #include "distref/exact.h"
 #include "distref/schedule.h"
 
-#define DR_MAX_LAYERS 16
+#define DR_MAX_LAYERS 40
 
 typedef enum dr_activation { DR_ACT_LINEAR = 0, DR_ACT_RELU, DR_ACT_SOFTMAX } dr_activation;
 
@@ -71,6 +71,8 @@ typedef struct dr_dense {
     bool          same;        /* Conv2D padding: true = "same", false = "valid" */
     float         rate;        /* Dropout, in [0, 1) */
     int32_t       from;        /* Add: the layer whose output is added; -1 = the model's input */
+    uint32_t      src;         /* the layer's input: 0 = the previous layer's output, k + 1 = layer k's
+                                * (a branch: a ResNet's projection shortcut) */
     /* derived: the input and output feature maps (h, w, c; 1 x 1 x n when flat) */
     uint32_t      ih, iw, ic, oh, ow, oc;
     uint32_t      pad_top, pad_left;        /* Conv2D "same" (TensorFlow's: the extra one bottom/right) */

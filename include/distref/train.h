@@ -38,6 +38,8 @@ typedef struct dr_experiment {
 } dr_experiment;
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
+/* The small ResNet of resnet_* at stem width w (core/experiment_resnet.c). */
+void dr_resnet_spec(dr_model_spec *m, uint32_t width);
 /* The i-th experiment's name, NULL past the last (the --experiment list). */
 const char *dr_experiment_name(size_t i);
 
