@@ -15,7 +15,7 @@
  * variant-independent durability suite and, for a variant other than mpi,
  * the mpi suite are left out. --only names the suites to run (loss_curves,
  * batch_splitting, regularization, reductions, checkpoints, durability,
- * mpi, schedules, clipping, accumulation). make nightly times these slices (docs/NIGHTLY.md).
+ * mpi, schedules, clipping, accumulation, models). make nightly times these slices (docs/NIGHTLY.md).
  *
  * Prints "conformance: N passed, N failed, N not supported": a cell a
  * variant does not support did not run (SKIP), and is neither. Exit status 0
@@ -89,7 +89,8 @@ int main(int argc, char **argv)
     }
     if (r.only && !known_suites(r.only)) {
         fprintf(stderr, "conformance: --only %s: a suite is not one of loss_curves, batch_splitting, regularization, "
-                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation\n", r.only);
+                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation, "
+                "models\n", r.only);
         return 2;
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */
