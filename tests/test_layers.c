@@ -29,6 +29,7 @@
 #include "distref/model.h"
 #include "distref/ref.h"
 #include "distref/rng.h"
+#include "ref/graph.h"
 
 #define NB 3   /* examples */
 
@@ -253,6 +254,58 @@ static void test_pool_tie(void **state)
     dr_work_free(&w);
 }
 
+/* TensorFlow 2.21's BatchNormalization (scripts/tf_layer_probe.py, docs/MODELS.md):
+ * 8 values 3000 + N(0,1) (numpy default_rng(1)), split 4 + 4 over 2 replicas,
+ * one training step from moving mean 0, variance 1. TF measured:
+ *   R=1 (two-pass)              moving_mean 30.001987  moving_variance 0.99491304
+ *   synchronized, R=2 (E[x2]-E[x]2) moving_mean 30.001987  moving_variance 1.0
+ *   replica R=2: replica 0's update, moving_variance 0.99648124 */
+static void bn_state(uint32_t R, bool sync, float *mm, float *mv)
+{
+    static const float x[8] = { 0x1.770b1p+11f, 0x1.771a4ap+11f, 0x1.770a92p+11f, 0x1.76d64cp+11f,
+                                0x1.771cf8p+11f, 0x1.770e48p+11f, 0x1.76eed2p+11f, 0x1.771298p+11f };
+    dr_model_spec m = { .nlayers = 2, .loss = DR_LOSS_XENT_LOGITS, .in_h = 1, .in_w = 1, .in_c = 1,
+        .layer = { { .kind = DR_LAYER_BATCH_NORM }, { .kind = DR_LAYER_DENSE, .out = 2 } } };
+    dr_err err = { 0 };
+    float p[16], state[2];
+    uint8_t y[8] = { 0 };
+    dr_work w[2];
+    dr_acc loss[2], grad[2][16];
+    uint64_t correct[2] = { 0, 0 };
+    dr_graph_replica rp[2];
+    assert_int_equal(dr_model_derive(&m, &err), DR_OK);
+    assert_int_equal(dr_model_num_params(&m), 8);
+    dr_model_init(&m, 1, p);
+    memcpy(state, p + dr_model_num_trainable(&m), sizeof state);
+    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state };
+    memset(grad, 0, sizeof grad);
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t n = 8 / R;
+        assert_int_equal(dr_work_init(&w[r], &m, n, &err), DR_OK);
+        dr_acc_init(&loss[r]);
+        rp[r] = (dr_graph_replica){ p, x + r * n, y, NULL, NULL, n, &w[r], &loss[r], grad[r], &correct[r] };
+    }
+    dr_graph_loss_grad(&g, rp, R);
+    for (uint32_t r = 0; r < R; r++) dr_work_free(&w[r]);
+    *mm = state[0];
+    *mv = state[1];
+}
+
+static void test_bn_tensorflow(void **st)
+{
+    float mm, mv;
+    (void)st;
+    bn_state(1, false, &mm, &mv);
+    assert_true(mm == 30.001987f && mv == 0.99491304f);
+    bn_state(2, true, &mm, &mv);
+    assert_true(mm == 30.001987f && mv == 1.0f);
+    bn_state(1, true, &mm, &mv);   /* sync at R = 1: the one-pass formula still */
+    assert_true(mv == 1.0f);
+    bn_state(2, false, &mm, &mv);
+    assert_true(mv == 0.99648124f);   /* replica 0's: its two-pass variance 0.64812195 */
+    assert_true(fabsf(mm - 30.000483f) <= 4e-6f);   /* TF's float32 mean of the half is 2 ulp off the exact one */
+}
+
 static void refused(dr_model_spec m, const char *want)
 {
     dr_err err = { 0 };
@@ -286,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_projection_branch),
         cmocka_unit_test(test_negative_control),
         cmocka_unit_test(test_pool_tie),
+        cmocka_unit_test(test_bn_tensorflow),
         cmocka_unit_test(test_shapes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
