@@ -24,8 +24,9 @@
  * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
  * projection shortcuts, 19 BatchNormalizations, global average pooling)
  * under mirrored R = 3 = one_device, 2 steps of 32 (sync BN).
- * Planted fault: ref_sync_bn_local (tests/faults.tsv: sync statistics from
- * replica 0's batch alone) must fail `sync`.
+ * Planted faults (tests/faults.tsv): ref_sync_bn_local (sync statistics
+ * from replica 0's batch alone) and ref_dropout_by_row (masks keyed by the
+ * row within a replica's batch, not the example) must fail `sync`.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
