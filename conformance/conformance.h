@@ -125,6 +125,7 @@ int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/
 int suite_schedules(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
+int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

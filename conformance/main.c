@@ -15,7 +15,7 @@
  * variant-independent durability suite and, for a variant other than mpi,
  * the mpi suite are left out. --only names the suites to run (loss_curves,
  * batch_splitting, regularization, reductions, checkpoints, durability,
- * mpi, schedules, clipping, accumulation). make nightly times these slices (docs/NIGHTLY.md).
+ * mpi, schedules, clipping, accumulation, models). make nightly times these slices (docs/NIGHTLY.md).
  *
  * Prints "conformance: N passed, N failed, N not supported": a cell a
  * variant does not support did not run (SKIP), and is neither. Exit status 0
@@ -30,7 +30,8 @@
 #include <sys/stat.h>
 
 static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
-                                        "checkpoints", "durability", "compact", "mpi", "schedules", "clipping", "accumulation" };
+                                        "checkpoints", "durability", "compact", "mpi", "schedules", "clipping", "accumulation",
+                                        "models" };
 enum { NSUITES = sizeof k_suites / sizeof k_suites[0] };
 
 /* Is suite s named in the comma-separated list (NULL: every suite)? */
@@ -63,7 +64,8 @@ static int run_suites(results *r, const char *out)
            (wanted(o, "checkpoints") ? suite_checkpoints(r) : 0) +
            (wanted(o, "durability") ? suite_durability(r) : 0) + (wanted(o, "compact") ? suite_compact(r) : 0) +
            (wanted(o, "mpi") ? suite_mpi(r) : 0) + (wanted(o, "schedules") ? suite_schedules(r) : 0) +
-           (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0);
+           (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0) +
+           (wanted(o, "models") ? suite_models(r) : 0);
 }
 
 int main(int argc, char **argv)
@@ -87,7 +89,8 @@ int main(int argc, char **argv)
     }
     if (r.only && !known_suites(r.only)) {
         fprintf(stderr, "conformance: --only %s: a suite is not one of loss_curves, batch_splitting, regularization, "
-                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation\n", r.only);
+                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation, "
+                "models\n", r.only);
         return 2;
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */

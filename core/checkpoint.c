@@ -347,6 +347,11 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
             return dr_fail(err, DR_EUSAGE, "%s=%s, but the checkpoint in %s was trained with %s=%s; resume with "
                            "the same value or use another --model_dir", bits[i].flag, on_off(now->flags, bits[i].bit),
                            dir, bits[i].flag, on_off(c->flags, bits[i].bit));
+    if ((c->flags ^ now->flags) & DR_CKPT_BN_REPLICA)
+        return dr_fail(err, DR_EUSAGE, "--batch_norm=%s, but the checkpoint in %s was trained with --batch_norm=%s; "
+                       "resume with the same value or use another --model_dir",
+                       now->flags & DR_CKPT_BN_REPLICA ? "replica" : "sync", dir,
+                       c->flags & DR_CKPT_BN_REPLICA ? "replica" : "sync");
     if ((c->flags ^ now->flags) & DR_CKPT_FAST_NUMERICS)
         return dr_fail(err, DR_EUSAGE, "--numerics=%s, but the checkpoint in %s was trained with --numerics=%s: "
                        "resuming it in the other mode would silently change its trajectory; resume with "

@@ -6,20 +6,54 @@
 static const dr_experiment experiments[] = {
     /* The guide's toy: Dense(1), MSE, SGD, dataset of [1.] -> [1.] x 100, batch 10. */
     { "linear_ones", "toy",
-      { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
+      { .nlayers = 1, .layer = { { .in = 1, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f },
       10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
     /* Exact reductions under extreme dynamic range: Dense(1) on 8 features
      * spanning 2^-60 .. 2^60 (dr_dataset_wide), MSE, SGD at 2^-120. */
     { "linear_wide", "wide",
-      { 1, { { 8, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
+      { .nlayers = 1, .layer = { { .in = 8, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f },
       32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
     /* The default: 784-128-10 on the embedded synthetic data. */
     { "mlp_synthetic", "synthetic",
-      { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f },
+      { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f },
       64, 3, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
     /* The seeds' Keras MNIST model on Fashion-MNIST: Adam 0.001. */
     { "mlp_fashion_mnist", "fashion_mnist",
-      { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f },
+      { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f },
+      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    /* Small and fast, every layer kind but GlobalAveragePooling2D in one model
+     * (docs/MODELS.md): 28x28x1 -> Conv2D(4, 3, stride 2, same) -> BN+ReLU ->
+     * Conv2D(4, 3, same, ReLU) -> Add(BN's output) -> MaxPool -> Conv2D(8, 1, ReLU)
+     * -> Conv2D(8, 3, stride 2, valid) -> Flatten -> Dropout(0.25) -> Dense(10). */
+    { "cnn_synthetic", "synthetic",
+      { .nlayers = 10, .layer = { { .kind = DR_LAYER_CONV2D, .filters = 4, .ksize = 3, .stride = 2, .same = true },
+              { .kind = DR_LAYER_BATCH_NORM, .act = DR_ACT_RELU },
+              { .kind = DR_LAYER_CONV2D, .filters = 4, .ksize = 3, .stride = 1, .same = true, .act = DR_ACT_RELU },
+              { .kind = DR_LAYER_ADD, .from = 1 },
+              { .kind = DR_LAYER_MAX_POOL2D },
+              { .kind = DR_LAYER_CONV2D, .filters = 8, .ksize = 1, .stride = 1, .act = DR_ACT_RELU },
+              { .kind = DR_LAYER_CONV2D, .filters = 8, .ksize = 3, .stride = 2 },
+              { .kind = DR_LAYER_FLATTEN },
+              { .kind = DR_LAYER_DROPOUT, .rate = 0.25f },
+              { .kind = DR_LAYER_DENSE, .out = 10 } },
+        .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f, .in_h = 28, .in_w = 28, .in_c = 1 },
+      32, 1, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    /* TensorFlow's distributed-training tutorial: Conv2D(32, 3, ReLU) ->
+     * MaxPooling2D -> Flatten -> Dense(64, ReLU) -> Dense(10), Adam 0.001;
+     * 347,146 parameters. */
+    { "cnn_fashion_mnist", "fashion_mnist",
+      { .nlayers = 5, .layer = { { .kind = DR_LAYER_CONV2D, .filters = 32, .ksize = 3, .stride = 1, .act = DR_ACT_RELU },
+             { .kind = DR_LAYER_MAX_POOL2D },
+             { .kind = DR_LAYER_FLATTEN },
+             { .kind = DR_LAYER_DENSE, .out = 64, .act = DR_ACT_RELU },
+             { .kind = DR_LAYER_DENSE, .out = 10 } },
+        .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f, .in_h = 28, .in_w = 28, .in_c = 1 },
+      64, 12, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    /* The small ResNet (core/experiment_resnet.c, built at lookup): widths 4, 8, 16
+     * for tests; 16, 32, 64 on Fashion-MNIST. Adam 0.001. */
+    { "resnet_synthetic", "synthetic", { .nlayers = 0 },
+      32, 1, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+    { "resnet_fashion_mnist", "fashion_mnist", { .nlayers = 0 },
       64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
 };
 
@@ -31,10 +65,15 @@ const char *dr_experiment_name(size_t i)
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err)
 {
     for (size_t i = 0; i < sizeof experiments / sizeof experiments[0]; i++) {
-        if (strcmp(name, experiments[i].name) == 0) { *out = experiments[i]; return DR_OK; }
+        if (strcmp(name, experiments[i].name) == 0) {
+            *out = experiments[i];
+            if (out->model.nlayers == 0) dr_resnet_spec(&out->model, strcmp(name, "resnet_synthetic") == 0 ? 4 : 16);
+            return dr_model_derive(&out->model, err);
+        }
     }
     return dr_fail(err, DR_EUSAGE, "--experiment: unknown experiment '%s'; expected one of "
-                   "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist", name);
+                   "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist, cnn_synthetic, "
+                   "cnn_fashion_mnist, resnet_synthetic, resnet_fashion_mnist", name);
 }
 
 void dr_run_config_defaults(dr_run_config *c)
@@ -63,4 +102,5 @@ void dr_run_config_defaults(dr_run_config *c)
     c->opencl_mapping[0] = 0;
     c->tpu_hbm_scale = 1.0;
     c->staleness = 2;
+    strcpy(c->batch_norm, "sync");
 }

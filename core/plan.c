@@ -49,6 +49,34 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
     return DR_OK;
 }
 
+/* --batch_norm and what the models beyond Dense do not run with yet. */
+static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
+{
+    const dr_model_spec *m = &p->exp.model;
+    bool bn = false;
+    for (uint32_t l = 0; l < m->nlayers; l++) bn |= m->layer[l].kind == DR_LAYER_BATCH_NORM;
+    if (strcmp(cfg->batch_norm, "replica") == 0) p->bn_replica = bn;
+    else if (strcmp(cfg->batch_norm, "sync") != 0)
+        return dr_fail(err, DR_EUSAGE, "--batch_norm: expected sync or replica, got '%s'", cfg->batch_norm);
+    if (dr_model_is_dense(m)) return DR_OK;
+    {
+        const char *kind = dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind), *what = NULL;
+        if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) what = "--distribution_strategy=parameter_server";
+        else if (cfg->layer_devices[0]) what = "--layer_devices";
+        else if (cfg->input_partition_dims[0]) what = "--input_partition_dims (spatial partitioning with halos)";
+        else if (cfg->gradient_accumulation_steps > 1) what = "--gradient_accumulation_steps";
+        else if (cfg->placement_log) what = "--log_device_placement";
+        if (what)
+            return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s with a %s layer (experiment %s); models beyond "
+                           "Dense run the synchronous strategies without it so far", what, kind, p->exp.name);
+    }
+    if (bn && !p->bn_replica && strcmp(cfg->loss_reduction, "tf_default") == 0)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --loss_reduction=tf_default with --batch_norm=sync "
+                       "(each replica's own divisor would weight the shared statistics' gradient unevenly); use "
+                       "global_batch_size or --batch_norm=replica");
+    return DR_OK;
+}
+
 int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err)
 {
     if (strcmp(dataset, "toy") == 0) return dr_dataset_toy(out, err);
@@ -157,10 +185,8 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     p->spec = cfg->strategy;
     p->sopt = cfg->memory;
     p->num_workers = 1;
-    for (uint32_t l = 0; l < p->exp.model.nlayers; l++) {
-        p->tensor_len[p->ntensors++] = (size_t)p->exp.model.layer[l].in * p->exp.model.layer[l].out;
-        p->tensor_len[p->ntensors++] = p->exp.model.layer[l].out;
-    }
+    p->ntensors = dr_model_tensors(&p->exp.model, p->tensor_len, 4 * DR_MAX_LAYERS);
+    if ((rc = model_options(cfg, p, err))) return rc;
     if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU && p->spec.kind != DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUSAGE, "--input_partition_dims: spatial partitioning needs "
                        "--distribution_strategy=tpu, not %s", dr_strategy_kind_name(p->spec.kind));
@@ -195,7 +221,8 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->momentum = o->momentum;
     c->l2 = p->exp.model.l2;
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
-               (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS);
+               (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS) |
+               (p->bn_replica ? DR_CKPT_BN_REPLICA : 0);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
     c->schedule = o->schedule;   /* only the parameters its kind reads (the rest at their defaults) */
     if (o->schedule.kind != DR_LR_POLYNOMIAL) c->schedule.end_learning_rate = c->schedule.power = 0.0f;

@@ -40,6 +40,9 @@ int dr_traj_model_tensors(const dr_model_spec *m, const dr_optimizer *o, bool gr
 {
     static const char *const adam[] = { "optimizer/momentum/", "optimizer/velocity/" };
     int nslots = dr_optimizer_num_slots(o);
+    if (!dr_model_is_dense(m))
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --trajectory with a %s layer (its tensors are named for "
+                       "Dense layers so far, docs/MODELS.md)", dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind));
     free(ix->tensors);
     ix->ntensors = 0;
     if (!(ix->tensors = calloc(DR_TRAJ_MAX_TENSORS, sizeof *ix->tensors))) return dr_fail(err, DR_ENOMEM, "trajectory: out of memory");

@@ -116,6 +116,12 @@ static int export_init(const dr_run_config *cfg, const dr_run_plan *plan, bool n
     const dr_model_spec *m = &plan->exp.model;
     float *w = malloc(plan->P * sizeof(float) + 1);
     int rc = DR_OK;
+    if (!dr_model_is_dense(m)) {
+        free(w);
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: export --what=init of a model with a %s layer (the "
+                       "arrays are named for Dense layers so far, docs/MODELS.md)",
+                       dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind));
+    }
     if (!w) return dr_fail(err, DR_ENOMEM, "export init: out of memory");
     dr_model_init(m, cfg->seed, w);
     for (uint32_t l = 0; rc == DR_OK && l < m->nlayers; l++) {

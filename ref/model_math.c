@@ -13,12 +13,19 @@
 #include "distref/ref.h"
 #include "distref/elem.h"
 #include "distref/rng.h"
+#include "ref/graph.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define XENT_EPS 1e-7f   /* Keras' epsilon() for clipping probabilities */
+
+/* Keras' kernel_regularizer: Dense and Conv2D kernels. */
+static bool regularized(const dr_dense *d)
+{
+    return d->kind == DR_LAYER_DENSE || d->kind == DR_LAYER_CONV2D;
+}
 
 float dr_model_reg_loss(const dr_model_spec *m, const float *params)
 {
@@ -27,7 +34,7 @@ float dr_model_reg_loss(const dr_model_spec *m, const float *params)
     dr_acc_init(&sq);
     for (uint32_t l = 0; l < m->nlayers; l++) {
         const float *w = params + dr_model_kernel_offset(m, l);
-        dr_acc_add_dot(&sq, w, w, (size_t)m->layer[l].in * m->layer[l].out);
+        if (regularized(&m->layer[l])) dr_acc_add_dot(&sq, w, w, dr_model_kernel_size(m, l));
     }
     return m->l2 * dr_acc_round(&sq);
 }
@@ -38,7 +45,7 @@ float dr_model_reg_grad(const dr_model_spec *m, const float *params, size_t p)
     size_t off = 0;
     if (m->l2 == 0.0f) return 0.0f;
     while (l < m->nlayers && p >= off + dr_model_layer_params(m, l)) off += dr_model_layer_params(m, l++);
-    if (l == m->nlayers || p >= off + (size_t)m->layer[l].in * m->layer[l].out) return 0.0f;
+    if (l == m->nlayers || !regularized(&m->layer[l]) || p >= off + dr_model_kernel_size(m, l)) return 0.0f;
     return (2.0f * m->l2) * params[p];
 }
 
@@ -67,11 +74,26 @@ const dr_model_ops *dr_model_ops_ref(void)
 
 /* ---- scratch ------------------------------------------------------------ */
 
+/* Graph models: the per-layer buffers of ref/layers.h. */
+static int graph_work_init(dr_work *w, const dr_model_spec *m, size_t b)
+{
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        const dr_dense *d = &m->layer[l];
+        w->aux_l[l] = malloc((b * d->out + 3 * (size_t)d->oc) * sizeof(float));
+        w->idx[l] = malloc(b * d->out * sizeof(uint32_t));
+        w->dact[l] = malloc(b * (l ? m->layer[l - 1].out : d->in) * sizeof(float));   /* d(loss)/d(act[l]) */
+        if (!w->aux_l[l] || !w->idx[l] || !w->dact[l]) return DR_ENOMEM;
+    }
+    w->dact[m->nlayers] = malloc(b * m->layer[m->nlayers - 1].out * sizeof(float));
+    return w->dact[m->nlayers] ? DR_OK : DR_ENOMEM;
+}
+
 int dr_work_init(dr_work *w, const dr_model_spec *m, uint32_t max_batch, dr_err *err)
 {
     size_t widest = 0, b = max_batch ? max_batch : 1;
     memset(w, 0, sizeof *w);
     w->max_batch = max_batch;
+    if (!dr_model_is_dense(m) && graph_work_init(w, m, b)) goto oom;
     for (uint32_t l = 0; l < m->nlayers; l++) {
         if (m->layer[l].in > widest) widest = m->layer[l].in;
         if (m->layer[l].out > widest) widest = m->layer[l].out;
@@ -90,7 +112,10 @@ oom:
 
 void dr_work_free(dr_work *w)
 {
-    for (int l = 0; l < DR_MAX_LAYERS; l++) { free(w->pre[l]); free(w->act[l + 1]); }
+    for (int l = 0; l < DR_MAX_LAYERS; l++) {
+        free(w->pre[l]); free(w->act[l + 1]); free(w->aux_l[l]); free(w->idx[l]); free(w->dact[l]);
+    }
+    free(w->dact[DR_MAX_LAYERS]);
     free(w->delta[0]); free(w->delta[1]); free(w->aux);
     memset(w, 0, sizeof *w);
 }
@@ -145,6 +170,12 @@ void dr_model_forward_layers(const dr_model_spec *m, const dr_model_ops *ops, co
 void dr_model_forward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
                       const float *x, uint32_t b, dr_work *w)
 {
+    if (!dr_model_is_dense(m)) {   /* inference: moving statistics, no dropout */
+        dr_graph_ctx g = { m, ops, false, false, 0, 0, NULL };
+        dr_graph_replica r = { params, x, NULL, NULL, NULL, b, w, NULL, NULL, NULL };
+        dr_graph_forward(&g, &r, 1);
+        return;
+    }
     dr_model_forward_layers(m, ops, params, x, 0, b, w);
 }
 
@@ -198,13 +229,10 @@ void dr_model_example_losses(const dr_model_spec *m, const dr_model_ops *ops, co
 
 /* ---- backward ----------------------------------------------------------- */
 
-const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
-                               const float *x, const uint8_t *labels, const float *targets, uint32_t n,
-                               dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct,
-                               bool kernel0)
+void dr_model_loss_delta(const dr_model_spec *m, const dr_model_ops *ops, const dr_work *w, uint32_t n,
+                         const uint8_t *labels, const float *targets, dr_acc *loss_sum, float *dz, uint64_t *correct)
 {
     uint32_t L = m->nlayers, nout = m->layer[L - 1].out;
-    float *dz = w->delta[0];
     for (uint32_t r = 0; r < n; r++) {
         const float *pre = w->pre[L - 1] + (size_t)r * nout, *out = w->act[L] + (size_t)r * nout;
         uint8_t label = labels ? labels[r] : 0;
@@ -212,6 +240,16 @@ const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, 
                                           dz + (size_t)r * nout, w->aux));
         if (labels && correct) *correct += argmax(out, nout) == label;
     }
+}
+
+const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, const float *params,
+                               const float *x, const uint8_t *labels, const float *targets, uint32_t n,
+                               dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct,
+                               bool kernel0)
+{
+    uint32_t L = m->nlayers;
+    float *dz = w->delta[0];
+    dr_model_loss_delta(m, ops, w, n, labels, targets, loss_sum, dz, correct);
     for (uint32_t l = L; l-- > 0;) {
         const dr_dense *d = &m->layer[l];
         const float *in = l ? w->act[l] : x, *W = params + dr_model_kernel_offset(m, l);
@@ -236,6 +274,12 @@ void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const f
                         dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct)
 {
     if (b == 0) return;
+    if (!dr_model_is_dense(m)) {   /* one replica, replica BN, dropout keyed by the row */
+        dr_graph_ctx g = { m, ops, true, false, 0, 0, NULL };
+        dr_graph_replica r = { params, x, labels, targets, NULL, b, w, loss_sum, grad_sum, correct };
+        dr_graph_loss_grad(&g, &r, 1);
+        return;
+    }
     dr_model_forward(m, ops, params, x, b, w);
     dr_model_backward(m, ops, params, x, labels, targets, b, w, loss_sum, grad_sum, correct, true);
 }

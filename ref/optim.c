@@ -88,7 +88,7 @@ void dr_optimizer_clip(const dr_optimizer *o, const dr_model_spec *m, float *g, 
     } else if (c->clipnorm > 0.0f) {   /* each variable, kernel and bias, by its own norm */
         for (uint32_t l = 0; l < m->nlayers; l++) {
             size_t k = dr_model_kernel_offset(m, l), b = dr_model_bias_offset(m, l);
-            size_t nk = (size_t)m->layer[l].in * m->layer[l].out, nb = m->layer[l].out;
+            size_t nk = dr_model_kernel_size(m, l), nb = dr_model_layer_params(m, l) - nk;
             dr_acc sk, sb;
             dr_acc_init(&sk);
             dr_acc_init(&sb);

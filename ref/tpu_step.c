@@ -213,6 +213,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     replica *rp = &t->rep[r];
     uint32_t rows = n;   /* the rows that count: the rest is padding, masked */
     load_static_batch(t, rp, r, t->ids + t->off[r], n);
+    if (!dr_model_is_dense(&t->exp.model)) return DR_OK;   /* dr_graph_shares, after every replica's load */
     memset(rp->grad, 0, t->P * sizeof *rp->grad);
     dr_acc_init(&rp->loss);
     rp->correct = 0;
@@ -238,6 +239,7 @@ int dr_tpu_step(trainer *t, dr_err *err)
     int rc;
     tp->merge_s = tp->backward_s = tp->allreduce_s = 0;
     if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err))) return rc;
+    if (!dr_model_is_dense(&t->exp.model) && (rc = dr_graph_shares(t, err))) return rc;
     for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
     /* One all-reduce per logical core, over its own links, at once. */
     for (uint32_t l = 0; l < tp->tiles; l++) {

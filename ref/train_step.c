@@ -89,7 +89,7 @@ void dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slo
     dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, t->step), t->step / k, params, t->grad, slots, t->P);
 }
 
-static int reduce_and_apply(trainer *t, dr_err *err)
+int dr_trainer_reduce_and_apply(trainer *t, dr_err *err)
 {
     uint32_t R = t->strat.num_replicas;
     dr_acc *acc[DR_MAX_DEVICES];
@@ -179,7 +179,7 @@ static int accumulate_step(trainer *t, dr_err *err)
                        (unsigned long long)den * k);
     for (uint32_t r = 0; r < R; r++) { dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g; }
     t->den = den * k;
-    rc = reduce_and_apply(t, err);
+    rc = dr_trainer_reduce_and_apply(t, err);
     t->den = den;
     for (uint32_t r = 0; r < R; r++) {
         dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g;
@@ -199,13 +199,17 @@ int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_repor
         dr_trainer_end_step(t);
         return DR_OK;
     }
+    if (!dr_model_is_dense(&t->exp.model)) {   /* models beyond Dense: ref/graph_step.c */
+        if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
+        return t->tpu.on ? dr_tpu_step(t, err) : dr_graph_step(t, err);
+    }
     if (t->tpu.on) {
         if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
         return dr_tpu_step(t, err);
     }
     if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-        (rc = reduce_and_apply(t, err)))
+        (rc = dr_trainer_reduce_and_apply(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;

@@ -120,6 +120,12 @@ void     dr_trainer_end_step(trainer *t);
  * backward ops, then the reduction and the updates, one line per op. */
 void     dr_trainer_log_replica_ops(const trainer *t, uint32_t r);
 void     dr_trainer_log_update_ops(const trainer *t);
+/* The gradient's reduction and the updates of a step (train_step.c). */
+int      dr_trainer_reduce_and_apply(trainer *t, dr_err *err);
+/* Models beyond Dense (graph_step.c): every replica's share of the step
+ * (batches already loaded), and the whole step after dr_trainer_begin_step. */
+int      dr_graph_shares(trainer *t, dr_err *err);
+int      dr_graph_step(trainer *t, dr_err *err);
 /* One synchronous step of the reference (train_step.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
 

@@ -69,6 +69,7 @@ static void threads_leave(dr_session *s)
 }
 
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
+static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
 
 static int omp_supports(const dr_run_plan *plan, dr_err *err)
 {
@@ -84,6 +85,8 @@ static int ocl_supports(const dr_run_plan *plan, dr_err *err)
  * worker run with `mpirun -np 1` (the comm checks the world's size). */
 static int mpi_supports(const dr_run_plan *plan, dr_err *err)
 {
+    int rc = model_supported(plan, dr_backend_openmp(), err);
+    if (rc) return rc;
     if (plan->spec.kind == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
                        "--variant=openmp or ref");
@@ -91,10 +94,25 @@ static int mpi_supports(const dr_run_plan *plan, dr_err *err)
     return supports_on("mpi", plan, dr_backend_openmp(), err);
 }
 
+/* The model's layers, asked of the backend before anything else: a model
+ * it has no kernels for is refused at open, whatever the strategy. */
+static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
+{
+    dr_backend_query q;
+    memset(&q, 0, sizeof q);
+    q.strategy = DR_STRATEGY_ONE_DEVICE;
+    q.numerics = DR_NUMERICS_EXACT;
+    q.num_replicas = 1;
+    q.tiles = 1;
+    q.layer_kinds = dr_model_layer_kinds(&plan->exp.model);
+    return q.layer_kinds == 1u << DR_LAYER_DENSE ? DR_OK : bo->supports(&q, err);
+}
+
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     dr_backend_query q;
     int rc;
+    if ((rc = model_supported(plan, bo, err))) return rc;
     memset(&q, 0, sizeof q);
     q.strategy = plan->spec.kind;
     q.numerics = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;

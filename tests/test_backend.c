@@ -37,7 +37,7 @@ static const dr_optimizer SGD = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1
 
 static dr_model_spec mlp(dr_activation last, dr_loss_kind loss, float l2)
 {
-    dr_model_spec m = { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, last } }, loss, l2 };
+    dr_model_spec m = { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = last } }, .loss = loss, .l2 = l2 };
     return m;
 }
 
@@ -276,16 +276,16 @@ static void softmax_probs_saturated(void **st) { (void)st; check_grid(mlp(DR_ACT
 
 static void three_layers(void **st)
 {
-    dr_model_spec m = { 3, { { 784, 64, DR_ACT_RELU }, { 64, 32, DR_ACT_RELU }, { 32, 10, DR_ACT_LINEAR } },
-                        DR_LOSS_XENT_LOGITS, 0 };
+    dr_model_spec m = { .nlayers = 3, .layer = { { .in = 784, .out = 64, .act = DR_ACT_RELU }, { .in = 64, .out = 32, .act = DR_ACT_RELU }, { .in = 32, .out = 10, .act = DR_ACT_LINEAR } },
+                        .loss = DR_LOSS_XENT_LOGITS, .l2 = 0 };
     (void)st;
     check_grid(m, 5, 1);
 }
 
 static void mse_toy_and_net(void **st)
 {
-    dr_model_spec toy = { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0 };
-    dr_model_spec net = { 2, { { 5, 4, DR_ACT_RELU }, { 4, 3, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0 };
+    dr_model_spec toy = { .nlayers = 1, .layer = { { .in = 1, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0 };
+    dr_model_spec net = { .nlayers = 2, .layer = { { .in = 5, .out = 4, .act = DR_ACT_RELU }, { .in = 4, .out = 3, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0 };
     (void)st;
     check_grid(toy, 0, 1);
     check_grid(toy, 2, 1);
@@ -511,7 +511,7 @@ static void check_tiles(dr_model_spec m, uint32_t ty, uint32_t tx, dr_numerics n
 
 static void tiles_2x2(void **st)
 {
-    dr_model_spec one = { 1, { { 784, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 1e-3f };
+    dr_model_spec one = { .nlayers = 1, .layer = { { .in = 784, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 1e-3f };
     (void)st;
     check_tiles(mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f), 2, 2, DR_NUMERICS_EXACT);
     check_tiles(one, 2, 2, DR_NUMERICS_EXACT);   /* layer0_finish makes the output */
@@ -642,7 +642,9 @@ static void sgemm_cut_by_shape(void **st)
 static void api(void **st)
 {
     const dr_backend_ops *o = dr_backend_openmp();
-    dr_backend_query q = { DR_STRATEGY_MIRRORED, DR_NUMERICS_EXACT, 4, 1, true };
+    dr_backend_query q = { DR_STRATEGY_MIRRORED, DR_NUMERICS_EXACT, 4, 1, true, 0 };
+    dr_backend_query conv = { DR_STRATEGY_ONE_DEVICE, DR_NUMERICS_EXACT, 1, 1, false,
+                              1u << DR_LAYER_DENSE | 1u << DR_LAYER_CONV2D };
     dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0);
     bk k = bk_open(&m, &SGD, DR_NUMERICS_EXACT);
     dr_replica_bufs rb;
@@ -657,6 +659,8 @@ static void api(void **st)
         assert_int_equal(o->supports(&q, &e), s == DR_STRATEGY_PARAMETER_SERVER ? DR_EUNSUPPORTED : DR_OK);
     }
     assert_non_null(strstr(e.msg, "parameter_server"));
+    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);   /* a model beyond Dense: the reference's only */
+    assert_non_null(strstr(e.msg, "not supported: conv2d runs in the reference only so far"));
     q.strategy = DR_STRATEGY_TPU; q.numerics = DR_NUMERICS_FAST; q.tiles = 4;
     assert_int_equal(o->supports(&q, &e), DR_OK);
     q.tiles = 0;

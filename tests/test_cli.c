@@ -531,8 +531,9 @@ static void test_unknown_experiment(void **s)
 {
     (void)s; result r;
     RUN(&r, "train", MD, "--experiment=nope");
-    expect(&r, 2, "--experiment: expected one of linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist; "
-           "got 'nope'");
+    expect(&r, 2, "--experiment: expected one of linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist, "
+           "cnn_synthetic, cnn_fashion_mnist, "
+           "resnet_synthetic, resnet_fashion_mnist; got 'nope'");
     assert_non_null(strstr(r.out, "linear_ones, linear_wide, mlp_synthetic, mlp_fashion_mnist"));
 }
 static void test_unknown_optimizer(void **s) { (void)s; result r; RUN(&r, "train", MD, "--optimizer=rmsprop"); expect(&r, 2, "--optimizer: expected one of \"\", sgd, adam; got 'rmsprop'"); }

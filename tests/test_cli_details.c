@@ -90,7 +90,8 @@ static void valid_names(void **st)
         { "--distribution_strategy=mirored", "--distribution_strategy: expected one of off, one_device, mirrored, "
           "central_storage, multi_worker_mirrored, parameter_server, tpu; got 'mirored' (did you mean mirrored?)" },
         { "--experiment=mlp_synth", "--experiment: expected one of linear_ones, linear_wide, mlp_synthetic, "
-          "mlp_fashion_mnist; got 'mlp_synth'" },
+          "mlp_fashion_mnist, cnn_synthetic, cnn_fashion_mnist, "
+           "resnet_synthetic, resnet_fashion_mnist; got 'mlp_synth'" },
         { "--variant=opnemp", "--variant: expected one of ref, openmp, opencl, mpi; got 'opnemp' (did you mean openmp?)" },
         { "--optimizer=adm", "--optimizer: expected one of \"\", sgd, adam; got 'adm' (did you mean adam?)" },
         { "--numerics=exakt", "--numerics: expected one of exact, fast; got 'exakt' (did you mean exact?)" },
@@ -122,6 +123,27 @@ static void usage_exit_2(void **st)
               "--distribution_strategy=parameter_server", g_tmp), 2, "parameter_server runs in the reference and under mpirun only");
     expect(sh(NO_LSAN BIN " train --model_dir=%s/unused --variant=mpi --distribution_strategy=tpu", g_tmp), 2,
            "--variant=mpi: the tpu strategy runs in one process");
+}
+
+/* Models beyond the MLP (docs/MODELS.md): --batch_norm's values, the
+ * engine's refusal naming the layer, a resume under the other BN mode and a
+ * checkpoint of another architecture, each exit 2. */
+static void models(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --batch_norm=local", g_tmp), 2,
+           "--batch_norm: expected one of sync, replica; got 'local'");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=openmp", g_tmp), 2,
+           "not supported: conv2d runs in the reference only so far");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --distribution_strategy=tpu "
+              "--input_partition_dims=2,2", g_tmp), 2, "not supported: --input_partition_dims (spatial partitioning "
+           "with halos) with a conv2d layer");
+    expect(sh(BIN " train --model_dir=%s/bn --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=64 "
+              "--batch_norm=replica", g_tmp), 0, "train: steps=1");
+    expect(sh(BIN " train --model_dir=%s/bn --experiment=cnn_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),
+           2, "--batch_norm=sync, but the checkpoint in");
+    expect(sh(BIN " train --model_dir=%s/bn --experiment=mlp_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),
+           2, "--experiment");
 }
 
 /* The schedule and clipping flags (docs/TRAINING_FEATURES.md): values,
@@ -278,7 +300,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
-        cmocka_unit_test(usage_exit_2), cmocka_unit_test(training_features), cmocka_unit_test(version),
+        cmocka_unit_test(usage_exit_2),
+        cmocka_unit_test(models), cmocka_unit_test(training_features), cmocka_unit_test(version),
         cmocka_unit_test(help),
         cmocka_unit_test(mpirun_once), cmocka_unit_test(worker_hosts), cmocka_unit_test(flagfile),
         cmocka_unit_test(fashion_package),

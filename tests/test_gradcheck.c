@@ -253,14 +253,14 @@ static void check_case(const gc_case *c, gc_stats *st, bool tamper, size_t *tamp
 /* ---- cases ------------------------------------------------------------------- */
 
 static const gc_case MLP_SMALL = {
-    "12-8-5 relu xent", { 2, { { 12, 8, DR_ACT_RELU }, { 8, 5, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f }, 16 };
+    "12-8-5 relu xent", { .nlayers = 2, .layer = { { .in = 12, .out = 8, .act = DR_ACT_RELU }, { .in = 8, .out = 5, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f }, 16 };
 static const gc_case MLP_DEEP = {
     "10-9-7-4 relu xent",
-    { 3, { { 10, 9, DR_ACT_RELU }, { 9, 7, DR_ACT_RELU }, { 7, 4, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f }, 16 };
+    { .nlayers = 3, .layer = { { .in = 10, .out = 9, .act = DR_ACT_RELU }, { .in = 9, .out = 7, .act = DR_ACT_RELU }, { .in = 7, .out = 4, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f }, 16 };
 static const gc_case LINEAR_MSE = {
-    "6-1 linear mse", { 1, { { 6, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f }, 16 };
+    "6-1 linear mse", { .nlayers = 1, .layer = { { .in = 6, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f }, 16 };
 static const gc_case MNIST_SHAPE = {
-    "784-128-10 relu xent", { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f }, 4 };
+    "784-128-10 relu xent", { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f }, 4 };
 
 static void run_ok(const gc_case *c, size_t min_checked)
 {

@@ -254,7 +254,7 @@ static void exact_capabilities(void **state)
 
 static void device_oom(void **state)
 {
-    dr_model_spec m = { 2, { { 4, 3, DR_ACT_RELU }, { 3, 2, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f };
+    dr_model_spec m = { .nlayers = 2, .layer = { { .in = 4, .out = 3, .act = DR_ACT_RELU }, { .in = 3, .out = 2, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f };
     dr_optimizer o;
     dr_backend *b;
     dr_buffer *buf = NULL;
@@ -279,7 +279,7 @@ static void device_oom(void **state)
 
 /* ---- replica mappings ------------------------------------------------------------ */
 
-static const dr_model_spec k_small = { 2, { { 4, 3, DR_ACT_RELU }, { 3, 2, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f };
+static const dr_model_spec k_small = { .nlayers = 2, .layer = { { .in = 4, .out = 3, .act = DR_ACT_RELU }, { .in = 3, .out = 2, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f };
 
 static dr_optimizer sgd(void)
 {

@@ -51,6 +51,10 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 
 static int omp_supports(const dr_backend_query *q, dr_err *err)
 {
+    uint32_t beyond = q->layer_kinds & ~(1u << DR_LAYER_DENSE);
+    if (beyond)   /* the kernels are Dense's; the rest is the reference's (issue 31) */
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s runs in the reference only so far (the openmp "
+                       "backend has Dense kernels only); use --variant=ref", dr_layer_kinds_first(beyond));
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: parameter_server runs in the reference and under "
                        "mpirun only (strategies/ps_mpi.c)");

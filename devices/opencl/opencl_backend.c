@@ -70,6 +70,10 @@ int dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, si
 
 static int cl_supports(const dr_backend_query *q, dr_err *err)
 {
+    uint32_t beyond = q->layer_kinds & ~(1u << DR_LAYER_DENSE);
+    if (beyond)   /* the kernels are Dense's; the rest is the reference's (issue 31) */
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s runs in the reference only so far (the opencl "
+                       "backend has Dense kernels only); use --variant=ref", dr_layer_kinds_first(beyond));
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored, "
                        "central_storage and multi_worker_mirrored are)", dr_strategy_kind_name(q->strategy));

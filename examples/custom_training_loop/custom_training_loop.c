@@ -221,7 +221,7 @@ int main(int argc, char **argv)
      *                             kernel_regularizer=tf.keras.regularizers.L2(1e-4))])
      *   optimizer = tf.keras.optimizers.SGD()
      * Glorot-uniform kernel and zero bias from seed 42, the same on every replica. */
-    dr_model_spec dense = { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, L2_FACTOR };
+    dr_model_spec dense = { .nlayers = 1, .layer = { { .in = 1, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = L2_FACTOR };
     for (uint32_t r = 0; r < R; r++) dr_model_init(&dense, 42, model.replica[r].params);
     io.model = &model;
     io.global_batch_size = global_batch_size;

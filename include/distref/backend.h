@@ -117,6 +117,7 @@ typedef struct dr_backend_query {
     uint32_t         num_replicas;    /* in this process */
     uint32_t         tiles;           /* tpu spatial partitioning: cores per replica (1 = none) */
     bool             layer_placement; /* --layer_devices */
+    uint32_t         layer_kinds;     /* the model's layer kinds, bit 1 << dr_layer_kind (0: Dense only) */
 } dr_backend_query;
 
 /* One replica's tensors on its device. The engine allocates them with

@@ -69,6 +69,9 @@ void dr_checkpoint_free(dr_checkpoint *c);
  * in the other mode is refused naming --numerics). Checkpoints written
  * before this bit existed read as exact. */
 #define DR_CKPT_FAST_NUMERICS  8u
+/* --batch_norm=replica trained a model with BatchNormalization (sync, the
+ * default, and every model without it: the bit clear, as before it existed). */
+#define DR_CKPT_BN_REPLICA     16u
 
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
  * seed, global batch and training set agree (DR_EUSAGE, exit 2, naming the

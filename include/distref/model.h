@@ -1,8 +1,20 @@
 /* distref core — models and optimizers as data.
  *
- * A model is a stack of Dense layers. Parameters live in one flat float
- * array: for each layer its kernel (in x out, row-major) and then its bias
- * (out), so a checkpoint, a hash or an all-reduce sees one vector.
+ * A model is a list of layers, each of a kind (dr_layer_kind): Dense, and
+ * since issue 31 Conv2D, MaxPooling2D, GlobalAveragePooling2D, Flatten,
+ * BatchNormalization, Dropout and a residual Add. Activations are NHWC as in
+ * Keras; a layer's in/out are its flat per-example sizes (h*w*c), derived
+ * with every other shape by dr_model_derive (core/model_spec.c), the one
+ * place that knows shapes and offsets.
+ *
+ * Parameters live in one flat float array: first the trainable tensors,
+ * layer by layer (Dense: kernel in x out row-major, then bias out; Conv2D:
+ * kernel kh x kw x cin x cout as Keras, then bias; BatchNormalization: gamma,
+ * beta), then the non-trainable state: each BatchNormalization's moving mean
+ * and moving variance, layer by layer (docs/MODELS.md). A Dense MLP has no
+ * state and exactly its old layout. The state's gradient is always zero, so
+ * every optimizer leaves it bit-unchanged; the training step writes it.
+ * A checkpoint, a hash or an all-reduce sees one vector.
  *
  * This header is the model *as data*, shared by every layer: its layout,
  * initial values and optimizer settings. The math that trains it exists
@@ -26,7 +38,7 @@
 #include "distref/exact.h"
 #include "distref/schedule.h"
 
-#define DR_MAX_LAYERS 4
+#define DR_MAX_LAYERS 40
 
 typedef enum dr_activation { DR_ACT_LINEAR = 0, DR_ACT_RELU, DR_ACT_SOFTMAX } dr_activation;
 
@@ -36,25 +48,84 @@ typedef enum dr_loss_kind {
     DR_LOSS_MSE                /* mean squared error over the outputs */
 } dr_loss_kind;
 
+typedef enum dr_layer_kind {
+    DR_LAYER_DENSE = 0,        /* zero: the specs written before kinds existed stay Dense */
+    DR_LAYER_CONV2D,
+    DR_LAYER_MAX_POOL2D,       /* 2x2, stride 2, valid */
+    DR_LAYER_GLOBAL_AVG_POOL2D,
+    DR_LAYER_FLATTEN,
+    DR_LAYER_BATCH_NORM,       /* over the channels; momentum 0.99, epsilon 1e-3 */
+    DR_LAYER_DROPOUT,
+    DR_LAYER_ADD               /* residual: this layer's input + the output of layer `from` */
+} dr_layer_kind;
+
+/* One layer. Written by hand: kind, act and the kind's settings (units in
+ * `out` for Dense, filters/ksize/stride/same for Conv2D, rate for Dropout,
+ * from for Add); the shapes are derived (dr_model_derive). For a Dense MLP
+ * with a flat input, {in, out, act} is the whole spec, as before. */
 typedef struct dr_dense {
-    uint32_t      in, out;
-    dr_activation act;
+    uint32_t      in, out;     /* flat per-example sizes (Dense: units) */
+    dr_activation act;         /* Dense, Conv2D: linear or relu (softmax: Dense) */
+    dr_layer_kind kind;
+    uint32_t      filters, ksize, stride;   /* Conv2D */
+    bool          same;        /* Conv2D padding: true = "same", false = "valid" */
+    float         rate;        /* Dropout, in [0, 1) */
+    int32_t       from;        /* Add: the layer whose output is added; -1 = the model's input */
+    uint32_t      src;         /* the layer's input: 0 = the previous layer's output, k + 1 = layer k's
+                                * (a branch: a ResNet's projection shortcut) */
+    /* derived: the input and output feature maps (h, w, c; 1 x 1 x n when flat) */
+    uint32_t      ih, iw, ic, oh, ow, oc;
+    uint32_t      pad_top, pad_left;        /* Conv2D "same" (TensorFlow's: the extra one bottom/right) */
 } dr_dense;
+typedef dr_dense dr_layer;
 
 typedef struct dr_model_spec {
     uint32_t     nlayers;
     dr_dense     layer[DR_MAX_LAYERS];
     dr_loss_kind loss;
     float        l2;           /* L2 kernel regularization factor; 0 = none */
+    uint32_t     in_h, in_w, in_c;   /* an image input (NHWC); 0 = a flat input of layer[0].in */
 } dr_model_spec;
 
+const char *dr_layer_kind_name(dr_layer_kind k);
+
+/* Derives every layer's shapes from the input and the settings, checking
+ * that they fit; DR_EUSAGE naming the layer (index and kind) and the
+ * dimension otherwise. Idempotent; a Dense MLP is left as written. */
+int  dr_model_derive(dr_model_spec *m, dr_err *err);
+
+/* Every layer Dense: the engine's models. */
+bool dr_model_is_dense(const dr_model_spec *m);
+/* The kinds the model uses: bit 1 << dr_layer_kind. A backend's supports()
+ * refuses the kinds it has no kernels for, naming the first. */
+uint32_t dr_model_layer_kinds(const dr_model_spec *m);
+/* The lowest kind in a mask, for the refusal's message. */
+const char *dr_layer_kinds_first(uint32_t kinds);
+/* The first layer that is not Dense, or nlayers. */
+uint32_t dr_model_first_non_dense(const dr_model_spec *m);
+
+/* Trainable parameters (the gradient's length) and the state after them. */
+size_t dr_model_num_trainable(const dr_model_spec *m);
+size_t dr_model_num_state(const dr_model_spec *m);
+/* Layer l's state (BatchNormalization: moving mean, then moving variance, oc each). */
+size_t dr_model_state_offset(const dr_model_spec *m, uint32_t layer);
+/* Elements of layer l's kernel (Dense, Conv2D; BatchNormalization: gamma): the L2 range. */
+size_t dr_model_kernel_size(const dr_model_spec *m, uint32_t layer);
+/* The tensors in layout order (trainable ones, then the state's): their
+ * count, and their lengths into len[0..max). */
+uint32_t dr_model_tensors(const dr_model_spec *m, size_t *len, uint32_t max);
+
+/* All parameters: trainable, then state (= trainable for a Dense MLP). */
 size_t dr_model_num_params(const dr_model_spec *m);
 size_t dr_model_kernel_offset(const dr_model_spec *m, uint32_t layer);
 size_t dr_model_bias_offset(const dr_model_spec *m, uint32_t layer);
-/* Parameters of layer l: kernel then bias, contiguous. */
+/* Trainable parameters of layer l: kernel then bias (BatchNormalization:
+ * gamma then beta), contiguous from kernel_offset; 0 for kinds without. */
 size_t dr_model_layer_params(const dr_model_spec *m, uint32_t layer);
 
-/* Glorot-uniform kernels drawn from (seed, DR_STREAM_INIT + layer), zero biases. */
+/* Glorot-uniform kernels drawn from (seed, DR_STREAM_INIT + layer), zero
+ * biases (Conv2D: fans kh*kw*cin and kh*kw*cout, as Keras); BatchNormalization
+ * gamma 1, beta 0, moving mean 0, moving variance 1. */
 void dr_model_init(const dr_model_spec *m, uint64_t seed, float *params);
 
 /* ---- optimizers --------------------------------------------------------- */

@@ -42,8 +42,9 @@ typedef struct dr_run_plan {
      * gradients by D (and the regularization by R). */
     bool                divide_by_count;   /* D = the examples in the step, not G */
     bool                divide_locally;    /* tf_default: each replica by its own size x R */
-    size_t              tensor_len[2 * DR_MAX_LAYERS];   /* kernel, bias, kernel, bias, ... */
+    size_t              tensor_len[4 * DR_MAX_LAYERS];   /* dr_model_tensors: kernel, bias, ..., then state */
     uint32_t            ntensors;
+    bool                bn_replica;   /* --batch_norm=replica on a model with BatchNormalization */
 } dr_run_plan;
 
 /* DR_EUSAGE naming the flag or TF_CONFIG field for anything inconsistent. */

@@ -55,6 +55,11 @@ typedef struct dr_work {
     float   *pre[DR_MAX_LAYERS];       /* pre-activations */
     float   *delta[2];                 /* backward ping-pong buffers */
     float   *aux;                      /* per-example scratch (softmax terms) */
+    /* models beyond Dense (ref/layers.h); NULL for a Dense MLP */
+    float   *aux_l[DR_MAX_LAYERS];     /* per layer: BatchNormalization's xhat and statistics,
+                                        * Dropout's multipliers */
+    uint32_t *idx[DR_MAX_LAYERS];      /* MaxPooling2D: each output's winner */
+    float   *dact[DR_MAX_LAYERS + 1];  /* backward: d(loss)/d(input of layer l); [nlayers]: of the output */
 } dr_work;
 
 int  dr_work_init(dr_work *w, const dr_model_spec *m, uint32_t max_batch, dr_err *err);
@@ -88,6 +93,11 @@ const float *dr_model_backward(const dr_model_spec *m, const dr_model_ops *ops, 
                                const float *x, const uint8_t *labels, const float *targets, uint32_t n,
                                dr_work *w, dr_acc *loss_sum, dr_acc *grad_sum, uint64_t *correct,
                                bool kernel0);
+
+/* The loss of the last forward pass's first n rows, added to *loss_sum, and
+ * d(loss)/d(last layer's pre-activation) into dz (n x out). */
+void dr_model_loss_delta(const dr_model_spec *m, const dr_model_ops *ops, const dr_work *w, uint32_t n,
+                         const uint8_t *labels, const float *targets, dr_acc *loss_sum, float *dz, uint64_t *correct);
 
 /* Per-example losses and argmax predictions of the last forward pass. */
 void dr_model_example_losses(const dr_model_spec *m, const dr_model_ops *ops, const dr_work *w, uint32_t b,

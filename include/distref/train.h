@@ -38,6 +38,8 @@ typedef struct dr_experiment {
 } dr_experiment;
 
 int dr_experiment_lookup(const char *name, dr_experiment *out, dr_err *err);
+/* The small ResNet of resnet_* at stem width w (core/experiment_resnet.c). */
+void dr_resnet_spec(dr_model_spec *m, uint32_t width);
 /* The i-th experiment's name, NULL past the last (the --experiment list). */
 const char *dr_experiment_name(size_t i);
 
@@ -111,6 +113,7 @@ typedef struct dr_run_config {
     dr_lr_schedule lr_schedule;
     dr_clip        clip;
     uint32_t       gradient_accumulation_steps;  /* k: an update every k steps (micro-batches); 0, 1 = none */
+    char           batch_norm[8];     /* "sync" (default: global batch statistics) or "replica" (docs/MODELS.md) */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);

@@ -1,0 +1,41 @@
+/* distref reference — models beyond Dense, over a step's replicas (internal
+ * to ref/). The layers run in lock step across the replicas so that a
+ * synchronized BatchNormalization can take its statistics over the global
+ * batch: one exact cross-replica sum (docs/MODELS.md). */
+#ifndef DISTREF_REF_GRAPH_H
+#define DISTREF_REF_GRAPH_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_ENGINE) || defined(DR_LAYER_HARNESS)
+#error "ref/graph.h is internal to ref/ (docs/ARCHITECTURE.md)"
+#endif
+
+#include "ref/layers.h"
+
+/* One replica's part of a step. */
+typedef struct dr_graph_replica {
+    const float    *params;
+    const float    *x;
+    const uint8_t  *labels;
+    const float    *targets;
+    const uint32_t *ids;       /* global example ids (Dropout's key) */
+    uint32_t        n;
+    dr_work        *w;
+    dr_acc         *loss, *grad;   /* exact sums, added to */
+    uint64_t       *correct;
+} dr_graph_replica;
+
+typedef struct dr_graph_ctx {
+    const dr_model_spec *m;
+    const dr_model_ops  *ops;
+    bool     training;
+    bool     sync_bn;          /* BatchNormalization over the global batch */
+    uint64_t seed, step;
+    float   *new_state;        /* training: the state after the step (S floats, m's state layout) */
+} dr_graph_ctx;
+
+/* Forward of every replica, layer by layer. */
+void dr_graph_forward(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R);
+/* Forward, loss and backward: the exact sums of the losses and gradients. */
+void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R);
+
+#endif

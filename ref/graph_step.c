@@ -1,0 +1,62 @@
+/* distref reference — a training step of a model beyond Dense (ref/graph.h):
+ * every replica's batch is loaded, the layers run in lock step over the
+ * replicas (synchronized BatchNormalization needs the global batch's sums
+ * mid-forward), each replica's exact sums become its share, and the
+ * BatchNormalization state after the step is written to every holder of
+ * the variables (the optimizer leaves it as it is: its gradient is zero). */
+#include "ref/trainer.h"
+#include "ref/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int load_replica(const dr_replica_ctx *ctx, void *arg, dr_err *err)
+{
+    trainer *t = arg;
+    uint32_t r = ctx->replica_id_in_sync_group;
+    replica *rp = &t->rep[r];
+    (void)err;
+    dr_trainer_load_batch(t, rp, t->ids + t->off[r], t->off[r + 1] - t->off[r]);
+    if (t->var)
+        dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
+    return DR_OK;
+}
+
+int dr_graph_shares(trainer *t, dr_err *err)
+{
+    const dr_model_spec *m = &t->exp.model;
+    uint32_t R = t->strat.num_replicas;
+    size_t T = dr_model_num_trainable(m), S = t->P - T;
+    dr_graph_replica g[DR_MAX_DEVICES];
+    float *state = S ? malloc(S * sizeof *state) : NULL;
+    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state };
+    if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
+    if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
+    for (uint32_t r = 0; r < R; r++) {
+        replica *rp = &t->rep[r];
+        memset(rp->grad, 0, t->P * sizeof *rp->grad);
+        dr_acc_init(&rp->loss);
+        rp->correct = 0;
+        g[r] = (dr_graph_replica){ rp->params, rp->x, rp->labels, rp->targets, t->ids + t->off[r],
+                                   t->off[r + 1] - t->off[r], &rp->work, &rp->loss, rp->grad, &rp->correct };
+    }
+    dr_graph_loss_grad(&ctx, g, R);
+    for (uint32_t r = 0; r < R; r++) dr_trainer_scale_share(t, &t->rep[r], t->mult[r], t->coef);
+    if (S) {
+        for (uint32_t r = 0; r < R; r++) memcpy(t->rep[r].params + T, state, S * sizeof *state);
+        if (t->var) memcpy(t->var + T, state, S * sizeof *state);
+    }
+    free(state);
+    return DR_OK;
+}
+
+int dr_graph_step(trainer *t, dr_err *err)
+{
+    int rc;
+    if ((rc = dr_strategy_run(&t->strat, t->count, load_replica, t, err)) ||
+        (rc = dr_graph_shares(t, err)) ||
+        (rc = dr_trainer_reduce_and_apply(t, err)))
+        return rc;
+    dr_trainer_end_step(t);
+    return DR_OK;
+}

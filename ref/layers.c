@@ -1,0 +1,250 @@
+/* distref reference — Conv2D, pooling, Flatten, Dropout, Add and the pieces
+ * of BatchNormalization, forward and backward (ref/layers.h). Plain loops:
+ * a conv output is the exact dot product plus bias rounded once, a conv's
+ * input gradient the exact dot product over every window that touched it,
+ * the average pool's sum exact; parameter gradients are exact sums. */
+#include "ref/layers.h"
+#include "distref/rng.h"
+
+#include <math.h>
+#include <string.h>
+
+uint32_t dr_layer_src(const dr_model_spec *m, uint32_t l)
+{
+    return m->layer[l].src ? m->layer[l].src : l;
+}
+
+const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, const dr_work *w)
+{
+    uint32_t k = dr_layer_src(m, l);
+    return k ? w->act[k] : x;
+}
+
+static void activate(const dr_dense *d, const float *pre, float *out, size_t n)
+{
+    if (d->act == DR_ACT_RELU) for (size_t i = 0; i < n; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+    else memcpy(out, pre, n * sizeof *out);
+}
+
+/* d(loss)/d(pre-activation) of layer l, in place in w->dact[l + 1]. */
+static void unactivate(const dr_dense *d, uint32_t l, uint32_t b, dr_work *w)
+{
+    size_t n = (size_t)b * d->out;
+    if (d->act == DR_ACT_RELU)
+        for (size_t i = 0; i < n; i++) if (!(w->pre[l][i] > 0.0f)) w->dact[l + 1][i] = 0.0f;
+}
+
+/* ---- Conv2D -------------------------------------------------------------- */
+
+static void conv_forward(const dr_dense *d, const float *W, const float *bias, const float *x, uint32_t b, float *pre)
+{
+    size_t kc = (size_t)d->ic * d->oc;
+    for (uint32_t n = 0; n < b; n++)
+        for (uint32_t oy = 0; oy < d->oh; oy++)
+            for (uint32_t ox = 0; ox < d->ow; ox++)
+                for (uint32_t f = 0; f < d->oc; f++) {
+                    dr_acc a;
+                    dr_acc_init(&a);
+                    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+                        int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
+                        if (iy < 0 || iy >= d->ih) continue;
+                        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+                            int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
+                            const float *xp, *wp;
+                            if (ix < 0 || ix >= d->iw) continue;
+                            xp = x + (((size_t)n * d->ih + (size_t)iy) * d->iw + (size_t)ix) * d->ic;
+                            wp = W + ((size_t)ky * d->ksize + kx) * kc + f;
+                            for (uint32_t c = 0; c < d->ic; c++) dr_acc_add_prod(&a, xp[c], wp[(size_t)c * d->oc]);
+                        }
+                    }
+                    dr_acc_add(&a, bias[f]);
+                    pre[(((size_t)n * d->oh + oy) * d->ow + ox) * d->oc + f] = dr_acc_round(&a);
+                }
+}
+
+/* dW (exact sums of x * dz), db (sums of dz) and, per input element, the
+ * exact dot product of dz with the kernel taps that read it, rounded once. */
+static void conv_backward(const dr_dense *d, const float *W, const float *x, const float *dz, uint32_t b,
+                          dr_acc *gW, dr_acc *gb, float *dx)
+{
+    size_t kc = (size_t)d->ic * d->oc;
+    for (uint32_t n = 0; n < b; n++)
+        for (uint32_t oy = 0; oy < d->oh; oy++)
+            for (uint32_t ox = 0; ox < d->ow; ox++) {
+                const float *g = dz + (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc;
+                for (uint32_t f = 0; f < d->oc; f++) dr_acc_add(&gb[f], g[f]);
+                for (uint32_t ky = 0; ky < d->ksize; ky++) {
+                    int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
+                    if (iy < 0 || iy >= d->ih) continue;
+                    for (uint32_t kx = 0; kx < d->ksize; kx++) {
+                        int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
+                        const float *xp;
+                        if (ix < 0 || ix >= d->iw) continue;
+                        xp = x + (((size_t)n * d->ih + (size_t)iy) * d->iw + (size_t)ix) * d->ic;
+                        for (uint32_t c = 0; c < d->ic; c++)
+                            for (uint32_t f = 0; f < d->oc; f++)
+                                dr_acc_add_prod(&gW[((size_t)ky * d->ksize + kx) * kc + (size_t)c * d->oc + f], xp[c], g[f]);
+                    }
+                }
+            }
+    if (!dx) return;
+    for (uint32_t n = 0; n < b; n++)
+        for (uint32_t iy = 0; iy < d->ih; iy++)
+            for (uint32_t ix = 0; ix < d->iw; ix++)
+                for (uint32_t c = 0; c < d->ic; c++) {
+                    dr_acc a;
+                    dr_acc_init(&a);
+                    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+                        int64_t ty = (int64_t)iy + d->pad_top - ky, oy = ty / d->stride;
+                        if (ty < 0 || ty % d->stride || oy >= d->oh) continue;
+                        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+                            int64_t tx = (int64_t)ix + d->pad_left - kx, ox = tx / d->stride;
+                            const float *g, *wp;
+                            if (tx < 0 || tx % d->stride || ox >= d->ow) continue;
+                            g = dz + (((size_t)n * d->oh + (size_t)oy) * d->ow + (size_t)ox) * d->oc;
+                            wp = W + ((size_t)ky * d->ksize + kx) * kc + (size_t)c * d->oc;
+                            for (uint32_t f = 0; f < d->oc; f++) dr_acc_add_prod(&a, g[f], wp[f]);
+                        }
+                    }
+                    dx[(((size_t)n * d->ih + iy) * d->iw + ix) * d->ic + c] += dr_acc_round(&a);
+                }
+}
+
+/* ---- pooling ------------------------------------------------------------ */
+
+/* 2x2, stride 2: the window's first maximum in row-major order wins (and
+ * takes the whole gradient), as TensorFlow 2.21's MaxPoolGrad (docs/MODELS.md). */
+static void maxpool_forward(const dr_dense *d, const float *x, uint32_t b, float *out, uint32_t *win)
+{
+    for (uint32_t n = 0; n < b; n++)
+        for (uint32_t oy = 0; oy < d->oh; oy++)
+            for (uint32_t ox = 0; ox < d->ow; ox++)
+                for (uint32_t c = 0; c < d->oc; c++) {
+                    size_t best = (((size_t)n * d->ih + 2 * oy) * d->iw + 2 * ox) * d->ic + c;
+                    for (uint32_t k = 1; k < 4; k++) {
+                        size_t i = (((size_t)n * d->ih + 2 * oy + k / 2) * d->iw + 2 * ox + k % 2) * d->ic + c;
+                        if (x[i] > x[best]) best = i;
+                    }
+                    size_t o = (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc + c;
+                    out[o] = x[best];
+                    win[o] = (uint32_t)(best - (size_t)n * d->in);
+                }
+}
+
+static void gap_forward(const dr_dense *d, const float *x, uint32_t b, float *out)
+{
+    uint32_t hw = d->ih * d->iw;
+    for (uint32_t n = 0; n < b; n++)
+        for (uint32_t c = 0; c < d->ic; c++) {
+            dr_acc a;
+            dr_acc_init(&a);
+            for (uint32_t p = 0; p < hw; p++) dr_acc_add(&a, x[((size_t)n * hw + p) * d->ic + c]);
+            out[(size_t)n * d->ic + c] = dr_acc_round_div(&a, hw);
+        }
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static void dropout_forward(const dr_dense *d, uint32_t l, const float *x, uint32_t b, dr_work *w, const dr_layer_rt *rt)
+{
+    size_t n = (size_t)b * d->out;
+    float scale = 1.0f / (1.0f - d->rate), *mult = w->aux_l[l];
+    if (!rt->training || d->rate == 0.0f) {
+        memcpy(w->act[l + 1], x, n * sizeof *x);
+        for (size_t i = 0; i < n; i++) mult[i] = 1.0f;
+        return;
+    }
+    for (uint32_t r = 0; r < b; r++)
+        for (uint32_t u = 0; u < d->out; u++) {
+            uint64_t stream = DR_STREAM_DROPOUT + l + (rt->step << 24);
+            bool keep = dr_rng_uniform(rt->seed, stream, (uint64_t)(rt->ids ? rt->ids[r] : r) * d->out + u) >= d->rate;
+            size_t i = (size_t)r * d->out + u;
+            mult[i] = keep ? scale : 0.0f;
+            w->act[l + 1][i] = keep ? x[i] * scale : 0.0f;
+        }
+}
+
+void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
+                      const float *x, uint32_t b, dr_work *w, const dr_layer_rt *rt)
+{
+    const dr_dense *d = &m->layer[l];
+    const float *in = dr_layer_input(m, l, x, w), *W = params + dr_model_kernel_offset(m, l);
+    size_t n = (size_t)b * d->out;
+    switch (d->kind) {
+    case DR_LAYER_DENSE:
+        if (b) ops->gemm_f32(DR_NO_TRANS, DR_NO_TRANS, b, d->out, d->in, in, d->in, W, d->out,
+                             W + (size_t)d->in * d->out, w->pre[l], d->out);
+        dr_model_activate(m, ops, l, b, w);
+        return;
+    case DR_LAYER_CONV2D:
+        conv_forward(d, W, params + dr_model_bias_offset(m, l), in, b, w->pre[l]);
+        break;
+    case DR_LAYER_MAX_POOL2D: maxpool_forward(d, in, b, w->pre[l], w->idx[l]); break;
+    case DR_LAYER_GLOBAL_AVG_POOL2D: gap_forward(d, in, b, w->pre[l]); break;
+    case DR_LAYER_FLATTEN: memcpy(w->pre[l], in, n * sizeof *in); break;
+    case DR_LAYER_DROPOUT: dropout_forward(d, l, in, b, w, rt); memcpy(w->pre[l], w->act[l + 1], n * sizeof *in); return;
+    case DR_LAYER_ADD: {
+        const float *o = d->from < 0 ? x : w->act[d->from + 1];
+        for (size_t i = 0; i < n; i++) w->pre[l][i] = in[i] + o[i];
+        break;
+    }
+    case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
+        const float *s = params + dr_model_state_offset(m, l);
+        dr_bn_normalize(m, l, params, x, b, w, s, s + d->oc, false);
+        return;
+    }
+    }
+    activate(d, w->pre[l], w->act[l + 1], n);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
+                       const float *x, uint32_t b, dr_work *w, dr_acc *grad, bool input_grad)
+{
+    const dr_dense *d = &m->layer[l];
+    const float *in = dr_layer_input(m, l, x, w), *W = params + dr_model_kernel_offset(m, l);
+    float *dz = w->dact[l + 1], *dx = input_grad ? w->dact[dr_layer_src(m, l)] : NULL;
+    size_t n = (size_t)b * d->out;
+    unactivate(d, l, b, w);
+    switch (d->kind) {
+    case DR_LAYER_DENSE: {
+        dr_acc *gW = grad + dr_model_kernel_offset(m, l), *gb = gW + (size_t)d->in * d->out;
+        float *tmp = w->delta[0];
+        ops->gemm_acc(DR_TRANS, DR_NO_TRANS, d->in, d->out, b, in, d->in, dz, d->out, gW);
+        for (uint32_t r = 0; r < b; r++)
+            for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&gb[j], dz[(size_t)r * d->out + j]);
+        if (!dx || !b) return;
+        ops->gemm_f32(DR_NO_TRANS, DR_TRANS, b, d->in, d->out, dz, d->out, W, d->out, NULL, tmp, d->in);
+        for (size_t i = 0; i < (size_t)b * d->in; i++) dx[i] += tmp[i];
+        return;
+    }
+    case DR_LAYER_CONV2D:
+        conv_backward(d, W, in, dz, b, grad + dr_model_kernel_offset(m, l), grad + dr_model_bias_offset(m, l), dx);
+        return;
+    case DR_LAYER_MAX_POOL2D:
+        if (dx) for (size_t i = 0; i < n; i++) dx[(i / d->out) * d->in + w->idx[l][i]] += dz[i];
+        return;
+    case DR_LAYER_GLOBAL_AVG_POOL2D: {
+        uint32_t hw = d->ih * d->iw;
+        if (dx)
+            for (uint32_t r = 0; r < b; r++)
+                for (uint32_t p = 0; p < hw; p++)
+                    for (uint32_t c = 0; c < d->ic; c++)
+                        dx[((size_t)r * hw + p) * d->ic + c] += dz[(size_t)r * d->ic + c] / (float)hw;
+        return;
+    }
+    case DR_LAYER_FLATTEN:
+        if (dx) for (size_t i = 0; i < n; i++) dx[i] += dz[i];
+        return;
+    case DR_LAYER_DROPOUT:
+        if (dx) for (size_t i = 0; i < n; i++) dx[i] += w->aux_l[l][i] != 0.0f ? dz[i] * w->aux_l[l][i] : 0.0f;
+        return;
+    case DR_LAYER_ADD:
+        if (dx) for (size_t i = 0; i < n; i++) dx[i] += dz[i];
+        if (d->from >= 0) for (size_t i = 0; i < n; i++) w->dact[d->from + 1][i] += dz[i];
+        return;
+    case DR_LAYER_BATCH_NORM:
+        return;   /* ref/graph.c: dr_bn_backward */
+    }
+}

@@ -1,0 +1,66 @@
+/* distref reference — the layers beyond Dense (internal to ref/): plain
+ * loops, each reduction exact and rounded once (docs/MODELS.md).
+ *
+ * Every function works on one replica's batch of b examples in NHWC; the
+ * input of layer l is x for l == 0, else w->act[l]; its output goes to
+ * w->act[l + 1] (w->pre[l] before the activation). Backward functions read
+ * d(loss)/d(output) in w->dact[l + 1] and ADD d(loss)/d(input) into
+ * w->dact[l] (and, for Add, into the gradient of layer `from`'s output), so
+ * that a residual's two paths meet; they add parameter gradients as exact
+ * sums into grad (the replica's accumulators, m's layout).
+ *
+ * BatchNormalization is split: its statistics may span replicas (sync), so
+ * ref/graph.c computes them and calls dr_bn_* with them.
+ */
+#ifndef DISTREF_REF_LAYERS_H
+#define DISTREF_REF_LAYERS_H
+
+#if defined(DR_LAYER_CORE) || defined(DR_LAYER_ENGINE) || defined(DR_LAYER_HARNESS)
+#error "ref/layers.h is internal to ref/ (docs/ARCHITECTURE.md)"
+#endif
+
+#include "distref/ref.h"
+
+#define DR_BN_MOMENTUM 0.99f
+#define DR_BN_EPSILON  1e-3f
+#define DR_STREAM_DROPOUT 0x6000u   /* + layer, + step << 24: dropout masks (core/rng.c's streams) */
+
+/* What a layer needs beyond its input: training or inference, and for
+ * Dropout the keys of the masks: (seed, step, global example id of row r =
+ * ids[r], layer, unit). */
+typedef struct dr_layer_rt {
+    bool            training;
+    uint64_t        seed, step;
+    const uint32_t *ids;
+} dr_layer_rt;
+
+const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, const dr_work *w);
+/* Where layer l's input is: k = 0 the model's input, else layer k-1's output
+ * (w->act[k], its gradient w->dact[k]). */
+uint32_t dr_layer_src(const dr_model_spec *m, uint32_t l);
+
+/* Forward of every kind but BatchNormalization in training. */
+void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
+                      const float *x, uint32_t b, dr_work *w, const dr_layer_rt *rt);
+/* Backward of every kind but BatchNormalization; `input_grad` false skips
+ * d(loss)/d(input) (layer 0). */
+void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
+                       const float *x, uint32_t b, dr_work *w, dr_acc *grad, bool input_grad);
+
+/* BatchNormalization, channel c of layer l: the per-replica sums of x and
+ * x^2 (exact, into s1[c], s2[c]), the centered squares around mean (two-pass,
+ * into s2[c]), the normalization with given mean and variance, and the
+ * backward sums sum(dy), sum(dy * xhat) (into s1, s2). */
+void dr_bn_sums(const dr_model_spec *m, uint32_t l, const float *x, uint32_t b, const dr_work *w,
+                dr_acc *s1, dr_acc *s2);
+void dr_bn_centered(const dr_model_spec *m, uint32_t l, const float *x, uint32_t b, const dr_work *w,
+                    const float *mean, dr_acc *s2);
+void dr_bn_normalize(const dr_model_spec *m, uint32_t l, const float *params, const float *x, uint32_t b,
+                     dr_work *w, const float *mean, const float *var, bool training);
+void dr_bn_grad_sums(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w, dr_acc *s1, dr_acc *s2);
+/* Given the sums' means (over the statistics' count), adds d(loss)/d(x)
+ * into w->dact[l]; the parameter gradients are the replica's own sums. */
+void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uint32_t b, dr_work *w,
+                    const float *mean_dy, const float *mean_dyxhat, bool input_grad);
+
+#endif
