@@ -103,7 +103,7 @@ build() {
     k=0
     while [ "$k" -lt "$n" ]; do
         t=0
-        until bridge -n "$HUB" link show dev "$PREFIX$k-p" 2>/dev/null | grep -q 'state forwarding'; do
+        until ip -n "$HUB" -d link show dev "$PREFIX$k-p" 2>/dev/null | grep -q "bridge_slave state forwarding"; do
             t=$((t + 1)); [ "$t" -lt 50 ] || { echo "netns_cluster: $PREFIX$k's port never forwards" >&2; return 1; }
             sleep 0.1
         done
