@@ -16,6 +16,7 @@
  *   fast   multi_worker_mirrored: equal the openmp variant with the same
  *          workers and replicas (the mpi suite's criterion: the float order
  *          across ranks of comm.h, whatever carries the bytes).
+ * A cell that runs past 120 s is killed (a hung mpirun fails its cell).
  * The cluster is taken down when the suite ends (the next `up` also takes
  * down one left over by a killed run). Where namespaces cannot be made
  * (no root, no iproute2, a container without CAP_NET_ADMIN) every cell is
@@ -119,8 +120,8 @@ static int host_launch(const results *r, const host_cell *k, const char *dir)
         snprintf(extra, sizeof extra, " --num_gpus=%u --all_reduce_alg=%s --auto_shard_policy=%s", k->L, k->alg,
                  k->policy);
     }
-    snprintf(cmd, sizeof cmd, HOSTS_ENV "%s%s%s sh scripts/netns_mpirun.sh --hostfile %s/hosts -np %u --bind-to none "
-             "-x OMP_NUM_THREADS %s train --variant=mpi --distribution_strategy=%s --global_batch_size=%u "
+    snprintf(cmd, sizeof cmd, HOSTS_ENV "%s%s%s timeout -s KILL 120 sh scripts/netns_mpirun.sh --hostfile %s/hosts "
+             "-np %u --bind-to none -x OMP_NUM_THREADS %s train --variant=mpi --distribution_strategy=%s --global_batch_size=%u "
              "--synthetic_examples=%u --epochs=1 --seed=7 --l2=%g --numerics=%s%s --model_dir=%s > %s/log.txt 2>&1",
              tf[0] ? "TF_CONFIG='" : "", tf, tf[0] ? "'" : "", dir, k->H * k->per, bin, k->strategy, k->G, k->E, k->l2,
              k->numerics, extra, dir, dir);

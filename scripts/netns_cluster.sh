@@ -54,6 +54,11 @@ why_not() {
 hosts_up() { ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$PREFIX[0-9]*\$" | sort -t h -k 2 -n; }
 
 down() {
+    # what a run left in a host (an orted cut off from mpirun, a stopped rank): only
+    # processes inside these namespaces, by their ids, then the namespaces
+    for ns in $(hosts_up); do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    done
     for ns in $(hosts_up); do ip netns del "$ns" 2>/dev/null; rm -rf "/etc/netns/$ns"; done
     ip netns list 2>/dev/null | grep -q "^$HUB\\b" && ip netns del "$HUB"
     for d in /etc/netns/$PREFIX*; do [ -d "$d" ] && rm -rf "$d"; done
