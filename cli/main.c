@@ -203,6 +203,8 @@ static char **g_argv;
 static bool g_agreed;   /* the ranks agreed on a failure: exit without MPI_Abort */
 static bool g_silent;   /* this rank leaves the message to another */
 static bool g_peer_lost;   /* mpi: a rank died and training finished without it (skip MPI_Finalize) */
+#define HOST_NAME_LEN 64
+static char *g_hosts;      /* mpi: every rank's host name (HOST_NAME_LEN each), for naming a lost rank's host */
 
 /* This process's rank as the launcher set it (Open MPI, PMIx, MPICH): -1
  * when not started by one. */
@@ -255,7 +257,14 @@ static int run_mpi(dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
 {
     char *tf = NULL;
     int rc = dr_mpi_init(&g_argc, &g_argv, err);
+    uint32_t rank, size;
     if (rc) return rc;
+    dr_mpi_world(&rank, &size);   /* every rank's host, to name a lost rank's (a failure here only loses that) */
+    if ((g_hosts = calloc(size, HOST_NAME_LEN)) && dr_mpi_hosts(g_hosts, HOST_NAME_LEN, err) != DR_OK) {
+        free(g_hosts);
+        g_hosts = NULL;
+        memset(err, 0, sizeof *err);
+    }
     /* Slurm's task against the MPI world, then TF_CONFIG checked against, or derived from, it */
     if (strcmp(c->cluster_resolver, "slurm") == 0) rc = slurm_vs_world(err);
     if (!rc) rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);
@@ -390,8 +399,31 @@ static int diff_main(int argc, char **argv)
  * (its chief reports a failed job): there a rank's timeout while a dead
  * worker's closure re-runs must not end the job (tests/mpi_ps_rerun.sh
  * under load: mpirun exit 137, the chief killed mid-run). */
+/* The host of the rank a comm failure names ("rank N died or hangs",
+ * "nothing from rank N"), as " (rank N: host H)"; "" when none. */
+static void lost_host(const char *msg, uint32_t size, char *note, size_t n)
+{
+    static const char *const pats[] = { " died or hangs", "nothing from rank " };
+    note[0] = '\0';
+    for (size_t i = 0; g_hosts && i < 2; i++) {
+        const char *p = strstr(msg, pats[i]), *d;
+        unsigned long r;
+        if (!p) continue;
+        if (i == 0) {   /* digits just before the pattern */
+            for (d = p; d > msg && d[-1] >= '0' && d[-1] <= '9'; d--) {}
+            if (d == p) continue;
+        } else {
+            d = p + strlen(pats[i]);
+        }
+        r = strtoul(d, NULL, 10);
+        if (r < size) snprintf(note, n, " (rank %lu: host %s)", r, g_hosts + r * HOST_NAME_LEN);
+        return;
+    }
+}
+
 static int mpi_exit(int rc, const dr_err *err, bool peer_lost, bool ps)
 {
+    char note[160];
     uint32_t rank, size;
     int code = rc == DR_EUSAGE ? 2 : rc == DR_EINTERRUPTED ? 128 + (int)stop_signal : 1;
     dr_mpi_world(&rank, &size);
@@ -407,7 +439,9 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost, bool ps)
         dr_mpi_finalize();
         return code;
     }
-    fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
+    lost_host(err->msg, size, note, sizeof note);
+    fprintf(stderr, "distref: %sMPI rank %u of %u%s%s: %s%s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size,
+            g_hosts ? " on host " : "", g_hosts ? g_hosts + (size_t)rank * HOST_NAME_LEN : "", err->msg, note);
     fflush(stderr);
     if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
         struct timespec grace = { 0, 500000000 };
