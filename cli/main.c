@@ -10,11 +10,13 @@
  * once, by rank 0), 1 anything else. --help and --version exit 0.
  */
 #include "distref/cli_flags.h"
+#include "distref/cluster.h"
 #include "distref/factory.h"
 #include "distref/flags.h"
 #include "distref/harness.h"
 #include "distref/mpi.h"
 #include "distref/opencl.h"
+#include "distref/slurm.h"
 #include "distref/traj_diff.h"
 #include "distref/train.h"
 #include "distref/version.h"
@@ -88,6 +90,42 @@ static int hosts_tf_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_ru
     return rc;
 }
 
+/* --cluster_resolver=slurm: TF_CONFIG from Slurm's variables (core/slurm.c).
+ * A TF_CONFIG also set must agree (its workers SLURM_NTASKS, its task
+ * SLURM_PROCID); SLURM_GPUS_PER_TASK, when set, must be --num_gpus. */
+static int slurm_tf_config(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
+{
+    static char derived[1 << 20];   /* the TF_CONFIG Slurm gives (4096 hosts fit) */
+    const char *sn = getenv("SLURM_STEP_NODELIST"), *st = getenv("SLURM_STEP_TASKS_PER_NODE");
+    dr_slurm_env e = { getenv("SLURM_PROCID"), getenv("SLURM_NTASKS"), sn ? sn : getenv("SLURM_JOB_NODELIST"),
+                       st ? st : getenv("SLURM_TASKS_PER_NODE"), getenv("SLURM_GPUS_PER_TASK"),
+                       sn ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST",
+                       st ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE" };
+    char *tf = NULL;
+    uint32_t procid, ntasks, gpus;
+    int rc = dr_slurm_tf_config(&e, &tf, &procid, &ntasks, &gpus, err);
+    if (rc) return rc;
+    if (gpus && (int64_t)gpus != c->num_gpus)
+        rc = dr_fail(err, DR_EUSAGE, "SLURM_GPUS_PER_TASK=%u but --num_gpus=%lld: each task's GPUs (local replicas) "
+                     "must be the ones Slurm gave it", gpus, (long long)c->num_gpus);
+    if (!rc && cfg->tf_config && cfg->tf_config[0]) {
+        dr_cluster cl;
+        if (!(rc = dr_cluster_parse(cfg->tf_config, &cl, err))) {
+            uint32_t w = dr_cluster_worker_count(&cl), id = dr_cluster_id_in_cluster(&cl);
+            if (w != ntasks || (cl.has_task && id != procid))
+                rc = dr_fail(err, DR_EUSAGE, "TF_CONFIG disagrees with Slurm: it has %u training workers and this task "
+                             "is id %u, but SLURM_NTASKS=%u and SLURM_PROCID=%u (unset TF_CONFIG, or drop "
+                             "--cluster_resolver=slurm)", w, id == UINT32_MAX ? 0 : id, ntasks, procid);
+            dr_cluster_free(&cl);
+        }
+    }
+    if (!rc && strlen(tf) >= sizeof derived) rc = dr_fail(err, DR_EUSAGE, "the Slurm cluster is too large for TF_CONFIG");
+    if (!rc) memcpy(derived, tf, strlen(tf) + 1);
+    free(tf);
+    if (!rc) cfg->tf_config = derived;
+    return rc;
+}
+
 static int to_config(dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err)
 {
     int rc = dr_cli_flags_strategy(c, cfg, err);
@@ -97,6 +135,7 @@ static int to_config(dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cf
     if ((rc = dr_cli_flags_config(c, f, n, cfg, err))) return rc;
     cfg->tf_config = getenv("TF_CONFIG");   /* any length: a 1,000-worker cluster is fine */
     if ((rc = hosts_tf_config(c, f, n, cfg, err))) return rc;   /* or Model Garden's --worker_hosts */
+    if (strcmp(c->cluster_resolver, "slurm") == 0 && (rc = slurm_tf_config(c, cfg, err))) return rc;
     cfg->progress = progress_wanted();
     cfg->placement_log = c->log_device_placement ? stderr : NULL;
     return DR_OK;
@@ -164,6 +203,8 @@ static char **g_argv;
 static bool g_agreed;   /* the ranks agreed on a failure: exit without MPI_Abort */
 static bool g_silent;   /* this rank leaves the message to another */
 static bool g_peer_lost;   /* mpi: a rank died and training finished without it (skip MPI_Finalize) */
+#define HOST_NAME_LEN 64
+static char *g_hosts;      /* mpi: every rank's host name (HOST_NAME_LEN each), for naming a lost rank's host */
 
 /* This process's rank as the launcher set it (Open MPI, PMIx, MPICH): -1
  * when not started by one. */
@@ -198,13 +239,35 @@ static int agree(int rc, dr_err *err)
     return rc;
 }
 
+/* --cluster_resolver=slurm under mpirun: SLURM_NTASKS is the world's size,
+ * SLURM_PROCID this rank (both already read as numbers by slurm_tf_config). */
+static int slurm_vs_world(dr_err *err)
+{
+    uint32_t rank, size;
+    unsigned long procid = strtoul(getenv("SLURM_PROCID"), NULL, 10), ntasks = strtoul(getenv("SLURM_NTASKS"), NULL, 10);
+    dr_mpi_world(&rank, &size);
+    if (ntasks != size || procid != rank)
+        return dr_fail(err, DR_EUSAGE, "Slurm disagrees with the MPI world: SLURM_NTASKS=%lu and SLURM_PROCID=%lu, but "
+                       "mpirun started %u ranks and this is rank %u (srun's tasks are the ranks: launch with srun, or "
+                       "mpirun -np SLURM_NTASKS inside the allocation)", ntasks, procid, size, rank);
+    return DR_OK;
+}
+
 static int run_mpi(dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
 {
     char *tf = NULL;
     int rc = dr_mpi_init(&g_argc, &g_argv, err);
+    uint32_t rank, size;
     if (rc) return rc;
-    /* TF_CONFIG checked against, or derived from, the MPI world */
-    rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);
+    dr_mpi_world(&rank, &size);   /* every rank's host, to name a lost rank's (a failure here only loses that) */
+    if ((g_hosts = calloc(size, HOST_NAME_LEN)) && dr_mpi_hosts(g_hosts, HOST_NAME_LEN, err) != DR_OK) {
+        free(g_hosts);
+        g_hosts = NULL;
+        memset(err, 0, sizeof *err);
+    }
+    /* Slurm's task against the MPI world, then TF_CONFIG checked against, or derived from, it */
+    if (strcmp(c->cluster_resolver, "slurm") == 0) rc = slurm_vs_world(err);
+    if (!rc) rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);
     if (!rc) cfg->tf_config = tf;
     if (!rc && trains(c)) rc = dr_run_check_supported(cfg, err);
     if (!(rc = agree(rc, err))) rc = run_config(c, cfg, err);
@@ -336,8 +399,31 @@ static int diff_main(int argc, char **argv)
  * (its chief reports a failed job): there a rank's timeout while a dead
  * worker's closure re-runs must not end the job (tests/mpi_ps_rerun.sh
  * under load: mpirun exit 137, the chief killed mid-run). */
+/* The host of the rank a comm failure names ("rank N died or hangs",
+ * "nothing from rank N"), as " (rank N: host H)"; "" when none. */
+static void lost_host(const char *msg, uint32_t size, char *note, size_t n)
+{
+    static const char *const pats[] = { " died or hangs", "nothing from rank " };
+    note[0] = '\0';
+    for (size_t i = 0; g_hosts && i < 2; i++) {
+        const char *p = strstr(msg, pats[i]), *d;
+        unsigned long r;
+        if (!p) continue;
+        if (i == 0) {   /* digits just before the pattern */
+            for (d = p; d > msg && d[-1] >= '0' && d[-1] <= '9'; d--) {}
+            if (d == p) continue;
+        } else {
+            d = p + strlen(pats[i]);
+        }
+        r = strtoul(d, NULL, 10);
+        if (r < size) snprintf(note, n, " (rank %lu: host %s)", r, g_hosts + r * HOST_NAME_LEN);
+        return;
+    }
+}
+
 static int mpi_exit(int rc, const dr_err *err, bool peer_lost, bool ps)
 {
+    char note[160];
     uint32_t rank, size;
     int code = rc == DR_EUSAGE ? 2 : rc == DR_EINTERRUPTED ? 128 + (int)stop_signal : 1;
     dr_mpi_world(&rank, &size);
@@ -353,7 +439,9 @@ static int mpi_exit(int rc, const dr_err *err, bool peer_lost, bool ps)
         dr_mpi_finalize();
         return code;
     }
-    fprintf(stderr, "distref: %sMPI rank %u of %u: %s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size, err->msg);
+    lost_host(err->msg, size, note, sizeof note);
+    fprintf(stderr, "distref: %sMPI rank %u of %u%s%s: %s%s\n", rc == DR_EINTERRUPTED ? "" : "error: ", rank, size,
+            g_hosts ? " on host " : "", g_hosts ? g_hosts + (size_t)rank * HOST_NAME_LEN : "", err->msg, note);
     fflush(stderr);
     if (rc == DR_EFAULT) {   /* a rank died: give the other survivors a moment to say so too */
         struct timespec grace = { 0, 500000000 };

@@ -120,7 +120,9 @@ int suite_durability(results *r);
 /* The mpi variant under mpirun (conformance/mpi.c). */
 int suite_compact(results *r);  /* compact accumulators and their fallback (conformance/compact.c) */
 int suite_mpi(results *r);
-int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
+int suite_mpi_ps(results *r);
+/* The mpi variant across network-namespace hosts over TCP (conformance/hosts.c). */
+int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
 int suite_clipping(results *r);

@@ -15,7 +15,10 @@
  * variant-independent durability suite and, for a variant other than mpi,
  * the mpi suite are left out. --only names the suites to run (loss_curves,
  * batch_splitting, regularization, reductions, checkpoints, durability,
- * mpi, schedules, clipping, accumulation, models). make nightly times these slices (docs/NIGHTLY.md).
+ * mpi, hosts, schedules, clipping, accumulation, models; hosts:
+ * conformance/hosts.c, the mpi variant across network namespaces, "not
+ * supported" where the machine cannot make them). make nightly times these
+ * slices (docs/NIGHTLY.md).
  *
  * Prints "conformance: N passed, N failed, N not supported": a cell a
  * variant does not support did not run (SKIP), and is neither. Exit status 0
@@ -30,8 +33,8 @@
 #include <sys/stat.h>
 
 static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
-                                        "checkpoints", "durability", "compact", "mpi", "schedules", "clipping", "accumulation",
-                                        "models" };
+                                        "checkpoints", "durability", "compact", "mpi", "hosts", "schedules", "clipping",
+                                        "accumulation", "models" };
 enum { NSUITES = sizeof k_suites / sizeof k_suites[0] };
 
 /* Is suite s named in the comma-separated list (NULL: every suite)? */
@@ -63,7 +66,8 @@ static int run_suites(results *r, const char *out)
            (wanted(o, "reductions") ? suite_reductions(r) : 0) +
            (wanted(o, "checkpoints") ? suite_checkpoints(r) : 0) +
            (wanted(o, "durability") ? suite_durability(r) : 0) + (wanted(o, "compact") ? suite_compact(r) : 0) +
-           (wanted(o, "mpi") ? suite_mpi(r) : 0) + (wanted(o, "schedules") ? suite_schedules(r) : 0) +
+           (wanted(o, "mpi") ? suite_mpi(r) : 0) + (wanted(o, "hosts") ? suite_hosts(r) : 0) +
+           (wanted(o, "schedules") ? suite_schedules(r) : 0) +
            (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0) +
            (wanted(o, "models") ? suite_models(r) : 0);
 }
@@ -88,9 +92,9 @@ int main(int argc, char **argv)
                        "[--bin DISTREF] [--variant NAME] [--mutant NAME --expect SUITE]\n"); return 2; }
     }
     if (r.only && !known_suites(r.only)) {
-        fprintf(stderr, "conformance: --only %s: a suite is not one of loss_curves, batch_splitting, regularization, "
-                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation, "
-                "models\n", r.only);
+        fprintf(stderr, "conformance: --only %s: a suite is not one of", r.only);
+        for (size_t k = 0; k < NSUITES; k++) fprintf(stderr, "%s %s", k ? "," : "", k_suites[k]);
+        fputc('\n', stderr);
         return 2;
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */

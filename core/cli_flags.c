@@ -112,6 +112,9 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         STR("worker_hosts", worker_hosts, "Model Garden: the workers' host:port, comma-separated; gives TF_CONFIG "
             "{\"cluster\": {\"worker\": [...]}, \"task\": {\"type\": \"worker\", \"index\": --task_index}} (not "
             "with TF_CONFIG)"),
+        ENUM("cluster_resolver", cluster_resolver, "tf_config|slurm", "where the cluster comes from: tf_config "
+             "(TF_CONFIG, --worker_hosts, or under mpi the MPI world) | slurm (SLURM_PROCID, SLURM_NTASKS, "
+             "SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, as SlurmClusterResolver)"),
         INT("task_index", task_index, -1, 65535, "Model Garden: this task's place in --worker_hosts (needed for more "
             "than one worker)"),
         STR("flagfile", flagfile, "read flags from FILE, one --flag=value a line (absl: # and // comments; later "
@@ -164,6 +167,7 @@ void dr_cli_flags_defaults(dr_cli_flags *c)
     strcpy(c->numerics, d.numerics);
     strcpy(c->schedule, d.schedule);
     strcpy(c->exact_accumulator, "compact");
+    strcpy(c->cluster_resolver, "tf_config");
     c->num_packs = 1;
     c->task_index = -1;   /* Model Garden's default: not given */
     c->learning_rate = c->momentum = c->l2 = DR_UNSET;   /* the experiment's, unless given */

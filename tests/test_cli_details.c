@@ -232,6 +232,39 @@ static void mpirun_once(void **st)
     assert_null(strstr(out, "MPI_ABORT"));
 }
 
+/* --cluster_resolver=slurm: TF_CONFIG from Slurm's variables (each rank's
+ * SLURM_PROCID from its MPI rank, as srun would set it), and every
+ * disagreement an exit 2 naming the variable. */
+#define SLURM_ENV "SLURM_NTASKS=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' OMP_NUM_THREADS=1 "
+#define PER_RANK "sh -c 'SLURM_PROCID=$OMPI_COMM_WORLD_RANK exec " BIN " \"$@\"' sh "
+static void slurm_resolver(void **st)
+{
+    (void)st;
+    if (sh("command -v mpirun") != 0) { skip(); return; }
+    expect(sh(SLURM_ENV "SLURM_STEP_NODELIST='gpu[07-08]' " MPIRUN "-q " PER_RANK "train --variant=mpi "
+              "--distribution_strategy=multi_worker_mirrored --cluster_resolver=slurm --print_tf_config "
+              "--train_steps=2 --synthetic_examples=99 --model_dir=%s/slurm", g_tmp), 0,
+           "TF_CONFIG (MPI rank 1 of 2): {\"cluster\": {\"worker\": [\"gpu07:8888\", \"gpu08:8888\"]}, "
+           "\"task\": {\"type\": \"worker\", \"index\": 1}}");
+    assert_non_null(strstr(out, "multi_worker_mirrored, 2 workers x 1 replica, mpi, exact)"));
+    expect(sh(SLURM_ENV "SLURM_STEP_NODELIST='gpu[07-08' " MPIRUN "-q " PER_RANK "train --variant=mpi "
+              "--distribution_strategy=multi_worker_mirrored --cluster_resolver=slurm --model_dir=%s/unused", g_tmp),
+           2, "distref: error: SLURM_STEP_NODELIST='gpu[07-08': a '[' without its ']'");
+    expect(sh("SLURM_NTASKS=3 SLURM_STEP_TASKS_PER_NODE='2,1' SLURM_STEP_NODELIST='gpu[07-08]' " MPIRUN "-q " PER_RANK
+              "train --variant=mpi --distribution_strategy=multi_worker_mirrored --cluster_resolver=slurm "
+              "--model_dir=%s/unused", g_tmp), 2, "SLURM_NTASKS=3 and SLURM_PROCID=0, but mpirun started 2 ranks");
+    expect(sh(SLURM_ENV "SLURM_PROCID=1 SLURM_STEP_NODELIST='a,b' TF_CONFIG='{\"cluster\": {\"worker\": "
+              "[\"a:1\", \"b:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' " BIN " train "
+              "--cluster_resolver=slurm --distribution_strategy=multi_worker_mirrored --model_dir=%s/unused", g_tmp), 2,
+           "TF_CONFIG disagrees with Slurm: it has 2 training workers and this task is id 0, but SLURM_NTASKS=2 and "
+           "SLURM_PROCID=1");
+    expect(sh(SLURM_ENV "SLURM_PROCID=0 SLURM_GPUS_PER_TASK=2 SLURM_STEP_NODELIST='a,b' " BIN " train "
+              "--cluster_resolver=slurm --distribution_strategy=multi_worker_mirrored --num_gpus=1 "
+              "--model_dir=%s/unused", g_tmp), 2, "SLURM_GPUS_PER_TASK=2 but --num_gpus=1");
+    expect(sh(SLURM_ENV BIN " train --cluster_resolver=slurm --model_dir=%s/unused", g_tmp), 2,
+           "SLURM_PROCID=(unset): expected a non-negative integer");
+}
+
 static void worker_hosts(void **st)
 {
     (void)st;
@@ -303,7 +336,8 @@ int main(void)
         cmocka_unit_test(usage_exit_2),
         cmocka_unit_test(models), cmocka_unit_test(training_features), cmocka_unit_test(version),
         cmocka_unit_test(help),
-        cmocka_unit_test(mpirun_once), cmocka_unit_test(worker_hosts), cmocka_unit_test(flagfile),
+        cmocka_unit_test(mpirun_once), cmocka_unit_test(slurm_resolver), cmocka_unit_test(worker_hosts),
+        cmocka_unit_test(flagfile),
         cmocka_unit_test(fashion_package),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -39,7 +39,7 @@ typedef struct dr_cli_flags {
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
-    char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX];
+    char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX], cluster_resolver[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
     char    batch_norm[DR_FLAG_STR_MAX];
     char    exact_accumulator[DR_FLAG_STR_MAX];
