@@ -7,20 +7,20 @@ static const dr_experiment experiments[] = {
     /* The guide's toy: Dense(1), MSE, SGD, dataset of [1.] -> [1.] x 100, batch 10. */
     { "linear_ones", "toy",
       { 1, { { 1, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
-      10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+      10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
     /* Exact reductions under extreme dynamic range: Dense(1) on 8 features
      * spanning 2^-60 .. 2^60 (dr_dataset_wide), MSE, SGD at 2^-120. */
     { "linear_wide", "wide",
       { 1, { { 8, 1, DR_ACT_LINEAR } }, DR_LOSS_MSE, 0.0f },
-      32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+      32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
     /* The default: 784-128-10 on the embedded synthetic data. */
     { "mlp_synthetic", "synthetic",
       { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f },
-      64, 3, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+      64, 3, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
     /* The seeds' Keras MNIST model on Fashion-MNIST: Adam 0.001. */
     { "mlp_fashion_mnist", "fashion_mnist",
       { 2, { { 784, 128, DR_ACT_RELU }, { 128, 10, DR_ACT_LINEAR } }, DR_LOSS_XENT_LOGITS, 0.0f },
-      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false } } },
+      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
 };
 
 const char *dr_experiment_name(size_t i)
