@@ -427,7 +427,6 @@ static int acc_table(results *r, const outcome *ref)
             if (!r->full && !r->quick && (j % 4 != i || j == 3) && !(i == 3 && j == 0)) continue;
             for (size_t v = 0; v <= nv; v++) {
                 if (!r->full && !r->quick && v != (i + j) % (nv + 1)) continue;   /* and one variant (nv: ref) */
-                if (r->variant && v == nv && strcmp(r->variant, "ref") != 0) continue;
                 acc_config(&c, ks[i]);
                 if (v < nv) snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
                 place(&c, st);
