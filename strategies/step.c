@@ -187,6 +187,10 @@ typedef struct engine_micro { dr_dist_batch b; uint32_t cap; } engine_micro;
 static void accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L, bool update)
 {
     const size_t P = s->plan->P, nc = (P + ACCUM_CHUNK - 1) / ACCUM_CHUNK;
+    if (f->exact && s->step % s->k == 1) {   /* the first share: an exact sum of one term is the term */
+        for (uint32_t j = 0; j < L; j++) memcpy(s->accum[lo + j], local[j], P * f->size);
+        return;
+    }
     #pragma omp parallel for schedule(static) if (nc * L > 1 && !omp_in_parallel())
     for (size_t t = 0; t < nc * L; t++) {
         uint32_t j = (uint32_t)(t / nc);
@@ -530,7 +534,7 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
         if ((rc = s->k > 1 ? redo_update_full(s, err) : redo_full(s, err))) return rc;
         snprintf(out->extra, sizeof out->extra, ",\"exact_fallback\":true");
     }
-    if (s->k > 1 && step % s->k == 0) clear_accum(s, dr_grad_bytes(s->num));
+    if (s->k > 1 && step % s->k == 0 && s->num == DR_NUMERICS_FAST) clear_accum(s, sizeof(float));   /* exact: overwritten */
     engine_report(s, out);
     return DR_OK;
 }
