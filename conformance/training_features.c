@@ -1,5 +1,7 @@
-/* distref conformance — suites 9 and 10: learning-rate schedules and
- * gradient clipping, every strategy x variant, exact and fast.
+/* distref conformance — suites 9, 10 and 11: learning-rate schedules,
+ * gradient clipping and gradient accumulation, every strategy x variant,
+ * exact and fast (accumulation: the section at the end of this file, its
+ * other cells in conformance/accumulation_cells.c).
  *
  *   schedules  --lr_schedule=cosine (with --warmup_steps), piecewise,
  *              polynomial, exponential, and a constant rate with warmup;
