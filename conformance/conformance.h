@@ -128,6 +128,11 @@ int suite_schedules(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */
+/* Part of accumulation (conformance/accumulation_cells.c): the compact
+ * accumulators' fallback under accumulation; Adam, clipping and a schedule
+ * with it, each engine variant against the reference. */
+int accumulation_fallback(results *r);
+int accumulation_features(results *r);
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

@@ -1,5 +1,7 @@
-/* distref conformance — suites 9 and 10: learning-rate schedules and
- * gradient clipping, every strategy x variant, exact and fast.
+/* distref conformance — suites 9, 10 and 11: learning-rate schedules,
+ * gradient clipping and gradient accumulation, every strategy x variant,
+ * exact and fast (accumulation: the section at the end of this file, its
+ * other cells in conformance/accumulation_cells.c).
  *
  *   schedules  --lr_schedule=cosine (with --warmup_steps), piecewise,
  *              polynomial, exponential, and a constant rate with warmup;
@@ -162,22 +164,31 @@ static bool within(const outcome *got, const outcome *ref, char *why, size_t n)
     return rel <= FAST_MAX_REL && p99 <= FAST_P99;
 }
 
-/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU). */
-static void mpi_case(const results *r, const feature *f, const char *numerics, outcome *out)
+/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU) ARGS. */
+static void mpi_run(const results *r, const char *args, outcome *out)
 {
     char dir[] = "/tmp/distref_feat_XXXXXX", cmd[2400];
     memset(out, 0, sizeof *out);
     if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
     snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
              "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
-             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --global_batch_size=64 "
-             "--synthetic_examples=1000 --train_steps=%d --seed=7 --l2=0.001 --numerics=%s %s --model_dir=%s "
-             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, STEPS, numerics, f->flags, dir, dir);
+             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 --l2=0.001 %s --model_dir=%s "
+             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
+    double t0 = now();
     int st = system(cmd);
     read_outcome(dir, out);
+    out->seconds = now() - t0;
     if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+}
+
+static void mpi_case(const results *r, const feature *f, const char *numerics, outcome *out)
+{
+    char args[1600];
+    snprintf(args, sizeof args, "--global_batch_size=64 --synthetic_examples=1000 --train_steps=%d --numerics=%s %s",
+             STEPS, numerics, f->flags);
+    mpi_run(r, args, out);
 }
 
 static int judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
@@ -350,53 +361,166 @@ int suite_clipping(results *r)
 
 /* ---- accumulation: --gradient_accumulation_steps, the k·R invariance ---- */
 
-/* k micro-steps of G = B/k examples on R replicas must give the bits of one
- * step of B on one device (the reference one_device run at B = 48, SGD with
- * momentum and L2, 476 examples: a short final batch of 44, which each k
- * splits into k micro-batches (the precondition), 12 updates across an
- * epoch boundary), for k in {2, 3, 4, 8} and R in {1, 2, 3, 8}, under
- * central_storage and multi_worker_mirrored too. The engine's variants
- * answer "not supported" (the reference only so far). The whole table runs
- * under --full; the default run takes each strategy once, with k and the
- * variant in turn. */
-int suite_accumulation(results *r)
+/* k micro-steps of G = 48/k examples on R replicas must give the bits of
+ * one step of 48 on one device: the oracle is the reference one_device run
+ * at G = 48 (SGD with momentum and L2, 476 examples: a short final batch
+ * of 44, which each k splits into k micro-batches (the precondition), 12
+ * updates across an epoch boundary). Cells:
+ *   table     k in {2, 3, 4, 8} x one_device, mirrored R=2 (ring), R=3
+ *             (hierarchical copy, 2 packs), R=8, central_storage R=2,
+ *             multi_worker_mirrored W=2 x 2, x the reference and each
+ *             in-process engine variant (openmp, opencl): weights_sha256
+ *             = the oracle's;
+ *   mpi       k=2 under mpirun -np 2 (multi_worker_mirrored, 2 ranks x 1
+ *             GPU): exact = the oracle's bits; fast within the fast bounds;
+ *   fast      k=4, mirrored R=2, each in-process engine variant: every
+ *             micro-step's loss and the final weights within loss_curves'
+ *             fast bounds (max relative loss difference 1e-4, weights ULP
+ *             p99 1024) of the reference's exact run at the same k;
+ *   fallback  linear_wide (every compact total overflows), openmp k=2
+ *             mirrored R=2: the oracle's bits (one step of 32), with the
+ *             update's micro-batches recomputed in full accumulators
+ *             (summary.json's exact_fallback_steps > 0);
+ *   features  Adam, --global_clipnorm (the clip acts on the accumulated,
+ *             aggregated gradient) and a cosine schedule with warmup (it
+ *             reads the micro-step counter, Adam the updates): each engine
+ *             variant at k=4 mirrored R=2 = the reference one_device run at
+ *             the same k, and without the schedule = one step of 48.
+ * The whole table runs under --full; the default run takes each strategy
+ * once, with k and the variant in turn, and every other cell once (about
+ * 25 s on two cores). A planted fault, DR_MUTANT_ACCUM_K_TWICE (the engine
+ * divides the accumulated total by k twice), must fail it, and so must
+ * ref_accum_k_twice (the same in the reference). */
+static const strat k_acc_strats[] = {
+    { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
+    { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
+    { "central_storage", 2, NULL, 1, 2, false }, { "multi_worker_mirrored", 2, "ring", 1, 4, true } };
+
+static void acc_config(dr_run_config *c, uint32_t k)
+{
+    base_config(c, 476, 48 / k, 1e-3);
+    c->epochs = 0;
+    c->train_steps = 12 * k;
+    if (k > 1) c->gradient_accumulation_steps = k;
+}
+
+static int acc_judge(results *r, const dr_run_config *c, int R, const outcome *got, const outcome *ref,
+                     const char *what)
+{
+    bool pass = !got->error[0] && !ref->error[0] && got->weights && ref->weights && strcmp(got->sha, ref->sha) == 0;
+    record(r, "accumulation", c, R, pass, got->seconds, "%s%s%.150s", what, got->error[0] ? ": " : "", got->error);
+    return !pass;
+}
+
+static int acc_table(results *r, const outcome *ref)
 {
     static const uint32_t ks[] = { 2, 3, 4, 8 };
-    static const strat ss[] = { { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
-                                { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
-                                { "central_storage", 2, NULL, 1, 2, false }, { "multi_worker_mirrored", 2, "ring", 1, 4, true } };
-    dr_run_config c;
-    outcome ref, got;
-    int fails = 0;
     size_t nv;
     const dr_variant *const *ev = engine_variants(r, &nv);
-    printf("== accumulation: k micro-steps on R replicas = one step of the whole batch\n");
-    base_config(&c, 476, 48, 1e-3);
-    c.epochs = 0; c.train_steps = 12;
-    set_strategy(&c, "one_device", 0, NULL, 1);
-    run_case(&c, &ref);
+    dr_run_config c;
+    outcome got;
+    char what[256];
+    int fails = 0;
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
-        for (size_t j = 0; j < sizeof ss / sizeof *ss; j++) {
-            if (r->quick && (i > 1 || !ss[j].quick)) continue;
-            if (!r->full && !r->quick && j % 4 != i) continue;   /* default: each strategy once, k in turn */
+        for (size_t j = 0; j < sizeof k_acc_strats / sizeof *k_acc_strats; j++) {
+            const strat *st = &k_acc_strats[j];
+            if (r->quick && (i > 1 || !st->quick)) continue;
+            /* default: each strategy once, k in turn, but R=8 (8 s: --full), whose k=8 runs on one_device */
+            if (!r->full && !r->quick && (j % 4 != i || j == 3) && !(i == 3 && j == 0)) continue;
             for (size_t v = 0; v <= nv; v++) {
                 if (!r->full && !r->quick && v != (i + j) % (nv + 1)) continue;   /* and one variant (nv: ref) */
-                base_config(&c, 476, 48 / ks[i], 1e-3);
-                c.epochs = 0; c.train_steps = 12 * ks[i];
-                c.gradient_accumulation_steps = ks[i];
+                acc_config(&c, ks[i]);
                 if (v < nv) snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-                place(&c, &ss[j]);
-                if (!supported(r, "accumulation", &c, ss[j].replicas)) continue;
+                place(&c, st);
+                if (!supported(r, "accumulation", &c, st->replicas)) continue;
                 run_case(&c, &got);
-                bool pass = !got.error[0] && !ref.error[0] && got.weights && ref.weights &&
-                            strcmp(got.sha, ref.sha) == 0;
-                fails += !pass;
-                record(r, "accumulation", &c, ss[j].replicas, pass, got.seconds, "%s k=%u %s R=%d (G=%u): weights = "
-                       "one_device one step of 48%s%.150s", c.variant, ks[i], ss[j].name, ss[j].replicas, 48 / ks[i],
-                       got.error[0] ? ": " : "", got.error);
+                snprintf(what, sizeof what, "%s k=%u %s R=%d (G=%u): weights = one_device one step of 48", c.variant,
+                         ks[i], st->name, st->replicas, 48 / ks[i]);
+                fails += acc_judge(r, &c, st->replicas, &got, ref, what);
                 outcome_free(&got);
             }
         }
+    return fails;
+}
+
+/* The mpi variant under mpirun -np 2, k = 2: exact = one step of 48, fast
+ * within the bounds of the reference's exact run at k = 2. */
+static int acc_mpi(results *r, const outcome *ref)
+{
+    dr_run_config c;
+    outcome got, exact_k;
+    char args[512], what[200];
+    int fails = 0;
+    if (r->fault || (r->variant && strcmp(r->variant, "mpi") != 0) || system("command -v mpirun > /dev/null 2>&1") != 0)
+        return 0;
+    acc_config(&c, 2);
+    run_case(&c, &exact_k);
+    for (int exact = 1; exact >= 0; exact--) {
+        acc_config(&c, 2);
+        strcpy(c.variant, "mpi");
+        strcpy(c.numerics, exact ? "exact" : "fast");
+        set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
+        snprintf(args, sizeof args, "--synthetic_examples=476 --global_batch_size=24 --train_steps=24 "
+                 "--gradient_accumulation_steps=2 --numerics=%s", c.numerics);
+        mpi_run(r, args, &got);
+        snprintf(what, sizeof what, "mpi -np 2 k=2 multi_worker_mirrored %s", c.numerics);
+        if (exact) {
+            strcat(what, ": weights = one_device one step of 48");
+            fails += acc_judge(r, &c, 2, &got, ref, what);
+        } else {
+            fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+        }
+        outcome_free(&got);
+    }
+    outcome_free(&exact_k);
+    return fails;
+}
+
+/* Fast numerics, k = 4, mirrored R = 2: within the fast bounds of the
+ * reference's exact run at k = 4 (every micro-step's loss, the weights). */
+static int acc_fast(results *r)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    dr_run_config c;
+    outcome exact_k, got;
+    char what[200];
+    int fails = 0;
+    if (r->quick || nv == 0) return 0;
+    acc_config(&c, 4);
+    run_case(&c, &exact_k);
+    for (size_t v = 0; v < nv; v++) {
+        acc_config(&c, 4);
+        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+        strcpy(c.numerics, "fast");
+        set_strategy(&c, "mirrored", 2, "nccl", 1);
+        if (!supported(r, "accumulation", &c, 2)) continue;
+        run_case(&c, &got);
+        snprintf(what, sizeof what, "%s k=4 mirrored R=2 fast", ev[v]->name);
+        fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+        outcome_free(&got);
+    }
+    outcome_free(&exact_k);
+    return fails;
+}
+
+int suite_accumulation(results *r)
+{
+    dr_run_config c;
+    outcome ref;
+    int fails = 0;
+    printf("== accumulation: k micro-steps on R replicas = one step of the whole batch\n");
+    acc_config(&c, 1);
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    run_case(&c, &ref);
+    if (ref.error[0]) {
+        record(r, "accumulation", &c, 1, false, ref.seconds, "the reference one_device run of 48 failed: %.150s",
+               ref.error);
+        outcome_free(&ref);
+        return 1;
+    }
+    fails += acc_table(r, &ref) + acc_mpi(r, &ref) + acc_fast(r);
+    fails += accumulation_fallback(r) + accumulation_features(r);
     outcome_free(&ref);
     return fails;
 }

@@ -139,7 +139,7 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         DBL("clipvalue", clipvalue, 0, 1e30, "clip each aggregated gradient element to [-v, v] (> 0)"),
         DBL("global_clipnorm", global_clipnorm, 0, 1e30, "clip the aggregated gradient to this global norm (> 0)"),
         INT("gradient_accumulation_steps", gradient_accumulation_steps, 1, 65536, "apply the optimizer every k "
-            "steps, to the gradient of all k batches (Keras 3's gradient_accumulation_steps; the reference only)"),
+            "steps, to the gradient of all k batches (Keras 3's gradient_accumulation_steps)"),
         ENUM("clip_semantics", clip_semantics, "exact|tensorflow", "exact: clip the aggregated gradient "
              "(replica-invariant) | tensorflow: clip each replica's gradient before the all-reduce, as Keras 3 "
              "does under MirroredStrategy (depends on the replica count)"),

@@ -38,6 +38,7 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
     exp->optimizer.nesterov = cfg->nesterov;
     exp->optimizer.schedule = cfg->lr_schedule;
     exp->optimizer.clip = cfg->clip;
+    exp->optimizer.accumulation_steps = cfg->gradient_accumulation_steps > 1 ? cfg->gradient_accumulation_steps : 1;
     if (cfg->nesterov && exp->optimizer.momentum == 0.0f)
         return dr_fail(err, DR_EUSAGE, "--nesterov needs --momentum > 0 (SGD)");
     if (!cfg->from_logits) {

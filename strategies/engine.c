@@ -122,9 +122,6 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
                        "only; use --variant=ref, or --variant=mpi under mpirun", name);
-    if (plan->cfg->gradient_accumulation_steps > 1)
-        return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --gradient_accumulation_steps runs in the reference "
-                       "only so far; use --variant=ref", name);
     if (q.layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: --layer_devices (model parallelism) runs in the "
                        "reference only; use --variant=ref", name);
@@ -229,6 +226,7 @@ static void engine_close(dr_session *s)
         s->bo->close(s->be);
     }
     engine_ranks_close(s);
+    engine_accum_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
@@ -368,6 +366,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     if ((rc = s->bo->open(&bp, &s->be, err)) || (rc = open_buffers(s, err))) goto fail;
     if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;
     if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
+    if ((rc = engine_accum_open(s, err))) goto fail;
     if (!(init = calloc(plan->P * (size_t)(1 + plan->nslots) + 1, sizeof(float)))) {
         rc = dr_fail(err, DR_ENOMEM, "out of host memory for the initial variables");
         goto fail;

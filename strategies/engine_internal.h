@@ -84,10 +84,22 @@ struct dr_session {
     dr_buffer           *full_grad[DR_MAX_DEVICES - 1];
     dr_buffer           *full_central;
     uint64_t             fallback_steps;
+    /* --gradient_accumulation_steps=k (k > 1, step.c): each local replica's
+     * shares of the update's micro-steps so far, added exactly on the host
+     * in the gradient's form (floats in fast numerics; room for a full
+     * dr_acc each in exact ones, so the compact fallback fits), and, with
+     * compact gradients, the update's k micro-batches (an overflowed total
+     * recomputes them all with full accumulators). */
+    uint32_t             k;
+    void                *accum[DR_MAX_DEVICES - 1];
+    struct engine_micro *micro;
 };
 
 /* step.c */
 int  engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err);
+/* --gradient_accumulation_steps: the accumulators (k > 1), at open and close */
+int  engine_accum_open(dr_session *s, dr_err *err);
+void engine_accum_close(dr_session *s);
 /* bytes from one emulated device to another (a copy within one is free) */
 void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
 /* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */

@@ -62,6 +62,14 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_GRAD_DIVISOR(den, R) (den)
 #endif
 
+/* The divisor of an accumulated total: d (one micro-step's: den, or 1 for
+ * a float total) times the k micro-steps (--gradient_accumulation_steps). */
+#if defined(DR_MUTANT_ACCUM_K_TWICE)   /* divides by k twice */
+#define DR_SEAM_ACCUM_DIVISOR(d, k) ((d) * (k) * (k))
+#else
+#define DR_SEAM_ACCUM_DIVISOR(d, k) ((d) * (k))
+#endif
+
 /* A compact total's flags, read for an overflowed element (the step is then redone). */
 #if defined(DR_MUTANT_CACC_NO_FALLBACK)   /* none seen: an overflowed element goes on to be rounded */
 #define DR_SEAM_TOTAL_FLAGS(f) ((void)(f), 0u)

@@ -170,6 +170,86 @@ static int stage_down(dr_session *s, uint32_t lo, uint32_t L, dr_err *err)
     return DR_OK;
 }
 
+/* ---- gradient accumulation ------------------------------------------------- */
+/* --gradient_accumulation_steps=k (docs/TRAINING_FEATURES.md): the weights
+ * do not move between updates, so each replica keeps its shares (over one
+ * micro-step's denominator D*R, regularization included) and adds them
+ * exactly, in the gradient's own form (full or compact accumulators; fast
+ * numerics: floats, in micro-step order); the k-th micro-step adds the
+ * earlier ones to its own share, the comm reduces that once, and apply
+ * rounds the total once over k*D*R (fast: the float total over k, Keras's
+ * mean): the bits of one step of all k batches, for every k and R. */
+
+typedef struct engine_micro { dr_dist_batch b; uint32_t cap; } engine_micro;
+
+#define ACCUM_CHUNK 4096   /* parameters a task of the merge adds */
+
+static void accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L, bool update)
+{
+    const size_t P = s->plan->P, nc = (P + ACCUM_CHUNK - 1) / ACCUM_CHUNK;
+    if (f->exact && s->step % s->k == 1) {   /* the first share: an exact sum of one term is the term */
+        for (uint32_t j = 0; j < L; j++) memcpy(s->accum[lo + j], local[j], P * f->size);
+        return;
+    }
+    #pragma omp parallel for schedule(static) if (nc * L > 1 && !omp_in_parallel())
+    for (size_t t = 0; t < nc * L; t++) {
+        uint32_t j = (uint32_t)(t / nc);
+        size_t p0 = (t % nc) * ACCUM_CHUNK, n = P - p0 < ACCUM_CHUNK ? P - p0 : ACCUM_CHUNK;
+        char *a = (char *)s->accum[lo + j] + p0 * f->size, *x = (char *)local[j] + p0 * f->size;
+        if (update) f->merge_after(x, a, n);   /* the earlier micro-steps, then this one */
+        else f->merge(a, x, n);
+    }
+}
+
+int engine_accum_open(dr_session *s, dr_err *err)
+{
+    uint32_t k = s->cfg->gradient_accumulation_steps;
+    s->k = k > 1 ? k : 1;
+    if (s->k == 1) return DR_OK;
+    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++)
+        if (!(s->accum[r] = calloc(s->plan->P ? s->plan->P : 1, dr_sum_bytes(s->num))))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for the accumulated gradients (%zu parameters)",
+                           (size_t)s->plan->P);
+    if (s->num == DR_NUMERICS_EXACT_COMPACT && !(s->micro = calloc(s->k, sizeof *s->micro)))
+        return dr_fail(err, DR_ENOMEM, "out of host memory for the micro-batches of an update");
+    return DR_OK;
+}
+
+void engine_accum_close(dr_session *s)
+{
+    for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) { free(s->accum[r]); s->accum[r] = NULL; }
+    for (uint32_t j = 0; s->micro && j < s->k; j++) { free(s->micro[j].b.ids); free(s->micro[j].b.offset); }
+    free(s->micro);
+    s->micro = NULL;
+}
+
+static void clear_accum(dr_session *s, size_t elem)
+{
+    for (uint32_t r = s->wlo * s->L; r < s->whi * s->L; r++) memset(s->accum[r], 0, s->plan->P * elem);
+}
+
+/* Compact gradients: the micro-batch of step s->step, kept until its update. */
+static int keep_batch(dr_session *s, const dr_dist_batch *b, dr_err *err)
+{
+    engine_micro *m = &s->micro[(s->step - 1) % s->k];
+    uint32_t *ids = m->b.ids;
+    if (b->count > m->cap || !ids) {
+        if (!(ids = realloc(m->b.ids, (b->count ? b->count : 1) * sizeof *ids)))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for a micro-batch's %u ids", b->count);
+        m->b.ids = ids;
+        m->cap = b->count;
+    }
+    if (!m->b.offset && !(m->b.offset = malloc((DR_MAX_DEVICES + 1) * sizeof *m->b.offset)))
+        return dr_fail(err, DR_ENOMEM, "out of host memory for a micro-batch's offsets");
+    memcpy(m->b.ids, b->ids, b->count * sizeof *ids);
+    memcpy(m->b.offset, b->offset, (b->num_replicas + 1) * sizeof *b->offset);
+    m->b.count = b->count;
+    m->b.num_replicas = b->num_replicas;
+    m->b.step = b->step;
+    m->b.epoch = b->epoch;
+    return DR_OK;
+}
+
 #define OVERFLOW_SCAN_PAR (1u << 16)   /* elements below which the scan stays on one thread */
 
 /* Whether any element of a compact total left its window (the engine then
@@ -199,6 +279,12 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     for (uint32_t k = 0; k < L; k++) local[k] = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
     s->overflow[w - s->wlo] = false;
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
+    if (s->k > 1) {   /* gradient accumulation: add this micro-step's shares; reduce on the k-th */
+        bool update = s->step % s->k == 0;
+        accumulate(s, f, local, lo, L, update);
+        if (!update) return DR_OK;
+        d = DR_SEAM_ACCUM_DIVISOR(d, s->k);
+    }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         void *dst = staged ? s->stage_central : b->host_ptr(s->central);
         /* an exact reduce_to adds to what dst holds (floats overwrite it) */
@@ -385,16 +471,23 @@ static int redo_full(dr_session *s, dr_err *err)
     return rc;
 }
 
-int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
+/* split, the checks, the shares' scale: what a micro-batch needs before staging. */
+static int begin(dr_session *s, const dr_dist_batch *b, dr_err *err)
 {
-    int rc;
     split(s, b);
     if ((uint64_t)s->plan->G * s->R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",
                        s->plan->G, s->R);
-    if ((rc = scale(s, err))) return rc;
-    s->step = step;
-    if (s->tpu.on) return engine_tpu_step(s, out, err);
+    if ((uint64_t)s->plan->G * s->R * s->k > (1u << 30))
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u: k*G*R = %llu must stay below 2^30", s->k,
+                       (unsigned long long)s->plan->G * s->R * s->k);
+    return scale(s, err);
+}
+
+/* Every local replica's batch staged, then compute, reduce and apply. */
+static int stage_and_run(dr_session *s, dr_err *err)
+{
+    int rc = DR_OK;
     for (uint32_t r = s->wlo * s->L; rc == DR_OK && r < s->whi * s->L; r++) {
         uint32_t q = DR_SEAM_SHARD_OF(r, s);   /* the replica whose examples r trains on */
         if ((rc = engine_stage(s, r, s->ids + s->off[q], s->off[q + 1] - s->off[q], 0, err))) break;
@@ -405,11 +498,43 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
         }
     }
     if (rc && !s->ranks) return rc;   /* MPI: a rank's failure goes through the agreement */
-    if ((rc = run_workers(s, rc, err))) return rc;
+    return run_workers(s, rc, err);
+}
+
+/* An accumulated compact total overflowed: the update's k micro-batches
+ * again, with full accumulators (the weights have not moved since the
+ * first of them). */
+static int redo_update_full(dr_session *s, dr_err *err)
+{
+    uint64_t step = s->step;
+    int rc = swap_forms(s, DR_NUMERICS_EXACT, err), back;
+    dr_err e2;
+    clear_accum(s, sizeof(dr_acc));
+    for (uint32_t j = 0; rc == DR_OK && j < s->k; j++) {
+        s->step = step - s->k + 1 + j;
+        if ((rc = begin(s, &s->micro[j].b, err)) == DR_OK) rc = stage_and_run(s, err);
+    }
+    s->step = step;
+    back = swap_forms(s, DR_NUMERICS_EXACT_COMPACT, &e2);
+    if (rc == DR_OK && back) { *err = e2; rc = back; }
+    clear_accum(s, sizeof(dr_acc));
+    s->fallback_steps += s->k;
+    return rc;
+}
+
+int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
+{
+    int rc;
+    s->step = step;
+    if ((rc = begin(s, b, err))) return rc;
+    if (s->tpu.on) return engine_tpu_step(s, out, err);
+    if (s->micro && (rc = keep_batch(s, b, err))) return rc;
+    if ((rc = stage_and_run(s, err))) return rc;
     if (s->num == DR_NUMERICS_EXACT_COMPACT && s->overflow[0]) {
-        if ((rc = redo_full(s, err))) return rc;
+        if ((rc = s->k > 1 ? redo_update_full(s, err) : redo_full(s, err))) return rc;
         snprintf(out->extra, sizeof out->extra, ",\"exact_fallback\":true");
     }
+    if (s->k > 1 && step % s->k == 0 && s->num == DR_NUMERICS_FAST) clear_accum(s, sizeof(float));   /* exact: overwritten */
     engine_report(s, out);
     return DR_OK;
 }

@@ -496,7 +496,7 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         t.total = (const char *)clipped;
         divisor = 1;
     }
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, step, &t, divisor, w, s, s + P, P);
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, dr_optimizer_updates(o, step), &t, divisor, w, s, s + P, P);
     else if (o->momentum != 0.0f) apply_momentum(o, lr, &t, divisor, w, s, P);
     else apply_sgd(lr, &t, divisor, w, P);
     free(clipped);

@@ -485,7 +485,8 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     sl = dr_cl_slot_of(b, params);
     if ((e = settle(b, sl, total)) != CL_SUCCESS) return dr_cl_fail(err, e, "apply (waiting for the total)");
     if (o->kind == DR_OPT_ADAM) {   /* the host computes lr_t as the OpenMP backend does */
-        unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
+        uint64_t t = dr_optimizer_updates(o, step);   /* Keras's iterations: updates, not micro-steps */
+        unsigned k = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
         const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
         lr_t = lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
         opt = 3;

@@ -140,7 +140,17 @@ typedef struct dr_optimizer {
     float beta1, beta2, epsilon;   /* Adam: TensorFlow's 0.9, 0.999, 1e-7 */
     dr_lr_schedule schedule;       /* zero: constant lr (distref/schedule.h) */
     dr_clip        clip;           /* zero: no clipping */
+    uint32_t       accumulation_steps;   /* --gradient_accumulation_steps k: an apply every k steps (0, 1: none) */
 } dr_optimizer;
+
+/* Keras 3's optimizer.iterations at the apply of 1-based step `step`: the
+ * updates so far, step / k under gradient accumulation (Adam's bias
+ * correction reads it; the learning-rate schedule reads the step itself,
+ * docs/TRAINING_FEATURES.md). */
+static inline uint64_t dr_optimizer_updates(const dr_optimizer *o, uint64_t step)
+{
+    return o->accumulation_steps > 1 ? step / o->accumulation_steps : step;
+}
 
 /* Slots per parameter: 0 (plain SGD), 1 (momentum), 2 (Adam m, v). */
 int  dr_optimizer_num_slots(const dr_optimizer *o);
