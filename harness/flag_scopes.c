@@ -77,6 +77,7 @@ static const scope k_scopes[] = {
       "training under the synchronous strategies (parameter_server's coordinator schedules its own steps)" },
     { "tolerance", ALL_STRATEGIES, 0, NULL, "distref diff" },
     { "json", ALL_STRATEGIES, 0, NULL, "distref diff" },
+    { "plot", ALL_STRATEGIES, 0, NULL, "distref diff" },
 };
 
 /* Whether name is a word of the space-separated list. */
