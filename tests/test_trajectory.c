@@ -2,8 +2,9 @@
  * distref/trajectory.h, distref/traj_diff.h; docs/JUDGING.md): .npy round
  * trips and every reader refusal, the index's checks, --trajectory's
  * steps, ulp distances (-0/+0, NaN payloads), the first divergence and
- * the statistics on planted differences, tolerances, and bin/distref
- * train --trajectory + diff end to end (exit 0/1/2). Mutants:
+ * the statistics on planted differences, tolerances, --plot's data file
+ * against the JSON, and bin/distref train --trajectory + diff end to end
+ * (mirrored 4 openmp vs one_device ref identical; exit 0/1/2). Mutants:
  * scripts/exact_mutants.sh (traj_*). */
 #include "distref/npy.h"
 #include "distref/trajectory.h"
@@ -355,11 +356,15 @@ static void test_cli_end_to_end(void **state)
     char out[1 << 15];
     const char *common = "--experiment=mlp_synthetic --train_steps=6 --synthetic_examples=256 --trajectory=every:3";
     int st = shell_run(out, sizeof out, DR_BIN " train %s --distribution_strategy=one_device --model_dir=%s/r && " DR_BIN
-                       " train %s --variant=openmp --distribution_strategy=mirrored --num_gpus=2 --model_dir=%s/o",
+                       " train %s --variant=openmp --distribution_strategy=mirrored --num_gpus=4 --model_dir=%s/o",
                        common, dir, common, dir);
     shell_expect(out, st, 0, "train: steps=6");
+    /* mirrored 4 openmp vs one_device ref: identical; the engine's gradients are not recorded, and say so */
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o", dir, dir);
     shell_expect(out, st, 0, "identical: 3 steps");
+    assert_non_null(strstr(out, "note: tensor gradient/dense_0/kernel is only in A: not compared"));
+    assert_non_null(strstr(slurp(dir, "o/trajectory/index.json"), "\"gradients\": \"not recorded: this variant"));
+    assert_non_null(strstr(slurp(dir, "r/trajectory/index.json"), "\"gradients\": \"recorded: as applied"));
     st = shell_run(out, sizeof out, "python3 -c \"import sys; p='%s/o/trajectory/step_00000003/dense_1/bias.npy'; "
                    "b=bytearray(open(p,'rb').read()); b[-1]^=1; open(p,'wb').write(b)\" && " DR_BIN " diff %s/r %s/o",
                    dir, dir, dir);
@@ -383,6 +388,10 @@ static void test_cli_end_to_end(void **state)
                    "--distribution_strategy=one_device --model_dir=%s/r && " DR_BIN " diff %s/r/weights %s/r/weights",
                    dir, dir, dir);
     shell_expect(out, st, 0, "identical: 1 steps, 9 tensors");
+    st = shell_run(out, sizeof out, "TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+                   "\"task\":{\"type\":\"chief\",\"index\":0}}' " DR_BIN " train --experiment=mlp_synthetic "
+                   "--distribution_strategy=parameter_server --trajectory=every:1 --model_dir=%s/ps 2>&1", dir);
+    shell_expect(out, st, 2, "parameter_server is asynchronous: a step there is one worker's update");
     st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --trajectory=every:0 --model_dir=%s/x", dir);
     shell_expect(out, st, 2, "--trajectory=every:0");
 }
