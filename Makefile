@@ -253,6 +253,7 @@ in-test:
 	@sh scripts/test_check_sizes.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_python_mutants.sh $(CLI)
+	@$(MAKE) --no-print-directory test-judge-mutant
 	@sh scripts/run_mutants.sh $(MUTANT_BIN)
 	@CC='$(CC)' CFLAGS='$(CFLAGS) -MMD -MP' LDLIBS='$(LDFLAGS) $(TEST_LIBS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    LIBS='$(LAYER_LIBS)' sh scripts/golden_mutants.sh
@@ -395,6 +396,13 @@ in-tf-crosscheck: $(CLI) $(BUILD)/tests/test_golden
 	@$(TF_VENV)/bin/python scripts/tf_golden.py generate $(BUILD)/golden_live.json
 	@$(BUILD)/tests/test_golden --golden $(BUILD)/golden_live.json
 	@DISTREF=$(CLI) sh scripts/tf_crosscheck.sh $(TF_VENV)/bin/python build/tf_crosscheck $(TF_STEPS)
+
+# docs/JUDGING.md's engine-mutant diff, as a test (part of make test):
+# bias_grad_axis named at step 1, dense_0/bias; the unmutated run identical.
+test-judge-mutant: $(CLI)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_judge_mutant.sh $(CLI)
+.PHONY: test-judge-mutant
 
 # The Python package (python/, docs/JUDGING.md) in a virtualenv under build/,
 # with NumPy from pip: make test then runs its tests (scripts/test_python.sh;
