@@ -62,9 +62,9 @@ static void write_gp(const diff_run *d, FILE *f)
     for (uint32_t t = 0; t < d->ia.ntensors; t++) fprintf(f, "%s%s", t ? " " : "", d->ia.tensors[t].name);
     fprintf(f, "\"\nn = %u\nset multiplot layout 2,1 title 'distref diff: %zu step-tensor rows differ'\n"
                "set ylabel 'max ulp'\nplot for [i=0:n-1] 'divergence.dat' index i using 1:($6>0 ? $6 : NaN) "
-               "with linespoints lc (i+1) dt (1+int(i/8)) pt 7 ps 0.4 title word(names, i+1)\n"
+               "with linespoints lc (i+1) pt (i%%8+1) ps 0.5 title word(names, i+1)\n"
                "set ylabel 'p99 ulp'\nplot for [i=0:n-1] 'divergence.dat' index i using 1:($7>0 ? $7 : NaN) "
-               "with linespoints lc (i+1) dt (1+int(i/8)) pt 7 ps 0.4 title word(names, i+1)\nunset multiplot\n",
+               "with linespoints lc (i+1) pt (i%%8+1) ps 0.5 title word(names, i+1)\nunset multiplot\n",
             d->ia.ntensors, d->nrows);
 }
 

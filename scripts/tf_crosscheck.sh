@@ -23,7 +23,7 @@ for r in 1 2 4; do
         { cat "$out/tf$r.log" >&2; exit 1; }
 done
 judge() {   # NAME A B: the diff's JSON, and its verdict under the DDP-measured atol=1e-6
-    "$bin" diff "$2" "$3" --json > "$out/$1.json" 2> "$out/$1.err" && rc=0 || rc=$?
+    "$bin" diff "$2" "$3" --json --plot="$out/plot_$1" > "$out/$1.json" 2> "$out/$1.err" && rc=0 || rc=$?
     [ "$rc" -le 1 ] || { cat "$out/$1.err" >&2; exit 1; }
     "$bin" diff "$2" "$3" --tolerance=atol=1e-6 > /dev/null 2>&1 && echo 0 > "$out/$1.atol" || echo $? > "$out/$1.atol"
 }
