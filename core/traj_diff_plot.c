@@ -110,7 +110,7 @@ static void write_html(const diff_run *d, FILE *f)
     fputs("</table>\n</body></html>\n", f);
 }
 
-int dr_diff_plot_write(const diff_run *d, const char *dir, dr_err *err)
+int diff_plot_write(const diff_run *d, const char *dir, dr_err *err)
 {
     static const char *const names[] = { "divergence.dat", "divergence.gp", "index.html" };
     void (*const writers[])(const diff_run *, FILE *) = { write_dat, write_gp, write_html };

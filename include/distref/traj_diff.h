@@ -32,7 +32,9 @@ typedef struct dr_diff_opts {
     uint64_t    ulp;     /* DR_TOL_ULP */
     double      rtol;    /* DR_TOL_RTOL; DR_TOL_ATOL: the absolute bound */
     bool        json;    /* the report as one JSON object */
-    const char *plot;    /* NULL, or a folder for divergence.dat, .gp and index.html (dr_diff_plot) */
+    const char *plot;    /* NULL, or a folder for the divergence picture: divergence.dat (the report's rows, one
+                          * line per step and tensor that differ, with max and p99 ulp), divergence.gp (gnuplot)
+                          * and index.html (docs/JUDGING.md); running gnuplot is the caller's (the CLI's) */
 } dr_diff_opts;
 
 /* --tolerance: "" (exact), "ulp=N", "rtol=X" or "atol=X" (|a-b| <= X; X >= 0,
@@ -50,19 +52,6 @@ int dr_diff_resolve(const char *path, char *out, size_t cap, dr_err *err);
  * DR_EFORMAT (a caller's exit 2) for a reader's refusal, other experiments,
  * a step in one only, a tensor whose shapes differ. */
 int dr_traj_diff(const char *a, const char *b, const dr_diff_opts *o, FILE *out, bool *pass, dr_err *err);
-
-/* The divergence picture's files in dir (created if missing; each written
- * atomically): divergence.dat, one line per step and tensor that differ
- * (step, tensor index and name, differing, elements, max ulp, p99 ulp, max
- * relative error: the numbers of the report's rows; p99 is the upper bound
- * of the power-of-two histogram bucket that holds the 99th percentile of
- * the tensor's ulp distances, equal elements counted as 0; a NaN distance
- * is written as -1), divergence.gp (gnuplot: log ulp over steps, max and
- * p99 per tensor, to divergence.svg) and index.html (the report's style:
- * the summary, the picture, the rows). Called by dr_traj_diff when
- * o->plot is set; running gnuplot is the caller's (the CLI's). */
-struct diff_run;
-int dr_diff_plot_write(const struct diff_run *d, const char *dir, dr_err *err);
 
 /* The ulp distance of two floats' bits (ordered representation); UINT64_MAX
  * when either is a NaN and the bits differ. */
