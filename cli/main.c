@@ -29,6 +29,8 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* --variant's values, the registry's names joined with '|' (the flag table
@@ -343,6 +345,29 @@ static int run_config(dr_cli_flags *c, dr_run_config *cfg0, dr_err *err)
  * when every element is within the tolerance (bit for bit without one), 1
  * when not, 2 for a usage or format error (a missing step, other shapes,
  * a dtype other than float32, a file that does not parse), named. */
+/* diff --plot=DIR: gnuplot DIR/divergence.gp in DIR, when gnuplot is there;
+ * the data file and index.html stand either way. Says which on stderr. */
+static void diff_plot_render(const char *dir)
+{
+    int st = -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        if (chdir(dir) == 0) execlp("gnuplot", "gnuplot", "divergence.gp", (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, &st, 0);
+    if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        fprintf(stderr, "plot: %s/divergence.svg, %s/index.html (data: %s/divergence.dat)\n", dir, dir, dir);
+    else if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+        fprintf(stderr, "plot: not supported: gnuplot not found; wrote %s/divergence.dat, %s/divergence.gp and "
+                        "%s/index.html\n", dir, dir, dir);
+    else
+        fprintf(stderr, "plot: gnuplot failed; wrote %s/divergence.dat, %s/divergence.gp and %s/index.html\n",
+                dir, dir, dir);
+}
+
 static int diff_main(int argc, char **argv)
 {
     static dr_cli_flags c;
@@ -367,22 +392,26 @@ static int diff_main(int argc, char **argv)
     dr_flag_args_free(&args);
     free(flags);
     if (rc == DR_OK && help) {
-        printf("usage: distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json]\n");
+        printf("usage: distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json] [--plot=DIR]\n");
         return 0;
     }
     for (int i = 0; rc == DR_OK && i < n; i++)
-        if (f[i].seen && strcmp(f[i].name, "tolerance") && strcmp(f[i].name, "json") && strcmp(f[i].name, "flagfile"))
-            rc = dr_fail(&err, DR_EUSAGE, "--%s does not apply to diff: it takes A B, --tolerance and --json", f[i].name);
+        if (f[i].seen && strcmp(f[i].name, "tolerance") && strcmp(f[i].name, "json") && strcmp(f[i].name, "plot") &&
+            strcmp(f[i].name, "flagfile"))
+            rc = dr_fail(&err, DR_EUSAGE, "--%s does not apply to diff: it takes A B, --tolerance, --json and --plot",
+                         f[i].name);
     if (rc == DR_OK && npos != 2)
         rc = dr_fail(&err, DR_EUSAGE, "diff: expected two trajectories or run directories, A and B; got %d", npos);
     memset(&o, 0, sizeof o);
     if (rc == DR_OK) rc = dr_diff_tolerance_parse(c.tolerance, &o, &err);
     o.json = c.json;
+    o.plot = c.plot[0] ? c.plot : NULL;
     if (rc == DR_OK) rc = dr_traj_diff(pos[0], pos[1], &o, stdout, &pass, &err);
     if (rc) {
         fprintf(stderr, "distref: error: diff: %s\n", err.msg);
         return 2;
     }
+    if (o.plot) diff_plot_render(o.plot);
     return pass ? 0 : 1;
 }
 

@@ -123,6 +123,8 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
             "gradients where the variant gives them, loss) into --model_dir/trajectory (docs/JUDGING.md)"),
         STR("tolerance", tolerance, "diff: ulp=N | rtol=X | atol=X; every element within it passes (default: bit for bit)"),
         BOOL("json", json, "diff: the report as JSON"),
+        STR("plot", plot, "diff: a folder for the divergence picture over steps (log ulp, max and p99 per step and "
+            "tensor): divergence.dat, divergence.gp, index.html, divergence.svg with gnuplot"),
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
         ENUM("lr_schedule", lr_schedule, "constant|piecewise|cosine|polynomial|exponential", "the learning rate "
              "per step, Keras 3's schedules in float32 (docs/TRAINING_FEATURES.md)"),

@@ -222,6 +222,7 @@ int dr_traj_diff(const char *a, const char *b, const dr_diff_opts *o, FILE *out,
     *pass = d->fail == 0;
     if (o->json) rc = diff_report_json(d, out);
     else diff_report_text(d, out);
+    if (rc == DR_OK && o->plot) rc = diff_plot_write(d, o->plot, err);
 out:
     dr_traj_index_free(&d->ia);
     dr_traj_index_free(&d->ib);

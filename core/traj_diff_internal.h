@@ -45,4 +45,16 @@ void diff_shape_text(const dr_traj_tensor *t, char *out, size_t cap);
 void diff_report_text(const diff_run *d, FILE *out);
 int  diff_report_json(const diff_run *d, FILE *out);
 
+/* The divergence picture's files in dir (created if missing; each written
+ * atomically): divergence.dat, one line per step and tensor that differ
+ * (step, tensor index and name, differing, elements, max ulp, p99 ulp, max
+ * relative error: the numbers of the report's rows; p99 is the upper bound
+ * of the power-of-two histogram bucket that holds the 99th percentile of
+ * the tensor's ulp distances, equal elements counted as 0; a NaN distance
+ * is written as -1), divergence.gp (gnuplot: log ulp over steps, max and
+ * p99 per tensor, to divergence.svg) and index.html (the report's style:
+ * the summary, the picture, the rows). Called by dr_traj_diff when
+ * o->plot is set; running gnuplot is the caller's (the CLI's). */
+int  diff_plot_write(const diff_run *d, const char *dir, dr_err *err);
+
 #endif

@@ -244,7 +244,7 @@ static int export_weights(const dr_run_config *cfg, const dr_run_plan *plan, dr_
     memcpy(&loss, &c.last_loss_bits, sizeof loss);
     snprintf(dir, sizeof dir, "%s/weights", cfg->model_dir);
     if (rc == DR_OK) rc = dr_traj_model_tensors(&plan->exp.model, &plan->exp.optimizer, false, true, &ix, where, err);
-    if (rc == DR_OK && !(ix.settings = traj_settings(cfg, plan, "checkpoint", "weights")))
+    if (rc == DR_OK && !(ix.settings = traj_settings(cfg, plan, "checkpoint", "weights", NULL)))
         rc = dr_fail(err, DR_ENOMEM, "export: out of memory");
     if (rc == DR_OK && !(ix.steps = calloc(1, sizeof *ix.steps))) rc = dr_fail(err, DR_ENOMEM, "export: out of memory");
     if (rc == DR_OK) rc = dr_mkdirs(dir, err);

@@ -74,9 +74,12 @@ static const scope k_scopes[] = {
     { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
     { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
     { "trajectory", ALL_STRATEGIES & ~S(PARAMETER_SERVER), CMD_TRAIN, NULL,
-      "training under the synchronous strategies (parameter_server's coordinator schedules its own steps)" },
+      "training under the synchronous strategies (parameter_server is asynchronous: a step there is one worker's "
+      "update applied to the version it read, possibly stale, so there is no one state after step k that every "
+      "replica shares to record; `distref export --what=weights` gives its final variables)" },
     { "tolerance", ALL_STRATEGIES, 0, NULL, "distref diff" },
     { "json", ALL_STRATEGIES, 0, NULL, "distref diff" },
+    { "plot", ALL_STRATEGIES, 0, NULL, "distref diff" },
 };
 
 /* Whether name is a word of the space-separated list. */

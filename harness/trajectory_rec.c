@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *traj_settings(const dr_run_config *cfg, const dr_run_plan *plan, const char *variant, const char *what)
+char *traj_settings(const dr_run_config *cfg, const dr_run_plan *plan, const char *variant, const char *what,
+                    const char *gradients)
 {
     json_object *o = json_object_new_object();
     const dr_optimizer *opt = &plan->exp.optimizer;
@@ -32,6 +33,7 @@ char *traj_settings(const dr_run_config *cfg, const dr_run_plan *plan, const cha
     json_object_object_add(o, "l2", json_object_new_double((double)plan->exp.model.l2));
     json_object_object_add(o, "loss_reduction", json_object_new_string(cfg->loss_reduction));
     json_object_object_add(o, "trajectory", json_object_new_string(cfg->trajectory));
+    if (gradients) json_object_object_add(o, "gradients", json_object_new_string(gradients));
     text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
     return text;
@@ -77,7 +79,10 @@ int traj_rec_open(traj_rec *t, const dr_run_config *cfg, const dr_run_plan *plan
     if ((rc = dr_traj_model_tensors(&plan->exp.model, &plan->exp.optimizer, t->grads != NULL, true, &t->ix, t->where,
                                     err)))
         return rc;
-    if (!(t->ix.settings = traj_settings(cfg, plan, v->name, "trajectory")))
+    if (!(t->ix.settings = traj_settings(cfg, plan, v->name, "trajectory",
+                                         t->grads ? "recorded: as applied (after the all-reduce and the scaling)"
+                                                  : "not recorded: this variant reduces and applies them inside its "
+                                                    "backend and does not expose the rounded gradient")))
         return dr_fail(err, DR_ENOMEM, "trajectory: out of memory");
     if ((rc = dr_mkdirs(t->dir, err))) return rc;
     return keep_earlier(t, start_step, err);

@@ -22,7 +22,8 @@ typedef struct traj_rec {
 } traj_rec;
 
 /* The run's settings as JSON text (malloc'd) for an index. */
-char *traj_settings(const dr_run_config *cfg, const dr_run_plan *plan, const char *variant, const char *what);
+char *traj_settings(const dr_run_config *cfg, const dr_run_plan *plan, const char *variant, const char *what,
+                    const char *gradients);
 
 /* --trajectory parsed and the tensors laid out; an index already in
  * model_dir/trajectory is kept up to start_step (a resumed run). */

@@ -4,6 +4,10 @@
     tf_golden.py generate OUT.json [CASE...]   run TensorFlow, write the golden
                                                values (only the training cases
                                                named, when some are)
+    tf_golden.py trajectory OUT R [STEPS]
+                                     train mlp_synthetic under MirroredStrategy(R)
+                                     and write its trajectory (docs/JUDGING.md's
+                                     format, with python/distref's Trajectory) to OUT
 
 `make tf-crosscheck` generates them live from the installed TensorFlow and
 runs tests/test_golden.c's comparison against that file instead of the
@@ -220,6 +224,74 @@ def tf_train(tf, case):
             "weight_index": idx, "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size)}
 
 
+TRAJ_FLAGS = ["--experiment=mlp_synthetic", "--synthetic_examples=1000", "--global_batch_size=64"]
+
+
+def tf_trajectory(tf, out, R, steps):
+    """mlp_synthetic (1000 examples, G = 64: step 16 of each epoch is a
+    short batch of 40) under MirroredStrategy(R logical CPUs), every step
+    recorded in distref's trajectory format: the variables, Keras's momentum
+    slots, the gradient as applied and the loss. The gradient is
+    strategy.reduce(SUM) of the replicas' gradients of the scaled loss (the
+    sum apply_gradients applies, computed beside it: TensorFlow does not
+    hand out the one it reduces inside); the loss is strategy.reduce(SUM) of
+    the replicas' compute_average_loss(global_batch_size=G)."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import distref
+    strat = ["--distribution_strategy=one_device"] if R == 1 else \
+        ["--distribution_strategy=mirrored", "--num_gpus=%d" % R]
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([DISTREF, "export", "--what=all", "--format=npy", "--model_dir=" + d,
+                        "--train_steps=%d" % steps] + TRAJ_FLAGS + strat, check=True, stdout=subprocess.DEVNULL)
+        x = np.load(os.path.join(d, "x.npy"))
+        y = np.load(os.path.join(d, "y.npy")).astype(np.int32)
+        order = np.load(os.path.join(d, "order.npy"))
+        init = [np.load(os.path.join(d, "dense_%d_%s.npy" % (l, k))) for l in range(2) for k in ("kernel", "bias")]
+    G = 64
+    s = strategy(tf, R)
+    with s.scope():
+        model = tf.keras.Sequential([tf.keras.Input((784,)), tf.keras.layers.Dense(128, activation="relu"),
+                                     tf.keras.layers.Dense(10)])
+        model.set_weights(init)
+        opt = tf.keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+        opt.build(model.trainable_variables)
+    per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    names = ["dense_%d/%s" % (l, k) for l in range(2) for k in ("kernel", "bias")]
+
+    def step_fn(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, grads
+
+    def state():
+        t = {n: v.numpy() for n, v in zip(names, model.trainable_variables)}
+        t.update({"optimizer/momentum/" + n: m.numpy() for n, m in zip(names, opt.momentums)})
+        return t
+
+    traj = distref.Trajectory(out, settings={"experiment": "mlp_synthetic", "synthetic_examples": 1000,
+                                             "global_batch_size": G, "seed": 42, "optimizer": "sgd",
+                                             "learning_rate": 0.01, "momentum": 0.9,
+                                             "written_by": "scripts/tf_golden.py trajectory",
+                                             "framework": "tensorflow %s MirroredStrategy(%d logical CPUs)"
+                                                          % (tf.__version__, R)})
+    traj.record(0, state())
+    step = 0
+    for e in range(order.shape[0]):
+        ds = tf.data.Dataset.from_tensor_slices((x[order[e]], y[order[e]])).batch(G)
+        for batch in s.experimental_distribute_dataset(ds):
+            if step == steps:
+                return
+            loss, grads = s.run(step_fn, args=batch)
+            t = state()
+            t.update({"gradient/" + n: s.reduce(tf.distribute.ReduceOp.SUM, g, axis=None).numpy()
+                      for n, g in zip(names, grads)})
+            step += 1
+            traj.record(step, t, loss=s.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None).numpy())
+
+
 def train_in_child(case):
     """One training case per process: strategies of different sizes in one
     process collide in TensorFlow's collective groups ("joining a group
@@ -252,6 +324,8 @@ def generate(path, only=()):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "generate":
         generate(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "trajectory":
+        tf_trajectory(tf_setup(), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) == 5 else 200)
     elif len(sys.argv) == 3 and sys.argv[1] == "_train":
         print(json.dumps(tf_train(tf_setup(), json.loads(sys.argv[2]))))
     else:

@@ -2,8 +2,9 @@
  * distref/trajectory.h, distref/traj_diff.h; docs/JUDGING.md): .npy round
  * trips and every reader refusal, the index's checks, --trajectory's
  * steps, ulp distances (-0/+0, NaN payloads), the first divergence and
- * the statistics on planted differences, tolerances, and bin/distref
- * train --trajectory + diff end to end (exit 0/1/2). Mutants:
+ * the statistics on planted differences, tolerances, --plot's data file
+ * against the JSON, and bin/distref train --trajectory + diff end to end
+ * (mirrored 4 openmp vs one_device ref identical; exit 0/1/2). Mutants:
  * scripts/exact_mutants.sh (traj_*). */
 #include "distref/npy.h"
 #include "distref/trajectory.h"
@@ -12,6 +13,7 @@
 #include "shell.h"
 #include "tmpdir.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -201,6 +203,71 @@ static void test_diff_first_divergence(void **state)
     assert_non_null(strstr(out, "2/6"));
 }
 
+/* diff --plot's divergence.dat holds the JSON report's rows, number for
+ * number (step, tensor, differing, elements, max ulp, max rel), and p99
+ * is the upper bound of the bucket holding the 99th percentile. */
+static void test_diff_plot_matches_json(void **state)
+{
+    const char *dir = *state;
+    float w[6] = { 1, 2, 3, 4, 5, 6 }, v[6] = { 1, 2, 3, 4, 5, 6 }, u[6] = { 1, 2, 3, 4, 5, 6 };
+    char out[16384], plot[512], path[600], line[512], name[64];
+    bool pass;
+    dr_err err = { 0, "" };
+    dr_diff_opts o;
+    FILE *f;
+    json_object *rep, *rows;
+    size_t nrows = 0, ndat = 0;
+    write_traj(dir, "a", w, w, "{\"experiment\": \"e\"}", 2);
+    v[0] = from_bits(0x3f800001u);   /* step 1: 1 ulp at [0, 0] */
+    u[2] = from_bits(0x40400000u + 40);   /* step 2: 40 ulp and 3 ulp */
+    u[4] = from_bits(0x40a00003u);
+    write_traj(dir, "b", v, u, "{\"experiment\": \"e\"}", 2);
+    snprintf(plot, sizeof plot, "%s/plot", dir);
+    memset(&o, 0, sizeof o);
+    o.json = true;
+    o.plot = plot;
+    snprintf(path, sizeof path, "%s/a", dir);
+    snprintf(line, sizeof line, "%s/b", dir);
+    f = fmemopen(out, sizeof out, "w");
+    assert_int_equal(dr_traj_diff(path, line, &o, f, &pass, &err), DR_OK);
+    fclose(f);
+    assert_false(pass);
+    assert_non_null(rep = json_tokener_parse(out));
+    assert_true(json_object_object_get_ex(rep, "rows", &rows));
+    nrows = json_object_array_length(rows);
+    assert_int_equal(nrows, 2);
+    snprintf(path, sizeof path, "%s/divergence.dat", plot);
+    assert_non_null(f = fopen(path, "r"));
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long step, differ, count;
+        unsigned t;
+        double mu, p99, rel;
+        json_object *r = NULL, *x;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        assert_int_equal(sscanf(line, "%llu\t%u\t%63s\t%llu\t%llu\t%lf\t%lf\t%lf", &step, &t, name, &differ, &count,
+                                &mu, &p99, &rel), 8);
+        for (size_t i = 0; i < nrows; i++) {
+            json_object *ri = json_object_array_get_idx(rows, i);
+            if (json_object_object_get_ex(ri, "step", &x) && (unsigned long long)json_object_get_int64(x) == step) r = ri;
+        }
+        assert_non_null(r);
+        assert_true(json_object_object_get_ex(r, "tensor", &x) && !strcmp(json_object_get_string(x), name));
+        assert_true(json_object_object_get_ex(r, "differing", &x) && (unsigned long long)json_object_get_int64(x) == differ);
+        assert_true(json_object_object_get_ex(r, "elements", &x) && (unsigned long long)json_object_get_int64(x) == count);
+        assert_true(json_object_object_get_ex(r, "max_ulp", &x) && (double)json_object_get_int64(x) == mu);
+        assert_true(json_object_object_get_ex(r, "max_rel", &x) && json_object_get_double(x) == rel);
+        assert_true(p99 == (step == 1 ? 1.0 : 63.0));   /* 1 ulp: bucket 1; 40 ulp: bucket 32-63 */
+        ndat++;
+    }
+    fclose(f);
+    assert_int_equal(ndat, nrows);
+    json_object_put(rep);
+    snprintf(path, sizeof path, "%s/divergence.gp", plot);
+    assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof path, "%s/index.html", plot);
+    assert_int_equal(access(path, R_OK), 0);
+}
+
 static void test_diff_nan_and_zero(void **state)
 {
     const char *dir = *state;
@@ -289,11 +356,15 @@ static void test_cli_end_to_end(void **state)
     char out[1 << 15];
     const char *common = "--experiment=mlp_synthetic --train_steps=6 --synthetic_examples=256 --trajectory=every:3";
     int st = shell_run(out, sizeof out, DR_BIN " train %s --distribution_strategy=one_device --model_dir=%s/r && " DR_BIN
-                       " train %s --variant=openmp --distribution_strategy=mirrored --num_gpus=2 --model_dir=%s/o",
+                       " train %s --variant=openmp --distribution_strategy=mirrored --num_gpus=4 --model_dir=%s/o",
                        common, dir, common, dir);
     shell_expect(out, st, 0, "train: steps=6");
+    /* mirrored 4 openmp vs one_device ref: identical; the engine's gradients are not recorded, and say so */
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o", dir, dir);
     shell_expect(out, st, 0, "identical: 3 steps");
+    assert_non_null(strstr(out, "note: tensor gradient/dense_0/kernel is only in A: not compared"));
+    assert_non_null(strstr(slurp(dir, "o/trajectory/index.json"), "\"gradients\": \"not recorded: this variant"));
+    assert_non_null(strstr(slurp(dir, "r/trajectory/index.json"), "\"gradients\": \"recorded: as applied"));
     st = shell_run(out, sizeof out, "python3 -c \"import sys; p='%s/o/trajectory/step_00000003/dense_1/bias.npy'; "
                    "b=bytearray(open(p,'rb').read()); b[-1]^=1; open(p,'wb').write(b)\" && " DR_BIN " diff %s/r %s/o",
                    dir, dir, dir);
@@ -302,6 +373,11 @@ static void test_cli_end_to_end(void **state)
     shell_expect(out, st, 1, "\"tensor\": \"dense_1/bias\"");
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o --tolerance=ulp=1000000000", dir, dir);
     shell_expect(out, st, 0, "PASS");
+    st = shell_run(out, sizeof out, "PATH=/nonexistent " DR_BIN " diff %s/r %s/o --plot=%s/plot 2>&1 && exit 9; "
+                   "test -s %s/plot/divergence.dat && test -s %s/plot/index.html && echo data-written", dir, dir, dir,
+                   dir, dir);
+    shell_expect(out, st, 0, "plot: not supported: gnuplot not found");
+    assert_non_null(strstr(out, "data-written"));
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o --tolerance=ulps", dir, dir);
     shell_expect(out, st, 2, "--tolerance=ulps");
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r", dir);
@@ -312,6 +388,10 @@ static void test_cli_end_to_end(void **state)
                    "--distribution_strategy=one_device --model_dir=%s/r && " DR_BIN " diff %s/r/weights %s/r/weights",
                    dir, dir, dir);
     shell_expect(out, st, 0, "identical: 1 steps, 9 tensors");
+    st = shell_run(out, sizeof out, "TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w:1\"],\"ps\":[\"p:1\"]},"
+                   "\"task\":{\"type\":\"chief\",\"index\":0}}' " DR_BIN " train --experiment=mlp_synthetic "
+                   "--distribution_strategy=parameter_server --trajectory=every:1 --model_dir=%s/ps 2>&1", dir);
+    shell_expect(out, st, 2, "parameter_server is asynchronous: a step there is one worker's update");
     st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --trajectory=every:0 --model_dir=%s/x", dir);
     shell_expect(out, st, 2, "--trajectory=every:0");
 }
@@ -324,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_spec),
         cmocka_unit_test(test_ulp),
         cmocka_unit_test_setup_teardown(test_diff_first_divergence, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_diff_plot_matches_json, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_diff_nan_and_zero, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_diff_format_errors, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_index_refusals),

@@ -45,7 +45,7 @@ typedef struct dr_cli_flags {
     char    exact_accumulator[DR_FLAG_STR_MAX];
     char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
     char    worker_hosts[DR_FLAG_STR_MAX], flagfile[DR_FLAG_STR_MAX];
-    char    trajectory[DR_FLAG_STR_MAX], tolerance[DR_FLAG_STR_MAX];
+    char    trajectory[DR_FLAG_STR_MAX], tolerance[DR_FLAG_STR_MAX], plot[DR_FLAG_STR_MAX];
     int64_t task_index;
     int64_t threads, bytes_per_pack, schedule_seed, staleness, opencl_platform;
     double  tpu_hbm_scale;

@@ -32,6 +32,9 @@ typedef struct dr_diff_opts {
     uint64_t    ulp;     /* DR_TOL_ULP */
     double      rtol;    /* DR_TOL_RTOL; DR_TOL_ATOL: the absolute bound */
     bool        json;    /* the report as one JSON object */
+    const char *plot;    /* NULL, or a folder for the divergence picture: divergence.dat (the report's rows, one
+                          * line per step and tensor that differ, with max and p99 ulp), divergence.gp (gnuplot)
+                          * and index.html (docs/JUDGING.md); running gnuplot is the caller's (the CLI's) */
 } dr_diff_opts;
 
 /* --tolerance: "" (exact), "ulp=N", "rtol=X" or "atol=X" (|a-b| <= X; X >= 0,

@@ -205,13 +205,16 @@ def _distref_bin(distref=None):
     raise FileNotFoundError("distref: give distref=PATH, set $DISTREF, or put bin/distref on PATH")
 
 
-def diff(a, b, tolerance=None, distref=None):
-    """`distref diff A B --json` (tolerance: "ulp=N" or "rtol=X"): the report as a dict, with "exit" (0 pass, 1 fail).
+def diff(a, b, tolerance=None, distref=None, plot=None):
+    """`distref diff A B --json` (tolerance: "ulp=N", "rtol=X" or "atol=X"): the report as a dict, with "exit"
+    (0 pass, 1 fail). plot: a folder for `--plot` (divergence.dat, .gp, index.html, .svg with gnuplot).
 
     A usage or format error (exit 2) raises ValueError with the CLI's message."""
     cmd = [_distref_bin(distref), "diff", str(a), str(b), "--json"]
     if tolerance:
         cmd.append("--tolerance=" + tolerance)
+    if plot:
+        cmd.append("--plot=" + str(plot))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode not in (0, 1):
         raise ValueError(p.stderr.strip() or "distref diff exited %d" % p.returncode)

@@ -85,6 +85,15 @@ class TestDistref(unittest.TestCase):
         self.assert_same_report(self.run_dir, p, tolerance="ulp=5")
         self.assert_same_report(self.run_dir, p, tolerance="rtol=1e-3")
         self.assert_same_report(self.run_dir, p, tolerance="atol=1e-6")
+        # --plot's data file: the JSON rows, number for number (a NaN's max ulp as -1)
+        d = os.path.join(self.tmp, "plot")
+        rep = distref.diff(self.run_dir, p, plot=d)
+        with open(os.path.join(d, "divergence.dat")) as f:
+            dat = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
+        self.assertEqual(sorted((int(r[0]), r[2], int(r[3]), int(r[4]), float(r[5]), float(r[7])) for r in dat),
+                         sorted((r["step"], r["tensor"], r["differing"], r["elements"],
+                                 -1.0 if r["max_ulp"] == "nan" else float(r["max_ulp"]), float(r["max_rel"]))
+                                for r in rep["rows"]))
 
     def test_nan_payload_differs(self):
         def plant(step, t):
