@@ -90,7 +90,7 @@ int accumulation_features(results *r)
     size_t nv;
     const dr_variant *const *ev = engine_variants(r, &nv);
     int fails = 0;
-    for (int schedule = 0; schedule <= 1 && !r->quick; schedule++) {
+    for (int schedule = 0; schedule <= (r->full ? 1 : 0) && !r->quick; schedule++) {   /* default: no schedule */
         dr_run_config c;
         outcome ref, got;
         adam(&c, schedule ? 4 : 1, schedule);
