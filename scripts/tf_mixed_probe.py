@@ -79,6 +79,10 @@ def probe_lso():
     keras.mixed_precision.set_dtype_policy("float32")
 
 
+# the replica whose gradient is made inf ([c]); -1: the last one
+POISON = int(os.environ.get("PROBE_POISON_REPLICA", "-1"))
+
+
 def probe_mirrored(R):
     devs = [f"/cpu:{i}" for i in range(R)]
     st = tf.distribute.MirroredStrategy(devs)
@@ -100,7 +104,7 @@ def probe_mirrored(R):
             sl = o.scale_loss(loss)
         g = tape.gradient(sl, m.trainable_variables)
         rid = tf.distribute.get_replica_context().replica_id_in_sync_group
-        bad = tf.logical_and(poison, tf.equal(rid, R - 1))
+        bad = tf.logical_and(poison, tf.equal(rid, POISON if POISON >= 0 else R - 1))
         g = [tf.where(bad, tf.fill(tf.shape(gg), np.float32(np.inf)), gg) for gg in g]
         o.apply(g, m.trainable_variables)
         return g
@@ -125,9 +129,8 @@ def probe_mirrored(R):
         copies = [[t.numpy() for t in st.experimental_local_results(w)] for w in m.trainable_variables]
         fin = all(np.all(np.isfinite(c)) for cs in copies for c in cs)
         agree = all(np.array_equal(cs[0], c) for cs in copies for c in cs)
-        print(f"[c] R={R}: inf on the last replica only: weights unchanged={same} finite={fin} "
-              f"replicas' copies identical={agree} supports_no_merge_call="
-              f"{tf.__internal__.distribute.strategy_supports_no_merge_call() if False else st.extended._use_merge_call() is False} "
+        print(f"[c] R={R}: inf on replica {POISON if POISON >= 0 else R - 1} only: weights unchanged={same} finite={fin} "
+              f"replicas' copies identical={agree} uses_merge_call={st.extended._use_merge_call()} "
               f"per-replica scale={val(o.dynamic_scale)} "
               f"iterations={val(o.iterations)}")
     keras.mixed_precision.set_dtype_policy("float32")

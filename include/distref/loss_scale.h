@@ -24,6 +24,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "distref/half.h"
+
+/* --dtype_policy (or Model Garden's --dtype), --loss_scale, --mixed_reduction:
+ * the run's mixed-precision settings (docs/TRAINING_FEATURES.md). */
+typedef enum dr_loss_scale_kind {
+    DR_LOSS_SCALE_NONE = 0,     /* float32, and mixed_bfloat16 unless --loss_scale is given */
+    DR_LOSS_SCALE_DYNAMIC = 1,  /* mixed_float16's default, as Model Garden's */
+    DR_LOSS_SCALE_FIXED = 2
+} dr_loss_scale_kind;
+
+typedef struct dr_mixed_config {
+    dr_dtype           compute;          /* DR_DTYPE_F32: the float32 policy */
+    dr_loss_scale_kind loss_scale;
+    float              fixed_scale;      /* DR_LOSS_SCALE_FIXED's factor (> 0, finite) */
+    bool               tf_reduction;     /* --mixed_reduction=tensorflow: each replica's partial
+                                          * gradient rounded to the compute dtype before the sum */
+} dr_mixed_config;
+
 #define DR_LOSS_SCALE_INITIAL       32768.0f
 #define DR_LOSS_SCALE_GROWTH_STEPS  2000u
 
