@@ -64,11 +64,41 @@ static void test_defaults_and_fixed(void **state)
     assert_true(dr_loss_scale_unscale(&ls, 3.0f) == 3.0f / 128.0f);
 }
 
+/* dr_mixed_reduce: exact is split-invariant, tensorflow rounds each
+ * replica's partial first (R-dependent), and the one finite flag. */
+static void test_mixed_reduce(void **state)
+{
+    dr_acc a[4], b[4], one[1];
+    const dr_acc *p2[2] = { a, b }, *p1[1] = { one };
+    float e2[4], t2[4], e1[4], t1[4];
+    (void)state;
+    for (int i = 0; i < 4; i++) { dr_acc_init(&a[i]); dr_acc_init(&b[i]); }
+    dr_acc_add(&a[0], 0x1.002p0f); dr_acc_add(&b[0], 0x1p-11f);     /* 1 + 2^-11 (a float16 tie) + 2^-11 */
+    dr_acc_add(&a[1], 40000.0f);   dr_acc_add(&b[1], 40000.0f);     /* each finite in float16, the sum not */
+    dr_acc_add(&a[2], 3.0f);       dr_acc_add(&b[2], -1.0f);
+    dr_acc_add(&a[3], 0x1p-30f);   dr_acc_add(&b[3], 0x1p-30f);     /* below float16's subnormals each */
+    assert_false(dr_mixed_reduce(p2, 2, 4, 1, DR_DTYPE_F16, false, e2));
+    assert_true(e2[0] == 0x1.004p0f && isinf(e2[1]) && e2[2] == 2.0f && e2[3] == 0.0f);
+    assert_true(dr_mixed_reduce(p2, 2, 4, 1, DR_DTYPE_F16, true, t2));
+    assert_true(t2[0] == 0x1.002p0f && t2[1] == 80000.0f && t2[2] == 2.0f && t2[3] == 0.0f);
+    for (int i = 0; i < 4; i++) {    /* R = 1 with the same terms: both reductions are the exact one */
+        dr_acc_init(&one[0]);
+        dr_acc_merge(&one[0], &a[i]); dr_acc_merge(&one[0], &b[i]);
+        dr_mixed_reduce(p1, 1, 1, 1, DR_DTYPE_F16, false, &e1[i]);
+        dr_mixed_reduce(p1, 1, 1, 1, DR_DTYPE_F16, true, &t1[i]);
+        assert_true(e1[i] == t1[i] || (isinf(e1[i]) && isinf(t1[i])));
+        assert_true(e1[i] == e2[i] || (isinf(e1[i]) && isinf(e2[i])));
+    }
+    assert_true(dr_mixed_reduce(p2, 2, 1, 4, DR_DTYPE_BF16, false, e2));   /* over a divisor */
+    assert_true(e2[0] == 0x1p-2f);   /* (1 + 2^-10) / 4 in bfloat16 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keras_sequence),
         cmocka_unit_test(test_defaults_and_fixed),
+        cmocka_unit_test(test_mixed_reduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "distref/exact.h"
 #include "distref/half.h"
 
 /* --dtype_policy (or Model Garden's --dtype), --loss_scale, --mixed_reduction:
@@ -61,10 +62,21 @@ void dr_loss_scale_init(dr_loss_scale *ls, bool dynamic, float fixed);
  * when it is skipped. Updates the scale, counter and skip count. */
 bool dr_loss_scale_step(dr_loss_scale *ls, bool finite);
 
+/* Step 3 of the mixed step (docs/TRAINING_FEATURES.md): n gradient
+ * elements from R replicas' exact partials parts[r][0..n), each over the
+ * common divisor d, into out (float32 containers):
+ *   exact (tf_reduction false): the exact global sum / d rounded once to t,
+ *     so any split of the same terms over any R gives the same bits
+ *     (one_device's: TensorFlow at R = 1);
+ *   tensorflow: each replica's partial / d rounded to t first, the R
+ *     rounded values summed exactly and rounded once to float32
+ *     (deterministic for a given R; TensorFlow sums them in float32).
+ * Returns true when every element is finite: the step's one skip decision,
+ * taken over all replicas' values at once. */
+bool dr_mixed_reduce(const dr_acc *const *parts, uint32_t R, size_t n, uint32_t d, dr_dtype t,
+                     bool tf_reduction, float *out);
+
 /* g / scale, as Keras' ops.divide(g, scale) in float32. */
-static inline float dr_loss_scale_unscale(const dr_loss_scale *ls, float g)
-{
-    return g / ls->scale;
-}
+float dr_loss_scale_unscale(const dr_loss_scale *ls, float g);
 
 #endif
