@@ -124,7 +124,8 @@ int suite_mpi_ps(results *r);   /* parameter_server over MPI ranks (conformance/
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
 int suite_clipping(results *r);
-int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
+int suite_accumulation(results *r);
+int suite_mixed_precision(results *r);   /* --dtype_policy=mixed_*: exact, tensorflow, overflow (mixed_precision.c) */   /* --gradient_accumulation_steps: the k·R invariance */
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

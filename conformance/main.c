@@ -30,7 +30,8 @@
 #include <sys/stat.h>
 
 static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
-                                        "checkpoints", "durability", "compact", "mpi", "schedules", "clipping", "accumulation" };
+                                        "checkpoints", "durability", "compact", "mpi", "schedules", "clipping", "accumulation",
+                                        "mixed_precision" };
 enum { NSUITES = sizeof k_suites / sizeof k_suites[0] };
 
 /* Is suite s named in the comma-separated list (NULL: every suite)? */
@@ -63,7 +64,8 @@ static int run_suites(results *r, const char *out)
            (wanted(o, "checkpoints") ? suite_checkpoints(r) : 0) +
            (wanted(o, "durability") ? suite_durability(r) : 0) + (wanted(o, "compact") ? suite_compact(r) : 0) +
            (wanted(o, "mpi") ? suite_mpi(r) : 0) + (wanted(o, "schedules") ? suite_schedules(r) : 0) +
-           (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0);
+           (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0) +
+           (wanted(o, "mixed_precision") ? suite_mixed_precision(r) : 0);
 }
 
 int main(int argc, char **argv)
@@ -87,7 +89,7 @@ int main(int argc, char **argv)
     }
     if (r.only && !known_suites(r.only)) {
         fprintf(stderr, "conformance: --only %s: a suite is not one of loss_curves, batch_splitting, regularization, "
-                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation\n", r.only);
+                "reductions, checkpoints, durability, compact, mpi, schedules, clipping, accumulation, mixed_precision\n", r.only);
         return 2;
     }
     if (mutant) {   /* a mutant build: the quick suites must notice the fault */

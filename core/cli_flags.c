@@ -142,8 +142,8 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "master weights, each op rounded once to the compute dtype (docs/TRAINING_FEATURES.md; not built yet)"),
         ENUM("dtype", dtype, "fp32|fp16|bf16", "Model Garden's spelling of --dtype_policy (float32|mixed_float16|"
              "mixed_bfloat16)"),
-        STR("loss_scale", loss_scale, "dynamic | a fixed factor > 0 (Keras 3's LossScaleOptimizer; default dynamic "
-            "for mixed_float16, none otherwise)"),
+        STR("loss_scale", loss_scale, "dynamic | dynamic:<initial scale> | a fixed factor > 0 (Keras 3's "
+            "LossScaleOptimizer, initial 2^15; default dynamic for mixed_float16, none otherwise)"),
         ENUM("mixed_reduction", mixed_reduction, "exact|tensorflow", "exact: the global gradient summed exactly and "
              "rounded once (replica-invariant) | tensorflow: each replica's gradient rounded to the compute dtype "
              "before the sum, as TensorFlow (depends on the replica count)"),

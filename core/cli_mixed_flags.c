@@ -50,11 +50,16 @@ static int loss_scale(const dr_cli_flags *c, const dr_flag *f, int n, dr_mixed_c
         return dr_fail(err, DR_EUSAGE, "--loss_scale applies to a mixed policy (--dtype_policy=mixed_float16 or "
                        "mixed_bfloat16); the policy is float32");
     if (strcmp(c->loss_scale, "dynamic") == 0) { m->loss_scale = DR_LOSS_SCALE_DYNAMIC; return DR_OK; }
-    errno = 0;
-    v = strtod(c->loss_scale, &end);
-    if (end == c->loss_scale || *end || errno || !(v > 0) || !isfinite((float)v) || !((float)v > 0))
-        return dr_fail(err, DR_EUSAGE, "--loss_scale=%s: expected dynamic or a finite float > 0", c->loss_scale);
-    m->loss_scale = DR_LOSS_SCALE_FIXED;
+    {   /* dynamic:X, Keras's initial_scale */
+        bool dyn = strncmp(c->loss_scale, "dynamic:", 8) == 0;
+        const char *num = c->loss_scale + (dyn ? 8 : 0);
+        errno = 0;
+        v = strtod(num, &end);
+        if (end == num || *end || errno || !(v > 0) || !isfinite((float)v) || !((float)v > 0))
+            return dr_fail(err, DR_EUSAGE, "--loss_scale=%s: expected dynamic, dynamic:<initial scale> or a finite "
+                           "float > 0", c->loss_scale);
+        m->loss_scale = dyn ? DR_LOSS_SCALE_DYNAMIC : DR_LOSS_SCALE_FIXED;
+    }
     m->fixed_scale = (float)v;
     return DR_OK;
 }

@@ -170,11 +170,6 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
                        "got '%s'", cfg->loss_reduction);
     if ((rc = accumulation_check(cfg, p, err))) return rc;
-    if (cfg->mixed.compute != DR_DTYPE_F32)   /* docs/TRAINING_FEATURES.md, "Mixed precision" */
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s: the mixed-precision step "
-                       "(compute rounded once to %s, loss scaling) is specified and its parts are built (core/half.c, "
-                       "core/loss_scale.c), but no variant runs it yet, the reference included",
-                       dr_dtype_name(cfg->mixed.compute), dr_dtype_name(cfg->mixed.compute));
     if (p->exp.optimizer.clip.per_replica && p->spec.kind == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow under tpu: the per-replica "
                        "clip is built for the mirrored family of steps; use --clip_semantics=exact");

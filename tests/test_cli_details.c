@@ -169,11 +169,11 @@ static void mixed_precision(void **st)
     expect(sh(BIN " train --model_dir=%s/unused --loss_scale=128", g_tmp), 2,
            "--loss_scale applies to a mixed policy");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=0", g_tmp), 2,
-           "--loss_scale=0: expected dynamic or a finite float > 0");
+           "--loss_scale=0: expected dynamic, dynamic:<initial scale> or a finite float > 0");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=1e39", g_tmp), 2,
-           "--loss_scale=1e39: expected dynamic or a finite float > 0");
+           "--loss_scale=1e39: expected dynamic, dynamic:<initial scale>");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=2x", g_tmp), 2,
-           "--loss_scale=2x: expected dynamic or a finite float > 0");
+           "--loss_scale=2x: expected dynamic, dynamic:<initial scale>");
     expect(sh(BIN " train --model_dir=%s/unused --mixed_reduction=tensorflow", g_tmp), 2,
            "--mixed_reduction applies to a mixed policy");
     expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=openmp", g_tmp), 2,

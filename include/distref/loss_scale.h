@@ -38,7 +38,8 @@ typedef enum dr_loss_scale_kind {
 typedef struct dr_mixed_config {
     dr_dtype           compute;          /* DR_DTYPE_F32: the float32 policy */
     dr_loss_scale_kind loss_scale;
-    float              fixed_scale;      /* DR_LOSS_SCALE_FIXED's factor (> 0, finite) */
+    float              fixed_scale;      /* DR_LOSS_SCALE_FIXED's factor (> 0, finite); DYNAMIC's
+                                          * initial scale (--loss_scale=dynamic:X), 0: 2^15 */
     bool               tf_reduction;     /* --mixed_reduction=tensorflow: each replica's partial
                                           * gradient rounded to the compute dtype before the sum */
 } dr_mixed_config;
