@@ -16,6 +16,9 @@
  *                float16 and are skipped, halving the scale): mirrored R=2, R=3
  *                and multi_worker_mirrored give the oracle's bits, so every
  *                strategy took the same skip decisions;
+ *   scale        bfloat16 (float32's exponent range) with --loss_scale=dynamic:1024
+ *                = without a loss scale: a power of two, undone before apply,
+ *                changes no bit;
  *   engine       each engine variant answers "not supported" (the mixed step
  *                is the reference's only).
  */
@@ -98,6 +101,20 @@ int suite_mixed_precision(results *r)
         fails += !pass;
         record(r, "mixed_precision", &c, 2, pass, b.seconds, "mixed_reduction=tensorflow float16 mirrored R=2: "
                "deterministic (two runs, the same bits)");
+        outcome_free(&a); outcome_free(&b);
+    }
+    {   /* bfloat16 has float32's exponent range: a power-of-two loss scale, undone, changes no bit */
+        outcome a, b;
+        mixed_config(&c, DR_DTYPE_BF16, false, 0, &k_places[1]);
+        run_case(&c, &a);
+        c.mixed.loss_scale = DR_LOSS_SCALE_DYNAMIC;
+        c.mixed.fixed_scale = 1024.0f;
+        run_case(&c, &b);
+        bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b);
+        fails += !pass;
+        record(r, "mixed_precision", &c, 2, pass, b.seconds, "bfloat16 mirrored R=2 --loss_scale=dynamic:1024 = no "
+               "loss scale (a power of two, undone before apply, changes no bit)%s%.150s", b.error[0] ? ": " : "",
+               b.error);
         outcome_free(&a); outcome_free(&b);
     }
     mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[0]);   /* overflow: skipped steps */
