@@ -178,8 +178,9 @@ static void mixed_precision(void **st)
            "--mixed_reduction applies to a mixed policy");
     expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=openmp", g_tmp), 2,
            "not supported: --dtype_policy=mixed_bfloat16");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=dynamic", g_tmp), 2,
-           "not supported: --dtype_policy=mixed_float16");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=dynamic "
+              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_float16 under --variant=ref with central_storage");
     expect(sh(BIN " evaluate --model_dir=%s/unused --dtype_policy=mixed_float16", g_tmp), 2,
            "--dtype_policy does not apply to evaluate");
     expect(sh(BIN " train --model_dir=%s/f32 --train_steps=1 --synthetic_examples=256 --dtype=fp32", g_tmp), 0,
