@@ -133,6 +133,7 @@ int suite_models(results *r);         /* models beyond the MLP: sync/replica BN 
  * with it, each engine variant against the reference. */
 int accumulation_fallback(results *r);
 int accumulation_features(results *r);
+int suite_mixed_precision(results *r);   /* --dtype_policy=mixed_*: exact, tensorflow, overflow (mixed_precision.c) */
 
 /* An output file written whole or not at all (conformance/outfile.c):
  * outfile_open gives a FILE that writes to memory; outfile_commit closes it

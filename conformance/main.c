@@ -34,7 +34,7 @@
 
 static const char *const k_suites[] = { "loss_curves", "batch_splitting", "regularization", "reductions",
                                         "checkpoints", "durability", "compact", "mpi", "hosts", "schedules", "clipping",
-                                        "accumulation", "models" };
+                                        "accumulation", "mixed_precision", "models" };
 enum { NSUITES = sizeof k_suites / sizeof k_suites[0] };
 
 /* Is suite s named in the comma-separated list (NULL: every suite)? */
@@ -69,7 +69,7 @@ static int run_suites(results *r, const char *out)
            (wanted(o, "mpi") ? suite_mpi(r) : 0) + (wanted(o, "hosts") ? suite_hosts(r) : 0) +
            (wanted(o, "schedules") ? suite_schedules(r) : 0) +
            (wanted(o, "clipping") ? suite_clipping(r) : 0) + (wanted(o, "accumulation") ? suite_accumulation(r) : 0) +
-           (wanted(o, "models") ? suite_models(r) : 0);
+           (wanted(o, "mixed_precision") ? suite_mixed_precision(r) : 0) + (wanted(o, "models") ? suite_models(r) : 0);
 }
 
 int main(int argc, char **argv)

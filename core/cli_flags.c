@@ -145,6 +145,15 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         ENUM("clip_semantics", clip_semantics, "exact|tensorflow", "exact: clip the aggregated gradient "
              "(replica-invariant) | tensorflow: clip each replica's gradient before the all-reduce, as Keras 3 "
              "does under MirroredStrategy (depends on the replica count)"),
+        ENUM("dtype_policy", dtype_policy, "float32|mixed_float16|mixed_bfloat16", "Keras' dtype policy: float32 "
+             "master weights, each op rounded once to the compute dtype (docs/TRAINING_FEATURES.md; not built yet)"),
+        ENUM("dtype", dtype, "fp32|fp16|bf16", "Model Garden's spelling of --dtype_policy (float32|mixed_float16|"
+             "mixed_bfloat16)"),
+        STR("loss_scale", loss_scale, "dynamic | dynamic:<initial scale> | a fixed factor > 0 (Keras 3's "
+            "LossScaleOptimizer, initial 2^15; default dynamic for mixed_float16, none otherwise)"),
+        ENUM("mixed_reduction", mixed_reduction, "exact|tensorflow", "exact: the global gradient summed exactly and "
+             "rounded once (replica-invariant) | tensorflow: each replica's gradient rounded to the compute dtype "
+             "before the sum, as TensorFlow (depends on the replica count)"),
     };
     _Static_assert(sizeof all / sizeof all[0] <= DR_CLI_MAX_FLAGS, "DR_CLI_MAX_FLAGS: room for every flag");
     if (f) memcpy(f, all, sizeof all);
@@ -186,6 +195,8 @@ void dr_cli_flags_defaults(dr_cli_flags *c)
     strcpy(c->opencl_mapping, d.opencl_mapping);
     strcpy(c->lr_schedule, "constant");
     strcpy(c->clip_semantics, "exact");
+    strcpy(c->dtype_policy, "float32");
+    strcpy(c->mixed_reduction, "exact");
     c->gradient_accumulation_steps = 1;
     c->end_learning_rate = 0.0001;   /* Keras's PolynomialDecay defaults */
     c->power = 1.0;
@@ -282,5 +293,6 @@ int dr_cli_flags_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_c
     cfg->tpu_hbm_scale = c->tpu_hbm_scale;
     cfg->schedule_seed = (uint64_t)c->schedule_seed;
     cfg->staleness = (uint32_t)c->staleness;
-    return dr_cli_flags_training(c, f, n, cfg, err);
+    if ((rc = dr_cli_flags_training(c, f, n, cfg, err))) return rc;
+    return dr_cli_flags_mixed(c, f, n, cfg, err);
 }

@@ -32,6 +32,7 @@ static const scope k_scopes[] = {
     TRAINING("power"), TRAINING("alpha"), TRAINING("decay_rate"), TRAINING("boundaries"), TRAINING("values"),
     TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"), TRAINING("clip_semantics"),
     TRAINING("gradient_accumulation_steps"), TRAINING("batch_norm"),
+    TRAINING("dtype_policy"), TRAINING("dtype"), TRAINING("loss_scale"), TRAINING("mixed_reduction"),
 #undef TRAINING
     { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },

@@ -191,6 +191,7 @@ static int accumulate_step(trainer *t, dr_err *err)
 int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     int rc;
+    if (t->cfg->mixed.compute != DR_DTYPE_F32) return dr_ref_mixed_step(t, b, step, rep, err);
     if (t->cfg->gradient_accumulation_steps > 1) {
         if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
             (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||

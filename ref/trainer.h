@@ -74,6 +74,8 @@ typedef struct trainer {
     float        *var, *var_slots;   /* central_storage: the variables */
     dr_acc       *central;           /* central_storage: the reduced gradient */
     float        *grad;              /* the rounded gradient (scratch) */
+    dr_loss_scale ls;                /* --dtype_policy=mixed_*: the loss scale (ref/mixed_step.c);
+                                      * growth_steps 0 until the first mixed step */
     dr_acc       *accum[DR_MAX_DEVICES];  /* --gradient_accumulation_steps: each replica's shares of the
                                            * update's steps so far (host memory); else NULL */
     float        *host_x;            /* a replica's batch gathered on the host */
@@ -128,6 +130,10 @@ int      dr_graph_shares(trainer *t, dr_err *err);
 int      dr_graph_step(trainer *t, dr_err *err);
 /* One synchronous step of the reference (train_step.c). */
 int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
+/* --dtype_policy=mixed_*: what the reference's mixed step runs (DR_EUNSUPPORTED
+ * naming the rest), and the step (ref/mixed_step.c). */
+int      dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err);
+int      dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
 
 /* parameter_server training: the coordinator, its seeded asynchronous
  * schedule and the ps tasks (ref/ps.c), as the ref variant's train hook. */

@@ -15,6 +15,7 @@ static int ref_supports(const dr_run_plan *plan, dr_err *err)
 {
     if (!plan->exact)
         return dr_fail(err, DR_EUNSUPPORTED, "--numerics=fast: the reference is exact only; use --variant=openmp");
+    if (plan->cfg->mixed.compute != DR_DTYPE_F32) return dr_ref_mixed_supports(plan, err);
     return DR_OK;
 }
 
@@ -54,6 +55,9 @@ static int ref_get(dr_session *s, float *params, float *slots, dr_err *err)
 static int ref_set(dr_session *s, const float *params, const float *slots, dr_err *err)
 {
     if (s->ps) return dr_fail(err, DR_ESTATE, "parameter_server resumes its own checkpoints");
+    if (s->t.cfg->mixed.compute != DR_DTYPE_F32)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: resuming a --dtype_policy=mixed_%s run: the checkpoint "
+                       "does not hold the loss scale yet; use another --model_dir", dr_dtype_name(s->t.cfg->mixed.compute));
     memcpy(dr_trainer_params(&s->t), params, s->t.P * sizeof(float));
     memcpy(dr_trainer_slots(&s->t), slots, s->t.P * (size_t)s->t.nslots * sizeof(float));
     dr_trainer_broadcast(&s->t);
@@ -88,6 +92,16 @@ static void ref_summarize(dr_session *s, json_object *o)
     json_object_object_add(o, "replicas_in_sync", json_object_new_boolean(replicas_identical(&s->t)));
     json_object_object_add(o, "devices", dr_devices_json(&s->t.strat));
     if (s->t.tpu.on) json_object_object_add(o, "tpu", dr_tpu_report(&s->t, s->steps));
+    if (s->t.cfg->mixed.compute != DR_DTYPE_F32) {   /* the loss scale at the end (ref/mixed_step.c) */
+        json_object *m = json_object_new_object();
+        json_object_object_add(m, "compute_dtype", json_object_new_string(dr_dtype_name(s->t.cfg->mixed.compute)));
+        json_object_object_add(m, "reduction", json_object_new_string(s->t.cfg->mixed.tf_reduction ? "tensorflow"
+                                                                                                  : "exact"));
+        json_object_object_add(m, "loss_scale", json_object_new_double(s->t.ls.scale));
+        json_object_object_add(m, "growth_counter", json_object_new_int64(s->t.ls.counter));
+        json_object_object_add(m, "skipped_steps", json_object_new_int64((int64_t)s->t.ls.skipped));
+        json_object_object_add(o, "mixed_precision", m);
+    }
 }
 
 static void ref_close(dr_session *s)

@@ -70,6 +70,7 @@ static void threads_leave(dr_session *s)
 
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
 static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
+static int mixed_refused(const char *name, const dr_run_plan *plan, dr_err *err);
 
 static int omp_supports(const dr_run_plan *plan, dr_err *err)
 {
@@ -90,7 +91,8 @@ static int mpi_supports(const dr_run_plan *plan, dr_err *err)
     if (plan->spec.kind == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
                        "--variant=openmp or ref");
-    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER) return engine_ps_supports(plan, err);
+    if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return mixed_refused("mpi", plan, err) ? err->code : engine_ps_supports(plan, err);
     return supports_on("mpi", plan, dr_backend_openmp(), err);
 }
 
@@ -108,6 +110,14 @@ static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr
     return q.layer_kinds == 1u << DR_LAYER_DENSE ? DR_OK : bo->supports(&q, err);
 }
 
+/* --dtype_policy=mixed_*: the reference runs it (ref/mixed_step.c); no engine variant does yet. */
+static int mixed_refused(const char *name, const dr_run_plan *plan, dr_err *err)
+{
+    if (plan->cfg->mixed.compute == DR_DTYPE_F32) return DR_OK;
+    return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s: the mixed step "
+                   "runs in the reference only (--variant=ref)", dr_dtype_name(plan->cfg->mixed.compute), name);
+}
+
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     dr_backend_query q;
@@ -119,6 +129,7 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     q.num_replicas = 1;
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
+    if ((rc = mixed_refused(name, plan, err))) return rc;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
                        "only; use --variant=ref, or --variant=mpi under mpirun", name);

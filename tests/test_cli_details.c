@@ -185,6 +185,36 @@ static void training_features(void **st)
            "--clip_semantics=tensorflow, but the checkpoint in");
 }
 
+/* Mixed precision's flags (core/cli_mixed_flags.c): values, aliases, scope,
+ * and the honest refusal while no variant runs the mixed step. */
+static void mixed_precision(void **st)
+{
+    (void)st;
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=float16", g_tmp), 2,
+           "--dtype_policy: expected one of float32, mixed_float16, mixed_bfloat16");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype=fp16 --dtype_policy=mixed_bfloat16", g_tmp), 2,
+           "--dtype=fp16 and --dtype_policy=mixed_bfloat16 disagree");
+    expect(sh(BIN " train --model_dir=%s/unused --loss_scale=128", g_tmp), 2,
+           "--loss_scale applies to a mixed policy");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=0", g_tmp), 2,
+           "--loss_scale=0: expected dynamic, dynamic:<initial scale> or a finite float > 0");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=1e39", g_tmp), 2,
+           "--loss_scale=1e39: expected dynamic, dynamic:<initial scale>");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=2x", g_tmp), 2,
+           "--loss_scale=2x: expected dynamic, dynamic:<initial scale>");
+    expect(sh(BIN " train --model_dir=%s/unused --mixed_reduction=tensorflow", g_tmp), 2,
+           "--mixed_reduction applies to a mixed policy");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=openmp", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_bfloat16");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=dynamic "
+              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_float16 under --variant=ref with central_storage");
+    expect(sh(BIN " evaluate --model_dir=%s/unused --dtype_policy=mixed_float16", g_tmp), 2,
+           "--dtype_policy does not apply to evaluate");
+    expect(sh(BIN " train --model_dir=%s/f32 --train_steps=1 --synthetic_examples=256 --dtype=fp32", g_tmp), 0,
+           "train: steps=1");
+}
+
 static void version(void **st)
 {
     (void)st;
@@ -340,7 +370,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
         cmocka_unit_test(usage_exit_2),
-        cmocka_unit_test(models), cmocka_unit_test(training_features), cmocka_unit_test(version),
+        cmocka_unit_test(models), cmocka_unit_test(training_features), cmocka_unit_test(mixed_precision),
+        cmocka_unit_test(version),
         cmocka_unit_test(help),
         cmocka_unit_test(mpirun_once), cmocka_unit_test(slurm_resolver), cmocka_unit_test(worker_hosts),
         cmocka_unit_test(flagfile),

@@ -59,6 +59,9 @@ typedef struct dr_cli_flags {
     char    clip_semantics[DR_FLAG_STR_MAX];
     int64_t warmup_steps, decay_steps, gradient_accumulation_steps;
     double  end_learning_rate, power, alpha, decay_rate, clipnorm, clipvalue, global_clipnorm;
+    /* mixed precision (distref/loss_scale.h) */
+    char    dtype_policy[DR_FLAG_STR_MAX], dtype[DR_FLAG_STR_MAX], loss_scale[DR_FLAG_STR_MAX];
+    char    mixed_reduction[DR_FLAG_STR_MAX];
 } dr_cli_flags;
 
 /* Every flag at its default (dr_run_config_defaults' values, Model
@@ -85,5 +88,9 @@ int dr_cli_flags_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_c
  * and cfg->clip (core/cli_train_flags.c): values and scope checked, DR_EUSAGE
  * naming the flag. Called by dr_cli_flags_config. */
 int dr_cli_flags_training(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err);
+
+/* --dtype_policy (--dtype), --loss_scale, --mixed_reduction into cfg->mixed
+ * (core/cli_mixed_flags.c): values checked, DR_EUSAGE naming the flag. */
+int dr_cli_flags_mixed(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_config *cfg, dr_err *err);
 
 #endif

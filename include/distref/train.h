@@ -23,6 +23,7 @@
 #include "distref/error.h"
 #include "distref/model.h"
 #include "distref/strategy.h"
+#include "distref/loss_scale.h"
 
 /* Experiments by name: linear_ones (the guide's Dense(1) toy), linear_wide
  * (Dense(1) on features spanning 2^-60 .. 2^60: exact sums stressed), mlp_synthetic
@@ -114,6 +115,7 @@ typedef struct dr_run_config {
     dr_clip        clip;
     uint32_t       gradient_accumulation_steps;  /* k: an update every k steps (micro-batches); 0, 1 = none */
     char           batch_norm[8];     /* "sync" (default: global batch statistics) or "replica" (docs/MODELS.md) */
+    dr_mixed_config mixed;        /* --dtype_policy, --loss_scale, --mixed_reduction; zero: float32 */
 } dr_run_config;
 
 void dr_run_config_defaults(dr_run_config *c);

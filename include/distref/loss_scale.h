@@ -1,0 +1,83 @@
+/* distref — mixed precision's loss scale: Keras 3's LossScaleOptimizer.
+ *
+ * Measured in TensorFlow 2.21 / Keras 3.15 (scripts/tf_mixed_probe.py,
+ * docs/TRAINING_FEATURES.md "Mixed precision"):
+ *   - dynamic: the loss is multiplied by `scale` (float32, initial 2^15)
+ *     before the backward pass; the gradients are divided by it (float32
+ *     division, one rounding) before the inner optimizer applies them;
+ *   - a step whose gradient has any non-finite element is skipped: weights,
+ *     slots and the inner optimizer's iterations do not move; the scale
+ *     halves and the growth counter resets to 0;
+ *   - a finite step applies with the current scale, then the counter
+ *     advances; when it was growth_steps - 1 the scale doubles and the
+ *     counter resets (so the scale grows after growth_steps finite steps in
+ *     a row; default 2000);
+ *   - fixed (`--loss_scale=<x>`, Keras's inner optimizer's
+ *     loss_scale_factor): scale and divide by x, never skip, never change.
+ * The skip decision is one value for the whole step: in distref an exact
+ * OR over every replica's "any non-finite" (dr_loss_scale_step's finite
+ * argument), so every replica takes it.
+ */
+#ifndef DISTREF_LOSS_SCALE_H
+#define DISTREF_LOSS_SCALE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "distref/exact.h"
+#include "distref/half.h"
+
+/* --dtype_policy (or Model Garden's --dtype), --loss_scale, --mixed_reduction:
+ * the run's mixed-precision settings (docs/TRAINING_FEATURES.md). */
+typedef enum dr_loss_scale_kind {
+    DR_LOSS_SCALE_NONE = 0,     /* float32, and mixed_bfloat16 unless --loss_scale is given */
+    DR_LOSS_SCALE_DYNAMIC = 1,  /* mixed_float16's default, as Model Garden's */
+    DR_LOSS_SCALE_FIXED = 2
+} dr_loss_scale_kind;
+
+typedef struct dr_mixed_config {
+    dr_dtype           compute;          /* DR_DTYPE_F32: the float32 policy */
+    dr_loss_scale_kind loss_scale;
+    float              fixed_scale;      /* DR_LOSS_SCALE_FIXED's factor (> 0, finite); DYNAMIC's
+                                          * initial scale (--loss_scale=dynamic:X), 0: 2^15 */
+    bool               tf_reduction;     /* --mixed_reduction=tensorflow: each replica's partial
+                                          * gradient rounded to the compute dtype before the sum */
+} dr_mixed_config;
+
+#define DR_LOSS_SCALE_INITIAL       32768.0f
+#define DR_LOSS_SCALE_GROWTH_STEPS  2000u
+
+typedef struct dr_loss_scale {
+    bool     dynamic;       /* false: a fixed factor */
+    float    scale;         /* the factor the loss is multiplied by this step */
+    uint32_t counter;       /* finite steps since the scale last changed (Keras' step_counter) */
+    uint32_t growth_steps;  /* dynamic_growth_steps */
+    uint64_t skipped;       /* steps skipped so far (non-finite gradients) */
+} dr_loss_scale;
+
+/* Dynamic with Keras 3's defaults, or fixed at `fixed` (> 0, finite). */
+void dr_loss_scale_init(dr_loss_scale *ls, bool dynamic, float fixed);
+
+/* After a step's gradient was checked: true when the step applies (with
+ * ls->scale as it was before this call: the caller unscales first), false
+ * when it is skipped. Updates the scale, counter and skip count. */
+bool dr_loss_scale_step(dr_loss_scale *ls, bool finite);
+
+/* Step 3 of the mixed step (docs/TRAINING_FEATURES.md): n gradient
+ * elements from R replicas' exact partials parts[r][0..n), each over the
+ * common divisor d, into out (float32 containers):
+ *   exact (tf_reduction false): the exact global sum / d rounded once to t,
+ *     so any split of the same terms over any R gives the same bits
+ *     (one_device's: TensorFlow at R = 1);
+ *   tensorflow: each replica's partial / d rounded to t first, the R
+ *     rounded values summed exactly and rounded once to float32
+ *     (deterministic for a given R; TensorFlow sums them in float32).
+ * Returns true when every element is finite: the step's one skip decision,
+ * taken over all replicas' values at once. */
+bool dr_mixed_reduce(const dr_acc *const *parts, uint32_t R, size_t n, uint32_t d, dr_dtype t,
+                     bool tf_reduction, float *out);
+
+/* g / scale, as Keras' ops.divide(g, scale) in float32. */
+float dr_loss_scale_unscale(const dr_loss_scale *ls, float g);
+
+#endif

@@ -1,0 +1,213 @@
+/* distref reference — the mixed-precision step (--dtype_policy=mixed_float16
+ * or mixed_bfloat16; docs/TRAINING_FEATURES.md, "Mixed precision").
+ *
+ * float32 master weights; every op's result is its exact value rounded once
+ * to the compute dtype c:
+ *   forward   x_c = RN_c(x), W_c = RN_c(W), b_c = RN_c(b); each layer's
+ *             pre-activation RN_c(exact x_c W_c + b_c); ReLU; the logits in c;
+ *             the softmax cross-entropy in float32 on them (Keras's float32 loss);
+ *   backward  per example dz_c = RN_c(scale * (softmax - onehot) / G); each
+ *             layer below gets RN_c(exact dz_c W_c^T), masked by its ReLU; the
+ *             weight gradients stay exact per replica (dr_acc);
+ *   reduce    dr_mixed_reduce: exact (the global sum rounded once to c) or
+ *             tensorflow (each replica's partial rounded to c first), and one
+ *             finite flag over every replica's values;
+ *   apply     the loss scale's one decision (dr_loss_scale_step): skipped, or
+ *             g / scale in float32 and the optimizer at the applied-step count
+ *             (Keras's iterations) on every replica's copy.
+ * Built for the mirrored family in one process with the global_batch_size
+ * reduction, linear/ReLU hidden layers and logits cross-entropy, no L2, no
+ * clipping, no accumulation (core/plan.c and dr_ref_mixed_supports refuse
+ * the rest). The reduction is computed on the host from the replicas' exact
+ * partials: what an exact all-reduce would give. */
+#include "ref/trainer.h"
+
+#include "distref/elem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
+{
+    const dr_experiment *e = &p->exp;
+    const char *why = NULL;
+    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
+        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
+        why = "the mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
+    else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
+    else if (e->model.l2 != 0.0f) why = "--l2 is not built into it";
+    else if (e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0)
+        why = "clipping is not built into it";
+    else if (p->cfg->gradient_accumulation_steps > 1) why = "accumulation is not built into it";
+    else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
+    for (uint32_t l = 0; !why && l < e->model.nlayers; l++)
+        if (e->model.layer[l].act == DR_ACT_SOFTMAX) why = "a softmax layer is not built into it";
+    if (!why) return DR_OK;
+    return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=ref with %s: %s",
+                   dr_dtype_name(p->cfg->mixed.compute), dr_strategy_kind_name(p->spec.kind), why);
+}
+
+static void round_all(const dr_acc *a, size_t n, uint32_t d, dr_dtype c, float *out)
+{
+    for (size_t i = 0; i < n; i++) out[i] = dr_acc_round_div_dtype(&a[i], d, c);
+}
+
+/* pre = RN_c(in W_c + b_c), exact inside; act = ReLU or the identity. */
+static void layer_forward(const dr_dense *d, const float *in, const float *Wc, uint32_t b, dr_dtype c,
+                          dr_acc *tmp, float *pre, float *act)
+{
+    size_t n = (size_t)b * d->out;
+    memset(tmp, 0, n * sizeof *tmp);
+    dr_gemm_acc(DR_NO_TRANS, DR_NO_TRANS, b, d->out, d->in, in, d->in, Wc, d->out, tmp);
+    for (uint32_t r = 0; r < b; r++)
+        for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&tmp[(size_t)r * d->out + j], Wc[(size_t)d->in * d->out + j]);
+    round_all(tmp, n, 1, c, pre);
+    for (size_t i = 0; i < n; i++) act[i] = d->act == DR_ACT_RELU ? (pre[i] > 0.0f ? pre[i] : 0.0f) : pre[i];
+}
+
+/* The example's float32 loss on its compute-dtype logits z, and dz_c. */
+static float example(const float *z, uint32_t n, uint8_t label, float scale, uint32_t G, dr_dtype c,
+                     float *aux, float *dz)
+{
+    float mx = z[0], s;
+    for (uint32_t i = 1; i < n; i++) if (z[i] > mx) mx = z[i];
+    for (uint32_t i = 0; i < n; i++) aux[i] = dr_expf(z[i] - mx);
+    s = dr_sum_f32(aux, n);
+    for (uint32_t i = 0; i < n; i++) {
+        dr_acc a;
+        dr_acc_init(&a);
+        dr_acc_add_prod(&a, aux[i] / s - (i == label ? 1.0f : 0.0f), scale);
+        dz[i] = dr_acc_round_div_dtype(&a, G, c);
+    }
+    return dr_logf(s) - (z[label] - mx);
+}
+
+typedef struct mixed_scratch {
+    float  *Wc, *xc, *act[DR_MAX_LAYERS + 1], *pre[DR_MAX_LAYERS], *dz[2], *aux;
+    dr_acc *tmp;
+} mixed_scratch;
+
+static void scratch_free(mixed_scratch *s)
+{
+    free(s->Wc); free(s->xc); free(s->dz[0]); free(s->dz[1]); free(s->aux); free(s->tmp);
+    for (int l = 0; l < DR_MAX_LAYERS; l++) { free(s->pre[l]); free(s->act[l + 1]); }
+}
+
+static int scratch_alloc(mixed_scratch *s, const dr_model_spec *m, size_t P, uint32_t n, dr_err *err)
+{
+    size_t widest = m->layer[0].in, b = n ? n : 1;
+    bool ok;
+    memset(s, 0, sizeof *s);
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        if (m->layer[l].out > widest) widest = m->layer[l].out;
+        s->pre[l] = malloc(b * m->layer[l].out * sizeof(float));
+        s->act[l + 1] = malloc(b * m->layer[l].out * sizeof(float));
+    }
+    s->Wc = malloc(P * sizeof(float));
+    s->xc = malloc(b * m->layer[0].in * sizeof(float));
+    s->dz[0] = malloc(b * widest * sizeof(float));
+    s->dz[1] = malloc(b * widest * sizeof(float));
+    s->aux = malloc(widest * sizeof(float));
+    s->tmp = malloc(b * widest * sizeof(dr_acc));
+    ok = s->Wc && s->xc && s->dz[0] && s->dz[1] && s->aux && s->tmp;
+    for (uint32_t l = 0; l < m->nlayers; l++) ok = ok && s->pre[l] && s->act[l + 1];
+    if (ok) return DR_OK;
+    scratch_free(s);
+    return dr_fail(err, DR_ENOMEM, "out of memory for the mixed step's scratch (%u examples)", n);
+}
+
+/* Replica r's loss share (mult * sum of its losses) and exact gradient
+ * partials (the loss scale and 1/G inside dz_c). */
+static int replica_mixed(trainer *t, replica *rp, uint32_t r, uint32_t n, dr_err *err)
+{
+    const dr_model_spec *m = &t->exp.model;
+    dr_dtype c = t->cfg->mixed.compute;
+    uint32_t L = m->nlayers, nout = m->layer[L - 1].out;
+    mixed_scratch s;
+    const float *in;
+    float *dz;
+    int rc;
+    memset(rp->grad, 0, t->P * sizeof *rp->grad);
+    dr_acc_init(&rp->loss);
+    rp->correct = 0;
+    if (n == 0) return DR_OK;
+    if ((rc = scratch_alloc(&s, m, t->P, n, err))) return rc;
+    for (size_t p = 0; p < t->P; p++) s.Wc[p] = dr_round_to_dtype(rp->params[p], c);
+    for (size_t i = 0; i < (size_t)n * m->layer[0].in; i++) s.xc[i] = dr_round_to_dtype(rp->x[i], c);
+    s.act[0] = s.xc;
+    for (uint32_t l = 0; l < L; l++)
+        layer_forward(&m->layer[l], s.act[l], s.Wc + dr_model_kernel_offset(m, l), n, c, s.tmp, s.pre[l], s.act[l + 1]);
+    dz = s.dz[0];
+    for (uint32_t e = 0; e < n; e++) {
+        const float *z = s.pre[L - 1] + (size_t)e * nout;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < nout; i++) if (z[i] > z[best]) best = i;
+        rp->correct += best == rp->labels[e];
+        dr_acc_add(&rp->loss, example(z, nout, rp->labels[e], t->ls.scale, t->G, c, s.aux, dz + (size_t)e * nout));
+    }
+    if (t->mult[r] > 1) dr_acc_mul_u32(&rp->loss, t->mult[r]);
+    for (uint32_t l = L; l-- > 0;) {
+        const dr_dense *d = &m->layer[l];
+        const float *Wc = s.Wc + dr_model_kernel_offset(m, l);
+        dr_acc *gW = rp->grad + dr_model_kernel_offset(m, l), *gb = gW + (size_t)d->in * d->out;
+        float *dprev = s.dz[(L - l) & 1];
+        in = s.act[l];
+        dr_gemm_acc(DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW);
+        for (uint32_t e = 0; e < n; e++)
+            for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&gb[j], dz[(size_t)e * d->out + j]);
+        if (l == 0) break;
+        memset(s.tmp, 0, (size_t)n * d->in * sizeof *s.tmp);
+        dr_gemm_acc(DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, Wc, d->out, s.tmp);
+        round_all(s.tmp, (size_t)n * d->in, 1, c, dprev);
+        if (m->layer[l - 1].act == DR_ACT_RELU)
+            for (size_t i = 0; i < (size_t)n * d->in; i++) if (!(s.pre[l - 1][i] > 0.0f)) dprev[i] = 0.0f;
+        dz = dprev;
+    }
+    scratch_free(&s);
+    return DR_OK;
+}
+
+static int mixed_replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
+{
+    trainer *t = arg;
+    uint32_t r = ctx->replica_id_in_sync_group, n = t->off[r + 1] - t->off[r];
+    replica *rp = &t->rep[r];
+    dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);
+    return replica_mixed(t, rp, r, n, err);
+}
+
+static void loss_scale_start(trainer *t)
+{
+    const dr_mixed_config *mc = &t->cfg->mixed;
+    if (t->ls.growth_steps) return;
+    dr_loss_scale_init(&t->ls, mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
+                       mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
+    if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) t->ls.scale = mc->fixed_scale;
+}
+
+int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
+{
+    uint32_t R = t->strat.num_replicas;
+    const dr_acc *parts[DR_MAX_DEVICES];
+    const dr_optimizer *o = &t->exp.optimizer;
+    dr_loss_scale before;
+    bool finite;
+    int rc;
+    loss_scale_start(t);
+    if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
+        (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
+        return rc;
+    for (uint32_t r = 0; r < R; r++) parts[r] = t->rep[r].grad;
+    finite = dr_mixed_reduce(parts, R, t->P, 1, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, t->grad);
+    before = t->ls;
+    if (dr_loss_scale_step(&t->ls, finite)) {
+        uint64_t applied = step - t->ls.skipped;   /* Keras's iterations: applied steps only */
+        for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
+        for (uint32_t r = 0; r < R; r++)
+            dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied, t->rep[r].params, t->grad,
+                                  t->rep[r].slots, t->P);
+    }
+    dr_trainer_end_step(t);
+    return DR_OK;
+}
