@@ -41,6 +41,8 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
         why = "clipping is not built into it";
     else if (p->cfg->gradient_accumulation_steps > 1) why = "accumulation is not built into it";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
+    else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
+        why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
     for (uint32_t l = 0; !why && l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) why = "a softmax layer is not built into it";
     if (!why) return DR_OK;
