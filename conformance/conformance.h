@@ -74,6 +74,9 @@ void run_fresh_case(const dr_run_config *cfg, outcome *out);
 void outcome_free(outcome *o);
 /* Same loss_bits at every step and the same weights_sha256. */
 bool outcome_same(const outcome *a, const outcome *b);
+/* The same over a run's every step and its whole weights (present in
+ * both), and false with the first difference (or an error) in why. */
+bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n);
 
 /* A base configuration: mlp_synthetic, small data, one epoch. */
 void base_config(dr_run_config *c, uint32_t examples, uint32_t G, double l2);

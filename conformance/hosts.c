@@ -129,23 +129,6 @@ static int host_launch(const results *r, const host_cell *k, const char *dir)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static bool same_run(const outcome *a, const outcome *b, char *why, size_t n)
-{
-    uint32_t s = 0;
-    if (a->error[0] || b->error[0]) { snprintf(why, n, "%s", a->error[0] ? a->error : b->error); return false; }
-    while (s < a->nsteps && s < b->nsteps && a->loss_bits[s] == b->loss_bits[s]) s++;
-    if (a->nsteps == 0 || a->nsteps != b->nsteps || s < a->nsteps) {
-        snprintf(why, n, "%u vs %u steps, first differing loss at step %u", a->nsteps, b->nsteps, s + 1);
-        return false;
-    }
-    if (!a->weights || !b->weights || a->nweights != b->nweights || strcmp(a->sha, b->sha) != 0 ||
-        memcmp(a->weights, b->weights, a->nweights * sizeof(float)) != 0) {
-        snprintf(why, n, "every loss equal, final weights differ (weights_sha256 %.12s vs %.12s)", a->sha, b->sha);
-        return false;
-    }
-    return true;
-}
-
 static int host_cell_run(results *r, const host_cell *k)
 {
     char dir[] = "/tmp/distref_hosts_XXXXXX", tf[1024], name[200], why[600] = "", cmd[1200];
@@ -173,7 +156,7 @@ static int host_cell_run(results *r, const host_cell *k)
         snprintf(m.error, sizeof m.error, "mkdtemp failed");
     }
     run_case(&oc, &oracle);
-    pass = same_run(&m, &oracle, why, sizeof why);
+    pass = outcome_same_why(&m, &oracle, why, sizeof why);
     record(r, "hosts", &vc, (int)(k->H * k->per), pass, m.seconds, "%s: bits = %s %s%s%s", name, oc.variant,
            dr_strategy_kind_name(oc.strategy.kind), pass ? "" : ": ", why);
     outcome_free(&m);

@@ -118,23 +118,6 @@ static bool log_has(const char *dir, const char *text)
     return strstr(log, text) != NULL;
 }
 
-static bool same_bits(const outcome *a, const outcome *b, char *why, size_t n)
-{
-    uint32_t s = 0;
-    if (a->error[0] || b->error[0]) { snprintf(why, n, "%s", a->error[0] ? a->error : b->error); return false; }
-    while (s < a->nsteps && s < b->nsteps && a->loss_bits[s] == b->loss_bits[s]) s++;
-    if (a->nsteps == 0 || a->nsteps != b->nsteps || s < a->nsteps) {
-        snprintf(why, n, "%u vs %u steps, first differing loss at step %u", a->nsteps, b->nsteps, s + 1);
-        return false;
-    }
-    if (!a->weights || !b->weights || a->nweights != b->nweights ||
-        memcmp(a->weights, b->weights, a->nweights * sizeof(float)) != 0 || strcmp(a->sha, b->sha) != 0) {
-        snprintf(why, n, "every loss equal, final weights differ");
-        return false;
-    }
-    return true;
-}
-
 static int ps_cell_run(results *r, const ps_cell *k)
 {
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[1024], name[224], why[600] = "", cmd[1200];
@@ -178,7 +161,7 @@ static int ps_cell_run(results *r, const ps_cell *k)
         snprintf(m.error, sizeof m.error, "mkdtemp failed");
     }
     if (!free_run) run_case(&rc, &oracle);
-    pass = same_bits(&m, &oracle, why, sizeof why);
+    pass = outcome_same_why(&m, &oracle, why, sizeof why);
     record(r, "mpi", &vc, (int)k->W, pass, m.seconds, "%s: %s%s%s", name,
            free_run ? "bits = ref replaying its ps_schedule.jsonl" : "bits = ref parameter_server, same seed",
            pass ? "" : ": ", why);

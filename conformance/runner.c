@@ -157,6 +157,23 @@ bool outcome_same(const outcome *a, const outcome *b)
            strcmp(a->sha, b->sha) == 0;
 }
 
+bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n)
+{
+    uint32_t s = 0;
+    if (a->error[0] || b->error[0]) { snprintf(why, n, "%s", a->error[0] ? a->error : b->error); return false; }
+    while (s < a->nsteps && s < b->nsteps && a->loss_bits[s] == b->loss_bits[s]) s++;
+    if (a->nsteps == 0 || a->nsteps != b->nsteps || s < a->nsteps) {
+        snprintf(why, n, "%u vs %u steps, first differing loss at step %u", a->nsteps, b->nsteps, s + 1);
+        return false;
+    }
+    if (!a->weights || !b->weights || a->nweights != b->nweights || strcmp(a->sha, b->sha) != 0 ||
+        memcmp(a->weights, b->weights, a->nweights * sizeof(float)) != 0) {
+        snprintf(why, n, "every loss equal, final weights differ (weights_sha256 %.12s vs %.12s)", a->sha, b->sha);
+        return false;
+    }
+    return true;
+}
+
 void outcome_free(outcome *o)
 {
     free(o->weights);

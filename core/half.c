@@ -1,23 +1,10 @@
 /* distref — float16 and bfloat16: correctly rounded conversions, and the
  * exact accumulator rounded once to them (distref/half.h). */
 #include "distref/half.h"
+#include "distref/elem.h"
 
 #include <float.h>
 #include <string.h>
-
-static uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 const char *dr_dtype_name(dr_dtype t)
 {
@@ -40,7 +27,7 @@ static uint32_t rne_shift(uint32_t m, int shift)
 
 uint16_t dr_f32_to_f16(float x)
 {
-    uint32_t u = bits_of(x), sign = (u >> 16) & 0x8000u, e = (u >> 23) & 0xffu, f = u & 0x7fffffu;
+    uint32_t u = dr_elem_bits(x), sign = (u >> 16) & 0x8000u, e = (u >> 23) & 0xffu, f = u & 0x7fffffu;
     int exp;
     uint32_t m, q;
     if (e == 0xffu) return (uint16_t)(sign | 0x7c00u | (f ? 0x200u | (f >> 13) : 0u));
@@ -65,19 +52,19 @@ uint16_t dr_f32_to_f16(float x)
 float dr_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, f = h & 0x3ffu;
-    if (e == 0x1fu) return float_of(sign | 0x7f800000u | (f << 13));
-    if (e) return float_of(sign | (e + 112u) << 23 | f << 13);
-    if (!f) return float_of(sign);
+    if (e == 0x1fu) return dr_elem_from_bits(sign | 0x7f800000u | (f << 13));
+    if (e) return dr_elem_from_bits(sign | (e + 112u) << 23 | f << 13);
+    if (!f) return dr_elem_from_bits(sign);
     {   /* subnormal: f * 2^-24, exactly a float */
         int s = 0;
         while (!(f & 0x400u)) { f <<= 1; s++; }
-        return float_of(sign | (uint32_t)(113 - s) << 23 | (f & 0x3ffu) << 13);
+        return dr_elem_from_bits(sign | (uint32_t)(113 - s) << 23 | (f & 0x3ffu) << 13);
     }
 }
 
 uint16_t dr_f32_to_bf16(float x)
 {
-    uint32_t u = bits_of(x), low = u & 0xffffu, q = u >> 16;
+    uint32_t u = dr_elem_bits(x), low = u & 0xffffu, q = u >> 16;
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
         return (uint16_t)(q | 0x40u);                  /* NaN: quiet, sign kept */
     if (low > 0x8000u || (low == 0x8000u && (q & 1u))) q++;   /* carries into the exponent, up to inf */
@@ -86,7 +73,7 @@ uint16_t dr_f32_to_bf16(float x)
 
 float dr_bf16_to_f32(uint16_t h)
 {
-    return float_of((uint32_t)h << 16);
+    return dr_elem_from_bits((uint32_t)h << 16);
 }
 
 float dr_round_to_dtype(float x, dr_dtype t)
@@ -129,7 +116,7 @@ static float tiny_sign(const dr_acc *a)
 float dr_acc_round_div_odd(const dr_acc *a, uint32_t d)
 {
     float f = dr_acc_round_div(a, d), t;
-    uint32_t u = bits_of(f);
+    uint32_t u = dr_elem_bits(f);
     int s;
     if ((u & 0x7f800000u) == 0x7f800000u) {
         if (u & 0x7fffffu) return f;                                     /* NaN */
@@ -143,7 +130,7 @@ float dr_acc_round_div_odd(const dr_acc *a, uint32_t d)
     }
     s = residual_sign(a, f, d);
     if (s == 0) return f;                                    /* exact */
-    return float_of((s > 0) == (f > 0) ? u + 1u : u - 1u);   /* the odd neighbour toward it */
+    return dr_elem_from_bits((s > 0) == (f > 0) ? u + 1u : u - 1u);   /* the odd neighbour toward it */
 }
 
 float dr_acc_round_div_dtype(const dr_acc *a, uint32_t d, dr_dtype t)

@@ -192,25 +192,11 @@ int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_repor
 {
     int rc;
     if (t->cfg->mixed.compute != DR_DTYPE_F32) return dr_ref_mixed_step(t, b, step, rep, err);
-    if (t->cfg->gradient_accumulation_steps > 1) {
-        if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
-            (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-            (rc = accumulate_step(t, err)))
-            return rc;
-        dr_trainer_end_step(t);
-        return DR_OK;
-    }
-    if (!dr_model_is_dense(&t->exp.model)) {   /* models beyond Dense: ref/graph_step.c */
-        if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
-        return t->tpu.on ? dr_tpu_step(t, err) : dr_graph_step(t, err);
-    }
-    if (t->tpu.on) {
-        if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
-        return dr_tpu_step(t, err);
-    }
-    if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
-        (rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-        (rc = dr_trainer_reduce_and_apply(t, err)))
+    if ((rc = dr_trainer_begin_step(t, b, step, rep, err))) return rc;
+    if (t->tpu.on) return dr_tpu_step(t, err);
+    if (!dr_model_is_dense(&t->exp.model)) return dr_graph_step(t, err);   /* models beyond Dense: ref/graph_step.c */
+    if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
+        (rc = t->cfg->gradient_accumulation_steps > 1 ? accumulate_step(t, err) : dr_trainer_reduce_and_apply(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;
