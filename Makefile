@@ -360,6 +360,14 @@ $(BUILD)/tests/test_report: tests/test_report.c $(BUILD)/conformance/verdict.o $
 	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/conformance/verdict.o $(REPORT_OBJ) \
 	    $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
 
+# The runner's parallel lanes, tested on their own (tests/test_lanes.c:
+# lanes give the serial book; a dead lane's unit is a failure).
+$(BUILD)/tests/test_lanes: tests/test_lanes.c $(BUILD)/conformance/verdict.o $(BUILD)/conformance/lanes.o \
+                           $(LAYER_LIBS) $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BIN_FLAG) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/conformance/verdict.o \
+	    $(BUILD)/conformance/lanes.o $(LAYER_LIBS) $(TEST_LIBS) $(LDLIBS_COMMON)
+
 # The main job: every variant of the registry against ref/;
 # reports/out/index.html. PoCL is asked for two devices (unless POCL_DEVICES
 # is set), so that the opencl variant's one-replica-per-device mapping runs

@@ -108,7 +108,13 @@ void read_outcome(const char *dir, outcome *out);
 const dr_variant *const *engine_variants(const results *r, size_t *n);
 
 /* Suites: each returns the number of failures it recorded. */
-int suite_loss_curves(results *r, const char *outdir);
+/* loss_curves, in parts (each a unit of work for the lanes): every strategy x
+ * replica count x all-reduce without and with L2, the tpu topologies, and the
+ * parameter_server cells with the longer run for the plot and fast mode. */
+int loss_curves_identity(results *r, const char *outdir);
+int loss_curves_identity_l2(results *r, const char *outdir);
+int loss_curves_tpu(results *r, const char *outdir);
+int loss_curves_long(results *r, const char *outdir);
 int suite_batch_splitting(results *r, const char *outdir);
 int suite_regularization(results *r, const char *outdir);
 int suite_reductions(results *r);
@@ -152,5 +158,23 @@ int write_report(const results *r, const char *outdir, double seconds);
 int write_matrix(const results *r, const char *outdir, FILE *html);
 /* s with < > & " as XML entities */
 void xml_escape(FILE *f, const char *s);
+
+/* Parallel lanes (conformance/lanes.c). A unit is one suite or one part of
+ * a suite; the table of units (conformance/main.c) is the report's order.
+ * `alone` units launch process groups of their own (mpirun, namespace
+ * hosts) and run after the lanes, in this process, by themselves. */
+typedef struct unit {
+    const char *suite;
+    int (*run)(results *r, const char *outdir);
+    bool alone;
+} unit;
+
+/* Runs the units whose suite is wanted: with jobs > 1, in that many forked
+ * lanes taking units in table order as they come free; the console lines and
+ * verdicts are then replayed in table order, as a serial run prints them.
+ * A lane that dies leaves its unit recorded as a failure. Returns the
+ * failures recorded. */
+int run_units(results *r, const char *outdir, const unit *u, size_t n, bool (*wanted)(const char *, const char *),
+              int jobs);
 
 #endif

@@ -10,6 +10,20 @@
 #define DR_SEAM_SKIPPED_VERDICT VERDICT_PASS
 #else
 #define DR_SEAM_SKIPPED_VERDICT VERDICT_NOT_SUPPORTED
+/* A unit whose lane ended before writing its verdicts (conformance/lanes.c). */
+#if defined(DR_MUTANT_LANE_LOST_UNIT_DROPPED)   /* a crashed lane's unit vanishes from the report */
+#define DR_SEAM_LOST_UNIT_FAILS 0
+#else
+#define DR_SEAM_LOST_UNIT_FAILS 1
+#endif
+
+#endif
+
+/* A unit whose lane ended before writing its verdicts (conformance/lanes.c). */
+#if defined(DR_MUTANT_LANE_LOST_UNIT_DROPPED)   /* a crashed lane's unit vanishes from the report */
+#define DR_SEAM_LOST_UNIT_FAILS 0
+#else
+#define DR_SEAM_LOST_UNIT_FAILS 1
 #endif
 
 #endif

@@ -16,7 +16,8 @@
 # reader (test_replay_file), the OpenMP wait policy's re-exec
 # (test_omp_policy runs itself as a probe under three environments) and the
 # report's verdicts (skip_as_pass: test_report reads the tally,
-# results.json, junit.xml, matrix.dat and index.html).
+# results.json, junit.xml, matrix.dat and index.html), and the runner's
+# lanes (lane_lost_unit_dropped: test_lanes kills a lane mid-unit).
 # sgemm_cut_by_threads: test_backend's sgemm_cut_by_shape asks
 # dr_omp_sgemm_cut under 1 and 2 threads, caught whatever OPENBLAS_CORETYPE
 # says (fast_threads' same-bits check sees it only under Haswell kernels).
@@ -54,6 +55,7 @@ while IFS=$tab read -r name kind macro file seams test needs breaks patch; do
     case $macro in -) how=$patch ;; *) how=-D$macro ;; esac
     extra=""
     [ "$test" = test_report ] && extra="$BUILD/conformance/report.o $BUILD/conformance/report_matrix.o $BUILD/conformance/outfile.o"
+    [ "$test" = test_lanes ] && extra="$BUILD/conformance/verdict.o"
     run "$name" "$file" "$(sh scripts/faults.sh layer "$file")" "$how" "$test" "$extra" < /dev/null
 done <<EOF
 $rows
