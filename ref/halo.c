@@ -38,6 +38,17 @@ static void transfer(dr_halo *h, dr_graph_replica *rp, uint32_t k, bool grad, ui
         for (uint32_t y = r[0]; y < r[1]; y++, q += seg)
             memcpy(dst + (((size_t)n * H + y) * W + r[2]) * C, h->recv + q, seg * sizeof(float));
     if (count) *count += q * sizeof(float);
+    if (h->topology) {
+        double s = dr_tpu_transfer_seconds(h->topology, h->core[from], h->core[to], q * sizeof(float));
+        if (s > h->slowest) h->slowest = s;
+    }
+}
+
+/* One round of transfers ends: the step waits for its slowest. */
+static void round_done(dr_halo *h)
+{
+    h->seconds += h->slowest;
+    h->slowest = 0;
 }
 
 /* Every core receives the part of need[c] (rows, columns of map k) outside
@@ -63,6 +74,7 @@ static void exchange(dr_halo *h, dr_graph_replica *rp, uint32_t E, uint32_t k, b
                 if (c % p->pw) transfer(h, rp, k, grad, e - 1, e, left, count);
                 if (c % p->pw + 1 < p->pw) transfer(h, rp, k, grad, e + 1, e, right, count);
             }
+            if (e + 1 == E) round_done(h);
         }
 }
 
@@ -85,6 +97,7 @@ static void gather(dr_halo *h, dr_graph_replica *rp, uint32_t E, bool grad)
             else transfer(h, rp, k, false, e, core0, p->tile[c].rect[k], count);
         }
     }
+    round_done(h);
 }
 
 void dr_halo_before_forward(dr_halo *h, uint32_t l, dr_graph_replica *rp, uint32_t E)

@@ -16,15 +16,21 @@
 
 #include "ref/graph.h"
 #include "distref/device.h"
+#include "distref/tpu.h"
 
 typedef struct dr_halo {
     const dr_model_spec   *m;
     const dr_spatial_plan *plan;
     dr_device *dev[DR_MAX_DEVICES];   /* entry e's core */
+    int        core[DR_MAX_DEVICES];  /* its index on the slice (the link model's) */
+    const dr_tpu_topology *topology;  /* NULL: no emulated time */
     float     *x[DR_MAX_DEVICES];     /* entry e's input: its tile and the halo it receives */
     float     *send, *recv;           /* one transfer, on the sender and on the receiver */
     uint64_t   halo_bytes[DR_MAX_TILES];   /* this step: received by replica 0's logical cores */
     uint64_t   gather_bytes;               /* this step: replica 0's gather and its gradient's scatter */
+    double     seconds, slowest;           /* this step's emulated transfer time: every core of
+                                            * every replica sends at once, so each exchange pass
+                                            * (and each gather) takes its slowest transfer */
 } dr_halo;
 
 /* Before layer l's forward: the gather onto core 0 at the plan's lp; a

@@ -32,6 +32,7 @@ int dr_tpu_spatial_open(trainer *t, dr_err *err)
         !(tp->halo->recv = malloc(tp->local * widest * sizeof(float) + 1)))
         return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the spatial partitioning's buffers");
     tp->halo->m = m;
+    tp->halo->topology = &tp->sys.topology;
     tp->halo->plan = &tp->plan;
     for (uint32_t e = 0; e < E; e++) {
         dr_work *w = &tp->core_work[e];
@@ -43,6 +44,7 @@ int dr_tpu_spatial_open(trainer *t, dr_err *err)
         w->tile = &tp->plan.tile[e % tp->tiles];
         tp->halo->x[e] = tp->core_x + (size_t)e * tp->local * f;
         tp->halo->dev[e] = &t->strat.device[dr_strategy_tpu_device(&t->strat, e / tp->tiles, e % tp->tiles)];
+        tp->halo->core[e] = (int)dr_strategy_tpu_device(&t->strat, e / tp->tiles, e % tp->tiles) - 1;
     }
     return DR_OK;
 }

@@ -27,6 +27,7 @@
  */
 #include "ref/trainer.h"
 #include "ref/tpu_collective.h"
+#include "ref/halo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +264,10 @@ int dr_tpu_step(trainer *t, dr_err *err)
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
     tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
+    if (tp->halo) {                  /* (a conv model's: the halos, the gather and the scatter) */
+        tp->merge_s += tp->halo->seconds;
+        tp->halo->seconds = 0;
+    }
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
     dr_trainer_end_step(t);
