@@ -9,7 +9,13 @@
  *   replica (synchronized=False): mean = sum(x)/N, var = sum((x-mean)^2)/N
  *   sync    (synchronized=True):  mean = sum(x)/N, var = sum(x^2)/N - mean^2
  *   moving = moving * 0.99f + stat * 0.01f   (N: examples x height x width)
- * and under replica BN the moving statistics end as replica 0's. */
+ * and under replica BN the moving statistics end as replica 0's.
+ *
+ * Spatially partitioned (g->halo, the tpu strategy): the entries are each
+ * replica's cores, each computing its tile of the maps; a replica's cores
+ * are one statistics group, their exact sums merged before the rounding, so
+ * the statistics are the whole image's; from the plan's lp on only core 0
+ * runs (the whole maps, the loss); ref/halo.c moves the halos. */
 #include "ref/graph.h"
 #include "ref/halo.h"
 

@@ -18,7 +18,9 @@
  *                    logical core 0 and are rounded once with the bias, so
  *                    the pre-activations are the unpartitioned bits
  *                    (partitioned_layer0); the kernel's gradient rows are
- *                    computed where they live (tile_gradients).
+ *                    computed where they live (tile_gradients). A conv
+ *                    model's feature maps are tiled instead, with halos
+ *                    between the cores (ref/tpu_spatial.c, ref/halo.c).
  *   collectives      gradients are all-reduced by rings along the torus,
  *                    one per logical core (ref/tpu_collective.c).
  *   step time        an alpha-beta estimate of each step (compute at an
