@@ -24,9 +24,16 @@
  * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
  * projection shortcuts, 19 BatchNormalizations, global average pooling)
  * under mirrored R = 3 = one_device, 2 steps of 32 (sync BN).
+ * spatial  tpu v2-8 with --input_partition_dims (halo exchange between a
+ *          replica's cores, docs/MODELS.md): sync BN 2,2 (R = 2) and 2,1
+ *          (R = 4) = one_device; replica BN 2,2 = mirrored R = 2; --full adds
+ *          replica BN 1,2 = mirrored R = 4 and resnet_synthetic 2,2 and 4,1
+ *          (sync) = one_device.
  * Planted faults (tests/faults.tsv): ref_sync_bn_local (sync statistics
  * from replica 0's batch alone) and ref_dropout_by_row (masks keyed by the
- * row within a replica's batch, not the example) must fail `sync`.
+ * row within a replica's batch, not the example) must fail `sync`;
+ * ref_halo_row_short (a core's halo from below one row short) must fail
+ * the spatial cells.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -61,6 +68,28 @@ static bool same_run(const outcome *a, const outcome *b)
     return a->weights && b->weights && outcome_same(a, b);
 }
 
+/* Spatial partitioning (tpu v2-8, --input_partition_dims, docs/MODELS.md):
+ * each replica's cores hold tiles of the feature maps and exchange halos;
+ * the bits must be the unpartitioned run's at the same replica count. */
+static int spatial_cell(results *r, const dr_run_config *base, const char *dims, int replicas, const outcome *want,
+                        const char *what)
+{
+    static const cell tpu = { "tpu", 0, 8, true, false };
+    dr_run_config c = *base;
+    outcome got;
+    bool pass;
+    place(&c, &tpu);
+    snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", dims);
+    if (!supported(r, "models", &c, replicas)) return 0;
+    run_case(&c, &got);
+    pass = same_run(&got, want);
+    record(r, "models", &c, replicas, pass, got.seconds, "%s %s BN tpu v2-8 --input_partition_dims=%s (R=%d, halos): "
+           "loss bits and weights = %s%s%.150s", c.experiment, c.batch_norm, dims, replicas, what,
+           got.error[0] ? ": " : "", got.error);
+    outcome_free(&got);
+    return !pass;
+}
+
 static int sync_cells(results *r, const outcome *ref)
 {
     static const cell cs[] = { { "mirrored", 2, 2, true, false }, { "mirrored", 3, 3, true, false },
@@ -81,6 +110,12 @@ static int sync_cells(results *r, const outcome *ref)
         record(r, "models", &c, cs[i].replicas, pass, got.seconds, "cnn_synthetic sync BN %s R=%d: loss bits and weights "
                "= one_device%s%.150s", cs[i].name, cs[i].replicas, got.error[0] ? ": " : "", got.error);
         outcome_free(&got);
+    }
+    {
+        dr_run_config c;
+        cnn_config(&c, "sync");
+        fails += spatial_cell(r, &c, "2,2", 2, ref, "one_device");
+        if (!r->quick) fails += spatial_cell(r, &c, "2,1", 4, ref, "one_device");
     }
     return fails;
 }
@@ -106,6 +141,15 @@ static int replica_cells(results *r, const outcome *sync1)
     fails += !pass;
     record(r, "models", &c, 3, pass, a.seconds + b.seconds, "cnn_synthetic replica BN: mirrored R=2, R=3 and one_device "
            "differ (per-replica statistics)%s%.150s", b.error[0] ? ": " : "", b.error);
+    cnn_config(&c, "replica");
+    fails += spatial_cell(r, &c, "2,2", 2, &a, "mirrored R=2");
+    if (r->full) {
+        static const cell m4 = { "mirrored", 4, 4, false, true };
+        cnn_config(&c, "replica"); place(&c, &m4); run_case(&c, &d);
+        cnn_config(&c, "replica");
+        fails += spatial_cell(r, &c, "1,2", 4, &d, "mirrored R=4");
+        outcome_free(&d);
+    }
     if (!r->quick) {
         cnn_config(&c, "replica"); place(&c, &cs2); run_case(&c, &d);
         pass = same_run(&d, &a);
@@ -149,8 +193,12 @@ static int resnet_cell(results *r)
     pass = same_run(&a, &b);
     record(r, "models", &c, 3, pass, a.seconds + b.seconds, "resnet_synthetic sync BN mirrored R=3 = one_device%s%.150s",
            b.error[0] ? ": " : "", b.error);
+    cnn_config(&c, "sync");
+    snprintf(c.experiment, sizeof c.experiment, "resnet_synthetic");
+    c.synthetic_examples = 64; c.epochs = 0; c.train_steps = 2;
+    int fails = !pass + spatial_cell(r, &c, "2,2", 2, &a, "one_device") + spatial_cell(r, &c, "4,1", 2, &a, "one_device");
     outcome_free(&a); outcome_free(&b);
-    return !pass;
+    return fails;
 }
 
 int suite_models(results *r)

@@ -17,8 +17,10 @@ void dr_bn_sums(const dr_model_spec *m, uint32_t l, const float *x, uint32_t b, 
     const dr_dense *d = &m->layer[l];
     const float *in = dr_layer_input(m, l, x, w);
     size_t pix = (size_t)b * d->ih * d->iw;
+    uint32_t r[4];
+    dr_layer_region(w, l, l, d->ih, d->iw, r);
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->ic; c++) {
+        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->ic; c++) {
             float v = in[p * d->ic + c];
             dr_acc_add(&s1[c], v);
             if (s2) dr_acc_add_prod(&s2[c], v, v);
@@ -31,8 +33,10 @@ void dr_bn_centered(const dr_model_spec *m, uint32_t l, const float *x, uint32_t
     const dr_dense *d = &m->layer[l];
     const float *in = dr_layer_input(m, l, x, w);
     size_t pix = (size_t)b * d->ih * d->iw;
+    uint32_t r[4];
+    dr_layer_region(w, l, l, d->ih, d->iw, r);
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->ic; c++) {
+        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->ic; c++) {
             float t = in[p * d->ic + c] - mean[c];
             dr_acc_add(&s2[c], t * t);
         }
@@ -45,31 +49,34 @@ void dr_bn_normalize(const dr_model_spec *m, uint32_t l, const float *params, co
     const float *in = dr_layer_input(m, l, x, w);
     const float *gamma = params + dr_model_kernel_offset(m, l), *beta = params + dr_model_bias_offset(m, l);
     float *mu = bn_mean(d, w, l), *inv = mu + d->oc, *a = inv + d->oc, *xhat = w->aux_l[l];
-    size_t pix = (size_t)b * d->ih * d->iw, n = (size_t)b * d->out;
+    size_t pix = (size_t)b * d->ih * d->iw;
+    uint32_t r[4];
+    dr_layer_region(w, l, l, d->ih, d->iw, r);
     for (uint32_t c = 0; c < d->oc; c++) {
         mu[c] = mean[c];
         inv[c] = 1.0f / sqrtf(var[c] + DR_BN_EPSILON);
         a[c] = inv[c] * gamma[c];
     }
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
+        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->oc; c++) {
             size_t i = p * d->oc + c;
             float shift = beta[c] - mean[c] * a[c];
             w->pre[l][i] = in[i] * a[c] + shift;
             if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
+            w->act[l + 1][i] = d->act == DR_ACT_RELU && !(w->pre[l][i] > 0.0f) ? 0.0f : w->pre[l][i];
         }
-    if (d->act == DR_ACT_RELU) for (size_t i = 0; i < n; i++) w->act[l + 1][i] = w->pre[l][i] > 0.0f ? w->pre[l][i] : 0.0f;
-    else memcpy(w->act[l + 1], w->pre[l], n * sizeof(float));
 }
 
 void dr_bn_grad_sums(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w, dr_acc *s1, dr_acc *s2)
 {
     const dr_dense *d = &m->layer[l];
-    size_t pix = (size_t)b * d->ih * d->iw, n = (size_t)b * d->out;
+    size_t pix = (size_t)b * d->ih * d->iw;
     float *dy = w->dact[l + 1];
-    if (d->act == DR_ACT_RELU) for (size_t i = 0; i < n; i++) if (!(w->pre[l][i] > 0.0f)) dy[i] = 0.0f;
+    uint32_t r[4];
+    dr_layer_region(w, l, l, d->ih, d->iw, r);
+    dr_layer_unactivate(m, l, b, w);
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
+        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->oc; c++) {
             size_t i = p * d->oc + c;
             dr_acc_add(&s1[c], dy[i]);
             dr_acc_add_prod(&s2[c], dy[i], w->aux_l[l][i]);
@@ -83,10 +90,12 @@ void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uin
     const dr_dense *d = &m->layer[l];
     const float *a = bn_mean(d, w, l) + 2 * (size_t)d->oc, *dy = w->dact[l + 1], *xhat = w->aux_l[l];
     size_t pix = (size_t)b * d->ih * d->iw;
+    uint32_t r[4];
     (void)params;
     if (!input_grad) return;
+    dr_layer_region(w, l, l, d->ih, d->iw, r);
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
+        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->oc; c++) {
             size_t i = p * d->oc + c;
             float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
             w->dact[dr_layer_src(m, l)][i] += a[c] * t;

@@ -22,7 +22,11 @@ typedef struct dr_graph_replica {
     dr_work        *w;
     dr_acc         *loss, *grad;   /* exact sums, added to */
     uint64_t       *correct;
+    uint32_t        core;      /* spatial partitioning: the replica's logical core (0: the whole
+                                * maps from the halo's gather on, the loss) */
 } dr_graph_replica;
+
+struct dr_halo;
 
 typedef struct dr_graph_ctx {
     const dr_model_spec *m;
@@ -31,9 +35,12 @@ typedef struct dr_graph_ctx {
     bool     sync_bn;          /* BatchNormalization over the global batch */
     uint64_t seed, step;
     float   *new_state;        /* training: the state after the step (S floats, m's state layout) */
+    struct dr_halo *halo;      /* spatial partitioning (ref/halo.h): the entries are replica x
+                                * core, core-major within a replica; NULL: one entry a replica */
 } dr_graph_ctx;
 
-/* Forward of every replica, layer by layer. */
+/* Forward of every replica (with a halo, every core of every replica: R
+ * entries), layer by layer. */
 void dr_graph_forward(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R);
 /* Forward, loss and backward: the exact sums of the losses and gradients. */
 void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R);

@@ -6,6 +6,7 @@
  * the variables (the optimizer leaves it as it is: its gradient is zero). */
 #include "ref/trainer.h"
 #include "ref/graph.h"
+#include "ref/halo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,11 @@ static int load_replica(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 int dr_graph_shares(trainer *t, dr_err *err)
 {
     const dr_model_spec *m = &t->exp.model;
-    uint32_t R = t->strat.num_replicas;
+    uint32_t R = t->strat.num_replicas, C = t->tpu.halo ? t->tpu.tiles : 1;   /* C: cores per replica */
     size_t T = dr_model_num_trainable(m), S = t->P - T;
     dr_graph_replica g[DR_MAX_DEVICES];
     float *state = S ? malloc(S * sizeof *state) : NULL;
-    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state };
+    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo };
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
     if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
     for (uint32_t r = 0; r < R; r++) {
@@ -37,10 +38,14 @@ int dr_graph_shares(trainer *t, dr_err *err)
         memset(rp->grad, 0, t->P * sizeof *rp->grad);
         dr_acc_init(&rp->loss);
         rp->correct = 0;
-        g[r] = (dr_graph_replica){ rp->params, rp->x, rp->labels, rp->targets, t->ids + t->off[r],
-                                   t->off[r + 1] - t->off[r], &rp->work, &rp->loss, rp->grad, &rp->correct };
+        for (uint32_t c = 0; c < C; c++) {   /* spatial partitioning: each core of the replica on its tile */
+            uint32_t e = r * C + c;
+            g[e] = (dr_graph_replica){ rp->params, C > 1 ? t->tpu.halo->x[e] : rp->x, rp->labels, rp->targets,
+                                       t->ids + t->off[r], t->off[r + 1] - t->off[r], C > 1 ? &t->tpu.core_work[e] : &rp->work,
+                                       &rp->loss, rp->grad, &rp->correct, c };
+        }
     }
-    dr_graph_loss_grad(&ctx, g, R);
+    dr_graph_loss_grad(&ctx, g, R * C);
     for (uint32_t r = 0; r < R; r++) dr_trainer_scale_share(t, &t->rep[r], t->mult[r], t->coef);
     if (S) {
         for (uint32_t r = 0; r < R; r++) memcpy(t->rep[r].params + T, state, S * sizeof *state);

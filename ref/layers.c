@@ -20,28 +20,57 @@ const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, 
     return k ? w->act[k] : x;
 }
 
-static void activate(const dr_dense *d, const float *pre, float *out, size_t n)
+bool dr_layer_tiled(const dr_work *w, uint32_t l)
 {
-    if (d->act == DR_ACT_RELU) for (size_t i = 0; i < n; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
-    else memcpy(out, pre, n * sizeof *out);
+    return w->tile && l < w->tile->lp;
+}
+
+void dr_layer_region(const dr_work *w, uint32_t l, uint32_t k, uint32_t H, uint32_t W, uint32_t r[4])
+{
+    if (dr_layer_tiled(w, l)) { memcpy(r, w->tile->rect[k], 4 * sizeof *r); return; }
+    r[0] = 0; r[1] = H; r[2] = 0; r[3] = W;
+}
+
+/* Layer l's output region (map l + 1). */
+static void out_region(const dr_dense *d, const dr_work *w, uint32_t l, uint32_t r[4])
+{
+    dr_layer_region(w, l, l + 1, d->oh, d->ow, r);
+}
+
+static void activate(const dr_dense *d, uint32_t l, uint32_t b, dr_work *w)
+{
+    uint32_t r[4];
+    size_t pix = (size_t)b * d->oh * d->ow;
+    out_region(d, w, l, r);
+    for (size_t p = 0; p < pix; p++) {
+        if (!dr_region_has(r, d->oh, d->ow, p)) continue;
+        for (size_t i = p * d->oc; i < (p + 1) * d->oc; i++)
+            w->act[l + 1][i] = d->act == DR_ACT_RELU && !(w->pre[l][i] > 0.0f) ? 0.0f : w->pre[l][i];
+    }
 }
 
 /* d(loss)/d(pre-activation) of layer l, in place in w->dact[l + 1]. */
-static void unactivate(const dr_dense *d, uint32_t l, uint32_t b, dr_work *w)
+void dr_layer_unactivate(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w)
 {
-    size_t n = (size_t)b * d->out;
-    if (d->act == DR_ACT_RELU)
-        for (size_t i = 0; i < n; i++) if (!(w->pre[l][i] > 0.0f)) w->dact[l + 1][i] = 0.0f;
+    const dr_dense *d = &m->layer[l];
+    uint32_t r[4];
+    size_t pix = (size_t)b * d->oh * d->ow;
+    if (d->act != DR_ACT_RELU) return;
+    out_region(d, w, l, r);
+    for (size_t p = 0; p < pix; p++)
+        for (size_t i = p * d->oc; dr_region_has(r, d->oh, d->ow, p) && i < (p + 1) * d->oc; i++)
+            if (!(w->pre[l][i] > 0.0f)) w->dact[l + 1][i] = 0.0f;
 }
 
 /* ---- Conv2D -------------------------------------------------------------- */
 
-static void conv_forward(const dr_dense *d, const float *W, const float *bias, const float *x, uint32_t b, float *pre)
+static void conv_forward(const dr_dense *d, const float *W, const float *bias, const float *x, uint32_t b, float *pre,
+                         const uint32_t o[4])
 {
     size_t kc = (size_t)d->ic * d->oc;
     for (uint32_t n = 0; n < b; n++)
-        for (uint32_t oy = 0; oy < d->oh; oy++)
-            for (uint32_t ox = 0; ox < d->ow; ox++)
+        for (uint32_t oy = o[0]; oy < o[1]; oy++)
+            for (uint32_t ox = o[2]; ox < o[3]; ox++)
                 for (uint32_t f = 0; f < d->oc; f++) {
                     dr_acc a;
                     dr_acc_init(&a);
@@ -62,15 +91,16 @@ static void conv_forward(const dr_dense *d, const float *W, const float *bias, c
                 }
 }
 
-/* dW (exact sums of x * dz), db (sums of dz) and, per input element, the
- * exact dot product of dz with the kernel taps that read it, rounded once. */
+/* dW (exact sums of x * dz), db (sums of dz) over the outputs o and, per
+ * input element of the region i, the exact dot product of dz with the kernel
+ * taps that read it, rounded once (tiled: dz's halo came from the neighbours). */
 static void conv_backward(const dr_dense *d, const float *W, const float *x, const float *dz, uint32_t b,
-                          dr_acc *gW, dr_acc *gb, float *dx)
+                          dr_acc *gW, dr_acc *gb, float *dx, const uint32_t o[4], const uint32_t in[4])
 {
     size_t kc = (size_t)d->ic * d->oc;
     for (uint32_t n = 0; n < b; n++)
-        for (uint32_t oy = 0; oy < d->oh; oy++)
-            for (uint32_t ox = 0; ox < d->ow; ox++) {
+        for (uint32_t oy = o[0]; oy < o[1]; oy++)
+            for (uint32_t ox = o[2]; ox < o[3]; ox++) {
                 const float *g = dz + (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc;
                 for (uint32_t f = 0; f < d->oc; f++) dr_acc_add(&gb[f], g[f]);
                 for (uint32_t ky = 0; ky < d->ksize; ky++) {
@@ -89,8 +119,8 @@ static void conv_backward(const dr_dense *d, const float *W, const float *x, con
             }
     if (!dx) return;
     for (uint32_t n = 0; n < b; n++)
-        for (uint32_t iy = 0; iy < d->ih; iy++)
-            for (uint32_t ix = 0; ix < d->iw; ix++)
+        for (uint32_t iy = in[0]; iy < in[1]; iy++)
+            for (uint32_t ix = in[2]; ix < in[3]; ix++)
                 for (uint32_t c = 0; c < d->ic; c++) {
                     dr_acc a;
                     dr_acc_init(&a);
@@ -114,20 +144,20 @@ static void conv_backward(const dr_dense *d, const float *W, const float *x, con
 
 /* 2x2, stride 2: the window's first maximum in row-major order wins (and
  * takes the whole gradient), as TensorFlow 2.21's MaxPoolGrad (docs/MODELS.md). */
-static void maxpool_forward(const dr_dense *d, const float *x, uint32_t b, float *out, uint32_t *win)
+static void maxpool_forward(const dr_dense *d, const float *x, uint32_t b, float *out, uint32_t *win, const uint32_t o[4])
 {
     for (uint32_t n = 0; n < b; n++)
-        for (uint32_t oy = 0; oy < d->oh; oy++)
-            for (uint32_t ox = 0; ox < d->ow; ox++)
+        for (uint32_t oy = o[0]; oy < o[1]; oy++)
+            for (uint32_t ox = o[2]; ox < o[3]; ox++)
                 for (uint32_t c = 0; c < d->oc; c++) {
                     size_t best = (((size_t)n * d->ih + 2 * oy) * d->iw + 2 * ox) * d->ic + c;
                     for (uint32_t k = 1; k < 4; k++) {
                         size_t i = (((size_t)n * d->ih + 2 * oy + k / 2) * d->iw + 2 * ox + k % 2) * d->ic + c;
                         if (x[i] > x[best]) best = i;
                     }
-                    size_t o = (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc + c;
-                    out[o] = x[best];
-                    win[o] = (uint32_t)(best - (size_t)n * d->in);
+                    size_t at = (((size_t)n * d->oh + oy) * d->ow + ox) * d->oc + c;
+                    out[at] = x[best];
+                    win[at] = (uint32_t)(best - (size_t)n * d->in);
                 }
 }
 
@@ -170,6 +200,8 @@ void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t 
     const dr_dense *d = &m->layer[l];
     const float *in = dr_layer_input(m, l, x, w), *W = params + dr_model_kernel_offset(m, l);
     size_t n = (size_t)b * d->out;
+    uint32_t o[4];
+    out_region(d, w, l, o);
     switch (d->kind) {
     case DR_LAYER_DENSE:
         if (b) ops->gemm_f32(DR_NO_TRANS, DR_NO_TRANS, b, d->out, d->in, in, d->in, W, d->out,
@@ -177,15 +209,16 @@ void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t 
         dr_model_activate(m, ops, l, b, w);
         return;
     case DR_LAYER_CONV2D:
-        conv_forward(d, W, params + dr_model_bias_offset(m, l), in, b, w->pre[l]);
+        conv_forward(d, W, params + dr_model_bias_offset(m, l), in, b, w->pre[l], o);
         break;
-    case DR_LAYER_MAX_POOL2D: maxpool_forward(d, in, b, w->pre[l], w->idx[l]); break;
+    case DR_LAYER_MAX_POOL2D: maxpool_forward(d, in, b, w->pre[l], w->idx[l], o); break;
     case DR_LAYER_GLOBAL_AVG_POOL2D: gap_forward(d, in, b, w->pre[l]); break;
     case DR_LAYER_FLATTEN: memcpy(w->pre[l], in, n * sizeof *in); break;
     case DR_LAYER_DROPOUT: dropout_forward(d, l, in, b, w, rt); memcpy(w->pre[l], w->act[l + 1], n * sizeof *in); return;
     case DR_LAYER_ADD: {
-        const float *o = d->from < 0 ? x : w->act[d->from + 1];
-        for (size_t i = 0; i < n; i++) w->pre[l][i] = in[i] + o[i];
+        const float *f = d->from < 0 ? x : w->act[d->from + 1];
+        for (size_t i = 0; i < n; i++)
+            if (dr_region_has(o, d->oh, d->ow, i / d->oc)) w->pre[l][i] = in[i] + f[i];
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
@@ -194,7 +227,7 @@ void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t 
         return;
     }
     }
-    activate(d, w->pre[l], w->act[l + 1], n);
+    activate(d, l, b, w);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -206,7 +239,10 @@ void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t
     const float *in = dr_layer_input(m, l, x, w), *W = params + dr_model_kernel_offset(m, l);
     float *dz = w->dact[l + 1], *dx = input_grad ? w->dact[dr_layer_src(m, l)] : NULL;
     size_t n = (size_t)b * d->out;
-    unactivate(d, l, b, w);
+    uint32_t o[4], ir[4];
+    out_region(d, w, l, o);
+    dr_layer_region(w, l, dr_layer_src(m, l), d->ih, d->iw, ir);
+    dr_layer_unactivate(m, l, b, w);
     switch (d->kind) {
     case DR_LAYER_DENSE: {
         dr_acc *gW = grad + dr_model_kernel_offset(m, l), *gb = gW + (size_t)d->in * d->out;
@@ -220,10 +256,12 @@ void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t
         return;
     }
     case DR_LAYER_CONV2D:
-        conv_backward(d, W, in, dz, b, grad + dr_model_kernel_offset(m, l), grad + dr_model_bias_offset(m, l), dx);
+        conv_backward(d, W, in, dz, b, grad + dr_model_kernel_offset(m, l), grad + dr_model_bias_offset(m, l), dx, o, ir);
         return;
     case DR_LAYER_MAX_POOL2D:
-        if (dx) for (size_t i = 0; i < n; i++) dx[(i / d->out) * d->in + w->idx[l][i]] += dz[i];
+        if (dx)
+            for (size_t i = 0; i < n; i++)
+                if (dr_region_has(o, d->oh, d->ow, i / d->oc)) dx[(i / d->out) * d->in + w->idx[l][i]] += dz[i];
         return;
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
         uint32_t hw = d->ih * d->iw;
@@ -241,8 +279,11 @@ void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t
         if (dx) for (size_t i = 0; i < n; i++) dx[i] += w->aux_l[l][i] != 0.0f ? dz[i] * w->aux_l[l][i] : 0.0f;
         return;
     case DR_LAYER_ADD:
-        if (dx) for (size_t i = 0; i < n; i++) dx[i] += dz[i];
-        if (d->from >= 0) for (size_t i = 0; i < n; i++) w->dact[d->from + 1][i] += dz[i];
+        for (size_t i = 0; i < n; i++) {
+            if (!dr_region_has(o, d->oh, d->ow, i / d->oc)) continue;
+            if (dx) dx[i] += dz[i];
+            if (d->from >= 0) w->dact[d->from + 1][i] += dz[i];
+        }
         return;
     case DR_LAYER_BATCH_NORM:
         return;   /* ref/graph.c: dr_bn_backward */

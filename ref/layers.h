@@ -34,6 +34,23 @@ typedef struct dr_layer_rt {
     const uint32_t *ids;
 } dr_layer_rt;
 
+/* Spatial partitioning (w->tile, docs/MODELS.md): whether layer l computes
+ * only this core's tile, and the rows [r[0], r[1]) and columns [r[2], r[3])
+ * of map k (H x W; 0 the input, l + 1 layer l's output) it computes at
+ * layer l: its tile, or the whole map. */
+bool dr_layer_tiled(const dr_work *w, uint32_t l);
+void dr_layer_region(const dr_work *w, uint32_t l, uint32_t k, uint32_t H, uint32_t W, uint32_t r[4]);
+/* Whether pixel px = (example * H + y) * W + x lies in r. */
+static inline bool dr_region_has(const uint32_t r[4], uint32_t H, uint32_t W, size_t px)
+{
+    uint32_t x = (uint32_t)(px % W), y = (uint32_t)(px / W % H);
+    return y >= r[0] && y < r[1] && x >= r[2] && x < r[3];
+}
+/* The ReLU's mask applied to d(loss)/d(output) of layer l (in place, over
+ * its region): the backward does it first; a core does it before sending
+ * its gradient's halo. */
+void dr_layer_unactivate(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w);
+
 const float *dr_layer_input(const dr_model_spec *m, uint32_t l, const float *x, const dr_work *w);
 /* Where layer l's input is: k = 0 the model's input, else layer k-1's output
  * (w->act[k], its gradient w->dact[k]). */

@@ -18,7 +18,9 @@
  *                    logical core 0 and are rounded once with the bias, so
  *                    the pre-activations are the unpartitioned bits
  *                    (partitioned_layer0); the kernel's gradient rows are
- *                    computed where they live (tile_gradients).
+ *                    computed where they live (tile_gradients). A conv
+ *                    model's feature maps are tiled instead, with halos
+ *                    between the cores (ref/tpu_spatial.c, ref/halo.c).
  *   collectives      gradients are all-reduced by rings along the torus,
  *                    one per logical core (ref/tpu_collective.c).
  *   step time        an alpha-beta estimate of each step (compute at an
@@ -27,6 +29,7 @@
  */
 #include "ref/trainer.h"
 #include "ref/tpu_collective.h"
+#include "ref/halo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +71,7 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
 {
     tpu_run *tp = &t->tpu;
     uint32_t R = t->strat.num_replicas, out0 = t->exp.model.layer[0].out;
+    bool dense = dr_model_is_dense(&t->exp.model);
     dr_device_spec host;
     if (t->G % R)
         return dr_fail(err, DR_EUSAGE, "--global_batch_size=%u: the tpu strategy needs static shapes, "
@@ -95,7 +99,13 @@ int dr_tpu_run_open(trainer *t, dr_err *err)
         if (dr_wire_init(&tp->wire, (size_t)tp->local * out0, err)) return err->code;
         dr_tpu_tile_pixels(tp->part, tp->tile_pixels);
     }
-    dr_tpu_core_ranges(&t->exp.model, tp->tiles, tp->tile_pixels, tp->tile_len, tp->ranges, tp->nranges);
+    /* A model beyond Dense keeps every variable on each replica's core 0
+     * (its cores hold the feature maps' tiles, ref/tpu_spatial.c). */
+    dr_tpu_core_ranges(&t->exp.model, dense ? tp->tiles : 1, tp->tile_pixels, tp->tile_len, tp->ranges, tp->nranges);
+    if (!dense && tp->tiles > 1) {
+        int rc = dr_tpu_spatial_open(t, err);
+        if (rc) return rc;
+    }
     return reserve_hbm(t, err);
 }
 
@@ -107,6 +117,7 @@ void dr_tpu_run_close(trainer *t)
     free(tp->tile_pixels); free(tp->ranges); free(tp->nranges); free(tp->tile_x); free(tp->tile_w); free(tp->tile_stage);
     free(tp->tile_z); free(tp->z); free(tp->tile_g);
     dr_wire_free(&tp->wire);
+    dr_tpu_spatial_close(t);
 }
 
 /* ---- the step ----------------------------------------------------------- */
@@ -213,7 +224,10 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     replica *rp = &t->rep[r];
     uint32_t rows = n;   /* the rows that count: the rest is padding, masked */
     load_static_batch(t, rp, r, t->ids + t->off[r], n);
-    if (!dr_model_is_dense(&t->exp.model)) return DR_OK;   /* dr_graph_shares, after every replica's load */
+    if (!dr_model_is_dense(&t->exp.model)) {   /* dr_graph_shares, after every replica's load */
+        if (tp->halo) dr_tpu_spatial_load(t, r);
+        return DR_OK;
+    }
     memset(rp->grad, 0, t->P * sizeof *rp->grad);
     dr_acc_init(&rp->loss);
     rp->correct = 0;
@@ -252,11 +266,17 @@ int dr_tpu_step(trainer *t, dr_err *err)
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
     tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
+    if (tp->halo) {                  /* (a conv model's: the halos, the gather and the scatter) */
+        tp->merge_s += tp->halo->seconds;
+        tp->halo->seconds = 0;
+    }
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
     dr_trainer_end_step(t);
-    snprintf(t->report->extra, sizeof t->report->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
-             "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
+    int n = snprintf(t->report->extra, sizeof t->report->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
+                     "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
+    if (tp->halo && n > 0 && (size_t)n < sizeof t->report->extra)
+        dr_tpu_spatial_extra(t, t->report->extra + n, sizeof t->report->extra - (size_t)n);
     return DR_OK;
 }
 
@@ -276,5 +296,6 @@ json_object *dr_tpu_report(const trainer *t, uint64_t steps)
     json_object_object_add(o, "emulated_step_seconds_mean", json_object_new_double(steps ? tp->total_s / (double)steps : 0.0));
     json_object_object_add(o, "link_model", json_object_new_string("alpha 1e-6 s per hop, 50e9 bytes/s per link; "
                            "compute at an assumed 2e13 flop/s per core"));
+    if (tp->halo) dr_tpu_spatial_report(t, o);
     return o;
 }

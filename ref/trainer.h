@@ -58,6 +58,13 @@ typedef struct tpu_run {
     double        compute_s, merge_s, allreduce_s;   /* this step's emulated parts */
     double        backward_s;                        /* (merge_s includes it: the delta to the tiles) */
     double        step_s, total_s;                   /* this step's and the run's emulated time */
+    /* spatial partitioning of a model beyond Dense (ref/tpu_spatial.c): the plan, each core's
+     * work and input (entry e = replica * tiles + core), the halo traffic */
+    dr_spatial_plan plan;
+    struct dr_halo *halo;          /* NULL: not partitioned, or a Dense model (the tiles above) */
+    dr_work      *core_work;
+    float        *core_x;
+    uint64_t      halo_total[DR_MAX_TILES], gather_total;   /* the run's, replica 0's cores */
 } tpu_run;
 
 typedef struct trainer {
@@ -153,5 +160,13 @@ int  dr_tpu_step(trainer *t, dr_err *err);
 void dr_tpu_run_close(trainer *t);
 
 json_object *dr_tpu_report(const trainer *t, uint64_t steps);
+/* Spatial partitioning of a model beyond Dense (ref/tpu_spatial.c): the
+ * plan and the cores' buffers; replica r's tiles from its loaded batch; the
+ * step's halo bytes into the metrics line; summary.json's part. */
+int  dr_tpu_spatial_open(trainer *t, dr_err *err);
+void dr_tpu_spatial_load(trainer *t, uint32_t r);
+int  dr_tpu_spatial_extra(trainer *t, char *out, size_t cap);
+void dr_tpu_spatial_report(const trainer *t, json_object *o);
+void dr_tpu_spatial_close(trainer *t);
 
 #endif

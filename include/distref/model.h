@@ -128,6 +128,45 @@ size_t dr_model_layer_params(const dr_model_spec *m, uint32_t layer);
  * gamma 1, beta 0, moving mean 0, moving variance 1. */
 void dr_model_init(const dr_model_spec *m, uint64_t seed, float *params);
 
+/* ---- spatial partitioning (the tpu strategy's --input_partition_dims) ----
+ *
+ * A replica's ph x pw cores each hold a tile of every feature map: core c
+ * (row-major: c / pw, c % pw) owns rows [i*H/ph, (i+1)*H/ph) and columns
+ * [j*W/pw, (j+1)*W/pw) of an H x W map. Layers [0, lp) run on the tiles
+ * (Conv2D with halos from the neighbouring cores, MaxPooling2D when its
+ * windows do not straddle a cut, BatchNormalization with the statistics
+ * combined across the cores, Add); at layer lp, the first that cannot run on
+ * the tiles (GlobalAveragePooling2D, Flatten, Dense, or a map that does not
+ * split evenly), the maps the rest reads are gathered onto core 0, which runs
+ * the rest (docs/MODELS.md). */
+#define DR_MAX_TILES 16
+
+typedef struct dr_tile {
+    uint32_t lp;                            /* layers [0, lp) run on the tile; from lp on, whole maps on core 0 */
+    uint32_t rect[DR_MAX_LAYERS + 1][4];    /* map k (0: the input, l + 1: layer l's output): rows
+                                             * [rect[0], rect[1]), columns [rect[2], rect[3]) */
+} dr_tile;
+
+typedef struct dr_spatial_plan {
+    uint32_t ph, pw, tiles, lp;
+    bool     gathered[DR_MAX_LAYERS + 1];   /* maps read from layer lp on: gathered onto core 0 */
+    dr_tile  tile[DR_MAX_TILES];
+    char     stop[200];                     /* why the tiles end at layer lp */
+} dr_spatial_plan;
+
+/* The plan for ph x pw tiles of m's feature maps. DR_EUSAGE naming the
+ * layer (index and kind) and the dimension when layer 0 cannot run on the
+ * tiles (nothing would be partitioned). core/spatial_plan.c */
+int dr_spatial_plan_make(const dr_model_spec *m, uint32_t ph, uint32_t pw, dr_spatial_plan *p, dr_err *err);
+/* Map k's height, width and channels (k = 0: the input). */
+void dr_model_map(const dr_model_spec *m, uint32_t k, uint32_t *h, uint32_t *w, uint32_t *c);
+/* The rows (or columns) [lo, hi) of layer l's input that its outputs [o0, o1)
+ * read (forward), and the outputs [lo, hi) whose windows read its inputs
+ * [i0, i1) (the gradient's halo), along a dimension of `in` inputs and `out`
+ * outputs with the given leading pad; clipped to the map. */
+void dr_window_rows(const dr_dense *d, uint32_t pad, uint32_t in, uint32_t o0, uint32_t o1, uint32_t r[2]);
+void dr_window_outs(const dr_dense *d, uint32_t pad, uint32_t out, uint32_t i0, uint32_t i1, uint32_t r[2]);
+
 /* ---- optimizers --------------------------------------------------------- */
 
 typedef enum dr_optimizer_kind { DR_OPT_SGD = 0, DR_OPT_ADAM } dr_optimizer_kind;

@@ -60,6 +60,8 @@ typedef struct dr_work {
                                         * Dropout's multipliers */
     uint32_t *idx[DR_MAX_LAYERS];      /* MaxPooling2D: each output's winner */
     float   *dact[DR_MAX_LAYERS + 1];  /* backward: d(loss)/d(input of layer l); [nlayers]: of the output */
+    const dr_tile *tile;               /* spatial partitioning: this core's tile of each map (layers
+                                        * before tile->lp compute only it); NULL: whole maps */
 } dr_work;
 
 int  dr_work_init(dr_work *w, const dr_model_spec *m, uint32_t max_batch, dr_err *err);
