@@ -491,6 +491,23 @@ static void test_engine_gradients(void **state)
         printf("skipped: engine gradients, mpi: no mpirun on the PATH\n");
 }
 
+/* A step that applied no update records no gradient: the reference under
+ * mixed_float16 with a loss scale so large that every step's gradients
+ * overflow (the loss scale skips all four). */
+static void test_skipped_steps_hold_no_gradient(void **state)
+{
+    const char *dir = *state;
+    char out[1 << 14], traj[600];
+    int st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --synthetic_examples=256 "
+                       "--train_steps=4 --dtype_policy=mixed_float16 --loss_scale=dynamic:1e30 --trajectory=every:1 "
+                       "--model_dir=%s/mx", dir);
+    shell_expect(out, st, 0, "train: steps=4");
+    if (!strstr(slurp(dir, "mx/summary.json"), "\"skipped_steps\":4"))
+        fail_msg("expected every step skipped: %s", slurp(dir, "mx/summary.json"));
+    snprintf(traj, sizeof traj, "%s/mx/trajectory", dir);
+    for (uint64_t k = 1; k <= 4; k++) assert_int_equal(step_tensors(traj, k), 9);   /* variables, slots, loss */
+}
+
 /* Fast numerics have no reference to diff against: the recorded gradient
  * must be the one the optimizer read, i.e. every update step k's momentum
  * slot is Keras's v_k = 0.9 v_(k-1) - 0.01 g_k, bit for bit, from the
@@ -569,6 +586,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_end_to_end, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_engine_gradients, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_fast_gradients_applied, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_skipped_steps_hold_no_gradient, make_temp_dir, drop_temp_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
