@@ -357,4 +357,13 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CLIP_PER_REPLICA(clip) ((clip)->per_replica)
 #endif
 
+/* Whether applied_grad (--trajectory's gradient/) clips the rounded total
+ * as apply does; under the fault it hands back the gradient before the
+ * clipping. */
+#if defined(DR_MUTANT_TRAJ_GRAD_UNCLIPPED)
+#define DR_SEAM_RECORD_CLIPPED(clip) ((void)(clip), false)
+#else
+#define DR_SEAM_RECORD_CLIPPED(clip) (clip)
+#endif
+
 #endif

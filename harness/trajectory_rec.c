@@ -80,7 +80,9 @@ int traj_rec_open(traj_rec *t, const dr_run_config *cfg, const dr_run_plan *plan
                                     err)))
         return rc;
     if (!(t->ix.settings = traj_settings(cfg, plan, v->name, "trajectory",
-                                         t->grads ? "recorded: as applied (after the all-reduce and the scaling)"
+                                         t->grads ? "recorded: as applied (after the all-reduce, the scaling, the "
+                                                    "accumulation and the clipping, rounded once: what the optimizer "
+                                                    "read); a step that applied no update holds none"
                                                   : "not recorded: this variant reduces and applies them inside its "
                                                     "backend and does not expose the rounded gradient")))
         return dr_fail(err, DR_ENOMEM, "trajectory: out of memory");
@@ -95,9 +97,10 @@ int traj_rec_step(traj_rec *t, dr_session *s, const dr_variant *v, uint64_t step
     int rc;
     if (!t->on || step == t->last) return DR_OK;
     if ((rc = v->get_variables(s, params, slots, err))) return rc;
-    if (step > 0 && t->grads) {
-        if ((rc = v->get_gradients(s, t->grads, err))) return rc;
-        grads = t->grads;
+    if (step > 0 && t->grads) {   /* none on a step that applied no update */
+        bool applied = false;
+        if ((rc = v->get_gradients(s, t->grads, &applied, err))) return rc;
+        if (applied) grads = t->grads;
     }
     if (t->ix.nsteps == t->cap) {
         dr_traj_step *p = realloc(t->ix.steps, (t->cap = t->cap * 2 + 16) * sizeof *p);

@@ -9,6 +9,7 @@ struct dr_session {
     trainer   t;
     ps_run   *ps;        /* parameter_server: the coordinator's run instead */
     uint64_t  steps;     /* steps taken by this session (for the tpu's mean step time) */
+    bool      applied;   /* the last step updated the variables (get_gradients) */
 };
 
 static int ref_supports(const dr_run_plan *plan, dr_err *err)
@@ -38,8 +39,13 @@ static const dr_strategy *ref_strategy(const dr_session *s)
 
 static int ref_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
 {
+    uint32_t k = s->t.cfg->gradient_accumulation_steps;
+    uint64_t skipped = s->t.ls.skipped;
     int rc = dr_ref_step(&s->t, b, step, out, err);
     s->steps += rc == DR_OK;
+    /* no update: a micro-step of --gradient_accumulation_steps, or a
+     * mixed-precision step the loss scale skipped (non-finite gradients) */
+    s->applied = rc == DR_OK && (k <= 1 || step % k == 0) && s->t.ls.skipped == skipped;
     return rc;
 }
 
@@ -66,10 +72,13 @@ static int ref_set(dr_session *s, const float *params, const float *slots, dr_er
 
 /* The gradient dr_trainer_apply rounded and applied last (every replica's
  * is the same total, rounded once). */
-static int ref_gradients(dr_session *s, float *grads, dr_err *err)
+static int ref_gradients(dr_session *s, float *grads, bool *applied, dr_err *err)
 {
+    *applied = false;
     if (s->ps) return dr_fail(err, DR_EUNSUPPORTED, "parameter_server: its gradients are applied per worker update");
+    if (!s->applied) return DR_OK;
     memcpy(grads, s->t.grad, s->t.P * sizeof(float));
+    *applied = true;
     return DR_OK;
 }
 

@@ -424,6 +424,24 @@ static int engine_get(dr_session *s, float *params, float *slots, dr_err *err)
     return rc;
 }
 
+/* The gradient the last step's update read: the backend's applied_grad of
+ * the total it applied (step.c notes it), or *applied false. */
+static int engine_gradients(dr_session *s, float *grads, bool *applied, dr_err *err)
+{
+    int rc;
+    *applied = false;
+    if (s->ps) return dr_fail(err, DR_EUNSUPPORTED, "parameter_server: its gradients are applied per worker update");
+    if (!s->applied.total) return DR_OK;
+    if (!s->bo->applied_grad)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: the %s backend does not hand back the gradient it "
+                       "applied (applied_grad)", s->bo->name);
+    if ((rc = s->bo->sync(s->be, err)) ||
+        (rc = s->bo->applied_grad(s->be, s->applied.total, s->applied.num, s->applied.divisor, grads, err)))
+        return rc;
+    *applied = true;
+    return DR_OK;
+}
+
 static int engine_set(dr_session *s, const float *params, const float *slots, dr_err *err)
 {
     return set_all(s, params, slots, err);
@@ -514,6 +532,7 @@ const dr_variant dr_variant_openmp = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_gradients = engine_gradients,
 };
 
 const dr_variant dr_variant_opencl = {
@@ -528,6 +547,7 @@ const dr_variant dr_variant_opencl = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_gradients = engine_gradients,
 };
 
 /* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker
@@ -547,6 +567,7 @@ const dr_variant dr_variant_mpi = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_gradients = engine_gradients,
     .train = engine_ps_train,
     .chief = mpi_chief,
 };

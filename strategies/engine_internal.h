@@ -93,6 +93,13 @@ struct dr_session {
     uint32_t             k;
     void                *accum[DR_MAX_DEVICES - 1];
     struct engine_micro *micro;
+    /* The total the step's update read, for --trajectory's gradient/
+     * (engine.c's get_gradients: the backend's applied_grad of it): its
+     * buffer, number form and divisor, as the apply that read it was
+     * called; total NULL when the step applied nothing (a micro-step of
+     * --gradient_accumulation_steps). A compact step redone with full
+     * accumulators leaves the full total (its buffer stays allocated). */
+    struct { const dr_buffer *total; dr_numerics num; uint32_t divisor; } applied;
 };
 
 /* step.c */
@@ -113,6 +120,9 @@ int  engine_each_replica(dr_session *s, uint32_t lo, uint32_t n, engine_replica_
 /* an engine_replica_fn: replica r applies its own grad buffer, divided by
  * *(uint32_t *)arg, to its own variables */
 int  engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err);
+/* Worker w's update reads total over divisor: noted in s->applied by the
+ * first worker of this process (every worker applies the same total). */
+void engine_note_applied(dr_session *s, uint32_t w, const dr_buffer *total, uint32_t divisor);
 
 /* ranks.c: the MPI variant's agreement and report across ranks. After
  * every local replica computed: each rank's verdict (rc, message), its

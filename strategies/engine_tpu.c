@@ -183,6 +183,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }
+    engine_note_applied(s, 0, s->rb[0].grad, divisor);   /* every replica's grad holds the total */
     if ((rc = engine_each_replica(s, 0, R, engine_apply_own, &divisor, err))) return rc;
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;

@@ -70,6 +70,16 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_ACCUM_DIVISOR(d, k) ((d) * (k))
 #endif
 
+/* The divisor noted with the total an update applied, for --trajectory's
+ * gradient/ (engine_note_applied): apply's own. */
+#if defined(DR_MUTANT_TRAJ_GRAD_UNSCALED)       /* the all-reduced sum, before the scaling */
+#define DR_SEAM_RECORDED_DIVISOR(d, s) ((void)(d), (void)(s), 1u)
+#elif defined(DR_MUTANT_TRAJ_GRAD_MICRO_DIVISOR) /* accumulation: one micro-step's divisor, not k times it */
+#define DR_SEAM_RECORDED_DIVISOR(d, s) ((s)->k > 1 ? (d) / (s)->k : (d))
+#else
+#define DR_SEAM_RECORDED_DIVISOR(d, s) ((void)(s), (d))
+#endif
+
 /* A compact total's flags, read for an overflowed element (the step is then redone). */
 #if defined(DR_MUTANT_CACC_NO_FALLBACK)   /* none seen: an overflowed element goes on to be rounded */
 #define DR_SEAM_TOTAL_FLAGS(f) ((void)(f), 0u)

@@ -152,6 +152,14 @@ int engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err)
                         s->rb[r].slots, err);
 }
 
+void engine_note_applied(dr_session *s, uint32_t w, const dr_buffer *total, uint32_t divisor)
+{
+    if (w != s->wlo) return;
+    s->applied.total = total;
+    s->applied.num = s->num;
+    s->applied.divisor = DR_SEAM_RECORDED_DIVISOR(divisor, s);
+}
+
 /* Phase 1 of worker w: its replicas' shares. */
 static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
 {
@@ -302,9 +310,13 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         s->overflow[w - s->wlo] = true;
         return DR_OK;
     }
-    if (s->var) return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
+    if (s->var) {
+        engine_note_applied(s, w, s->central, d);
+        return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
+    }
     if (staged) {   /* one upload of the total; every replica applies it */
         if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;
+        engine_note_applied(s, w, s->rb[lo].grad, d);
         for (uint32_t k = 0; k < L; k++)
             if ((rc = b->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo + k].params, s->rb[lo + k].slots, err)))
                 return rc;
@@ -313,6 +325,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
          * loss_grad on its own queue, so every apply finishes first. */
         return L > 1 ? b->sync(s->be, err) : DR_OK;
     }
+    engine_note_applied(s, w, s->rb[lo].grad, d);   /* every replica's grad holds the total */
     return engine_each_replica(s, lo, L, engine_apply_own, &d, err);
 }
 
@@ -526,6 +539,7 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
 {
     int rc;
     s->step = step;
+    s->applied.total = NULL;   /* set by the apply that runs (engine_note_applied) */
     if ((rc = begin(s, b, err))) return rc;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     if (s->micro && (rc = keep_batch(s, b, err))) return rc;

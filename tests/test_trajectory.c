@@ -359,11 +359,11 @@ static void test_cli_end_to_end(void **state)
                        " train %s --variant=openmp --distribution_strategy=mirrored --num_gpus=4 --model_dir=%s/o",
                        common, dir, common, dir);
     shell_expect(out, st, 0, "train: steps=6");
-    /* mirrored 4 openmp vs one_device ref: identical; the engine's gradients are not recorded, and say so */
+    /* mirrored 4 openmp vs one_device ref: identical, the gradients as applied included */
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o", dir, dir);
-    shell_expect(out, st, 0, "identical: 3 steps");
-    assert_non_null(strstr(out, "note: tensor gradient/dense_0/kernel is only in A: not compared"));
-    assert_non_null(strstr(slurp(dir, "o/trajectory/index.json"), "\"gradients\": \"not recorded: this variant"));
+    shell_expect(out, st, 0, "identical: 3 steps, 34 tensors");
+    assert_null(strstr(out, "only in"));
+    assert_non_null(strstr(slurp(dir, "o/trajectory/index.json"), "\"gradients\": \"recorded: as applied"));
     assert_non_null(strstr(slurp(dir, "r/trajectory/index.json"), "\"gradients\": \"recorded: as applied"));
     st = shell_run(out, sizeof out, "python3 -c \"import sys; p='%s/o/trajectory/step_00000003/dense_1/bias.npy'; "
                    "b=bytearray(open(p,'rb').read()); b[-1]^=1; open(p,'wb').write(b)\" && " DR_BIN " diff %s/r %s/o",
@@ -398,6 +398,179 @@ static void test_cli_end_to_end(void **state)
     shell_expect(out, st, 2, "--trajectory=every:0");
 }
 
+/* ---- the engine's gradients as applied (distref/backend.h's applied_grad) ---- */
+
+#define MPIRUN "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun " \
+               "-x ASAN_OPTIONS --oversubscribe -np 2 "
+
+/* Case name: the reference (common + ref) and an engine variant (launcher,
+ * common + eng) record every step; diff must find them identical, every
+ * tensor on both sides, the engine's index naming its gradients. false
+ * (said on stdout) when the engine's variant cannot run here (no OpenCL
+ * device, no mpirun). */
+static bool engine_same_as_ref(const char *dir, const char *name, const char *common, const char *ref,
+                               const char *launcher, const char *eng)
+{
+    char out[1 << 14];
+    int st = shell_run(out, sizeof out, DR_BIN " train %s %s --trajectory=every:1 --model_dir=%s/%s.r", common, ref,
+                       dir, name);
+    shell_expect(out, st, 0, "train: steps=");
+    st = shell_run(out, sizeof out, "%s" DR_BIN " train %s %s --trajectory=every:1 --model_dir=%s/%s.e", launcher,
+                   common, eng, dir, name);
+    if (st != 0 && (strstr(out, "not available") || strstr(out, "mpirun: not found"))) {
+        printf("skipped: engine gradients, %s: %.300s\n", name, out);
+        return false;
+    }
+    if (st != 0) fail_msg("engine gradients, %s: the engine's run failed (%d):\n%s", name, st, out);
+    st = shell_run(out, sizeof out, DR_BIN " diff %s/%s.r %s/%s.e", dir, name, dir, name);
+    if (st != 0 || !strstr(out, "identical:") || strstr(out, "only in"))
+        fail_msg("engine gradients, %s: the engine's trajectory is not the reference's (exit %d):\n%s", name, st, out);
+    char ix[128];
+    snprintf(ix, sizeof ix, "%.60s.e/trajectory/index.json", name);
+    if (!strstr(slurp(dir, ix), "\"gradient/dense_0/kernel\""))
+        fail_msg("engine gradients, %s: the engine's index names no gradient", name);
+    return true;
+}
+
+/* The tensors step k of DIR's trajectory lists (its index), or -1. */
+static int step_tensors(const char *dir, uint64_t k)
+{
+    dr_traj_index ix;
+    dr_err err = { 0, "" };
+    int n = -1;
+    if (dr_traj_index_load(dir, &ix, &err) != DR_OK) fail_msg("%s", err.msg);
+    for (uint32_t i = 0; i < ix.nsteps; i++)
+        if (ix.steps[i].step == k) n = (int)ix.steps[i].ntensors;
+    dr_traj_index_free(&ix);
+    return n;
+}
+
+/* Every engine path against the reference, gradients included: plain,
+ * global and per-variable clipping, Keras's per-replica clipping,
+ * accumulation (the gradient on the update's step only), central_storage,
+ * tpu with spatial partitioning, the compact accumulators' fallback to full
+ * ones (linear_wide), MPI ranks and OpenCL (skipped, said, where they
+ * cannot run). The planted faults traj_grad_* make it fail. */
+static void test_engine_gradients(void **state)
+{
+    const char *dir = *state;
+    const char *mlp = "--experiment=mlp_synthetic --synthetic_examples=256 --train_steps=4";
+    const char *acc = "--experiment=mlp_synthetic --synthetic_examples=256 --train_steps=6 --gradient_accumulation_steps=3";
+    const char *wide = "--experiment=linear_wide --train_steps=3";
+    const char *one = "--distribution_strategy=one_device", *omp2 = "--variant=openmp --distribution_strategy=mirrored --num_gpus=2";
+    char common[512], path[600];
+    engine_same_as_ref(dir, "plain", mlp, one, "", "--variant=openmp --distribution_strategy=mirrored --num_gpus=3");
+    snprintf(common, sizeof common, "%s --global_clipnorm=0.05", mlp);
+    engine_same_as_ref(dir, "global_clipnorm", common, one, "", omp2);
+    snprintf(common, sizeof common, "%s --clipvalue=0.001", mlp);
+    engine_same_as_ref(dir, "clipvalue", common, one, "", omp2);
+    snprintf(common, sizeof common, "%s --global_clipnorm=0.05 --clip_semantics=tensorflow "
+             "--distribution_strategy=mirrored --num_gpus=2", mlp);
+    engine_same_as_ref(dir, "clip_tensorflow", common, "", "", "--variant=openmp");
+    engine_same_as_ref(dir, "accumulation", acc, one, "", omp2);
+    snprintf(path, sizeof path, "%s/accumulation.e/trajectory", dir);
+    assert_int_equal(step_tensors(path, 1), 9);    /* a micro-step: variables, slots, loss */
+    assert_int_equal(step_tensors(path, 3), 13);   /* the update: and the gradients */
+    engine_same_as_ref(dir, "central_storage", mlp, one, "", "--variant=openmp --distribution_strategy=central_storage "
+                       "--num_gpus=2");
+    engine_same_as_ref(dir, "tpu", mlp, one, "", "--variant=openmp --distribution_strategy=tpu --input_partition_dims=2,2");
+    engine_same_as_ref(dir, "fallback", wide, one, "", omp2);
+    if (!strstr(slurp(dir, "fallback.e/summary.json"), "\"exact_fallback_steps\":3"))
+        fail_msg("linear_wide ran no step through the full accumulators' fallback: %s", slurp(dir, "fallback.e/summary.json"));
+    snprintf(common, sizeof common, "%s --gradient_accumulation_steps=3", wide);
+    engine_same_as_ref(dir, "fallback_accumulation", common, one, "", omp2);
+    snprintf(common, sizeof common, "%s --clipnorm=0.05", mlp);
+    engine_same_as_ref(dir, "opencl_clipnorm", common, one, "", "--variant=opencl --distribution_strategy=mirrored "
+                       "--num_gpus=2");
+    engine_same_as_ref(dir, "opencl_accumulation", acc, one, "", "--variant=opencl --distribution_strategy=mirrored "
+                       "--num_gpus=2");
+    if (system("command -v mpirun > /dev/null 2>&1") == 0)
+        engine_same_as_ref(dir, "mpi", acc, one, "env -u TF_CONFIG " MPIRUN,
+                           "--variant=mpi --distribution_strategy=multi_worker_mirrored");
+    else
+        printf("skipped: engine gradients, mpi: no mpirun on the PATH\n");
+}
+
+/* A step that applied no update records no gradient: the reference under
+ * mixed_float16 with a loss scale so large that every step's gradients
+ * overflow (the loss scale skips all four). */
+static void test_skipped_steps_hold_no_gradient(void **state)
+{
+    const char *dir = *state;
+    char out[1 << 14], traj[600];
+    int st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --synthetic_examples=256 "
+                       "--train_steps=4 --dtype_policy=mixed_float16 --loss_scale=dynamic:1e30 --trajectory=every:1 "
+                       "--model_dir=%s/mx", dir);
+    shell_expect(out, st, 0, "train: steps=4");
+    if (!strstr(slurp(dir, "mx/summary.json"), "\"skipped_steps\":4"))
+        fail_msg("expected every step skipped: %s", slurp(dir, "mx/summary.json"));
+    snprintf(traj, sizeof traj, "%s/mx/trajectory", dir);
+    for (uint64_t k = 1; k <= 4; k++) assert_int_equal(step_tensors(traj, k), 9);   /* variables, slots, loss */
+}
+
+/* Fast numerics have no reference to diff against: the recorded gradient
+ * must be the one the optimizer read, i.e. every update step k's momentum
+ * slot is Keras's v_k = 0.9 v_(k-1) - 0.01 g_k, bit for bit, from the
+ * recorded g_k (the step before: v_(k-1), unchanged over micro-steps). */
+static void momentum_from_gradients(const char *traj)
+{
+    dr_traj_index ix;
+    dr_err err = { 0, "" };
+    uint32_t updates = 0;
+    if (dr_traj_index_load(traj, &ix, &err) != DR_OK) fail_msg("%s", err.msg);
+    for (uint32_t i = 1; i < ix.nsteps; i++) {
+        for (uint32_t t = 0; t < ix.ntensors; t++) {
+            char vname[DR_TRAJ_NAME_MAX + 32], gname[DR_TRAJ_NAME_MAX + 32];
+            int v = -1, g = -1;
+            bool has_g = false;
+            dr_npy v0, v1, gk;
+            if (strchr(ix.tensors[t].name, '/') == NULL || strncmp(ix.tensors[t].name, "dense_", 6) != 0) continue;
+            snprintf(vname, sizeof vname, "optimizer/momentum/%s", ix.tensors[t].name);
+            snprintf(gname, sizeof gname, "gradient/%s", ix.tensors[t].name);
+            v = dr_traj_find(&ix, vname);
+            g = dr_traj_find(&ix, gname);
+            assert_true(v >= 0 && g >= 0);
+            for (uint32_t j = 0; j < ix.steps[i].ntensors; j++) has_g |= ix.steps[i].tensors[j] == (uint16_t)g;
+            if (!has_g) continue;
+            assert_int_equal(dr_traj_load(traj, &ix, &ix.steps[i - 1], (uint32_t)v, &v0, &err), DR_OK);
+            assert_int_equal(dr_traj_load(traj, &ix, &ix.steps[i], (uint32_t)v, &v1, &err), DR_OK);
+            assert_int_equal(dr_traj_load(traj, &ix, &ix.steps[i], (uint32_t)g, &gk, &err), DR_OK);
+            for (size_t e = 0; e < v1.count; e++) {
+                float want = 0.9f * v0.data[e] - 0.01f * gk.data[e];
+                if (memcmp(&want, &v1.data[e], sizeof want) != 0)
+                    fail_msg("%s step %llu, %s[%zu]: momentum %.9g, but 0.9 v - 0.01 g of the recorded gradient "
+                             "is %.9g", traj, (unsigned long long)ix.steps[i].step, vname, e, v1.data[e], want);
+            }
+            dr_npy_free(&v0); dr_npy_free(&v1); dr_npy_free(&gk);
+            updates++;
+        }
+    }
+    dr_traj_index_free(&ix);
+    if (updates == 0) fail_msg("%s: no step with gradients", traj);
+}
+
+static void test_fast_gradients_applied(void **state)
+{
+    const char *dir = *state;
+    char out[1 << 14], traj[600];
+    static const char *const runs[][2] = {
+        { "omp", "--variant=openmp --distribution_strategy=mirrored --num_gpus=2 --global_clipnorm=0.05 --gradient_accumulation_steps=2" },
+        { "omp_central", "--variant=openmp --distribution_strategy=central_storage --num_gpus=2 --clipvalue=0.001" },
+        { "omp_tpu", "--variant=openmp --distribution_strategy=tpu" },
+        { "ocl", "--variant=opencl --distribution_strategy=mirrored --num_gpus=2 --clipnorm=0.05" },
+        { "ocl_acc", "--variant=opencl --distribution_strategy=mirrored --num_gpus=2 --gradient_accumulation_steps=2" },
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        int st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --synthetic_examples=256 "
+                           "--train_steps=4 --numerics=fast %s "
+                           "--trajectory=every:1 --model_dir=%s/%s", runs[i][1], dir, runs[i][0]);
+        if (st != 0 && strstr(out, "not available")) { printf("skipped: fast gradients, %s: %.300s\n", runs[i][0], out); continue; }
+        shell_expect(out, st, 0, "train: steps=4");
+        snprintf(traj, sizeof traj, "%s/%s/trajectory", dir, runs[i][0]);
+        momentum_from_gradients(traj);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +584,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_diff_format_errors, make_temp_dir, drop_temp_dir),
         cmocka_unit_test(test_index_refusals),
         cmocka_unit_test_setup_teardown(test_cli_end_to_end, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_engine_gradients, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_fast_gradients_applied, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_skipped_steps_hold_no_gradient, make_temp_dir, drop_temp_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -467,6 +467,33 @@ static void apply_adam(const dr_optimizer *o, float lr, uint64_t step, const gra
     }
 }
 
+/* Whether apply clips the rounded total (global clipping; Keras 3's per
+ * replica clipping, --clip_semantics=tensorflow, was share's). */
+static bool clips_total(const dr_backend *b)
+{
+    return dr_engine_clip_on(&b->o.clip) && !b->o.clip.per_replica;
+}
+
+/* round(total / divisor) once in total's form, then the clipping when clip:
+ * the gradient apply hands the optimizer when it must round it first, and
+ * what applied_grad hands back; one code for both. */
+static void round_and_clip(const dr_backend *b, const dr_form *form, const char *total, uint32_t divisor, bool clip,
+                           float *out)
+{
+    form->round(total, b->P, divisor, out);
+    if (clip) dr_engine_clip(&b->o.clip, &b->m, form->exact, out, b->P);
+}
+
+static int omp_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
+                            dr_err *err)
+{
+    int rc;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "openmp backend: applied_grad with divisor 0");
+    if ((rc = dr_omp_need(total, b->P * dr_grad_bytes(num), "gradient total", err))) return rc;
+    round_and_clip(b, dr_form_of(dr_grad_form(num)), total->data, divisor, DR_SEAM_RECORD_CLIPPED(clips_total(b)), out);
+    return DR_OK;
+}
+
 static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                      dr_buffer *params, dr_buffer *slots, dr_err *err)
 {
@@ -487,11 +514,10 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
     t.par = t.form->exact ? PAR_PARAMS : PAR_PARAMS_F32;
     w = dr_omp_f32(params);
     s = dr_omp_f32(slots);
-    if (dr_engine_clip_on(&o->clip) && !o->clip.per_replica) {   /* round, clip, the optimizer reads floats */
+    if (clips_total(b)) {   /* round, clip, the optimizer reads floats */
         if (!(clipped = malloc(P * sizeof(float))))
             return dr_fail(err, DR_ENOMEM, "openmp backend: no memory for the clipped gradient (%zu floats)", P);
-        t.form->round(t.total, P, divisor, clipped);
-        dr_engine_clip(&o->clip, &b->m, t.form->exact, clipped, P);
+        round_and_clip(b, t.form, t.total, divisor, true, clipped);
         t.form = dr_form_of(DR_FORM_F32);
         t.total = (const char *)clipped;
         divisor = 1;
@@ -548,6 +574,7 @@ const dr_backend_ops *dr_backend_openmp(void)
         .loss_grad = dr_omp_loss_grad,
         .share = omp_share,
         .apply = omp_apply,
+        .applied_grad = omp_applied_grad,
         .round_loss = omp_round_loss,
         .set_numerics = omp_set_numerics,
         .layer0_partial = dr_omp_layer0_partial,

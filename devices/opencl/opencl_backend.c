@@ -436,29 +436,19 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
 
 /* ---- apply -------------------------------------------------------------------------- */
 
-/* Clipping (distref/schedule.h) runs on the host: the total downloaded,
- * rounded once (exact: dr_acc_round_array; fast: the float total over d, as
- * apply_fast divides), clipped by devices/cpu/grad_clip.c, and made a float
- * buffer that apply_fast reads with d = 1 (x / 1.0f is x). */
+/* Clipping (distref/schedule.h) runs on the host (dr_cl_round_clip_host),
+ * its floats a buffer that apply_fast reads with d = 1 (x / 1.0f is x). */
 static int clip_on_host(dr_backend *b, const dr_buffer *total, uint32_t divisor, cl_mem *out, dr_err *err)
 {
-    size_t P = b->P, eb = dr_sum_bytes(b->num);
-    const bool fast = b->num == DR_NUMERICS_FAST;
-    void *h = malloc(P * eb);
-    float *g = malloc(P * sizeof(float));
+    float *g = malloc(b->P * sizeof(float) + 1);
     cl_int e = CL_SUCCESS;
-    int rc = DR_OK;
+    int rc = g ? dr_cl_round_clip_host(b, total, divisor, g, err)
+               : dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip %zu gradients", b->P);
     *out = NULL;
-    if (!h || !g) rc = dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip %zu gradients", P);
-    if (!rc) rc = cl_download(b, h, total, 0, P * eb, err);
     if (!rc) {
-        if (fast) for (size_t i = 0; i < P; i++) g[i] = ((const float *)h)[i] / (float)divisor;
-        else dr_acc_round_array(h, P, divisor, g);
-        dr_engine_clip(&b->o.clip, &b->m, !fast, g, P);
-        *out = clCreateBuffer(b->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, P * sizeof(float), g, &e);
+        *out = clCreateBuffer(b->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, b->P * sizeof(float), g, &e);
         if (!*out) rc = dr_cl_fail(err, e, "the clipped gradient's buffer");
     }
-    free(h);
     free(g);
     return rc;
 }
@@ -579,6 +569,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .loss_grad = dr_cl_loss_grad,
         .share = cl_share,
         .apply = cl_apply,
+        .applied_grad = dr_cl_applied_grad,
         .round_loss = cl_round_loss,
         .layer0_partial = cl_l0_partial,
         .layer0_finish = cl_l0_finish,

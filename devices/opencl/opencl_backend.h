@@ -32,7 +32,7 @@
 enum {
     K_GEMM_EXACT, K_GEMM_ACC_EXACT, K_GEMM_FAST, K_ACTIVATE, K_LOSS_ROWS, K_PARTIAL_SUM, K_MERGE,
     K_SUM_FAST, K_BIAS_EXACT, K_BIAS_FAST, K_RELU_MASK, K_SHARE_EXACT, K_LOSS_SHARE_EXACT, K_SHARE_FAST,
-    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_COUNT
+    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST, K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -176,6 +176,14 @@ int  dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, s
 int  dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
 /* devices/opencl/opencl_kernels.c */
+/* Global clipping's gradient, on the host: the total downloaded, rounded
+ * once (exact: dr_acc_round_array; fast: the float total over divisor, as
+ * apply_fast divides), clipped by devices/cpu/grad_clip.c (P floats in g):
+ * what apply hands the optimizer under clipping, and applied_grad then. */
+int dr_cl_round_clip_host(dr_backend *b, const dr_buffer *total, uint32_t divisor, float *g, dr_err *err);
+/* The backend's applied_grad (distref/backend.h). */
+int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
+                       dr_err *err);
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);

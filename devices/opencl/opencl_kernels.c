@@ -16,7 +16,9 @@
  *              dz, the delta below round(dz W^T), masked by the ReLU.
  */
 #include "devices/opencl/opencl_backend.h"
+#include "devices/cpu/grad_clip.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
@@ -196,4 +198,57 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
     rb->correct = correct;
     s->grad_n = n;
     return DR_OK;
+}
+
+/* ---- the gradient apply hands the optimizer ------------------------------------------ */
+
+int dr_cl_round_clip_host(dr_backend *b, const dr_buffer *total, uint32_t divisor, float *g, dr_err *err)
+{
+    size_t P = b->P, eb = dr_sum_bytes(b->num);
+    const bool fast = b->num == DR_NUMERICS_FAST;
+    void *h = malloc(P * eb + 1);
+    cl_int e;
+    int rc;
+    if (!h) return dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip %zu gradients", P);
+    if ((rc = dr_cl_need(total, P * eb, "gradient total", err)) == DR_OK &&
+        (e = clEnqueueReadBuffer(dr_cl_slot_of(b, total)->q, total->mem, CL_TRUE, 0, P * eb, h, 0, NULL, NULL)) !=
+            CL_SUCCESS)
+        rc = dr_cl_fail(err, e, "download (the gradient total)");
+    if (rc == DR_OK) {
+        if (fast) for (size_t i = 0; i < P; i++) g[i] = ((const float *)h)[i] / (float)divisor;
+        else dr_acc_round_array(h, P, divisor, g);
+        dr_engine_clip(&b->o.clip, &b->m, !fast, g, P);
+    }
+    free(h);
+    return rc;
+}
+
+/* Without clipping, the device's own rounding (kernels.cl's round_exact and
+ * round_fast: apply_exact's and apply_fast's expressions) into a buffer,
+ * read back; with it, the host's floats apply reads too. */
+int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
+                       dr_err *err)
+{
+    const bool fast = b->num == DR_NUMERICS_FAST;
+    dr_cl_slot *sl = dr_cl_slot_of(b, total);
+    cl_int e = CL_SUCCESS;
+    cl_mem g;
+    int rc;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: applied_grad with divisor 0");
+    if (num != b->num)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: applied_grad of a total in another number form than "
+                       "the backend's (%s)", fast ? "fast" : "exact");
+    if ((rc = dr_cl_need(total, b->P * dr_sum_bytes(num), "gradient total", err))) return rc;
+    if (dr_engine_clip_on(&b->o.clip) && !b->o.clip.per_replica) return dr_cl_round_clip_host(b, total, divisor, out, err);
+    if (!(g = clCreateBuffer(b->ctx, CL_MEM_WRITE_ONLY, b->P * sizeof(float) + 4, NULL, &e)))
+        return dr_cl_fail(err, e, "the applied gradient's buffer");
+    {
+        dr_cl_arg a[] = { CLM(total->mem), fast ? CLF((float)divisor) : CLU(divisor), CLU(b->P), CLM(g) };
+        rc = dr_cl_launch(sl, fast ? K_ROUND_FAST : K_ROUND_EXACT, b->P, 1, 0, 0, a, 4, "applied gradient", err);
+    }
+    if (rc == DR_OK && b->P &&
+        (e = clEnqueueReadBuffer(sl->q, g, CL_TRUE, 0, b->P * sizeof(float), out, 0, NULL, NULL)) != CL_SUCCESS)
+        rc = dr_cl_fail(err, e, "download (the applied gradient)");
+    clReleaseMemObject(g);
+    return rc;
 }

@@ -2,7 +2,8 @@
 # PyTorch DDP (gloo, CPU) judged by `distref diff` (docs/JUDGING.md):
 # world sizes 1, 2, 4 against distref's reference, against DDP's own
 # world size 1, distref's mirrored 4 against one_device, and the planted
-# per-rank-mean bug. Optional (make torch-crosscheck); never a test dependency.
+# per-rank-mean bug, then table.py's numbers (OUT/table.jsonl). Optional
+# (make torch-crosscheck); never a test dependency.
 #
 #   sh examples/pytorch_ddp/crosscheck.sh PYTHON OUT [STEPS]
 #
@@ -39,3 +40,6 @@ for w in 1 2 4; do show "DDP W=$w vs distref" "$out/ref" "$out/ddp$w"; done
 for w in 2 4; do show "DDP W=$w vs DDP W=1" "$out/ddp1" "$out/ddp$w"; done
 show "DDP W=4 per-rank-mean bug vs DDP W=4" "$out/ddp4" "$out/ddp4_bug"
 show "DDP W=4 per-rank-mean bug vs distref" "$out/ref" "$out/ddp4_bug"
+echo "== the numbers of docs/JUDGING.md's DDP table (table.py): $out/table.jsonl"
+"$py" "$here/table.py" "$out" "$bin" > "$out/table.jsonl"
+cat "$out/table.jsonl"

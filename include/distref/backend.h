@@ -226,6 +226,15 @@ typedef struct dr_backend_ops {
      * sum; several replicas may apply the same total concurrently). */
     int   (*apply)(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                    dr_buffer *params, dr_buffer *slots, dr_err *err);
+    /* The gradient apply() hands the optimizer for the same total and
+     * divisor, as P host floats in out: round(total[p] / divisor) once (fast:
+     * total[p], or total[p] / divisor in float), then the global clipping
+     * apply() does (not --clip_semantics=tensorflow's, which share did per
+     * replica); synchronously, total untouched. num is the form total holds
+     * (the engine's compact fallback reads a full total after switching
+     * back). What --trajectory records as gradient/ (strategies/engine.c). */
+    int   (*applied_grad)(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
+                          dr_err *err);
     /* round(loss / divisor) of an accumulator buffer (fast: a float buffer,
      * loss / divisor in float), synchronously. */
     int   (*round_loss)(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);

@@ -96,10 +96,13 @@ typedef struct dr_variant {
     bool (*chief)(const dr_session *s);
 
     /* Optional: the gradient the last step applied (P floats, after the
-     * all-reduce and the scaling, rounded once: what the optimizer read),
-     * for --trajectory's gradient/ tensors. NULL: the variant does not
-     * expose it, and its trajectories hold variables, slots and loss only. */
-    int  (*get_gradients)(dr_session *s, float *grads, dr_err *err);
+     * all-reduce, the scaling, the accumulation and the clipping, rounded
+     * once: what the optimizer read), for --trajectory's gradient/ tensors;
+     * *applied false (grads untouched) when the step updated nothing (a
+     * micro-step of --gradient_accumulation_steps, a step the loss scale
+     * skipped). NULL: the variant does not expose it, and its trajectories
+     * hold variables, slots and loss only. */
+    int  (*get_gradients)(dr_session *s, float *grads, bool *applied, dr_err *err);
 } dr_variant;
 
 #endif

@@ -369,3 +369,21 @@ __kernel void apply_fast(__global const float *total, float d, uint P, uint opt,
     if (p >= P) return;
     apply_one(total[p] / d, opt, lr, mu, lr_t, one_b1, one_b2, eps, w, slots, slots + P, p);
 }
+
+/* The gradient apply_exact / apply_fast hand apply_one, written out (the
+ * backend's applied_grad: --trajectory's gradient/): the same expressions. */
+__kernel void round_exact(__global const acc_t *total, uint d, uint P, __global float *g)
+{
+    uint p = get_global_id(0);
+    acc_t a;
+    if (p >= P) return;
+    acc_load(&a, &total[p]);
+    g[p] = acc_round_div(&a, d);
+}
+
+__kernel void round_fast(__global const float *total, float d, uint P, __global float *g)
+{
+    uint p = get_global_id(0);
+    if (p >= P) return;
+    g[p] = total[p] / d;
+}
