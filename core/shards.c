@@ -6,15 +6,20 @@
 
 #include <json-c/json.h>
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/seams.h"
 
 #define BAD(...) dr_fail(err, DR_EUSAGE, __VA_ARGS__)
+/* found while reading a file that exists with the index's size: its content
+ * disagrees (DR_EFORMAT; under mpirun only this rank knows it) */
+#define CORRUPT(...) dr_fail(err, DR_EFORMAT, __VA_ARGS__)
 
 static const char k_magic[8] = { 'D', 'R', 'S', 'H', 'A', 'R', 'D', '1' };
 
@@ -324,10 +329,10 @@ static int check_header(const uint8_t *h, const char *path, const dr_shard_index
                                           "features", "classes" };
     const dr_shard_file *f = &ix->files[i];
     uint32_t want[6] = { i, ix->nfiles, f->first, f->examples, ix->features, ix->classes };
-    if (memcmp(h, k_magic, 8)) return BAD("%s: not a distref shard file (no DRSHARD1 header)", path);
+    if (memcmp(h, k_magic, 8)) return CORRUPT("%s: not a distref shard file (no DRSHARD1 header)", path);
     for (int k = 0; k < 6; k++)
         if (get_u32le(h + 8 + 4 * k) != want[k])
-            return BAD("%s: its header's %s is %u, the index (" DR_SHARDS_INDEX ") says %u", path, field[k],
+            return CORRUPT("%s: its header's %s is %u, the index (" DR_SHARDS_INDEX ") says %u", path, field[k],
                        get_u32le(h + 8 + 4 * k), want[k]);
     return DR_OK;
 }
@@ -345,22 +350,20 @@ static int read_one(const char *dir, const dr_shard_index *ix, uint32_t i, dr_da
     rd->data_bytes += n;   /* what the read returned */
     if (rc) {
         free(buf);
-        dr_fail_wrap(err, "--dataset_shards=%s: files[%u] of " DR_SHARDS_INDEX, dir, i);
-        err->code = DR_EUSAGE;
-        return DR_EUSAGE;
+        return dr_fail_wrap(err, "--dataset_shards=%s: files[%u] of " DR_SHARDS_INDEX, dir, i);
     }
-    if (n != f->bytes) rc = BAD("%s: %zu bytes, the index (" DR_SHARDS_INDEX ") says files[%u].bytes = %llu", path, n, i,
+    if (n != f->bytes) rc = CORRUPT("%s: %zu bytes, the index (" DR_SHARDS_INDEX ") says files[%u].bytes = %llu", path, n, i,
                                 (unsigned long long)f->bytes);
     if (!rc) rc = check_header(buf, path, ix, i, err);
     if (!rc) {
         dr_sha256_hex(buf, n, hex);
         if (strcmp(hex, f->sha256))
-            rc = BAD("%s: SHA-256 %s, the index (" DR_SHARDS_INDEX ") says files[%u].sha256 = %s", path, hex, i, f->sha256);
+            rc = CORRUPT("%s: SHA-256 %s, the index (" DR_SHARDS_INDEX ") says files[%u].sha256 = %s", path, hex, i, f->sha256);
     }
     px = (size_t)f->examples * ix->features;
     for (uint32_t k = 0; !rc && k < f->examples; k++)
         if (buf[DR_SHARD_HEADER + px + k] >= ix->classes)
-            rc = BAD("%s: example %u (id %u) has label %u, expected < %u classes", path, k, f->first + k,
+            rc = CORRUPT("%s: example %u (id %u) has label %u, expected < %u classes", path, k, f->first + k,
                      buf[DR_SHARD_HEADER + px + k], ix->classes);
     if (!rc) {
         memcpy(d->pixels + (size_t)f->first * ix->features, buf + DR_SHARD_HEADER, px);
@@ -378,6 +381,27 @@ static void note_file(dr_shard_reads *rd, uint32_t i)
         return;
     }
     snprintf(rd->list + len, sizeof rd->list - len, "%s%u", len ? "," : "", i);
+}
+
+int dr_shards_check(const char *dir, uint32_t W, uint32_t w, dr_err *err)
+{
+    dr_shard_index ix;
+    char path[1200];
+    struct stat st;
+    int rc = dr_shard_index_load(dir, &ix, NULL, err);
+    for (uint32_t i = 0; rc == DR_OK && i < ix.nfiles; i++) {
+        if (w != DR_SHARDS_ALL && !DR_SEAM_SHARD_OPENS(i, W, w)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, ix.files[i].name);
+        if (lstat(path, &st) != 0)
+            rc = BAD("--dataset_shards=%s: %s: %s (files[%u] of " DR_SHARDS_INDEX ")", dir, path, strerror(errno), i);
+        else if (!S_ISREG(st.st_mode))
+            rc = BAD("--dataset_shards=%s: %s: not a regular file (files[%u] of " DR_SHARDS_INDEX ")", dir, path, i);
+        else if ((uint64_t)st.st_size != ix.files[i].bytes)
+            rc = BAD("--dataset_shards=%s: %s: %llu bytes, the index (" DR_SHARDS_INDEX ") says files[%u].bytes = %llu",
+                     dir, path, (unsigned long long)st.st_size, i, (unsigned long long)ix.files[i].bytes);
+    }
+    dr_shard_index_free(&ix);
+    return rc;
 }
 
 int dr_shards_load(const char *dir, const char *dataset, uint32_t W, uint32_t w, dr_dataset *out,

@@ -290,21 +290,29 @@ static int not_evaluator(const dr_run_config *cfg, dr_err *err)
     return DR_OK;
 }
 
-/* The training set; from --dataset_shards, what this process read, on
- * stderr. A process of a launcher-started variant (mpi) is one worker, its
- * TF_CONFIG task; any other emulates every worker and reads every file. */
-static int load_training_set(run *r, dr_err *err)
+/* The worker this process is: a process of a launcher-started variant (mpi)
+ * is one worker, its TF_CONFIG task; any other emulates every worker
+ * (DR_SHARDS_ALL) and reads every shard file. */
+static uint32_t own_worker(const dr_variant *v, const dr_run_config *cfg)
 {
-    dr_shard_reads rd;
     dr_cluster cl;
     dr_err e2;
-    char who[64];
     uint32_t w = DR_SHARDS_ALL;
-    int rc;
-    if (r->v->launcher[0] && dr_cluster_parse(r->cfg->tf_config, &cl, &e2) == DR_OK) {
+    if (v->launcher[0] && dr_cluster_parse(cfg->tf_config, &cl, &e2) == DR_OK) {
         if (cl.has_task) w = dr_cluster_id_in_cluster(&cl);
         dr_cluster_free(&cl);
     }
+    return w;
+}
+
+/* The training set; from --dataset_shards, what this process read, on
+ * stderr. */
+static int load_training_set(run *r, dr_err *err)
+{
+    dr_shard_reads rd;
+    char who[64];
+    uint32_t w = own_worker(r->v, r->cfg);
+    int rc;
     if ((rc = dr_load_training_set(&r->plan, w, &r->data, &rd, err)) || !r->cfg->dataset_shards[0]) return rc;
     if (w == DR_SHARDS_ALL) snprintf(who, sizeof who, "this process (every worker)");
     else snprintf(who, sizeof who, "worker %u of %u", w, r->plan.num_workers);
@@ -382,6 +390,11 @@ int dr_run_check_supported(const dr_run_config *cfg, dr_err *err)
     int rc = dr_variant_lookup(cfg->variant, &v, err);
     if (!rc) rc = dr_run_plan_make(cfg, &plan, err);
     if (!rc) rc = v->supports(&plan, err);
+    /* this process's shard files exist with the index's sizes: under mpirun
+     * before the ranks agree to start, so that a missing one ends every rank */
+    if (!rc && cfg->dataset_shards[0])
+        rc = dr_shards_check(cfg->dataset_shards, plan.num_workers, plan.file_sharded ? own_worker(v, cfg) : DR_SHARDS_ALL,
+                             err);
     if (rc == DR_EUNSUPPORTED) rc = err->code = DR_EUSAGE;   /* a combination of flags no variant runs */
     return rc;
 }

@@ -86,7 +86,10 @@ int  dr_shards_write(const char *dir, const char *dataset, const dr_dataset *d, 
  * stay zero and are never gathered. Each file read is checked against the
  * index (size, header fields, SHA-256) and its labels against classes.
  * dataset: the experiment's ("synthetic", "fashion_mnist"), which the index
- * must name. DR_EUSAGE for any disagreement or a missing file, naming it. */
+ * must name. DR_EUSAGE for the index's errors; a file that cannot be read
+ * passes on dr_read_regular's error; one whose size, header, SHA-256 or
+ * labels disagree with the index is DR_EFORMAT (corrupt: found while
+ * reading), each naming the file. */
 int  dr_shards_load(const char *dir, const char *dataset, uint32_t W, uint32_t w, dr_dataset *out,
                     dr_shard_reads *reads, dr_err *err);
 
@@ -94,6 +97,12 @@ int  dr_shards_load(const char *dir, const char *dataset, uint32_t W, uint32_t w
  * boundaries): the FILE-sharded input of W workers. */
 struct dr_dist_iter;
 int  dr_shards_iter(const char *dir, struct dr_dist_iter *it, uint32_t W, dr_err *err);
+
+/* Before any data is read (under mpirun, before the ranks agree to start):
+ * the files worker w of W opens (DR_SHARDS_ALL: all) exist as regular files
+ * of the index's sizes; DR_EUSAGE naming the file otherwise. Nothing of the
+ * files is read (stat). */
+int  dr_shards_check(const char *dir, uint32_t W, uint32_t w, dr_err *err);
 
 /* The examples' file boundaries: first[i] for file i, first[nfiles] = examples
  * (nfiles + 1 entries, malloc'd); NULL when out of memory. */
