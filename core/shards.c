@@ -288,7 +288,7 @@ int dr_shards_write(const char *dir, const char *dataset, const dr_dataset *d, u
     char path[1200], *text;
     int rc = DR_OK;
     if (!d->pixels || !d->labels)
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --what=shards for the %s dataset: shard files hold "
+        return dr_fail(err, DR_EUSAGE, "not supported: --what=shards for the %s dataset: shard files hold "
                        "byte images with labels (synthetic, fashion_mnist)", d->name);
     if (n == 0 || n > d->n || n > DR_SHARDS_MAX_FILES)
         return BAD("--num_shards=%u: expected 1..%u (at most one file per example of the %u, and at most %u files)", n,

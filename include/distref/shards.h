@@ -77,7 +77,7 @@ uint32_t dr_shard_file_worker(uint32_t i, uint32_t W);
 
 /* Writes d (byte images with labels) into dir as n shard files and the
  * index, atomically, the index last. DR_EUSAGE for n == 0, n > examples or
- * n > DR_SHARDS_MAX_FILES; DR_EUNSUPPORTED for a dataset of float values. */
+ * n > DR_SHARDS_MAX_FILES, and ("not supported") for a dataset of float values. */
 int  dr_shards_write(const char *dir, const char *dataset, const dr_dataset *d, uint32_t n, dr_err *err);
 
 /* Loads the training set from dir's shards: the dataset has every example
