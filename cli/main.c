@@ -58,7 +58,8 @@ static void usage(FILE *out, dr_cli_flags *c)
     dr_flag f[DR_CLI_MAX_FLAGS];
     int n = table(c, f);
     fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
-                 "       distref export --what=init|data|batches|all|weights|shards --format=npy|json --model_dir=DIR [...]\n"
+                 "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [...]\n"
+                 "       distref export --what=shards --num_shards=N --model_dir=DIR [...]   (docs/MPI.md)\n"
                  "       distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json]   (docs/JUDGING.md)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
