@@ -61,7 +61,7 @@ while [ "$i" -le "$trials" ]; do
     fi
     t0=$(now)
     for p in $(ip netns pids dr-h2); do kill -"$sig" "$p"; done
-    e0= e1= d0= d1= n=0
+    e0='' e1='' d0='' d1='' n=0
     while [ $n -lt $(( (ct + 30) * 10 )) ]; do
         [ -z "$e0" ] && ! kill -0 "$p0" 2>/dev/null && e0=$(now)
         [ -z "$e1" ] && ! kill -0 "$p1" 2>/dev/null && e1=$(now)
