@@ -264,6 +264,8 @@ in-test:
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ps_rerun.sh $(CLI) 2
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_mpi_shards.sh $(CLI)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_durability.sh $(CLI) 1

@@ -59,6 +59,7 @@ static void usage(FILE *out, dr_cli_flags *c)
     int n = table(c, f);
     fprintf(out, "usage: distref train|evaluate|predict [--flag=value ...]\n       distref variants   (the registered variants and what each supports)\n       distref devices    (the OpenCL platforms and devices, with their capabilities)\n"
                  "       distref export --what=init|data|batches|all|weights --format=npy|json --model_dir=DIR [...]\n"
+                 "       distref export --what=shards --num_shards=N --model_dir=DIR [...]   (docs/MPI.md)\n"
                  "       distref diff A B [--tolerance=ulp=N|rtol=X|atol=X] [--json]   (docs/JUDGING.md)\n\n"
                  "Trains, evaluates or predicts with a tf.distribute-style strategy whose every\n"
                  "reduction is exact: any strategy and replica count gives one_device's bits.\n\nflags:\n");
@@ -335,7 +336,9 @@ static int run_config(dr_cli_flags *c, dr_run_config *cfg0, dr_err *err)
     }
     if (strcmp(c->command, "export") == 0) {
         if ((rc = dr_run_export(&cfg, c->what, c->format, err))) return rc;
-        printf("export: %s as %s in %s\n", c->what, c->format, cfg.model_dir);
+        if (strcmp(c->what, "shards") == 0)
+            printf("export: the training set as %u shard files and shards.json in %s\n", cfg.num_shards, cfg.model_dir);
+        else printf("export: %s as %s in %s\n", c->what, c->format, cfg.model_dir);
         return DR_OK;
     }
     return dr_fail(err, DR_EUSAGE, "unknown command '%s': expected " COMMANDS, c->command);

@@ -62,6 +62,9 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         DBL("l2", l2, 0, 1e6, "L2 kernel regularization (default: none)"),
         BOOL("from_logits", from_logits, "cross-entropy from logits (false: softmax output)"),
         STR("data_dir", data_dir, "Fashion-MNIST IDX files"),
+        STR("dataset_shards", dataset_shards, "train from the shard files and shards.json that `distref export "
+            "--what=shards` wrote into this folder (--auto_shard_policy=file: each worker reads only its files)"),
+        INT("num_shards", num_shards, 0, 4096, "export --what=shards: the number of shard files"),
         INT("synthetic_examples", synthetic_examples, 1, 1000000, "training examples of the synthetic data"),
         BOOL("drop_remainder", drop_remainder, "drop the final short batch"),
         BOOL("shuffle", shuffle, "shuffle every epoch"),
@@ -85,8 +88,9 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "input sharding and split (tf.data AutoShardPolicy)"),
         ENUM("input_mode", input_mode, "dataset|function", "dataset: experimental_distribute_dataset; function: "
              "distribute_datasets_from_function"),
-        ENUM("what", what, "init|data|batches|all|weights", "export: what to write (weights: the checkpoint's "
-             "variables and slots as a one-step trajectory in --model_dir/weights, docs/JUDGING.md)"),
+        ENUM("what", what, "init|data|batches|all|weights|shards", "export: what to write (weights: the checkpoint's "
+             "variables and slots as a one-step trajectory in --model_dir/weights, docs/JUDGING.md; shards: the "
+             "training set as --num_shards files and shards.json, docs/MPI.md)"),
         ENUM("format", format, "npy|json", "export: the files' format"),
         ENUM("loss_reduction", loss_reduction, "global_batch_size|examples_in_step|tf_default", "the loss's divisor: "
              "global_batch_size (G, also for a short final batch), examples_in_step (the step's examples), "
@@ -231,6 +235,7 @@ static int strings(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
     if ((rc = copy_flag(cfg->experiment, sizeof cfg->experiment, c->experiment, "experiment", err)) ||
         (rc = copy_flag(cfg->model_dir, sizeof cfg->model_dir, c->model_dir, "model_dir", err)) ||
         (rc = copy_flag(cfg->data_dir, sizeof cfg->data_dir, c->data_dir, "data_dir", err)) ||
+        (rc = copy_flag(cfg->dataset_shards, sizeof cfg->dataset_shards, c->dataset_shards, "dataset_shards", err)) ||
         (rc = copy_flag(cfg->optimizer, sizeof cfg->optimizer, c->optimizer, "optimizer", err)) ||
         (rc = copy_flag(cfg->layer_devices, sizeof cfg->layer_devices, c->layer_devices, "layer_devices", err)) ||
         (rc = copy_flag(cfg->variant, sizeof cfg->variant, c->variant, "variant", err)) ||
@@ -282,6 +287,7 @@ int dr_cli_flags_config(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_c
     cfg->l2 = c->l2;
     cfg->from_logits = c->from_logits;
     cfg->synthetic_examples = (uint32_t)c->synthetic_examples;
+    cfg->num_shards = (uint32_t)c->num_shards;
     cfg->drop_remainder = c->drop_remainder;
     cfg->shuffle = c->shuffle;
     cfg->checkpoint_every = (uint64_t)c->checkpoint_every;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "distref/rng.h"
+#include "distref/shards.h"
 
 /* ---- TensorFlow's split of a global batch ------------------------------- */
 
@@ -149,6 +150,59 @@ int dr_dist_iter_from_function(dr_dist_iter *it, uint32_t W, dr_err *err)
     return rc;
 }
 
+/* The file holding example id: the last i with first[i] <= id. */
+static uint32_t file_of(const dr_dist_iter *it, uint32_t id)
+{
+    uint32_t lo = 0, hi = it->nfiles;   /* first[lo] <= id < first[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (it->file_first[mid] <= id) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+/* This epoch's worker streams: the order, each example to its file's worker. */
+static void build_streams(dr_dist_iter *it)
+{
+    uint32_t W = it->num_workers;
+    if (!it->nfiles) return;
+    memset(it->wstart, 0, sizeof(uint32_t) * ((size_t)W + 1));
+    for (uint32_t k = 0; k < it->n; k++) it->wstart[dr_shard_file_worker(file_of(it, it->order[k]), W) + 1]++;
+    for (uint32_t w = 0; w < W; w++) it->wstart[w + 1] += it->wstart[w];
+    memset(it->wpos, 0, sizeof(uint32_t) * W);   /* as cursors, then back to 0 */
+    for (uint32_t k = 0; k < it->n; k++) {
+        uint32_t w = dr_shard_file_worker(file_of(it, it->order[k]), W);
+        it->wstream[it->wstart[w] + it->wpos[w]++] = it->order[k];
+    }
+    memset(it->wpos, 0, sizeof(uint32_t) * W);
+}
+
+int dr_dist_iter_files(dr_dist_iter *it, uint32_t W, uint32_t nfiles, const uint32_t *first, dr_err *err)
+{
+    int rc;
+    if (nfiles < W)
+        return dr_fail(err, DR_EUSAGE, "--auto_shard_policy=file: %u workers but the input has %u file%s; FILE "
+                       "sharding needs at least one file per worker (use auto or data)", W, nfiles,
+                       nfiles == 1 ? "" : "s");
+    if (first[0] != 0 || first[nfiles] != it->n)
+        return dr_fail(err, DR_EUSAGE, "shard files: they hold ids %u..%u, the dataset has %u examples", first[0],
+                       first[nfiles], it->n);
+    for (uint32_t i = 0; i < nfiles; i++)
+        if (first[i + 1] <= first[i])
+            return dr_fail(err, DR_EUSAGE, "shard files: file %u starts at id %u, not before file %u (%u)", i, first[i],
+                           i + 1, first[i + 1]);
+    if ((rc = dr_dist_iter_unsharded(it, W, err))) return rc;
+    it->file_first = malloc(sizeof(uint32_t) * ((size_t)nfiles + 1));
+    it->wstream = malloc(sizeof(uint32_t) * it->n);
+    it->wstart = malloc(sizeof(uint32_t) * ((size_t)W + 1));
+    if (!it->file_first || !it->wstream || !it->wstart)
+        return dr_fail(err, DR_ENOMEM, "input iterator: out of memory for %u files", nfiles);
+    memcpy(it->file_first, first, sizeof(uint32_t) * ((size_t)nfiles + 1));
+    it->nfiles = nfiles;
+    build_streams(it);
+    return DR_OK;
+}
+
 /* The stream every worker reads: the epoch, cut to whole batches of G with
  * drop_remainder; with sharded pipelines, worker w's share of it. */
 static uint32_t stream_length(const dr_dist_iter *it)
@@ -159,6 +213,10 @@ static uint32_t stream_length(const dr_dist_iter *it)
 static uint32_t worker_length(const dr_dist_iter *it, uint32_t w)
 {
     uint32_t len = stream_length(it), W = it->num_workers;
+    if (it->nfiles) {
+        len = it->wstart[w + 1] - it->wstart[w];
+        return it->drop_remainder ? len - len % it->global_batch : len;
+    }
     if (!it->shard_pipelines) return len;
     return len > w ? (len - w + W - 1) / W : 0;
 }
@@ -173,7 +231,8 @@ static bool next_unsharded(dr_dist_iter *it, dr_dist_batch *out)
             uint32_t want = it->wsizes[(size_t)w * N + ((size_t)it->estep * R + r) % N];
             uint32_t take = want < len - it->wpos[w] ? want : len - it->wpos[w];
             for (uint32_t k = 0; k < take; k++)   /* the k-th element of worker w's stream */
-                it->ids[count + k] = it->order[it->shard_pipelines ? w + (size_t)W * (it->wpos[w] + k) : it->wpos[w] + k];
+                it->ids[count + k] = it->nfiles ? it->wstream[it->wstart[w] + it->wpos[w] + k]
+                                   : it->order[it->shard_pipelines ? w + (size_t)W * (it->wpos[w] + k) : it->wpos[w] + k];
             it->wpos[w] += take;
             count += take;
             it->offset[w * R + r + 1] = count;
@@ -219,6 +278,7 @@ void dr_dist_iter_next_epoch(dr_dist_iter *it)
     it->estep = 0;
     if (it->wpos) memset(it->wpos, 0, sizeof(uint32_t) * it->num_workers);
     dr_epoch_order(it->n, it->seed, it->epoch, it->shuffle, it->order);
+    build_streams(it);
 }
 
 /* Only positions the iterator can reach are accepted: a whole number of
@@ -251,6 +311,7 @@ static int seek_unsharded(dr_dist_iter *it, uint32_t epoch, uint32_t position, u
     it->estep = 0;
     memset(it->wpos, 0, sizeof(uint32_t) * it->num_workers);
     dr_epoch_order(it->n, it->seed, epoch, it->shuffle, it->order);
+    build_streams(it);
     while (it->position < position && next_unsharded(it, &b)) steps++;
     if (it->position != position)
         return dr_fail(err, DR_EUSAGE, "position: %u is not where a step of the unsharded input "
@@ -288,6 +349,9 @@ void dr_dist_iter_free(dr_dist_iter *it)
     free(it->offset);
     free(it->wsizes);
     free(it->wpos);
+    free(it->file_first);
+    free(it->wstream);
+    free(it->wstart);
     memset(it, 0, sizeof *it);
 }
 

@@ -2,6 +2,7 @@
 #include "distref/plan.h"
 #include "distref/cluster.h"
 #include "distref/multiworker.h"
+#include "distref/shards.h"
 
 #include <string.h>
 
@@ -103,7 +104,8 @@ static int input_setup(dr_run_plan *p, dr_err *err)
 {
     dr_shard_policy policy;
     dr_strategy_kind k = p->spec.kind;
-    uint32_t files = strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0, W = p->num_workers;
+    uint32_t files = p->shard_files ? p->shard_files : strcmp(p->exp.dataset, "fashion_mnist") == 0 ? 1 : 0;
+    uint32_t W = p->num_workers;
     int rc;
     if ((rc = dr_shard_policy_parse(p->cfg->auto_shard_policy, &policy, err))) return rc;
     if (strcmp(p->cfg->input_mode, "function") == 0) p->from_function = true;
@@ -119,7 +121,36 @@ static int input_setup(dr_run_plan *p, dr_err *err)
     if ((rc = dr_shard_policy_resolve(policy, files, W, &policy, err))) return rc;
     p->shard_data = policy == DR_SHARD_DATA;
     p->unsharded = policy != DR_SHARD_DATA && W > 1;
+    p->file_sharded = policy == DR_SHARD_FILE && W > 1 && p->shard_files > 0;
     return DR_OK;
+}
+
+/* --dataset_shards: the index names the experiment's dataset; its file
+ * count decides FILE (and AUTO) sharding. */
+static int shards_setup(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
+{
+    dr_shard_index ix;
+    int rc;
+    if (!cfg->dataset_shards[0]) return DR_OK;
+    if (strcmp(p->exp.dataset, "synthetic") && strcmp(p->exp.dataset, "fashion_mnist"))
+        return dr_fail(err, DR_EUSAGE, "--dataset_shards with --experiment=%s: its %s data are not byte images; "
+                       "shards hold synthetic or fashion_mnist", p->exp.name, p->exp.dataset);
+    if ((rc = dr_shard_index_load(cfg->dataset_shards, &ix, NULL, err))) return rc;
+    if (strcmp(ix.dataset, p->exp.dataset))
+        rc = dr_fail(err, DR_EUSAGE, "--dataset_shards=%s: " DR_SHARDS_INDEX " holds the %s dataset, --experiment=%s "
+                     "trains on %s", cfg->dataset_shards, ix.dataset, p->exp.name, p->exp.dataset);
+    p->shard_files = ix.nfiles;
+    dr_shard_index_free(&ix);
+    return rc;
+}
+
+int dr_load_training_set(const dr_run_plan *p, uint32_t w, dr_dataset *out, dr_shard_reads *reads, dr_err *err)
+{
+    if (reads) memset(reads, 0, sizeof *reads);
+    if (!p->cfg->dataset_shards[0]) return dr_load_dataset(p->cfg, p->exp.dataset, 0, out, err);
+    /* FILE over W workers: this worker's files; otherwise (DATA, OFF, one worker) all of them */
+    if (!p->file_sharded) w = DR_SHARDS_ALL;
+    return dr_shards_load(p->cfg->dataset_shards, p->exp.dataset, p->num_workers, w, out, reads, err);
 }
 
 /* TF_CONFIG and, for multi_worker_mirrored, the workers and the packing
@@ -212,6 +243,7 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
                            o->schedule.warmup_steps ? "lr_schedule/--warmup_steps" : "clipnorm/--clipvalue/--global_clipnorm");
         return dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err);
     }
+    if ((rc = shards_setup(cfg, p, err))) return rc;
     if ((rc = cluster_setup(p, err))) return rc;
     return input_setup(p, err);
 }

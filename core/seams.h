@@ -60,4 +60,19 @@ static inline void dr_seam_cacc_merge_drops_flag(dr_cacc *d, const dr_cacc *s)
 #define DR_SEAM_SESSION_START 1
 #endif
 
+/* ---- shards.c ----------------------------------------------------------- */
+
+/* Whether worker w of W opens shard file i under FILE sharding (production:
+ * file i is worker i mod W's, tf.data's shard(W, w) of the file list). */
+#if defined(DR_MUTANT_SHARD_READ_ALL)
+/* every worker reads every file and keeps its own: the same bits, W times
+ * the bytes (tests/mpi_shards.sh's bytes check) */
+#define DR_SEAM_SHARD_OPENS(i, W, w) ((void)(i), (void)(W), (void)(w), 1)
+#elif defined(DR_MUTANT_SHARD_FILE_SHIFT)
+/* file i read by worker (i + 1) mod W: a rank trains on examples it never read */
+#define DR_SEAM_SHARD_OPENS(i, W, w) (dr_shard_file_worker((i) + 1, (W)) == (w))
+#else
+#define DR_SEAM_SHARD_OPENS(i, W, w) (dr_shard_file_worker((i), (W)) == (w))
+#endif
+
 #endif

@@ -34,6 +34,7 @@
 #include "distref/factory.h"
 #include "distref/flags.h"
 #include "distref/input.h"
+#include "distref/shards.h"
 #include "distref/multiworker.h"
 #include "distref/plan.h"
 #include "distref/strategy.h"
@@ -128,6 +129,8 @@ static void input(const dr_run_config *cfg, const dr_run_plan *plan, const dr_st
     int rc = DR_OK;
     if (plan->from_function)
         rc = dr_dist_iter_from_function(&it, W, err);
+    else if (plan->file_sharded)   /* --dataset_shards: the index's examples must be n, else an error */
+        rc = dr_shards_iter(cfg->dataset_shards, &it, W, err);
     else if (plan->unsharded)
         rc = dr_dist_iter_unsharded(&it, W, err);
     if (sharded && rc == DR_OK) {

@@ -11,6 +11,8 @@
  *             split under the run's auto-shard policy (batches.json), and
  *             with --format=npy each epoch's order too (order.npy,
  *             epochs x n uint32)
+ *   shards    the training set as --num_shards shard files and their index
+ *             shards.json (distref/shards.h), for --dataset_shards
  *   weights   the checkpoint's variables and optimizer slots (and its
  *             loss) as a one-step trajectory in model_dir/weights
  *             (distref/trajectory.h; `distref diff` reads it)
@@ -28,6 +30,7 @@
 #include "distref/model.h"
 #include "distref/multiworker.h"
 #include "distref/plan.h"
+#include "distref/shards.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -184,6 +187,7 @@ static int export_batches(const dr_run_config *cfg, const dr_run_plan *plan, con
                                 cfg->drop_remainder, err)))
         return rc;
     if (plan->from_function) rc = dr_dist_iter_from_function(&it, W, err);
+    else if (plan->file_sharded) rc = dr_shards_iter(cfg->dataset_shards, &it, W, err);
     else if (plan->unsharded) rc = dr_dist_iter_unsharded(&it, W, err);
     if (rc) goto out;
     if (!(arranged = malloc((size_t)plan->G * sizeof *arranged + 4))) { rc = dr_fail(err, DR_ENOMEM, "export: out of memory"); goto out; }
@@ -270,7 +274,8 @@ static int export_locked(const dr_run_config *cfg, const dr_run_plan *p, const c
     if (!strcmp(what, "init") || !strcmp(what, "all"))
         if ((rc = export_init(cfg, &plan, npy, err))) return rc;
     if (!strcmp(what, "init")) return DR_OK;
-    if ((rc = dr_load_dataset(cfg, plan.exp.dataset, 0, &data, err))) return rc;
+    if ((rc = dr_load_training_set(&plan, DR_SHARDS_ALL, &data, NULL, err))) return rc;
+    if (!strcmp(what, "shards")) rc = dr_shards_write(cfg->model_dir, plan.exp.dataset, &data, cfg->num_shards, err);
     if (!strcmp(what, "data") || !strcmp(what, "all")) rc = export_data(cfg, &data, npy, err);
     if (rc == DR_OK && (!strcmp(what, "batches") || !strcmp(what, "all"))) rc = export_batches(cfg, &plan, &data, npy, err);
     dr_dataset_free(&data);
@@ -286,12 +291,16 @@ int dr_run_export(const dr_run_config *cfg, const char *what, const char *format
     if (!npy && strcmp(format, "json") != 0)
         return dr_fail(err, DR_EUSAGE, "--format: expected npy or json, got '%s'", format);
     if (strcmp(what, "init") && strcmp(what, "data") && strcmp(what, "batches") && strcmp(what, "all") &&
-        strcmp(what, "weights"))
-        return dr_fail(err, DR_EUSAGE, "--what: expected init, data, batches, all or weights, got '%s'", what);
+        strcmp(what, "weights") && strcmp(what, "shards"))
+        return dr_fail(err, DR_EUSAGE, "--what: expected init, data, batches, all, weights or shards, got '%s'", what);
+    if (!strcmp(what, "shards") && !cfg->num_shards)
+        return dr_fail(err, DR_EUSAGE, "--what=shards needs --num_shards=N (N >= 1): how many files to write");
+    if (strcmp(what, "shards") && cfg->num_shards)
+        return dr_fail(err, DR_EUSAGE, "--num_shards=%u applies to --what=shards, not --what=%s", cfg->num_shards, what);
     if (!cfg->model_dir[0]) return dr_fail(err, DR_EUSAGE, "--model_dir: export needs a folder to write into");
     if ((rc = dr_run_plan_make(cfg, &plan, err))) return rc;
     if (plan.spec.kind == DR_STRATEGY_PARAMETER_SERVER && strcmp(what, "init") && strcmp(what, "data") &&
-        strcmp(what, "weights"))
+        strcmp(what, "weights") && strcmp(what, "shards"))
         return dr_fail(err, DR_EUSAGE, "export --what=%s: parameter_server's workers take their batches in "
                        "the emulated asynchronous schedule; export a synchronous strategy", what);
     if (!strcmp(what, "weights")) {   /* nothing to export before training: refused before any mkdir */

@@ -74,6 +74,9 @@ static const scope k_scopes[] = {
     { "checkpoint_every", ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, --mode=train_and_eval)" },
     { "what", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
     { "format", ALL_STRATEGIES, CMD_EXPORT, NULL, "export" },
+    { "num_shards", ALL_STRATEGIES, CMD_EXPORT, NULL, "export --what=shards" },
+    { "dataset_shards", ALL_STRATEGIES, CMD_TRAIN | CMD_EXPORT, NULL,
+      "training and export (the training set; evaluate reads the experiment's test split)" },
     { "trajectory", ALL_STRATEGIES & ~S(PARAMETER_SERVER), CMD_TRAIN, NULL,
       "training under the synchronous strategies (parameter_server is asynchronous: a step there is one worker's "
       "update applied to the version it read, possibly stale, so there is no one state after step k that every "

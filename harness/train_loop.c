@@ -21,10 +21,12 @@
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/run_log.h"
+#include "distref/shards.h"
 #include "harness/run_lock.h"
 #include "harness/segment.h"
 #include "harness/trajectory_rec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -288,6 +290,40 @@ static int not_evaluator(const dr_run_config *cfg, dr_err *err)
     return DR_OK;
 }
 
+/* The worker this process is: a process of a launcher-started variant (mpi)
+ * is one worker, its TF_CONFIG task; any other emulates every worker
+ * (DR_SHARDS_ALL) and reads every shard file. */
+static uint32_t own_worker(const dr_variant *v, const dr_run_config *cfg)
+{
+    dr_cluster cl;
+    dr_err e2;
+    uint32_t w = DR_SHARDS_ALL;
+    if (v->launcher[0] && dr_cluster_parse(cfg->tf_config, &cl, &e2) == DR_OK) {
+        if (cl.has_task) w = dr_cluster_id_in_cluster(&cl);
+        dr_cluster_free(&cl);
+    }
+    return w;
+}
+
+/* The training set; from --dataset_shards, what this process read, on
+ * stderr. */
+static int load_training_set(run *r, dr_err *err)
+{
+    dr_shard_reads rd;
+    char who[64];
+    uint32_t w = own_worker(r->v, r->cfg);
+    int rc;
+    if ((rc = dr_load_training_set(&r->plan, w, &r->data, &rd, err)) || !r->cfg->dataset_shards[0]) return rc;
+    if (w == DR_SHARDS_ALL) snprintf(who, sizeof who, "this process (every worker)");
+    else snprintf(who, sizeof who, "worker %u of %u", w, r->plan.num_workers);
+    /* one write, so that the ranks' lines do not interleave */
+    fprintf(stderr, "shards: %s read %llu bytes from %u of %u shard files (%s) under %s, and %llu bytes of "
+            DR_SHARDS_INDEX "\n", who, (unsigned long long)rd.data_bytes, rd.files_read, rd.files, rd.list,
+            r->plan.file_sharded ? "file" : r->plan.shard_data ? "data" : r->plan.unsharded ? "off" : "one stream",
+            (unsigned long long)rd.index_bytes);
+    return DR_OK;
+}
+
 static int open_run(run *r, dr_err *err)
 {
     const dr_run_config *cfg = r->cfg;
@@ -295,7 +331,7 @@ static int open_run(run *r, dr_err *err)
     int rc;
     if ((rc = not_evaluator(cfg, err)) || (rc = dr_variant_lookup(cfg->variant, &r->v, err)) || (rc = dr_run_plan_make(cfg, &r->plan, err)) ||
         (rc = r->v->supports(&r->plan, err)) ||
-        (rc = dr_load_dataset(cfg, r->plan.exp.dataset, 0, &r->data, err)))
+        (rc = load_training_set(r, err)))
         return rc;
     if (cfg->drop_remainder && r->data.n < r->plan.G)
         return dr_fail(err, DR_EUSAGE, "--drop_remainder with --global_batch_size=%u: the training set has only "
@@ -325,6 +361,7 @@ static int open_run(run *r, dr_err *err)
         return rc;
     r->it_open = true;
     if (r->plan.from_function) rc = dr_dist_iter_from_function(&r->it, st->num_workers ? st->num_workers : 1, err);
+    else if (r->plan.file_sharded) rc = dr_shards_iter(cfg->dataset_shards, &r->it, st->num_workers, err);
     else if (r->plan.unsharded) rc = dr_dist_iter_unsharded(&r->it, st->num_workers, err);
     if (rc) return rc;
     if ((rc = resume(r, err))) return rc;
@@ -353,6 +390,11 @@ int dr_run_check_supported(const dr_run_config *cfg, dr_err *err)
     int rc = dr_variant_lookup(cfg->variant, &v, err);
     if (!rc) rc = dr_run_plan_make(cfg, &plan, err);
     if (!rc) rc = v->supports(&plan, err);
+    /* this process's shard files exist with the index's sizes: under mpirun
+     * before the ranks agree to start, so that a missing one ends every rank */
+    if (!rc && cfg->dataset_shards[0])
+        rc = dr_shards_check(cfg->dataset_shards, plan.num_workers, plan.file_sharded ? own_worker(v, cfg) : DR_SHARDS_ALL,
+                             err);
     if (rc == DR_EUNSUPPORTED) rc = err->code = DR_EUSAGE;   /* a combination of flags no variant runs */
     return rc;
 }

@@ -505,7 +505,7 @@ static void test_export_errors(void **s)
 {
     (void)s; result r;
     RUN(&r, "export", MD, "--what=everything");
-    expect(&r, 2, "--what: expected one of init, data, batches, all, weights; got 'everything'");
+    expect(&r, 2, "--what: expected one of init, data, batches, all, weights, shards; got 'everything'");
     RUN(&r, "export", MD, "--what=weights");   /* before any training: nothing to export, no folder made */
     expect(&r, 2, "--what=weights: no checkpoint in");
     RUN(&r, "export", MD, "--format=csv");

@@ -35,6 +35,8 @@ typedef struct dr_cli_flags {
     char    strategy[DR_FLAG_STR_MAX], all_reduce_alg[DR_FLAG_STR_MAX], tpu[DR_FLAG_STR_MAX];
     char    tpu_platform[DR_FLAG_STR_MAX], mode[DR_FLAG_STR_MAX], experiment[DR_FLAG_STR_MAX];
     char    model_dir[DR_FLAG_STR_MAX], data_dir[DR_FLAG_STR_MAX], optimizer[DR_FLAG_STR_MAX];
+    char    dataset_shards[DR_FLAG_STR_MAX];
+    int64_t num_shards;
     char    layer_devices[DR_FLAG_STR_MAX];
     char    variant[DR_FLAG_STR_MAX], numerics[DR_FLAG_STR_MAX], auto_shard_policy[DR_FLAG_STR_MAX];
     char    input_partition_dims[DR_FLAG_STR_MAX], ps_partitioner[DR_FLAG_STR_MAX];

@@ -55,6 +55,12 @@ typedef struct dr_dist_iter {
     uint32_t *wpos;          /* W: examples each worker has consumed this epoch */
     uint32_t  estep;         /* steps taken this epoch */
     bool      shard_pipelines; /* input_mode=function: worker w streams elements w, w+W, ... */
+    /* FILE sharding of shard files: worker w streams the epoch's order
+     * restricted to the examples of its files (file i is worker i mod W's). */
+    uint32_t  nfiles;        /* 0: not file-sharded */
+    uint32_t *file_first;    /* nfiles + 1 boundaries of the files' example ids */
+    uint32_t *wstream;       /* n: this epoch's streams, worker after worker */
+    uint32_t *wstart;        /* W + 1: where each worker's stream starts in wstream */
 } dr_dist_iter;
 
 /* A single-worker iterator (W = 1) over n examples. DR_EUSAGE for G == 0,
@@ -90,6 +96,17 @@ void dr_dist_iter_free(dr_dist_iter *it);
  * epoch up to it. With drop_remainder each stream is cut to whole batches
  * of G. DR_EUSAGE when num_replicas is not a multiple of W. */
 int  dr_dist_iter_unsharded(dr_dist_iter *it, uint32_t num_workers, dr_err *err);
+/* Auto-shard FILE over W workers of a dataset read from nfiles shard files,
+ * file i holding the example ids [first[i], first[i+1]) (first has
+ * nfiles + 1 entries, first[nfiles] = n): as dr_dist_iter_unsharded, but
+ * worker w's stream is the epoch's order restricted to the examples of the
+ * files i with i mod W = w (tf.data's FILE policy: shard(W, w) of the file
+ * list; distref's shuffle is the epoch's one permutation, so without
+ * --shuffle a worker reads its files in order). Each example is trained on
+ * once per epoch; with drop_remainder each worker's stream is cut to whole
+ * batches of G. DR_EUSAGE when nfiles < W (TensorFlow's error) or the
+ * boundaries do not cover 0..n in order. */
+int  dr_dist_iter_files(dr_dist_iter *it, uint32_t num_workers, uint32_t nfiles, const uint32_t *first, dr_err *err);
 /* distribute_datasets_from_function with distref's dataset_fn, the guide's
  * example: each of W input pipelines keeps shard(W, w) of the epoch
  * (elements w, w + W, ...) and batches it by

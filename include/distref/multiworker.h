@@ -8,7 +8,8 @@
  *   AUTO  FILE sharding when the input comes from enough files, else DATA.
  *         distref's synthetic and toy inputs are in memory (DATA);
  *         Fashion-MNIST is one file pair: FILE for one worker, DATA for
- *         more.
+ *         more; a set of N shard files (--dataset_shards): FILE for up to
+ *         N workers (distref/shards.h).
  *   FILE  shard the input files over workers; fewer files than workers is an
  *         error, as in TensorFlow. One worker needs no sharding.
  *   DATA  every worker reads everything, in the same order, and keeps its

@@ -37,6 +37,9 @@ typedef struct dr_run_plan {
     bool                unsharded;    /* OFF with W > 1: every worker streams the whole epoch;
                                          input_mode=function with W > 1: its shard */
     bool                from_function;/* --input_mode=function (distribute_datasets_from_function) */
+    uint32_t            shard_files;  /* --dataset_shards: the set's files (0: none) */
+    bool                file_sharded; /* FILE over W > 1 workers of shard files: worker w streams the
+                                         epoch's examples of files w, w + W, ... (unsharded is set too) */
                                       /* neither: batch_sizes_for_worker, filled in order */
     /* The loss's divisor D: every step divides the summed losses and
      * gradients by D (and the regularization by R). */
@@ -76,6 +79,13 @@ int dr_plan_step_scale(const dr_run_plan *p, const uint32_t *sizes, uint32_t R, 
 /* The experiment named by cfg with --optimizer, --learning_rate, --momentum,
  * --nesterov, --l2 and --from_logits applied. */
 int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *err);
+
+/* The training set this process trains from: --dataset_shards' files (only
+ * worker w of W's under FILE sharding; w = DR_SHARDS_ALL: every file, as a
+ * process that emulates every worker needs; reads: what was read, may be
+ * NULL), else dr_load_dataset's split 0. */
+struct dr_shard_reads;
+int dr_load_training_set(const dr_run_plan *p, uint32_t w, dr_dataset *out, struct dr_shard_reads *reads, dr_err *err);
 
 /* The training (split 0) or test (split 1) set of a dataset name. */
 int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr_dataset *out, dr_err *err);

@@ -66,6 +66,8 @@ typedef struct dr_run_config {
     double   l2;                  /* DR_UNSET = the experiment's (none); otherwise >= 0 */
     bool     from_logits;
     char     data_dir[1024];
+    char     dataset_shards[1024];/* "" or a folder of shard files + shards.json (distref/shards.h) */
+    uint32_t num_shards;          /* export --what=shards: how many files */
     char     model_dir[1024];
     uint32_t synthetic_examples;  /* training examples of the synthetic data */
     bool     drop_remainder;
