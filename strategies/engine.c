@@ -423,6 +423,22 @@ static int engine_set(dr_session *s, const float *params, const float *slots, dr
     return set_all(s, params, slots, err);
 }
 
+/* Mixed precision's loss scale: every local worker holds the same copy (mixed.c). */
+static int engine_get_loss_scale(dr_session *s, dr_loss_scale *out, dr_err *err)
+{
+    const dr_loss_scale *ls = engine_mixed_state(s);
+    if (!ls) return dr_fail(err, DR_ESTATE, "the run has no mixed step");
+    *out = *ls;
+    return DR_OK;
+}
+
+static int engine_set_loss_scale(dr_session *s, const dr_loss_scale *ls, dr_err *err)
+{
+    if (!engine_mixed_state(s)) return dr_fail(err, DR_ESTATE, "the run has no mixed step");
+    engine_mixed_restore(s, ls);
+    return DR_OK;
+}
+
 static int engine_step_fn(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
 {
     int rc = engine_step(s, b, step, out, err);
@@ -509,6 +525,8 @@ const dr_variant dr_variant_openmp = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
 };
 
 const dr_variant dr_variant_opencl = {
@@ -523,6 +541,8 @@ const dr_variant dr_variant_opencl = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
 };
 
 /* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker
@@ -542,6 +562,8 @@ const dr_variant dr_variant_mpi = {
     .set_variables = engine_set,
     .summarize = engine_summarize,
     .close = engine_close,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
     .train = engine_ps_train,
     .chief = mpi_chief,
 };
