@@ -156,6 +156,8 @@ const dr_loss_scale *engine_mixed_state(const dr_session *s);
 bool engine_mixed_agree(const dr_session *s);
 void engine_mixed_restore(dr_session *s, const dr_loss_scale *ls);
 void engine_mixed_summarize(const dr_session *s, json_object *o);
+/* the step's loss scale and skip, for its metrics line */
+void engine_mixed_report(const dr_session *s, dr_step_report *out);
 
 /* engine_tpu.c */
 int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);

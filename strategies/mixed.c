@@ -39,6 +39,8 @@ struct engine_mixed {
     dr_loss_scale ls[ENGINE_MAX_WORKERS];      /* each worker's own copy, w - wlo */
     bool          local_finite[ENGINE_MAX_WORKERS];
     float        *g[ENGINE_MAX_WORKERS];       /* the rounded, unscaled gradient of worker w - wlo */
+    float         step_scale;                  /* this process's first worker: the step's scale, */
+    bool          step_skipped;                /*   and whether it skipped (metrics.jsonl) */
 };
 
 static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
@@ -154,11 +156,21 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         g[p] = m->tf ? dr_acc_round(&total[p]) : dr_acc_round_div_dtype(&total[p], 1, m->c);
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
-    if (!dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0))) return DR_OK;   /* skipped */
+    bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
+    if (i == 0) { m->step_scale = scale; m->step_skipped = !applies; }
+    if (!applies) return DR_OK;   /* skipped */
     for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
     a.g = g;
     a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied steps only */
     return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);
+}
+
+void engine_mixed_report(const dr_session *s, dr_step_report *out)
+{
+    size_t n = strlen(out->extra);
+    if (!s->mixed) return;
+    snprintf(out->extra + n, sizeof out->extra - n, ",\"loss_scale\":%.9g,\"skipped\":%s", s->mixed->step_scale,
+             s->mixed->step_skipped ? "true" : "false");
 }
 
 const dr_loss_scale *engine_mixed_state(const dr_session *s)

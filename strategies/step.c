@@ -539,5 +539,6 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     }
     if (s->k > 1 && step % s->k == 0 && s->num == DR_NUMERICS_FAST) clear_accum(s, sizeof(float));   /* exact: overwritten */
     engine_report(s, out);
+    engine_mixed_report(s, out);
     return DR_OK;
 }
