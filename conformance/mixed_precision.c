@@ -19,12 +19,24 @@
  *   scale        bfloat16 (float32's exponent range) with --loss_scale=dynamic:1024
  *                = without a loss scale: a power of two, undone before apply,
  *                changes no bit;
- *   engine       each engine variant answers "not supported" (the mixed step
- *                is the reference's only).
+ *   engine       the engine (strategies/mixed.c) in each in-process variant
+ *                that runs it (openmp): exact float16 one_device, mirrored
+ *                R=2, R=3, multi_worker_mirrored 2 x 2 and bfloat16 R=2 = the
+ *                oracle's bits; the overflow run (skipped steps) at R=2, 3,
+ *                2 x 2 = the reference's; tensorflow at R=2 = the reference
+ *                mirrored R=2; mpi under mpirun -np 2 (overflow, tensorflow)
+ *                the same; --numerics=fast (the same exact kernels) R=2 the
+ *                overflow oracle's bits; opencl: "not supported" with its reason. Caught
+ *                mutants: mixed_local_skip, mixed_unscale_twice,
+ *                mixed_unscale_none (tests/faults.tsv).
  */
+#ifndef DR_BIN
+#define DR_BIN "bin/distref"
+#endif
 #include "conformance/conformance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MWMS_TF "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}"
@@ -51,8 +63,8 @@ static void mixed_config(dr_run_config *c, dr_dtype t, bool tf, float initial, c
 
 /* Runs every placement but one_device against the oracle; want_same: the
  * cells pass on equal bits (else on different bits). */
-static int against(results *r, const char *what, dr_dtype t, bool tf, float initial, const outcome *oracle,
-                   size_t first, size_t last, bool want_same)
+static int against_on(results *r, const char *variant, const char *what, dr_dtype t, bool tf, float initial,
+                      const outcome *oracle, size_t first, size_t last, bool want_same, const char *oracle_what)
 {
     dr_run_config c;
     outcome got;
@@ -61,15 +73,125 @@ static int against(results *r, const char *what, dr_dtype t, bool tf, float init
         bool same, pass;
         if (r->quick && i == 3) continue;
         mixed_config(&c, t, tf, initial, &k_places[i]);
+        snprintf(c.variant, sizeof c.variant, "%s", variant);
+        if (strcmp(variant, "ref") != 0 && !supported(r, "mixed_precision", &c, k_places[i].replicas)) continue;
         run_case(&c, &got);
         same = !got.error[0] && !oracle->error[0] && outcome_same(&got, oracle);
         pass = !got.error[0] && !oracle->error[0] && same == want_same;
         fails += !pass;
-        record(r, "mixed_precision", &c, k_places[i].replicas, pass, got.seconds, "%s %s %s R=%d: %s the reference "
-               "one_device bits%s%.150s", what, dr_dtype_name(t), k_places[i].name, k_places[i].replicas,
-               want_same ? "=" : "differs from", got.error[0] ? ": " : "", got.error);
+        record(r, "mixed_precision", &c, k_places[i].replicas, pass, got.seconds, "%s%s%s %s %s R=%d: %s the "
+               "reference %s bits%s%.150s", strcmp(variant, "ref") ? variant : "", strcmp(variant, "ref") ? " " : "",
+               what, dr_dtype_name(t), k_places[i].name, k_places[i].replicas, want_same ? "=" : "differs from",
+               oracle_what, got.error[0] ? ": " : "", got.error);
         outcome_free(&got);
     }
+    return fails;
+}
+
+static int against(results *r, const char *what, dr_dtype t, bool tf, float initial, const outcome *oracle,
+                   size_t first, size_t last, bool want_same)
+{
+    return against_on(r, "ref", what, t, tf, initial, oracle, first, last, want_same, "one_device");
+}
+
+/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU), the suite's base run. */
+static void mpi_mixed(const results *r, const char *args, outcome *out)
+{
+    char dir[] = "/tmp/distref_mixed_XXXXXX", cmd[2400];
+    memset(out, 0, sizeof *out);
+    if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
+    snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
+             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 --global_batch_size=64 "
+             "--synthetic_examples=512 --train_steps=10 --dtype_policy=mixed_float16 %s --model_dir=%s "
+             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
+    double t0 = now();
+    int st = system(cmd);
+    read_outcome(dir, out);
+    out->seconds = now() - t0;
+    if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+}
+
+static int mpi_cell(results *r, const char *args, const char *what, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome got;
+    char why[200] = "";
+    mixed_config(&c, DR_DTYPE_F16, strstr(args, "tensorflow") != NULL, 0, &k_places[3]);
+    strcpy(c.variant, "mpi");
+    set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
+    mpi_mixed(r, args, &got);
+    bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
+    record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored %s%s%.150s", what,
+           got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+    outcome_free(&got);
+    return !pass;
+}
+
+/* --numerics=fast: the engine's mixed step has no fast kernels and runs the
+ * exact ones (docs/TRAINING_FEATURES.md), so the overflow run at R=2 gives
+ * the oracle's bits; a fast mixed kernel would have to move this cell to a
+ * bound. */
+static int fast_cell(results *r, const char *variant, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome got;
+    mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[1]);
+    snprintf(c.variant, sizeof c.variant, "%s", variant);
+    snprintf(c.numerics, sizeof c.numerics, "fast");
+    if (!supported(r, "mixed_precision", &c, 2)) return 0;
+    run_case(&c, &got);
+    bool pass = !got.error[0] && outcome_same(&got, oracle);
+    record(r, "mixed_precision", &c, 2, pass, got.seconds, "%s --numerics=fast overflow float16 mirrored R=2: = the "
+           "reference one_device bits (the exact mixed kernels)%s%.150s", variant, got.error[0] ? ": " : "", got.error);
+    outcome_free(&got);
+    return !pass;
+}
+
+/* The engine (strategies/mixed.c): each in-process variant that runs the
+ * mixed step gives the reference's bits (exact: one_device's, float16 and
+ * bfloat16, with and without skipped steps; tensorflow: the reference at the
+ * same R); the mpi variant under mpirun -np 2 the same; opencl answers "not
+ * supported" with its reason. */
+static int engine_cells(results *r)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    dr_run_config c;
+    outcome f16, bf16, over, tf2;
+    int fails = 0;
+    mixed_config(&c, DR_DTYPE_F16, false, 0, &k_places[0]);
+    run_case(&c, &f16);
+    mixed_config(&c, DR_DTYPE_BF16, false, 0, &k_places[0]);
+    run_case(&c, &bf16);
+    mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[0]);
+    run_case(&c, &over);
+    mixed_config(&c, DR_DTYPE_F16, true, 0, &k_places[1]);
+    run_case(&c, &tf2);
+    for (size_t v = 0; v < nv; v++) {
+        const char *n = ev[v]->name;
+        mixed_config(&c, DR_DTYPE_F16, false, 0, &k_places[1]);
+        snprintf(c.variant, sizeof c.variant, "%s", n);
+        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        fails += against_on(r, n, "mixed_reduction=exact", DR_DTYPE_F16, false, 0, &f16, 0, 3, true, "one_device");
+        if (!r->quick)
+            fails += against_on(r, n, "mixed_reduction=exact", DR_DTYPE_BF16, false, 0, &bf16, 1, 1, true, "one_device");
+        fails += against_on(r, n, "overflow (loss_scale=dynamic:2^20, skipped steps)", DR_DTYPE_F16, false, 1048576.0f,
+                            &over, 1, 3, true, "one_device");
+        fails += against_on(r, n, "mixed_reduction=tensorflow", DR_DTYPE_F16, true, 0, &tf2, 1, 1, true,
+                            "mirrored R=2");
+        fails += fast_cell(r, n, &over);
+    }
+    if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
+        system("command -v mpirun > /dev/null 2>&1") == 0) {
+        fails += mpi_cell(r, "--loss_scale=dynamic:1048576", "overflow (loss_scale=dynamic:2^20, skipped steps) "
+                          "float16 exact: = the reference one_device bits", &over);
+        fails += mpi_cell(r, "--mixed_reduction=tensorflow", "mixed_reduction=tensorflow float16: = the reference "
+                          "mirrored R=2 bits", &tf2);
+    }
+    outcome_free(&f16); outcome_free(&bf16); outcome_free(&over); outcome_free(&tf2);
     return fails;
 }
 
@@ -78,8 +200,6 @@ int suite_mixed_precision(results *r)
     dr_run_config c;
     outcome oracle;
     int fails = 0;
-    size_t nv;
-    const dr_variant *const *ev = engine_variants(r, &nv);
     printf("== mixed_precision: mixed_float16 / mixed_bfloat16, loss scaling, exact and tensorflow reductions\n");
     for (int t = DR_DTYPE_F16; t <= DR_DTYPE_BF16; t++) {
         if (r->quick && t == DR_DTYPE_BF16) continue;
@@ -121,13 +241,6 @@ int suite_mixed_precision(results *r)
     run_case(&c, &oracle);
     fails += against(r, "overflow (loss_scale=dynamic:2^20)", DR_DTYPE_F16, false, 1048576.0f, &oracle, 1, 3, true);
     outcome_free(&oracle);
-    for (size_t v = 0; v < nv; v++) {   /* the engine: not built */
-        mixed_config(&c, DR_DTYPE_F16, false, 0, &k_places[1]);
-        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-        if (supported(r, "mixed_precision", &c, 2)) {
-            record(r, "mixed_precision", &c, 2, false, 0, "%s accepted a mixed policy it does not run", ev[v]->name);
-            fails++;
-        }
-    }
+    fails += engine_cells(r);
     return fails;
 }

@@ -9,13 +9,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAGIC "DRCKPT04"
+#define MAGIC "DRCKPT05"
+#define MAGIC_04 "DRCKPT04"   /* read too: float32 (no mixed precision) */
 #define MAGIC_03 "DRCKPT03"   /* read too: no schedule, no clipping */
 #define HEADER_03 (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
 /* 04 adds the schedule and clipping: kind, warmup, decay_steps, boundaries
  * count, end_learning_rate, power, alpha, decay_rate, boundaries, values, clip */
 #define EXT_BYTES (4 * 4 + 4 * 4 + 4 * DR_LR_MAX_BOUNDARIES + 4 * (DR_LR_MAX_BOUNDARIES + 1) + 3 * 4 + 4 + 4)
-#define HEADER_BYTES (HEADER_03 + EXT_BYTES)
+#define HEADER_04 (HEADER_03 + EXT_BYTES)
+/* 05 adds mixed precision: dtype, loss-scale kind, its configured number,
+ * the reduction, and the loss scale's state (scale, counter, skipped) */
+#define MIX_BYTES (4 + 4 + 4 + 4 + 4 + 4 + 8)
+#define HEADER_BYTES (HEADER_04 + MIX_BYTES)
 #define MAX_CHECKPOINT ((size_t)1 << 31)
 
 static void put_f64(uint8_t *p, double x)
@@ -66,6 +71,33 @@ static size_t put_ext(uint8_t *p, const dr_checkpoint *c)
     put_f32(p + off, c->clip.global_clipnorm); off += 4;
     dr_put_u32le(p + off, c->clip.per_replica); off += 4;
     dr_put_u32le(p + off, c->accumulation_steps); off += 4;
+    return off;
+}
+
+/* The 05 extension: mixed precision (MIX_BYTES). */
+static size_t put_mix(uint8_t *p, const dr_checkpoint *c)
+{
+    size_t off = 0;
+    dr_put_u32le(p + off, c->mixed_dtype); off += 4;
+    dr_put_u32le(p + off, c->loss_scale_kind); off += 4;
+    put_f32(p + off, c->loss_scale_value); off += 4;
+    dr_put_u32le(p + off, c->mixed_tf_reduction); off += 4;
+    put_f32(p + off, c->ls_scale); off += 4;
+    dr_put_u32le(p + off, c->ls_counter); off += 4;
+    dr_put_u64le(p + off, c->ls_skipped); off += 8;
+    return off;
+}
+
+static size_t get_mix(const uint8_t *p, dr_checkpoint *c)
+{
+    size_t off = 0;
+    c->mixed_dtype = dr_get_u32le(p + off); off += 4;
+    c->loss_scale_kind = dr_get_u32le(p + off); off += 4;
+    c->loss_scale_value = get_f32(p + off); off += 4;
+    c->mixed_tf_reduction = dr_get_u32le(p + off); off += 4;
+    c->ls_scale = get_f32(p + off); off += 4;
+    c->ls_counter = dr_get_u32le(p + off); off += 4;
+    c->ls_skipped = dr_get_u64le(p + off); off += 8;
     return off;
 }
 
@@ -121,6 +153,7 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     dr_put_u32le(buf + off, c->nparams); off += 4;
     dr_put_u32le(buf + off, c->nslots); off += 4;
     off += put_ext(buf + off, c);
+    off += put_mix(buf + off, c);
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
     for (size_t i = 0; i < (size_t)c->nparams * c->nslots; i++, off += 4) { uint32_t u; memcpy(&u, &c->slots[i], 4); dr_put_u32le(buf + off, u); }
     {
@@ -178,11 +211,12 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     uint8_t digest[32];
     dr_sha256_ctx h;
     if (n >= 8 && memcmp(buf, MAGIC_03, 8) == 0) header = HEADER_03;
+    if (n >= 8 && memcmp(buf, MAGIC_04, 8) == 0) header = HEADER_04;
     if (n < 12 + header + 32) return bad(err, path, "truncated (shorter than its header)");
-    if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0 && header != HEADER_03)
+    if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0 && header == HEADER_BYTES)
         return bad(err, path, "written by another distref version (its magic is not " MAGIC "); resume it with "
                    "that version or start a new --model_dir");
-    if (memcmp(buf, MAGIC, 8) != 0 && header != HEADER_03)
+    if (memcmp(buf, MAGIC, 8) != 0 && header == HEADER_BYTES)
         return bad(err, path, "not a distref checkpoint (magic is not " MAGIC ")");
     if (dr_get_u32le(buf + 8) != header) return bad(err, path, "unsupported header size (written by another version)");
     memcpy(c->experiment, buf + off, 32); c->experiment[31] = 0; off += 32;
@@ -203,7 +237,10 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     c->loss_reduction = dr_get_u32le(buf + off); off += 4;
     c->nparams = dr_get_u32le(buf + off); off += 4;
     c->nslots = dr_get_u32le(buf + off); off += 4;
-    if (header == HEADER_BYTES) off += get_ext(buf + off, c);
+    if (header != HEADER_03) off += get_ext(buf + off, c);
+    if (header == HEADER_BYTES) off += get_mix(buf + off, c);
+    if (c->mixed_dtype > 2 || c->loss_scale_kind > 2)
+        return bad(err, path, "its mixed-precision policy is out of range (corrupt)");
     if (!dr_lr_kind_name(c->schedule.kind) || c->schedule.nboundaries > DR_LR_MAX_BOUNDARIES)
         return bad(err, path, "its learning-rate schedule is out of range (corrupt)");
     if (c->nslots > 2 || c->nparams > (1u << 28) || n != file_size(c, header))
@@ -325,6 +362,36 @@ static int check_training(const dr_checkpoint *c, const char *dir, const dr_chec
     return DR_OK;
 }
 
+/* Mixed precision: --dtype_policy, --loss_scale and --mixed_reduction. */
+static void loss_scale_words(const dr_checkpoint *c, char *out, size_t n)
+{
+    if (c->loss_scale_kind == 0) snprintf(out, n, "none");
+    else if (c->loss_scale_kind == 2) snprintf(out, n, "%.9g", c->loss_scale_value);
+    else if (c->loss_scale_value > 0) snprintf(out, n, "dynamic:%.9g", c->loss_scale_value);
+    else snprintf(out, n, "dynamic");
+}
+
+static int check_mixed(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
+{
+    static const char *const policies[] = { "float32", "mixed_float16", "mixed_bfloat16" };
+    char a[48], b[48];
+    if (c->mixed_dtype != now->mixed_dtype)
+        return dr_fail(err, DR_EUSAGE, "--dtype_policy=%s, but the checkpoint in %s was trained with "
+                       "--dtype_policy=%s; resume with the same value or use another --model_dir",
+                       policies[now->mixed_dtype % 3], dir, policies[c->mixed_dtype % 3]);
+    loss_scale_words(now, a, sizeof a);
+    loss_scale_words(c, b, sizeof b);
+    if (c->loss_scale_kind != now->loss_scale_kind || c->loss_scale_value != now->loss_scale_value)
+        return dr_fail(err, DR_EUSAGE, "--loss_scale=%s, but the checkpoint in %s was trained with --loss_scale=%s; "
+                       "resume with the same value or use another --model_dir", a, dir, b);
+    if (c->mixed_tf_reduction != now->mixed_tf_reduction)
+        return dr_fail(err, DR_EUSAGE, "--mixed_reduction=%s, but the checkpoint in %s was trained with "
+                       "--mixed_reduction=%s; resume with the same value or use another --model_dir",
+                       now->mixed_tf_reduction ? "tensorflow" : "exact", dir,
+                       c->mixed_tf_reduction ? "tensorflow" : "exact");
+    return DR_OK;
+}
+
 int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
 {
     int rc;
@@ -358,7 +425,7 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
                        "--numerics=%s or use another --model_dir", now->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        dir, c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact");
-    if ((rc = check_training(c, dir, now, err))) return rc;
+    if ((rc = check_training(c, dir, now, err)) || (rc = check_mixed(c, dir, now, err))) return rc;
     if (c->loss_reduction != now->loss_reduction)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction=%s, but the checkpoint in %s was trained with "
                        "--loss_reduction=%s; resume with the same value or use another --model_dir",

@@ -265,6 +265,10 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     if (o->schedule.kind == DR_LR_CONSTANT || o->schedule.kind == DR_LR_PIECEWISE) c->schedule.decay_steps = 0;
     c->clip = o->clip;
     c->accumulation_steps = p->cfg->gradient_accumulation_steps > 1 ? p->cfg->gradient_accumulation_steps : 1;
+    c->mixed_dtype = (uint32_t)p->cfg->mixed.compute;
+    c->loss_scale_kind = (uint32_t)p->cfg->mixed.loss_scale;
+    c->loss_scale_value = p->cfg->mixed.loss_scale == DR_LOSS_SCALE_NONE ? 0.0f : p->cfg->mixed.fixed_scale;
+    c->mixed_tf_reduction = p->cfg->mixed.compute != DR_DTYPE_F32 && p->cfg->mixed.tf_reduction;
 }
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)

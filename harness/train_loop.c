@@ -57,6 +57,21 @@ static bool chief(const run *r)
     return !r->v->chief || r->v->chief(r->s);
 }
 
+/* Mixed precision: the checkpoint's loss-scale state on every replica. */
+static int restore_loss_scale(run *r, const dr_checkpoint *c, dr_err *err)
+{
+    dr_loss_scale ls;
+    if (!r->v->set_loss_scale)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: resuming a --dtype_policy=%s run under --variant=%s: "
+                       "it cannot restore the loss scale", c->mixed_dtype == DR_DTYPE_F16 ? "mixed_float16"
+                       : "mixed_bfloat16", r->v->name);
+    dr_loss_scale_init(&ls, c->loss_scale_kind == DR_LOSS_SCALE_DYNAMIC, c->ls_scale);
+    ls.scale = c->ls_scale;
+    ls.counter = c->ls_counter;
+    ls.skipped = c->ls_skipped;
+    return r->v->set_loss_scale(r->s, &ls, err);
+}
+
 static int resume(run *r, dr_err *err)
 {
     dr_checkpoint c, now;
@@ -82,6 +97,7 @@ static int resume(run *r, dr_err *err)
         rc = err->code = DR_EFORMAT;
     }
     if (!rc) rc = r->v->set_variables(r->s, c.params, c.slots, err);
+    if (!rc && c.mixed_dtype != DR_DTYPE_F32) rc = restore_loss_scale(r, &c, err);
     if (!rc) {
         r->step = r->start_step = c.step;
         r->epoch_correct = c.epoch_correct;
@@ -120,6 +136,16 @@ static int save(run *r, dr_err *err)
     c.epoch_examples = r->epoch_examples;
     memcpy(&c.last_loss_bits, &r->last_loss, sizeof c.last_loss_bits);
     dr_plan_checkpoint_settings(&r->plan, &c);
+    if (c.mixed_dtype != DR_DTYPE_F32) {   /* the loss scale's state */
+        dr_loss_scale ls;
+        if (!r->v->get_loss_scale)
+            return dr_fail(err, DR_EUNSUPPORTED, "not supported: a checkpoint of a mixed-precision run under "
+                           "--variant=%s: it cannot report the loss scale", r->v->name);
+        if ((rc = r->v->get_loss_scale(r->s, &ls, err))) return rc;
+        c.ls_scale = ls.scale;
+        c.ls_counter = ls.counter;
+        c.ls_skipped = ls.skipped;
+    }
     c.nparams = (uint32_t)r->plan.P;
     c.nslots = (uint32_t)r->plan.nslots;
     c.params = r->params;

@@ -24,6 +24,7 @@
 
 #include "distref/elem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,6 +204,8 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     for (uint32_t r = 0; r < R; r++) parts[r] = t->rep[r].grad;
     finite = dr_mixed_reduce(parts, R, t->P, 1, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, t->grad);
     before = t->ls;
+    snprintf(rep->extra, sizeof rep->extra, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
+             finite || !before.dynamic ? "false" : "true");
     if (dr_loss_scale_step(&t->ls, finite)) {
         uint64_t applied = step - t->ls.skipped;   /* Keras's iterations: applied steps only */
         for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);

@@ -61,12 +61,30 @@ static int ref_get(dr_session *s, float *params, float *slots, dr_err *err)
 static int ref_set(dr_session *s, const float *params, const float *slots, dr_err *err)
 {
     if (s->ps) return dr_fail(err, DR_ESTATE, "parameter_server resumes its own checkpoints");
-    if (s->t.cfg->mixed.compute != DR_DTYPE_F32)
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: resuming a --dtype_policy=mixed_%s run: the checkpoint "
-                       "does not hold the loss scale yet; use another --model_dir", dr_dtype_name(s->t.cfg->mixed.compute));
     memcpy(dr_trainer_params(&s->t), params, s->t.P * sizeof(float));
     memcpy(dr_trainer_slots(&s->t), slots, s->t.P * (size_t)s->t.nslots * sizeof(float));
     dr_trainer_broadcast(&s->t);
+    return DR_OK;
+}
+
+/* Mixed precision's loss scale (ref/mixed_step.c), for a checkpoint: as the
+ * first mixed step starts it when no step has run yet. */
+static int ref_get_loss_scale(dr_session *s, dr_loss_scale *out, dr_err *err)
+{
+    const dr_mixed_config *mc = &s->t.cfg->mixed;
+    (void)err;
+    *out = s->t.ls;
+    if (out->growth_steps) return DR_OK;
+    dr_loss_scale_init(out, mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
+                       mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
+    if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) out->scale = mc->fixed_scale;
+    return DR_OK;
+}
+
+static int ref_set_loss_scale(dr_session *s, const dr_loss_scale *ls, dr_err *err)
+{
+    if (s->ps) return dr_fail(err, DR_ESTATE, "parameter_server runs no mixed step");
+    s->t.ls = *ls;
     return DR_OK;
 }
 
@@ -140,4 +158,6 @@ const dr_variant dr_variant_ref = {
     .close = ref_close,
     .train = ref_train,
     .get_gradients = ref_gradients,
+    .get_loss_scale = ref_get_loss_scale,
+    .set_loss_scale = ref_set_loss_scale,
 };

@@ -70,7 +70,6 @@ static void threads_leave(dr_session *s)
 
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
 static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
-static int mixed_refused(const char *name, const dr_run_plan *plan, dr_err *err);
 
 static int omp_supports(const dr_run_plan *plan, dr_err *err)
 {
@@ -92,7 +91,7 @@ static int mpi_supports(const dr_run_plan *plan, dr_err *err)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: the tpu strategy runs in one process; use "
                        "--variant=openmp or ref");
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return mixed_refused("mpi", plan, err) ? err->code : engine_ps_supports(plan, err);
+        return engine_mixed_supports("mpi", plan, dr_backend_openmp(), err) ? err->code : engine_ps_supports(plan, err);
     return supports_on("mpi", plan, dr_backend_openmp(), err);
 }
 
@@ -110,14 +109,6 @@ static int model_supported(const dr_run_plan *plan, const dr_backend_ops *bo, dr
     return q.layer_kinds == 1u << DR_LAYER_DENSE ? DR_OK : bo->supports(&q, err);
 }
 
-/* --dtype_policy=mixed_*: the reference runs it (ref/mixed_step.c); no engine variant does yet. */
-static int mixed_refused(const char *name, const dr_run_plan *plan, dr_err *err)
-{
-    if (plan->cfg->mixed.compute == DR_DTYPE_F32) return DR_OK;
-    return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s: the mixed step "
-                   "runs in the reference only (--variant=ref)", dr_dtype_name(plan->cfg->mixed.compute), name);
-}
-
 static int supports_on(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     dr_backend_query q;
@@ -129,7 +120,7 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     q.num_replicas = 1;
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
-    if ((rc = mixed_refused(name, plan, err))) return rc;
+    if ((rc = engine_mixed_supports(name, plan, bo, err))) return rc;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
                        "only; use --variant=ref, or --variant=mpi under mpirun", name);
@@ -238,6 +229,7 @@ static void engine_close(dr_session *s)
     }
     engine_ranks_close(s);
     engine_accum_close(s);
+    engine_mixed_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
@@ -274,7 +266,8 @@ static dr_numerics gradient_numerics(const dr_session *s, dr_numerics num)
 {
     dr_backend_query q;
     dr_err ignored;
-    if (num != DR_NUMERICS_EXACT || s->tpu.on || s->plan->cfg->full_accumulators || !s->bo->set_numerics)
+    if (num != DR_NUMERICS_EXACT || s->tpu.on || s->plan->cfg->full_accumulators || !s->bo->set_numerics ||
+        s->plan->cfg->mixed.compute != DR_DTYPE_F32)
         return num;
     memset(&q, 0, sizeof q);
     q.strategy = s->strat.spec.kind;
@@ -356,7 +349,8 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     s->data = data;
     s->bo = bo;
     s->co = co;
-    s->num = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
+    /* the mixed step runs its exact kernels whatever --numerics (mixed.c) */
+    s->num = plan->exact || plan->cfg->mixed.compute != DR_DTYPE_F32 ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
     s->esz = dr_sum_bytes(s->num);
     threads_enter(s, plan->cfg->threads);
     if (spec.kind == DR_STRATEGY_TPU && (rc = engine_tpu_open(s, &sopt, err))) goto fail;
@@ -377,7 +371,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     if ((rc = s->bo->open(&bp, &s->be, err)) || (rc = open_buffers(s, err))) goto fail;
     if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;
     if (s->tpu.on && (rc = engine_tpu_buffers(s, err))) goto fail;
-    if ((rc = engine_accum_open(s, err))) goto fail;
+    if ((rc = engine_accum_open(s, err)) || (rc = engine_mixed_open(s, err))) goto fail;
     if (!(init = calloc(plan->P * (size_t)(1 + plan->nslots) + 1, sizeof(float)))) {
         rc = dr_fail(err, DR_ENOMEM, "out of host memory for the initial variables");
         goto fail;
@@ -431,6 +425,10 @@ static int engine_gradients(dr_session *s, float *grads, bool *applied, dr_err *
     int rc;
     *applied = false;
     if (s->ps) return dr_fail(err, DR_EUNSUPPORTED, "parameter_server: its gradients are applied per worker update");
+    if (engine_mixed_state(s)) {   /* the mixed step applies host floats of its own (mixed.c) */
+        *applied = engine_mixed_applied(s, grads);
+        return DR_OK;
+    }
     if (!s->applied.total) return DR_OK;
     if (!s->bo->applied_grad)
         return dr_fail(err, DR_EUNSUPPORTED, "not supported: the %s backend does not hand back the gradient it "
@@ -445,6 +443,22 @@ static int engine_gradients(dr_session *s, float *grads, bool *applied, dr_err *
 static int engine_set(dr_session *s, const float *params, const float *slots, dr_err *err)
 {
     return set_all(s, params, slots, err);
+}
+
+/* Mixed precision's loss scale: every local worker holds the same copy (mixed.c). */
+static int engine_get_loss_scale(dr_session *s, dr_loss_scale *out, dr_err *err)
+{
+    const dr_loss_scale *ls = engine_mixed_state(s);
+    if (!ls) return dr_fail(err, DR_ESTATE, "the run has no mixed step");
+    *out = *ls;
+    return DR_OK;
+}
+
+static int engine_set_loss_scale(dr_session *s, const dr_loss_scale *ls, dr_err *err)
+{
+    if (!engine_mixed_state(s)) return dr_fail(err, DR_ESTATE, "the run has no mixed step");
+    engine_mixed_restore(s, ls);
+    return DR_OK;
 }
 
 static int engine_step_fn(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err)
@@ -517,6 +531,7 @@ static void engine_summarize(dr_session *s, json_object *o)
         json_object_object_add(o, "exact_fallback_steps", json_object_new_int64((int64_t)s->fallback_steps));
     }
     if (s->tpu.on) json_object_object_add(o, "tpu", engine_tpu_report(s));
+    engine_mixed_summarize(s, o);
     if (s->bo->place_of) json_object_object_add(o, s->bo->name, places_json(s));
 }
 
@@ -533,6 +548,8 @@ const dr_variant dr_variant_openmp = {
     .summarize = engine_summarize,
     .close = engine_close,
     .get_gradients = engine_gradients,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
 };
 
 const dr_variant dr_variant_opencl = {
@@ -548,6 +565,8 @@ const dr_variant dr_variant_opencl = {
     .summarize = engine_summarize,
     .close = engine_close,
     .get_gradients = engine_gradients,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
 };
 
 /* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker
@@ -568,6 +587,8 @@ const dr_variant dr_variant_mpi = {
     .summarize = engine_summarize,
     .close = engine_close,
     .get_gradients = engine_gradients,
+    .get_loss_scale = engine_get_loss_scale,
+    .set_loss_scale = engine_set_loss_scale,
     .train = engine_ps_train,
     .chief = mpi_chief,
 };

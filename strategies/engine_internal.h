@@ -19,6 +19,7 @@
 #define ENGINE_MAX_WORKERS 16
 
 typedef struct engine_ranks engine_ranks;
+typedef struct engine_mixed engine_mixed;
 
 typedef struct engine_tpu {
     bool          on;
@@ -100,6 +101,8 @@ struct dr_session {
      * --gradient_accumulation_steps). A compact step redone with full
      * accumulators leaves the full total (its buffer stays allocated). */
     struct { const dr_buffer *total; dr_numerics num; uint32_t divisor; } applied;
+    /* --dtype_policy=mixed_* (mixed.c): NULL for float32 */
+    engine_mixed        *mixed;
 };
 
 /* step.c */
@@ -145,6 +148,29 @@ void engine_ranks_totals(dr_session *s, dr_acc *total, float *ftotal, uint64_t *
                          uint32_t *off);
 /* every rank's variables hash alike (summary.json's replicas_in_sync) */
 bool engine_ranks_in_sync(dr_session *s, uint64_t my_hash);
+
+/* mixed.c: --dtype_policy=mixed_* in the engine (its header comment says
+ * what is built and what each step does) */
+int  engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
+int  engine_mixed_open(dr_session *s, dr_err *err);
+void engine_mixed_close(dr_session *s);
+/* replica r's mixed kernel (instead of forward, loss_grad and share) */
+int  engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err);
+/* worker w's partials before the collective (tensorflow: rounded to c) */
+void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L);
+/* worker w's all-reduced total: rounded, the skip decision, unscaled, applied */
+int  engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *err);
+bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part);
+/* the loss scale (NULL: float32), every local worker's copy alike, a restored one */
+const dr_loss_scale *engine_mixed_state(const dr_session *s);
+bool engine_mixed_agree(const dr_session *s);
+void engine_mixed_restore(dr_session *s, const dr_loss_scale *ls);
+/* The gradient the last mixed step applied (P floats, unscaled: what the
+ * optimizer read), for --trajectory; false when the loss scale skipped it. */
+bool engine_mixed_applied(const dr_session *s, float *grads);
+void engine_mixed_summarize(const dr_session *s, json_object *o);
+/* the step's loss scale and skip, for its metrics line */
+void engine_mixed_report(const dr_session *s, dr_step_report *out);
 
 /* engine_tpu.c */
 int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);

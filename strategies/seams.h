@@ -143,4 +143,24 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_PS_RECOVER_REBUILD(rebuild) ((void)0)
 #endif
 
+/* ---- mixed.c ------------------------------------------------------------------- */
+
+/* The loss scale's skip decision: from the all-reduced total (global). */
+#if defined(DR_MUTANT_MIXED_LOCAL_SKIP)   /* from the worker's first replica's own partial, before the reduction */
+#define DR_SEAM_MIXED_LOCAL_CHECK(s, i, part) ((void)((s)->mixed->local_finite[i] = engine_mixed_part_finite((s), (part))))
+#define DR_SEAM_MIXED_FINITE(s, i, global) ((s)->mixed->local_finite[i])
+#else
+#define DR_SEAM_MIXED_LOCAL_CHECK(s, i, part) ((void)(s), (void)(i), (void)(part))
+#define DR_SEAM_MIXED_FINITE(s, i, global) (global)
+#endif
+
+/* The rounded gradient g unscaled by the step's loss scale. */
+#if defined(DR_MUTANT_MIXED_UNSCALE_TWICE)     /* divided by the scale twice */
+#define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale) / (scale))
+#elif defined(DR_MUTANT_MIXED_UNSCALE_NONE)    /* not divided: the loss scale reaches the optimizer */
+#define DR_SEAM_MIXED_UNSCALE(g, scale) ((void)(scale), (g))
+#else
+#define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale))
+#endif
+
 #endif

@@ -112,6 +112,7 @@ static int compute(dr_session *s, uint32_t r, void *unused, dr_err *err)
     uint32_t n = s->off[r + 1] - s->off[r];
     int rc;
     (void)unused;
+    if (s->mixed) return engine_mixed_compute(s, r, err);
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
     return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
@@ -287,6 +288,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     for (uint32_t k = 0; k < L; k++) local[k] = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
     s->overflow[w - s->wlo] = false;
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
+    if (s->mixed) engine_mixed_before_reduce(s, w, local, L);
     if (s->k > 1) {   /* gradient accumulation: add this micro-step's shares; reduce on the k-th */
         bool update = s->step % s->k == 0;
         accumulate(s, f, local, lo, L, update);
@@ -310,6 +312,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         s->overflow[w - s->wlo] = true;
         return DR_OK;
     }
+    if (s->mixed) return engine_mixed_apply(s, w, local[0], err);   /* host memory (mixed.c refuses the rest) */
     if (s->var) {
         engine_note_applied(s, w, s->central, d);
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
@@ -550,5 +553,6 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     }
     if (s->k > 1 && step % s->k == 0 && s->num == DR_NUMERICS_FAST) clear_accum(s, sizeof(float));   /* exact: overwritten */
     engine_report(s, out);
+    engine_mixed_report(s, out);
     return DR_OK;
 }

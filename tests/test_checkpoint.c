@@ -84,13 +84,33 @@ static void put_file(const char *dir, const char *file, const void *data, size_t
     assert_int_equal(fclose(f), 0);
 }
 
-/* DRCKPT04 records the schedule and clipping and still reads 03 files (the
- * same header without them) as constant-rate, unclipped runs: a 04 file
- * written, the 03 file made from it by hand, both loaded. */
+/* DRCKPT05 records mixed precision, 04 the schedule and clipping; 05 still
+ * reads 04 files (without the mixed fields) as float32 runs and 03 files
+ * (without either) as constant-rate, unclipped runs: a 05 file written,
+ * the 04 and 03 files made from it by hand, all loaded. */
+/* The 05 file b (n bytes) as an older version's: its header cut to `keep`
+ * bytes (the tail of the header dropped), the magic `magic`, into dir. */
+static void older_version(const uint8_t *b, size_t n, const char *magic, size_t keep, size_t full, const char *dir)
+{
+    size_t drop = full - keep, m = n - drop;
+    uint8_t *o = malloc(m);
+    assert_non_null(o);
+    memcpy(o, magic, 8);
+    o[8] = (uint8_t)keep; o[9] = (uint8_t)(keep >> 8); o[10] = o[11] = 0;
+    memcpy(o + 12, b + 12, keep);
+    memcpy(o + 12 + keep, b + 12 + full, n - 32 - (12 + full));
+    dr_sha256_ctx h;
+    dr_sha256_init(&h);
+    dr_sha256_update(&h, o, m - 32);
+    dr_sha256_final(&h, o + m - 32);
+    put_file(dir, "ckpt.bin", o, m);
+    free(o);
+}
+
 static void test_format_03_and_04(void **st)
 {
     (void)st;
-    enum { H03 = 128, EXT = 120 };
+    enum { H03 = 128, EXT = 120, MIX = 32 };
     float params[3] = { 1.0f, -2.0f, 0.5f };
     dr_checkpoint c, got;
     bool found;
@@ -101,33 +121,30 @@ static void test_format_03_and_04(void **st)
     c.global_batch = 10; c.examples = 100; c.nparams = 3; c.params = params;
     c.schedule.kind = DR_LR_PIECEWISE; c.schedule.nboundaries = 1; c.schedule.boundaries[0] = 7;
     c.schedule.values[0] = 0.5f; c.schedule.values[1] = 0.25f; c.clip.global_clipnorm = 2.0f; c.clip.per_replica = true;
-    mkdir(path_in(p, sizeof p, "fmt04", ""), 0755);
-    assert_int_equal(dr_checkpoint_save(path_in(p, sizeof p, "fmt04", ""), &c, &err), DR_OK);
-    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt04", ""), &got, &found, &err), DR_OK);
+    c.mixed_dtype = 1; c.loss_scale_kind = 1; c.loss_scale_value = 1024.0f; c.mixed_tf_reduction = 1;
+    c.ls_scale = 512.0f; c.ls_counter = 7; c.ls_skipped = 3;
+    mkdir(path_in(p, sizeof p, "fmt05", ""), 0755);
+    assert_int_equal(dr_checkpoint_save(path_in(p, sizeof p, "fmt05", ""), &c, &err), DR_OK);
+    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt05", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.schedule.boundaries[0] == 7 &&
                 got.schedule.values[1] == 0.25f && got.clip.global_clipnorm == 2.0f && got.clip.per_replica);
+    assert_true(got.mixed_dtype == 1 && got.loss_scale_kind == 1 && got.loss_scale_value == 1024.0f &&
+                got.mixed_tf_reduction == 1 && got.ls_scale == 512.0f && got.ls_counter == 7 && got.ls_skipped == 3);
     dr_checkpoint_free(&got);
     size_t n;
-    uint8_t *b = (uint8_t *)slurp(path_in(p, sizeof p, "fmt04", "ckpt.bin"), &n);
-    assert_memory_equal(b, "DRCKPT04", 8);
-    assert_int_equal(b[8] | b[9] << 8, H03 + EXT);
-    size_t m = n - EXT;
-    uint8_t *o = malloc(m);
-    assert_non_null(o);
-    memcpy(o, "DRCKPT03", 8);
-    o[8] = H03; o[9] = o[10] = o[11] = 0;
-    memcpy(o + 12, b + 12, H03);
-    memcpy(o + 12 + H03, b + 12 + H03 + EXT, n - 32 - (12 + H03 + EXT));
-    dr_sha256_ctx h;
-    dr_sha256_init(&h);
-    dr_sha256_update(&h, o, m - 32);
-    dr_sha256_final(&h, o + m - 32);
-    put_file("fmt03", "ckpt.bin", o, m);
+    uint8_t *b = (uint8_t *)slurp(path_in(p, sizeof p, "fmt05", "ckpt.bin"), &n);
+    assert_memory_equal(b, "DRCKPT05", 8);
+    assert_int_equal(b[8] | b[9] << 8, H03 + EXT + MIX);
+    older_version(b, n, "DRCKPT04", H03 + EXT, H03 + EXT + MIX, "fmt04");
+    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt04", ""), &got, &found, &err), DR_OK);
+    assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.clip.global_clipnorm == 2.0f &&
+                got.mixed_dtype == 0 && got.loss_scale_kind == 0 && got.ls_skipped == 0 && got.params[1] == -2.0f);
+    dr_checkpoint_free(&got);
+    older_version(b, n, "DRCKPT03", H03, H03 + EXT + MIX, "fmt03");
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt03", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_CONSTANT && got.clip.global_clipnorm == 0.0f &&
-                !got.clip.per_replica && got.nparams == 3 && got.params[1] == -2.0f);
+                !got.clip.per_replica && got.mixed_dtype == 0 && got.nparams == 3 && got.params[1] == -2.0f);
     dr_checkpoint_free(&got);
-    free(o);
     free(b);
 }
 
@@ -442,6 +459,92 @@ static void test_forged_header(void **s)
     free(ck);
 }
 
+/* ---- mixed precision ---------------------------------------------------------- */
+
+/* mixed_float16 with --loss_scale=dynamic:2^20 (steps 1 and 2 overflow float16
+ * and are skipped, the scale halves twice), mirrored R=2 on `variant`. */
+static void mixed_config(dr_run_config *c, const char *dir, const char *variant, uint64_t steps)
+{
+    config(c, dir, "mirrored", 2, "nccl", steps);
+    c->synthetic_examples = 512;
+    c->global_batch_size = 64;
+    c->seed = 7;
+    snprintf(c->variant, sizeof c->variant, "%s", variant);
+    c->mixed.compute = DR_DTYPE_F16;
+    c->mixed.loss_scale = DR_LOSS_SCALE_DYNAMIC;
+    c->mixed.fixed_scale = 1048576.0f;
+}
+
+/* A mixed run stopped at step 5 (its checkpoint holds the loss scale:
+ * 2^18, counter 3, 2 skipped) and resumed to 10 gives the uninterrupted
+ * run's loss bits and weights; under the reference, the engine (openmp),
+ * and the engine resuming the reference's checkpoint. Without the scale in
+ * the checkpoint the resumed run would start again at 2^20 and skip two
+ * more steps (ckpt_loss_scale_dropped, tests/faults.tsv). */
+static void test_mixed_resume(void **s)
+{
+    static const char *const first[3] = { "ref", "openmp", "ref" }, *const then[3] = { "ref", "openmp", "openmp" };
+    dr_run_config c;
+    dr_run_result full, r;
+    char p[1200], dir[32];
+    dr_checkpoint ck;
+    bool found;
+    dr_err err = { 0, "" };
+    (void)s;
+    mixed_config(&c, "mx_full", "ref", 10);
+    train(&c, &full);
+    char *want = step_bits("mx_full");
+    for (int i = 0; i < 3; i++) {
+        snprintf(dir, sizeof dir, "mx_%d", i);
+        mixed_config(&c, dir, first[i], 5);
+        train(&c, &r);
+        assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, dir, ""), &ck, &found, &err), DR_OK);
+        assert_true(found && ck.mixed_dtype == DR_DTYPE_F16 && ck.ls_scale == 262144.0f && ck.ls_counter == 3 &&
+                    ck.ls_skipped == 2);
+        dr_checkpoint_free(&ck);
+        mixed_config(&c, dir, then[i], 10);
+        train(&c, &r);
+        char *got = step_bits(dir);
+        if (strcmp(got, want) || strcmp(r.weights_sha256, full.weights_sha256))
+            fail_msg("%s then %s: the resumed mixed run is not the uninterrupted one", first[i], then[i]);
+        free(got);
+    }
+    free(want);
+}
+
+/* A mixed checkpoint resumed with another --dtype_policy, --loss_scale or
+ * --mixed_reduction (and a float32 one with a mixed policy) is refused,
+ * exit 2, naming the flag and both values. */
+static void test_mixed_flags_on_resume(void **s)
+{
+    static const struct { const char *flags, *want; } k[] = {
+        { "--dtype_policy=mixed_bfloat16 --loss_scale=dynamic:1048576",
+          "--dtype_policy=mixed_bfloat16, but the checkpoint in %s/mxf was trained with --dtype_policy=mixed_float16" },
+        { "--dtype_policy=mixed_float16", "--loss_scale=dynamic, but the checkpoint in %s/mxf was trained with "
+          "--loss_scale=dynamic:1048576" },
+        { "--dtype_policy=mixed_float16 --loss_scale=512", "--loss_scale=512, but the checkpoint" },
+        { "--dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 --mixed_reduction=tensorflow",
+          "--mixed_reduction=tensorflow, but the checkpoint in %s/mxf was trained with --mixed_reduction=exact" },
+        { "", "--dtype_policy=float32, but the checkpoint in %s/mxf was trained with --dtype_policy=mixed_float16" },
+    };
+    char cmd[1600], out[4096], want[300];
+    (void)s;
+    snprintf(cmd, sizeof cmd, "%s train --variant=openmp --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
+             "--model_dir=%s/mxf --train_steps=2 > /dev/null 2>&1", BIN, g_tmp);
+    assert_int_equal(system(cmd), 0);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s train --variant=openmp %s --model_dir=%s/mxf --train_steps=4 2>&1", BIN,
+                 k[i].flags, g_tmp);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        out[fread(out, 1, sizeof out - 1, f)] = '\0';
+        int st = pclose(f);
+        snprintf(want, sizeof want, k[i].want, g_tmp);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(out, want))
+            fail_msg("%s: status %d, %s (wanted: %s)", k[i].flags, WEXITSTATUS(st), out, want);
+    }
+}
+
 /* An exact checkpoint resumed with --numerics=fast (and the reverse) is
  * refused naming --numerics, exit 2 (issue 27 #9: before, the run went on
  * in the other mode and its trajectory silently changed). */
@@ -579,6 +682,8 @@ int main(void)
         cmocka_unit_test(test_other_experiment),
         cmocka_unit_test(test_other_settings),
         cmocka_unit_test(test_format_03_and_04),
+        cmocka_unit_test(test_mixed_resume),
+        cmocka_unit_test(test_mixed_flags_on_resume),
         cmocka_unit_test(test_evaluate_any_strategy),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, group_setup, group_teardown);

@@ -447,7 +447,8 @@ static int step_tensors(const char *dir, uint64_t k)
 
 /* Every engine path against the reference, gradients included: plain,
  * global and per-variable clipping, Keras's per-replica clipping,
- * accumulation (the gradient on the update's step only), central_storage,
+ * accumulation (the gradient on the update's step only), mixed_float16,
+ * central_storage,
  * tpu with spatial partitioning, the compact accumulators' fallback to full
  * ones (linear_wide), MPI ranks and OpenCL (skipped, said, where they
  * cannot run). The planted faults traj_grad_* make it fail. */
@@ -474,6 +475,8 @@ static void test_engine_gradients(void **state)
     engine_same_as_ref(dir, "central_storage", mlp, one, "", "--variant=openmp --distribution_strategy=central_storage "
                        "--num_gpus=2");
     engine_same_as_ref(dir, "tpu", mlp, one, "", "--variant=openmp --distribution_strategy=tpu --input_partition_dims=2,2");
+    snprintf(common, sizeof common, "%s --dtype_policy=mixed_float16 --loss_scale=dynamic:65536", mlp);
+    engine_same_as_ref(dir, "mixed", common, one, "", omp2);   /* the mixed step's own unscaled host floats */
     engine_same_as_ref(dir, "fallback", wide, one, "", omp2);
     if (!strstr(slurp(dir, "fallback.e/summary.json"), "\"exact_fallback_steps\":3"))
         fail_msg("linear_wide ran no step through the full accumulators' fallback: %s", slurp(dir, "fallback.e/summary.json"));

@@ -494,6 +494,17 @@ static int omp_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics n
     return DR_OK;
 }
 
+/* The optimizer on the gradient t (over d) at 1-based step. */
+static void optimize(dr_backend *b, float lr, uint64_t step, const grad_src *t, uint32_t d, float *w, float *s)
+{
+    const dr_optimizer *o = &b->o;
+    size_t P = b->P;
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, dr_optimizer_updates(o, step), t, d, w, s, s + P, P);
+    else if (o->momentum != 0.0f) apply_momentum(o, lr, t, d, w, s, P);
+    else apply_sgd(lr, t, d, w, P);
+    DR_SEAM_L2_AS_DECAY(b, o, w);
+}
+
 static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                      dr_buffer *params, dr_buffer *slots, dr_err *err)
 {
@@ -522,11 +533,24 @@ static int omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, ui
         t.total = (const char *)clipped;
         divisor = 1;
     }
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, dr_optimizer_updates(o, step), &t, divisor, w, s, s + P, P);
-    else if (o->momentum != 0.0f) apply_momentum(o, lr, &t, divisor, w, s, P);
-    else apply_sgd(lr, &t, divisor, w, P);
+    optimize(b, lr, step, &t, divisor, w, s);
     free(clipped);
-    DR_SEAM_L2_AS_DECAY(b, o, w);
+    return DR_OK;
+}
+
+/* The mixed step's apply: g is already rounded and unscaled (strategies/mixed.c). */
+static int omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots,
+                         dr_err *err)
+{
+    const dr_optimizer *o = &b->o;
+    size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
+    grad_src t = { dr_form_of(DR_FORM_F32), (const char *)(const void *)g, PAR_PARAMS_F32 };
+    int rc;
+    if ((rc = dr_omp_need(params, P * sizeof(float), "params", err)) ||
+        (nslots && (rc = dr_omp_need(slots, nslots * P * sizeof(float), "slots", err))))
+        return rc;
+    optimize(b, dr_lr_at(&o->schedule, o->lr, DR_SEAM_SCHEDULE_STEP(step)), step, &t, 1, dr_omp_f32(params),
+             dr_omp_f32(slots));
     return DR_OK;
 }
 
@@ -577,6 +601,8 @@ const dr_backend_ops *dr_backend_openmp(void)
         .applied_grad = omp_applied_grad,
         .round_loss = omp_round_loss,
         .set_numerics = omp_set_numerics,
+        .mixed_loss_grad = dr_omp_mixed_loss_grad,
+        .apply_f32 = omp_apply_f32,
         .layer0_partial = dr_omp_layer0_partial,
         .layer0_finish = dr_omp_layer0_finish,
         .layer0_delta = dr_omp_layer0_delta,

@@ -86,4 +86,7 @@ int dr_omp_layer0_delta(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *o
 int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
                             uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err);
 
+/* devices/cpu/openmp_mixed.c: distref/backend.h's mixed_loss_grad */
+int dr_omp_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err);
+
 #endif

@@ -77,6 +77,7 @@
 #include "distref/exact.h"
 #include "distref/factory.h"
 #include "distref/form.h"
+#include "distref/half.h"
 #include "distref/model.h"
 
 /* EXACT_COMPACT is exact numerics with the gradient kept in 32-byte compact
@@ -106,6 +107,14 @@ static inline size_t dr_grad_bytes(dr_numerics num)
 {
     return num == DR_NUMERICS_EXACT_COMPACT ? sizeof(dr_cacc) : dr_sum_bytes(num);
 }
+
+/* What the mixed kernel needs of the step (mixed_loss_grad). */
+typedef struct dr_mixed_kernel {
+    dr_dtype compute;    /* DR_DTYPE_F16 or DR_DTYPE_BF16 */
+    float    scale;      /* the loss scale of this step (1: none) */
+    uint32_t G;          /* the loss's divisor: the global batch size */
+    uint32_t mult;       /* the loss share's multiplier (R: over G*R) */
+} dr_mixed_kernel;
 
 typedef struct dr_backend dr_backend;   /* an opened backend */
 typedef struct dr_buffer  dr_buffer;    /* device-resident memory of a backend */
@@ -241,6 +250,22 @@ typedef struct dr_backend_ops {
     /* Optional (NULL: the numerics of open() only): switch between EXACT and
      * EXACT_COMPACT between steps; grad buffers are then the new form's. */
     int   (*set_numerics)(dr_backend *b, dr_numerics num, dr_err *err);
+
+    /* ---- mixed precision (--dtype_policy=mixed_*; optional, NULL: not built) */
+
+    /* The mixed step's forward and backward on the first n rows of rb->x,
+     * exact numerics only (docs/TRAINING_FEATURES.md, "Mixed precision"):
+     * every op's result its exact value rounded once to m->compute (the
+     * input, the weights, each pre-activation, dz = RN(scale (softmax -
+     * onehot) / G) per example, each delta below); rb->grad = the exact
+     * sums of the weight gradients (the scale and 1/G inside dz: no share),
+     * rb->loss = mult * the exact sum of the float32 per-example losses. */
+    int   (*mixed_loss_grad)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *m,
+                             dr_err *err);
+    /* The optimizer at 1-based `step` on a float gradient g[0..P) on the
+     * host, already rounded and unscaled (the mixed step's apply). */
+    int   (*apply_f32)(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots,
+                       dr_err *err);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 

@@ -7,11 +7,12 @@
  * replicas restores under one_device or central_storage.
  *
  * File: model_dir/ckpt.bin, little-endian, written atomically:
- *   "DRCKPT04" | u32 header bytes | header fields | params | slots | SHA-256
+ *   "DRCKPT05" | u32 header bytes | header fields | params | slots | SHA-256
  * (03 added the epoch's counters, the last loss and the settings that
  * change the trajectory; 04 the learning-rate schedule and clipping, and
- * reads 03 files as constant-rate, unclipped runs; an 02 file is refused
- * naming its version).
+ * reads 03 files as constant-rate, unclipped runs; 05 mixed precision's
+ * policy and loss-scale state, and reads 04 files as float32 runs; an 02
+ * file is refused naming its version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
  * mismatched file is rejected with a message naming the file and the field,
  * and nothing of it is loaded.
@@ -48,6 +49,14 @@ typedef struct dr_checkpoint {
     dr_lr_schedule schedule; /* 04: --lr_schedule and its parameters (03 files: constant) */
     dr_clip        clip;     /* 04: the clipping flags (03 files: none) */
     uint32_t       accumulation_steps;   /* 04: --gradient_accumulation_steps (0, 1: none) */
+    /* 05: mixed precision (04 and 03 files: float32, zeros) */
+    uint32_t mixed_dtype;          /* dr_dtype: --dtype_policy */
+    uint32_t loss_scale_kind;      /* dr_loss_scale_kind: --loss_scale */
+    float    loss_scale_value;     /* its number: fixed factor or dynamic's initial (0: the default) */
+    uint32_t mixed_tf_reduction;   /* --mixed_reduction=tensorflow */
+    float    ls_scale;             /* the loss scale's state after step `step` */
+    uint32_t ls_counter;           /*   (Keras' step_counter) */
+    uint64_t ls_skipped;           /*   steps skipped so far */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
     float   *params;         /* nparams */
@@ -85,7 +94,9 @@ int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const ch
                          size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
                          uint32_t examples, dr_err *err);
 /* The trajectory's settings agree with `now`'s (learning rate, momentum,
- * L2, shuffle, drop_remainder, Nesterov, numerics, the loss's divisor): DR_EUSAGE
+ * L2, shuffle, drop_remainder, Nesterov, numerics, the loss's divisor, the
+ * schedule, clipping, accumulation, --dtype_policy, --loss_scale,
+ * --mixed_reduction): DR_EUSAGE
  * naming the flag and both values otherwise. */
 int  dr_checkpoint_check_settings(const dr_checkpoint *c, const char *model_dir, const dr_checkpoint *now,
                                   dr_err *err);

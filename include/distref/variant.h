@@ -103,6 +103,12 @@ typedef struct dr_variant {
      * skipped). NULL: the variant does not expose it, and its trajectories
      * hold variables, slots and loss only. */
     int  (*get_gradients)(dr_session *s, float *grads, bool *applied, dr_err *err);
+
+    /* Optional: mixed precision's loss-scale state (--dtype_policy=mixed_*:
+     * scale, growth counter, skipped steps) for a checkpoint, and restoring
+     * it on every replica (resume). NULL: the variant runs no mixed step. */
+    int  (*get_loss_scale)(dr_session *s, dr_loss_scale *out, dr_err *err);
+    int  (*set_loss_scale)(dr_session *s, const dr_loss_scale *ls, dr_err *err);
 } dr_variant;
 
 #endif

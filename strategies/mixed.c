@@ -1,0 +1,213 @@
+/* distref engine — mixed precision with loss scaling in the engine's step
+ * (--dtype_policy=mixed_float16 / mixed_bfloat16, --loss_scale,
+ * --mixed_reduction; docs/TRAINING_FEATURES.md "Mixed precision").
+ *
+ *   compute  each replica's mixed kernel on its backend (mixed_loss_grad):
+ *            every op rounded once to the compute dtype c, the loss scale
+ *            and 1/G inside dz, the weight gradients exact sums;
+ *   reduce   the comm's exact all-reduce of the replicas' accumulators;
+ *            --mixed_reduction=tensorflow first rounds each replica's
+ *            partial to c (as TensorFlow), so the sum is of the R rounded
+ *            partials; the total is then rounded once (exact: to c, the
+ *            global value whatever R; tensorflow: to float32);
+ *   decide   "every element finite", read from that all-reduced, rounded
+ *            total: the same value on every worker (thread or MPI rank),
+ *            so each worker's copy of the loss scale (core/loss_scale.c,
+ *            Keras 3's LossScaleOptimizer) takes the same decision;
+ *   apply    skipped (weights, slots, the applied-step count unmoved), or
+ *            g / scale in float32 and the optimizer at the applied-step
+ *            count on every replica (apply_f32).
+ * The step runs with full exact accumulators (no compact form, no fast
+ * kernels: --numerics=fast runs these same kernels and gives the same bits).
+ * Built where the reference's mixed step is: one_device, mirrored and
+ * multi_worker_mirrored, the global_batch_size reduction, Dense layers
+ * (ReLU or linear) under the logits cross-entropy, no L2, no clipping, no
+ * accumulation, on a backend with the mixed kernel (openmp; mpi ranks run
+ * it too). The rest is refused at open with the reason.
+ */
+#include "strategies/engine_internal.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/seams.h"
+
+struct engine_mixed {
+    dr_dtype      c;
+    bool          tf;
+    dr_loss_scale ls[ENGINE_MAX_WORKERS];      /* each worker's own copy, w - wlo */
+    bool          local_finite[ENGINE_MAX_WORKERS];
+    float        *g[ENGINE_MAX_WORKERS];       /* the rounded, unscaled gradient of worker w - wlo */
+    float         step_scale;                  /* this process's first worker: the step's scale, */
+    bool          step_skipped;                /*   and whether it skipped (metrics.jsonl) */
+};
+
+static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
+{
+    const dr_experiment *e = &p->exp;
+    if (!bo->mixed_loss_grad || !bo->apply_f32)
+        return "the backend has no mixed kernel (float16/bfloat16 rounding of every op is built for the OpenMP "
+               "backend: --variant=openmp or mpi)";
+    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
+        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
+        return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
+    if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
+    if (e->model.l2 != 0.0f) return "--l2 is not built into it";
+    if (e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0)
+        return "clipping is not built into it";
+    if (p->cfg->gradient_accumulation_steps > 1) return "accumulation is not built into it";
+    if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
+    if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
+        return "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
+    for (uint32_t l = 0; l < e->model.nlayers; l++)
+        if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
+    return NULL;
+}
+
+int engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
+{
+    const char *why;
+    if (plan->cfg->mixed.compute == DR_DTYPE_F32 || !(why = mixed_why(plan, bo))) return DR_OK;
+    return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s with %s: %s",
+                   dr_dtype_name(plan->cfg->mixed.compute), name, dr_strategy_kind_name(plan->spec.kind), why);
+}
+
+int engine_mixed_open(dr_session *s, dr_err *err)
+{
+    const dr_mixed_config *mc = &s->cfg->mixed;
+    engine_mixed *m;
+    if (mc->compute == DR_DTYPE_F32) return DR_OK;
+    if (!(m = s->mixed = calloc(1, sizeof *m))) return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step");
+    m->c = mc->compute;
+    m->tf = mc->tf_reduction;
+    for (uint32_t w = 0; w < s->whi - s->wlo; w++) {
+        dr_loss_scale_init(&m->ls[w], mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
+                           mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
+        if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) m->ls[w].scale = mc->fixed_scale;
+        if (!(m->g[w] = malloc((s->plan->P ? s->plan->P : 1) * sizeof(float))))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's gradient (%zu floats)",
+                           (size_t)s->plan->P);
+    }
+    return DR_OK;
+}
+
+void engine_mixed_close(dr_session *s)
+{
+    if (!s->mixed) return;
+    for (uint32_t w = 0; w < ENGINE_MAX_WORKERS; w++) free(s->mixed->g[w]);
+    free(s->mixed);
+    s->mixed = NULL;
+}
+
+int engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err)
+{
+    const engine_mixed *m = s->mixed;
+    dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r] };
+    return s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
+}
+
+bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
+{
+    bool fin = true;
+    for (size_t p = 0; fin && p < s->plan->P; p++) {
+        float v = dr_acc_round_div_dtype(&part[p], 1, s->mixed->c);
+        fin = v - v == 0.0f;
+    }
+    return fin;
+}
+
+void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L)
+{
+    const engine_mixed *m = s->mixed;
+    const long long P = (long long)s->plan->P;
+    DR_SEAM_MIXED_LOCAL_CHECK(s, w - s->wlo, (const dr_acc *)local[0]);
+    if (!m->tf) return;
+    for (uint32_t k = 0; k < L; k++) {   /* --mixed_reduction=tensorflow: each partial rounded to c first */
+        dr_acc *a = local[k];
+        #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
+        for (long long p = 0; p < P; p++) {
+            float v = dr_acc_round_div_dtype(&a[p], 1, m->c);
+            dr_acc_init(&a[p]);
+            dr_acc_add(&a[p], v);
+        }
+    }
+}
+
+typedef struct apply_arg { const float *g; uint64_t step; } apply_arg;
+
+static int apply_one(dr_session *s, uint32_t r, void *arg, dr_err *err)
+{
+    const apply_arg *a = arg;
+    return s->bo->apply_f32(s->be, a->g, a->step, s->rb[r].params, s->rb[r].slots, err);
+}
+
+int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *err)
+{
+    engine_mixed *m = s->mixed;
+    const uint32_t i = w - s->wlo;
+    const long long P = (long long)s->plan->P;
+    float *g = m->g[i], scale = m->ls[i].scale;
+    int fin = 1;
+    apply_arg a;
+    #pragma omp parallel for schedule(static) reduction(&:fin) if (P >= 4096 && !omp_in_parallel())
+    for (long long p = 0; p < P; p++) {
+        g[p] = m->tf ? dr_acc_round(&total[p]) : dr_acc_round_div_dtype(&total[p], 1, m->c);
+        fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
+    }
+    bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
+    if (i == 0) { m->step_scale = scale; m->step_skipped = !applies; }
+    if (!applies) return DR_OK;   /* skipped */
+    for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    a.g = g;
+    a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied steps only */
+    return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);
+}
+
+void engine_mixed_report(const dr_session *s, dr_step_report *out)
+{
+    size_t n = strlen(out->extra);
+    if (!s->mixed) return;
+    snprintf(out->extra + n, sizeof out->extra - n, ",\"loss_scale\":%.9g,\"skipped\":%s", s->mixed->step_scale,
+             s->mixed->step_skipped ? "true" : "false");
+}
+
+const dr_loss_scale *engine_mixed_state(const dr_session *s)
+{
+    return s->mixed ? &s->mixed->ls[0] : NULL;
+}
+
+bool engine_mixed_applied(const dr_session *s, float *grads)
+{
+    if (!s->mixed || s->mixed->step_skipped) return false;
+    memcpy(grads, s->mixed->g[0], s->plan->P * sizeof *grads);   /* worker 0's unscaled gradient, as applied */
+    return true;
+}
+
+bool engine_mixed_agree(const dr_session *s)
+{
+    for (uint32_t w = 1; s->mixed && w < s->whi - s->wlo; w++)
+        if (memcmp(&s->mixed->ls[w], &s->mixed->ls[0], sizeof s->mixed->ls[0])) return false;
+    return true;
+}
+
+void engine_mixed_restore(dr_session *s, const dr_loss_scale *ls)
+{
+    for (uint32_t w = 0; s->mixed && w < s->whi - s->wlo; w++) s->mixed->ls[w] = *ls;
+}
+
+void engine_mixed_summarize(const dr_session *s, json_object *o)
+{
+    const engine_mixed *m = s->mixed;
+    json_object *j;
+    if (!m) return;
+    j = json_object_new_object();
+    json_object_object_add(j, "compute_dtype", json_object_new_string(dr_dtype_name(m->c)));
+    json_object_object_add(j, "reduction", json_object_new_string(m->tf ? "tensorflow" : "exact"));
+    json_object_object_add(j, "loss_scale", json_object_new_double(m->ls[0].scale));
+    json_object_object_add(j, "growth_counter", json_object_new_int64(m->ls[0].counter));
+    json_object_object_add(j, "skipped_steps", json_object_new_int64((int64_t)m->ls[0].skipped));
+    json_object_object_add(j, "workers_agree", json_object_new_boolean(engine_mixed_agree(s)));
+    json_object_object_add(o, "mixed_precision", j);
+}
