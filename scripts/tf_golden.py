@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTREF = os.path.join(ROOT, "bin", "distref")
@@ -86,6 +88,23 @@ for name, (extra, tf_side), Rs in FEATURES:
 TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
                     "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
+
+# The convolutional experiments (issue 31; docs/MODELS.md, scripts/tf_conv.py):
+# replica BN (each replica's own statistics, MirroredStrategy's default) and
+# sync BN (BatchNormalization(synchronized=True)) at R = 1, 2, 4, dropout off
+# (distref's masks are keyed by the global example id, TensorFlow's by each
+# replica's generator). Small, so that test_golden stays fast: the CNN over
+# 72 examples at G = 32 (a short final batch of 8: 2 per replica at R = 4),
+# the ResNet over 16 at G = 8 (two full steps). Not a short batch of 4 for
+# the ResNet: one example per replica at R = 4 makes TensorFlow 2.21's
+# oneDNN Conv2DBackpropFilter abort ("could not create a primitive
+# descriptor for the reorder primitive", measured).
+for exp, n, G in (("cnn_synthetic", 72, 32), ("resnet_synthetic", 16, 8)):
+    for bn in ("replica", "sync"):
+        for R in (1, 2, 4):
+            TRAIN_CASES.append({"name": "%s_%s_bn_R%d" % (exp.split("_")[0], bn, R), "experiment": exp,
+                                "synthetic_examples": n, "global_batch_size": G, "epochs": 1, "num_gpus": R,
+                                "batch_norm": bn, "extra": ["--batch_norm=" + bn, "--dropout=off"]})
 
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
@@ -170,8 +189,23 @@ def export(case, what, folder):   # the training features' flags are for trainin
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def tf_train_conv(tf, case):
+    """A convolutional case (scripts/tf_conv.py): every BatchNormalization
+    state entry and a sample of the trainable ones."""
+    import tf_conv
+    with tempfile.TemporaryDirectory() as d:
+        export(case, "all", d)
+        losses, flat, ntrain = tf_conv.train(tf, case, d, strategy)
+    step = 3 if flat.size < 4000 else 11
+    idx = list(range(0, ntrain, step)) + list(range(ntrain, flat.size))
+    return {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,
+            "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size), "num_trainable": ntrain}
+
+
 def tf_train(tf, case):
     import numpy as np
+    if case["experiment"] not in EXPERIMENTS:
+        return tf_train_conv(tf, case)
     exp = EXPERIMENTS[case["experiment"]]
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)
