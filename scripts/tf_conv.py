@@ -140,6 +140,9 @@ def train(tf, case, folder, strategy):
     """One case: losses per step and the final flat vector (distref's layout)."""
     import numpy as np
     layers, opt_kind, lr, momentum = SPECS[case["experiment"]]
+    opt_kind = case.get("optimizer", opt_kind)
+    lr = case.get("learning_rate", lr)
+    momentum = case.get("momentum", momentum)
     x = np.load(os.path.join(folder, "x.npy")).reshape(-1, 28, 28, 1)
     y = np.load(os.path.join(folder, "y.npy")).astype(np.int32)
     order = np.load(os.path.join(folder, "order.npy"))
