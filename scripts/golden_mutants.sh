@@ -8,8 +8,9 @@
 # patch of a copy of its core/ or ref/ file in the build folder (the
 # sources carry no fault code), compiled with that layer's define and
 # linked before the archives. ref_bn_epsilon_torch (BatchNormalization's
-# epsilon PyTorch's 1e-5, not Keras' 1e-3) is caught by the CNN and ResNet
-# cases (docs/MODELS.md).
+# epsilon PyTorch's 1e-5, not Keras' 1e-3) and ref_bn_momentum_torch (the
+# moving statistics at momentum 0.9, not 0.99: only the moving-statistics
+# comparison sees it) are caught by the CNN and ResNet cases (docs/MODELS.md).
 #   sh scripts/golden_mutants.sh [NAME...]
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
 set -u
