@@ -13,7 +13,10 @@
  *             clipvalue as Keras 3 clips (per replica: distref's
  *             --clip_semantics=tensorflow) at R = 1, 2, 4, accumulation
  *             over 2 micro-batches at R = 1 (Keras cannot accumulate under
- *             MirroredStrategy); trained by the reference from the same
+ *             MirroredStrategy); cnn_synthetic and resnet_synthetic
+ *             (issue 31) under replica and sync batch normalization at
+ *             R = 1, 2, 4, dropout off, their BN moving statistics compared
+ *             apart within STATE_ABS (docs/MODELS.md); trained by the reference from the same
  *             initial weights and example order (bin/distref export gave
  *             them to TensorFlow) within LOSS_REL and WEIGHT_ABS. A case's
  *             flags go through bin/distref's own flag table.
