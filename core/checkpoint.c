@@ -419,6 +419,11 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
                        "resume with the same value or use another --model_dir",
                        now->flags & DR_CKPT_BN_REPLICA ? "replica" : "sync", dir,
                        c->flags & DR_CKPT_BN_REPLICA ? "replica" : "sync");
+    if ((c->flags ^ now->flags) & DR_CKPT_DROPOUT_OFF)
+        return dr_fail(err, DR_EUSAGE, "--dropout=%s, but the checkpoint in %s was trained with --dropout=%s; "
+                       "resume with the same value or use another --model_dir",
+                       now->flags & DR_CKPT_DROPOUT_OFF ? "off" : "model", dir,
+                       c->flags & DR_CKPT_DROPOUT_OFF ? "off" : "model");
     if ((c->flags ^ now->flags) & DR_CKPT_FAST_NUMERICS)
         return dr_fail(err, DR_EUSAGE, "--numerics=%s, but the checkpoint in %s was trained with --numerics=%s: "
                        "resuming it in the other mode would silently change its trajectory; resume with "

@@ -97,6 +97,8 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "tf_default (each replica divides by its own batch, as tf.keras does; depends on the replica count)"),
         ENUM("batch_norm", batch_norm, "sync|replica", "BatchNormalization's statistics: sync (the global batch, "
              "every replica count the same bits) | replica (each replica's own, TensorFlow's default)"),
+        ENUM("dropout", dropout, "model|off", "Dropout layers: model (the experiment's rates) | off (rate 0: "
+             "the TensorFlow comparisons, whose per-replica masks distref deliberately does not draw)"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
         STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
         DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),
@@ -177,6 +179,7 @@ void dr_cli_flags_defaults(dr_cli_flags *c)
     strcpy(c->loss_reduction, d.loss_reduction);
     strcpy(c->input_mode, d.input_mode);
     strcpy(c->batch_norm, d.batch_norm);
+    strcpy(c->dropout, d.dropout);
     strcpy(c->what, "all");
     strcpy(c->format, "npy");
     strcpy(c->numerics, d.numerics);
@@ -246,6 +249,7 @@ static int strings(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
                         "loss_reduction", err)) ||
         (rc = copy_flag(cfg->input_mode, sizeof cfg->input_mode, c->input_mode, "input_mode", err)) ||
         (rc = copy_flag(cfg->batch_norm, sizeof cfg->batch_norm, c->batch_norm, "batch_norm", err)) ||
+        (rc = copy_flag(cfg->dropout, sizeof cfg->dropout, c->dropout, "dropout", err)) ||
         (rc = copy_flag(cfg->tpu_platform, sizeof cfg->tpu_platform, c->tpu_platform, "tpu_platform", err)) ||
         (rc = copy_flag(cfg->input_partition_dims, sizeof cfg->input_partition_dims, c->input_partition_dims,
                         "input_partition_dims", err)) ||

@@ -103,4 +103,5 @@ void dr_run_config_defaults(dr_run_config *c)
     c->tpu_hbm_scale = 1.0;
     c->staleness = 2;
     strcpy(c->batch_norm, "sync");
+    strcpy(c->dropout, "model");
 }

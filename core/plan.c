@@ -51,12 +51,20 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
     return DR_OK;
 }
 
-/* --batch_norm and what the models beyond Dense do not run with yet. */
+/* --batch_norm, --dropout and what the models beyond Dense do not run with yet. */
 static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
 {
     const dr_model_spec *m = &p->exp.model;
-    bool bn = false;
-    for (uint32_t l = 0; l < m->nlayers; l++) bn |= m->layer[l].kind == DR_LAYER_BATCH_NORM;
+    bool bn = false, off = strcmp(cfg->dropout, "off") == 0;
+    if (!off && strcmp(cfg->dropout, "model") != 0)
+        return dr_fail(err, DR_EUSAGE, "--dropout: expected model or off, got '%s'", cfg->dropout);
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        bn |= m->layer[l].kind == DR_LAYER_BATCH_NORM;
+        if (off && m->layer[l].kind == DR_LAYER_DROPOUT) {
+            p->exp.model.layer[l].rate = 0.0f;
+            p->dropout_off = true;
+        }
+    }
     if (strcmp(cfg->batch_norm, "replica") == 0) p->bn_replica = bn;
     else if (strcmp(cfg->batch_norm, "sync") != 0)
         return dr_fail(err, DR_EUSAGE, "--batch_norm: expected sync or replica, got '%s'", cfg->batch_norm);
@@ -256,7 +264,7 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->l2 = p->exp.model.l2;
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
                (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS) |
-               (p->bn_replica ? DR_CKPT_BN_REPLICA : 0);
+               (p->bn_replica ? DR_CKPT_BN_REPLICA : 0) | (p->dropout_off ? DR_CKPT_DROPOUT_OFF : 0);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
     c->schedule = o->schedule;   /* only the parameters its kind reads (the rest at their defaults) */
     if (o->schedule.kind != DR_LR_POLYNOMIAL) c->schedule.end_learning_rate = c->schedule.power = 0.0f;

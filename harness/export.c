@@ -3,7 +3,10 @@
  *
  *   init      the initial variables, one array per tensor, in Keras's
  *             layout: dense_<l>_kernel (in x out, row-major) and
- *             dense_<l>_bias (out)
+ *             dense_<l>_bias (out); for a model with other layers
+ *             (docs/MODELS.md) one flat array `params` in distref's
+ *             layout (trainable tensors layer by layer, Keras shapes, then
+ *             each BatchNormalization's moving mean and variance)
  *   data      the training set as the model sees it: x (n x features
  *             float32, pixels already byte / 255) and y (n uint8 labels, or
  *             n float32 targets for the toy)
@@ -119,14 +122,14 @@ static int export_init(const dr_run_config *cfg, const dr_run_plan *plan, bool n
     const dr_model_spec *m = &plan->exp.model;
     float *w = malloc(plan->P * sizeof(float) + 1);
     int rc = DR_OK;
-    if (!dr_model_is_dense(m)) {
-        free(w);
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: export --what=init of a model with a %s layer (the "
-                       "arrays are named for Dense layers so far, docs/MODELS.md)",
-                       dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind));
-    }
     if (!w) return dr_fail(err, DR_ENOMEM, "export init: out of memory");
     dr_model_init(m, cfg->seed, w);
+    if (!dr_model_is_dense(m)) {   /* one flat array in distref's layout (docs/MODELS.md) */
+        uint32_t shape[1] = { (uint32_t)plan->P };
+        rc = write_array(cfg->model_dir, "params", npy, "<f4", shape, 1, w, err);
+        free(w);
+        return rc;
+    }
     for (uint32_t l = 0; rc == DR_OK && l < m->nlayers; l++) {
         char name[64];
         uint32_t ks[2] = { m->layer[l].in, m->layer[l].out }, bs[1] = { m->layer[l].out };

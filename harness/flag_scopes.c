@@ -31,7 +31,7 @@ static const scope k_scopes[] = {
     TRAINING("lr_schedule"), TRAINING("warmup_steps"), TRAINING("decay_steps"), TRAINING("end_learning_rate"),
     TRAINING("power"), TRAINING("alpha"), TRAINING("decay_rate"), TRAINING("boundaries"), TRAINING("values"),
     TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"), TRAINING("clip_semantics"),
-    TRAINING("gradient_accumulation_steps"), TRAINING("batch_norm"),
+    TRAINING("gradient_accumulation_steps"), TRAINING("batch_norm"), TRAINING("dropout"),
     TRAINING("dtype_policy"), TRAINING("dtype"), TRAINING("loss_scale"), TRAINING("mixed_reduction"),
 #undef TRAINING
     { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,

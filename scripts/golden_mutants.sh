@@ -5,8 +5,12 @@
 # split fills replicas in order, batch_sizes_for_worker, instead of
 # TensorFlow's legacy ceil(B/R) slices; divide_by_count: the loss's divisor
 # is the examples in the step, not the global batch size G). Each is a sed
-# patch of a copy of its core/ file in the build folder (the sources carry
-# no fault code), linked before the core archive.
+# patch of a copy of its core/ or ref/ file in the build folder (the
+# sources carry no fault code), compiled with that layer's define and
+# linked before the archives. ref_bn_epsilon_torch (BatchNormalization's
+# epsilon PyTorch's 1e-5, not Keras' 1e-3) and ref_bn_momentum_torch (the
+# moving statistics at momentum 0.9, not 0.99: only the moving-statistics
+# comparison sees it) are caught by the CNN and ResNet cases (docs/MODELS.md).
 #   sh scripts/golden_mutants.sh [NAME...]
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
 set -u
@@ -18,7 +22,8 @@ tab=$(printf '\t')
 while IFS=$tab read -r name kind macro file seams test needs breaks patch; do
     sed "$patch" "$file" > "$d/$name.c"
     if cmp -s "$file" "$d/$name.c"; then echo "golden mutant $name: the patch no longer applies to $file" >&2; exit 1; fi
-    $CC $CFLAGS -DDR_LAYER_CORE -c "$d/$name.c" -o "$d/$name.o" < /dev/null &&
+    case $file in ref/*) layer=DR_LAYER_REF ;; *) layer=DR_LAYER_CORE ;; esac
+    $CC $CFLAGS -D$layer -c "$d/$name.c" -o "$d/$name.o" < /dev/null &&
         $CC $CFLAGS -o "$d/${test}_$name" "tests/$test.c" "$d/$name.o" $LIBS $LDLIBS < /dev/null || exit 1
     if "$d/${test}_$name" >"$d/$name.out" 2>&1 < /dev/null; then missed="$missed $name"
     else caught=$((caught + 1)); echo "golden mutant $name: caught ($(grep -c ' FAIL ' "$d/$name.out") golden cases fail, as they must)"; fi

@@ -3,7 +3,10 @@
 # PyTorch DDP's: scripts/tf_golden.py trajectory writes MirroredStrategy
 # R = 1, 2, 4 trajectories in distref's format (python/distref's
 # Trajectory), and every comparison is one `bin/distref diff --json`.
-# Optional (make tf-crosscheck); never a test dependency.
+# Optional (make tf-crosscheck); never a test dependency. The CNN and the
+# ResNet (replica and sync batch normalization, R = 1, 2, 4) are judged by
+# the step before this one, tf_golden.py generate + test_golden: distref's
+# --trajectory does not record conv models yet (docs/MODELS.md).
 #
 #   sh scripts/tf_crosscheck.sh PYTHON OUT [STEPS]
 #

@@ -4,6 +4,10 @@
     tf_golden.py generate OUT.json [CASE...]   run TensorFlow, write the golden
                                                values (only the training cases
                                                named, when some are)
+    tf_golden.py merge GOLDEN NEW.json         put NEW's training cases into GOLDEN
+                                               (replacing those of the same name,
+                                               in TRAIN_CASES' order); both from
+                                               the same TensorFlow, same splits
     tf_golden.py trajectory OUT R [STEPS]
                                      train mlp_synthetic under MirroredStrategy(R)
                                      and write its trajectory (docs/JUDGING.md's
@@ -39,6 +43,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,6 +92,33 @@ for name, (extra, tf_side), Rs in FEATURES:
 TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
                     "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
+
+# The convolutional experiments (issue 31; docs/MODELS.md, scripts/tf_conv.py):
+# replica BN (each replica's own statistics, MirroredStrategy's default) and
+# sync BN (BatchNormalization(synchronized=True)) at R = 1, 2, 4, dropout off
+# (distref's masks are keyed by the global example id, TensorFlow's by each
+# replica's generator). Small, so that test_golden stays fast: the CNN over
+# 72 examples at G = 32 (a short final batch of 8: 2 per replica at R = 4),
+# the ResNet over 16 at G = 8 (two full steps). Not a short batch of 4 for
+# the ResNet: one example per replica at R = 4 makes TensorFlow 2.21's
+# oneDNN Conv2DBackpropFilter abort ("could not create a primitive
+# descriptor for the reorder primitive", measured).
+# The ResNet runs SGD with momentum 0.9 (--optimizer=sgd), not its Adam: the
+# bias of a Conv2D followed by BatchNormalization has a gradient that is 0 in
+# real arithmetic (the batch mean subtracts it), so each framework's is
+# rounding noise, and Adam divides it by its own square root: an update of
+# up to lr in a direction the noise picks (measured: those biases differ by
+# 1.7e-4 after 2 Adam steps, the losses by 1.7e-7; docs/MODELS.md).
+for exp, n, G, opt in (("cnn_synthetic", 72, 32, []), ("resnet_synthetic", 16, 8, ["sgd", 0.01, 0.9])):
+    for bn in ("replica", "sync"):
+        for R in (1, 2, 4):
+            case = {"name": "%s_%s_bn_R%d" % (exp.split("_")[0], bn, R), "experiment": exp, "synthetic_examples": n,
+                    "global_batch_size": G, "epochs": 1, "num_gpus": R, "batch_norm": bn,
+                    "extra": ["--batch_norm=" + bn, "--dropout=off"]}
+            if opt:
+                case.update({"optimizer": opt[0], "learning_rate": opt[1], "momentum": opt[2]})
+                case["extra"].append("--momentum=%g" % opt[2])
+            TRAIN_CASES.append(case)
 
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
@@ -170,8 +203,23 @@ def export(case, what, folder):   # the training features' flags are for trainin
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def tf_train_conv(tf, case):
+    """A convolutional case (scripts/tf_conv.py): every BatchNormalization
+    state entry and a sample of the trainable ones."""
+    import tf_conv
+    with tempfile.TemporaryDirectory() as d:
+        export(case, "all", d)
+        losses, flat, ntrain = tf_conv.train(tf, case, d, strategy)
+    step = 3 if flat.size < 4000 else 11
+    idx = list(range(0, ntrain, step)) + list(range(ntrain, flat.size))
+    return {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,
+            "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size), "num_trainable": ntrain}
+
+
 def tf_train(tf, case):
     import numpy as np
+    if case["experiment"] not in EXPERIMENTS:
+        return tf_train_conv(tf, case)
     exp = EXPERIMENTS[case["experiment"]]
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)
@@ -301,6 +349,31 @@ def train_in_child(case):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def write_json(doc, path):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def merge(path, new_path):
+    doc, new = json.load(open(path)), json.load(open(new_path))
+    if doc["tensorflow"] != new["tensorflow"] or doc["splits"] != new["splits"]:
+        sys.stderr.write("tf_golden.py merge: %s is from TensorFlow %s, %s from %s (or their splits differ)\n"
+                         % (path, doc["tensorflow"], new_path, new["tensorflow"]))
+        sys.exit(1)
+    cases = {c["name"]: c for c in doc["training"]}
+    cases.update({c["name"]: c for c in new["training"]})
+    rank = {c["name"]: i for i, c in enumerate(TRAIN_CASES)}
+    doc["training"] = sorted(cases.values(), key=lambda c: rank.get(c["name"], len(rank)))
+    write_json(doc, path)
+    print("merged %d cases of %s into %s (%d training cases)" % (len(new["training"]), new_path, path,
+                                                                len(doc["training"])))
+
+
 def generate(path, only=()):
     tf = tf_setup()
     unknown = set(only) - {c["name"] for c in TRAIN_CASES}
@@ -310,13 +383,7 @@ def generate(path, only=()):
     doc = {"tensorflow": tf.__version__, "generated_by": "scripts/tf_golden.py generate",
            "devices": "MirroredStrategy over logical CPU devices",
            "splits": tf_splits(tf), "training": [train_in_child(c) for c in TRAIN_CASES if not only or c["name"] in only]}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json(doc, path)
     print("wrote %s (TensorFlow %s: %d split cases, %d training cases)" %
           (path, tf.__version__, len(doc["splits"]), len(doc["training"])))
 
@@ -324,6 +391,8 @@ def generate(path, only=()):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "generate":
         generate(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "merge":
+        merge(sys.argv[2], sys.argv[3])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "trajectory":
         tf_trajectory(tf_setup(), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) == 5 else 200)
     elif len(sys.argv) == 3 and sys.argv[1] == "_train":

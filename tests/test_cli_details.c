@@ -125,7 +125,7 @@ static void usage_exit_2(void **st)
            "--variant=mpi: the tpu strategy runs in one process");
 }
 
-/* Models beyond the MLP (docs/MODELS.md): --batch_norm's values, the
+/* Models beyond the MLP (docs/MODELS.md): --batch_norm's and --dropout's values, the
  * engine's refusal naming the layer, a resume under the other BN mode and a
  * checkpoint of another architecture, each exit 2; the tpu strategy's
  * spatial partitioning of a conv model: tiles that layer 0 cannot split
@@ -153,6 +153,15 @@ static void models(void **st)
            2, "--batch_norm=sync, but the checkpoint in");
     expect(sh(BIN " train --model_dir=%s/bn --experiment=mlp_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),
            2, "--experiment");
+    /* --dropout=off (the TensorFlow comparisons): its values, its scope, a resume under the other value */
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --dropout=0", g_tmp), 2,
+           "--dropout: expected one of model, off; got '0'");
+    expect(sh(BIN " evaluate --model_dir=%s/bn --experiment=cnn_synthetic --dropout=off", g_tmp), 2,
+           "--dropout does not apply to evaluate: it is only for training");
+    expect(sh(BIN " train --model_dir=%s/drop --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=64 "
+              "--dropout=off", g_tmp), 0, "train: steps=1");
+    expect(sh(BIN " train --model_dir=%s/drop --experiment=cnn_synthetic --train_steps=2 --synthetic_examples=64",
+              g_tmp), 2, "--dropout=model, but the checkpoint in");
 }
 
 /* The schedule and clipping flags (docs/TRAINING_FEATURES.md): values,

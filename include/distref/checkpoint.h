@@ -81,6 +81,9 @@ void dr_checkpoint_free(dr_checkpoint *c);
 /* --batch_norm=replica trained a model with BatchNormalization (sync, the
  * default, and every model without it: the bit clear, as before it existed). */
 #define DR_CKPT_BN_REPLICA     16u
+/* --dropout=off trained a model with Dropout layers (clear: the model's
+ * rates, and every model without Dropout, as before the bit existed). */
+#define DR_CKPT_DROPOUT_OFF    32u
 
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
  * seed, global batch and training set agree (DR_EUSAGE, exit 2, naming the

@@ -47,6 +47,7 @@ typedef struct dr_run_plan {
     bool                divide_locally;    /* tf_default: each replica by its own size x R */
     size_t              tensor_len[4 * DR_MAX_LAYERS];   /* dr_model_tensors: kernel, bias, ..., then state */
     uint32_t            ntensors;
+    bool                dropout_off;  /* --dropout=off on a model with Dropout: its rates set to 0 */
     bool                bn_replica;   /* --batch_norm=replica on a model with BatchNormalization */
 } dr_run_plan;
 

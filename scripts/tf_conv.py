@@ -1,0 +1,174 @@
+"""distref's convolutional experiments in Keras 3 (docs/MODELS.md), for
+scripts/tf_golden.py: the layer lists of core/experiment.c and
+core/experiment_resnet.c as Keras layers in distref's order, distref's flat
+parameter vector (trainable tensors layer by layer in Keras shapes, then each
+BatchNormalization's moving mean and variance) into and out of them, and a
+custom MirroredStrategy loop in the seeds' recipe.
+
+Keras layers: Conv2D (kernel HWIO, bias), BatchNormalization(momentum=0.99,
+epsilon=1e-3, synchronized=True for --batch_norm=sync) followed by a ReLU
+when distref's BN layer has one, MaxPooling2D(2), Flatten, Dense, Add (then
+ReLU), GlobalAveragePooling2D. Dropout is left out: the cases run distref
+with --dropout=off (distref keys its masks by the global example id,
+TensorFlow draws them from each replica's generator).
+"""
+import os
+
+# (kind, settings) as distref's layer list; src: 0 = previous output, k + 1 = layer k's;
+# add: from = the layer whose output is added (-1 = the model's input)
+CNN_SYNTHETIC = [("conv", dict(f=4, k=3, s=2, same=True, relu=False)), ("bn", dict(relu=True)),
+                 ("conv", dict(f=4, k=3, s=1, same=True, relu=True)), ("add", dict(frm=1, relu=False)),
+                 ("pool", {}), ("conv", dict(f=8, k=1, s=1, same=False, relu=True)),
+                 ("conv", dict(f=8, k=3, s=2, same=False, relu=False)), ("flatten", {}), ("dropout", {}),
+                 ("dense", dict(units=10))]
+
+
+def resnet(width):
+    """core/experiment_resnet.c's list."""
+    m = []
+
+    def push(kind, **kw):
+        m.append((kind, kw))
+        return len(m) - 1
+
+    def conv(f, k, s, src=0):
+        return push("conv", f=f, k=k, s=s, same=True, relu=False, src=src)
+
+    def block(inp, f, stride):
+        shortcut = inp
+        if stride != 1:
+            conv(f, 1, stride, inp + 1)
+            shortcut = push("bn", relu=False)
+        conv(f, 3, stride, inp + 1)
+        push("bn", relu=True)
+        conv(f, 3, 1)
+        push("bn", relu=False)
+        return push("add", frm=shortcut, relu=True)
+
+    conv(width, 3, 1)
+    last = push("bn", relu=True)
+    for stage in range(3):
+        for b in range(2):
+            last = block(last, width << stage, 2 if stage > 0 and b == 0 else 1)
+    push("gap")
+    push("dense", units=10)
+    return m
+
+
+SPECS = {"cnn_synthetic": (CNN_SYNTHETIC, "sgd", 0.01, 0.9), "resnet_synthetic": (resnet(4), "adam", 0.001, 0.0)}
+
+
+def build(tf, layers, sync):
+    """The Keras functional model; keras[l] is distref layer l's Keras layer
+    holding weights (None for kinds without)."""
+    K = tf.keras.layers
+    inp = tf.keras.Input((28, 28, 1))
+    outs, keras = [], []
+    for l, (kind, kw) in enumerate(layers):
+        src = kw.get("src", 0)
+        x = inp if (l == 0 and src == 0) else outs[src - 1] if src else outs[-1]
+        lay = None
+        if kind == "conv":
+            lay = K.Conv2D(kw["f"], kw["k"], strides=kw["s"], padding="same" if kw["same"] else "valid",
+                           activation="relu" if kw["relu"] else None)
+            y = lay(x)
+        elif kind == "bn":
+            lay = K.BatchNormalization(momentum=0.99, epsilon=1e-3, synchronized=sync)
+            y = lay(x)
+            if kw["relu"]:
+                y = K.ReLU()(y)
+        elif kind == "add":
+            y = K.Add()([x, inp if kw["frm"] < 0 else outs[kw["frm"]]])
+            if kw["relu"]:
+                y = K.ReLU()(y)
+        elif kind == "pool":
+            y = K.MaxPooling2D(2)(x)
+        elif kind == "gap":
+            y = K.GlobalAveragePooling2D()(x)
+        elif kind == "flatten":
+            y = K.Flatten()(x)
+        elif kind == "dropout":
+            y = x   # --dropout=off
+        else:
+            lay = K.Dense(kw["units"])
+            y = lay(x)
+        outs.append(y)
+        keras.append(lay)
+    return tf.keras.Model(inp, outs[-1]), keras
+
+
+def set_flat(keras, flat):
+    """distref's flat vector into the Keras layers; returns the trainable count."""
+    import numpy as np
+    pos = 0
+    for lay in keras:
+        if lay is None:
+            continue
+        ws = lay.get_weights()
+        ntr = 2   # kernel, bias / gamma, beta
+        for i in range(ntr):
+            n = ws[i].size
+            ws[i] = flat[pos:pos + n].reshape(ws[i].shape)
+            pos += n
+        lay.set_weights(ws)
+    ntrain = pos
+    for lay in keras:
+        if lay is not None and len(lay.get_weights()) == 4:
+            ws = lay.get_weights()
+            for i in (2, 3):
+                n = ws[i].size
+                ws[i] = flat[pos:pos + n].reshape(ws[i].shape)
+                pos += n
+            lay.set_weights(ws)
+    assert pos == flat.size, (pos, flat.size)
+    return ntrain
+
+
+def get_flat(keras):
+    import numpy as np
+    tr, st = [], []
+    for lay in keras:
+        if lay is None:
+            continue
+        ws = lay.get_weights()
+        tr += [w.reshape(-1) for w in ws[:2]]
+        st += [w.reshape(-1) for w in ws[2:]]
+    return np.concatenate(tr + st).astype(np.float32)
+
+
+def train(tf, case, folder, strategy):
+    """One case: losses per step and the final flat vector (distref's layout)."""
+    import numpy as np
+    layers, opt_kind, lr, momentum = SPECS[case["experiment"]]
+    opt_kind = case.get("optimizer", opt_kind)
+    lr = case.get("learning_rate", lr)
+    momentum = case.get("momentum", momentum)
+    x = np.load(os.path.join(folder, "x.npy")).reshape(-1, 28, 28, 1)
+    y = np.load(os.path.join(folder, "y.npy")).astype(np.int32)
+    order = np.load(os.path.join(folder, "order.npy"))
+    init = np.load(os.path.join(folder, "params.npy"))
+    R, G = case["num_gpus"], case["global_batch_size"]
+    s = strategy(tf, R)
+    with s.scope():
+        model, keras = build(tf, layers, case.get("batch_norm", "sync") == "sync")
+        ntrain = set_flat(keras, init)
+        if opt_kind == "adam":
+            opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+        else:
+            opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+    per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+    def step_fn(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    losses = []
+    for e in range(case["epochs"]):
+        ds = tf.data.Dataset.from_tensor_slices((x[order[e]], y[order[e]])).batch(G)
+        for batch in s.experimental_distribute_dataset(ds):
+            per = s.run(step_fn, args=batch)
+            losses.append(float(s.reduce(tf.distribute.ReduceOp.SUM, per, axis=None).numpy()))
+    return losses, get_flat(keras), ntrain
