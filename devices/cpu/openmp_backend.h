@@ -72,6 +72,20 @@ static inline dr_cacc *dr_omp_cacc(const dr_buffer *b) { return b ? (dr_cacc *)b
 /* Checks that a buffer holds at least `bytes`; names it in the error. */
 int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
 
+#define PAR_PARAMS 4096   /* parameters below which share/apply stay on one thread */
+/* The same for the float loops of fast numerics, elementwise (no order to
+ * keep): from 2^16 parameters on the team. mlp_synthetic's 101,770 share
+ * the work: fast G=256 on 2 threads, 2,000 steps in 1.19 s against 1.25 s
+ * with these loops on one thread (docs/history/PERFORMANCE.md, session 10). */
+#define PAR_PARAMS_F32 (1u << 16)
+
+/* openmp_apply.c: the backend's apply, applied_grad and apply_f32 */
+int dr_omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step, dr_buffer *params,
+                 dr_buffer *slots, dr_err *err);
+int dr_omp_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
+                        dr_err *err);
+int dr_omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots, dr_err *err);
+
 /* devices/cpu/openmp_kernels.c */
 /* Where a fast-mode GEMM C[M x N] += op(A) op(B) over K is cut into two
  * slabs: 0 for one call, else the first row (*rows) or column of the
