@@ -47,8 +47,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 fail() { echo "mpi_fewer_hosts: FAILED: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-steps=2500
-run="--experiment=linear_ones --global_batch_size=10 --epochs=0 --train_steps=$steps --l2=0.001 --seed=5"
+steps=200
+# mlp_synthetic on 96 distinct examples (linear_ones's are all alike: a skipped batch
+# would not show): 12 steps an epoch, the fault lands in the first epochs
+run="--experiment=mlp_synthetic --global_batch_size=8 --synthetic_examples=96 --epochs=0 --train_steps=$steps --seed=7"
 mpi="--variant=mpi --distribution_strategy=multi_worker_mirrored --checkpoint_every=1 --collective_timeout=$ct"
 outcome() {   # every step's loss_bits in order, and the weights
     sed -n 's/.*"step":\([0-9]*\).*"loss_bits":"\(0x[0-9a-f]*\)".*/\1 \2/p' "$1/metrics.jsonl" | tr '\n' ' '
