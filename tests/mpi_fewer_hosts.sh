@@ -22,7 +22,10 @@
 #
 #   sh tests/mpi_fewer_hosts.sh [DISTREF] [COLLECTIVE_TIMEOUT]
 #
-# Prints what it measured and "mpi_fewer_hosts: ok" (exit 0) or
+# FAULT=kill: SIGKILL instead of SIGSTOP (under a plain mpirun Open MPI ends
+# the survivors before distref names the host: fails the first check; the
+# others are still run and reported). Prints what it measured and
+# "mpi_fewer_hosts: ok" (exit 0) or
 # "mpi_fewer_hosts: FAILED: why" (exit 1). Without root, iproute2 or
 # namespaces: "mpi_fewer_hosts: not supported: why" (exit 0, nothing run).
 # Refused (exit 2) when dr-h* namespaces exist already (another cluster).
@@ -102,8 +105,11 @@ echo "    ${l0:-rank 0: no error line}" | cut -c1-220
 echo "    ${l1:-rank 1: no error line}" | cut -c1-220
 names() { echo "$1" | grep -q 'rank 2' && echo "$1" | grep -q 'dr-h2' && echo "$1" | grep -q 'step [0-9]'; }
 within() { [ -n "$1" ] && [ "$(echo "$1 - $t0 <= $ct + 5" | bc)" = 1 ]; }
-names "$l0" && names "$l1" || fail "a survivor's line does not name rank 2, host dr-h2 and the step"
-within "$e0" && within "$e1" || fail "a survivor outlived --collective_timeout + 5 s"
+# (recorded, and the checkpoint and resume still checked: a plain mpirun ends
+# the job on a killed host before distref's deadline, docs/MPI.md)
+bad=
+names "$l0" && names "$l1" || bad="a survivor's line does not name rank 2, host dr-h2 and the step"
+within "$e0" && within "$e1" || bad="${bad:+$bad; }a survivor outlived --collective_timeout + 5 s"
 
 # 2. the chief's last checkpoint: in place, whole, nothing half-written beside it
 [ "$(head -c 6 "$W/run/ckpt.bin" 2>/dev/null)" = DRCKPT ] || fail "no checkpoint in the chief's model_dir"
@@ -124,4 +130,5 @@ echo "$line" | grep -q "3 workers" || fail "the resume does not name the 3-worke
 # 4. the uninterrupted run's bits
 got=$(outcome "$W/run")
 [ "$got" = "$want" ] || fail "resumed at step $k on 2 hosts: loss_bits or weights_sha256 differ from the uninterrupted ref one_device run (want ${want##* }, got ${got##* })"
+[ -z "$bad" ] || fail "$bad (the checkpoint resumed at step $k on 2 hosts bit-exact)"
 echo "mpi_fewer_hosts: ok: 3 hosts, dr-h2 lost at step $k, resumed on 2 hosts: every step's loss_bits and weights_sha256 ${want##* } are the uninterrupted run's"
