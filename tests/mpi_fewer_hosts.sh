@@ -22,7 +22,7 @@
 #
 #   sh tests/mpi_fewer_hosts.sh [DISTREF] [COLLECTIVE_TIMEOUT]
 #
-# FAULT=kill: SIGKILL instead of SIGSTOP (under a plain mpirun Open MPI ends
+# FAULT=cut: dr-h2's link set down instead. FAULT=kill: SIGKILL instead of SIGSTOP (under a plain mpirun Open MPI ends
 # the survivors before distref names the host: fails the first check; the
 # others are still run and reported). Prints what it measured and
 # "mpi_fewer_hosts: ok" (exit 0) or
@@ -32,7 +32,8 @@
 set -u
 bin=$(cd "$(dirname "${1:-bin/distref}")" && pwd)/$(basename "${1:-bin/distref}")
 ct=${2:-3}
-sig=STOP; [ "${FAULT:-freeze}" = kill ] && sig=KILL
+case ${FAULT:-freeze} in freeze) sig=STOP ;; kill) sig=KILL ;; cut) sig=cut ;;
+    *) echo "mpi_fewer_hosts: FAULT=${FAULT}: expected freeze, kill or cut" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")/../scripts" && pwd)
 if ! command -v mpirun > /dev/null 2>&1; then echo "mpi_fewer_hosts: not supported: no mpirun on PATH"; exit 0; fi
 why=$(sh "$here/netns_cluster.sh" check 2>&1) || { echo "mpi_fewer_hosts: ${why:-not supported: netns_cluster.sh check failed}"; exit 0; }
@@ -87,7 +88,8 @@ done
 p0=$(rank_pid dr-h0) p1=$(rank_pid dr-h1)
 [ -n "$p0" ] && [ -n "$p1" ] || fail "no rank found on dr-h0 or dr-h1: $(tail -2 "$W/log3")"
 t0=$(now)
-for p in $(ip netns pids dr-h2); do kill -"$sig" "$p"; done
+if [ "$sig" = cut ]; then ip -n dr-h2 link set eth0 down
+else for p in $(ip netns pids dr-h2); do kill -"$sig" "$p"; done; fi
 e0='' e1='' n=0
 while [ $n -lt $(( (ct + 10) * 10 )) ]; do
     [ -z "$e0" ] && ! kill -0 "$p0" 2>/dev/null && e0=$(now)
