@@ -105,8 +105,18 @@ static void first_difference(const topo *a, const topo *b, char *now, char *was,
     }
 }
 
+/* Why this run cannot continue a checkpoint of topology b under a (NULL: it can,
+ * as far as the world size goes). */
+static const char *world_size_bars(const topo *a, const topo *b, const char *by_replicas, const char *by_workers)
+{
+    if (by_replicas && a->replicas != b->replicas) return by_replicas;
+    if (by_workers && (a->workers != b->workers || ((a->workers > 1 || b->workers > 1) && a->replicas != b->replicas)))
+        return by_workers;
+    return NULL;
+}
+
 int dr_segment_check(const char *prev, const char *now, bool finished, uint64_t step, const char *dir,
-                     bool *changed, dr_err *err)
+                     const char *by_replicas, const char *by_workers, bool *changed, dr_err *err)
 {
     topo a, b;
     char mine[128], theirs[128], words[160];
@@ -124,6 +134,11 @@ int dr_segment_check(const char *prev, const char *now, bool finished, uint64_t 
     else if (strcmp(field, "distribution_strategy") == 0 &&
              (strcmp(a.strategy, "parameter_server") == 0 || strcmp(b.strategy, "parameter_server") == 0))
         why = "parameter_server's asynchronous trajectory is not a synchronous strategy's";
+    if (!why && (why = world_size_bars(&a, &b, by_replicas, by_workers)) != NULL) {   /* name the world sizes */
+        snprintf(mine, sizeof mine, "%d worker%s x %d replicas in sync", a.workers, a.workers == 1 ? "" : "s", a.replicas);
+        snprintf(theirs, sizeof theirs, "%d worker%s x %d replicas in sync", b.workers, b.workers == 1 ? "" : "s",
+                 b.replicas);
+    }
     /* within parameter_server, ref <-> mpi is its own resume's to judge (ps_schedule.json: the
      * workers, staleness and schedule must be the checkpoint's) */
     if (why)

@@ -24,8 +24,13 @@ bool dr_segment_words(const char *json, char *words, size_t n);
  * left to run, so nothing under the new topology would be computed),
  * another --numerics, fast numerics, or a switch between parameter_server
  * and a synchronous strategy (parameter_server's own resume judges a
- * switch between its ref and mpi variants: ps_schedule.json). */
+ * switch between its ref and mpi variants: ps_schedule.json). Where this
+ * run's bits depend on the world size, a changed replica count is refused
+ * too: by_replicas (non-NULL: why the bits depend on the replicas in sync,
+ * e.g. --loss_reduction=tf_default) or by_workers (why a step's examples
+ * depend on the number of workers, and with more than one worker on the
+ * replicas: FILE, OFF, --input_mode=function). */
 int  dr_segment_check(const char *prev, const char *now, bool finished, uint64_t step, const char *dir,
-                      bool *changed, dr_err *err);
+                      const char *by_replicas, const char *by_workers, bool *changed, dr_err *err);
 
 #endif

@@ -265,6 +265,23 @@ static int finish(run *r, dr_run_result *res, dr_err *err)
     return dr_run_log_summary(&r->log, o, err);
 }
 
+/* Why a step's examples depend on the number of workers (NULL: they do not).
+ * DATA (and AUTO on in-memory data or one file: DATA for W > 1) cuts the
+ * one global batch of G into slices; OFF, FILE and HINT fill each worker's
+ * own stream by batch_sizes_for_worker, and a dataset_fn shards the epoch
+ * over the workers (docs/SEMANTICS.md §6): other examples for another W. */
+static const char *by_workers(const run *r)
+{
+    const char *pol = r->cfg->auto_shard_policy;
+    if (r->plan.from_function)
+        return "--input_mode=function shards the epoch over the workers, so a step's examples depend on their number";
+    if (strcmp(pol, "data") == 0 || (strcmp(pol, "auto") == 0 && r->plan.shard_files < 2)) return NULL;
+    return strcmp(pol, "auto") == 0 ? "--auto_shard_policy=auto is FILE over these shard files: each worker streams "
+                                      "its own files, so a step's examples depend on the number of workers"
+                                    : "--auto_shard_policy=off|file|hint gives each worker its own stream, so a "
+                                      "step's examples depend on the number of workers";
+}
+
 /* The directory's last segment against this run's (segment.h); step: the
  * checkpoint's. Sets r->previous when the run goes on under another one. */
 static int check_segment(run *r, uint64_t step, bool finished, dr_err *err)
@@ -272,8 +289,11 @@ static int check_segment(run *r, uint64_t step, bool finished, dr_err *err)
     char prev[sizeof r->log.segment];
     bool changed;
     int rc;
+    const char *by_replicas = r->plan.divide_locally ? "--loss_reduction=tf_default divides each replica's loss by "
+                              "its own examples, so the bits depend on the replica count" : NULL;
     if (step == 0 || !dr_run_log_last_segment(&r->log, prev, sizeof prev)) return DR_OK;
-    rc = dr_segment_check(prev, r->log.segment, finished, step, r->cfg->model_dir, &changed, err);
+    rc = dr_segment_check(prev, r->log.segment, finished, step, r->cfg->model_dir, by_replicas, by_workers(r),
+                          &changed, err);
     if (rc == DR_OK && changed) dr_segment_words(prev, r->previous, sizeof r->previous);
     return rc;
 }

@@ -17,6 +17,9 @@
  *   numerics_resume       --numerics=fast on an exact checkpoint, another
  *                         topology on a fast one, a synchronous strategy on
  *                         a parameter_server one: exit 2 naming the flag
+ *   world_size_resume     another replica count under tf_default, another
+ *                         worker count under OFF: exit 2 naming both world
+ *                         sizes and why
  * Run from the repository root. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,6 +239,28 @@ static void numerics_resume(void **st)
     assert_non_null(strstr(out, "parameter_server's asynchronous trajectory is not a synchronous strategy's"));
 }
 
+/* Where the bits depend on the world size, another world size is refused:
+ * tf_default's divisor (the replicas), OFF's streams (the workers). */
+static void world_size_resume(void **st)
+{
+    char dir[128];
+    (void)st;
+    snprintf(dir, sizeof dir, "%s/tf_default", g_tmp);
+    expect(sh(BIN " train --model_dir=%s " ONE " --loss_reduction=tf_default " DATA " --train_steps=5", dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s " MIRRORED3 " --loss_reduction=tf_default " DATA " --train_steps=10", dir), 2,
+           "1 worker x 3 replicas in sync, but the checkpoint in");
+    assert_non_null(strstr(out, "--loss_reduction=tf_default divides each replica's loss by its own examples"));
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=mirrored --num_gpus=1 --loss_reduction=tf_default "
+              DATA " --train_steps=10", dir), 0, "resumed at step 5");   /* the same replica count */
+    snprintf(dir, sizeof dir, "%s/off_workers", g_tmp);
+    expect(sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+              BIN " train --model_dir=%s --distribution_strategy=multi_worker_mirrored --num_gpus=2 "
+              "--auto_shard_policy=off " DATA " --epochs=1", dir), 0, NULL);
+    expect(sh(BIN " train --model_dir=%s --distribution_strategy=mirrored --num_gpus=2 --auto_shard_policy=off " DATA
+              " --epochs=2", dir), 2, "1 worker x 2 replicas in sync, but the checkpoint in");
+    assert_non_null(strstr(out, "a step's examples depend on the number of workers"));
+}
+
 SHELL_GROUP_FIXTURES(g_tmp, "/tmp/distref_run_dir_XXXXXX", BIN)
 
 int main(void)
@@ -244,7 +269,7 @@ int main(void)
         cmocka_unit_test(same_settings), cmocka_unit_test(other_topology_done),
         cmocka_unit_test(other_hyperparameter), cmocka_unit_test(other_topology_resume),
         cmocka_unit_test(numerics_resume),
-        cmocka_unit_test(off_policy_resume),
+        cmocka_unit_test(off_policy_resume), cmocka_unit_test(world_size_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
