@@ -25,6 +25,8 @@ typedef struct outcome {
     uint32_t sizes[MAX_STEPS][MAX_REPLICAS];
     char     ids[MAX_STEPS][MAX_REPLICAS][17];
     uint32_t nreplicas;
+    float    loss_scale[MAX_STEPS]; /* mixed precision: the step's "loss_scale" (0: absent) */
+    uint8_t  skipped[MAX_STEPS];    /* "skipped": 0 absent, 1 false, 2 true */
     char     sha[65];
     float   *weights;            /* final weights (malloc'd) */
     uint32_t nweights;

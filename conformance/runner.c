@@ -34,9 +34,11 @@ bool set_strategy(dr_run_config *c, const char *name, int gpus, const char *alg,
 
 static void parse_line(json_object *o, outcome *out)
 {
-    json_object *bits, *sizes, *ids;
+    json_object *bits, *sizes, *ids, *ls;
     uint32_t s = out->nsteps;
     if (s >= MAX_STEPS) return;
+    if (json_object_object_get_ex(o, "loss_scale", &ls)) out->loss_scale[s] = (float)json_object_get_double(ls);
+    if (json_object_object_get_ex(o, "skipped", &ls)) out->skipped[s] = json_object_get_boolean(ls) ? 2 : 1;
     if (json_object_object_get_ex(o, "loss_bits", &bits))
         out->loss_bits[s] = (uint32_t)strtoul(json_object_get_string(bits), NULL, 16);
     memcpy(&out->loss[s], &out->loss_bits[s], sizeof(float));
@@ -154,7 +156,8 @@ bool outcome_same(const outcome *a, const outcome *b)
 {
     return a->nsteps == b->nsteps && !a->error[0] && !b->error[0] &&
            memcmp(a->loss_bits, b->loss_bits, a->nsteps * sizeof a->loss_bits[0]) == 0 &&
-           strcmp(a->sha, b->sha) == 0;
+           memcmp(a->loss_scale, b->loss_scale, a->nsteps * sizeof a->loss_scale[0]) == 0 &&
+           memcmp(a->skipped, b->skipped, a->nsteps) == 0 && strcmp(a->sha, b->sha) == 0;
 }
 
 bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n)
@@ -166,6 +169,12 @@ bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n)
         snprintf(why, n, "%u vs %u steps, first differing loss at step %u", a->nsteps, b->nsteps, s + 1);
         return false;
     }
+    for (s = 0; s < a->nsteps; s++)
+        if (a->loss_scale[s] != b->loss_scale[s] || a->skipped[s] != b->skipped[s]) {
+            snprintf(why, n, "every loss equal, loss_scale/skipped differ at step %u (%g/%u vs %g/%u)", s + 1,
+                     (double)a->loss_scale[s], a->skipped[s], (double)b->loss_scale[s], b->skipped[s]);
+            return false;
+        }
     if (!a->weights || !b->weights || a->nweights != b->nweights || strcmp(a->sha, b->sha) != 0 ||
         memcmp(a->weights, b->weights, a->nweights * sizeof(float)) != 0) {
         snprintf(why, n, "every loss equal, final weights differ (weights_sha256 %.12s vs %.12s)", a->sha, b->sha);
