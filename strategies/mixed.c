@@ -157,7 +157,7 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
     bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
-    if (i == 0) { m->step_scale = scale; m->step_skipped = !applies; }
+    if (i == 0) { m->step_scale = DR_SEAM_MIXED_REPORTED_SCALE(scale, m->ls[i].scale); m->step_skipped = !applies; }
     if (!applies) return DR_OK;   /* skipped */
     for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
     a.g = g;

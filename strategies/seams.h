@@ -163,4 +163,13 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale))
 #endif
 
+/* The loss scale a mixed step reports in metrics.jsonl: the one the step
+ * used; under the fault the one after the step's update (the series moves,
+ * the bits do not). */
+#if defined(DR_MUTANT_MIXED_SCALE_AFTER_UPDATE)
+#define DR_SEAM_MIXED_REPORTED_SCALE(used, after) (after)
+#else
+#define DR_SEAM_MIXED_REPORTED_SCALE(used, after) ((void)(after), (used))
+#endif
+
 #endif
