@@ -403,6 +403,9 @@ static int diff_main(int argc, char **argv)
             strcmp(f[i].name, "flagfile"))
             rc = dr_fail(&err, DR_EUSAGE, "--%s does not apply to diff: it takes A B, --tolerance, --json and --plot",
                          f[i].name);
+    for (int i = 0; rc == DR_OK && i < n; i++)
+        if (f[i].seen && strcmp(f[i].name, "plot") == 0 && !c.plot[0])
+            rc = dr_fail(&err, DR_EUSAGE, "--plot: expected a folder to write the picture into (--plot=DIR), got ''");
     if (rc == DR_OK && npos != 2)
         rc = dr_fail(&err, DR_EUSAGE, "diff: expected two trajectories or run directories, A and B; got %d", npos);
     memset(&o, 0, sizeof o);

@@ -380,6 +380,8 @@ static void test_cli_end_to_end(void **state)
     assert_non_null(strstr(out, "data-written"));
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o --plot=/proc/none/plot", dir, dir);
     shell_expect(out, st, 2, "--plot=/proc/none/plot: cannot create the folder");
+    st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o --plot=", dir, dir);
+    shell_expect(out, st, 2, "--plot: expected a folder to write the picture into (--plot=DIR), got ''");
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r %s/o --tolerance=ulps", dir, dir);
     shell_expect(out, st, 2, "--tolerance=ulps");
     st = shell_run(out, sizeof out, DR_BIN " diff %s/r", dir);
