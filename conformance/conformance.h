@@ -104,6 +104,10 @@ void format_summary(char *buf, size_t n, const tally *t);
 /* metrics.jsonl, ckpt.bin's weights and summary.json's weights_sha256 of a
  * run directory written by another process. */
 void read_outcome(const char *dir, outcome *out);
+/* mpirun -np 2 DISTREF train --variant=mpi, multi_worker_mirrored over 2
+ * ranks x 1 GPU, --seed=7 and ARGS, into a fresh temporary model_dir: the
+ * suites' two-rank cell (mpi.c and mpi_ps.c launch their own shapes). */
+void run_mpi_pair(const results *r, const char *args, outcome *out);
 /* The engine variants of the registry that run in this process (every
  * variant but the reference and those with a launcher, such as mpi), or
  * only r->variant when it is set (--variant NAME). */

@@ -94,35 +94,17 @@ static int against(results *r, const char *what, dr_dtype t, bool tf, float init
     return against_on(r, "ref", what, t, tf, initial, oracle, first, last, want_same, "one_device");
 }
 
-/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU), the suite's base run. */
-static void mpi_mixed(const results *r, const char *args, outcome *out)
-{
-    char dir[] = "/tmp/distref_mixed_XXXXXX", cmd[2400];
-    memset(out, 0, sizeof *out);
-    if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
-    snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
-             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 --global_batch_size=64 "
-             "--synthetic_examples=512 --train_steps=10 --dtype_policy=mixed_float16 %s --model_dir=%s "
-             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
-    double t0 = now();
-    int st = system(cmd);
-    read_outcome(dir, out);
-    out->seconds = now() - t0;
-    if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
-}
-
 static int mpi_cell(results *r, const char *args, const char *what, const outcome *oracle)
 {
     dr_run_config c;
     outcome got;
-    char why[200] = "";
+    char why[200] = "", full[1600];
     mixed_config(&c, DR_DTYPE_F16, strstr(args, "tensorflow") != NULL, 0, &k_places[3]);
     strcpy(c.variant, "mpi");
     set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
-    mpi_mixed(r, args, &got);
+    snprintf(full, sizeof full, "--global_batch_size=64 --synthetic_examples=512 --train_steps=10 "
+             "--dtype_policy=mixed_float16 %s", args);
+    run_mpi_pair(r, full, &got);
     bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
     record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored %s%s%.150s", what,
            got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);

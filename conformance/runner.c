@@ -221,3 +221,23 @@ void read_outcome(const char *dir, outcome *out)
         snprintf(out->error, sizeof out->error, "no summary.json in %s", dir);
     }
 }
+
+void run_mpi_pair(const results *r, const char *args, outcome *out)
+{
+    char dir[] = "/tmp/distref_mpi2_XXXXXX", cmd[2400];
+    double t0;
+    int st;
+    memset(out, 0, sizeof *out);
+    if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
+    snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
+             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 %s --model_dir=%s "
+             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
+    t0 = now();
+    st = system(cmd);
+    read_outcome(dir, out);
+    out->seconds = now() - t0;
+    if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+}

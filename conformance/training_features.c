@@ -164,31 +164,12 @@ static bool within(const outcome *got, const outcome *ref, char *why, size_t n)
     return rel <= FAST_MAX_REL && p99 <= FAST_P99;
 }
 
-/* mpirun -np 2 bin/distref train --variant=mpi (multi_worker_mirrored, 2 ranks x 1 GPU) ARGS. */
-static void mpi_run(const results *r, const char *args, outcome *out)
-{
-    char dir[] = "/tmp/distref_feat_XXXXXX", cmd[2400];
-    memset(out, 0, sizeof *out);
-    if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
-    snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
-             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 --l2=0.001 %s --model_dir=%s "
-             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
-    double t0 = now();
-    int st = system(cmd);
-    read_outcome(dir, out);
-    out->seconds = now() - t0;
-    if (st != 0 && !out->error[0]) snprintf(out->error, sizeof out->error, "mpirun exited with status %d", st);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
-}
-
 static void mpi_case(const results *r, const feature *f, const char *numerics, outcome *out)
 {
     char args[1600];
-    snprintf(args, sizeof args, "--global_batch_size=64 --synthetic_examples=1000 --train_steps=%d --numerics=%s %s",
-             STEPS, numerics, f->flags);
-    mpi_run(r, args, out);
+    snprintf(args, sizeof args, "--l2=0.001 --global_batch_size=64 --synthetic_examples=1000 --train_steps=%d "
+             "--numerics=%s %s", STEPS, numerics, f->flags);
+    run_mpi_pair(r, args, out);
 }
 
 static int judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
@@ -460,9 +441,9 @@ static int acc_mpi(results *r, const outcome *ref)
         strcpy(c.variant, "mpi");
         strcpy(c.numerics, exact ? "exact" : "fast");
         set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
-        snprintf(args, sizeof args, "--synthetic_examples=476 --global_batch_size=24 --train_steps=24 "
+        snprintf(args, sizeof args, "--l2=0.001 --synthetic_examples=476 --global_batch_size=24 --train_steps=24 "
                  "--gradient_accumulation_steps=2 --numerics=%s", c.numerics);
-        mpi_run(r, args, &got);
+        run_mpi_pair(r, args, &got);
         snprintf(what, sizeof what, "mpi -np 2 k=2 multi_worker_mirrored %s", c.numerics);
         if (exact) {
             strcat(what, ": weights = one_device one step of 48");

@@ -5,6 +5,7 @@
 #include "distref/sha256.h"
 
 #include <json-c/json.h>
+#include "core/json_text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -176,33 +177,10 @@ static int parse_object(json_object *o, const char *name, dr_shard_index *ix, dr
 
 int dr_shard_index_parse(const char *text, size_t len, const char *name, dr_shard_index *out, dr_err *err)
 {
-    struct json_tokener *tok;
     json_object *o;
-    enum json_tokener_error jerr;
-    size_t at;
     int rc;
     memset(out, 0, sizeof *out);
-    if (len > DR_SHARDS_INDEX_MAX) return BAD("%s: %zu bytes is too large (at most %u)", name, len, DR_SHARDS_INDEX_MAX);
-    if (memchr(text, '\0', len)) return BAD("%s: a NUL byte at offset %zu", name, (size_t)((const char *)memchr(text, '\0', len) - text));
-    if (!(tok = json_tokener_new())) return dr_fail(err, DR_ENOMEM, "%s: out of memory", name);
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    o = json_tokener_parse_ex(tok, text, (int)len);
-    jerr = json_tokener_get_error(tok);
-    at = json_tokener_get_parse_end(tok);
-    if (jerr == json_tokener_continue) {
-        o = json_tokener_parse_ex(tok, "", 1);
-        jerr = json_tokener_get_error(tok);
-        at = len;
-    }
-    json_tokener_free(tok);
-    while (jerr == json_tokener_success && at < len && strchr(" \t\r\n", text[at])) at++;
-    if (jerr == json_tokener_success && at < len) jerr = json_tokener_error_parse_unexpected;
-    if (jerr != json_tokener_success) {
-        json_object_put(o);
-        return BAD("%s: malformed JSON near byte %zu: %s", name, at,
-                   jerr == json_tokener_continue || jerr == json_tokener_error_parse_eof ? "unexpected end (truncated?)"
-                                                                                         : json_tokener_error_desc(jerr));
-    }
+    if ((rc = dr_json_text_parse(text, len, DR_SHARDS_INDEX_MAX, name, DR_EUSAGE, &o, err))) return rc;
     rc = parse_object(o, name, out, err);
     json_object_put(o);
     if (rc) dr_shard_index_free(out);

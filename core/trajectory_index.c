@@ -5,6 +5,7 @@
 #include "distref/fileio.h"
 
 #include <json-c/json.h>
+#include "core/json_text.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,33 +126,10 @@ static int parse_object(json_object *o, const char *name, dr_traj_index *ix, dr_
 
 int dr_traj_index_parse(const char *text, size_t len, const char *name, dr_traj_index *out, dr_err *err)
 {
-    struct json_tokener *tok;
     json_object *o;
-    enum json_tokener_error jerr;
-    size_t at;
     int rc;
     memset(out, 0, sizeof *out);
-    if (len >= (size_t)INT_MAX || len > DR_TRAJ_INDEX_MAX) return BAD("%s: %zu bytes is too large", name, len);
-    if (memchr(text, '\0', len)) return BAD("%s: a NUL byte at offset %zu", name, (size_t)((const char *)memchr(text, '\0', len) - text));
-    if (!(tok = json_tokener_new())) return dr_fail(err, DR_ENOMEM, "%s: out of memory", name);
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    o = json_tokener_parse_ex(tok, text, (int)len);
-    jerr = json_tokener_get_error(tok);
-    at = json_tokener_get_parse_end(tok);
-    if (jerr == json_tokener_continue) {   /* the end of the text: tell json-c it is complete */
-        o = json_tokener_parse_ex(tok, "", 1);
-        jerr = json_tokener_get_error(tok);
-        at = len;
-    }
-    json_tokener_free(tok);
-    while (jerr == json_tokener_success && at < len && strchr(" \t\r\n", text[at])) at++;
-    if (jerr == json_tokener_success && at < len) jerr = json_tokener_error_parse_unexpected;   /* more after it */
-    if (jerr != json_tokener_success) {
-        json_object_put(o);
-        return BAD("%s: malformed JSON near byte %zu: %s", name, at,
-                   jerr == json_tokener_continue || jerr == json_tokener_error_parse_eof ? "unexpected end (truncated?)"
-                                                                                         : json_tokener_error_desc(jerr));
-    }
+    if ((rc = dr_json_text_parse(text, len, DR_TRAJ_INDEX_MAX, name, DR_EFORMAT, &o, err))) return rc;
     rc = parse_object(o, name, out, err);
     json_object_put(o);
     if (rc) dr_traj_index_free(out);

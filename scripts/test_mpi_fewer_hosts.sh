@@ -21,23 +21,5 @@ sh tests/mpi_fewer_hosts.sh "$bin" > "$BUILD/mpi_fewer_hosts.txt" 2>&1; rc=$?
 tail -1 "$BUILD/mpi_fewer_hosts.txt"
 case $(tail -1 "$BUILD/mpi_fewer_hosts.txt") in *"not supported"*) exit $rc ;; esac
 [ $rc = 0 ] || exit $rc
-for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "mpi_fewer_hosts" { print $1 }'); do
-    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
-        out="$BUILD/mutants/cli_$name/out.txt"
-        if sh tests/mpi_fewer_hosts.sh "$BUILD/mutants/cli_$name/distref" > "$out" 2>&1; then
-            printf 'mutant %-26s must fail mpi_fewer_hosts  MISSED (the test passed)\n' "$name"
-            rc=1
-        elif grep -q 'FAILED: resumed at step .* differ' "$out"; then
-            printf 'mutant %-26s must fail mpi_fewer_hosts  caught (%s)\n' "$name" \
-                "$(grep -m1 -o 'resumed at step [0-9]* on 2 hosts: [a-z_ ]*' "$out")"
-        else
-            printf 'mutant %-26s must fail mpi_fewer_hosts  MISSED (it failed, but not on the bits: %s)\n' \
-                "$name" "$(tail -1 "$out" | cut -c1-120)"
-            rc=1
-        fi
-    else
-        echo "mutant $name: build failed" >&2
-        rc=1
-    fi
-done
+sh scripts/script_mutants.sh mpi_fewer_hosts tests/mpi_fewer_hosts.sh 'FAILED: resumed at step .* differ' || rc=1
 exit $rc

@@ -21,23 +21,5 @@ rc=0
 sh tests/mpi_shards.sh "$bin" > "$BUILD/mpi_shards.txt" 2>&1 || rc=1
 tail -1 "$BUILD/mpi_shards.txt"
 [ $rc = 0 ] || grep FAILED "$BUILD/mpi_shards.txt"
-for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "mpi_shards" { print $1 }'); do
-    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
-        out="$BUILD/mutants/cli_$name/out.txt"
-        if sh tests/mpi_shards.sh "$BUILD/mutants/cli_$name/distref" > "$out" 2>&1; then
-            printf 'mutant %-26s must fail mpi_shards       MISSED (the test passed)\n' "$name"
-            rc=1
-        elif grep -q 'FAILED  .* rank [0-9]* bytes' "$out"; then
-            printf 'mutant %-26s must fail mpi_shards       caught (%s checks failed: %s)\n' "$name" \
-                "$(grep -c FAILED "$out")" "$(grep -m1 -o 'FAILED  .* rank [0-9]* bytes: .*' "$out" | cut -c9-110)"
-        else
-            printf 'mutant %-26s must fail mpi_shards       MISSED (it failed, but no rank read the wrong bytes: %s)\n' \
-                "$name" "$(grep -m1 FAILED "$out" | cut -c1-120)"
-            rc=1
-        fi
-    else
-        echo "mutant $name: build failed" >&2
-        rc=1
-    fi
-done
+sh scripts/script_mutants.sh mpi_shards tests/mpi_shards.sh 'FAILED  .* rank [0-9]* bytes' || rc=1
 exit $rc
