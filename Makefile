@@ -93,7 +93,7 @@ LIB      = $(MODE_LIB)
 endif
 CLI      = $(BINDIR)/distref
 # Tests and conformance run the CLI of their own build.
-BIN_FLAG = -DDR_BIN='"$(CLI)"'
+BIN_FLAG = -DDR_BIN='"$(CLI)"' -DDR_CONF_BIN='"$(CONF_BIN)"'
 
 
 $(CORE_SRC:%.c=$(BUILD)/%.o):    LAYER_FLAG = -DDR_LAYER_CORE

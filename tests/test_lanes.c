@@ -5,7 +5,8 @@
  *
  * scripts/exact_mutants.sh rebuilds this test against lanes.c compiled
  * with DR_MUTANT_LANE_LOST_UNIT_DROPPED (a crashed lane's unit vanishes
- * from the report) and requires it to fail. */
+ * from the report) and requires it to fail. The runner's own usage errors
+ * (--jobs, --only) are checked against bin/conformance (DR_CONF_BIN). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,11 @@
 #include <cmocka.h>
 
 #include "conformance/conformance.h"
+#include "tests/shell.h"
+
+#ifndef DR_CONF_BIN
+#define DR_CONF_BIN "bin/conformance"   /* the Makefile names its build's */
+#endif
 
 static int two_passes(results *r, const char *outdir)
 {
@@ -146,12 +152,26 @@ static void a_dead_lane_is_a_failure(void **state)
     free(r.v);
 }
 
+/* bin/conformance's usage errors: exit 2, naming the flag and what it expects. */
+static void usage_errors(void **state)
+{
+    char out[4096];
+    (void)state;
+    shell_expect(out, shell_run(out, sizeof out, DR_CONF_BIN " --jobs 0"), 2,
+                 "conformance: --jobs: expected a lane count from 1 to 16, got '0'");
+    shell_expect(out, shell_run(out, sizeof out, DR_CONF_BIN " --jobs 2x"), 2,
+                 "conformance: --jobs: expected a lane count from 1 to 16, got '2x'");
+    shell_expect(out, shell_run(out, sizeof out, DR_CONF_BIN " --only loss_curves,nosuch"), 2,
+                 "conformance: --only loss_curves,nosuch: a suite is not one of loss_curves, batch_splitting");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lanes_give_the_serial_book),
         cmocka_unit_test(only_the_wanted_suites),
         cmocka_unit_test(a_dead_lane_is_a_failure),
+        cmocka_unit_test(usage_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
