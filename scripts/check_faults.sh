@@ -4,7 +4,9 @@
 #   - a row is malformed: not nine TAB-separated fields, a name twice, an
 #     unknown kind, a file or seam file that does not exist;
 #   - a row's macro is in none of its seam files, or a file it rebuilds
-#     neither holds the macro nor includes a seam file; a sed patch no
+#     neither holds the macro nor includes a seam file, or includes it but
+#     uses none of the DR_SEAM_* names the header defines under the macro
+#     (the mutant build would not change that file); a sed patch no
 #     longer changes its file;
 #   - a DR_MUTANT_* name in the sources (core ref devices strategies
 #     harness conformance cli tests include, .c .h .cl) is in no row, or a
@@ -30,6 +32,16 @@ bad=0
 fail() { echo "check-faults: $*" >&2; bad=1; }
 
 rows() { awk -F'\t' '!/^#/ && NF' "$table"; }
+
+seam_names() {   # seam_names MACRO HEADER...: the DR_SEAM_* a header defines inside #if defined(MACRO)
+    m=$1; shift
+    for h in "$@"; do
+        case $h in *.h) [ -f "$h" ] && awk -v m="$m" '
+            /^#if/ { depth++; if (index($0, "defined(" m ")")) { inside = depth } ; next }
+            /^#endif/ { if (depth == inside) inside = 0; depth--; next }
+            inside && /^#define DR_SEAM_/ { sub(/^#define /, ""); sub(/[( ].*/, ""); print }' "$h" ;; esac
+    done | sort -u
+}
 
 check_rows() {
     rows | awk -F'\t' -v kinds=" $KINDS " '
@@ -68,7 +80,18 @@ check_rows() {
             for s in $(echo "$seams" | tr ',' ' '); do
                 grep -q "#include \"${s#include/}\"" "$f" && ok=1   # include/distref/x.h: "distref/x.h"
             done
-            [ $ok = 1 ] || fail "fault $name: $f neither holds $first nor includes one of $seams"
+            [ $ok = 1 ] || { fail "fault $name: $f neither holds $first nor includes one of $seams"; continue; }
+            # the seam names the header defines under the macro: the file must use one
+            names=$(seam_names "$first" $(echo "$seams" | tr ',' ' '))
+            [ -z "$names" ] && continue
+            used=0
+            for s in $names; do   # in the file, or in an inline function of the header it includes
+                grep -qw "$s" "$f" && used=1
+                for h in $(echo "$seams" | tr ',' ' '); do
+                    grep -v '^#define' "$h" 2>/dev/null | grep -qw "$s" && used=1
+                done
+            done
+            [ $used = 1 ] || fail "fault $name: $f uses none of $first's seams ($(echo $names)): the mutant build would not change it"
         done
     done <<EOF
 $(rows)
@@ -170,6 +193,7 @@ self_test() {   # each planted disagreement, on a copy, must fail the check
     plant unknown_macro "printf 'ghost\tconformance\tDR_MUTANT_GHOST\tstrategies/step.c\tstrategies/step.c\tmpi\t-\tnothing\t-\n' >> $table"
     plant row_removed "grep -v '^skip_as_pass	' $table > t && mv t $table"
     plant seam_moved "printf '#if defined(DR_MUTANT_WRONG_SPLIT)\n#endif\n' >> strategies/engine.c"
+    plant seam_unused "sed 's/DR_SEAM_CHUNK_END(/DR_SEAM_CHUNK_EDN(/' devices/comm/comm_elem.c > t && mv t devices/comm/comm_elem.c"
     plant seam_removed "sed 's/DR_MUTANT_TFEVENTS_NO_START/DR_MUTANT_TFEVENTS_NO_STAR/' core/seams.h > t && mv t core/seams.h"
     plant patch_stale "sed 's/F - 150 - WIN_S)/F - 150 - (WIN_S)/' core/reduce.c > t && mv t core/reduce.c"
     plant readme_count "sed '/BEGIN faults:counts/,/END faults:counts/s/ \\([0-9][0-9]*\\) exact/ 9\\1 exact/' README.md > t && mv t README.md"
