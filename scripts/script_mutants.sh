@@ -5,9 +5,10 @@
 # for its own reason: a line of its output matching REASON (grep -E), not a
 # launcher error. Prints "mutant NAME must fail CATCHER caught (SUMMARY)"
 # (SUMMARY: the first match of REASON, cut to 100 characters) or MISSED with
-# why; exits 1 when a fault is missed or does not build.
+# why; exits 1 when a fault is missed or does not build. ARGS after REASON
+# follow the mutant's binary on TEST's command line.
 #
-#   sh scripts/script_mutants.sh CATCHER TEST REASON
+#   sh scripts/script_mutants.sh CATCHER TEST REASON [ARGS...]
 #
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD.
 set -u
@@ -15,6 +16,7 @@ set -u
 catcher=${1:?usage: script_mutants.sh CATCHER TEST REASON}
 test=${2:?usage: script_mutants.sh CATCHER TEST REASON}
 reason=${3:?usage: script_mutants.sh CATCHER TEST REASON}
+shift 3
 rc=0
 for name in $(sh scripts/faults.sh rows script | awk -F'\t' -v c="$catcher" '$6 == c { print $1 }'); do
     if ! sh scripts/mutant_cli.sh "$name" > /dev/null; then
@@ -23,7 +25,7 @@ for name in $(sh scripts/faults.sh rows script | awk -F'\t' -v c="$catcher" '$6 
         continue
     fi
     out="$BUILD/mutants/cli_$name/out.txt"
-    if sh "$test" "$BUILD/mutants/cli_$name/distref" > "$out" 2>&1; then
+    if sh "$test" "$BUILD/mutants/cli_$name/distref" "$@" > "$out" 2>&1; then
         printf 'mutant %-26s must fail %-16s MISSED (the test passed)\n' "$name" "$catcher"
         rc=1
     elif grep -Eq "$reason" "$out"; then

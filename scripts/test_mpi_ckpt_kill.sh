@@ -19,23 +19,11 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 rc=0
 sh tests/mpi_ckpt_kill.sh "$bin" "$points" || rc=1
-# The mutants: tests/faults.tsv's rows with catcher test_mpi_ckpt_kill.
-for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "test_mpi_ckpt_kill" { print $1 }'); do
-    if ! strace -f -o /dev/null true 2>/dev/null; then
-        echo "mutant $name: skipped (strace cannot trace here; random kills cannot promise to land between the rename and the metrics)"
-        continue
-    fi
-    d="$BUILD/mutants/cli_$name"
-    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
-        if sh tests/mpi_ckpt_kill.sh "$d/distref" "$points" > "$d/out.txt" 2>&1; then
-            printf 'mutant %-26s must fail mpi_ckpt_kill    MISSED (the test passed)\n' "$name"
-            rc=1
-        else
-            printf 'mutant %-26s must fail mpi_ckpt_kill    caught (%s kills not bit-exact)\n' "$name" "$(grep -c DIFFERS "$d/out.txt")"
-        fi
-    else
-        echo "mutant $name: build failed" >&2
-        rc=1
-    fi
-done
+# The mutants: tests/faults.tsv's rows with catcher test_mpi_ckpt_kill, each
+# caught only when a kill's resume is not bit-exact (DIFFERS).
+if strace -f -o /dev/null true 2>/dev/null; then
+    sh scripts/script_mutants.sh test_mpi_ckpt_kill tests/mpi_ckpt_kill.sh DIFFERS "$points" || rc=1
+else
+    echo "mutants of test_mpi_ckpt_kill: skipped (strace cannot trace here; random kills cannot promise to land between the rename and the metrics)"
+fi
 exit $rc

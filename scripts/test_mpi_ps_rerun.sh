@@ -26,45 +26,12 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 rc=0
 sh tests/mpi_ps_rerun.sh "$bin" "$trials" || rc=1
-# The mutants: tests/faults.tsv's rows with catcher mpi_ps_rerun, then mpi_ps_resume.
-for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "mpi_ps_rerun" { print $1 }'); do
-    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
-        m="$BUILD/mutants/cli_$name/distref"
-        out="$BUILD/mutants/cli_$name/out.txt"
-        # Caught only for the fault's own reason: the killed worker's closure
-        # not re-run, or the steps it owed missing. A trial that fails for
-        # another reason (the run ended before the kill, a launcher error on a
-        # loaded machine) proves nothing about the check.
-        if sh tests/mpi_ps_rerun.sh "$m" 1 > "$out" 2>&1; then
-            printf 'mutant %-26s must fail mpi_ps_rerun     MISSED (the test passed)\n' "$name"
-            rc=1
-        elif grep -q 'FAILED:.*\(not re-run on worker\|updates_applied\)' "$out"; then
-            printf 'mutant %-26s must fail mpi_ps_rerun     caught (%s)\n' "$name" \
-                "$(grep -o 'FAILED:.*' "$out" | head -1 | cut -c1-100)"
-        else
-            printf 'mutant %-26s must fail mpi_ps_rerun     MISSED (it failed, but not as the fault must: %s)\n' \
-                "$name" "$(grep -m1 -o 'trial.*' "$out" | cut -c1-120)"
-            rc=1
-        fi
-    else
-        echo "mutant $name: build failed" >&2
-        rc=1
-    fi
-done
+# The mutants: tests/faults.tsv's rows with catcher mpi_ps_rerun, then
+# mpi_ps_resume. mpi_ps_rerun's are caught only for the fault's own reason:
+# the killed worker's closure not re-run, or the steps it owed missing. A
+# trial that fails for another reason (the run ended before the kill, a
+# launcher error on a loaded machine) proves nothing about the check.
+sh scripts/script_mutants.sh mpi_ps_rerun tests/mpi_ps_rerun.sh 'FAILED:.*(not re-run on worker|updates_applied)' 1 || rc=1
 sh tests/mpi_ps_resume.sh "$bin" || rc=1
-for name in $(sh scripts/faults.sh rows script | awk -F'\t' '$6 == "mpi_ps_resume" { print $1 }'); do
-    if sh scripts/mutant_cli.sh "$name" > /dev/null; then
-        m="$BUILD/mutants/cli_$name/distref"
-        if sh tests/mpi_ps_resume.sh "$m" > "$BUILD/mutants/cli_$name/out.txt" 2>&1; then
-            printf 'mutant %-26s must fail mpi_ps_resume    MISSED (the test passed)\n' "$name"
-            rc=1
-        else
-            printf 'mutant %-26s must fail mpi_ps_resume    caught (%s checks failed)\n' "$name" \
-                "$(grep -c FAILED "$BUILD/mutants/cli_$name/out.txt")"
-        fi
-    else
-        echo "mutant $name: build failed" >&2
-        rc=1
-    fi
-done
+sh scripts/script_mutants.sh mpi_ps_resume tests/mpi_ps_resume.sh 'FAILED' || rc=1
 exit $rc
