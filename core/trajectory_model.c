@@ -22,17 +22,74 @@ static void add(dr_traj_index *ix, dr_traj_where *where, const char *name, uint3
     ix->ntensors++;
 }
 
-/* The variables under prefix ("" or "optimizer/momentum/" ...). */
+static void add4(dr_traj_index *ix, dr_traj_where *where, const char *name, const uint64_t *shape, uint32_t ndim,
+                 dr_traj_src src, uint32_t slot, size_t offset)
+{
+    add(ix, where, name, ndim, shape[0], ndim > 1 ? shape[1] : 0, src, slot, offset);
+    for (uint32_t d = 2; d < ndim; d++) ix->tensors[ix->ntensors - 1].shape[d] = shape[d];
+}
+
+/* Layer l's trainable variables under prefix ("" or "optimizer/momentum/"
+ * ...), named <kind>_<l>/<variable> with Keras's shapes: Dense kernel
+ * (in, units), Conv2D kernel (kh, kw, in channels, filters) as Keras's
+ * HWIO layout, which distref's is, BatchNormalization gamma and beta (C). */
+static void add_layer(const dr_model_spec *m, uint32_t l, dr_traj_index *ix, dr_traj_where *where, const char *prefix,
+                      dr_traj_src src, uint32_t slot)
+{
+    const dr_layer *d = &m->layer[l];
+    const char *kind = dr_layer_kind_name(d->kind), *kname = "kernel", *bname = "bias";
+    char name[DR_TRAJ_NAME_MAX];
+    uint64_t ks[4] = { d->in, d->out, 0, 0 }, bs[1] = { d->out };
+    uint32_t kdim = 2;
+    switch (d->kind) {
+    case DR_LAYER_DENSE: break;
+    case DR_LAYER_CONV2D:
+        ks[0] = ks[1] = d->ksize; ks[2] = d->ic; ks[3] = d->filters; kdim = 4; bs[0] = d->filters;
+        break;
+    case DR_LAYER_BATCH_NORM:
+        kname = "gamma"; bname = "beta"; ks[0] = bs[0] = d->oc; kdim = 1;
+        break;
+    default: return;   /* no variables */
+    }
+    snprintf(name, sizeof name, "%s%s_%u/%s", prefix, kind, l, kname);
+    add4(ix, where, name, ks, kdim, src, slot, dr_model_kernel_offset(m, l));
+    snprintf(name, sizeof name, "%s%s_%u/%s", prefix, kind, l, bname);
+    add4(ix, where, name, bs, 1, src, slot, dr_model_bias_offset(m, l));
+}
+
+/* The trainable variables under prefix, layer by layer. */
 static void add_variables(const dr_model_spec *m, dr_traj_index *ix, dr_traj_where *where, const char *prefix,
                           dr_traj_src src, uint32_t slot)
 {
+    for (uint32_t l = 0; l < m->nlayers; l++) add_layer(m, l, ix, where, prefix, src, slot);
+}
+
+/* The non-trainable state (BatchNormalization's moving mean and variance,
+ * Keras's names): in the parameters after the trainable ones. */
+static void add_state(const dr_model_spec *m, dr_traj_index *ix, dr_traj_where *where)
+{
     char name[DR_TRAJ_NAME_MAX];
     for (uint32_t l = 0; l < m->nlayers; l++) {
-        snprintf(name, sizeof name, "%sdense_%u/kernel", prefix, l);
-        add(ix, where, name, 2, m->layer[l].in, m->layer[l].out, src, slot, dr_model_kernel_offset(m, l));
-        snprintf(name, sizeof name, "%sdense_%u/bias", prefix, l);
-        add(ix, where, name, 1, m->layer[l].out, 0, src, slot, dr_model_bias_offset(m, l));
+        const dr_layer *d = &m->layer[l];
+        uint64_t c[1] = { d->oc };
+        if (d->kind != DR_LAYER_BATCH_NORM) continue;
+        snprintf(name, sizeof name, "%s_%u/moving_mean", dr_layer_kind_name(d->kind), l);
+        add4(ix, where, name, c, 1, DR_TRAJ_SRC_PARAMS, 0, dr_model_state_offset(m, l));
+        snprintf(name, sizeof name, "%s_%u/moving_variance", dr_layer_kind_name(d->kind), l);
+        add4(ix, where, name, c, 1, DR_TRAJ_SRC_PARAMS, 0, dr_model_state_offset(m, l) + d->oc);
     }
+}
+
+/* How many tensors the model's trajectory holds. */
+static uint32_t count_tensors(const dr_model_spec *m, int nslots, bool grads, bool loss)
+{
+    uint32_t vars = 0, state = 0;
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        dr_layer_kind k = m->layer[l].kind;
+        vars += k == DR_LAYER_DENSE || k == DR_LAYER_CONV2D || k == DR_LAYER_BATCH_NORM ? 2 : 0;
+        state += k == DR_LAYER_BATCH_NORM ? 2 : 0;
+    }
+    return vars * (1u + (uint32_t)nslots + (grads ? 1u : 0u)) + state + (loss ? 1u : 0u);
 }
 
 int dr_traj_model_tensors(const dr_model_spec *m, const dr_optimizer *o, bool grads, bool loss, dr_traj_index *ix,
@@ -40,13 +97,15 @@ int dr_traj_model_tensors(const dr_model_spec *m, const dr_optimizer *o, bool gr
 {
     static const char *const adam[] = { "optimizer/momentum/", "optimizer/velocity/" };
     int nslots = dr_optimizer_num_slots(o);
-    if (!dr_model_is_dense(m))
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --trajectory with a %s layer (its tensors are named for "
-                       "Dense layers so far, docs/MODELS.md)", dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind));
+    uint32_t n = count_tensors(m, nslots, grads, loss);
+    if (n > DR_TRAJ_MAX_TENSORS)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --trajectory of a model with %u tensors (at most %d)", n,
+                       DR_TRAJ_MAX_TENSORS);
     free(ix->tensors);
     ix->ntensors = 0;
     if (!(ix->tensors = calloc(DR_TRAJ_MAX_TENSORS, sizeof *ix->tensors))) return dr_fail(err, DR_ENOMEM, "trajectory: out of memory");
     add_variables(m, ix, where, "", DR_TRAJ_SRC_PARAMS, 0);
+    add_state(m, ix, where);
     for (int k = 0; k < nslots; k++)
         add_variables(m, ix, where, o->kind == DR_OPT_ADAM ? adam[k] : "optimizer/momentum/", DR_TRAJ_SRC_SLOT, (uint32_t)k);
     if (grads) add_variables(m, ix, where, "gradient/", DR_TRAJ_SRC_GRAD, 0);

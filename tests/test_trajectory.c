@@ -4,7 +4,9 @@
  * steps, ulp distances (-0/+0, NaN payloads), the first divergence and
  * the statistics on planted differences, tolerances, --plot's data file
  * against the JSON, and bin/distref train --trajectory + diff end to end
- * (mirrored 4 openmp vs one_device ref identical; exit 0/1/2). Mutants:
+ * (mirrored 4 openmp vs one_device ref identical; exit 0/1/2), conv models'
+ * tensors (Keras's shapes, BN's moving statistics; sync BN at R = 2 =
+ * one_device, replica BN told apart). Mutants:
  * scripts/exact_mutants.sh (traj_*). */
 #include "distref/npy.h"
 #include "distref/trajectory.h"
@@ -496,6 +498,46 @@ static void test_engine_gradients(void **state)
         printf("skipped: engine gradients, mpi: no mpirun on the PATH\n");
 }
 
+/* Models beyond Dense: Keras's shapes and names per layer kind (a Conv2D
+ * kernel 3x3x1x4 HWIO, BatchNormalization's gamma/beta and its moving
+ * statistics, no gradient or slot of the statistics), the reference's sync
+ * BN at R = 2 identical to one_device step by step, and replica BN at R = 2
+ * told apart from step 1 on (exit 1). */
+static void test_conv_models(void **state)
+{
+    const char *dir = *state;
+    const char *cnn = "--experiment=cnn_synthetic --global_batch_size=16 --train_steps=3 --trajectory=every:1";
+    char out[1 << 14], path[600];
+    dr_npy a;
+    dr_err err = { 0, "" };
+    int st = shell_run(out, sizeof out, DR_BIN " train %s --model_dir=%s/c1", cnn, dir);
+    shell_expect(out, st, 0, "train: steps=3");
+    st = shell_run(out, sizeof out, DR_BIN " train %s --distribution_strategy=mirrored --num_gpus=2 --model_dir=%s/c2",
+                   cnn, dir);
+    shell_expect(out, st, 0, "train: steps=3");
+    st = shell_run(out, sizeof out, DR_BIN " diff %s/c1 %s/c2", dir, dir);
+    if (st != 0 || !strstr(out, "identical: 4 steps") || strstr(out, "only in"))
+        fail_msg("sync BN at R = 2 is not one_device's trajectory (exit %d):\n%s", st, out);
+    const char *ix = slurp(dir, "c1/trajectory/index.json");
+    const char *want[] = { "\"conv2d_0/kernel\", \"shape\": [ 3, 3, 1, 4 ]", "\"batch_norm_1/moving_variance\"",
+                           "\"gradient/batch_norm_1/gamma\"", "\"optimizer/momentum/conv2d_0/bias\"",
+                           "\"gradient/dense_9/kernel\"" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(ix, want[i])) fail_msg("the conv trajectory's index has no %s:\n%.600s", want[i], ix);
+    if (strstr(ix, "gradient/batch_norm_1/moving") || strstr(ix, "momentum/batch_norm_1/moving"))
+        fail_msg("the moving statistics have no gradient or slot:\n%.600s", ix);
+    snprintf(path, sizeof path, "%s/c1/trajectory/step_00000001/batch_norm_1/moving_variance.npy", dir);
+    if (dr_npy_load(path, &a, &err) != DR_OK) fail_msg("%s", err.msg);
+    assert_int_equal(a.ndim, 1);
+    assert_true(a.data[0] < 1.0f && a.data[0] > 0.98f);   /* 1 moved by one step at momentum 0.99 */
+    dr_npy_free(&a);
+    st = shell_run(out, sizeof out, DR_BIN " train %s --distribution_strategy=mirrored --num_gpus=2 --batch_norm=replica "
+                   "--model_dir=%s/c3", cnn, dir);
+    shell_expect(out, st, 0, "train: steps=3");
+    st = shell_run(out, sizeof out, DR_BIN " diff %s/c1 %s/c3", dir, dir);
+    shell_expect(out, st, 1, "first divergence: step 1");
+}
+
 /* A step that applied no update records no gradient: the reference under
  * mixed_float16 with a loss scale so large that every step's gradients
  * overflow (the loss scale skips all four). */
@@ -592,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_gradients, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_fast_gradients_applied, make_temp_dir, drop_temp_dir),
         cmocka_unit_test_setup_teardown(test_skipped_steps_hold_no_gradient, make_temp_dir, drop_temp_dir),
+        cmocka_unit_test_setup_teardown(test_conv_models, make_temp_dir, drop_temp_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,7 @@
 #define DR_TRAJ_FORMAT "distref-trajectory"
 #define DR_TRAJ_VERSION 1
 #define DR_TRAJ_NAME_MAX 96
-#define DR_TRAJ_MAX_TENSORS 256
+#define DR_TRAJ_MAX_TENSORS 1024
 #define DR_TRAJ_MAX_STEPS (1u << 24)
 #define DR_TRAJ_INDEX_MAX (256u << 20)   /* bytes of index.json a reader accepts */
 
