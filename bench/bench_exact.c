@@ -109,7 +109,8 @@ static void bench_sums(FILE *json)
 /* One GEMM configuration: plain exact, fast exact (1 and 2 threads) against
  * sgemm with the same thread count, by each path: "dgemm" the slices through
  * DGEMM (Ozaki scheme I), "crt" residues through the int8 VNNI kernel (Ozaki
- * scheme II), "auto" the one dr_gemm_f32_fast picks; #wrong = elements of the
+ * scheme II), "cert" one DGEMM with a bound that proves each rounding
+ * (cpu_gemm_cert.c), "auto" the one dr_gemm_f32_fast picks; #wrong = elements of the
  * fast result that differ from the plain exact one (must be 0). */
 static double time_fast(size_t M, size_t N, size_t K, const float *A, const float *B, float *C, int threads,
                         dr_gemm_path path)
@@ -144,7 +145,8 @@ static void bench_gemm(FILE *json)
 {
     static const size_t shapes[][3] = { { 256, 784, 128 }, { 784, 128, 256 }, { 128, 256, 784 } };
     static const struct { const char *name; dr_gemm_path path; } paths[] = {
-        { "dgemm", DR_GEMM_PATH_DGEMM }, { "crt", DR_GEMM_PATH_CRT_VNNI }, { "auto", DR_GEMM_PATH_AUTO } };
+        { "dgemm", DR_GEMM_PATH_DGEMM }, { "crt", DR_GEMM_PATH_CRT_VNNI }, { "cert", DR_GEMM_PATH_CERTIFIED },
+        { "auto", DR_GEMM_PATH_AUTO } };
     const char *core = getenv("OPENBLAS_CORETYPE");
     printf("# exact GEMM (M x K) * (K x N), median of 5; ratio = exact time / cblas_sgemm time, same threads;\n"
            "# OPENBLAS_CORETYPE=%s\n", core ? core : "(unset)");

@@ -54,6 +54,17 @@
 #define DR_SEAM_WIDE_SHIFT(shift) (shift)
 #endif
 
+/* ---- cpu/cpu_gemm_cert.c ----------------------------------------------------- */
+
+/* The margin a certified output's interval must keep from its rounding
+ * interval's edges: the error bound e, inflated against the comparison's
+ * own rounding. */
+#if defined(DR_MUTANT_CERT_NO_BOUND)      /* no bound: DGEMM's sum taken as exact, a near-tie rounds wrong */
+#define DR_SEAM_CERT_SLACK(e) ((void)(e), 0.0)
+#else
+#define DR_SEAM_CERT_SLACK(e) ((e) * (1.0 + 0x1p-40))
+#endif
+
 /* ---- cpu/cpu_gemm_element.c -------------------------------------------------- */
 
 /* The sticky bit of the bits below the 64-bit window. */

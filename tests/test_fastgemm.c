@@ -2,7 +2,8 @@
  * the reference's bits (numerics/gemm.c) for every input: random, wide
  * dynamic range inside a row (remainders below the slices), subnormals,
  * zeros of both signs, inf and NaN, every transpose, with and without bias,
- * K from 0 to 1000. A wrong slice width or a dropped remainder fails here. */
+ * K from 0 to 1000, near-ties hidden by cancellation. A wrong slice width, a
+ * dropped remainder or a certified rounding without its bound fails here. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,11 +20,12 @@
 #include "devices/cpu/cpu_gemm_internal.h"
 
 /* Every way of forming the integer products (cpu_gemm_internal.h): the
- * public entry points (AUTO), DGEMM slices, and residues with the plain C
- * kernel and with the VNNI kernel (skipped where the CPU lacks it), each
+ * public entry points (AUTO), DGEMM slices, residues with the plain C
+ * kernel and with the VNNI kernel (skipped where the CPU lacks it), and the
+ * certified DGEMM of rounded outputs (near-ties: same_bits_wide_ties), each
  * against the plain exact GEMM. */
 static const dr_gemm_path paths[] = { DR_GEMM_PATH_AUTO, DR_GEMM_PATH_DGEMM, DR_GEMM_PATH_CRT_PORTABLE,
-                                      DR_GEMM_PATH_CRT_VNNI };
+                                      DR_GEMM_PATH_CRT_VNNI, DR_GEMM_PATH_CERTIFIED };
 #define NPATHS (sizeof paths / sizeof paths[0])
 
 /* The forced path's results; 0 when it ran, 1 when it cannot run here. */
@@ -219,6 +221,36 @@ static void same_bits_wide_ties(void **s)
     }
 }
 
+/* Cancellation hides a near-tie from a double sum: 2^30 + 1 + t - 2^30 in
+ * that order is 1 in double when t < 2^-23, while the exact value rounds
+ * above 1 once t passes 2^-24. The certified path must not trust DGEMM's
+ * 1 (its bound is ~2^-18 here), and must find the right float through its
+ * second, compensated sum. */
+static void same_bits_cancelled_near_tie(void **s)
+{
+    (void)s;
+    for (int q = 25; q <= 60; q++)
+        for (int sg = 0; sg < 2; sg++) {
+            float sign = sg ? -1.0f : 1.0f, t = 0x1p-24f + ldexpf(1.0f, -q);
+            float A[4] = { 0x1p15f, sign, sign * t, -0x1p15f }, B[4] = { 0x1p15f, 1.0f, 1.0f, 0x1p15f };
+            float C1[1], C2[1];
+            uint32_t u1, u2;
+            if (q > 47) A[2] = sign * 0x1p-24f;   /* the tie itself (t not a float past 2^-47): to even */
+            dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 4, A, 4, B, 1, NULL, C1, 1);
+            for (size_t p = 1; p < NPATHS; p++) {
+                int rc = dr_gemm_fast_path(paths[p], DR_NO_TRANS, DR_NO_TRANS, 1, 1, 4, A, 4, B, 1, NULL, C2, 1,
+                                           NULL, NULL);
+                if (rc == DR_EUNSUPPORTED) continue;
+                assert_int_equal(rc, 0);
+                memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
+                if (u1 != u2) {
+                    print_error("path %d q=%d sign=%d: ref 0x%08x, fast 0x%08x\n", (int)paths[p], q, sg, u1, u2);
+                    fail();
+                }
+            }
+        }
+}
+
 /* The MLP's shapes, forward and gradient, as the engine calls them. */
 static void same_bits_mlp_shapes(void **s)
 {
@@ -248,6 +280,7 @@ int main(void)
         cmocka_unit_test(same_bits_sums_near_2_53),
         cmocka_unit_test(same_bits_patterned_rows),
         cmocka_unit_test(same_bits_wide_ties),
+        cmocka_unit_test(same_bits_cancelled_near_tie),
         cmocka_unit_test(same_bits_mlp_shapes),
     };
     return cmocka_run_group_tests_name("fastgemm", tests, NULL, NULL);

@@ -466,11 +466,24 @@ static int path_code(dr_gemm_path path, size_t M, size_t N, size_t K)
     }
 }
 
+/* The certified path's range under AUTO: rounded outputs of a product big
+ * enough that one DGEMM beats the residues' packing (the same 2^16 as the
+ * CRT path), K >= 1 (K = 0 is the bias alone: the exact path's signed
+ * zeros) and K < 2^24 (the bound's 2 (K + 2) 2^-53 stays far below 1). */
+static int certified(dr_gemm_path path, size_t M, size_t N, size_t K)
+{
+    if (path == DR_GEMM_PATH_CERTIFIED) return K >= 1;
+    return path == DR_GEMM_PATH_AUTO && K >= 1 && K < (1u << 24) && (double)M * (double)N * (double)K >= CRT_MIN_MNK;
+}
+
 int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                       const float *A, size_t lda, const float *B, size_t ldb,
                       const float *bias, float *C, size_t ldc, dr_acc *full, dr_cacc *compact)
 {
-    int crt = path_code(path, M, N, K);
+    int crt;
+    if (C && certified(path, M, N, K)) return dr_gemm_f32_certified(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+    if (path == DR_GEMM_PATH_CERTIFIED) path = DR_GEMM_PATH_AUTO;
+    crt = path_code(path, M, N, K);
     if (crt < 0) return DR_EUNSUPPORTED;
     if (C) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, crt);
     return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt);

@@ -82,14 +82,24 @@ void dr_scan_avx512(const dr_sliced *s, uint32_t *mx, uint32_t *orr, uint32_t *a
  * s->rem_*: bits of an element below its vector's grid. */
 void dr_sliced_rems(dr_sliced *s, const unsigned char *has_rem);
 
-/* Which way the integer products are formed. AUTO: the CRT path with the
- * VNNI kernel when the CPU has it and K is in its range, else DGEMM. */
+/* Which way the integer products are formed. AUTO: for rounded outputs
+ * (C) of M N K >= 2^16, K >= 1, the certified path; otherwise the CRT path
+ * with the VNNI kernel when the CPU has it and K is in its range, else
+ * DGEMM. */
 typedef enum {
     DR_GEMM_PATH_AUTO,
     DR_GEMM_PATH_DGEMM,         /* Ozaki scheme I: slices through DGEMM */
     DR_GEMM_PATH_CRT_VNNI,      /* Ozaki scheme II: residues, int8 GEMM on AVX-512 VNNI */
-    DR_GEMM_PATH_CRT_PORTABLE   /* the same residues, the plain C int8 kernel */
+    DR_GEMM_PATH_CRT_PORTABLE,  /* the same residues, the plain C int8 kernel */
+    DR_GEMM_PATH_CERTIFIED      /* rounded outputs: one DGEMM and a bound that proves each rounding,
+                                 * the plain exact path where it cannot (cpu_gemm_cert.c); the
+                                 * accumulator outputs as AUTO */
 } dr_gemm_path;
+
+/* cpu_gemm_cert.c: C = bias + op(A) op(B), each element the correctly
+ * rounded exact value, as dr_gemm_f32; DR_ENOMEM (nothing written). */
+int dr_gemm_f32_certified(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                          const float *B, size_t ldb, const float *bias, float *C, size_t ldc);
 
 /* The three entry points of fastgemm.h with the path forced: exactly one of
  * C (with bias), full and compact is non-NULL. DR_EUNSUPPORTED when the

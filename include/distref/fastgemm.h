@@ -21,6 +21,14 @@
  *   below 2^53 and DGEMM (OpenBLAS) computes it without rounding; three or
  *   four DGEMMs.
  *
+ * dr_gemm_f32_fast's rounded outputs take a third way when M N K >= 2^16:
+ * one DGEMM (each float product exact in double) with an error bound that
+ * proves each output's rounding (Cauchy-Schwarz over Higham's gamma_K),
+ * a compensated re-summation (Sum2) where that bound is too wide, and the
+ * exact path where even that cannot decide (ties and near-ties, zeros,
+ * inf and NaN): devices/cpu/cpu_gemm_cert.c. The accumulator outputs
+ * (dr_gemm_acc_fast, dr_gemm_cacc_fast) always take the exact products.
+ *
  * Either way, bits of an element below its vector's grid (an element far
  * smaller than its vector's maximum) are a remainder r, whose products are
  * added exactly one by one (a * b = grid part + r_a * b + (a - r_a) * r_b);

@@ -1,0 +1,117 @@
+/* distref devices — the exact GEMM's certified path for rounded outputs
+ * (dr_gemm_f32_fast, distref/fastgemm.h): one DGEMM and an error bound
+ * that proves each output's rounding, the exact product only where it
+ * cannot.
+ *
+ * A product of two floats is exact in double (48 bits of 53), so DGEMM's
+ * d[i][j] = bias[j] + sum_k a_ik b_kj differs from the exact sum S only by
+ * the rounding of its K additions, in whatever order OpenBLAS adds (with
+ * FMA or not): |d - S| <= gamma_(K+1) (|bias| + sum_k |a_ik b_kj|), gamma_n
+ * = n u / (1 - n u), u = 2^-53 (Higham, Accuracy and Stability of Numerical
+ * Algorithms, 2nd ed., section 3.1). Cauchy-Schwarz bounds the sum of
+ * magnitudes by |a_i| |b_j|, the vectors' 2-norms, which cost O((M + N) K)
+ * instead of a second GEMM. The bound used is twice that, which covers the
+ * rounding of the norms, the square roots and the products that form it.
+ *
+ * With f = RN_float(d): when d - e and d + e lie strictly inside f's
+ * rounding interval (the midpoints between f and its neighbours, exact in
+ * double), every value within e of d -- S among them -- rounds to f, so f is
+ * the correctly rounded S: the exact GEMM's bits. Otherwise (near a
+ * midpoint, f zero, whose sign the exact sum decides, f at the edge of the
+ * float range, anything not finite) the element's sum is formed again,
+ * compensated, with a bound about 2^-50 of |S| (refine), and what that
+ * cannot decide either takes the plain exact path (dr_gemm_f32 on its row
+ * and column): the same bits by construction. Random 256 x 784 x 128 data
+ * leave 38 of 32768 elements to the second test and none to the exact
+ * path (docs/PERFORMANCE.md).
+ */
+#include "devices/cpu/cpu_gemm_internal.h"
+#include "distref/error.h"
+#include "devices/seams.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* f = RN_float(d) when every value within e of d rounds to it; 0 otherwise.
+ * The neighbours of |f| are its bit pattern -1 and +1 (integer steps, no
+ * libm: this runs once an output). */
+static int certain(double d, double e, float *out)
+{
+    float f = (float)d, m = fabsf(f), dn, up;
+    uint32_t bits;
+    double ad = fabs(d), slack = DR_SEAM_CERT_SLACK(e);
+    if (!(slack < INFINITY) || !(m < FLT_MAX) || m == 0.0f) return 0;   /* also NaN d */
+    memcpy(&bits, &m, sizeof bits);
+    bits--; memcpy(&dn, &bits, sizeof dn);
+    bits += 2; memcpy(&up, &bits, sizeof up);
+    /* the midpoints between |f| and its neighbours: exact in double */
+    if (!(ad - ((double)m + dn) * 0.5 > slack && ((double)m + up) * 0.5 - ad > slack)) return 0;
+    *out = f;
+    return 1;
+}
+
+/* The second chance of an element the first bound could not decide: its
+ * sum again, compensated (Sum2 of Ogita, Rump and Oishi, "Accurate sum and
+ * dot product", SIAM J. Sci. Comput. 26(6), 2005, with the products exact:
+ * |r - S| <= u |S| + gamma_(n-1)^2 sum |p|, n = K + 1 terms with the bias),
+ * which leaves undecided only values within about 2^-50 of a midpoint. */
+static int refine(const double *a, const double *b, size_t K, double bias, float *out)
+{
+    double s = bias, c = 0.0, sa = fabs(bias), r, g = (double)(K + 2) * 0x1p-53;
+    for (size_t k = 0; k < K; k++) {
+        double p = a[k] * b[k], t = s + p, z = t - s;   /* TwoSum(s, p): t + (error) = s + p exactly */
+        c += (s - (t - z)) + (p - z);
+        s = t;
+        sa += fabs(p);
+    }
+    r = s + c;
+    return certain(r, 2.0 * (0x1p-53 * fabs(r) + g * g * sa), out);
+}
+
+/* op(X) (rows x K) as doubles in dst (rows x K, row-major) and the 2-norm
+ * of each of its rows in nrm. X is rows x K (ld) when !t, else K x rows. */
+static void widen(int t, size_t rows, size_t K, const float *X, size_t ld, double *dst, double *nrm)
+{
+    #pragma omp parallel for schedule(static) if (rows * K >= (1u << 16))
+    for (size_t i = 0; i < rows; i++) {
+        double s = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            double v = t ? X[k * ld + i] : X[i * ld + k];
+            dst[i * K + k] = v;
+            s += v * v;
+        }
+        nrm[i] = sqrt(s);
+    }
+}
+
+int dr_gemm_f32_certified(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                          const float *B, size_t ldb, const float *bias, float *C, size_t ldc)
+{
+    double *Ad = malloc(M * K * sizeof(double) + 8), *Bd = malloc(N * K * sizeof(double) + 8);
+    double *D = malloc(M * N * sizeof(double) + 8), *na = malloc(M * sizeof(double) + 8);
+    double *nb = malloc(N * sizeof(double) + 8);
+    const double g = 2.0 * (double)(K + 2) * 0x1p-53;   /* twice gamma_(K+1), rounded up generously */
+    if (!Ad || !Bd || !D || !na || !nb) {
+        free(Ad); free(Bd); free(D); free(na); free(nb);
+        return DR_ENOMEM;
+    }
+    widen(ta == DR_TRANS, M, K, A, lda, Ad, na);
+    widen(tb != DR_TRANS, N, K, B, ldb, Bd, nb);   /* op(B)'s columns as rows: Bd is N x K */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, Ad, (int)K, Bd, (int)K, 0.0,
+                D, (int)N);
+    #pragma omp parallel for schedule(dynamic, 8)
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            double b = bias ? (double)bias[j] : 0.0;
+            double d = D[i * N + j] + b, e = g * (fabs(b) + na[i] * nb[j]);
+            if (certain(d, e, &C[i * ldc + j]) || refine(Ad + i * K, Bd + j * K, K, b, &C[i * ldc + j])) continue;
+            dr_gemm_f32(ta, tb, 1, 1, K, ta == DR_TRANS ? A + i : A + i * lda, lda,
+                        tb == DR_TRANS ? B + j * ldb : B + j, ldb, bias ? bias + j : NULL, &C[i * ldc + j], 1);
+        }
+    free(Ad); free(Bd); free(D); free(na); free(nb);
+    return DR_OK;
+}
