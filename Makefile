@@ -251,6 +251,7 @@ in-test:
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/test_doc_numbers.sh
 	@sh scripts/test_check_sizes.sh
+	@sh scripts/test_netns_lock.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_python_mutants.sh $(CLI)
 	@$(MAKE) --no-print-directory test-judge-mutant

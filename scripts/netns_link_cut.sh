@@ -11,6 +11,8 @@
 set -u
 ct=${1:-3}; bin=$(cd "$(dirname "${2:-bin/distref}")" && pwd)/$(basename "${2:-bin/distref}")
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/netns_lock.sh"
+netns_lock "netns_link_cut.sh" || exit 2   # the hosts are ours until this script exits
 dir=$(mktemp -d /tmp/distref_cut.XXXXXX)
 mp=
 cleanup() { [ -n "$mp" ] && kill -KILL "$mp" 2>/dev/null; sh "$here/netns_cluster.sh" down; rm -rf "$dir"; }

@@ -37,6 +37,8 @@ case ${FAULT:-freeze} in freeze) sig=STOP ;; kill) sig=KILL ;; cut) sig=cut ;;
 here=$(cd "$(dirname "$0")/../scripts" && pwd)
 if ! command -v mpirun > /dev/null 2>&1; then echo "mpi_fewer_hosts: not supported: no mpirun on PATH"; exit 0; fi
 why=$(sh "$here/netns_cluster.sh" check 2>&1) || { echo "mpi_fewer_hosts: ${why:-not supported: netns_cluster.sh check failed}"; exit 0; }
+. "$here/netns_lock.sh"
+netns_lock "mpi_fewer_hosts.sh" || exit 2   # the hosts are ours until this script exits
 if ip netns list 2>/dev/null | grep -q '^dr-h'; then
     echo "mpi_fewer_hosts: dr-h* namespaces exist already (another cluster): not touching them" >&2; exit 2
 fi
