@@ -39,13 +39,13 @@ checks() {
     echo "$out" | grep -q "held by pid $holder_pid" || { echo "  5 holder: '$out'"; fails=$((fails + 1)); }
     t0=$(date +%s.%N)
     out=$(DR_NETNS_WAIT=1 sh -c ". '$lib'; netns_lock third" 2>&1); st=$?
-    dt=$(echo "$(date +%s.%N) - $t0" | bc)
-    if [ $st != 2 ] || [ "$(echo "$dt >= 0.9" | bc)" != 1 ] || ! echo "$out" | grep -q "waited 1 s"; then
+    dt=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+    if [ $st != 2 ] || ! awk -v d="$dt" 'BEGIN { exit !(d >= 0.9) }' || ! echo "$out" | grep -q "waited 1 s"; then
         echo "  3 gives up after 1 s: status $st after $dt s, '$out'"; fails=$((fails + 1)); fi
     t0=$(date +%s.%N)
     out=$(DR_NETNS_WAIT=10 sh -c ". '$lib'; netns_lock fourth && cat '$DR_NETNS_LOCK'" 2>&1); st=$?
-    dt=$(echo "$(date +%s.%N) - $t0" | bc)
-    if [ $st != 0 ] || [ "$(echo "$dt >= 1" | bc)" != 1 ] || ! echo "$out" | grep -q "waiting up to 10 s" ||
+    dt=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+    if [ $st != 0 ] || ! awk -v d="$dt" 'BEGIN { exit !(d >= 1) }' || ! echo "$out" | grep -q "waiting up to 10 s" ||
         ! echo "$out" | grep -q "^command fourth"; then
         echo "  2 waits, then holds: status $st after $dt s, '$out'"; fails=$((fails + 1)); fi
     wait "$holder_pid" 2>/dev/null; holder_pid=
