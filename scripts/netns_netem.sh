@@ -20,8 +20,9 @@
 # CONDITIONS (default "clean loss=1 loss=5 rate=100mbit loss=2,rate=100mbit"):
 # a space-separated list of loss=P (percent, 0-50) and rate=R (tc's rate
 # syntax), joined by commas. BENCH=1 runs build/rel/bench/mpi_allreduce
-# (--only compact,f32x,mpi --max_mb BENCH_MB, default 1) on 2 hosts x 1
-# rank under each condition instead. Holds the hosts' lock (netns_lock.sh).
+# (--only compact,f32x,mpi --max_mb BENCH_MB, default 1) on BENCH_HOSTS (2,
+# default, or 3) hosts x 1 rank under each condition instead, with `ip
+# netns list` and dr-h1's `ss -tnp` 4 s in. Holds the hosts' lock.
 set -u
 bin=$(cd "$(dirname "${1:-bin/distref}")" && pwd)/$(basename "${1:-bin/distref}")
 conds=${2:-clean loss=1 loss=5 rate=100mbit loss=2,rate=100mbit}
@@ -40,7 +41,8 @@ fi
 dir=$(mktemp -d /tmp/distref_netem.XXXXXX)
 trap 'sh "$here/netns_cluster.sh" down > /dev/null 2>&1; rm -rf "$dir"' EXIT
 trap 'exit 130' INT TERM
-H=3; [ "${BENCH:-0}" = 1 ] && H=2
+H=3; [ "${BENCH:-0}" = 1 ] && H=${BENCH_HOSTS:-2}
+case $H in 2|3) ;; *) echo "netns_netem: BENCH_HOSTS=$H: expected 2 or 3" >&2; exit 2 ;; esac
 sh "$here/netns_cluster.sh" up $H > /dev/null || nope "netns_cluster.sh up $H failed"
 sh "$here/netns_cluster.sh" hostfile "$dir/hosts" 1
 # the rules work here, or not supported (checked on dr-h0 before anything runs)
@@ -84,9 +86,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 if [ "${BENCH:-0}" = 1 ]; then
     for c in $conds; do
         apply "$c" || exit 1
-        echo "== $c (2 hosts x 1 rank, TCP): bench/mpi_allreduce --only compact,f32x,mpi --max_mb ${BENCH_MB:-1}"
-        timeout -s KILL 600 sh "$here/netns_mpirun.sh" --hostfile "$dir/hosts" -np 2 --bind-to none \
-            "$root/build/rel/bench/mpi_allreduce" --only compact,f32x,mpi --max_mb "${BENCH_MB:-1}" 2>&1 | grep -v '^#'
+        echo "== $c ($H hosts x 1 rank, TCP): bench/mpi_allreduce --only compact,f32x,mpi --max_mb ${BENCH_MB:-1}"
+        timeout -s KILL 600 sh "$here/netns_mpirun.sh" --hostfile "$dir/hosts" -np $H --bind-to none \
+            "$root/build/rel/bench/mpi_allreduce" --only compact,f32x,mpi --max_mb "${BENCH_MB:-1}" > "$dir/bench.txt" 2>&1 &
+        bp=$!
+        sleep 4   # the ranks are up and connected: who talks to whom, from dr-h1
+        echo "-- ip netns list:"; ip netns list | sed 's/^/   /'
+        echo "-- ip netns exec dr-h1 ss -tnp (4 s in):"
+        ip netns exec dr-h1 ss -tnp | sed 's/^/   /'
+        wait $bp
+        grep -v '^#' "$dir/bench.txt"
         echo "   TCP packets dropped: $(dropped)"
     done
     clear_all; exit 0
