@@ -22,7 +22,7 @@
 # machine): a hub namespace dr-hub holds the bridge dr-br0 and no address; host
 # dr-hK is a namespace with a loopback and eth0, one end of a veth pair whose
 # other end (dr-hK-p, in dr-hub) is a bridge port; eth0 has 10.77.0.(10+K)/24
-# and no default route. /etc/netns/dr-hK/hosts names every host (ip netns exec
+# and no default route; its net.ipv4.tcp_retries2 is 5. /etc/netns/dr-hK/hosts names every host (ip netns exec
 # bind-mounts it over /etc/hosts), so "dr-h1" resolves inside the hosts.
 #
 # Each host also needs its own host name (Open MPI tells nodes apart by
@@ -104,6 +104,10 @@ build() {
         ip -n "$ns" link set lo up || return 1
         ip -n "$ns" addr add "$NET.$((10 + k))/24" dev eth0 || return 1
         ip -n "$ns" link set eth0 up || return 1
+        # a connection with unacknowledged data over a cut link gives up after 5
+        # retransmissions (about 13 s), not the default 15 (about 15 min): mpirun's
+        # channel to a cut host's daemon ends, and mpirun with it (docs/MPI.md)
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 || return 1
         k=$((k + 1))
     done
     k=0
