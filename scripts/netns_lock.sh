@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # One user of the namespace hosts at a time (issue 32): sourced, not run.
 #
 #   . scripts/netns_lock.sh
