@@ -251,6 +251,7 @@ in-test:
 	@sh scripts/test_tensorboard.sh $(CLI)
 	@sh scripts/test_doc_numbers.sh
 	@sh scripts/test_check_sizes.sh
+	@sh scripts/test_netns_lock.sh
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_python_mutants.sh $(CLI)
 	@$(MAKE) --no-print-directory test-judge-mutant
@@ -269,6 +270,8 @@ in-test:
 	    sh scripts/test_mpi_ckpt_kill.sh $(CLI) 3
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_mpi_fewer_hosts.sh $(CLI)
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
+	    sh scripts/test_netns_netem.sh $(CLI)
 	@CC='$(CC)' CFLAGS='$(CFLAGS)' LDLIBS='$(LDFLAGS) $(LDLIBS_COMMON)' BUILD='$(BUILD)' \
 	    sh scripts/test_durability.sh $(CLI) 1
 	@$(MAKE) --no-print-directory in-conformance-mutants

@@ -23,16 +23,26 @@
  * "not supported" with netns_cluster.sh's reason: neither a pass nor a
  * failure. Mutant: hosts_pack_off_by_one (tests/faults.tsv), the mpi
  * suite's wire fault, must fail here too.
+ * The suite holds the hosts' lock (scripts/netns_lock.sh: an flock(2) on
+ * /run/lock/distref-netns.lock, DR_NETNS_LOCK overrides) from `up` to
+ * `down`, on fd 9 for netns_cluster.sh to go on under; held by another
+ * user for DR_NETNS_WAIT s (default 120), every cell is "not supported"
+ * naming the holder's pid.
  */
+#define _DEFAULT_SOURCE   /* flock(2) */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
 #endif
 #include "conformance/conformance.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct host_cell {
@@ -179,17 +189,63 @@ static void why_not(char *why, size_t n)
     else if (system("command -v mpirun > /dev/null 2>&1") != 0) snprintf(why, n, "mpirun not found");
 }
 
+/* The hosts' lock on fd 9 (scripts/netns_lock.sh's protocol), waiting up
+ * to DR_NETNS_WAIT s; -1 and why (naming the holder) when it stays taken. */
+static int hosts_lock(char *why, size_t n)
+{
+    const char *path = getenv("DR_NETNS_LOCK"), *w = getenv("DR_NETNS_WAIT");
+    long wait_s = w && *w ? strtol(w, NULL, 10) : 120;
+    char holder[160] = "", line[96], stamp[32];
+    time_t t = time(NULL);
+    FILE *f;
+    int fd;
+    if (!path || !*path) path = access("/run/lock", W_OK) == 0 ? "/run/lock/distref-netns.lock" : "/tmp/distref-netns.lock";
+    if (fcntl(9, F_GETFD) != -1 || errno != EBADF) { snprintf(why, n, "fd 9, the hosts' lock's, is in use"); return -1; }
+    if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0 || dup2(fd, 9) != 9) {
+        snprintf(why, n, "cannot open the hosts' lock %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    for (long k = 0; flock(9, LOCK_EX | LOCK_NB) != 0; k++) {
+        if ((f = fopen(path, "r"))) {
+            while (fgets(line, sizeof line, f)) if (strncmp(line, "pid ", 4) == 0 || strncmp(line, "command ", 8) == 0) {
+                line[strcspn(line, "\n")] = 0;
+                snprintf(holder + strlen(holder), sizeof holder - strlen(holder), "%s%s", holder[0] ? ", " : "", line);
+            }
+            fclose(f);
+        }
+        if (k == 0) printf("hosts: the namespace hosts are in use by %s; waiting up to %ld s (DR_NETNS_WAIT)\n",
+                           holder[0] ? holder : "another process", wait_s);
+        if (k >= wait_s) {
+            snprintf(why, n, "the namespace hosts are in use by %s (%s) after %ld s", holder[0] ? holder : "another process",
+                     path, wait_s);
+            close(9);
+            return -1;
+        }
+        holder[0] = 0;
+        sleep(1);
+    }
+    if (ftruncate(9, 0) == 0) {
+        strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+        dprintf(9, "pid %ld\ncommand bin/conformance --only hosts\nsince %s\n", (long)getpid(), stamp);
+    }
+    return 0;
+}
+
 int suite_hosts(results *r)
 {
     enum { NCELLS = sizeof k_host_cells / sizeof k_host_cells[0] };
     char why[256];
     int fails = 0;
+    bool locked = false;
     double t0 = now();
     if (r->fault && strncmp(r->fault, "hosts_", 6) != 0) return 0;   /* other faults are other suites' */
     if (!r->fault && r->variant && strcmp(r->variant, "mpi") != 0) return 0;
     printf("== hosts: the mpi variant across network namespaces over TCP, against the reference, live\n");
     why_not(why, sizeof why);
-    if (!why[0] && system("sh scripts/netns_cluster.sh up 3 > /dev/null 2>&1") != 0)
+    if (!why[0]) locked = hosts_lock(why, sizeof why) == 0;
+    if (!why[0] && system("DR_NETNS_LOCK_FD=9 sh scripts/netns_cluster.sh up 3 > /dev/null 2>&1") != 0)
         snprintf(why, sizeof why, "scripts/netns_cluster.sh up 3 failed");
     for (size_t i = 0; i < NCELLS; i++) {
         const host_cell *k = &k_host_cells[i];
@@ -203,8 +259,9 @@ int suite_hosts(results *r)
         fails += host_cell_run(r, k);
         if (r->fault && fails) break;   /* a mutant: caught */
     }
-    if (system("sh scripts/netns_cluster.sh down > /dev/null 2>&1") != 0)
+    if (locked && system("DR_NETNS_LOCK_FD=9 sh scripts/netns_cluster.sh down > /dev/null 2>&1") != 0)
         fprintf(stderr, "conformance: hosts: scripts/netns_cluster.sh down failed\n");
+    if (locked) close(9);   /* the lock, released */
     printf("hosts: %.1f s%s%s\n", now() - t0, why[0] ? ", not supported: " : "", why);
     return fails;
 }

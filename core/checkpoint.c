@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAGIC "DRCKPT05"
+#define MAGIC "DRCKPT06"
+#define MAGIC_05 "DRCKPT05"   /* read too: no input identity (not checked) */
 #define MAGIC_04 "DRCKPT04"   /* read too: float32 (no mixed precision) */
 #define MAGIC_03 "DRCKPT03"   /* read too: no schedule, no clipping */
 #define HEADER_03 (32 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4)
@@ -20,7 +21,10 @@
 /* 05 adds mixed precision: dtype, loss-scale kind, its configured number,
  * the reduction, and the loss scale's state (scale, counter, skipped) */
 #define MIX_BYTES (4 + 4 + 4 + 4 + 4 + 4 + 8)
-#define HEADER_BYTES (HEADER_04 + MIX_BYTES)
+#define HEADER_05 (HEADER_04 + MIX_BYTES)
+/* 06 adds the input's identity: the auto-shard policy, the shard set's SHA-256 */
+#define INPUT_BYTES (4 + 32)
+#define HEADER_BYTES (HEADER_05 + INPUT_BYTES)
 #define MAX_CHECKPOINT ((size_t)1 << 31)
 
 static void put_f64(uint8_t *p, double x)
@@ -154,6 +158,8 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     dr_put_u32le(buf + off, c->nslots); off += 4;
     off += put_ext(buf + off, c);
     off += put_mix(buf + off, c);
+    dr_put_u32le(buf + off, c->input_policy); off += 4;
+    memcpy(buf + off, c->shards_sha256, 32); off += 32;
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
     for (size_t i = 0; i < (size_t)c->nparams * c->nslots; i++, off += 4) { uint32_t u; memcpy(&u, &c->slots[i], 4); dr_put_u32le(buf + off, u); }
     {
@@ -212,6 +218,7 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     dr_sha256_ctx h;
     if (n >= 8 && memcmp(buf, MAGIC_03, 8) == 0) header = HEADER_03;
     if (n >= 8 && memcmp(buf, MAGIC_04, 8) == 0) header = HEADER_04;
+    if (n >= 8 && memcmp(buf, MAGIC_05, 8) == 0) header = HEADER_05;
     if (n < 12 + header + 32) return bad(err, path, "truncated (shorter than its header)");
     if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0 && header == HEADER_BYTES)
         return bad(err, path, "written by another distref version (its magic is not " MAGIC "); resume it with "
@@ -238,7 +245,13 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     c->nparams = dr_get_u32le(buf + off); off += 4;
     c->nslots = dr_get_u32le(buf + off); off += 4;
     if (header != HEADER_03) off += get_ext(buf + off, c);
-    if (header == HEADER_BYTES) off += get_mix(buf + off, c);
+    if (header == HEADER_05 || header == HEADER_BYTES) off += get_mix(buf + off, c);
+    if (header == HEADER_BYTES) {
+        c->input_policy = dr_get_u32le(buf + off); off += 4;
+        memcpy(c->shards_sha256, buf + off, 32); off += 32;
+        if (c->input_policy > DR_CKPT_POLICY_BASE + 4)
+            return bad(err, path, "its auto-shard policy is out of range (corrupt)");
+    }
     if (c->mixed_dtype > 2 || c->loss_scale_kind > 2)
         return bad(err, path, "its mixed-precision policy is out of range (corrupt)");
     if (!dr_lr_kind_name(c->schedule.kind) || c->schedule.nboundaries > DR_LR_MAX_BOUNDARIES)
@@ -392,6 +405,38 @@ static int check_mixed(const dr_checkpoint *c, const char *dir, const dr_checkpo
     return DR_OK;
 }
 
+/* The input: the shard set (its index's SHA-256) and the auto-shard policy
+ * where both runs apply one. A 05 or older file recorded neither. */
+static void shards_words(const dr_checkpoint *c, char *out, size_t n)
+{
+    static const uint8_t none[32];
+    char hex[65];
+    if (memcmp(c->shards_sha256, none, 32) == 0) { snprintf(out, n, "none (the whole-file training set)"); return; }
+    dr_sha256_to_hex(c->shards_sha256, hex);
+    snprintf(out, n, "a set whose shards.json has SHA-256 %s", hex);
+}
+
+static int check_input(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
+{
+    static const char *const policies[] = { "auto", "file", "data", "off", "hint" };
+    char a[112], b[112];
+    if (c->input_policy == DR_CKPT_POLICY_UNRECORDED) return DR_OK;
+    if (memcmp(c->shards_sha256, now->shards_sha256, 32) != 0) {
+        shards_words(now, a, sizeof a);
+        shards_words(c, b, sizeof b);
+        return dr_fail(err, DR_EUSAGE, "--dataset_shards: %s, but the checkpoint in %s was trained on %s; another "
+                       "input is another trajectory: resume with the same shard files or use another --model_dir",
+                       a, dir, b);
+    }
+    if (c->input_policy >= DR_CKPT_POLICY_BASE && now->input_policy >= DR_CKPT_POLICY_BASE &&
+        c->input_policy != now->input_policy)
+        return dr_fail(err, DR_EUSAGE, "--auto_shard_policy=%s, but the checkpoint in %s was trained with "
+                       "--auto_shard_policy=%s; resume with the same value or use another --model_dir",
+                       policies[(now->input_policy - DR_CKPT_POLICY_BASE) % 5], dir,
+                       policies[(c->input_policy - DR_CKPT_POLICY_BASE) % 5]);
+    return DR_OK;
+}
+
 int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const dr_checkpoint *now, dr_err *err)
 {
     int rc;
@@ -430,7 +475,8 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
                        "--numerics=%s or use another --model_dir", now->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        dir, c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact",
                        c->flags & DR_CKPT_FAST_NUMERICS ? "fast" : "exact");
-    if ((rc = check_training(c, dir, now, err)) || (rc = check_mixed(c, dir, now, err))) return rc;
+    if ((rc = check_training(c, dir, now, err)) || (rc = check_mixed(c, dir, now, err)) ||
+        (rc = check_input(c, dir, now, err))) return rc;
     if (c->loss_reduction != now->loss_reduction)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction=%s, but the checkpoint in %s was trained with "
                        "--loss_reduction=%s; resume with the same value or use another --model_dir",

@@ -2,8 +2,10 @@
 #include "distref/plan.h"
 #include "distref/cluster.h"
 #include "distref/multiworker.h"
+#include "distref/sha256.h"
 #include "distref/shards.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* An optional real setting: DR_UNSET keeps the experiment's value; anything
@@ -126,11 +128,39 @@ static int input_setup(dr_run_plan *p, dr_err *err)
         p->unsharded = W > 1;
         return DR_OK;
     }
+    p->input_policy = DR_CKPT_POLICY_BASE + (uint32_t)policy;   /* as given: the checkpoint names the flag */
     if ((rc = dr_shard_policy_resolve(policy, files, W, &policy, err))) return rc;
     p->shard_data = policy == DR_SHARD_DATA;
     p->unsharded = policy != DR_SHARD_DATA && W > 1;
     p->file_sharded = policy == DR_SHARD_FILE && W > 1 && p->shard_files > 0;
     return DR_OK;
+}
+
+/* The shard set's identity: the SHA-256 of its index as distref writes it
+ * (sha256sum of an exported shards.json), which holds every file's SHA-256. */
+static int shards_digest(const dr_shard_index *ix, uint8_t out[32], dr_err *err)
+{
+    char *text = dr_shard_index_format(ix);
+    dr_sha256_ctx h;
+    if (!text) return dr_fail(err, DR_ENOMEM, "--dataset_shards: no memory for its index");
+    dr_sha256_init(&h);
+    dr_sha256_update(&h, text, strlen(text));
+    dr_sha256_final(&h, out);
+    free(text);
+    return DR_OK;
+}
+
+/* parameter_server reads every shard file (its own per-worker input): only
+ * the set's identity, for its checkpoints. */
+static int ps_shards_digest(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
+{
+    dr_shard_index ix;
+    int rc;
+    if (!cfg->dataset_shards[0]) return DR_OK;
+    if ((rc = dr_shard_index_load(cfg->dataset_shards, &ix, NULL, err))) return rc;
+    rc = shards_digest(&ix, p->shards_sha256, err);
+    dr_shard_index_free(&ix);
+    return rc;
 }
 
 /* --dataset_shards: the index names the experiment's dataset; its file
@@ -144,6 +174,7 @@ static int shards_setup(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "--dataset_shards with --experiment=%s: its %s data are not byte images; "
                        "shards hold synthetic or fashion_mnist", p->exp.name, p->exp.dataset);
     if ((rc = dr_shard_index_load(cfg->dataset_shards, &ix, NULL, err))) return rc;
+    if ((rc = shards_digest(&ix, p->shards_sha256, err))) { dr_shard_index_free(&ix); return rc; }
     if (strcmp(ix.dataset, p->exp.dataset))
         rc = dr_fail(err, DR_EUSAGE, "--dataset_shards=%s: " DR_SHARDS_INDEX " holds the %s dataset, --experiment=%s "
                      "trains on %s", cfg->dataset_shards, ix.dataset, p->exp.name, p->exp.dataset);
@@ -226,6 +257,7 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     p->spec = cfg->strategy;
     p->sopt = cfg->memory;
     p->num_workers = 1;
+    p->input_policy = DR_CKPT_POLICY_NONE;   /* until input_setup applies one */
     p->ntensors = dr_model_tensors(&p->exp.model, p->tensor_len, 4 * DR_MAX_LAYERS);
     if ((rc = model_options(cfg, p, err))) return rc;
     if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU && p->spec.kind != DR_STRATEGY_PARAMETER_SERVER)
@@ -249,7 +281,8 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
                            "asynchronous, per variable shard, with no one step counter or aggregated gradient to "
                            "read; use a synchronous strategy", o->schedule.kind != DR_LR_CONSTANT ||
                            o->schedule.warmup_steps ? "lr_schedule/--warmup_steps" : "clipnorm/--clipvalue/--global_clipnorm");
-        return dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err);
+        if ((rc = dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err))) return rc;
+        return ps_shards_digest(cfg, p, err);
     }
     if ((rc = shards_setup(cfg, p, err))) return rc;
     if ((rc = cluster_setup(p, err))) return rc;
@@ -277,6 +310,8 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->loss_scale_kind = (uint32_t)p->cfg->mixed.loss_scale;
     c->loss_scale_value = p->cfg->mixed.loss_scale == DR_LOSS_SCALE_NONE ? 0.0f : p->cfg->mixed.fixed_scale;
     c->mixed_tf_reduction = p->cfg->mixed.compute != DR_DTYPE_F32 && p->cfg->mixed.tf_reduction;
+    c->input_policy = p->input_policy;
+    memcpy(c->shards_sha256, p->shards_sha256, sizeof c->shards_sha256);
 }
 
 uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count)

@@ -14,10 +14,16 @@
 #   strace            the durability suite and tests/mpi_ckpt_kill.sh stop a run
 #                     at its writes
 #   procps            pgrep: the MPI kill tests find a rank among mpirun's children
+#   iproute2 nftables the namespace hosts (issue 32): `ip netns`, veth and a
+#                     bridge for the hosts suite (make conformance) and
+#                     tests/mpi_fewer_hosts.sh (make test); `tc` (tbf) and `nft`
+#                     for scripts/netns_netem.sh's rate limit and packet loss
+#                     (make test). Without them those print "not supported"
+#                     even where the machine (root, CAP_NET_ADMIN) could run them.
 set -u
 PKGS="gcc libc6-dev make python3 python3-numpy git clang libclang-rt-dev libopenblas-dev libjson-c-dev libcmocka-dev gnuplot-nox
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenmpi-dev openmpi-bin zlib1g-dev libgmp-dev libmpfr-dev
-dataset-fashion-mnist pkg-config strace procps"
+dataset-fashion-mnist pkg-config strace procps iproute2 nftables"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps: dpkg-query not found; this is not a Debian system." >&2

@@ -9,12 +9,20 @@
 #   sh scripts/netns_cluster.sh check    exit 0 when this machine can do it, else
 #                                        print "not supported: WHY" and exit 3
 #   sh scripts/netns_cluster.sh hostfile F SLOTS   write an Open MPI hostfile of the up hosts
+#   sh scripts/netns_cluster.sh with N CMD...      up N, CMD (the hosts locked for it), down
+#   sh scripts/netns_cluster.sh holder   who holds the hosts' lock now
+#
+# One user at a time (scripts/netns_lock.sh): up, down and with take the
+# hosts' flock (or go on under their caller's, when the caller holds it); a
+# second user waits up to DR_NETNS_WAIT s (default 120), then exit 2 naming
+# the holder's pid. A script that uses the hosts holds the lock for its
+# whole run; by hand, use `with` (a bare `up` holds it only while it runs).
 #
 # Layout (nothing in the root namespace changes, nothing is routed off the
 # machine): a hub namespace dr-hub holds the bridge dr-br0 and no address; host
 # dr-hK is a namespace with a loopback and eth0, one end of a veth pair whose
 # other end (dr-hK-p, in dr-hub) is a bridge port; eth0 has 10.77.0.(10+K)/24
-# and no default route. /etc/netns/dr-hK/hosts names every host (ip netns exec
+# and no default route; its net.ipv4.tcp_retries2 is 5. /etc/netns/dr-hK/hosts names every host (ip netns exec
 # bind-mounts it over /etc/hosts), so "dr-h1" resolves inside the hosts.
 #
 # Each host also needs its own host name (Open MPI tells nodes apart by
@@ -31,6 +39,8 @@ BR=dr-br0
 NET=10.77.0
 
 die() { echo "netns_cluster: $*" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/netns_lock.sh"
 
 # Why this machine cannot run the hosts (empty: it can).
 why_not() {
@@ -94,6 +104,10 @@ build() {
         ip -n "$ns" link set lo up || return 1
         ip -n "$ns" addr add "$NET.$((10 + k))/24" dev eth0 || return 1
         ip -n "$ns" link set eth0 up || return 1
+        # a connection with unacknowledged data over a cut link gives up after 5
+        # retransmissions (about 13 s), not the default 15 (about 15 min): mpirun's
+        # channel to a cut host's daemon ends, and mpirun with it (docs/MPI.md)
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 || return 1
         k=$((k + 1))
     done
     k=0
@@ -126,13 +140,24 @@ status() {
 }
 
 case ${1:-} in
-    up) [ $# = 2 ] || die "usage: up N"; up "$2" ;;
-    down) down ;;
+    up) [ $# = 2 ] || die "usage: up N"; netns_lock "netns_cluster.sh up $2" || exit 2; up "$2" ;;
+    down) netns_lock "netns_cluster.sh down" || exit 2; down ;;
+    with)
+        [ $# -ge 3 ] || die "usage: with N CMD..."
+        n=$2; shift 2
+        netns_lock "netns_cluster.sh with $n $*" || exit 2
+        up "$n"
+        trap 'down; exit 130' INT TERM
+        "$@"; rc=$?
+        down; exit $rc ;;
+    holder)
+        if [ -e "$NETNS_LOCK" ] && ! flock -n "$NETNS_LOCK" true 2>/dev/null; then echo "held by $(netns_lock_holder)"
+        else echo "free ($NETNS_LOCK)"; fi ;;
     status) status ;;
     check) w=$(why_not); [ -z "$w" ] || { echo "not supported: $w"; exit 3; } ;;
     hostfile)
         [ $# = 3 ] || die "usage: hostfile FILE SLOTS"
         hs=$(hosts_up); [ -n "$hs" ] || die "hostfile: no hosts up (run up N first)"
         for ns in $hs; do echo "$ns slots=$3"; done > "$2.tmp" && mv "$2.tmp" "$2" ;;
-    *) die "usage: netns_cluster.sh up N | down | status | check | hostfile FILE SLOTS" ;;
+    *) die "usage: netns_cluster.sh up N | down | status | check | hostfile FILE SLOTS | with N CMD... | holder" ;;
 esac

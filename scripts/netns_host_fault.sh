@@ -22,6 +22,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" != 0 ] || ! command -v ip > /dev/null 2>&1; then
     echo "host_fault: not supported: needs root and iproute2 (network namespaces)"; exit 0
 fi
+. "$here/netns_lock.sh"
+netns_lock "netns_host_fault.sh $mode" || exit 2   # the hosts are ours until this script exits
 if ip netns list 2>/dev/null | grep -q '^dr-h'; then
     echo "host_fault: dr-h* namespaces exist already (another cluster): not touching them" >&2; exit 2
 fi

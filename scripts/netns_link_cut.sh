@@ -7,10 +7,14 @@
 # host is down, so it waits for that host's daemon), its exit status and
 # the ranks' error lines. The
 # cluster is taken down on exit (trap), whatever happens.
+#   [MPIRUN_EXTRA="--mca oob_tcp_keepalive_time 2 ..."] [TCP_RETRIES2=4] \
 #   sh scripts/netns_link_cut.sh [COLLECTIVE_TIMEOUT] [BIN]
+# (docs/MPI.md "Network faults": what makes mpirun exit after a cut.)
 set -u
 ct=${1:-3}; bin=$(cd "$(dirname "${2:-bin/distref}")" && pwd)/$(basename "${2:-bin/distref}")
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/netns_lock.sh"
+netns_lock "netns_link_cut.sh" || exit 2   # the hosts are ours until this script exits
 dir=$(mktemp -d /tmp/distref_cut.XXXXXX)
 mp=
 cleanup() { [ -n "$mp" ] && kill -KILL "$mp" 2>/dev/null; sh "$here/netns_cluster.sh" down; rm -rf "$dir"; }
@@ -18,8 +22,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 sh "$here/netns_cluster.sh" up 2 > /dev/null || exit 2
 sh "$here/netns_cluster.sh" hostfile "$dir/hosts" 1
+# TCP_RETRIES2=N: every host's net.ipv4.tcp_retries2 (per namespace) set to N, so that
+# a connection with unacknowledged data over the cut link gives up after N
+# retransmissions (about 3 s for 4) instead of the default 15 (about 15 min)
+if [ -n "${TCP_RETRIES2:-}" ]; then
+    for ns in dr-h0 dr-h1; do ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2="$TCP_RETRIES2" || exit 2; done
+fi
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
-    sh "$here/netns_mpirun.sh" --hostfile "$dir/hosts" -np 2 --bind-to none "$bin" train --variant=mpi \
+    sh "$here/netns_mpirun.sh" ${MPIRUN_EXTRA:-} --hostfile "$dir/hosts" -np 2 --bind-to none "$bin" train --variant=mpi \
     --distribution_strategy=multi_worker_mirrored --global_batch_size=64 --synthetic_examples=200000 --epochs=1 \
     --seed=7 --checkpoint_every=5 --collective_timeout="$ct" --model_dir="$dir/run" > "$dir/log" 2>&1 &
 mp=$!

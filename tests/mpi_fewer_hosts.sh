@@ -37,6 +37,8 @@ case ${FAULT:-freeze} in freeze) sig=STOP ;; kill) sig=KILL ;; cut) sig=cut ;;
 here=$(cd "$(dirname "$0")/../scripts" && pwd)
 if ! command -v mpirun > /dev/null 2>&1; then echo "mpi_fewer_hosts: not supported: no mpirun on PATH"; exit 0; fi
 why=$(sh "$here/netns_cluster.sh" check 2>&1) || { echo "mpi_fewer_hosts: ${why:-not supported: netns_cluster.sh check failed}"; exit 0; }
+. "$here/netns_lock.sh"
+netns_lock "mpi_fewer_hosts.sh" || exit 2   # the hosts are ours until this script exits
 if ip netns list 2>/dev/null | grep -q '^dr-h'; then
     echo "mpi_fewer_hosts: dr-h* namespaces exist already (another cluster): not touching them" >&2; exit 2
 fi
@@ -61,7 +63,7 @@ outcome() {   # every step's loss_bits in order, and the weights
     sed -n 's/.*"weights_sha256": *"\([0-9a-f]*\)".*/\1/p' "$1/summary.json"
 }
 now() { date +%s.%N; }
-el() { [ -n "$1" ] && printf '%.1f' "$(echo "$1 - $t0" | bc)" || echo never; }
+el() { [ -n "$1" ] && awk -v a="$1" -v b="$t0" 'BEGIN { printf "%.1f", a - b }' || echo never; }
 
 # shellcheck disable=SC2086
 "$bin" train --variant=ref --distribution_strategy=one_device --model_dir="$W/ref" $run > /dev/null 2>&1 ||
@@ -106,7 +108,7 @@ echo "fault ($sig of dr-h2): rank 0 gone $(el "$e0") s, rank 1 gone $(el "$e1") 
 echo "    ${l0:-rank 0: no error line}" | cut -c1-220
 echo "    ${l1:-rank 1: no error line}" | cut -c1-220
 names() { echo "$1" | grep -q 'rank 2' && echo "$1" | grep -q 'dr-h2' && echo "$1" | grep -q 'step [0-9]'; }
-within() { [ -n "$1" ] && [ "$(echo "$1 - $t0 <= $ct + 5" | bc)" = 1 ]; }
+within() { [ -n "$1" ] && awk -v a="$1" -v b="$t0" -v c="$ct" 'BEGIN { exit !(a - b <= c + 5) }'; }
 # (recorded, and the checkpoint and resume still checked: a plain mpirun ends
 # the job on a killed host before distref's deadline, docs/MPI.md)
 bad=

@@ -215,6 +215,47 @@ static void flags_refused(void **state)
     shell_expect(out, st, 2, "not supported: --what=shards");
 }
 
+/* A resume on another input is refused (exit 2, naming the flag and both
+ * values), though the example count matches: another shard set (its
+ * shards.json's SHA-256), no set where there was one, another
+ * --auto_shard_policy. The same input resumes. */
+static void resume_other_input(void **state)
+{
+    const char *dir = *state;
+    char sha[80];
+    FILE *f;
+    int st;
+    const char *run = DR_BIN " train --synthetic_examples=60 --global_batch_size=20";
+    st = shell_run(out, sizeof out, DR_BIN " export --what=shards --num_shards=2 --synthetic_examples=60 "
+                   "--model_dir=%s/s2 && " DR_BIN " export --what=shards --num_shards=3 --synthetic_examples=60 "
+                   "--model_dir=%s/s3", dir, dir);
+    shell_expect(out, st, 0, "");
+    st = shell_run(out, sizeof out, "%s --dataset_shards=%s/s2 --train_steps=1 --model_dir=%s/r", run, dir, dir);
+    shell_expect(out, st, 0, "steps=1");
+    st = shell_run(out, sizeof out, "%s --dataset_shards=%s/s3 --train_steps=2 --model_dir=%s/r", run, dir, dir);
+    shell_expect(out, st, 2, "--dataset_shards: a set whose shards.json has SHA-256 ");
+    snprintf(sha, sizeof sha, "sha256sum %s/s2/shards.json", dir);
+    assert_non_null(f = popen(sha, "r"));
+    assert_non_null(fgets(sha, 65, f));
+    pclose(f);
+    if (!strstr(out, sha)) fail_msg("the message lacks the checkpoint's set (%s): %s", sha, out);
+    st = shell_run(out, sizeof out, "%s --train_steps=2 --model_dir=%s/r", run, dir);
+    shell_expect(out, st, 2, "--dataset_shards: none (the whole-file training set), but the checkpoint");
+    st = shell_run(out, sizeof out, "%s --dataset_shards=%s/s2 --train_steps=2 --model_dir=%s/r", run, dir, dir);
+    shell_expect(out, st, 0, "steps=2");
+    /* the policy, where the strategy applies one */
+    st = shell_run(out, sizeof out, "%s --distribution_strategy=mirrored --num_gpus=2 --auto_shard_policy=data "
+                   "--train_steps=1 --model_dir=%s/p", run, dir);
+    shell_expect(out, st, 0, "steps=1");
+    st = shell_run(out, sizeof out, "%s --distribution_strategy=mirrored --num_gpus=2 --auto_shard_policy=off "
+                   "--train_steps=2 --model_dir=%s/p", run, dir);
+    shell_expect(out, st, 2, "--auto_shard_policy=off, but the checkpoint in ");
+    if (!strstr(out, "trained with --auto_shard_policy=data")) fail_msg("lacks the checkpoint's policy: %s", out);
+    st = shell_run(out, sizeof out, "%s --distribution_strategy=mirrored --num_gpus=2 --auto_shard_policy=data "
+                   "--train_steps=2 --model_dir=%s/p", run, dir);
+    shell_expect(out, st, 0, "steps=2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +263,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_sets, setup, teardown),
         cmocka_unit_test(file_sharded_iterator),
         cmocka_unit_test_setup_teardown(flags_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_other_input, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

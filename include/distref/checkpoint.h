@@ -7,11 +7,13 @@
  * replicas restores under one_device or central_storage.
  *
  * File: model_dir/ckpt.bin, little-endian, written atomically:
- *   "DRCKPT05" | u32 header bytes | header fields | params | slots | SHA-256
+ *   "DRCKPT06" | u32 header bytes | header fields | params | slots | SHA-256
  * (03 added the epoch's counters, the last loss and the settings that
  * change the trajectory; 04 the learning-rate schedule and clipping, and
  * reads 03 files as constant-rate, unclipped runs; 05 mixed precision's
- * policy and loss-scale state, and reads 04 files as float32 runs; an 02
+ * policy and loss-scale state, and reads 04 files as float32 runs; 06 what
+ * identifies the input: --auto_shard_policy and the shard set's SHA-256,
+ * and reads 05 and older files as unrecorded (no input check); an 02
  * file is refused naming its version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
  * mismatched file is rejected with a message naming the file and the field,
@@ -57,6 +59,10 @@ typedef struct dr_checkpoint {
     float    ls_scale;             /* the loss scale's state after step `step` */
     uint32_t ls_counter;           /*   (Keras' step_counter) */
     uint64_t ls_skipped;           /*   steps skipped so far */
+    /* 06: what identifies the input (05 and older files: input_policy 0) */
+    uint32_t input_policy;         /* DR_CKPT_POLICY_*: --auto_shard_policy as given */
+    uint8_t  shards_sha256[32];    /* --dataset_shards: SHA-256 of its shards.json as distref
+                                      writes it (the files' SHA-256s in it); zeros: none */
     uint32_t nparams;
     uint32_t nslots;         /* slots per parameter */
     float   *params;         /* nparams */
@@ -85,6 +91,14 @@ void dr_checkpoint_free(dr_checkpoint *c);
  * rates, and every model without Dropout, as before the bit existed). */
 #define DR_CKPT_DROPOUT_OFF    32u
 
+/* input_policy: 0 unrecorded (a 05 or older file: not checked), 1 the
+ * strategy applies no auto-shard policy (one_device, parameter_server,
+ * --input_mode=function), 2 + k the policy k of --auto_shard_policy
+ * (dr_shard_policy: auto, file, data, off, hint) that the strategy applied. */
+#define DR_CKPT_POLICY_UNRECORDED 0u
+#define DR_CKPT_POLICY_NONE       1u
+#define DR_CKPT_POLICY_BASE       2u
+
 /* A loaded checkpoint belongs to this run: experiment, model, optimizer,
  * seed, global batch and training set agree (DR_EUSAGE, exit 2, naming the
  * field and both values: the file is fine, the flags are another run's).
@@ -99,8 +113,9 @@ int  dr_checkpoint_check(const dr_checkpoint *c, const char *model_dir, const ch
 /* The trajectory's settings agree with `now`'s (learning rate, momentum,
  * L2, shuffle, drop_remainder, Nesterov, numerics, the loss's divisor, the
  * schedule, clipping, accumulation, --dtype_policy, --loss_scale,
- * --mixed_reduction): DR_EUSAGE
- * naming the flag and both values otherwise. */
+ * --mixed_reduction, the input: --dataset_shards' set and, where both runs
+ * apply one, --auto_shard_policy): DR_EUSAGE naming the flag and both
+ * values otherwise. */
 int  dr_checkpoint_check_settings(const dr_checkpoint *c, const char *model_dir, const dr_checkpoint *now,
                                   dr_err *err);
 

@@ -49,6 +49,8 @@ typedef struct dr_run_plan {
     uint32_t            ntensors;
     bool                dropout_off;  /* --dropout=off on a model with Dropout: its rates set to 0 */
     bool                bn_replica;   /* --batch_norm=replica on a model with BatchNormalization */
+    uint32_t            input_policy; /* DR_CKPT_POLICY_*: the auto-shard policy the strategy applies */
+    uint8_t             shards_sha256[32]; /* --dataset_shards: its index's SHA-256 (zeros: none) */
 } dr_run_plan;
 
 /* DR_EUSAGE naming the flag or TF_CONFIG field for anything inconsistent. */
@@ -61,7 +63,7 @@ uint32_t dr_plan_divisor(const dr_run_plan *p, uint32_t count);
 
 /* The settings of this run that change its trajectory, as a checkpoint
  * records them (learning rate, momentum, L2, shuffle, drop_remainder,
- * Nesterov, the loss divisor): every writer of checkpoints fills them, every
+ * Nesterov, the loss divisor, ..., the input: policy and shard set): every writer of checkpoints fills them, every
  * resume compares them (dr_checkpoint_check_settings). */
 void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c);
 
