@@ -6,7 +6,10 @@
 # linked against a fault (Makefile: MPI_CHECK_MUT), run on NP ranks
 # (mpi_native_check_f32x_headroom: the int64 digits one headroom bit short,
 # on 3 ranks, where three terms take the digits; ..._f32x_special: inf and
-# NaN added by the IEEE addition on 2 ranks, where -inf + inf gives -NaN).
+# NaN added by the IEEE addition on 2 ranks, where -inf + inf gives -NaN;
+# ..._gx_drop_lo: the gradient all-reduce's double-double without its
+# last term, on 2 ranks; ..._gx_truncate: partials of 107-114 bits sent as
+# a double-double instead of escaped, on 3 ranks).
 #
 #   sh tests/mpi_native.sh build/rel/tests/mpi_native_check [NP:MUTANT ...]
 set -u

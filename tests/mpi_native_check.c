@@ -236,7 +236,7 @@ static unsigned long long check_f32x(uint32_t rank, uint32_t W, uint32_t L, size
 static void gterms(uint32_t q, size_t i, float *x, int *n)
 {
     float u = u01(31, q, i) + 0.5f, v = u01(32, q, i) + 0.5f;
-    int c = (int)(i % 8);
+    int c = (int)(i % 9);
     *n = 2;
     x[1] = 1.0f;
     switch (c) {
@@ -249,6 +249,17 @@ static void gterms(uint32_t q, size_t i, float *x, int *n)
     case 4: x[0] = (q % 2 ? -u : u) * 1024.0f; x[2] = v; x[3] = ldexpf(1.0f, -60 - (int)q); *n = 4; break;   /* cancels */
     case 5: x[0] = ldexpf(u, -120); x[1] = ldexpf(v, -30 - (int)(q % 3)); break;   /* subnormal totals */
     case 6: x[0] = u * 3e38f; x[1] = (q % 2 ? -1.0f : 1.0f) * v; break;            /* near the top */
+    case 7:   /* replica 0: 1 + 2^-24 + 2^-54 + 2^-112 (113 bits: an escape), replica 1: -2^-54; the total
+               * just past a tie, decided by the lowest bit alone */
+        if (q == 0) {
+            x[2] = 0x1p-24f; x[3] = 1.0f; x[4] = 0x1p-27f; x[5] = 0x1p-27f; x[6] = 0x1p-56f; x[7] = 0x1p-56f;
+            x[0] = 1.0f;
+            *n = 8;
+        } else {
+            x[0] = q == 1 ? -0x1p-27f : 0.0f;
+            x[1] = 0x1p-27f;
+        }
+        break;
     default: x[0] = u; x[1] = v * ldexpf(1.0f, (int)(i % 31) - 15); break;
     }
 }
@@ -257,7 +268,7 @@ static void gbuild(int set, uint32_t q, size_t n, dr_cacc *c, dr_acc *a)
 {
     if (set == 0) { build(q, n, c, a); return; }
     for (size_t i = 0; i < n; i++) {
-        float x[4];
+        float x[8];
         int k;
         dr_cacc_init(&c[i]);
         dr_acc_init(&a[i]);
