@@ -173,7 +173,7 @@ static bool gx_slow(gx_src *src, uint32_t m, size_t i, uint32_t d, float *out, b
 
 /* out[i] = round(sum of the m sources' pairs / d) for i < len, or slow[i]
  * set: the fast pass (module comment, step 3). k: log2 d, or -1. */
-static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint8_t *slow)
+static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint32_t *slow)
 {
     double S[GX_COLS], C[GX_COLS], A[GX_COLS];
     const double sc = k >= 0 ? gx_pow2(-k) : 1.0, grow = (double)(2 * m + 2);
@@ -201,7 +201,7 @@ static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k,
         memcpy(&bl, &fl, sizeof bl);
         memcpy(&bh, &fh, sizeof bh);
         out[lo + j] = fl;
-        slow[j] = (uint8_t)(k < 0 || bl != bh || y != y || (y == 0 && A[j] == 0));
+        slow[j] = (uint32_t)(k < 0) | (bl != bh) | (y != y) | ((y == 0) & (A[j] == 0));
     }
 }
 
@@ -211,7 +211,7 @@ static int gx_sum(gx_src *src, uint32_t m, size_t len, uint32_t d, float *out, u
                   uint32_t rank, dr_err *err)
 {
     int k = -1;
-    uint8_t slow[GX_COLS];
+    uint32_t slow[GX_COLS];
     if ((d & (d - 1u)) == 0) for (k = 0; (1u << k) < d; k++) {}
     for (size_t lo = 0; lo < len; lo += GX_COLS) {
         size_t cols = len - lo < GX_COLS ? len - lo : GX_COLS;
