@@ -36,6 +36,7 @@
  * 4 (W-1)/W n for the floats, against MPI_Allreduce's 4 (W-1)/W n twice.
  */
 #include "distref/exact_parts.h"
+#include "distref/round_avx512.h"
 #include "devices/mpi/comm_mpi_internal.h"
 
 #include <math.h>
@@ -106,12 +107,65 @@ static inline bool gx_encode(const dr_cacc *a, double *out)
     return true;
 }
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* Eight partials at a time (AVX-512): gx_encode's common case, the same
+ * bits; returns the lanes it did not encode (a zero, an escape), which the
+ * caller encodes one by one. */
+static DR_ROUND_ISA __mmask8 gx_encode_x8(const dr_cacc *a, double *out)
+{
+    const __m512i zero = _mm512_setzero_si512(), all = _mm512_set1_epi64(-1), c64 = _mm512_set1_epi64(64);
+    const __m512i i01 = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0), i23 = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
+    const __m512i lo4 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi4 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    __m512i z0 = _mm512_loadu_si512((const void *)a), z1 = _mm512_loadu_si512((const void *)(a + 2));
+    __m512i z2 = _mm512_loadu_si512((const void *)(a + 4)), z3 = _mm512_loadu_si512((const void *)(a + 6));
+    __m512i p01 = _mm512_permutex2var_epi64(z0, i01, z1), q01 = _mm512_permutex2var_epi64(z2, i01, z3);
+    __m512i p23 = _mm512_permutex2var_epi64(z0, i23, z1), q23 = _mm512_permutex2var_epi64(z2, i23, z3);
+    __m512i w0 = _mm512_permutex2var_epi64(p01, lo4, q01), w1 = _mm512_permutex2var_epi64(p01, hi4, q01);
+    __m512i w2 = _mm512_permutex2var_epi64(p23, lo4, q23), ef = _mm512_permutex2var_epi64(p23, hi4, q23);
+    __m512i ex = _mm512_srai_epi64(_mm512_slli_epi64(ef, 32), 32), sx = _mm512_srai_epi64(w1, 63);
+    __m512i m0 = _mm512_xor_si512(w0, sx), m1 = _mm512_xor_si512(w1, sx), b, s, top, rest, hb, lb;
+    __m512d hi, lo;
+    __mmask8 ok, carry;
+    m0 = _mm512_sub_epi64(m0, sx);                                   /* + 1 where negative */
+    carry = _mm512_cmpeq_epi64_mask(sx, all) & _mm512_cmpeq_epi64_mask(m0, zero);
+    m1 = _mm512_mask_sub_epi64(m1, carry, m1, all);
+    b = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(m1, all), _mm512_sub_epi64(c64, _mm512_lzcnt_epi64(m0)),
+                                _mm512_sub_epi64(_mm512_set1_epi64(128), _mm512_lzcnt_epi64(m1)));
+    s = _mm512_max_epi64(_mm512_sub_epi64(b, _mm512_set1_epi64(53)), zero);
+    ok = _mm512_testn_epi64_mask(ef, _mm512_set1_epi64((long long)GX_SPECIAL << 32)) &
+         _mm512_cmpeq_epi64_mask(w2, sx) & _mm512_test_epi64_mask(_mm512_or_si512(m0, m1), all) &
+         _mm512_cmple_epi64_mask(b, _mm512_set1_epi64(DR_SEAM_GX_FITS(106))) &
+         _mm512_cmpge_epi64_mask(ex, _mm512_set1_epi64(-310)) &
+         _mm512_cmple_epi64_mask(_mm512_add_epi64(ex, b), _mm512_set1_epi64(280));
+    top = _mm512_or_si512(_mm512_srlv_epi64(m0, s), _mm512_sllv_epi64(m1, _mm512_sub_epi64(c64, s)));
+    rest = _mm512_and_si512(m0, _mm512_sub_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), s), _mm512_set1_epi64(1)));
+    hb = _mm512_slli_epi64(_mm512_add_epi64(_mm512_add_epi64(ex, s), _mm512_set1_epi64(1023)), 52);
+    lb = _mm512_slli_epi64(_mm512_add_epi64(ex, _mm512_set1_epi64(1023)), 52);
+    hi = _mm512_mul_pd(_mm512_cvtepi64_pd(top), _mm512_castsi512_pd(hb));
+    lo = _mm512_mul_pd(_mm512_cvtepi64_pd(rest), _mm512_castsi512_pd(lb));
+    lo = DR_SEAM_GX_LO(lo);
+    hi = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(hi), _mm512_slli_epi64(sx, 63)));
+    lo = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(lo), _mm512_slli_epi64(sx, 63)));
+    _mm512_storeu_pd(out, _mm512_permutex2var_pd(hi, _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0), lo));
+    _mm512_storeu_pd(out + 8, _mm512_permutex2var_pd(hi, _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4), lo));
+    return (__mmask8)~ok;
+}
+#endif
+
 /* Encodes a[lo, hi) into pairs; the escapes, in index order, to esc.
  * Returns the number of escapes. */
 static size_t gx_encode_n(const dr_cacc *a, size_t lo, size_t hi, double *pairs, dr_cacc *esc)
 {
-    size_t k = 0;
-    for (size_t i = lo; i < hi; i++)
+    size_t k = 0, i = lo;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (dr_round_avx512_ok())
+        for (; i + 8 <= hi; i += 8) {
+            __mmask8 rare = gx_encode_x8(&a[i], pairs + 2 * (i - lo));
+            for (int j = 0; rare && j < 8; j++)
+                if ((rare >> j & 1u) && !gx_encode(&a[i + j], pairs + 2 * (i + j - lo))) esc[k++] = a[i + j];
+        }
+#endif
+    for (; i < hi; i++)
         if (!gx_encode(&a[i], pairs + 2 * (i - lo))) esc[k++] = a[i];
     return k;
 }

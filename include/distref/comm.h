@@ -194,7 +194,9 @@ const dr_comm_ops *dr_comm_threads(void);
  * the float order documented above (the threads comm's bits for the same
  * ranks and local replicas); all_reduce of DR_FORM_CACC runs ranks_alg
  * (above: the ring, or MPI_Iallreduce on exact integer digits), and
- * DR_FORM_F32_EXACT its own exact float algorithm (comm_mpi_f32x.c). Every wait has a deadline (timeout_s without
+ * DR_FORM_F32_EXACT its own exact float algorithm (comm_mpi_f32x.c);
+ * all_reduce_round sends compact partials as double-doubles
+ * (comm_mpi_gradx.c). Every wait has a deadline (timeout_s without
  * progress), after which the call fails naming the rank it waited for. */
 const dr_comm_ops *dr_comm_mpi(void);
 
