@@ -107,7 +107,7 @@ static inline bool gx_encode(const dr_cacc *a, double *out)
     return true;
 }
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_EXACT_NO_SIMD)
 /* Eight partials at a time (AVX-512): gx_encode's common case, the same
  * bits; returns the lanes it did not encode (a zero, an escape), which the
  * caller encodes one by one. */
@@ -157,7 +157,7 @@ static DR_ROUND_ISA __mmask8 gx_encode_x8(const dr_cacc *a, double *out)
 static size_t gx_encode_n(const dr_cacc *a, size_t lo, size_t hi, double *pairs, dr_cacc *esc)
 {
     size_t k = 0, i = lo;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_EXACT_NO_SIMD)
     if (dr_round_avx512_ok())
         for (; i + 8 <= hi; i += 8) {
             __mmask8 rare = gx_encode_x8(&a[i], pairs + 2 * (i - lo));
