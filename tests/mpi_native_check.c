@@ -433,6 +433,28 @@ int main(int argc, char **argv)
                                divs[di], wrong, wrong ? "FAIL" : "ok");
                     fails += wrong != 0;
                 }
+    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements */
+        dr_comm_config cc;
+        dr_comm *ep[1];
+        uint32_t neps = 0;
+        dr_cacc one = { { 0, 0, 0 }, 0, 0 }, *lp[2] = { &one, &one };
+        const dr_cacc *const *cl = (const dr_cacc *const *)lp;
+        float f[2], *fp[2] = { &f[0], &f[1] };
+        size_t ov = 0;
+        int r0, r1;
+        memset(&cc, 0, sizeof cc);
+        cc.num_ranks = W;
+        cc.local_replicas = 1;
+        cc.num_packs = 1;
+        if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_native_check: %s\n", err.msg); dr_mpi_abort(1); }
+        r0 = dr_comm_mpi()->all_reduce_round(ep[0], cl, 1, 0, fp, &ov, &err);
+        r1 = dr_comm_mpi()->all_reduce_round(ep[0], cl, ((size_t)1 << 25) + 1, 1, fp, &ov, &err);
+        dr_comm_mpi()->close(ep, neps);
+        if (rank == 0)
+            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s  %s\n", W, r0 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r1 == DR_EUSAGE ? "refused" : "ACCEPTED", r0 == DR_EUSAGE && r1 == DR_EUSAGE ? "ok" : "FAIL");
+        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE;
+    }
     dr_mpi_finalize();
     return fails ? 1 : 0;
 }
