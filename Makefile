@@ -300,7 +300,7 @@ $(MPI_CHECK): tests/mpi_native_check.c $(LAYER_LIBS) $(BUILD)/.flags
 MPI_CHECK_MUT = $(patsubst mpi_%,$(BUILD)/mpi_mutants/mpi_native_check_%,$(call FAULT_NAMES,mpi_native))
 MPI_CHECK_MUT_RUN = $(shell sh scripts/faults.sh rows mpi_native | \
     awk -F'\t' '{ sub(/^np=/, "", $$7); sub(/^mpi_/, "", $$1); print $$7 ":$(BUILD)/mpi_mutants/mpi_native_check_" $$1 }')
-$(BUILD)/mpi_mutants/mpi_native_check_%: tests/mpi_native_check.c devices/mpi/comm_mpi_f32x.c devices/seams.h tests/faults.tsv $(LAYER_LIBS) $(BUILD)/.flags
+$(BUILD)/mpi_mutants/mpi_native_check_%: tests/mpi_native_check.c devices/mpi/comm_mpi_f32x.c devices/mpi/comm_mpi_gradx.c devices/seams.h tests/faults.tsv $(LAYER_LIBS) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DDR_LAYER_ENGINE -D$(shell sh scripts/faults.sh get mpi_$* macro) -c $(shell sh scripts/faults.sh get mpi_$* files) -o $@.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $@.o $(LAYER_LIBS) $(LDLIBS_COMMON)

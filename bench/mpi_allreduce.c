@@ -16,6 +16,13 @@
  *   f32x    all_reduce of DR_FORM_F32_EXACT: floats in, the exact sum rounded once
  *           out, through one int32 digit an element on an agreed grid
  *           (devices/mpi/comm_mpi_f32x.c)
+ *   grad    all_reduce_round: the exact gradient all-reduce rounded once
+ *           (devices/mpi/comm_mpi_gradx.c): each rank's partials are compact
+ *           accumulators of GRAD_K products (what a replica's gradient
+ *           share is), travelling as double-doubles with an escape list;
+ *           timed from the accumulators to every rank's rounded floats
+ *           (the conversions included). #wrong against the exact sum of
+ *           every rank's products in a dr_acc, rounded once
  *   ring32  all_reduce of DR_FORM_F32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
@@ -38,6 +45,16 @@
 #include <string.h>
 
 #define ITERS_MAX 30
+#define GRAD_K 8   /* products in each rank's partial of an element (grad column) */
+
+/* Product k of rank w's partial of element i (grad column): factors over
+ * about 12 binades, as a gradient's activations and deltas. */
+static void grad_factors(uint32_t w, size_t i, int k, float *a, float *b)
+{
+    uint64_t j = (uint64_t)i * GRAD_K + (uint64_t)k;
+    *a = (dr_rng_uniform(2027, w, j) - 0.5f) * (float)(1u << (j % 7));
+    *b = (dr_rng_uniform(2028, w, j) - 0.25f) * 0x1p-5f * (float)(1u << (i % 6));
+}
 
 static float value(uint32_t w, size_t i)
 {
@@ -82,7 +99,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
         else {
             fprintf(stderr, "usage: mpirun -np N mpi_allreduce [--json FILE] [--max_mb MB] [--only COL[,COL]] "
-                    "(COL: exact, compact, native, native_f32, ring32; mpi always runs)\n");
+                    "(COL: exact, compact, native, f32x, grad, ring32; mpi always runs)\n");
             return 2;
         }
     }
@@ -94,10 +111,10 @@ int main(int argc, char **argv)
                "float all-reduce, ring32 = the ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W,
                DR_ACC_BYTES);
         printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s "
-               "%8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio", "#wrong",
-               "compact(us)", "busbw", "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "f32x(us)", "busbw",
-               "ratio", "#wrong", "ring32(us)", "busbw", "#wrong", "mpi(us)",
-               "busbw", "#wrong");
+               "%8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio",
+               "#wrong", "compact(us)", "busbw", "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "f32x(us)",
+               "busbw", "ratio", "#wrong", "grad(us)", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong",
+               "mpi(us)", "busbw", "#wrong");
         if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
     }
     for (size_t bytes = 1024; bytes <= (size_t)(max_mb * 1048576.0); bytes *= 4) {
@@ -106,15 +123,17 @@ int main(int argc, char **argv)
         dr_acc *acc = malloc(n * sizeof *acc), *pristine = malloc(n * sizeof *pristine);
         dr_cacc *cacc = malloc(n * sizeof *cacc), *cpristine = malloc(n * sizeof *cpristine);
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
-        float *expect = malloc(n * sizeof *expect);
-        double t[ITERS_MAX], te, tc, tn, tx, tr, tm, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
-        uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_x = 0, wrong_r = 0, wrong_m = 0;
+        float *expect = malloc(n * sizeof *expect), *gexpect = malloc(n * sizeof *gexpect), *g = malloc(n * sizeof *g);
+        dr_cacc *gpart = malloc(n * sizeof *gpart);
+        size_t gover = 0;
+        double t[ITERS_MAX], te, tc, tn, tx, tr, tm, tg, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
+        uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_x = 0, wrong_r = 0, wrong_m = 0, wrong_g = 0;
         dr_comm_config cc;
         dr_comm *ep[1], *nep[1];
         uint32_t neps = 0, nneps = 0;
         if (iters < 3) iters = 3;
         if (iters > ITERS_MAX) iters = ITERS_MAX;
-        if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
+        if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect || !gexpect || !g || !gpart) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
         for (size_t i = 0; i < n; i++) {
             double s = 0;
             x[i] = value(rank, i);
@@ -124,6 +143,19 @@ int main(int argc, char **argv)
             dr_cacc_add(&cpristine[i], x[i]);
             for (uint32_t w = 0; w < W; w++) s += (double)value(w, i);
             expect[i] = (float)s;
+        }
+        for (size_t i = 0; want(only, "grad") && i < n; i++) {   /* partials, and the total independently */
+            dr_acc tot;
+            dr_acc_init(&tot);
+            dr_cacc_init(&gpart[i]);
+            for (uint32_t w = 0; w < W; w++)
+                for (int k = 0; k < GRAD_K; k++) {
+                    float a, b;
+                    grad_factors(w, i, k, &a, &b);
+                    dr_acc_add_prod(&tot, a, b);
+                    if (w == rank) dr_cacc_add_prod(&gpart[i], a, b);
+                }
+            gexpect[i] = dr_acc_round(&tot);
         }
         memset(&cc, 0, sizeof cc);
         cc.num_ranks = W;
@@ -186,6 +218,20 @@ int main(int argc, char **argv)
             t[k] = slowest(dr_now() - t0);
         }
         tx = median(t, iters);
+        t[0] = 0;
+        for (int k = 0; want(only, "grad") && k < iters; k++) {   /* compact partials in, rounded floats out */
+            double t0;
+            const dr_cacc *gp = gpart;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = dr_now();
+            if (dr_comm_mpi()->all_reduce_round(nep[0], &gp, n, 1, &g, &gover, &err)) {
+                fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
+                dr_mpi_abort(1);
+            }
+            t[k] = slowest(dr_now() - t0);
+        }
+        tg = median(t, iters);
+        for (size_t i = 0; tg && i < n; i++) wrong_g += memcmp(&g[i], &gexpect[i], sizeof *g) != 0 || gover;
         for (size_t i = 0; tx && i < n; i++) wrong_x += memcmp(&f[i], &expect[i], sizeof *f) != 0;
         t[0] = 0;
         for (int k = 0; want(only, "ring32") && k < iters; k++) {   /* the same ring on floats */
@@ -210,26 +256,32 @@ int main(int argc, char **argv)
         dr_comm_mpi()->close(ep, neps);
         dr_comm_mpi()->close(nep, nneps);
         {   /* #wrong summed over ranks (each rank checks its own copy of the result) */
-            uint64_t mine[6] = { wrong_e, wrong_c, wrong_r, wrong_m, wrong_n, wrong_x }, all[6];
-            MPI_Allreduce(mine, all, 6, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            uint64_t mine[7] = { wrong_e, wrong_c, wrong_r, wrong_m, wrong_n, wrong_x, wrong_g }, all[7];
+            MPI_Allreduce(mine, all, 7, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong_g = all[6];
             wrong_e = all[0]; wrong_c = all[1]; wrong_r = all[2]; wrong_m = all[3]; wrong_n = all[4]; wrong_x = all[5];
         }
         if (rank == 0) {
             double ae = bytes / te / 1e9, be = ae * busf, br = bytes / tr / 1e9 * busf, bm = bytes / tm / 1e9 * busf;
             double bc = bytes / tc / 1e9 * busf, bn = bytes / tn / 1e9 * busf, bx = bytes / tx / 1e9 * busf;
+            double bg = bytes / tg / 1e9 * busf;
             printf("%10zu %10zu | %10.1f %8.3f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | "
-                   "%10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n", bytes, n, te * 1e6, ae, be,
+                   "%10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %6.3f %7llu | %10.1f %8.3f %7llu | %10.1f %8.3f %7llu\n",
+                   bytes, n, te * 1e6, ae, be,
                    W > 1 ? be / bm : 0.0, (unsigned long long)wrong_e, tc * 1e6, bc, W > 1 ? bc / bm : 0.0,
                    (unsigned long long)wrong_c, tn * 1e6, bn, W > 1 ? bn / bm : 0.0, (unsigned long long)wrong_n,
-                   tx * 1e6, bx, W > 1 ? bx / bm : 0.0, (unsigned long long)wrong_x, tr * 1e6, br,
+                   tx * 1e6, bx, W > 1 ? bx / bm : 0.0, (unsigned long long)wrong_x,
+                   tg * 1e6, bg, W > 1 ? bg / bm : 0.0, (unsigned long long)wrong_g, tr * 1e6, br,
                    (unsigned long long)wrong_r, tm * 1e6, bm, (unsigned long long)wrong_m);
             if (jf)
-                fprintf(jf, "%s{\"bytes\": %zu, \"f32x_us\": %.3f, \"f32x_busbw\": %.4f, \"f32x_wrong\": %llu, "
+                fprintf(jf, "%s{\"bytes\": %zu, \"grad_us\": %.3f, \"grad_busbw\": %.4f, \"grad_wrong\": %llu, "
+                        "\"f32x_us\": %.3f, \"f32x_busbw\": %.4f, \"f32x_wrong\": %llu, "
                         "\"native_us\": %.3f, \"native_busbw\": %.4f, \"native_wrong\": %llu, "
                         "\"compact_us\": %.3f, \"compact_busbw\": %.4f, \"compact_wrong\": %llu, "
                         "\"exact_us\": %.3f, \"exact_busbw\": %.4f, \"exact_wrong\": %llu, "
                         "\"ring32_us\": %.3f, \"ring32_busbw\": %.4f, \"ring32_wrong\": %llu, \"mpi_us\": %.3f, "
-                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tx * 1e6, bx,
+                        "\"mpi_busbw\": %.4f, \"mpi_wrong\": %llu}", bytes == 1024 ? "" : ", ", bytes, tg * 1e6, bg,
+                        (unsigned long long)wrong_g, tx * 1e6, bx,
                         (unsigned long long)wrong_x, tn * 1e6, bn,
                         (unsigned long long)wrong_n, tc * 1e6, bc,
                         (unsigned long long)wrong_c, te * 1e6, be,
@@ -237,6 +289,7 @@ int main(int argc, char **argv)
                         (unsigned long long)wrong_m);
         }
         free(acc); free(pristine); free(cacc); free(cpristine); free(x); free(y); free(f); free(expect);
+        free(gexpect); free(g); free(gpart);
     }
     if (jf) { fprintf(jf, "]}\n"); fclose(jf); }
     if (rank == 0) printf("# busbw in GB/s; ratio = exact busbw / mpi busbw; #wrong over all ranks' copies\n");

@@ -305,6 +305,21 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_F32X_FINITE(finite) (finite)
 #endif
 
+/* The most bits a compact partial may span to travel as a double-double
+ * (comm_mpi_gradx.c: beyond it, an escape). */
+#if defined(DR_MUTANT_MPI_GX_TRUNCATE)    /* up to 114 bits sent as a pair: the lowest bits rounded away */
+#define DR_SEAM_GX_FITS(bits) ((bits) + 8)
+#else
+#define DR_SEAM_GX_FITS(bits) (bits)
+#endif
+
+/* The second term (lo) of a partial's double-double. */
+#if defined(DR_MUTANT_MPI_GX_DROP_LO)     /* the expansion drops its last term */
+#define DR_SEAM_GX_LO(lo) (0.0 * (lo))
+#else
+#define DR_SEAM_GX_LO(lo) (lo)
+#endif
+
 /* The bits of an int32 digit of the native compact all-reduce. */
 #if defined(DR_MUTANT_MPI_NATIVE_HEADROOM) /* one headroom bit short: a digit sum can wrap */
 #define DR_SEAM_NATIVE_DIGIT_BITS(bits) ((bits) + 1)

@@ -30,6 +30,16 @@
  * both signs, +-inf and NaN, subnormal terms and sums, sums beyond
  * FLT_MAX, ties, and terms at the top of their binade with one sign (the
  * int64 digits' headroom: one bit less and their sum wraps).
+ *
+ * Then the exact gradient all-reduce rounded once (all_reduce_round,
+ * devices/mpi/comm_mpi_gradx.c), 1 and 2 local replicas, divisors 1, 8
+ * and 3, and element counts 1 (ranks with empty chunks), the tensors'
+ * 2377 and 70001 (chunks of more than one message): the partials of
+ * build() above and of gterms() (spans just under and over the 106 bits a
+ * double-double holds, ties and near-ties of the float rounding, sums
+ * that cancel to tiny values); every element of every replica must have
+ * the bits of dr_acc_round_div of the exact total, except elements with
+ * an overflowed partial: NaN, and counted alike on every rank.
  */
 #include "distref/cacc.h"
 #include "distref/comm.h"
@@ -221,6 +231,107 @@ static unsigned long long check_f32x(uint32_t rank, uint32_t W, uint32_t L, size
     return all;
 }
 
+/* A second set of partials for the gradient all-reduce: replica q's
+ * terms of element i (products x[2k] * x[2k+1]). */
+static void gterms(uint32_t q, size_t i, float *x, int *n)
+{
+    float u = u01(31, q, i) + 0.5f, v = u01(32, q, i) + 0.5f;
+    int c = (int)(i % 9);
+    *n = 2;
+    x[1] = 1.0f;
+    switch (c) {
+    case 0: x[0] = q == 0 ? 1.0f : q == 1 ? 0x1p-24f : 0.0f; break;            /* a tie: to even */
+    case 1: x[0] = q == 0 ? 1.0f : q == 1 ? 0x1p-24f : 0x1p-70f; break;        /* just past a tie */
+    case 2: x[0] = q == 0 ? 1.0f : q == 1 ? 0x1p-24f : -0x1p-70f; break;       /* just before it */
+    case 3:   /* two terms whose span is 100-112 bits: a pair or an escape */
+        x[0] = u; x[2] = v * ldexpf(1.0f, -40 - (int)(i % 13)); x[3] = ldexpf(1.0f, -40); *n = 4;
+        break;
+    case 4: x[0] = (q % 2 ? -u : u) * 1024.0f; x[2] = v; x[3] = ldexpf(1.0f, -60 - (int)q); *n = 4; break;   /* cancels */
+    case 5: x[0] = ldexpf(u, -120); x[1] = ldexpf(v, -30 - (int)(q % 3)); break;   /* subnormal totals */
+    case 6: x[0] = u * 3e38f; x[1] = (q % 2 ? -1.0f : 1.0f) * v; break;            /* near the top */
+    case 7:   /* replica 0: 1 + 2^-24 + 2^-54 + 2^-112 (113 bits: an escape), replica 1: -2^-54; the total
+               * just past a tie, decided by the lowest bit alone */
+        if (q == 0) {
+            x[2] = 0x1p-24f; x[3] = 1.0f; x[4] = 0x1p-27f; x[5] = 0x1p-27f; x[6] = 0x1p-56f; x[7] = 0x1p-56f;
+            x[0] = 1.0f;
+            *n = 8;
+        } else {
+            x[0] = q == 1 ? -0x1p-27f : 0.0f;
+            x[1] = 0x1p-27f;
+        }
+        break;
+    default: x[0] = u; x[1] = v * ldexpf(1.0f, (int)(i % 31) - 15); break;
+    }
+}
+
+static void gbuild(int set, uint32_t q, size_t n, dr_cacc *c, dr_acc *a)
+{
+    if (set == 0) { build(q, n, c, a); return; }
+    for (size_t i = 0; i < n; i++) {
+        float x[8];
+        int k;
+        dr_cacc_init(&c[i]);
+        dr_acc_init(&a[i]);
+        gterms(q, i, x, &k);
+        for (int j = 0; j < k; j += 2) { dr_cacc_add_prod(&c[i], x[j], x[j + 1]); dr_acc_add_prod(&a[i], x[j], x[j + 1]); }
+    }
+}
+
+/* all_reduce_round over the partials of set `set`, L local replicas, n
+ * elements, divisor d: the number of wrong elements over every rank. */
+static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int set, size_t n, uint32_t d)
+{
+    dr_acc *want = calloc(n, sizeof *want), *part = calloc(n, sizeof *part);
+    dr_cacc *tmp = calloc(n, sizeof *tmp), *loc[2];
+    float *out[2];
+    bool *over = calloc(n, sizeof *over);
+    size_t nover = 0, got_over = 0, first = n;
+    unsigned long long bad = 0, all = 0;
+    dr_comm_config cc;
+    dr_comm *ep[1];
+    uint32_t neps = 0;
+    dr_err err;
+    for (uint32_t q = 0; q < W * L; q++) {
+        gbuild(set, q, n, tmp, part);
+        for (size_t i = 0; i < n; i++) {
+            dr_acc_merge(&want[i], &part[i]);
+            over[i] = over[i] || dr_cacc_overflowed(&tmp[i]);
+        }
+    }
+    for (size_t i = 0; i < n; i++) nover += over[i];
+    for (uint32_t r = 0; r < L; r++) {
+        loc[r] = calloc(n, sizeof(dr_cacc));
+        out[r] = malloc(n * sizeof(float));
+        gbuild(set, rank * L + r, n, loc[r], part);
+    }
+    memset(&cc, 0, sizeof cc);
+    cc.num_ranks = W;
+    cc.local_replicas = L;
+    cc.num_packs = 1;
+    cc.timeout_s = 30;
+    if (dr_comm_mpi()->open(&cc, ep, &neps, &err) ||
+        dr_comm_mpi()->all_reduce_round(ep[0], (const dr_cacc *const *)loc, n, d, out, &got_over, &err)) {
+        fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
+        dr_mpi_abort(1);
+    }
+    dr_comm_mpi()->close(ep, neps);
+    for (uint32_t r = 0; r < L; r++)
+        for (size_t i = 0; i < n; i++) {
+            float w = dr_acc_round_div(&want[i], d);
+            bool ok = over[i] ? out[r][i] != out[r][i] : memcmp(&out[r][i], &w, sizeof w) == 0;
+            if (!ok) { bad++; if (first == n) first = i; }
+        }
+    if (got_over != nover) bad++;
+    if (bad)
+        fprintf(stderr, "rank %u: grad set %d d=%u: %llu wrong, first element %zu: %a, want %a; overflowed %zu, "
+                "want %zu\n", rank, set, d, bad, first, first < n ? (double)out[0][first] : 0.0,
+                first < n ? (double)dr_acc_round_div(&want[first], d) : 0.0, got_over, nover);
+    MPI_Allreduce(&bad, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    for (uint32_t r = 0; r < L; r++) { free(loc[r]); free(out[r]); }
+    free(want); free(part); free(tmp); free(over);
+    return all;
+}
+
 int main(int argc, char **argv)
 {
     static const int packs[] = { 0, 1, 3 };
@@ -308,6 +419,42 @@ int main(int argc, char **argv)
                 printf("np=%u L=%u n=%zu: all_reduce_f32_exact wrong %llu  %s\n", W, L, nf, wrong, wrong ? "FAIL" : "ok");
             fails += wrong != 0;
         }
+    for (uint32_t L = 1; L <= 2; L++)
+        for (int set = 0; set < 2; set++)
+            for (int k = 0; k < 3; k++)
+                for (int di = 0; di < 3; di++) {
+                    static const size_t counts[] = { 1, 2377, 70001 };
+                    static const uint32_t divs[] = { 1, 8, 3 };
+                    unsigned long long wrong;
+                    if (k == 2 && di != 0) continue;   /* the long call once */
+                    wrong = check_grad(rank, W, L, set, counts[k], divs[di]);
+                    if (rank == 0)
+                        printf("np=%u L=%u set=%d n=%zu d=%u: all_reduce_round wrong %llu  %s\n", W, L, set, counts[k],
+                               divs[di], wrong, wrong ? "FAIL" : "ok");
+                    fails += wrong != 0;
+                }
+    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements */
+        dr_comm_config cc;
+        dr_comm *ep[1];
+        uint32_t neps = 0;
+        dr_cacc one = { { 0, 0, 0 }, 0, 0 }, *lp[2] = { &one, &one };
+        const dr_cacc *const *cl = (const dr_cacc *const *)lp;
+        float f[2], *fp[2] = { &f[0], &f[1] };
+        size_t ov = 0;
+        int r0, r1;
+        memset(&cc, 0, sizeof cc);
+        cc.num_ranks = W;
+        cc.local_replicas = 1;
+        cc.num_packs = 1;
+        if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_native_check: %s\n", err.msg); dr_mpi_abort(1); }
+        r0 = dr_comm_mpi()->all_reduce_round(ep[0], cl, 1, 0, fp, &ov, &err);
+        r1 = dr_comm_mpi()->all_reduce_round(ep[0], cl, ((size_t)1 << 25) + 1, 1, fp, &ov, &err);
+        dr_comm_mpi()->close(ep, neps);
+        if (rank == 0)
+            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s  %s\n", W, r0 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r1 == DR_EUSAGE ? "refused" : "ACCEPTED", r0 == DR_EUSAGE && r1 == DR_EUSAGE ? "ok" : "FAIL");
+        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE;
+    }
     dr_mpi_finalize();
     return fails ? 1 : 0;
 }

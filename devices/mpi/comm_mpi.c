@@ -317,6 +317,7 @@ static void cm_close(dr_comm **eps, uint32_t neps)
         free(e->rbuf);
         free(e->tmp);
         free(e->fx);
+        free(e->gx);
         dr_cm_native_release(e);
         free(e);
     }
@@ -482,6 +483,7 @@ static const dr_comm_ops mpi_ops = {
     .all_reduce_ranges = cm_ranges,
     .barrier = dr_cm_barrier,
     .all_gather = dr_cm_all_gather,
+    .all_reduce_round = dr_cm_all_reduce_round,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)

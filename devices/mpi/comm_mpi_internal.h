@@ -21,6 +21,7 @@
 #define CM_TAG_PING   (CM_TAGS + 3)   /* "are you alive?", answered with CM_TAG_PONG from any wait */
 #define CM_TAG_PONG   (CM_TAGS + 4)
 #define CM_TAG_FX     (CM_TAGS + 5)   /* and + 6: the exact float all-reduce of two ranks (comm_mpi_f32x.c) */
+#define CM_TAG_GX     (CM_TAGS + 7)   /* to + 10: the exact gradient all-reduce, rounded once (comm_mpi_gradx.c) */
 #define CM_PING_S     0.5             /* how long a ping waits for its pong */
 
 typedef enum cm_op { CM_MERGE, CM_SET, CM_ADD, CM_COPY } cm_op;   /* exact: merge, set; float: add, copy */
@@ -42,6 +43,8 @@ typedef struct cm_ep {
     size_t   fx_cap;         /* bytes at fx */
     void    *nat;            /* the native sum's packs and their buffers (comm_mpi_native.c), kept between calls */
     uint32_t nat_np;         /* packs at nat */
+    void    *gx;             /* the exact gradient all-reduce's buffers (comm_mpi_gradx.c), kept between calls */
+    size_t   gx_cap;         /* bytes at gx */
 } cm_ep;
 
 #define CM_SPIN_S 200e-6              /* an idle wait spins this long before it yields the core */
@@ -70,6 +73,17 @@ static inline void *dr_cm_grow(void *buf, size_t *cap, size_t bytes)
 int    dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n, const char *what, dr_err *err);
 /* Frees the buffers the native sum keeps with the endpoint (at close). */
 void   dr_cm_native_release(cm_ep *e);
+
+/* ---- comm_mpi_gradx.c --------------------------------------------------- */
+/* round(total / d) of the exact total of loc[0..L)[0..n) over every replica
+ * of every rank into every out[r]; *overflowed: the elements (NaN) some
+ * partial of which was overflowed, the same count on every rank
+ * (distref/comm.h: all_reduce_round). */
+int    dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, uint32_t d, float *const *out,
+                        size_t *overflowed, const char *what, dr_err *err);
+/* The op itself (arguments checked). */
+int    dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
+                              size_t *overflowed, dr_err *err);
 
 /* ---- comm_mpi_f32x.c ---------------------------------------------------- */
 /* The exact sum of loc[0..L)[0..n) over every replica of every rank,

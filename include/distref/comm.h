@@ -165,6 +165,19 @@ typedef struct dr_comm_ops {
      * mine, on every rank. The engine's agreement before a reduction and
      * its step report (losses, counts, the examples each rank staged). */
     int      (*all_gather)(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
+    /* Optional (NULL: the threads comm; the MPI comm offers it,
+     * devices/mpi/comm_mpi_gradx.c). Collective, the exact gradient
+     * all-reduce rounded once: local[0 .. local_replicas) are this rank's
+     * n compact partials (left as they were); afterwards every out[r] (n
+     * floats) holds, per element, round(total / d), total the exact sum
+     * over every replica of every rank: dr_acc_round_div's bits of it (so
+     * dr_cacc_round_div's of the all_reduce(DR_FORM_CACC) total wherever
+     * that is not overflowed), for any rank count, replica count or
+     * order. An element one of whose partials is overflowed comes out
+     * NaN and counts in *overflowed (the same count on every rank; the
+     * caller redoes the reduction with DR_FORM_ACC). d >= 1; n <= 2^25. */
+    int      (*all_reduce_round)(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
+                                 size_t *overflowed, dr_err *err);
 } dr_comm_ops;
 
 /* Ranks as thread groups of one process (devices/comm/comm_threads.c): every
@@ -181,7 +194,9 @@ const dr_comm_ops *dr_comm_threads(void);
  * the float order documented above (the threads comm's bits for the same
  * ranks and local replicas); all_reduce of DR_FORM_CACC runs ranks_alg
  * (above: the ring, or MPI_Iallreduce on exact integer digits), and
- * DR_FORM_F32_EXACT its own exact float algorithm (comm_mpi_f32x.c). Every wait has a deadline (timeout_s without
+ * DR_FORM_F32_EXACT its own exact float algorithm (comm_mpi_f32x.c);
+ * all_reduce_round sends compact partials as double-doubles
+ * (comm_mpi_gradx.c). Every wait has a deadline (timeout_s without
  * progress), after which the call fails naming the rank it waited for. */
 const dr_comm_ops *dr_comm_mpi(void);
 
