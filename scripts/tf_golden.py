@@ -107,6 +107,14 @@ for name, policy, scale, Rs in (("mixed_float16", "mixed_float16", None, (1, 2, 
         TRAIN_CASES.append({"name": "mlp_%s_R%d" % (name, R), "experiment": "mlp_synthetic", "synthetic_examples": 70,
                             "global_batch_size": 16, "epochs": 2, "num_gpus": R, "extra": extra,
                             "mixed": {"policy": policy, "initial_scale": scale}})
+# Clipping under a mixed policy: Keras 3's inner optimizer clips the unscaled
+# gradient (measured, scripts/tf_mixed_features.py), per replica under
+# MirroredStrategy; distref's mixed step clips the aggregated one, so R = 1.
+TRAIN_CASES.append({"name": "mlp_mixed_global_clipnorm_R1", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
+                    "extra": ["--dtype_policy=mixed_float16", "--loss_scale=dynamic:16777216", "--global_clipnorm=0.05"],
+                    "mixed": {"policy": "mixed_float16", "initial_scale": 16777216.0},
+                    "tf": {"clip": {"global_clipnorm": 0.05}}})
 TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
                     "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})

@@ -42,14 +42,14 @@ def load_export(d, nlayers=2):
     return x, y, order, init
 
 
-def build(tf, s, policy, init, lr, momentum, initial_scale):
+def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None):
     import keras
     keras.mixed_precision.set_dtype_policy(policy)
     with s.scope():
         model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"),
                                   keras.layers.Dense(10)])
         model.set_weights(init)
-        inner = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+        inner = keras.optimizers.SGD(learning_rate=lr, momentum=momentum, **(clip or {}))
         if policy == "mixed_float16" or initial_scale:
             opt = keras.optimizers.LossScaleOptimizer(inner, initial_scale=initial_scale or 32768.0,
                                                       dynamic_growth_steps=2000)
@@ -84,7 +84,8 @@ def train(tf, case, d, strategy):
     x, y, order, init = load_export(d)
     R, G, m = case["num_gpus"], case["global_batch_size"], case["mixed"]
     s = strategy(tf, R)
-    model, opt = build(tf, s, m["policy"], init, case.get("learning_rate", 0.01), 0.9, m.get("initial_scale"))
+    model, opt = build(tf, s, m["policy"], init, case.get("learning_rate", 0.01), 0.9, m.get("initial_scale"),
+                       case.get("tf", {}).get("clip"))
     step_fn, scaled = make_step(tf, s, model, opt, G)
     losses, scales, skipped, local_finite = [], [], [], []
     for e in range(case["epochs"]):
