@@ -115,6 +115,12 @@ TRAIN_CASES.append({"name": "mlp_mixed_global_clipnorm_R1", "experiment": "mlp_s
                     "extra": ["--dtype_policy=mixed_float16", "--loss_scale=dynamic:16777216", "--global_clipnorm=0.05"],
                     "mixed": {"policy": "mixed_float16", "initial_scale": 16777216.0},
                     "tf": {"clip": {"global_clipnorm": 0.05}}})
+# A fixed loss scale (--loss_scale=1024): Keras 3's loss_scale_factor on the
+# optimizer (scale_loss multiplies, apply divides; never checks or skips).
+TRAIN_CASES.append({"name": "mlp_mixed_fixed_scale_R2", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 2,
+                    "extra": ["--dtype_policy=mixed_float16", "--loss_scale=1024", "--mixed_reduction=tensorflow"],
+                    "mixed": {"policy": "mixed_float16", "fixed_scale": 1024.0}})
 TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
                     "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})

@@ -42,15 +42,20 @@ def load_export(d, nlayers=2):
     return x, y, order, init
 
 
-def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None):
+def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None, fixed=None):
     import keras
     keras.mixed_precision.set_dtype_policy(policy)
     with s.scope():
         model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"),
                                   keras.layers.Dense(10)])
         model.set_weights(init)
-        inner = keras.optimizers.SGD(learning_rate=lr, momentum=momentum, **(clip or {}))
-        if policy == "mixed_float16" or initial_scale:
+        kw = dict(clip or {})
+        if fixed:
+            kw["loss_scale_factor"] = fixed   # --loss_scale=<factor>: the inner optimizer's, no LossScaleOptimizer
+        inner = keras.optimizers.SGD(learning_rate=lr, momentum=momentum, **kw)
+        if fixed:
+            opt = inner
+        elif policy == "mixed_float16" or initial_scale:
             opt = keras.optimizers.LossScaleOptimizer(inner, initial_scale=initial_scale or 32768.0,
                                                       dynamic_growth_steps=2000)
         else:
@@ -63,12 +68,12 @@ def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None):
 def make_step(tf, s, model, opt, G, want_grads=False):
     import keras
     per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    scaled = hasattr(opt, "scale_loss") and hasattr(opt, "dynamic_scale")
+    scaled = hasattr(opt, "dynamic_scale")
 
     def step_fn(xb, yb):
         with tf.GradientTape() as tape:
             loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
-            sl = opt.scale_loss(loss) if scaled else loss
+            sl = opt.scale_loss(loss)   # x dynamic_scale, x loss_scale_factor, or x 1
         grads = tape.gradient(sl, model.trainable_variables)
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         if not want_grads:
@@ -85,13 +90,13 @@ def train(tf, case, d, strategy):
     R, G, m = case["num_gpus"], case["global_batch_size"], case["mixed"]
     s = strategy(tf, R)
     model, opt = build(tf, s, m["policy"], init, case.get("learning_rate", 0.01), 0.9, m.get("initial_scale"),
-                       case.get("tf", {}).get("clip"))
+                       case.get("tf", {}).get("clip"), m.get("fixed_scale"))
     step_fn, scaled = make_step(tf, s, model, opt, G)
     losses, scales, skipped, local_finite = [], [], [], []
     for e in range(case["epochs"]):
         ds = tf.data.Dataset.from_tensor_slices((x[order[e]], y[order[e]])).batch(G)
         for batch in s.experimental_distribute_dataset(ds):
-            scale = float(opt.dynamic_scale.numpy()) if scaled else 1.0
+            scale = float(opt.dynamic_scale.numpy()) if scaled else float(m.get("fixed_scale") or 1.0)
             it = int(opt.iterations.numpy())
             loss, fin, _ = s.run(step_fn, args=batch)
             losses.append(float(s.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None).numpy()))
