@@ -28,7 +28,10 @@
  *                the same; --numerics=fast (the same exact kernels) R=2 the
  *                overflow oracle's bits; opencl: "not supported" with its reason. Caught
  *                mutants: mixed_local_skip, mixed_unscale_twice,
- *                mixed_unscale_none (tests/faults.tsv).
+ *                mixed_unscale_none, mixed_clip_scaled (tests/faults.tsv);
+ *   clipping     the overflow run with --global_clipnorm, --clipnorm,
+ *                --clipvalue (clip_cells): ref and engine = the reference
+ *                one_device bits, the clip after the unscale.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -177,6 +180,71 @@ static int engine_cells(results *r)
     return fails;
 }
 
+/* Clipping (issue 30 item 2): --global_clipnorm, --clipnorm, --clipvalue on
+ * the aggregated gradient after the one skip decision and the unscale (Keras
+ * 3's LossScaleOptimizer unscales, then its inner optimizer clips:
+ * scripts/tf_mixed_features.py). The overflow run (skipped steps) clipped:
+ * the reference one_device run is the oracle and differs from the unclipped
+ * one (the clip bites); the reference and each engine variant under mirrored
+ * R=2, R=3 and multi_worker_mirrored 2 x 2 give its bits (--clipnorm and
+ * --clipvalue at R=3 only); mpi -np 2 with --global_clipnorm the same. */
+typedef struct clip_case { const char *name, *flag; dr_clip clip; } clip_case;
+
+static int clip_cells_on(results *r, const char *variant, const clip_case *k, const outcome *oracle, size_t first,
+                         size_t last)
+{
+    dr_run_config c;
+    outcome got;
+    int fails = 0;
+    for (size_t i = first; i <= last; i++) {
+        if (r->quick && i == 3) continue;
+        mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[i]);
+        c.clip = k->clip;
+        snprintf(c.variant, sizeof c.variant, "%s", variant);
+        if (strcmp(variant, "ref") != 0 && !supported(r, "mixed_precision", &c, k_places[i].replicas)) continue;
+        run_case(&c, &got);
+        bool pass = !got.error[0] && !oracle->error[0] && outcome_same(&got, oracle);
+        fails += !pass;
+        record(r, "mixed_precision", &c, k_places[i].replicas, pass, got.seconds, "%s overflow float16 --%s %s R=%d: "
+               "= the reference one_device bits (clipped after the unscale)%s%.150s", variant, k->name,
+               k_places[i].name, k_places[i].replicas, got.error[0] ? ": " : "", got.error);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
+static int clip_cells(results *r, const outcome *unclipped)
+{
+    static const clip_case k[] = { { "global_clipnorm=0.05", "--global_clipnorm=0.05", { 0, 0, 0.05f, false } },
+                                   { "clipnorm=0.02", "--clipnorm=0.02", { 0.02f, 0, 0, false } },
+                                   { "clipvalue=0.002", "--clipvalue=0.002", { 0, 0.002f, 0, false } } };
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    dr_run_config c;
+    outcome oracle;
+    int fails = 0;
+    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
+        size_t first = j == 0 ? 1 : 2, last = j == 0 ? 3 : 2;
+        char args[160];
+        mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[0]);
+        c.clip = k[j].clip;
+        run_case(&c, &oracle);
+        bool bites = !oracle.error[0] && !unclipped->error[0] && !outcome_same(&oracle, unclipped);
+        fails += !bites;
+        record(r, "mixed_precision", &c, 1, bites, oracle.seconds, "ref overflow float16 --%s one_device: differs "
+               "from the unclipped run (the clip bites)%s%.150s", k[j].name, oracle.error[0] ? ": " : "", oracle.error);
+        fails += clip_cells_on(r, "ref", &k[j], &oracle, first, last);
+        for (size_t v = 0; v < nv; v++) fails += clip_cells_on(r, ev[v]->name, &k[j], &oracle, first, last);
+        snprintf(args, sizeof args, "--loss_scale=dynamic:1048576 %s", k[j].flag);
+        if (j == 0 && !r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
+            system("command -v mpirun > /dev/null 2>&1") == 0)
+            fails += mpi_cell(r, args, "overflow float16 --global_clipnorm=0.05: = the reference one_device bits",
+                              &oracle);
+        outcome_free(&oracle);
+    }
+    return fails;
+}
+
 int suite_mixed_precision(results *r)
 {
     dr_run_config c;
@@ -225,6 +293,7 @@ int suite_mixed_precision(results *r)
     mixed_config(&c, DR_DTYPE_F16, false, 1048576.0f, &k_places[0]);   /* overflow: skipped steps */
     run_case(&c, &oracle);
     fails += against(r, "overflow (loss_scale=dynamic:2^20)", DR_DTYPE_F16, false, 1048576.0f, &oracle, 1, 3, true);
+    fails += clip_cells(r, &oracle);
     outcome_free(&oracle);
     fails += engine_cells(r);
     return fails;

@@ -13,11 +13,14 @@
  *             tensorflow (each replica's partial rounded to c first), and one
  *             finite flag over every replica's values;
  *   apply     the loss scale's one decision (dr_loss_scale_step): skipped, or
- *             g / scale in float32 and the optimizer at the applied-step count
- *             (Keras's iterations) on every replica's copy.
+ *             g / scale in float32, clipped (--clipnorm, --clipvalue,
+ *             --global_clipnorm on the aggregated, unscaled gradient: Keras 3's
+ *             LossScaleOptimizer unscales, then its inner optimizer clips), and
+ *             the optimizer at the applied-step count (Keras's iterations) on
+ *             every replica's copy.
  * Built for the mirrored family in one process with the global_batch_size
  * reduction, linear/ReLU hidden layers and logits cross-entropy, no L2, no
- * clipping, no accumulation (core/plan.c and dr_ref_mixed_supports refuse
+ * --clip_semantics=tensorflow, no accumulation (core/plan.c and dr_ref_mixed_supports refuse
  * the rest). The reduction is computed on the host from the replicas' exact
  * partials: what an exact all-reduce would give. */
 #include "ref/trainer.h"
@@ -38,9 +41,12 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
     else if (e->model.l2 != 0.0f) why = "--l2 is not built into it";
-    else if (e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0)
-        why = "clipping is not built into it";
-    else if (p->cfg->gradient_accumulation_steps > 1) why = "accumulation is not built into it";
+    else if (e->optimizer.clip.per_replica)
+        why = "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
+              "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    else if (p->cfg->gradient_accumulation_steps > 1)
+        why = "accumulation is not built into it (Keras 3's LossScaleOptimizer checks and skips each micro-step, "
+              "dropping a non-finite micro-batch from the accumulation: measured, not built)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
     else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -209,6 +215,7 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     if (dr_loss_scale_step(&t->ls, finite)) {
         uint64_t applied = step - t->ls.skipped;   /* Keras's iterations: applied steps only */
         for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
+        dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
         for (uint32_t r = 0; r < R; r++)
             dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied, t->rep[r].params, t->grad,
                                   t->rep[r].slots, t->P);

@@ -10,7 +10,9 @@
 # linked before the archives. ref_bn_epsilon_torch (BatchNormalization's
 # epsilon PyTorch's 1e-5, not Keras' 1e-3) and ref_bn_momentum_torch (the
 # moving statistics at momentum 0.9, not 0.99: only the moving-statistics
-# comparison sees it) are caught by the CNN and ResNet cases (docs/MODELS.md).
+# comparison sees it) are caught by the CNN and ResNet cases (docs/MODELS.md);
+# ref_mixed_reduce_exact (--mixed_reduction=tensorflow reduced as exact) by
+# the float16 overflow case at R = 4 (docs/TRAINING_FEATURES.md).
 #   sh scripts/golden_mutants.sh [NAME...]
 # Environment (from the Makefile): CC, CFLAGS, LDLIBS, BUILD, LIBS.
 set -u

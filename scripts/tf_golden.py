@@ -37,6 +37,9 @@ What is recorded:
             strategy.run; the step's loss is strategy.reduce(SUM). Per-step
             losses and a sample of the final weights (every 97th parameter
             in distref's flat order, and all of them for small models).
+            Mixed-precision cases (scripts/tf_mixed.py) add the loss scale
+            each step used, whether it was skipped, and each replica's own
+            finite flag.
 """
 import json
 import os
@@ -89,6 +92,35 @@ for name, (extra, tf_side), Rs in FEATURES:
     for R in Rs:
         TRAIN_CASES.append({"name": "mlp_%s_R%d" % (name, R), "experiment": "mlp_synthetic", "synthetic_examples": 70,
                             "global_batch_size": 16, "epochs": 2, "num_gpus": R, "extra": extra, "tf": tf_side})
+# Mixed precision (issue 30 item 3; scripts/tf_mixed.py): Keras 3's policies and
+# LossScaleOptimizer (initial scale 2^15, or 2^24 so that the first steps
+# overflow and are skipped) against distref's --mixed_reduction=tensorflow
+# (each replica's gradient rounded to the compute dtype before the sum, as
+# TensorFlow's per-replica float16 matmul): TensorFlow's result depends on R.
+for name, policy, scale, Rs in (("mixed_float16", "mixed_float16", None, (1, 2, 4)),
+                                ("mixed_bfloat16", "mixed_bfloat16", None, (1, 2, 4)),
+                                ("mixed_overflow", "mixed_float16", 16777216.0, (1, 2, 4))):
+    for R in Rs:
+        extra = ["--dtype_policy=" + policy, "--mixed_reduction=tensorflow"]
+        if scale:
+            extra.append("--loss_scale=dynamic:%d" % scale)
+        TRAIN_CASES.append({"name": "mlp_%s_R%d" % (name, R), "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                            "global_batch_size": 16, "epochs": 2, "num_gpus": R, "extra": extra,
+                            "mixed": {"policy": policy, "initial_scale": scale}})
+# Clipping under a mixed policy: Keras 3's inner optimizer clips the unscaled
+# gradient (measured, scripts/tf_mixed_features.py), per replica under
+# MirroredStrategy; distref's mixed step clips the aggregated one, so R = 1.
+TRAIN_CASES.append({"name": "mlp_mixed_global_clipnorm_R1", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
+                    "extra": ["--dtype_policy=mixed_float16", "--loss_scale=dynamic:16777216", "--global_clipnorm=0.05"],
+                    "mixed": {"policy": "mixed_float16", "initial_scale": 16777216.0},
+                    "tf": {"clip": {"global_clipnorm": 0.05}}})
+# A fixed loss scale (--loss_scale=1024): Keras 3's loss_scale_factor on the
+# optimizer (scale_loss multiplies, apply divides; never checks or skips).
+TRAIN_CASES.append({"name": "mlp_mixed_fixed_scale_R2", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 2,
+                    "extra": ["--dtype_policy=mixed_float16", "--loss_scale=1024", "--mixed_reduction=tensorflow"],
+                    "mixed": {"policy": "mixed_float16", "fixed_scale": 1024.0}})
 TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
                     "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
                     "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
@@ -216,8 +248,25 @@ def tf_train_conv(tf, case):
             "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size), "num_trainable": ntrain}
 
 
+def tf_train_mixed(tf, case):
+    """A mixed-precision case (scripts/tf_mixed.py): also the loss scale each
+    step used, whether it was skipped, and which replicas' own gradients
+    were finite."""
+    import tf_mixed
+    with tempfile.TemporaryDirectory() as d:
+        export(case, "all", d)
+        losses, flat, series = tf_mixed.train(tf, case, d, strategy)
+    idx = list(range(0, flat.size, 97))
+    out = {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,
+           "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size)}
+    out.update(series)
+    return out
+
+
 def tf_train(tf, case):
     import numpy as np
+    if "mixed" in case:
+        return tf_train_mixed(tf, case)
     if case["experiment"] not in EXPERIMENTS:
         return tf_train_conv(tf, case)
     exp = EXPERIMENTS[case["experiment"]]

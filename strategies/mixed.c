@@ -15,14 +15,16 @@
  *            so each worker's copy of the loss scale (core/loss_scale.c,
  *            Keras 3's LossScaleOptimizer) takes the same decision;
  *   apply    skipped (weights, slots, the applied-step count unmoved), or
- *            g / scale in float32 and the optimizer at the applied-step
- *            count on every replica (apply_f32).
+ *            g / scale in float32, clipped (--clipnorm, --clipvalue,
+ *            --global_clipnorm: the backend's clip_f32, exact norms, on the
+ *            aggregated unscaled gradient, once per worker), and the
+ *            optimizer at the applied-step count on every replica (apply_f32).
  * The step runs with full exact accumulators (no compact form, no fast
  * kernels: --numerics=fast runs these same kernels and gives the same bits).
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
- * (ReLU or linear) under the logits cross-entropy, no L2, no clipping, no
- * accumulation, on a backend with the mixed kernel (openmp; mpi ranks run
+ * (ReLU or linear) under the logits cross-entropy, no L2, no
+ * --clip_semantics=tensorflow, no accumulation, on a backend with the mixed kernel (openmp; mpi ranks run
  * it too). The rest is refused at open with the reason.
  */
 #include "strategies/engine_internal.h"
@@ -55,9 +57,15 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
     if (e->model.l2 != 0.0f) return "--l2 is not built into it";
-    if (e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0)
-        return "clipping is not built into it";
-    if (p->cfg->gradient_accumulation_steps > 1) return "accumulation is not built into it";
+    if (e->optimizer.clip.per_replica)
+        return "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
+               "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    if ((e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0) &&
+        !bo->clip_f32)
+        return "the backend cannot clip the mixed step's gradient (no clip_f32)";
+    if (p->cfg->gradient_accumulation_steps > 1)
+        return "accumulation is not built into it (Keras 3's LossScaleOptimizer checks and skips each micro-step, "
+               "dropping a non-finite micro-batch from the accumulation: measured, not built)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
     if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         return "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -159,7 +167,9 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
     bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
     if (i == 0) { m->step_scale = DR_SEAM_MIXED_REPORTED_SCALE(scale, m->ls[i].scale); m->step_skipped = !applies; }
     if (!applies) return DR_OK;   /* skipped */
+    DR_SEAM_MIXED_CLIP_SCALED(s, g);
     for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    DR_SEAM_MIXED_CLIP(s, g);   /* after the unscale, as Keras's inner optimizer: once per worker */
     a.g = g;
     a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied steps only */
     return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);

@@ -163,6 +163,17 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale))
 #endif
 
+/* The mixed step's clipping: of the aggregated gradient after the unscale
+ * (Keras 3's LossScaleOptimizer unscales, then its inner optimizer clips;
+ * measured); under the fault, of the still-scaled gradient before it. */
+#if defined(DR_MUTANT_MIXED_CLIP_SCALED)
+#define DR_SEAM_MIXED_CLIP_SCALED(s, g) ((s)->bo->clip_f32 ? (s)->bo->clip_f32((s)->be, (g)) : (void)0)
+#define DR_SEAM_MIXED_CLIP(s, g) ((void)(s), (void)(g))
+#else
+#define DR_SEAM_MIXED_CLIP_SCALED(s, g) ((void)(s), (void)(g))
+#define DR_SEAM_MIXED_CLIP(s, g) ((s)->bo->clip_f32 ? (s)->bo->clip_f32((s)->be, (g)) : (void)0)
+#endif
+
 /* The loss scale a mixed step reports in metrics.jsonl: the one the step
  * used; under the fault the one after the step's update (the series moves,
  * the bits do not). */

@@ -235,6 +235,15 @@ static void mixed_precision(void **st)
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=dynamic "
               "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=ref with central_storage");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --global_clipnorm=0.05 "
+              "--clip_semantics=tensorflow --variant=openmp --num_gpus=2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_float16 under --variant=openmp with mirrored: --clip_semantics=tensorflow "
+           "is not built into it");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --gradient_accumulation_steps=2 "
+              "--train_steps=2", g_tmp), 2, "with mirrored: accumulation is not built into it (Keras 3's "
+           "LossScaleOptimizer checks and skips each micro-step");
+    expect(sh(BIN " train --model_dir=%s/mx_clip --train_steps=2 --synthetic_examples=256 --dtype=fp16 "
+              "--clipvalue=0.002 --variant=openmp --num_gpus=2", g_tmp), 0, "train: steps=2");
     expect(sh(BIN " evaluate --model_dir=%s/unused --dtype_policy=mixed_float16", g_tmp), 2,
            "--dtype_policy does not apply to evaluate");
     expect(sh(BIN " train --model_dir=%s/f32 --train_steps=1 --synthetic_examples=256 --dtype=fp32", g_tmp), 0,

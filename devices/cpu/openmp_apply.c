@@ -181,6 +181,14 @@ int dr_omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64
     return DR_OK;
 }
 
+/* The mixed step's clip: after the one skip decision and the unscale, on
+ * the aggregated gradient (strategies/mixed.c), with exact norms whatever
+ * --numerics (the mixed step runs its exact kernels in both). */
+void dr_omp_clip_f32(dr_backend *b, float *g)
+{
+    if (clips_total(b)) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
+}
+
 /* The mixed step's apply: g is already rounded and unscaled (strategies/mixed.c). */
 int dr_omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots,
                      dr_err *err)

@@ -266,6 +266,10 @@ typedef struct dr_backend_ops {
      * host, already rounded and unscaled (the mixed step's apply). */
     int   (*apply_f32)(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots,
                        dr_err *err);
+    /* The run's --clipnorm/--clipvalue/--global_clipnorm on the mixed step's
+     * rounded, unscaled gradient g[0..P) in place, exact norms (nothing
+     * when the run does not clip); NULL: the backend cannot. */
+    void  (*clip_f32)(dr_backend *b, float *g);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 
