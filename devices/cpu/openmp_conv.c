@@ -21,51 +21,61 @@
 #include "devices/seams.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #define BN_EPSILON 1e-3f
 
-static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
+/* Row (e, oy, ox) of the forward's im2col: the window's taps, 0 in the padding. */
+static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t ox, float *row)
 {
-    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
-    #pragma omp parallel for schedule(static) if ((size_t)n * d->oh * d->ow * kk >= (1u << 16))
-    for (size_t p = 0; p < (size_t)n * d->oh * d->ow; p++) {
-        uint32_t ox = (uint32_t)(p % d->ow), oy = (uint32_t)(p / d->ow % d->oh), e = (uint32_t)(p / ((size_t)d->ow * d->oh));
-        float *row = col + p * kk;
-        for (uint32_t ky = 0; ky < d->ksize; ky++) {
-            int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
-            for (uint32_t kx = 0; kx < d->ksize; kx++) {
-                int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
-                float *t = row + ((size_t)ky * d->ksize + kx) * d->ic;
-                if (iy < 0 || iy >= d->ih || ix < 0 || ix >= d->iw) { memset(t, 0, d->ic * sizeof *t); continue; }
-                memcpy(t, x + (((size_t)e * d->ih + (size_t)iy) * d->iw + (size_t)ix) * d->ic, d->ic * sizeof *t);
-            }
+    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+        int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
+        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+            int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
+            float *t = row + ((size_t)ky * d->ksize + kx) * d->ic;
+            const float *src = xe + ((size_t)iy * d->iw + (size_t)ix) * d->ic;
+            bool in = iy >= 0 && iy < d->ih && ix >= 0 && ix < d->iw;
+            for (uint32_t c = 0; c < d->ic; c++) t[c] = in ? src[c] : 0.0f;
         }
     }
 }
 
-/* dcol: for each input pixel, dz at the outputs whose taps read it. */
+static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
+{
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
+    #pragma omp parallel for schedule(static) if ((size_t)n * d->oh * d->ow * kk >= (1u << 18) && !omp_in_parallel())
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t oy = 0; oy < d->oh; oy++)
+            for (uint32_t ox = 0; ox < d->ow; ox++)
+                im2col_row(d, x + (size_t)e * d->in, oy, ox, col + (((size_t)e * d->oh + oy) * d->ow + ox) * kk);
+}
+
+/* Row (e, iy, ix) of the input gradient's gather: dz at the outputs whose taps read (iy, ix). */
+static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_t ix, float *row)
+{
+    const uint32_t pt = DR_SEAM_CONV_GRAD_PAD(d->pad_top), pl = DR_SEAM_CONV_GRAD_PAD(d->pad_left);
+    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+        int64_t ty = (int64_t)iy + pt - ky, oy = ty / d->stride;
+        bool yin = ty >= 0 && ty % d->stride == 0 && oy < d->oh;
+        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+            int64_t tx = (int64_t)ix + pl - kx, ox = tx / d->stride;
+            float *t = row + ((size_t)ky * d->ksize + kx) * d->oc;
+            bool in = yin && tx >= 0 && tx % d->stride == 0 && ox < d->ow;
+            const float *src = in ? dze + ((size_t)oy * d->ow + (size_t)ox) * d->oc : NULL;
+            for (uint32_t f = 0; f < d->oc; f++) t[f] = in ? src[f] : 0.0f;
+        }
+    }
+}
+
 static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *dcol)
 {
     const size_t kk = (size_t)d->ksize * d->ksize * d->oc;
-    const uint32_t pt = DR_SEAM_CONV_GRAD_PAD(d->pad_top), pl = DR_SEAM_CONV_GRAD_PAD(d->pad_left);
-    #pragma omp parallel for schedule(static) if ((size_t)n * d->ih * d->iw * kk >= (1u << 16))
-    for (size_t p = 0; p < (size_t)n * d->ih * d->iw; p++) {
-        uint32_t ix = (uint32_t)(p % d->iw), iy = (uint32_t)(p / d->iw % d->ih), e = (uint32_t)(p / ((size_t)d->iw * d->ih));
-        float *row = dcol + p * kk;
-        for (uint32_t ky = 0; ky < d->ksize; ky++) {
-            int64_t ty = (int64_t)iy + pt - ky, oy = ty / d->stride;
-            for (uint32_t kx = 0; kx < d->ksize; kx++) {
-                int64_t tx = (int64_t)ix + pl - kx, ox = tx / d->stride;
-                float *t = row + ((size_t)ky * d->ksize + kx) * d->oc;
-                if (ty < 0 || ty % d->stride || oy >= d->oh || tx < 0 || tx % d->stride || ox >= d->ow) {
-                    memset(t, 0, d->oc * sizeof *t);
-                    continue;
-                }
-                memcpy(t, dz + (((size_t)e * d->oh + (size_t)oy) * d->ow + (size_t)ox) * d->oc, d->oc * sizeof *t);
-            }
-        }
-    }
+    #pragma omp parallel for schedule(static) if ((size_t)n * d->ih * d->iw * kk >= (1u << 18) && !omp_in_parallel())
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t iy = 0; iy < d->ih; iy++)
+            for (uint32_t ix = 0; ix < d->iw; ix++)
+                gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + (((size_t)e * d->ih + iy) * d->iw + ix) * kk);
 }
 
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err)

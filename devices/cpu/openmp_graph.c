@@ -306,9 +306,9 @@ void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch 
 {
     const dr_dense *d = &m->layer[l];
     float *dz = s->graph->dmap[l + 1];
+    const float *pre = s->pre[l];
     if (d->act != DR_ACT_RELU) return;
-    for (size_t i = 0; i < (size_t)n * d->out; i++)
-        if (!(s->pre[l][i] > 0.0f)) dz[i] = 0.0f;
+    for (size_t i = 0; i < (size_t)n * d->out; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
 }
 
 int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
