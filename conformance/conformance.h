@@ -112,6 +112,9 @@ void run_mpi_pair(const results *r, const char *args, outcome *out);
  * variant but the reference and those with a launcher, such as mpi), or
  * only r->variant when it is set (--variant NAME). */
 const dr_variant *const *engine_variants(const results *r, size_t *n);
+/* suite models' engine cells (conformance/models_engine.c): sync1 is the
+ * reference's cnn_synthetic sync BN one_device run */
+int models_engine_cells(results *r, const outcome *sync1);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

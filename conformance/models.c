@@ -17,8 +17,9 @@
  *            same bits under mirrored and central_storage
  *            (deterministic for a given R); R = 2 and R = 3 differ (each
  *            replica's own statistics: the dependence on R it exists to show);
- *   engine   each engine variant answers "not supported: conv2d runs in the
- *            reference only so far" (a not-supported verdict).
+ *   engine   conformance/models_engine.c: each engine variant with layer
+ *            kernels against the reference's bits (openmp, mpi); one without
+ *            (opencl) answers "not supported" (a not-supported verdict).
  * Dropout's masks are keyed by the global example id, so they never differ
  * between splits: the sync cells check that too.
  * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
@@ -162,23 +163,6 @@ static int replica_cells(results *r, const outcome *sync1)
     return fails;
 }
 
-/* The engine's variants: "not supported" at open, naming the layer. */
-static void engine_cells(results *r)
-{
-    size_t nv;
-    const dr_variant *const *ev = engine_variants(r, &nv);
-    for (size_t v = 0; v < nv; v++) {
-        dr_run_config c;
-        static const cell m2 = { "mirrored", 2, 2, true, false };
-        cnn_config(&c, "sync");
-        place(&c, &m2);
-        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-        if (supported(r, "models", &c, 2))   /* a variant that runs it would be judged like the reference */
-            record(r, "models", &c, 2, false, 0.0, "cnn_synthetic under %s: expected 'not supported' (no conv kernels yet)",
-                   ev[v]->name);
-    }
-}
-
 static int resnet_cell(results *r)
 {
     static const cell one = { "one_device", 0, 1, true, false }, m3 = { "mirrored", 3, 3, true, false };
@@ -217,7 +201,7 @@ int suite_models(results *r)
         return 1;
     }
     fails = sync_cells(r, &ref) + replica_cells(r, &ref) + (r->full ? resnet_cell(r) : 0);
-    engine_cells(r);
+    fails += models_engine_cells(r, &ref);
     outcome_free(&ref);
     return fails;
 }

@@ -392,4 +392,21 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_RECORD_CLIPPED(clip) (clip)
 #endif
 
+
+/* ---- cpu/openmp_graph.c, cpu/openmp_conv.c: models beyond Dense ---------------- */
+
+/* Dropout's key of row r: its global example id (issue 31). */
+#if defined(DR_MUTANT_ENGINE_DROPOUT_BY_ROW)   /* keyed by the row within the replica: masks depend on R */
+#define DR_SEAM_DROPOUT_KEY(id, row) (row)
+#else
+#define DR_SEAM_DROPOUT_KEY(id, row) (id)
+#endif
+
+/* The padding a conv's input gradient gathers with (top, left). */
+#if defined(DR_MUTANT_ENGINE_CONV_GRAD_PAD)    /* the backward gathers as if the padding were one less */
+#define DR_SEAM_CONV_GRAD_PAD(p) ((p) > 0 ? (p) - 1 : (p))
+#else
+#define DR_SEAM_CONV_GRAD_PAD(p) (p)
+#endif
+
 #endif

@@ -120,6 +120,7 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     q.num_replicas = 1;
     q.tiles = 1;
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
+    q.layer_kinds = dr_model_layer_kinds(&plan->exp.model);
     if ((rc = engine_mixed_supports(name, plan, bo, err))) return rc;
     if (plan->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=%s: parameter_server runs in the reference and under mpirun "
@@ -230,6 +231,7 @@ static void engine_close(dr_session *s)
     engine_ranks_close(s);
     engine_accum_close(s);
     engine_mixed_close(s);
+    engine_graph_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
@@ -274,6 +276,7 @@ static dr_numerics gradient_numerics(const dr_session *s, dr_numerics num)
     q.numerics = DR_NUMERICS_EXACT_COMPACT;
     q.num_replicas = s->L;
     q.tiles = 1;
+    q.layer_kinds = dr_model_layer_kinds(&s->plan->exp.model);
     return s->bo->supports(&q, &ignored) == DR_OK ? DR_NUMERICS_EXACT_COMPACT : num;
 }
 
@@ -366,7 +369,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     }
     if (plan->unsharded) s->rows = plan->G;   /* a worker's own stream may fill one replica */
     s->num = gradient_numerics(s, s->num);
-    if ((rc = open_comm(s, err))) goto fail;
+    if ((rc = open_comm(s, err)) || (rc = engine_graph_open(s, err))) goto fail;
     bp = engine_backend_params(plan, s->num, (s->whi - s->wlo) * s->L);
     if ((rc = s->bo->open(&bp, &s->be, err)) || (rc = open_buffers(s, err))) goto fail;
     if (s->whi - s->wlo < s->W && (rc = engine_ranks_open(s, err))) goto fail;

@@ -20,6 +20,7 @@
 
 typedef struct engine_ranks engine_ranks;
 typedef struct engine_mixed engine_mixed;
+typedef struct engine_graph engine_graph;
 
 typedef struct engine_tpu {
     bool          on;
@@ -103,7 +104,16 @@ struct dr_session {
     struct { const dr_buffer *total; dr_numerics num; uint32_t divisor; } applied;
     /* --dtype_policy=mixed_* (mixed.c): NULL for float32 */
     engine_mixed        *mixed;
+    /* a model beyond Dense (graph.c): the batch-norm statistics' comm and sums; NULL for Dense */
+    engine_graph        *graph;
 };
+
+/* graph.c: a model beyond Dense, its layers in lock step over worker w's
+ * replicas (sync BatchNormalization all-reduces its sums mid-pass), then
+ * the shares; open/close its statistics' comm (nothing for a Dense model) */
+int  engine_graph_open(dr_session *s, dr_err *err);
+void engine_graph_close(dr_session *s);
+int  engine_graph_compute(dr_session *s, uint32_t w, dr_err *err);
 
 /* step.c */
 int  engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err);

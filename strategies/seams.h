@@ -183,4 +183,14 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_REPORTED_SCALE(used, after) ((void)(after), (used))
 #endif
 
+
+/* ---- graph.c ----------------------------------------------------------------------- */
+
+/* Sync BatchNormalization's forward sums all-reduced across replicas (an expression: its rc). */
+#if defined(DR_MUTANT_ENGINE_SYNC_BN_LOCAL)   /* not reduced: each worker's first replica's sums over the global count */
+#define DR_SEAM_BN_STATS_REDUCE(call) DR_OK
+#else
+#define DR_SEAM_BN_STATS_REDUCE(call) (call)
+#endif
+
 #endif

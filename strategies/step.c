@@ -164,6 +164,7 @@ void engine_note_applied(dr_session *s, uint32_t w, const dr_buffer *total, uint
 /* Phase 1 of worker w: its replicas' shares. */
 static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
 {
+    if (s->graph) return engine_graph_compute(s, w, err);
     return engine_each_replica(s, w * s->L, s->L, compute, NULL, err);
 }
 

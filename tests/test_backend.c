@@ -659,8 +659,13 @@ static void api(void **st)
         assert_int_equal(o->supports(&q, &e), s == DR_STRATEGY_PARAMETER_SERVER ? DR_EUNSUPPORTED : DR_OK);
     }
     assert_non_null(strstr(e.msg, "parameter_server"));
-    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);   /* a model beyond Dense: the reference's only */
-    assert_non_null(strstr(e.msg, "not supported: conv2d runs in the reference only so far"));
+    assert_int_equal(o->supports(&conv, &e), DR_OK);   /* a model beyond Dense: the layer ops (openmp_graph.c) */
+    conv.strategy = DR_STRATEGY_TPU;                    /* but no halos: not under the tpu strategy */
+    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "not supported: conv2d under the tpu strategy in the openmp backend"));
+    conv.strategy = DR_STRATEGY_MIRRORED; conv.numerics = DR_NUMERICS_EXACT_COMPACT;
+    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "compact gradients are built for Dense models only"));
     q.strategy = DR_STRATEGY_TPU; q.numerics = DR_NUMERICS_FAST; q.tiles = 4;
     assert_int_equal(o->supports(&q, &e), DR_OK);
     q.tiles = 0;

@@ -56,9 +56,10 @@ void dr_engine_clip(const dr_clip *c, const dr_model_spec *m, bool exact, float 
         for (size_t i = 0; i < P; i++) g[i] = g[i] > hi ? hi : g[i] < lo ? lo : g[i];
         return;
     }
-    for (uint32_t l = 0; l < m->nlayers; l++) {   /* the variables: kernel, bias of each layer */
-        v[nv++] = (span){ dr_model_kernel_offset(m, l), (size_t)m->layer[l].in * m->layer[l].out };
-        v[nv++] = (span){ dr_model_bias_offset(m, l), m->layer[l].out };
+    for (uint32_t l = 0; l < m->nlayers; l++) {   /* the variables: kernel (BN: gamma), bias (beta) of each layer */
+        size_t nk = dr_model_kernel_size(m, l);
+        v[nv++] = (span){ dr_model_kernel_offset(m, l), nk };
+        v[nv++] = (span){ dr_model_bias_offset(m, l), dr_model_layer_params(m, l) - nk };
     }
     if (c->global_clipnorm > 0.0f) {
         rescale(g, v, nv, c->global_clipnorm, norm_of(g, v, nv, exact));

@@ -18,6 +18,7 @@
  * built by default) sit behind named seams, DR_SEAM_* (devices/seams.h).
  */
 #include "devices/cpu/openmp_backend.h"
+#include "devices/cpu/openmp_graph.h"
 #include "distref/elem.h"
 #include "devices/cpu/grad_clip.h"
 
@@ -42,9 +43,12 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 static int omp_supports(const dr_backend_query *q, dr_err *err)
 {
     uint32_t beyond = q->layer_kinds & ~(1u << DR_LAYER_DENSE);
-    if (beyond)   /* the kernels are Dense's; the rest is the reference's (issue 31) */
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s runs in the reference only so far (the openmp "
-                       "backend has Dense kernels only); use --variant=ref", dr_layer_kinds_first(beyond));
+    if (beyond && (q->strategy == DR_STRATEGY_TPU || q->tiles > 1))   /* openmp_graph.c: no halos */
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s under the tpu strategy in the openmp backend (its "
+                       "layer kernels have no spatial partitioning with halos); use --variant=ref",
+                       dr_layer_kinds_first(beyond));
+    if (beyond && q->numerics == DR_NUMERICS_EXACT_COMPACT)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: compact gradients are built for Dense models only");
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: parameter_server runs in the reference and under "
                        "mpirun only (strategies/ps_mpi.c)");
@@ -70,11 +74,14 @@ static int check_model(const dr_model_spec *m, dr_err *err)
         const dr_dense *d = &m->layer[l];
         if (d->in < 1 || d->out < 1)
             return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u is %u x %u", l, d->in, d->out);
-        if (l > 0 && d->in != m->layer[l - 1].out)
+        if (l > 0 && !d->src && d->in != m->layer[l - 1].out)
             return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u takes %u inputs, layer %u gives %u",
                            l, d->in, l - 1, m->layer[l - 1].out);
         if ((unsigned)d->act > DR_ACT_SOFTMAX)
             return dr_fail(err, DR_EUSAGE, "openmp backend: layer %u has unknown activation %d", l, (int)d->act);
+        if (d->act == DR_ACT_SOFTMAX && !dr_model_is_dense(m))
+            return dr_fail(err, DR_EUNSUPPORTED, "not supported: a softmax layer (%u) in a model beyond Dense in the "
+                           "openmp backend; use a linear last layer with from_logits", l);
     }
     if ((unsigned)m->loss > DR_LOSS_MSE)
         return dr_fail(err, DR_EUSAGE, "openmp backend: unknown loss %d", (int)m->loss);
@@ -106,6 +113,8 @@ static int omp_open(const dr_backend_params *p, dr_backend **out, dr_err *err)
         if (d->in > b->widest) b->widest = d->in;
         if (d->out > b->widest) b->widest = d->out;
         if ((size_t)d->in * d->out > b->max_kernel) b->max_kernel = (size_t)d->in * d->out;
+        b->lsz[l] = dr_model_layer_params(m, l);
+        b->ksz[l] = d->kind == DR_LAYER_DENSE || d->kind == DR_LAYER_CONV2D ? dr_model_kernel_size(m, l) : 0;
     }
     *out = b;
     return DR_OK;
@@ -203,6 +212,7 @@ static void scratch_free(dr_omp_scratch *s)
 {
     if (!s) return;
     for (int l = 0; l < DR_MAX_LAYERS; l++) { free(s->pre[l]); free(s->act[l]); }
+    dr_omp_graph_free(s->graph);
     free(s->dz[0]); free(s->dz[1]); free(s->colT); free(s->aux);
     free(s->ex_loss); free(s->hit);
     free(s);
@@ -236,6 +246,10 @@ static int omp_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, d
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a replica of %u rows", rows);
     }
     s->delta0 = s->dz[0];
+    if (!dr_model_is_dense(m) && dr_omp_graph_open(b, s, rows, err)) {
+        scratch_free(s);
+        return DR_ENOMEM;
+    }
     rb->scratch = s;
     return DR_OK;
 }
@@ -281,7 +295,7 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     #pragma omp parallel for simd schedule(static) if (parallel: b->P >= PAR_PARAMS_F32)
     for (size_t p = 0; p < b->P; p++) grad[p] = grad[p] * sg;
     for (uint32_t l = 0; l < m->nlayers && m->l2 != 0.0f; l++) {
-        size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out;
+        size_t k0 = b->koff[l], nk = b->ksz[l];
         float lanes[16] = { 0 }, sq = 0.0f;
         size_t p = 0;
         for (; p + 16 <= nk; p += 16)   /* sum of w^2 in 16 float lanes, then the lanes in order */
@@ -316,11 +330,11 @@ static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, vo
         dr_acc sq;
         dr_acc_init(&sq);
         for (uint32_t l = 0; l < m->nlayers; l++)
-            dr_acc_add_dot(&sq, w + b->koff[l], w + b->koff[l], (size_t)m->layer[l].in * m->layer[l].out);
+            dr_acc_add_dot(&sq, w + b->koff[l], w + b->koff[l], b->ksz[l]);
         reg = m->l2 * dr_acc_round(&sq);
     }
     for (uint32_t l = 0; l < m->nlayers; l++) {
-        size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out, nb = m->layer[l].out;
+        size_t k0 = b->koff[l], nk = b->ksz[l], nb = b->lsz[l] - nk;
         if (m->l2 != 0.0f) {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
             for (size_t p = k0; p < k0 + nk; p++) {
@@ -422,6 +436,13 @@ const dr_backend_ops *dr_backend_openmp(void)
         .layer0_finish = dr_omp_layer0_finish,
         .layer0_delta = dr_omp_layer0_delta,
         .layer0_grad_rows = dr_omp_layer0_grad_rows,
+        .graph_begin = dr_omp_graph_begin,
+        .layer_forward = dr_omp_layer_forward,
+        .bn_sums = dr_omp_bn_sums,
+        .bn_normalize = dr_omp_bn_normalize,
+        .graph_loss = dr_omp_graph_loss,
+        .layer_backward = dr_omp_layer_backward,
+        .bn_backward = dr_omp_bn_backward,
     };
     return &ops;
 }

@@ -46,10 +46,14 @@ struct dr_backend {
     dr_optimizer  o;
     dr_numerics   num;
     size_t        P;                       /* parameters */
-    size_t        koff[DR_MAX_LAYERS];     /* kernel offsets; bias = koff + in*out */
+    size_t        koff[DR_MAX_LAYERS];     /* kernel offsets; bias = koff + in*out (Dense) */
+    size_t        ksz[DR_MAX_LAYERS];      /* the L2-regularized kernel's elements (Dense, Conv2D; else 0) */
+    size_t        lsz[DR_MAX_LAYERS];      /* the layer's trainable parameters */
     uint32_t      widest;                  /* widest layer input or output */
     size_t        max_kernel;              /* largest in*out */
 };
+
+typedef struct dr_omp_graph dr_omp_graph;   /* a model beyond Dense: devices/cpu/openmp_graph.h */
 
 typedef struct dr_omp_scratch {
     uint32_t cap;                          /* rows the workspace holds */
@@ -63,6 +67,7 @@ typedef struct dr_omp_scratch {
     float   *aux;
     float   *ex_loss;
     unsigned char *hit;
+    dr_omp_graph *graph;                   /* the maps of a model beyond Dense, else NULL */
 } dr_omp_scratch;
 
 static inline float *dr_omp_f32(const dr_buffer *b) { return b ? (float *)b->data : NULL; }
@@ -92,6 +97,15 @@ void dr_omp_clip_f32(dr_backend *b, float *g);
  * slabs: 0 for one call, else the first row (*rows) or column of the
  * second slab. A function of the shape alone, never of the thread count. */
 size_t dr_omp_sgemm_cut(size_t M, size_t N, size_t K, bool *rows);
+/* The step's two GEMMs: C = round(bias + op(A) op(B)) per element (fast:
+ * sgemm), and C += op(A) op(B) into exact accumulators (fast: floats, beta). */
+int dr_omp_gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb, const float *bias, float *C, size_t ldc);
+int dr_omp_gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+                    const float *A, size_t lda, const float *B, size_t ldb, void *C, float beta);
+/* Per-example losses (s->ex_loss), the top delta (s->dz[0]) and hits of n rows. */
+void dr_omp_loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n, const uint8_t *labels,
+                      const float *targets);
 int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,

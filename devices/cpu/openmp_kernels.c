@@ -95,7 +95,7 @@ static void sgemm_team(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, c
     }
 }
 
-static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+int dr_omp_gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     const float *A, size_t lda, const float *B, size_t ldb, const float *bias,
                     float *C, size_t ldc)
 {
@@ -113,7 +113,7 @@ static int gemm_f32(const dr_backend *b, dr_trans ta, dr_trans tb, size_t M, siz
 /* C[M x N] (ldc N) = beta C + op(A) op(B): exact accumulators (C += the
  * exact product; beta is then 1), or in fast numerics floats by one
  * cblas_sgemm (beta 0: C is overwritten; 1: added to). */
-static int gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
+int dr_omp_gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                     const float *A, size_t lda, const float *B, size_t ldb, void *C, float beta)
 {
     if (M == 0 || N == 0) return DR_OK;
@@ -212,7 +212,7 @@ int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t f
         const dr_dense *d = &m->layer[l];
         const float *in = l ? s->act[l - 1] : dr_omp_f32(rb->x);
         const float *W = params + b->koff[l], *bias = W + (size_t)d->in * d->out;
-        rc = gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->out, d->in, in, d->in, W, d->out,
+        rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->out, d->in, in, d->in, W, d->out,
                       bias, s->pre[l], d->out);
         if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's forward GEMM", l);
         activate(b, s, l, rows);
@@ -261,7 +261,7 @@ static float example(const dr_backend *b, const float *pre, const float *out, ui
 }
 
 /* Per-example losses, the top delta into s->dz[0], and the hits. */
-static void loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n,
+void dr_omp_loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n,
                       const uint8_t *labels, const float *targets)
 {
     uint32_t L = b->m.nlayers, nout = b->m.layer[L - 1].out;
@@ -342,7 +342,7 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
         void *gW = (char *)grad + kb * gsz;
         float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
         if (l > 0 || kernel0) {
-            rc = gemm_acc(form, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
+            rc = dr_omp_gemm_acc(form, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
             if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
         }
         if (fast) bias_grad_f32((float *)grad + bb, dz, n, d->out);
@@ -351,7 +351,7 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
                 return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory in layer %u's bias gradient", l);
         } else bias_grad((dr_acc *)grad + bb, dz, n, d->out, s->colT);
         if (l == 0) break;
-        rc = gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
+        rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, dprev, d->in);
         if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);
         if (m->layer[l - 1].act == DR_ACT_RELU) relu_mask(dprev, s->pre[l - 1], (size_t)n * d->in);
         dz = dprev;
@@ -409,7 +409,7 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     }
     if (kernel0 && (rc = dr_omp_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err))) return rc;
 
-    loss_rows(b, s, n, labels, targets);
+    dr_omp_loss_rows(b, s, n, labels, targets);
     if (fast) *dr_omp_f32(rb->loss) = sum_of(1, s->ex_loss, n);
     else dr_acc_add_sum(dr_omp_acc(rb->loss), s->ex_loss, n);
     for (uint32_t r = 0; r < n; r++) correct += s->hit[r];
@@ -451,7 +451,7 @@ int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pi
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's kernel rows");
     for (uint32_t q = 0; q < len; q++)
         memcpy(Wt + (size_t)q * out0, W + (size_t)pix[q] * out0, out0 * sizeof *Wt);
-    rc = gemm_acc(b->num == DR_NUMERICS_FAST ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0, z->data, 1.0f);
+    rc = dr_omp_gemm_acc(b->num == DR_NUMERICS_FAST ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT, DR_NO_TRANS, DR_NO_TRANS, rows, out0, len, dr_omp_f32(xt), len, Wt, out0, z->data, 1.0f);
     free(Wt);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in a tile's GEMM");
     return DR_OK;
@@ -522,14 +522,14 @@ int dr_omp_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *
     g = (char *)grad->data + b->koff[0] * esz;
     for (uint32_t q = 1; q < len && run; q++) run = pix[q] == pix[0] + q;
     if (run) {   /* consecutive pixels: their gradient rows are one block */
-        rc = gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
+        rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0,
                       g + (size_t)pix[0] * out0 * esz, 1.0f);
         return rc ? dr_fail(err, rc, "openmp backend: out of memory in a tile's gradient GEMM") : DR_OK;
     }
     /* otherwise one GEMM into a block of the tile's rows, merged row by row */
     if (!(tmp = calloc((size_t)len * out0, esz)))
         return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for a tile's gradient rows");
-    rc = gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, 0.0f);
+    rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, len, out0, n, dr_omp_f32(xt), len, dr_omp_f32(delta), out0, tmp, 0.0f);
     if (rc == DR_OK)
         for (uint32_t q = 0; q < len; q++)
             for (uint32_t j = 0; j < out0; j++) {

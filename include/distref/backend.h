@@ -116,6 +116,18 @@ typedef struct dr_mixed_kernel {
     uint32_t mult;       /* the loss share's multiplier (R: over G*R) */
 } dr_mixed_kernel;
 
+/* What a model-beyond-Dense pass needs beyond its batch (graph_begin). */
+typedef struct dr_graph_rt {
+    bool            training;
+    uint64_t        seed, step;
+    const uint32_t *ids;     /* the rows' global example ids: Dropout's key */
+    uint32_t        n;       /* rows */
+} dr_graph_rt;
+
+typedef enum dr_bn_sum_kind { DR_BN_SUMS = 0, DR_BN_CENTERED, DR_BN_GRAD } dr_bn_sum_kind;
+
+#define DR_GRAPH_STREAM_DROPOUT 0x6000u   /* + layer, + step << 24: the dropout masks' rng stream */
+
 typedef struct dr_backend dr_backend;   /* an opened backend */
 typedef struct dr_buffer  dr_buffer;    /* device-resident memory of a backend */
 
@@ -286,6 +298,58 @@ typedef struct dr_backend_ops {
     /* grad rows pix of layer 0's kernel += exact xt^T delta (delta n x out0 floats on the device). */
     int   (*layer0_grad_rows)(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,
                               uint32_t n, const dr_buffer *delta, dr_buffer *grad, dr_err *err);
+
+    /* ---- models beyond Dense (issue 31; optional, NULL: Dense only) ------
+     *
+     * The engine drives the layers one at a time, in lock step over its
+     * replicas (strategies/graph.c), because a synchronized
+     * BatchNormalization needs the global batch's sums between two layers.
+     * Maps are NHWC as Keras; map 0 is rb->x, map l + 1 layer l's output
+     * (its input: map src, distref/model.h). Each op works on the first n
+     * rows of one replica; the kernels keep the maps, their gradients and
+     * what a backward needs (the ReLU's pre-activations, a pool's argmax, a
+     * dropout mask, BN's xhat) in the replica's scratch. Exact numerics:
+     *   Conv2D      pre = round(bias + the window's dot product) per output;
+     *               dW, db exact sums into grad; d(input) per element the
+     *               exact sum over every tap that read it, rounded once
+     *   MaxPool2D   the window's first maximum (row-major) takes the gradient
+     *   GlobalAvg   round(exact sum / (h w)); backward dy / (float)(h w)
+     *   Dropout     keep unit u of example `ids[r]` at step `step` when
+     *               dr_rng_uniform(seed, DR_GRAPH_STREAM_DROPOUT + l + (step << 24),
+     *               ids[r] * units + u) >= rate; kept: x * (1 / (1 - rate))
+     *   BatchNorm   y = x a + (beta - mean a), a = gamma / sqrtf(var + 1e-3);
+     *               the statistics are the engine's (bn_sums, then mean and
+     *               var rounded once from the exact sums it reduced)
+     * Fast numerics: the same ops with sgemm for the convs' GEMMs and float
+     * grad; BN's statistics stay exact sums (docs/MODELS.md). */
+    /* zero rb->grad and rb->loss, keep rt (ids: the rows' global example
+     * ids, the dropout masks' key; seed, step) for the pass's ops */
+    int   (*graph_begin)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);
+    /* forward of layer l (every kind; BatchNormalization: with the moving
+     * statistics, inference only) */
+    int   (*layer_forward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+    /* BatchNormalization l's per-channel exact sums over the replica's n
+     * rows x pixels, added into s1[c], s2[c] (host accumulators, oc each):
+     *   DR_BN_SUMS      x, x^2 (s2 may be NULL)       of the layer's input
+     *   DR_BN_CENTERED  (x - mean[c])^2 into s2       (two-pass variance)
+     *   DR_BN_GRAD      dy, dy * xhat (after the ReLU's mask), also added
+     *                   into beta's and gamma's gradient */
+    int   (*bn_sums)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind kind, const float *mean,
+                     dr_acc *s1, dr_acc *s2, dr_err *err);
+    /* training forward of BatchNormalization l with the given statistics */
+    int   (*bn_normalize)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                          dr_err *err);
+    /* the loss and its gradient at the top of the last forward pass (the
+     * last layer Dense), into rb->loss and the top map's gradient; every
+     * other map's gradient zeroed */
+    int   (*graph_loss)(dr_backend *b, dr_replica_bufs *rb, dr_err *err);
+    /* backward of layer l (every kind but BatchNormalization): parameter
+     * gradients into rb->grad, d(input) added into map src's gradient
+     * (layer 0: none) */
+    int   (*layer_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+    /* BatchNormalization l's d(input) += a ((dy - mean_dy) - xhat mean_dyxhat) */
+    int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
+                         const float *mean_dyxhat, dr_err *err);
 } dr_backend_ops;
 
 /* The OpenMP CPU backend (devices/cpu/openmp_backend.c): host memory, exact

@@ -1,0 +1,125 @@
+"""The PyTorch CPU peer of distref's conv engine (issue 31's speed row):
+cnn_synthetic at G=64 in PyTorch and in `bin/distref train --variant=openmp`
+(fast and exact numerics), timed in one run, interleaved, as
+bench/peer_torch.py does for the MLP.
+
+The model is cnn_synthetic's (core/experiment.c), float32, NCHW in PyTorch:
+  28x28x1 -> Conv2D(4, 3, stride 2, "same": TensorFlow pads one row and
+  column after) -> BatchNorm (momentum 0.01 in PyTorch's convention = Keras'
+  0.99, eps 1e-3) + ReLU -> Conv2D(4, 3, "same", ReLU) -> Add(the BN's
+  output) -> MaxPool 2x2 -> Conv2D(8, 1, ReLU) -> Conv2D(8, 3, stride 2,
+  valid) -> Flatten -> Dropout(0.25) -> Dense(10); cross-entropy from
+  logits (mean), SGD lr 0.01 momentum 0.9.
+
+  torch    a training loop over pre-made random batches, after a warm-up;
+           the best of 3 loops;
+  distref  one_device at 30 steps and at 30 + --distref-steps (exact: a
+           third of them), the fastest of 3 runs each, differenced (the
+           start-up removed), "too noisy" when the difference is not
+           clearly positive.
+
+  python bench/peer_torch_conv.py [--distref bin/distref] [--steps 300] [--distref-steps 600] [--json FILE]
+"""
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c0 = nn.Conv2d(1, 4, 3, stride=2)
+        self.bn = nn.BatchNorm2d(4, eps=1e-3, momentum=0.01)
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.c5 = nn.Conv2d(4, 8, 1)
+        self.c6 = nn.Conv2d(8, 8, 3, stride=2)
+        self.drop = nn.Dropout(0.25)
+        self.dense = nn.Linear(72, 10)
+
+    def forward(self, x):
+        b = F.relu(self.bn(self.c0(F.pad(x, (0, 1, 0, 1)))))
+        h = F.max_pool2d(F.relu(self.c2(b)) + b, 2)
+        h = self.c6(F.relu(self.c5(h)))
+        return self.dense(self.drop(torch.flatten(h, 1)))
+
+
+def torch_rate(G, threads, steps, warmup=20, reps=3):
+    return max(torch_rate_once(G, threads, steps, warmup) for _ in range(reps))
+
+
+def torch_rate_once(G, threads, steps, warmup):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = Cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    xs = [torch.rand(G, 1, 28, 28) for _ in range(8)]
+    ys = [torch.randint(0, 10, (G,)) for _ in range(8)]
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[i % 8]), ys[i % 8])
+        loss.backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    return steps * G / (time.perf_counter() - t0)
+
+
+def distref_seconds(binary, numerics, G, threads, steps):
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [binary, "train", "--variant=openmp", f"--numerics={numerics}", "--distribution_strategy=one_device",
+               "--experiment=cnn_synthetic", f"--global_batch_size={G}", f"--threads={threads}",
+               f"--train_steps={steps}", f"--synthetic_examples={max(20000, G * 8)}", f"--model_dir={d}/run",
+               f"--checkpoint_every={steps}"]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+
+def distref_rate(binary, numerics, G, threads, steps, reps=3):
+    short = min(distref_seconds(binary, numerics, G, threads, 30) for _ in range(reps))
+    long = min(distref_seconds(binary, numerics, G, threads, 30 + steps) for _ in range(reps))
+    if long - short < 0.2 * long:
+        return None
+    return steps * G / (long - short)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--distref", default="bin/distref")
+    ap.add_argument("--steps", type=int, default=300, help="torch's timed steps")
+    ap.add_argument("--distref-steps", type=int, default=600, help="distref fast's steps (exact: a third)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rows = []
+    G = 64
+    print(f"# PyTorch {torch.__version__} CPU peer, cnn_synthetic G={G}, SGD momentum, {a.steps} steps; distref "
+          f"one_device fast {a.distref_steps} steps, exact {a.distref_steps // 3}")
+    print(f"  {'G':>4} {'threads':>7} {'torch ex/s':>12} {'fast ex/s':>12} {'fast/torch':>11} "
+          f"{'exact ex/s':>12} {'exact/torch':>12}")
+    cell = lambda v, f: f"{'(too noisy)':>12}" if v is None else format(v, f)
+    for threads in (1, 2):
+        t = torch_rate(G, threads, a.steps)
+        d = distref_rate(a.distref, "fast", G, threads, a.distref_steps)
+        e = distref_rate(a.distref, "exact", G, threads, a.distref_steps // 3)
+        rows.append({"G": G, "threads": threads, "torch": t, "distref_fast": d, "ratio": d / t if d else None,
+                     "distref_exact": e, "ratio_exact": e / t if e else None})
+        print(f"  {G:>4} {threads:>7} {t:>12.0f} {cell(d, '>12.0f')} {cell(d and d / t, '>11.3f')} "
+              f"{cell(e, '>12.0f')} {cell(e and e / t, '>12.3f')}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"torch": torch.__version__, "model": "cnn_synthetic", "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+/* distref devices — the OpenMP backend's Conv2D and BatchNormalization
+ * (distref/backend.h, "models beyond Dense").
+ *
+ * Conv2D is im2col and the step's GEMMs (devices/cpu/openmp_kernels.c):
+ *   forward   col[(e, oy, ox), (ky, kx, c)] = the input under tap (ky, kx)
+ *             (0 in the padding); pre = round(bias + col W) per element,
+ *             W the Keras kernel (kh kw cin) x cout as it lies
+ *   dW, db    gW += col^T dz exactly (dr_gemm_acc_fast), gb += dz's
+ *             column sums
+ *   d(input)  gathered the other way: dcol[(e, iy, ix), (ky, kx, f)] = dz
+ *             at the output whose tap (ky, kx) read (iy, ix) (0 where none
+ *             did), times wt[(ky, kx, f), c] = W[ky, kx, c, f]: each input
+ *             gradient the exact sum over every tap that read it, rounded
+ *             once, then added into its map
+ * Exact numerics: the exact GEMM (each output its exact value rounded
+ * once); fast numerics: sgemm, TensorFlow's float path (grad floats).
+ *
+ * BatchNormalization's statistics are the engine's (strategies/graph.c):
+ * these kernels give the per-replica exact sums and apply given means. */
+#include "devices/cpu/openmp_graph.h"
+#include "devices/seams.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define BN_EPSILON 1e-3f
+
+/* Row (e, oy, ox) of the forward's im2col: the window's taps, 0 in the padding. */
+static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t ox, float *row)
+{
+    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+        int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
+        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+            int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
+            float *t = row + ((size_t)ky * d->ksize + kx) * d->ic;
+            const float *src = xe + ((size_t)iy * d->iw + (size_t)ix) * d->ic;
+            bool in = iy >= 0 && iy < d->ih && ix >= 0 && ix < d->iw;
+            for (uint32_t c = 0; c < d->ic; c++) t[c] = in ? src[c] : 0.0f;
+        }
+    }
+}
+
+static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
+{
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
+    #pragma omp parallel for schedule(static) if ((size_t)n * d->oh * d->ow * kk >= (1u << 18) && !omp_in_parallel())
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t oy = 0; oy < d->oh; oy++)
+            for (uint32_t ox = 0; ox < d->ow; ox++)
+                im2col_row(d, x + (size_t)e * d->in, oy, ox, col + (((size_t)e * d->oh + oy) * d->ow + ox) * kk);
+}
+
+/* Row (e, iy, ix) of the input gradient's gather: dz at the outputs whose taps read (iy, ix). */
+static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_t ix, float *row)
+{
+    const uint32_t pt = DR_SEAM_CONV_GRAD_PAD(d->pad_top), pl = DR_SEAM_CONV_GRAD_PAD(d->pad_left);
+    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+        int64_t ty = (int64_t)iy + pt - ky, oy = ty / d->stride;
+        bool yin = ty >= 0 && ty % d->stride == 0 && oy < d->oh;
+        for (uint32_t kx = 0; kx < d->ksize; kx++) {
+            int64_t tx = (int64_t)ix + pl - kx, ox = tx / d->stride;
+            float *t = row + ((size_t)ky * d->ksize + kx) * d->oc;
+            bool in = yin && tx >= 0 && tx % d->stride == 0 && ox < d->ow;
+            const float *src = in ? dze + ((size_t)oy * d->ow + (size_t)ox) * d->oc : NULL;
+            for (uint32_t f = 0; f < d->oc; f++) t[f] = in ? src[f] : 0.0f;
+        }
+    }
+}
+
+static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *dcol)
+{
+    const size_t kk = (size_t)d->ksize * d->ksize * d->oc;
+    #pragma omp parallel for schedule(static) if ((size_t)n * d->ih * d->iw * kk >= (1u << 18) && !omp_in_parallel())
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t iy = 0; iy < d->ih; iy++)
+            for (uint32_t ix = 0; ix < d->iw; ix++)
+                gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + (((size_t)e * d->ih + iy) * d->iw + ix) * kk);
+}
+
+int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    dr_omp_scratch *s = rb->scratch;
+    dr_omp_graph *g = s->graph;
+    const float *W = dr_omp_f32(rb->params) + dr_model_kernel_offset(m, l);
+    const float *bias = dr_omp_f32(rb->params) + dr_model_bias_offset(m, l);
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = (size_t)g->rt.n * d->oh * d->ow;
+    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left;
+    int rc;
+    if (rows == 0) return DR_OK;
+    if (!direct) im2col(d, in, g->rt.n, g->col);
+    rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias,
+                         s->pre[l], d->oc);
+    if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's GEMM", l);
+    return DR_OK;
+}
+
+int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *dz, float *dx, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    dr_omp_scratch *s = rb->scratch;
+    dr_omp_graph *g = s->graph;
+    const size_t gsz = dr_grad_bytes(b->num), k0 = dr_model_kernel_offset(m, l);
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = (size_t)g->rt.n * d->oh * d->ow;
+    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left;
+    const float *in = dr_omp_map(rb, dr_omp_src(m, l)), *W = dr_omp_f32(rb->params) + k0;
+    char *grad = rb->grad->data;
+    const size_t kf = (size_t)d->ksize * d->ksize * d->oc, pix = (size_t)g->rt.n * d->ih * d->iw;
+    int rc;
+    if (!direct) im2col(d, in, g->rt.n, g->col);
+    rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dz, d->oc,
+                         grad + k0 * gsz, 0.0f);
+    if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's kernel gradient", l);
+    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dz, rows, d->oc, g->colT);
+    if (!dx) return DR_OK;
+    for (uint32_t t = 0; t < d->ksize * d->ksize; t++)   /* wt[(t, f), c] = W[t, c, f] */
+        for (uint32_t c = 0; c < d->ic; c++)
+            for (uint32_t f = 0; f < d->oc; f++)
+                g->wt[((size_t)t * d->oc + f) * d->ic + c] = W[((size_t)t * d->ic + c) * d->oc + f];
+    grad_gather(d, dz, g->rt.n, g->col);
+    rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL, g->tmp, d->ic);
+    if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's input gradient", l);
+    for (size_t i = 0; i < pix * d->ic; i++) dx[i] += g->tmp[i];
+    return DR_OK;
+}
+
+/* ---- BatchNormalization ------------------------------------------------------ */
+
+static float *bn_chan(const dr_omp_graph *g, const dr_dense *d, uint32_t l, uint32_t cap)
+{
+    return g->aux[l] + (size_t)cap * d->out;   /* mean, inv, a: oc each */
+}
+
+int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                    bool training, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    dr_omp_scratch *s = rb->scratch;
+    dr_omp_graph *g = s->graph;
+    const float *params = dr_omp_f32(rb->params), *in = dr_omp_map(rb, dr_omp_src(m, l));
+    const float *gamma = params + dr_model_kernel_offset(m, l), *beta = params + dr_model_bias_offset(m, l);
+    float *mu = bn_chan(g, d, l, s->cap), *inv = mu + d->oc, *a = inv + d->oc, *xhat = g->aux[l];
+    size_t pix = (size_t)g->rt.n * d->ih * d->iw;
+    (void)err;
+    for (uint32_t c = 0; c < d->oc; c++) {
+        mu[c] = mean[c];
+        inv[c] = 1.0f / sqrtf(var[c] + BN_EPSILON);
+        a[c] = inv[c] * gamma[c];
+    }
+    for (size_t p = 0; p < pix; p++)
+        for (uint32_t c = 0; c < d->oc; c++) {
+            size_t i = p * d->oc + c;
+            float shift = beta[c] - mean[c] * a[c];
+            s->pre[l][i] = in[i] * a[c] + shift;
+            if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
+            s->act[l][i] = d->act == DR_ACT_RELU && !(s->pre[l][i] > 0.0f) ? 0.0f : s->pre[l][i];
+        }
+    return DR_OK;
+}
+
+int dr_omp_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                        dr_err *err)
+{
+    const dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    if (!s || !s->graph || l >= b->m.nlayers || b->m.layer[l].kind != DR_LAYER_BATCH_NORM)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: bn_normalize of layer %u, not a BatchNormalization", l);
+    return dr_omp_bn_apply(b, rb, l, mean, var, true, err);
+}
+
+/* The backward sums, per replica, also into gamma's (dy xhat) and beta's (dy) gradient. */
+static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc *s1, dr_acc *s2)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    dr_omp_scratch *s = rb->scratch;
+    dr_omp_graph *g = s->graph;
+    const float *dy = g->dmap[l + 1], *xhat = g->aux[l];
+    size_t pix = (size_t)g->rt.n * d->ih * d->iw, gsz = dr_grad_bytes(b->num);
+    char *grad = rb->grad->data;
+    dr_acc t1[256], t2[256];
+    dr_omp_unactivate(m, l, s, g->rt.n);
+    for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&t1[c]); dr_acc_init(&t2[c]); }
+    for (size_t p = 0; p < pix; p++)
+        for (uint32_t c = 0; c < d->oc; c++) {
+            size_t i = p * d->oc + c;
+            dr_acc_add(&t1[c], dy[i]);
+            dr_acc_add_prod(&t2[c], dy[i], xhat[i]);
+        }
+    for (uint32_t c = 0; c < d->oc; c++) {
+        void *gg = grad + (dr_model_kernel_offset(m, l) + c) * gsz, *gb = grad + (dr_model_bias_offset(m, l) + c) * gsz;
+        if (b->num == DR_NUMERICS_FAST) {
+            *(float *)gg = *(float *)gg + dr_acc_round(&t2[c]);
+            *(float *)gb = *(float *)gb + dr_acc_round(&t1[c]);
+        } else {
+            dr_acc_merge(gg, &t2[c]);
+            dr_acc_merge(gb, &t1[c]);
+        }
+        dr_acc_merge(&s1[c], &t1[c]);
+        dr_acc_merge(&s2[c], &t2[c]);
+    }
+}
+
+int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind kind, const float *mean,
+                   dr_acc *s1, dr_acc *s2, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    const dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    const float *in;
+    size_t pix;
+    if (!s || !s->graph || l >= m->nlayers || d->kind != DR_LAYER_BATCH_NORM || d->oc > 256)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: bn_sums of layer %u, not a BatchNormalization of <= 256 "
+                       "channels", l);
+    if (kind == DR_BN_GRAD) { bn_grad_sums(b, rb, l, s1, s2); return DR_OK; }
+    in = dr_omp_map(rb, dr_omp_src(m, l));
+    pix = (size_t)s->graph->rt.n * d->ih * d->iw;
+    for (size_t p = 0; p < pix; p++)
+        for (uint32_t c = 0; c < d->oc; c++) {
+            float v = in[p * d->oc + c];
+            if (kind == DR_BN_CENTERED) {
+                float t = v - mean[c];
+                dr_acc_add(&s2[c], t * t);
+                continue;
+            }
+            dr_acc_add(&s1[c], v);
+            if (s2) dr_acc_add_prod(&s2[c], v, v);
+        }
+    return DR_OK;
+}
+
+int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
+                       const float *mean_dyxhat, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    const dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    const dr_omp_graph *g;
+    uint32_t src = dr_omp_src(m, l);
+    const float *a, *dy, *xhat;
+    float *dx;
+    size_t pix;
+    if (!s || !s->graph || l >= m->nlayers || d->kind != DR_LAYER_BATCH_NORM)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: bn_backward of layer %u, not a BatchNormalization", l);
+    if (src == 0) return DR_OK;
+    g = s->graph;
+    a = bn_chan(g, d, l, s->cap) + 2 * (size_t)d->oc;
+    dy = g->dmap[l + 1];
+    xhat = g->aux[l];
+    dx = g->dmap[src];
+    pix = (size_t)g->rt.n * d->ih * d->iw;
+    for (size_t p = 0; p < pix; p++)
+        for (uint32_t c = 0; c < d->oc; c++) {
+            size_t i = p * d->oc + c;
+            float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
+            dx[i] += a[c] * t;
+        }
+    return DR_OK;
+}

@@ -1,0 +1,59 @@
+/* distref devices/cpu/ — the OpenMP backend's kernels for models beyond
+ * Dense (private): devices/cpu/openmp_graph.c (the pass, pooling, Flatten,
+ * Dropout, Add, Dense) and devices/cpu/openmp_conv.c (Conv2D by im2col and
+ * the step's GEMMs, BatchNormalization). distref/backend.h states what each
+ * op returns.
+ *
+ * A replica's maps (dr_omp_graph, beside dr_omp_scratch's pre/act, which
+ * hold every layer's pre-activation and output, cap x out_l):
+ *   dmap[k]  cap x out of layer k - 1   d(loss)/d(map k), k >= 1
+ *   aux[l]   Dropout: the multipliers (0 or 1/(1-rate)); BatchNormalization:
+ *            xhat (cap x out), then per channel mean, inv, a = inv gamma
+ *   idx[l]   MaxPooling2D: each output's winner, an offset in the example's input
+ *   col      the largest conv's im2col (forward, dW) or gradient gather (dx)
+ *   wt       a conv kernel rearranged for d(input): (kh kw cout) x cin
+ *   tmp      a d(input) before it is added into its map
+ *   colT     a bias gradient's transpose; red: GlobalAveragePooling2D's sums
+ */
+#ifndef DISTREF_DEVICES_OPENMP_GRAPH_H
+#define DISTREF_DEVICES_OPENMP_GRAPH_H
+
+#include "devices/cpu/openmp_backend.h"
+
+struct dr_omp_graph {
+    dr_graph_rt rt;
+    float      *dmap[DR_MAX_LAYERS + 1];
+    float      *aux[DR_MAX_LAYERS];
+    uint32_t   *idx[DR_MAX_LAYERS];
+    float      *col, *wt, *tmp, *colT;
+    dr_acc     *red;
+};
+
+int  dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_err *err);
+void dr_omp_graph_free(dr_omp_graph *g);
+/* layer l's input map (0: the model's input) and map k's floats */
+uint32_t dr_omp_src(const dr_model_spec *m, uint32_t l);
+const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k);
+void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch *s, uint32_t n);
+void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, float *colT);
+
+/* the table's ops (distref/backend.h) */
+int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);
+int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err);
+int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind kind, const float *mean,
+                   dr_acc *s1, dr_acc *s2, dr_err *err);
+int dr_omp_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                        dr_err *err);
+int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
+                       const float *mean_dyxhat, dr_err *err);
+
+/* openmp_conv.c */
+int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err);
+int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *dz, float *dx, dr_err *err);
+/* BatchNormalization with given statistics (training: xhat kept) */
+int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                    bool training, dr_err *err);
+
+#endif
