@@ -5,7 +5,9 @@
  * Features: a cosine schedule with warmup, global_clipnorm, clipnorm (per
  * variable), the per-replica clip (--clip_semantics=tensorflow) and
  * gradient accumulation over k = 4 micro-batches (each micro-batch G/4,
- * 4x the steps: the same examples per update). Each on the openmp variant,
+ * 4x the steps: the same examples per update), mixed_float16 and
+ * mixed_bfloat16 with a dynamic loss scale (their exact mixed kernels run
+ * in both numerics: docs/TRAINING_FEATURES.md). Each on the openmp variant,
  * exact and fast, one_device (1 thread) and mirrored R=2 (2 threads), G=64,
  * mlp_synthetic. #wrong counts exact runs whose weights differ from the
  * reference's with the same feature and strategy (must be 0); a feature the
@@ -41,10 +43,18 @@ static void f_global(dr_run_config *c) { c->clip.global_clipnorm = 0.05f; }
 static void f_clipnorm(dr_run_config *c) { c->clip.clipnorm = 0.02f; }
 static void f_per_replica(dr_run_config *c) { c->clip.global_clipnorm = 0.05f; c->clip.per_replica = true; }
 static void f_accum4(dr_run_config *c) { c->gradient_accumulation_steps = 4; }
+static void f_mixed(dr_run_config *c, dr_dtype t)
+{
+    c->mixed.compute = t;
+    c->mixed.loss_scale = DR_LOSS_SCALE_DYNAMIC;
+}
+static void f_float16(dr_run_config *c) { f_mixed(c, DR_DTYPE_F16); }
+static void f_bfloat16(dr_run_config *c) { f_mixed(c, DR_DTYPE_BF16); }
 
 static const feature k_features[] = {
     { "cosine+warmup", f_cosine, 1 }, { "global_clipnorm", f_global, 1 }, { "clipnorm", f_clipnorm, 1 },
     { "clip_per_replica", f_per_replica, 1 }, { "accumulate_k4", f_accum4, 4 },
+    { "mixed_float16", f_float16, 1 }, { "mixed_bfloat16", f_bfloat16, 1 },
 };
 
 typedef struct place { const char *strategy; int gpus, threads; } place;
