@@ -10,8 +10,9 @@
  * Statement seams are ((void)0) in production.
  *
  * Every fault of the engine's C code is here. The exceptions: the OpenCL
- * kernels' four (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
- * cl_mad_enable) keep #if seams in devices/opencl/cl/kernels.cl, OpenCL C
+ * kernels' five (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * cl_mad_enable, cl_mixed_double_round) keep #if seams in
+ * devices/opencl/cl/kernels.cl (the last in cl/mixed.cl), OpenCL C
  * that the OpenCL compiler builds at run time, where this header is not
  * seen: only their build options, DR_SEAM_CL_BUILD_OPTIONS, are here, and
  * they define the names the kernels test. The exact rounding's two are in
@@ -360,6 +361,10 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
  * default in the kernels (-cl-mad-enable alone changes no bit on PoCL's
  * x86 device: measured, docs/OPENCL.md) */
 #define DR_SEAM_CL_BUILD_OPTIONS " -cl-mad-enable -DDR_MUTANT_CONTRACT"
+#elif defined(DR_MUTANT_CL_MIXED_DOUBLE_ROUND)
+/* the mixed kernels (cl/mixed.cl) round each exact result to float32 first,
+ * then to the compute dtype: two roundings, not one */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_DOUBLE_ROUND"
 #else
 #define DR_SEAM_CL_BUILD_OPTIONS ""
 #endif

@@ -24,8 +24,9 @@
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, no L2, no
- * --clip_semantics=tensorflow, no accumulation, on a backend with the mixed kernel (openmp; mpi ranks run
- * it too). The rest is refused at open with the reason.
+ * --clip_semantics=tensorflow, no accumulation, on a backend with the mixed
+ * kernel (openmp, opencl; mpi ranks run openmp's). The rest is refused at
+ * open with the reason.
  */
 #include "strategies/engine_internal.h"
 
@@ -50,7 +51,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
     const dr_experiment *e = &p->exp;
     if (!bo->mixed_loss_grad || !bo->apply_f32)
         return "the backend has no mixed kernel (float16/bfloat16 rounding of every op is built for the OpenMP "
-               "backend: --variant=openmp or mpi)";
+               "and OpenCL backends: --variant=openmp, opencl or mpi)";
     if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
         p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
         return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";

@@ -227,9 +227,10 @@ static void mixed_precision(void **st)
            "--loss_scale=2x: expected dynamic, dynamic:<initial scale>");
     expect(sh(BIN " train --model_dir=%s/unused --mixed_reduction=tensorflow", g_tmp), 2,
            "--mixed_reduction applies to a mixed policy");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=opencl", g_tmp), 2,
-           "not supported: --dtype_policy=mixed_bfloat16 under --variant=opencl with mirrored: the backend has no "
-           "mixed kernel");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=opencl "
+              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_bfloat16 under --variant=opencl with central_storage: the engine's "
+           "mixed step is built for one_device, mirrored and multi_worker_mirrored");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --variant=openmp "
               "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=openmp with central_storage: the engine's "

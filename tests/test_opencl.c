@@ -13,6 +13,11 @@
  *                      rounded once and divided by d on the device, against
  *                      core/acc.c (dr_acc_add_prod, dr_acc_round_div), and
  *                      the accumulator written in the host's dr_acc layout.
+ *   half_on_device     devices/opencl/cl/half.cl against core/half.c: float16
+ *                      and bfloat16 rounding of every 1021st float bit
+ *                      pattern, and exact sums of products (ties, edges,
+ *                      tiny remainders) divided by d, rounded to odd and
+ *                      once to float32, float16 and bfloat16 on the device.
  *   exact_capabilities what exact numerics refuse, naming it.
  *   device_oom         a buffer beyond the device's memory is DR_EDEVICE_OOM.
  *   subdevice_places   --opencl_mapping=subdevices with 2 replicas: two
@@ -234,6 +239,100 @@ static void acc_on_device(void **state)
     env_close(&e);
 }
 
+/* ---- float16 / bfloat16 (cl/half.cl) ------------------------------------------- */
+
+static const char k_half_src[] =
+    "__kernel void rnd(__global const uint *x, __global uint *h, __global uint *b, uint n)\n"
+    "{ uint i = get_global_id(0); if (i < n) { float v = as_float(x[i]);\n"
+    "  h[i] = as_uint(half_round(v, 1u)); b[i] = as_uint(half_round(v, 2u)); } }\n"
+    "__kernel void sums(__global const float *x, __global const float *y, uint len, __global const uint *d,\n"
+    "                   __global uint *out)\n"
+    "{ uint t = get_global_id(0); acc_t a; acc_init(&a);\n"
+    "  for (uint k = 0; k < len; k++) acc_add_prod(&a, x[t * len + k], y[t * len + k]);\n"
+    "  out[4 * t] = as_uint(acc_round_div_odd(&a, d[t]));\n"
+    "  for (uint c = 0; c < 3; c++) out[4 * t + 1 + c] = as_uint(acc_round_div_dtype(&a, d[t], c)); }\n";
+
+/* A term for half_on_device's sums: the accumulator test's picks, and values
+ * near float16 / bfloat16 ties and their overflow and underflow edges plus a
+ * tiny remainder, where rounding through float32 first would double-round. */
+static float pick_half(uint64_t *r)
+{
+    static const float edge[] = { 0x1.002p0f, 0x1.01p0f, 65520.0f, 0x1.ffep15f, 0x1p-25f, 0x1.8p-24f, 0x1.ffp127f,
+                                  0x1p-133f, 0x1.8p-134f, 1e30f, 0x1p-149f, 1.0f };
+    uint64_t u = splitmix(r);
+    switch (u % 4) {
+    case 0: return edge[(u >> 8) % (sizeof edge / sizeof *edge)] * ((u >> 20) & 1 ? -1.0f : 1.0f);
+    case 1: return dr_elem_from_bits((uint32_t)(u >> 32) & 0x807fffffu) * 0x1p-60f;   /* far below: a sticky bit */
+    default: return pick(r);
+    }
+}
+
+/* cl/half.cl against core/half.c: the rounding of every 1021st float bit
+ * pattern to float16 and bfloat16, and exact sums of products divided by d
+ * rounded to odd and once to float32, float16 and bfloat16. */
+static void half_on_device(void **state)
+{
+    enum { T = 4096, LEN = 3 };
+    const uint32_t stride = 1021, n = (uint32_t)(0x100000000ull / stride);
+    uint32_t *x = malloc(n * 4), *h = malloc(n * 4), *bf = malloc(n * 4), d[T], out[4 * T];
+    float *sx = malloc(T * LEN * 4), *sy = malloc(T * LEN * 4);
+    uint64_t rng = 30, bad = 0;
+    cl_env e;
+    (void)state;
+    if (!env_open(&e)) { free(x); free(h); free(bf); free(sx); free(sy); skip(); }
+    assert_true(x && h && bf && sx && sy);
+    for (uint32_t i = 0; i < n; i++) x[i] = i * stride;
+    for (size_t i = 0; i < (size_t)T * LEN; i++) {
+        sx[i] = pick_half(&rng);
+        sy[i] = i % LEN ? pick_half(&rng) : 1.0f;
+    }
+    for (uint32_t t = 0; t < T; t++) d[t] = t % 5 == 0 ? 1u : t % 5 == 1 ? 64u : t % 5 == 2 ? 3u : 1u + (uint32_t)(splitmix(&rng) % 100000u);
+    {
+        cl_program prog = build(&e, k_half_src);
+        cl_int rc;
+        cl_kernel kr = clCreateKernel(prog, "rnd", &rc), ks = clCreateKernel(prog, "sums", &rc);
+        cl_mem bx = buffer(&e, n * 4, x), bh = buffer(&e, n * 4, NULL), bb = buffer(&e, n * 4, NULL);
+        cl_mem b1 = buffer(&e, T * LEN * 4, sx), b2 = buffer(&e, T * LEN * 4, sy), bd = buffer(&e, sizeof d, d);
+        cl_mem bo = buffer(&e, sizeof out, NULL);
+        cl_uint nn = n, len = LEN;
+        assert_true(kr && ks);
+        clSetKernelArg(kr, 0, sizeof bx, &bx); clSetKernelArg(kr, 1, sizeof bh, &bh);
+        clSetKernelArg(kr, 2, sizeof bb, &bb); clSetKernelArg(kr, 3, sizeof nn, &nn);
+        clSetKernelArg(ks, 0, sizeof b1, &b1); clSetKernelArg(ks, 1, sizeof b2, &b2);
+        clSetKernelArg(ks, 2, sizeof len, &len); clSetKernelArg(ks, 3, sizeof bd, &bd);
+        clSetKernelArg(ks, 4, sizeof bo, &bo);
+        run1(&e, kr, n);
+        run1(&e, ks, T);
+        assert_int_equal(clEnqueueReadBuffer(e.q, bh, CL_TRUE, 0, n * 4, h, 0, NULL, NULL), CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(e.q, bb, CL_TRUE, 0, n * 4, bf, 0, NULL, NULL), CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(e.q, bo, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL), CL_SUCCESS);
+        clReleaseMemObject(bx); clReleaseMemObject(bh); clReleaseMemObject(bb); clReleaseMemObject(b1);
+        clReleaseMemObject(b2); clReleaseMemObject(bd); clReleaseMemObject(bo);
+        clReleaseKernel(kr); clReleaseKernel(ks); clReleaseProgram(prog);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        float v = dr_elem_from_bits(x[i]);
+        if ((dr_elem_bits(dr_round_to_dtype(v, DR_DTYPE_F16)) != h[i] ||
+             dr_elem_bits(dr_round_to_dtype(v, DR_DTYPE_BF16)) != bf[i]) && bad++ < 5)
+            printf("round %08x: device %08x %08x\n", x[i], h[i], bf[i]);
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        dr_acc a;
+        uint32_t want[4];
+        dr_acc_init(&a);
+        for (int k = 0; k < LEN; k++) dr_acc_add_prod(&a, sx[t * LEN + k], sy[t * LEN + k]);
+        want[0] = dr_elem_bits(dr_acc_round_div_odd(&a, d[t]));
+        for (int c = 0; c < 3; c++) want[1 + c] = dr_elem_bits(dr_acc_round_div_dtype(&a, d[t], (dr_dtype)c));
+        if (memcmp(want, &out[4 * t], sizeof want) && bad++ < 10)
+            printf("sum %u / %u: host %08x %08x %08x %08x, device %08x %08x %08x %08x\n", t, d[t], want[0], want[1],
+                   want[2], want[3], out[4 * t], out[4 * t + 1], out[4 * t + 2], out[4 * t + 3]);
+    }
+    printf("half on %s: %u roundings, %d sums; %llu differ from the host\n", e.caps.name, n, T, (unsigned long long)bad);
+    assert_int_equal(bad, 0);
+    free(x); free(h); free(bf); free(sx); free(sy);
+    env_close(&e);
+}
+
 /* ---- what exact numerics refuse ----------------------------------------------- */
 
 static void exact_capabilities(void **state)
@@ -448,6 +547,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(elem_on_device),
         cmocka_unit_test(acc_on_device),
+        cmocka_unit_test(half_on_device),
         cmocka_unit_test(exact_capabilities),
         cmocka_unit_test(device_oom),
         cmocka_unit_test(subdevice_places),

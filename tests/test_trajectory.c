@@ -481,6 +481,8 @@ static void test_engine_gradients(void **state)
     engine_same_as_ref(dir, "tpu", mlp, one, "", "--variant=openmp --distribution_strategy=tpu --input_partition_dims=2,2");
     snprintf(common, sizeof common, "%s --dtype_policy=mixed_float16 --loss_scale=dynamic:65536", mlp);
     engine_same_as_ref(dir, "mixed", common, one, "", omp2);   /* the mixed step's own unscaled host floats */
+    engine_same_as_ref(dir, "opencl_mixed", common, one, "", "--variant=opencl --distribution_strategy=mirrored "
+                       "--num_gpus=2");
     engine_same_as_ref(dir, "fallback", wide, one, "", omp2);
     if (!strstr(slurp(dir, "fallback.e/summary.json"), "\"exact_fallback_steps\":3"))
         fail_msg("linear_wide ran no step through the full accumulators' fallback: %s", slurp(dir, "fallback.e/summary.json"));

@@ -292,11 +292,12 @@ static void *cl_host_ptr(dr_buffer *buf)
 
 static void scratch_free(dr_cl_scratch *s)
 {
-    cl_mem all[2 * DR_MAX_LAYERS + 5];
+    cl_mem all[2 * DR_MAX_LAYERS + 7];
     size_t n = 0;
     if (!s) return;
     for (int l = 0; l < DR_MAX_LAYERS; l++) { all[n++] = s->pre[l]; all[n++] = s->act[l]; }
     all[n++] = s->dz[0]; all[n++] = s->dz[1]; all[n++] = s->ex_loss; all[n++] = s->hit; all[n++] = s->part;
+    all[n++] = s->wc; all[n++] = s->xc;   /* the mixed step's (opencl_mixed.c), made on its first call */
     for (size_t i = 0; i < n; i++) if (all[i]) clReleaseMemObject(all[i]);
     free(s->hit_host);
     free(s);
@@ -453,15 +454,30 @@ static int clip_on_host(dr_backend *b, const dr_buffer *total, uint32_t divisor,
     return rc;
 }
 
+void dr_cl_opt_scalars(const dr_backend *b, uint64_t step, float *lr, float *lr_t, cl_uint *opt)
+{
+    const dr_optimizer *o = &b->o;
+    uint64_t at = DR_SEAM_SCHEDULE_STEP(step);   /* the schedule reads iterations = step - 1 (distref/schedule.h) */
+    *lr = dr_lr_at(&o->schedule, o->lr, at);
+    *lr_t = 0.0f;
+    if (o->kind == DR_OPT_ADAM) {   /* the host computes lr_t as the OpenMP backend does */
+        uint64_t t = dr_optimizer_updates(o, step);   /* Keras's iterations: updates, not micro-steps */
+        unsigned k = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+        const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
+        *lr_t = *lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
+        *opt = 3;
+    } else {
+        *opt = o->momentum == 0.0f ? 0 : o->nesterov ? 2 : 1;
+    }
+}
+
 static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step,
                     dr_buffer *params, dr_buffer *slots, dr_err *err)
 {
     const dr_optimizer *o = &b->o;
     size_t P = b->P, nslots = (size_t)dr_optimizer_num_slots(o);
     bool fast = b->num == DR_NUMERICS_FAST;
-    uint64_t at = DR_SEAM_SCHEDULE_STEP(step);   /* the schedule reads iterations = step - 1 (distref/schedule.h) */
-    const float lr = dr_lr_at(&o->schedule, o->lr, at);
-    float lr_t = 0.0f;
+    float lr, lr_t;
     cl_mem clipped = NULL;
     cl_uint opt;
     dr_cl_slot *sl;
@@ -474,15 +490,7 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
         return rc;
     sl = dr_cl_slot_of(b, params);
     if ((e = settle(b, sl, total)) != CL_SUCCESS) return dr_cl_fail(err, e, "apply (waiting for the total)");
-    if (o->kind == DR_OPT_ADAM) {   /* the host computes lr_t as the OpenMP backend does */
-        uint64_t t = dr_optimizer_updates(o, step);   /* Keras's iterations: updates, not micro-steps */
-        unsigned k = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
-        const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
-        lr_t = lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
-        opt = 3;
-    } else {
-        opt = o->momentum == 0.0f ? 0 : o->nesterov ? 2 : 1;
-    }
+    dr_cl_opt_scalars(b, step, &lr, &lr_t, &opt);
     if (dr_engine_clip_on(&o->clip) && !o->clip.per_replica) {
         if ((rc = clip_on_host(b, total, divisor, &clipped, err))) return rc;
         fast = true;   /* apply_fast reads the clipped floats */
@@ -571,6 +579,8 @@ const dr_backend_ops *dr_backend_opencl(void)
         .apply = cl_apply,
         .applied_grad = dr_cl_applied_grad,
         .round_loss = cl_round_loss,
+        .mixed_loss_grad = dr_cl_mixed_loss_grad,
+        .apply_f32 = dr_cl_apply_f32,
         .layer0_partial = cl_l0_partial,
         .layer0_finish = cl_l0_finish,
         .layer0_delta = cl_l0_delta,

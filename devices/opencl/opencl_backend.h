@@ -6,6 +6,8 @@
  *                            (sources, build options, binary cache)
  * devices/opencl/opencl_backend.c   the table: open/close, memory, share, apply
  * devices/opencl/opencl_kernels.c   forward, loss and gradients (kernel launches)
+ * devices/opencl/opencl_mixed.c     the mixed-precision step (mixed_loss_grad,
+ *                            apply_f32; kernels cl/half.cl, cl/mixed.cl)
  *
  * devices/opencl/opencl_places.c    the device list, the replica mapping (shared
  *                            queue, a queue per replica, sub-devices), the
@@ -32,7 +34,8 @@
 enum {
     K_GEMM_EXACT, K_GEMM_ACC_EXACT, K_GEMM_FAST, K_ACTIVATE, K_LOSS_ROWS, K_PARTIAL_SUM, K_MERGE,
     K_SUM_FAST, K_BIAS_EXACT, K_BIAS_FAST, K_RELU_MASK, K_SHARE_EXACT, K_LOSS_SHARE_EXACT, K_SHARE_FAST,
-    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST, K_COUNT
+    K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST,
+    K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -123,6 +126,7 @@ typedef struct dr_cl_scratch {
     uint32_t slot;      /* the replica's slot: its params' */
     size_t   bytes;     /* device memory of the workspace (counted on the slot) */
     cl_mem   pre[DR_MAX_LAYERS], act[DR_MAX_LAYERS], dz[2], ex_loss, hit, part;
+    cl_mem   wc, xc;    /* the mixed step's weights and input in the compute dtype (NULL until its first call) */
     unsigned char *hit_host;
 } dr_cl_scratch;
 
@@ -174,6 +178,10 @@ int  dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err);
 int  dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, size_t l1,
                   const dr_cl_arg *args, int nargs, const char *what, dr_err *err);
 int  dr_cl_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err);
+/* The optimizer's scalars at 1-based step for apply_one (kernels.cl): the
+ * schedule's lr, Adam's lr_t (0 otherwise) and opt (0 sgd, 1 momentum,
+ * 2 nesterov, 3 adam). */
+void dr_cl_opt_scalars(const dr_backend *b, uint64_t step, float *lr, float *lr_t, cl_uint *opt);
 
 /* devices/opencl/opencl_kernels.c */
 /* Global clipping's gradient, on the host: the total downloaded, rounded
@@ -187,5 +195,11 @@ int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, u
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
+/* Needs a workspace opened by replica_open with at least n rows. */
+int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err);
+
+/* devices/opencl/opencl_mixed.c: distref/backend.h's mixed_loss_grad and apply_f32 */
+int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err);
+int dr_cl_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots, dr_err *err);
 
 #endif

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
+int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err)
 {
     const dr_cl_scratch *s = rb ? rb->scratch : NULL;
     if (!s) return dr_fail(err, DR_ESTATE, "opencl backend: replica workspace not opened (replica_open)");
@@ -63,7 +63,7 @@ int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t fi
     dr_cl_scratch *s;
     dr_cl_slot *sl;
     int rc;
-    if ((rc = need_scratch(rb, rows, err))) return rc;
+    if ((rc = dr_cl_need_scratch(rb, rows, err))) return rc;
     s = rb->scratch;
     sl = &b->slot[s->slot];
     if (first != 0)
@@ -143,7 +143,7 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
     dr_cl_slot *sl;
     uint64_t correct = 0;
     int rc;
-    if ((rc = need_scratch(rb, n, err))) return rc;
+    if ((rc = dr_cl_need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
     sl = &b->slot[s->slot];
     if ((rc = dr_cl_need(rb->grad, b->P * esz, "grad", err)) ||
