@@ -71,3 +71,10 @@ m2.compile(optimizer=o2, loss="mse")
 m2.fit(x, y, batch_size=1, epochs=1, verbose=0)
 print("[l2] fit: w after - w before =", (m2.layers[0].kernel.numpy() - w).ravel().tolist())
 print("[l2] expected -(gk/1024) =     ", (-(gk / f32(1024))).ravel().tolist())
+# The order of the float32 ops, bit for bit: TF's Square gradient g * (2 w)
+# with g = scale * l2 (both float32), added to the cast's gradient.
+sl = f32(1024) * f32(l2)
+for name, cand in (("gd + (scale*l2)*(2w)", gd + sl * (f32(2) * w)),
+                   ("gd + scale*(l2*(2w))", gd + f32(1024) * (f32(l2) * (f32(2) * w))),
+                   ("gd + (2*l2*w)*scale", gd + (f32(2 * l2) * w) * f32(1024))):
+    print("[l2] kernel grad == %s in float32: %s" % (name, bool(np.array_equal(cand.astype(np.float32), gk))))
