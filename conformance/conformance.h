@@ -143,6 +143,8 @@ int suite_mpi_ps(results *r);
 int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
+/* suite mixed_precision's --gradient_accumulation_steps cells (conformance/mixed_accum_cells.c) */
+int mixed_accum_cells(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */

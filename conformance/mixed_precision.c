@@ -33,7 +33,9 @@
  *                cl_mixed_double_round (tests/faults.tsv);
  *   clipping     the overflow run with --global_clipnorm, --clipnorm,
  *                --clipvalue (clip_cells): ref and engine = the reference
- *                one_device bits, the clip after the unscale.
+ *                one_device bits, the clip after the unscale;
+ *   accumulation --gradient_accumulation_steps=3 with skipped micro-steps
+ *                (conformance/mixed_accum_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -297,5 +299,6 @@ int suite_mixed_precision(results *r)
     fails += clip_cells(r, &oracle);
     outcome_free(&oracle);
     fails += engine_cells(r);
+    fails += mixed_accum_cells(r);
     return fails;
 }

@@ -18,9 +18,15 @@
  *             LossScaleOptimizer unscales, then its inner optimizer clips), and
  *             the optimizer at the applied-step count (Keras's iterations) on
  *             every replica's copy.
+ * --gradient_accumulation_steps=k (Keras 3's measured order: each micro-step
+ * is checked, and skipped or unscaled, on its own): a finite micro-step's
+ * unscaled float32 gradient is added exactly to one accumulator; the update
+ * comes after k finite micro-steps and applies their exact sum / k rounded
+ * once (then clipped); a skipped micro-step is dropped. The schedule reads
+ * the finite micro-steps, Adam the updates.
  * Built for the mirrored family in one process with the global_batch_size
  * reduction, linear/ReLU hidden layers and logits cross-entropy, no L2, no
- * --clip_semantics=tensorflow, no accumulation (core/plan.c and dr_ref_mixed_supports refuse
+ * --clip_semantics=tensorflow (core/plan.c and dr_ref_mixed_supports refuse
  * the rest). The reduction is computed on the host from the replicas' exact
  * partials: what an exact all-reduce would give. */
 #include "ref/trainer.h"
@@ -40,13 +46,12 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
         why = "the mixed step is built for one_device, mirrored and multi_worker_mirrored";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
-    else if (e->model.l2 != 0.0f) why = "--l2 is not built into it";
+    else if (e->model.l2 != 0.0f) why = "--l2 is not built into it (Keras 3 computes the L2 loss in float32 on the "
+               "float32 kernel and scales it with the loss; its gradient, scale * l2 * 2w in float32, is added to the "
+               "float16 cast's gradient per replica: measured, not built)";
     else if (e->optimizer.clip.per_replica)
         why = "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
               "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
-    else if (p->cfg->gradient_accumulation_steps > 1)
-        why = "accumulation is not built into it (Keras 3's LossScaleOptimizer checks and skips each micro-step, "
-              "dropping a non-finite micro-batch from the accumulation: measured, not built)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
     else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -195,6 +200,39 @@ static void loss_scale_start(trainer *t)
     if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) t->ls.scale = mc->fixed_scale;
 }
 
+/* A finite micro-step's unscaled gradient (t->grad): with k > 1 added to
+ * the update's exact accumulator, and on the k-th finite one replaced by
+ * RN(sum / k); then clipped and applied. applied: finite micro-steps so far. */
+static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
+{
+    uint32_t k = t->cfg->gradient_accumulation_steps > 1 ? t->cfg->gradient_accumulation_steps : 1;
+    if (k > 1) {
+        for (size_t p = 0; p < t->P; p++) dr_acc_add(&t->accum[0][p], t->grad[p]);
+        if (applied % k) return;
+        dr_acc_round_array(t->accum[0], t->P, k, t->grad);
+        memset(t->accum[0], 0, t->P * sizeof(dr_acc));
+    }
+    t->updated = true;
+    dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
+        dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k, t->rep[r].params, t->grad,
+                              t->rep[r].slots, t->P);
+}
+
+/* A resumed run's accumulator is empty: refuse a checkpoint taken while
+ * finite micro-steps were waiting for their update (a skip moved the
+ * updates off the multiples of k; checkpoints do not hold the sums). */
+static int resume_check(trainer *t, uint64_t step, dr_err *err)
+{
+    uint32_t k = t->cfg->gradient_accumulation_steps;
+    uint64_t held = (step - 1 - t->ls.skipped) % (k ? k : 1);
+    if (k <= 1 || t->mixed_steps || held == 0) { t->mixed_steps++; return DR_OK; }
+    return dr_fail(err, DR_EUSAGE, "cannot resume --dtype_policy=mixed_%s with "
+                   "--gradient_accumulation_steps=%u at step %llu: %llu finite micro-steps were accumulated "
+                   "toward an update (a skipped micro-step moved the updates) and a checkpoint does not hold them",
+                   dr_dtype_name(t->cfg->mixed.compute), k, (unsigned long long)step - 1, (unsigned long long)held);
+}
+
 int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     uint32_t R = t->strat.num_replicas;
@@ -204,7 +242,8 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     bool finite;
     int rc;
     loss_scale_start(t);
-    if ((rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
+    t->updated = false;
+    if ((rc = resume_check(t, step, err)) || (rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
         return rc;
     for (uint32_t r = 0; r < R; r++) parts[r] = t->rep[r].grad;
@@ -213,12 +252,8 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     snprintf(rep->extra, sizeof rep->extra, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
              finite || !before.dynamic ? "false" : "true");
     if (dr_loss_scale_step(&t->ls, finite)) {
-        uint64_t applied = step - t->ls.skipped;   /* Keras's iterations: applied steps only */
         for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
-        dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
-        for (uint32_t r = 0; r < R; r++)
-            dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied, t->rep[r].params, t->grad,
-                                  t->rep[r].slots, t->P);
+        mixed_apply(t, o, step - t->ls.skipped);   /* Keras's iterations: applied (micro-)steps only */
     }
     dr_trainer_end_step(t);
     return DR_OK;

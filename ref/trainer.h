@@ -83,6 +83,8 @@ typedef struct trainer {
     float        *grad;              /* the rounded gradient (scratch) */
     dr_loss_scale ls;                /* --dtype_policy=mixed_*: the loss scale (ref/mixed_step.c);
                                       * growth_steps 0 until the first mixed step */
+    uint64_t      mixed_steps;       /* mixed steps run by this trainer (0: a fresh one, maybe resumed) */
+    bool          updated;           /* the last mixed step updated the variables */
     dr_acc       *accum[DR_MAX_DEVICES];  /* --gradient_accumulation_steps: each replica's shares of the
                                            * update's steps so far (host memory); else NULL */
     float        *host_x;            /* a replica's batch gathered on the host */

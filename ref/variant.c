@@ -44,8 +44,10 @@ static int ref_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_ste
     int rc = dr_ref_step(&s->t, b, step, out, err);
     s->steps += rc == DR_OK;
     /* no update: a micro-step of --gradient_accumulation_steps, or a
-     * mixed-precision step the loss scale skipped (non-finite gradients) */
-    s->applied = rc == DR_OK && (k <= 1 || step % k == 0) && s->t.ls.skipped == skipped;
+     * mixed-precision step the loss scale skipped (non-finite gradients);
+     * mixed with k > 1: the k-th finite micro-step (ref/mixed_step.c) */
+    s->applied = rc == DR_OK && (s->t.cfg->mixed.compute != DR_DTYPE_F32 && k > 1 ? s->t.updated
+                                 : k <= 1 || step % k == 0) && s->t.ls.skipped == skipped;
     return rc;
 }
 

@@ -170,6 +170,8 @@ int  engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err);
 void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L);
 /* worker w's all-reduced total: rounded, the skip decision, unscaled, applied */
 int  engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *err);
+/* before each step: the resume check of --gradient_accumulation_steps (mixed.c) */
+int  engine_mixed_begin(dr_session *s, dr_err *err);
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part);
 /* the loss scale (NULL: float32), every local worker's copy alike, a restored one */
 const dr_loss_scale *engine_mixed_state(const dr_session *s);

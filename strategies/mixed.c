@@ -19,14 +19,18 @@
  *            --global_clipnorm: the backend's clip_f32, exact norms, on the
  *            aggregated unscaled gradient, once per worker), and the
  *            optimizer at the applied-step count on every replica (apply_f32).
+ * --gradient_accumulation_steps=k: every micro-step is reduced, checked and
+ * skipped or unscaled on its own (Keras 3's order); a finite one's unscaled
+ * float32 gradient is added exactly to the worker's accumulator, and the
+ * k-th finite one applies RN(sum / k), clipped (ref/mixed_step.c alike).
  * The step runs with full exact accumulators (no compact form, no fast
  * kernels: --numerics=fast runs these same kernels and gives the same bits).
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, no L2, no
- * --clip_semantics=tensorflow, no accumulation, on a backend with the mixed
- * kernel (openmp, opencl; mpi ranks run openmp's). The rest is refused at
- * open with the reason.
+ * --clip_semantics=tensorflow, on a backend with the mixed kernel (openmp,
+ * opencl; mpi ranks run openmp's). The rest is refused at open with the
+ * reason.
  */
 #include "strategies/engine_internal.h"
 
@@ -42,6 +46,10 @@ struct engine_mixed {
     dr_loss_scale ls[ENGINE_MAX_WORKERS];      /* each worker's own copy, w - wlo */
     bool          local_finite[ENGINE_MAX_WORKERS];
     float        *g[ENGINE_MAX_WORKERS];       /* the rounded, unscaled gradient of worker w - wlo */
+    dr_acc       *acc[ENGINE_MAX_WORKERS];     /* k > 1: the finite micro-steps' exact sum since the update */
+    uint32_t      k;                           /* --gradient_accumulation_steps (1: none) */
+    uint64_t      steps;                       /* mixed steps this session ran (resume check) */
+    bool          step_updated;                /* the step updated the variables */
     float         step_scale;                  /* this process's first worker: the step's scale, */
     bool          step_skipped;                /*   and whether it skipped (metrics.jsonl) */
 };
@@ -57,16 +65,15 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
-    if (e->model.l2 != 0.0f) return "--l2 is not built into it";
+    if (e->model.l2 != 0.0f) return "--l2 is not built into it (Keras 3 computes the L2 loss in float32 on the "
+               "float32 kernel and scales it with the loss; its gradient, scale * l2 * 2w in float32, is added to the "
+               "float16 cast's gradient per replica: measured, not built)";
     if (e->optimizer.clip.per_replica)
         return "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
                "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
     if ((e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0) &&
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
-    if (p->cfg->gradient_accumulation_steps > 1)
-        return "accumulation is not built into it (Keras 3's LossScaleOptimizer checks and skips each micro-step, "
-               "dropping a non-finite micro-batch from the accumulation: measured, not built)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
     if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         return "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -91,6 +98,7 @@ int engine_mixed_open(dr_session *s, dr_err *err)
     if (!(m = s->mixed = calloc(1, sizeof *m))) return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step");
     m->c = mc->compute;
     m->tf = mc->tf_reduction;
+    m->k = s->cfg->gradient_accumulation_steps > 1 ? s->cfg->gradient_accumulation_steps : 1;
     for (uint32_t w = 0; w < s->whi - s->wlo; w++) {
         dr_loss_scale_init(&m->ls[w], mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
                            mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
@@ -98,6 +106,8 @@ int engine_mixed_open(dr_session *s, dr_err *err)
         if (!(m->g[w] = malloc((s->plan->P ? s->plan->P : 1) * sizeof(float))))
             return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's gradient (%zu floats)",
                            (size_t)s->plan->P);
+        if (m->k > 1 && !(m->acc[w] = calloc(s->plan->P ? s->plan->P : 1, sizeof(dr_acc))))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's accumulated gradient");
     }
     return DR_OK;
 }
@@ -105,7 +115,7 @@ int engine_mixed_open(dr_session *s, dr_err *err)
 void engine_mixed_close(dr_session *s)
 {
     if (!s->mixed) return;
-    for (uint32_t w = 0; w < ENGINE_MAX_WORKERS; w++) free(s->mixed->g[w]);
+    for (uint32_t w = 0; w < ENGINE_MAX_WORKERS; w++) { free(s->mixed->g[w]); free(s->mixed->acc[w]); }
     free(s->mixed);
     s->mixed = NULL;
 }
@@ -152,6 +162,22 @@ static int apply_one(dr_session *s, uint32_t r, void *arg, dr_err *err)
     return s->bo->apply_f32(s->be, a->g, a->step, s->rb[r].params, s->rb[r].slots, err);
 }
 
+/* k > 1: a finite micro-step's unscaled g added exactly to worker i's sum;
+ * true on the k-th (applied: finite micro-steps so far), g = RN(sum / k). */
+static bool accumulate_micro(engine_mixed *m, uint32_t i, float *g, long long P, uint64_t applied, uint64_t step)
+{
+    dr_acc *acc = m->acc[i];
+    #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
+    for (long long p = 0; p < P; p++) dr_acc_add(&acc[p], g[p]);
+    if (DR_SEAM_MIXED_ACCUM_AT(applied, step) % m->k) return false;
+    #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
+    for (long long p = 0; p < P; p++) {
+        g[p] = dr_acc_round_div(&acc[p], m->k);
+        dr_acc_init(&acc[p]);
+    }
+    return true;
+}
+
 int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *err)
 {
     engine_mixed *m = s->mixed;
@@ -170,10 +196,29 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
     if (!applies) return DR_OK;   /* skipped */
     DR_SEAM_MIXED_CLIP_SCALED(s, g);
     for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied (micro-)steps only */
+    if (m->k > 1 && !accumulate_micro(m, i, g, P, a.step, s->step)) return DR_OK;
+    if (i == 0) m->step_updated = true;
     DR_SEAM_MIXED_CLIP(s, g);   /* after the unscale, as Keras's inner optimizer: once per worker */
     a.g = g;
-    a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied steps only */
     return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);
+}
+
+/* Before a step: a resumed session's accumulators are empty, so a
+ * checkpoint taken while finite micro-steps waited for their update (a
+ * skip moved the updates off the multiples of k) is refused. */
+int engine_mixed_begin(dr_session *s, dr_err *err)
+{
+    engine_mixed *m = s->mixed;
+    uint64_t held;
+    if (!m) return DR_OK;
+    m->step_updated = false;
+    held = (s->step - 1 - m->ls[0].skipped) % m->k;
+    if (m->k <= 1 || m->steps++ || held == 0) return DR_OK;
+    return dr_fail(err, DR_EUSAGE, "cannot resume --dtype_policy=mixed_%s with "
+                   "--gradient_accumulation_steps=%u at step %llu: %llu finite micro-steps were accumulated "
+                   "toward an update (a skipped micro-step moved the updates) and a checkpoint does not hold them",
+                   dr_dtype_name(m->c), m->k, (unsigned long long)s->step - 1, (unsigned long long)held);
 }
 
 void engine_mixed_report(const dr_session *s, dr_step_report *out)
@@ -191,7 +236,7 @@ const dr_loss_scale *engine_mixed_state(const dr_session *s)
 
 bool engine_mixed_applied(const dr_session *s, float *grads)
 {
-    if (!s->mixed || s->mixed->step_skipped) return false;
+    if (!s->mixed || !s->mixed->step_updated) return false;
     memcpy(grads, s->mixed->g[0], s->plan->P * sizeof *grads);   /* worker 0's unscaled gradient, as applied */
     return true;
 }

@@ -174,6 +174,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_CLIP(s, g) ((s)->bo->clip_f32 ? (s)->bo->clip_f32((s)->be, (g)) : (void)0)
 #endif
 
+/* --gradient_accumulation_steps with a mixed policy: the update closes on
+ * the k-th finite micro-step (Keras 3 drops a skipped one); under the fault
+ * on every k-th micro-step, skipped ones counted (as zero gradients). */
+#if defined(DR_MUTANT_MIXED_ACCUM_COUNTS_SKIPPED)
+#define DR_SEAM_MIXED_ACCUM_AT(applied, step) ((void)(applied), (step))
+#else
+#define DR_SEAM_MIXED_ACCUM_AT(applied, step) ((void)(step), (applied))
+#endif
+
 /* The loss scale a mixed step reports in metrics.jsonl: the one the step
  * used; under the fault the one after the step's update (the series moves,
  * the bits do not). */

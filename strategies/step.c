@@ -290,7 +290,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     s->overflow[w - s->wlo] = false;
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
     if (s->mixed) engine_mixed_before_reduce(s, w, local, L);
-    if (s->k > 1) {   /* gradient accumulation: add this micro-step's shares; reduce on the k-th */
+    if (s->k > 1 && !s->mixed) {   /* accumulation: add this micro-step's shares; reduce on the k-th (mixed: mixed.c) */
         bool update = s->step % s->k == 0;
         accumulate(s, f, local, lo, L, update);
         if (!update) return DR_OK;
@@ -544,7 +544,7 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
     int rc;
     s->step = step;
     s->applied.total = NULL;   /* set by the apply that runs (engine_note_applied) */
-    if ((rc = begin(s, b, err))) return rc;
+    if ((rc = begin(s, b, err)) || (rc = engine_mixed_begin(s, err))) return rc;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     if (s->micro && (rc = keep_batch(s, b, err))) return rc;
     if ((rc = stage_and_run(s, err))) return rc;

@@ -244,9 +244,16 @@ static void mixed_precision(void **st)
               "--clip_semantics=tensorflow --variant=openmp --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=openmp with mirrored: --clip_semantics=tensorflow "
            "is not built into it");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --gradient_accumulation_steps=2 "
-              "--train_steps=2", g_tmp), 2, "with mirrored: accumulation is not built into it (Keras 3's "
-           "LossScaleOptimizer checks and skips each micro-step");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2", g_tmp), 2,
+           "with mirrored: --l2 is not built into it");
+    /* accumulation: 3 of 12 micro-steps skipped, so a finite one waits at the end; its resume is refused */
+    expect(sh(BIN " train --model_dir=%s/mx_acc --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
+              "--gradient_accumulation_steps=2 --train_steps=12 --global_batch_size=32 --synthetic_examples=512",
+              g_tmp), 0, "train: steps=12");
+    expect(sh(BIN " train --model_dir=%s/mx_acc --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
+              "--gradient_accumulation_steps=2 --train_steps=14 --global_batch_size=32 --synthetic_examples=512 "
+              "--variant=openmp", g_tmp), 2, "cannot resume --dtype_policy=mixed_float16 with "
+           "--gradient_accumulation_steps=2 at step 12: 1 finite micro-steps were accumulated");
     expect(sh(BIN " train --model_dir=%s/mx_clip --train_steps=2 --synthetic_examples=256 --dtype=fp16 "
               "--clipvalue=0.002 --variant=openmp --num_gpus=2", g_tmp), 0, "train: steps=2");
     expect(sh(BIN " evaluate --model_dir=%s/unused --dtype_policy=mixed_float16", g_tmp), 2,
