@@ -144,6 +144,42 @@ static int fast_cell(results *r, const char *variant)
     return !pass;
 }
 
+/* --clip_semantics=tensorflow (each replica's gradient clipped before the
+ * all-reduce) on cnn_synthetic sync BN, mirrored R=2: the reference's run
+ * must differ from one_device's unclipped bits (the clip bites: planted
+ * fault ref_graph_clip_ignored drops it), and each engine variant must give
+ * the reference's bits. */
+static int clip_cells(results *r, const outcome *sync1, const dr_variant *const *ev, size_t nv)
+{
+    dr_run_config c;
+    outcome want, got;
+    int fails = 0;
+    config(&c, "cnn_synthetic", "sync", "ref");
+    c.clip.global_clipnorm = 0.05f;
+    c.clip.per_replica = true;
+    set_strategy(&c, "mirrored", 2, "nccl", 1);
+    run_case(&c, &want);
+    bool bites = !want.error[0] && want.weights && sync1->weights && !outcome_same(&want, sync1);
+    fails += !bites;
+    record(r, "models", &c, 2, bites, want.seconds, "ref: cnn_synthetic sync BN mirrored R=2 --global_clipnorm=0.05 "
+           "--clip_semantics=tensorflow: differs from one_device's unclipped bits (each replica's clip bites)%s%.150s",
+           want.error[0] ? ": " : "", want.error);
+    for (size_t v = 0; v < nv; v++) {
+        char why[200] = "";
+        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+        if (!supported(r, "models", &c, 2)) continue;
+        run_case(&c, &got);
+        bool pass = !got.error[0] && got.weights && want.weights && outcome_same_why(&got, &want, why, sizeof why);
+        fails += !pass;
+        record(r, "models", &c, 2, pass, got.seconds, "%s: cnn_synthetic sync BN mirrored R=2 --global_clipnorm=0.05 "
+               "--clip_semantics=tensorflow: = the reference's bits%s%.150s", ev[v]->name,
+               got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    outcome_free(&want);
+    return fails;
+}
+
 int models_engine_cells(results *r, const outcome *sync1)
 {
     size_t nv;
@@ -163,6 +199,7 @@ int models_engine_cells(results *r, const outcome *sync1)
         fails += cell(r, n, "cnn_synthetic", "sync", "multi_worker_mirrored", 2, 4, sync1, "one_device");
         fails += cell(r, n, "resnet_synthetic", "sync", "mirrored", 3, 3, &res1, "one_device");
     }
+    fails += clip_cells(r, sync1, ev, nv);   /* quick too: the mutant build runs --quick */
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)
         fails += mpi_cell(r, sync1);

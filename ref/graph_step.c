@@ -46,7 +46,10 @@ int dr_graph_shares(trainer *t, dr_err *err)
         }
     }
     dr_graph_loss_grad(&ctx, g, R * C);
-    for (uint32_t r = 0; r < R; r++) dr_trainer_scale_share(t, &t->rep[r], t->mult[r], t->coef);
+    for (uint32_t r = 0; r < R; r++) {
+        dr_trainer_scale_share(t, &t->rep[r], t->mult[r], t->coef);
+        if (t->exp.optimizer.clip.per_replica) dr_trainer_clip_share(t, &t->rep[r]);
+    }
     if (S) {
         for (uint32_t r = 0; r < R; r++) memcpy(t->rep[r].params + T, state, S * sizeof *state);
         if (t->var) memcpy(t->var + T, state, S * sizeof *state);

@@ -50,7 +50,7 @@ void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult
  * clipped before the all-reduce (Keras 3 under MirroredStrategy) and put
  * back over the same denominator, exactly (den is a float: the plan keeps
  * it <= 2^24). t->grad is scratch until apply. */
-static void clip_share(trainer *t, replica *rp)
+void dr_trainer_clip_share(trainer *t, replica *rp)
 {
     dr_acc_round_array(rp->grad, t->P, t->den, t->grad);
     dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
@@ -71,7 +71,7 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     if (t->var)
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
     dr_trainer_compute_share(t, rp, n, t->mult[r], t->coef);
-    if (t->exp.optimizer.clip.per_replica) clip_share(t, rp);
+    if (t->exp.optimizer.clip.per_replica) dr_trainer_clip_share(t, rp);
     dr_trainer_count_layer_copies(t, rp, n);
     if (t->cfg->placement_log) dr_trainer_log_replica_ops(t, r);
     return DR_OK;

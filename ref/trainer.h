@@ -122,6 +122,10 @@ int      dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step
                                dr_err *err);
 void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float *slots);
 void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t coef);
+/* --clip_semantics=tensorflow: the replica's share rounded (RN(share / den)),
+ * clipped as Keras 3 clips each replica's gradient under MirroredStrategy,
+ * and put back over the same denominator, exactly. */
+void     dr_trainer_clip_share(trainer *t, replica *rp);
 /* A replica's share: the exact loss and gradient sums of its n examples
  * (rp->x etc. already loaded), then dr_trainer_scale_share: mult * sums +
  * coef * reg, over the step's denominator. */
