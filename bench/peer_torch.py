@@ -59,10 +59,10 @@ def torch_rate_once(G, threads, steps, warmup):
     return steps * G / (time.perf_counter() - t0)
 
 
-def distref_seconds(binary, numerics, G, threads, steps):
+def distref_seconds(binary, numerics, G, threads, steps, experiment="mlp_synthetic"):
     with tempfile.TemporaryDirectory() as d:
         cmd = [binary, "train", "--variant=openmp", f"--numerics={numerics}", "--distribution_strategy=one_device",
-               "--experiment=mlp_synthetic", f"--global_batch_size={G}", f"--threads={threads}",
+               f"--experiment={experiment}", f"--global_batch_size={G}", f"--threads={threads}",
                f"--train_steps={steps}", f"--synthetic_examples={max(20000, G * 8)}", f"--model_dir={d}/run",
                f"--checkpoint_every={steps}"]
         t0 = time.perf_counter()
@@ -70,13 +70,14 @@ def distref_seconds(binary, numerics, G, threads, steps):
         return time.perf_counter() - t0
 
 
-def distref_rate(binary, numerics, G, threads, steps, reps=3):
-    """Examples/s of the steps alone: the fastest of reps runs at 50 steps
-    and at 50 + steps, differenced. None when the difference is not
+def distref_rate(binary, numerics, G, threads, steps, reps=3, base=50, experiment="mlp_synthetic"):
+    """Examples/s of the steps alone: the fastest of reps runs at base steps
+    and at base + steps, differenced. None when the difference is not
     clearly positive (a loaded machine: the start-up's own noise is then
-    larger than the steps' time, and the quotient would be meaningless)."""
-    short = min(distref_seconds(binary, numerics, G, threads, 50) for _ in range(reps))
-    long = min(distref_seconds(binary, numerics, G, threads, 50 + steps) for _ in range(reps))
+    larger than the steps' time, and the quotient would be meaningless).
+    bench/peer_torch_conv.py uses it too."""
+    short = min(distref_seconds(binary, numerics, G, threads, base, experiment) for _ in range(reps))
+    long = min(distref_seconds(binary, numerics, G, threads, base + steps, experiment) for _ in range(reps))
     if long - short < 0.2 * long:
         return None
     return steps * G / (long - short)

@@ -22,13 +22,13 @@ The model is cnn_synthetic's (core/experiment.c), float32, NCHW in PyTorch:
 """
 import argparse
 import json
-import subprocess
-import tempfile
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import peer_torch   # bench/ is on sys.path when this file runs as a script
 
 
 class Cnn(nn.Module):
@@ -75,23 +75,9 @@ def torch_rate_once(G, threads, steps, warmup):
     return steps * G / (time.perf_counter() - t0)
 
 
-def distref_seconds(binary, numerics, G, threads, steps):
-    with tempfile.TemporaryDirectory() as d:
-        cmd = [binary, "train", "--variant=openmp", f"--numerics={numerics}", "--distribution_strategy=one_device",
-               "--experiment=cnn_synthetic", f"--global_batch_size={G}", f"--threads={threads}",
-               f"--train_steps={steps}", f"--synthetic_examples={max(20000, G * 8)}", f"--model_dir={d}/run",
-               f"--checkpoint_every={steps}"]
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - t0
-
-
 def distref_rate(binary, numerics, G, threads, steps, reps=3):
-    short = min(distref_seconds(binary, numerics, G, threads, 30) for _ in range(reps))
-    long = min(distref_seconds(binary, numerics, G, threads, 30 + steps) for _ in range(reps))
-    if long - short < 0.2 * long:
-        return None
-    return steps * G / (long - short)
+    """peer_torch.py's differenced rate (30 and 30 + steps) on cnn_synthetic."""
+    return peer_torch.distref_rate(binary, numerics, G, threads, steps, reps, base=30, experiment="cnn_synthetic")
 
 
 def main():
