@@ -79,6 +79,15 @@ bool outcome_same(const outcome *a, const outcome *b);
 /* The same over a run's every step and its whole weights (present in
  * both), and false with the first difference (or an error) in why. */
 bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n);
+/* The distance of two floats in units in the last place (-0 and +0: 0). */
+double ulp_distance(float a, float b);
+/* A fast run against an exact oracle: the largest relative loss difference
+ * over their common steps, and over the final weights the ULP distances'
+ * 99th percentile and maximum and the fraction that differ. false (and
+ * every figure INFINITY but differ) when the weights cannot be compared:
+ * missing, or another count of weights or steps. */
+bool outcome_drift(const outcome *got, const outcome *ref, double *max_rel, double *p99, double *max_ulp,
+                   double *differ);
 
 /* A base configuration: mlp_synthetic, small data, one epoch. */
 void base_config(dr_run_config *c, uint32_t examples, uint32_t G, double l2);

@@ -98,26 +98,11 @@ static int bit_identity(results *r, double l2)
 #define FAST_MAX_REL_LOSS 1e-4
 #define FAST_P99_ULP      1024.0
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double ulp_distance(float a, float b)
-{
-    int32_t x, y;
-    memcpy(&x, &a, 4); memcpy(&y, &b, 4);
-    if (x < 0) x = (int32_t)0x80000000 - x;
-    if (y < 0) y = (int32_t)0x80000000 - y;
-    return fabs((double)x - (double)y);
-}
-
 static int fast_mode(results *r, const char *outdir, const outcome *ref, const char *variant)
 {
     dr_run_config c;
     outcome got;
-    double max_rel = 0, *ulps, p99 = 0, maxulp = 0, differ = 0;
+    double max_rel = INFINITY, p99 = INFINITY, maxulp = INFINITY, differ = 0;
     uint32_t first = 0;
     char path[1200];
     FILE *f;
@@ -129,27 +114,16 @@ static int fast_mode(results *r, const char *outdir, const outcome *ref, const c
     set_strategy(&c, "mirrored", 4, "nccl", 1);
     if (!supported(r, "loss_curves", &c, 4)) return 0;
     run_case(&c, &got);
-    if (!got.error[0] && got.weights && ref->weights) {
+    if (!got.error[0] && outcome_drift(&got, ref, &max_rel, &p99, &maxulp, &differ)) {
         snprintf(path, sizeof path, "%s/fast_delta%s.dat", outdir, strcmp(variant, "openmp") ? "_opencl" : "");
         f = r->fault ? NULL : fopen(path, "w");
         if (f) fprintf(f, "# step |loss_fast - loss_ref|\n");
         for (uint32_t s = 0; s < got.nsteps && s < ref->nsteps; s++) {
             double d = fabs((double)got.loss[s] - (double)ref->loss[s]);
-            double rel = d / fabs((double)ref->loss[s]);
             if (!first && got.loss_bits[s] != ref->loss_bits[s]) first = s + 1;
-            if (rel > max_rel) max_rel = rel;
             if (f) fprintf(f, "%u %.9g\n", s + 1, d > 0 ? d : 1e-12);
         }
         if (f) fclose(f);
-        ulps = malloc(got.nweights * sizeof *ulps);
-        for (uint32_t i = 0; ulps && i < got.nweights; i++) {
-            ulps[i] = ulp_distance(got.weights[i], ref->weights[i]);
-            if (ulps[i] > maxulp) maxulp = ulps[i];
-            differ += ulps[i] > 0;
-        }
-        if (ulps) { qsort(ulps, got.nweights, sizeof *ulps, cmp_double); p99 = ulps[got.nweights * 99 / 100]; }
-        differ /= got.nweights ? got.nweights : 1;
-        free(ulps);
         if (!r->fault) {
             char name[64];
             snprintf(name, sizeof name, "%s_fast_mirrored4", variant);

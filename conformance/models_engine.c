@@ -89,37 +89,6 @@ static int mpi_cell(results *r, const outcome *want)
 
 #define FAST_MAX_REL_LOSS 1e-4   /* docs/CONFORMANCE.md's fast-mode loss bound */
 
-static double ulp_distance(float a, float b)
-{
-    int32_t x, y;
-    memcpy(&x, &a, 4); memcpy(&y, &b, 4);
-    if (x < 0) x = (int32_t)0x80000000 - x;
-    if (y < 0) y = (int32_t)0x80000000 - y;
-    return fabs((double)x - (double)y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The largest relative loss difference over the steps and the weights' ULP p99. */
-static void drift(const outcome *got, const outcome *ref, double *max_rel, double *p99)
-{
-    double *u = malloc((got->nweights ? got->nweights : 1) * sizeof *u);
-    *max_rel = 0; *p99 = INFINITY;
-    for (uint32_t s = 0; s < got->nsteps && s < ref->nsteps; s++) {
-        double rel = fabs((double)got->loss[s] - (double)ref->loss[s]) / fabs((double)ref->loss[s]);
-        if (rel > *max_rel || isnan(rel)) *max_rel = rel;
-    }
-    if (!u || got->nweights != ref->nweights || got->nsteps != ref->nsteps) { free(u); *max_rel = INFINITY; return; }
-    for (uint32_t i = 0; i < got->nweights; i++) u[i] = ulp_distance(got->weights[i], ref->weights[i]);
-    qsort(u, got->nweights, sizeof *u, cmp_double);
-    *p99 = u[got->nweights * 99 / 100];
-    free(u);
-}
-
 static int fast_cell(results *r, const char *variant)
 {
     dr_run_config c;
@@ -134,7 +103,8 @@ static int fast_cell(results *r, const char *variant)
     set_strategy(&c, "mirrored", 2, "nccl", 1);
     if (!supported(r, "models", &c, 2)) { outcome_free(&ref); return 0; }
     run_case(&c, &got);
-    if (!got.error[0] && got.weights && ref.weights) drift(&got, &ref, &max_rel, &p99);
+    double max_ulp, differ;
+    if (!got.error[0]) outcome_drift(&got, &ref, &max_rel, &p99, &max_ulp, &differ);
     bool pass = !got.error[0] && max_rel <= FAST_MAX_REL_LOSS;
     record(r, "models", &c, 2, pass, got.seconds, "%s: cnn_synthetic fast mirrored R=2 (20 steps) vs the exact "
            "reference: max rel loss diff %.3g (bound %.0e); weights' ULP p99 %.0f (measured, not bounded: "

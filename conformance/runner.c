@@ -4,6 +4,7 @@
 #include "distref/factory.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -180,6 +181,47 @@ bool outcome_same_why(const outcome *a, const outcome *b, char *why, size_t n)
         snprintf(why, n, "every loss equal, final weights differ (weights_sha256 %.12s vs %.12s)", a->sha, b->sha);
         return false;
     }
+    return true;
+}
+
+double ulp_distance(float a, float b)
+{
+    int32_t x, y;
+    memcpy(&x, &a, 4); memcpy(&y, &b, 4);
+    if (x < 0) x = (int32_t)0x80000000 - x;
+    if (y < 0) y = (int32_t)0x80000000 - y;
+    return fabs((double)x - (double)y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+bool outcome_drift(const outcome *got, const outcome *ref, double *max_rel, double *p99, double *max_ulp,
+                   double *differ)
+{
+    double *u = got->nweights ? malloc(got->nweights * sizeof *u) : NULL;
+    *max_rel = 0; *p99 = *max_ulp = *differ = 0;
+    for (uint32_t s = 0; s < got->nsteps && s < ref->nsteps; s++) {
+        double rel = fabs((double)got->loss[s] - (double)ref->loss[s]) / fabs((double)ref->loss[s]);
+        if (rel > *max_rel || isnan(rel)) *max_rel = rel;
+    }
+    if (!u || !got->weights || !ref->weights || got->nweights != ref->nweights || got->nsteps != ref->nsteps) {
+        free(u);
+        *max_rel = *p99 = *max_ulp = INFINITY;
+        return false;
+    }
+    for (uint32_t i = 0; i < got->nweights; i++) {
+        u[i] = ulp_distance(got->weights[i], ref->weights[i]);
+        if (u[i] > *max_ulp) *max_ulp = u[i];
+        *differ += u[i] > 0;
+    }
+    *differ /= got->nweights;
+    qsort(u, got->nweights, sizeof *u, cmp_double);
+    *p99 = u[got->nweights * 99 / 100];
+    free(u);
     return true;
 }
 

@@ -126,38 +126,13 @@ static bool place(dr_run_config *c, const strat *s)
     return set_strategy(c, s->name, s->gpus, s->alg, s->packs);
 }
 
-static double ulps(float a, float b)
-{
-    int32_t x, y;
-    memcpy(&x, &a, 4); memcpy(&y, &b, 4);
-    if (x < 0) x = (int32_t)0x80000000 - x;
-    if (y < 0) y = (int32_t)0x80000000 - y;
-    return fabs((double)x - (double)y);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Fast: within loss_curves' bounds of the exact oracle. */
 static bool within(const outcome *got, const outcome *ref, char *why, size_t n)
 {
-    double rel = 0, p99 = 0, *u;
-    if (got->error[0] || !got->weights || !ref->weights || got->nweights != ref->nweights || got->nsteps != ref->nsteps) {
+    double rel, p99, max_ulp, differ;
+    if (got->error[0] || !outcome_drift(got, ref, &rel, &p99, &max_ulp, &differ)) {
         snprintf(why, n, "%.150s", got->error[0] ? got->error : "no weights or steps to compare");
         return false;
-    }
-    for (uint32_t s = 0; s < got->nsteps; s++) {
-        double d = fabs((double)got->loss[s] - ref->loss[s]) / fabs((double)ref->loss[s]);
-        if (d > rel) rel = d;
-    }
-    if ((u = malloc(got->nweights * sizeof *u))) {
-        for (uint32_t i = 0; i < got->nweights; i++) u[i] = ulps(got->weights[i], ref->weights[i]);
-        qsort(u, got->nweights, sizeof *u, cmp_d);
-        p99 = u[got->nweights * 99 / 100];
-        free(u);
     }
     snprintf(why, n, "max rel loss diff %.3g (bound %.0e), weights ULP p99 %.0f (bound %.0f)", rel, FAST_MAX_REL, p99,
              FAST_P99);
