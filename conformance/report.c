@@ -31,14 +31,17 @@ static void revision(char *buf, size_t n)
 /* The last mutant run's fault matrix. scripts/run_conformance_mutants.sh
  * (make conformance-mutants) writes it into a folder that make conformance
  * does not wipe; the report shows it with the run's revision and date:
- *   # revision <git revision> date <UTC date>          first line (else: the file's time)
+ *   # revision <git revision> date <UTC date> suites <expected|all>   first line (else: the file's time)
  *   <fault> <expected_suite> <caught 0|1> <suites_that_failed,...>   one line per fault
  * One path, here; a build may name another with -DDR_FAULT_MATRIX_FILE='"..."'. */
 #ifndef DR_FAULT_MATRIX_FILE
 #define DR_FAULT_MATRIX_FILE "reports/mutants/faults.dat"
 #endif
 
-typedef struct mutant_run { bool found; char rev[64], date[64]; } mutant_run;
+/* suites: "expected" when each mutant ran only the suite it targets (make
+ * test), "all" when it ran every quick suite (MUTANT_MATRIX=full); empty
+ * when the file does not say. */
+typedef struct mutant_run { bool found; char rev[64], date[64], suites[16]; } mutant_run;
 
 /* Anything but letters, digits, spaces and . , : - _ ( ) becomes '?'. */
 static void plain(char *s)
@@ -49,17 +52,22 @@ static void plain(char *s)
 
 static mutant_run last_mutant_run(void)
 {
-    mutant_run m = { false, "an unknown revision", "" };
-    char line[256], rev[64], date[64];
+    mutant_run m = { false, "an unknown revision", "", "" };
+    char line[256], rev[64], date[64], suites[16];
     struct stat st;
     FILE *f = fopen(DR_FAULT_MATRIX_FILE, "r");
     if (!f) return m;
     m.found = true;
     if (fstat(fileno(f), &st) == 0)
         strftime(m.date, sizeof m.date, "%Y%m%dT%H%M%SZ (file time)", gmtime(&st.st_mtime));
-    if (fgets(line, sizeof line, f) && sscanf(line, "# revision %63s date %63s", rev, date) == 2) {
-        snprintf(m.rev, sizeof m.rev, "%s", rev);
-        snprintf(m.date, sizeof m.date, "%s", date);
+    if (fgets(line, sizeof line, f)) {
+        int n = sscanf(line, "# revision %63s date %63s suites %15s", rev, date, suites);
+        if (n >= 2) {
+            snprintf(m.rev, sizeof m.rev, "%s", rev);
+            snprintf(m.date, sizeof m.date, "%s", date);
+        }
+        if (n == 3 && (strcmp(suites, "expected") == 0 || strcmp(suites, "all") == 0))
+            snprintf(m.suites, sizeof m.suites, "%s", suites);
     }
     fclose(f);
     plain(m.rev);   /* they travel through a shell command and HTML */
@@ -234,9 +242,14 @@ static void html_faults(FILE *html, const mutant_run *m)
               DR_FAULT_MATRIX_FILE "</code>).</p>\n", html);
         return;
     }
-    fprintf(html, "<p>Fault matrix from the mutant run of %s, %s (<code>" DR_FAULT_MATRIX_FILE "</code>).</p>\n"
+    fprintf(html, "<p>Fault matrix from the mutant run of %s, %s (<code>" DR_FAULT_MATRIX_FILE "</code>)%s.</p>\n"
                   "<img src=\"faults.png\" alt=\"fault matrix from the mutant run of %s, %s\">\n",
-            m->rev, m->date, m->rev, m->date);
+            m->rev, m->date,
+            strcmp(m->suites, "expected") == 0
+                ? ": each mutant ran only the suite it targets (<code>make conformance-mutants"
+                  " MUTANT_MATRIX=full</code> runs every quick suite against each)"
+                : strcmp(m->suites, "all") == 0 ? ": each mutant ran every quick suite" : "",
+            m->rev, m->date);
 }
 
 int write_report(const results *r, const char *out, double seconds)
