@@ -22,8 +22,10 @@
  *            ULP p99 is reported, not bounded (docs/MODELS.md says why)
  * Planted faults (tests/faults.tsv): engine_sync_bn_local (sync statistics
  * from each worker's first replica alone), engine_dropout_by_row (masks
- * keyed by the row within a replica) and engine_conv_grad_pad (a conv's
- * input gradient gathered with the padding one short) must fail `sync`.
+ * keyed by the row within a replica), engine_conv_grad_pad (a conv's
+ * input gradient gathered with the padding one short) and
+ * engine_conv_grad_stride (a strided conv's, with the stride one short)
+ * must fail the suite.
  */
 #include "conformance/conformance.h"
 

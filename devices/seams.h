@@ -414,4 +414,20 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CONV_GRAD_PAD(p) (p)
 #endif
 
+/* The stride a conv's input gradient gathers with. */
+#if defined(DR_MUTANT_ENGINE_CONV_GRAD_STRIDE) /* a strided conv's backward gathers with the stride one short */
+#define DR_SEAM_CONV_GRAD_STRIDE(s) ((s) > 1 ? (s) - 1 : (s))
+#else
+#define DR_SEAM_CONV_GRAD_STRIDE(s) (s)
+#endif
+
+/* Whether candidate x beats the window's best so far in 2x2 max pooling:
+ * the first maximum in row-major order wins a tie, as TensorFlow's
+ * gradient routes it (docs/MODELS.md). */
+#if defined(DR_MUTANT_ENGINE_POOL_LAST_TIE)    /* the last maximum wins a tie */
+#define DR_SEAM_POOL_BEATS(x, best) ((x) >= (best))
+#else
+#define DR_SEAM_POOL_BEATS(x, best) ((x) > (best))
+#endif
+
 #endif

@@ -30,6 +30,7 @@
 #include "distref/ref.h"
 #include "distref/rng.h"
 #include "devices/cpu/openmp_backend.h"   /* the replica workspace, to read activations */
+#include "devices/cpu/openmp_graph.h"     /* the engine's max pooling */
 
 #define SEED 20240607u
 
@@ -313,6 +314,27 @@ static void empty_batch(void **st)
 
 /* All-zero examples with zero biases: ReLU inputs exactly 0, whose delta
  * must be masked (0 is inactive). */
+/* The engine's 2x2 max pooling routes a tie to the first maximum in
+ * row-major order, TensorFlow 2.21's rule (docs/MODELS.md: all equal -> the
+ * top left; [[0,2],[2,1]] -> the top right). In training the rule rarely
+ * shows: a tie of distinct patches behind a conv with random weights has
+ * probability zero, and a tie of ReLU zeros sends a gradient the ReLU then
+ * stops; so it is checked here, on the window index the backward uses. */
+static void pool_tie_first(void **st)
+{
+    (void)st;
+    dr_dense d = { .in = 8, .out = 2, .kind = DR_LAYER_MAX_POOL2D, .ih = 2, .iw = 2, .ic = 2, .oh = 1, .ow = 1,
+                   .oc = 2 };
+    /* channel 0: all equal; channel 1: [[0,2],[2,1]] (NHWC: channels innermost) */
+    const float x[8] = { 1.0f, 0.0f, 1.0f, 2.0f, 1.0f, 2.0f, 1.0f, 1.0f };
+    float out[2];
+    uint32_t win[2];
+    dr_omp_maxpool(&d, x, 1, out, win);
+    assert_true(out[0] == 1.0f && out[1] == 2.0f);
+    assert_int_equal(win[0], 0);   /* (0, 0), channel 0 */
+    assert_int_equal(win[1], 3);   /* (0, 1), channel 1 */
+}
+
 static void relu_at_zero(void **st)
 {
     share_case c = { mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0), 10, 12, 1, 10, true, 3, 1 };
@@ -717,6 +739,7 @@ int main(void)
         cmocka_unit_test(fast_mode),
         cmocka_unit_test(fast_threads),
         cmocka_unit_test(sgemm_cut_by_shape),
+        cmocka_unit_test(pool_tie_first),
     };
     return cmocka_run_group_tests_name("backend", tests, NULL, NULL);
 }

@@ -55,13 +55,14 @@ static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
 static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_t ix, float *row)
 {
     const uint32_t pt = DR_SEAM_CONV_GRAD_PAD(d->pad_top), pl = DR_SEAM_CONV_GRAD_PAD(d->pad_left);
+    const int64_t st = DR_SEAM_CONV_GRAD_STRIDE(d->stride);
     for (uint32_t ky = 0; ky < d->ksize; ky++) {
-        int64_t ty = (int64_t)iy + pt - ky, oy = ty / d->stride;
-        bool yin = ty >= 0 && ty % d->stride == 0 && oy < d->oh;
+        int64_t ty = (int64_t)iy + pt - ky, oy = ty / st;
+        bool yin = ty >= 0 && ty % st == 0 && oy < d->oh;
         for (uint32_t kx = 0; kx < d->ksize; kx++) {
-            int64_t tx = (int64_t)ix + pl - kx, ox = tx / d->stride;
+            int64_t tx = (int64_t)ix + pl - kx, ox = tx / st;
             float *t = row + ((size_t)ky * d->ksize + kx) * d->oc;
-            bool in = yin && tx >= 0 && tx % d->stride == 0 && ox < d->ow;
+            bool in = yin && tx >= 0 && tx % st == 0 && ox < d->ow;
             const float *src = in ? dze + ((size_t)oy * d->ow + (size_t)ox) * d->oc : NULL;
             for (uint32_t f = 0; f < d->oc; f++) t[f] = in ? src[f] : 0.0f;
         }

@@ -129,8 +129,9 @@ static void activate(const dr_dense *d, const float *pre, float *out, size_t cel
     for (size_t i = 0; i < cells; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
 }
 
-/* 2x2, stride 2: the first maximum of the window in row-major order. */
-static void maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win)
+/* 2x2, stride 2: the first maximum of the window in row-major order
+ * (openmp_graph.h). */
+void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win)
 {
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = 0; oy < d->oh; oy++)
@@ -139,7 +140,7 @@ static void maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, u
                     size_t base = (size_t)e * d->in, best = (((size_t)2 * oy) * d->iw + 2 * ox) * d->ic + c;
                     for (uint32_t k = 1; k < 4; k++) {
                         size_t i = (((size_t)2 * oy + k / 2) * d->iw + 2 * ox + k % 2) * d->ic + c;
-                        if (x[base + i] > x[base + best]) best = i;
+                        if (DR_SEAM_POOL_BEATS(x[base + i], x[base + best])) best = i;
                     }
                     size_t at = (size_t)e * d->out + ((size_t)oy * d->ow + ox) * d->oc + c;
                     out[at] = x[base + best];
@@ -203,7 +204,7 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     case DR_LAYER_CONV2D:
         if ((rc = dr_omp_conv_forward(b, rb, l, in, err))) return rc;
         break;
-    case DR_LAYER_MAX_POOL2D: maxpool(d, in, g->rt.n, s->pre[l], g->idx[l]); break;
+    case DR_LAYER_MAX_POOL2D: dr_omp_maxpool(d, in, g->rt.n, s->pre[l], g->idx[l]); break;
     case DR_LAYER_GLOBAL_AVG_POOL2D: gap(d, in, g->rt.n, s->pre[l], g->red); break;
     case DR_LAYER_FLATTEN: memcpy(s->pre[l], in, cells * sizeof *in); break;
     case DR_LAYER_DROPOUT:

@@ -50,6 +50,11 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
                        const float *mean_dyxhat, dr_err *err);
 
 /* openmp_conv.c */
+/* 2x2 max pooling of n examples: out, and win = each output's window
+ * element (its flat index within the example's input), the first maximum
+ * in row-major order on a tie, as TensorFlow 2.21 routes the gradient
+ * (docs/MODELS.md); the backward sends dout to x at win. */
+void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win);
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err);
 int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *dz, float *dx, dr_err *err);
 /* BatchNormalization with given statistics (training: xhat kept) */
