@@ -26,18 +26,25 @@
 
 #define BN_EPSILON 1e-3f
 
-/* Row (e, oy, ox) of the forward's im2col: the window's taps, 0 in the padding. */
+/* Row (e, oy, ox) of the forward's im2col: the window's taps, 0 in the
+ * padding. A window row's taps inside the map are contiguous in x (NHWC),
+ * so each window row is one copy of (kx_hi - kx_lo) * ic floats between
+ * zeros: the same values as tap by tap, without a test per element. */
 static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t ox, float *row)
 {
-    for (uint32_t ky = 0; ky < d->ksize; ky++) {
+    const int64_t ix0 = (int64_t)ox * d->stride - d->pad_left, k = d->ksize, ic = d->ic;
+    const int64_t kx_lo = ix0 < 0 ? -ix0 : 0, kx_hi = ix0 + k > d->iw ? d->iw - ix0 : k;
+    for (int64_t ky = 0; ky < k; ky++) {
         int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
-        for (uint32_t kx = 0; kx < d->ksize; kx++) {
-            int64_t ix = (int64_t)ox * d->stride + kx - d->pad_left;
-            float *t = row + ((size_t)ky * d->ksize + kx) * d->ic;
-            const float *src = xe + ((size_t)iy * d->iw + (size_t)ix) * d->ic;
-            bool in = iy >= 0 && iy < d->ih && ix >= 0 && ix < d->iw;
-            for (uint32_t c = 0; c < d->ic; c++) t[c] = in ? src[c] : 0.0f;
+        float *t = row + ky * k * ic;
+        if (iy < 0 || iy >= d->ih || kx_hi <= kx_lo) {
+            for (int64_t j = 0; j < k * ic; j++) t[j] = 0.0f;
+            continue;
         }
+        const float *src = xe + ((size_t)iy * d->iw + (size_t)(ix0 + kx_lo)) * (size_t)ic;
+        for (int64_t j = 0; j < kx_lo * ic; j++) t[j] = 0.0f;
+        for (int64_t j = 0; j < (kx_hi - kx_lo) * ic; j++) t[kx_lo * ic + j] = src[j];
+        for (int64_t j = kx_hi * ic; j < k * ic; j++) t[j] = 0.0f;
     }
 }
 
