@@ -238,6 +238,19 @@ static void k_train_mirrored2(void) { train_with("openmp", "fast", "mirrored", 2
 static void k_train_g256_2thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 2); }
 static void k_train_g256_1thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 1); }
 
+/* cnn_synthetic (issue 31: conv, BN, pool, dropout) at G = 64 on one
+ * thread: fast against the MLP's fast step (what a conv step costs over a
+ * Dense one: a regression in the engine's layer kernels moves it), and
+ * exact against fast (exact mode's price on the conv model). */
+static void cnn(dr_run_config *c) { snprintf(c->experiment, sizeof c->experiment, "cnn_synthetic"); }
+static void train_cnn(const char *numerics, uint64_t steps)
+{
+    if (bench_train_run_with("nightly", "openmp", numerics, "one_device", 0, NG, steps, 1, cnn, NULL, NULL, 0) < 0)
+        exit(1);
+}
+static void k_train_cnn_fast(void) { train_cnn("fast", 20); }
+static void k_train_cnn_exact(void) { train_cnn("exact", 4); }
+
 /* The OpenCL variant against the OpenMP one (the host side on one thread;
  * the OpenCL device's own threads are its runtime's): fast, 40 steps each.
  * Exact: 4 OpenCL steps (an exact step on PoCL is ~0.1 s; ~0.55 s with the
@@ -332,6 +345,11 @@ static const metric metrics[] = {
       "openmp fast one_device 40 steps", setup_none, k_train_mirrored2, k_train_fast, 1, 1, 3, 0, 0 },
     { "train_fast_g256_2thr_vs_1thr", "openmp fast one_device G=256 2 threads 20 steps",
       "the same on 1 thread", setup_none, k_train_g256_2thr, k_train_g256_1thr, 1, 1, 3, 0, 0 },
+    { "train_cnn_fast_g64_vs_mlp_fast", "openmp fast one_device cnn_synthetic 20 steps",
+      "openmp fast one_device mlp_synthetic 40 steps", setup_none, k_train_cnn_fast, k_train_fast, 1, 1, 3, 0, 0 },
+    { "train_cnn_exact_g64_vs_fast", "openmp exact one_device cnn_synthetic 4 steps",
+      "openmp fast one_device cnn_synthetic 20 steps", setup_none, k_train_cnn_exact, k_train_cnn_fast, 1, 1, 3, 0,
+      0 },
     { "train_opencl_fast_g64_vs_openmp", "opencl fast one_device 40 steps", "openmp fast one_device 40 steps",
       setup_none, k_train_cl_fast, k_train_fast, 1, 1, 3, 1, 0 },
     /* By CPU seconds: the two runs are single-threaded (OpenMP, OpenBLAS

@@ -64,6 +64,9 @@ METRIC_EFFECT = {
     "train_ref_g64_vs_gemms": 0.20,
     "train_fast_mirrored2_g64_vs_one_device": 0.20,
     "train_fast_g256_2thr_vs_1thr": 0.25,
+    # the conv model's rows (issue 31), as the other training rows: 20%
+    "train_cnn_fast_g64_vs_mlp_fast": 0.20,
+    "train_cnn_exact_g64_vs_fast": 0.20,
 }
 # Item 6's rows (docs/NIGHTLY.md, "The OpenCL, MPI and conformance rows"),
 # set from A/A runs on the shared machine while its load average went from
