@@ -58,20 +58,36 @@ static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
                 im2col_row(d, x + (size_t)e * d->in, oy, ox, col + (((size_t)e * d->oh + oy) * d->ow + ox) * kk);
 }
 
-/* Row (e, iy, ix) of the input gradient's gather: dz at the outputs whose taps read (iy, ix). */
+/* Output index o = t / st of tap offset t, when t lands on an output in
+ * [0, n): stride 1 without a division. */
+static inline bool tap_out(int64_t t, int64_t st, uint32_t n, int64_t *o)
+{
+    if (st == 1) { *o = t; return t >= 0 && t < n; }
+    if (t < 0 || t % st) return false;
+    *o = t / st;
+    return *o < n;
+}
+
+/* Row (e, iy, ix) of the input gradient's gather: dz at the outputs whose
+ * taps read (iy, ix), 0 where none does. */
 static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_t ix, float *row)
 {
     const uint32_t pt = DR_SEAM_CONV_GRAD_PAD(d->pad_top), pl = DR_SEAM_CONV_GRAD_PAD(d->pad_left);
-    const int64_t st = DR_SEAM_CONV_GRAD_STRIDE(d->stride);
-    for (uint32_t ky = 0; ky < d->ksize; ky++) {
-        int64_t ty = (int64_t)iy + pt - ky, oy = ty / st;
-        bool yin = ty >= 0 && ty % st == 0 && oy < d->oh;
-        for (uint32_t kx = 0; kx < d->ksize; kx++) {
-            int64_t tx = (int64_t)ix + pl - kx, ox = tx / st;
-            float *t = row + ((size_t)ky * d->ksize + kx) * d->oc;
-            bool in = yin && tx >= 0 && tx % st == 0 && ox < d->ow;
-            const float *src = in ? dze + ((size_t)oy * d->ow + (size_t)ox) * d->oc : NULL;
-            for (uint32_t f = 0; f < d->oc; f++) t[f] = in ? src[f] : 0.0f;
+    const int64_t st = DR_SEAM_CONV_GRAD_STRIDE(d->stride), k = d->ksize, oc = d->oc;
+    for (int64_t ky = 0; ky < k; ky++) {
+        int64_t oy, ox;
+        float *t = row + ky * k * oc;
+        if (!tap_out((int64_t)iy + pt - ky, st, d->oh, &oy)) {
+            for (int64_t j = 0; j < k * oc; j++) t[j] = 0.0f;
+            continue;
+        }
+        for (int64_t kx = 0; kx < k; kx++, t += oc) {
+            if (!tap_out((int64_t)ix + pl - kx, st, d->ow, &ox)) {
+                for (int64_t f = 0; f < oc; f++) t[f] = 0.0f;
+                continue;
+            }
+            const float *src = dze + ((size_t)oy * d->ow + (size_t)ox) * (size_t)oc;
+            for (int64_t f = 0; f < oc; f++) t[f] = src[f];
         }
     }
 }
