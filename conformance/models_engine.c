@@ -13,6 +13,11 @@
  *            replica 0's)
  *   resnet   resnet_synthetic (projection shortcuts, GAP, 19 BNs), 2 steps
  *            of 32, mirrored R = 3 = the reference one_device (not --quick)
+ *   tpu      tpu v2-8 sync BN, cnn_synthetic (and, not --quick,
+ *            resnet_synthetic): unpartitioned = the reference one_device;
+ *            --input_partition_dims 1,2 / 2,1 / 2,2 "not supported" (the
+ *            engine's halo exchange and tile kernels are built and tested
+ *            alone, test_omp_halo; its step does not drive them yet)
  *   mpi      mpirun -np 2 multi_worker_mirrored, sync BN = one_device (not
  *            --quick, not under a planted fault)
  *   fast     --numerics=fast (sgemm convs, float gradients), cnn_synthetic
@@ -116,6 +121,37 @@ static int fast_cell(results *r, const char *variant)
     return !pass;
 }
 
+/* The tpu strategy (v2-8) on exp with sync BN: unpartitioned (8 replicas)
+ * the engine's graph step over each replica's real examples must give the
+ * reference one_device's bits; --input_partition_dims 1,2, 2,1 and 2,2 (4,
+ * 4 and 2 replicas, the reference's halos: conformance/models.c) are
+ * answered "not supported" until the engine's step drives its tile kernels
+ * (devices/cpu/openmp_spatial.c). */
+static int tpu_cells(results *r, const char *variant, const char *exp, const outcome *want)
+{
+    static const char *const dims[] = { "", "1,2", "2,1", "2,2" };
+    static const int replicas[] = { 8, 4, 4, 2 };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        dr_run_config c;
+        dr_err err;
+        outcome got;
+        char why[200] = "";
+        config(&c, exp, "sync", variant);
+        if (dr_get_distribution_strategy("tpu", 0, NULL, 1, "v2-8", &c.strategy, &err) != DR_OK) return 1;
+        snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", dims[i]);
+        if (!supported(r, "models", &c, replicas[i])) continue;
+        run_case(&c, &got);
+        bool pass = !got.error[0] && got.weights && want->weights && outcome_same_why(&got, want, why, sizeof why);
+        fails += !pass;
+        record(r, "models", &c, replicas[i], pass, got.seconds, "%s: %s sync BN tpu v2-8%s%s (R=%d): loss bits and "
+               "weights = the reference one_device%s%.150s", variant, exp, dims[i][0] ? " --input_partition_dims=" : "",
+               dims[i], replicas[i], got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
 /* --clip_semantics=tensorflow (each replica's gradient clipped before the
  * all-reduce) on cnn_synthetic sync BN, mirrored R=2: the reference's run
  * must differ from one_device's unclipped bits (the clip bites: planted
@@ -165,7 +201,9 @@ int models_engine_cells(results *r, const outcome *sync1)
         const char *n = ev[v]->name;
         fails += cell(r, n, "cnn_synthetic", "sync", "mirrored", 3, 3, sync1, "one_device");
         fails += cell(r, n, "cnn_synthetic", "replica", "mirrored", 2, 2, &rep2, "mirrored R=2");
+        fails += tpu_cells(r, n, "cnn_synthetic", sync1);
         if (r->quick) continue;
+        fails += tpu_cells(r, n, "resnet_synthetic", &res1);
         fails += fast_cell(r, n);
         fails += cell(r, n, "cnn_synthetic", "sync", "central_storage", 2, 2, sync1, "one_device");
         fails += cell(r, n, "cnn_synthetic", "sync", "multi_worker_mirrored", 2, 4, sync1, "one_device");

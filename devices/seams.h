@@ -430,4 +430,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_POOL_BEATS(x, best) ((x) > (best))
 #endif
 
+/* ---- cpu/openmp_spatial.c: spatial partitioning's halo exchange ---------------- */
+
+/* The last row (exclusive) a core receives from the core below: what its
+ * windows read (nd1), beyond its tile's last row (own1). */
+#if defined(DR_MUTANT_ENGINE_HALO_ROW_SHORT)   /* one row short: a window across the cut reads a hole */
+#define DR_SEAM_HALO_BELOW(nd1, own1) ((nd1) > (own1) ? (nd1) - 1 : (nd1))
+#else
+#define DR_SEAM_HALO_BELOW(nd1, own1) (nd1)
+#endif
+
 #endif

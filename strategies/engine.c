@@ -118,7 +118,7 @@ static int supports_on(const char *name, const dr_run_plan *plan, const dr_backe
     q.strategy = plan->spec.kind;
     q.numerics = plan->exact ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
     q.num_replicas = 1;
-    q.tiles = 1;
+    q.tiles = engine_tpu_partition_tiles(plan);
     q.layer_placement = plan->cfg->layer_devices[0] != 0;
     q.layer_kinds = dr_model_layer_kinds(&plan->exp.model);
     if ((rc = engine_mixed_supports(name, plan, bo, err))) return rc;

@@ -185,6 +185,8 @@ void engine_mixed_summarize(const dr_session *s, json_object *o);
 void engine_mixed_report(const dr_session *s, dr_step_report *out);
 
 /* engine_tpu.c */
+/* the cores a replica's maps are split over under tpu (--input_partition_dims), else 1 */
+uint32_t engine_tpu_partition_tiles(const dr_run_plan *plan);
 int  engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err);
 int  engine_tpu_buffers(dr_session *s, dr_err *err);
 int  engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err);

@@ -21,6 +21,24 @@
 #include <string.h>
 
 
+/* The cores a replica's maps are split over (--input_partition_dims under
+ * tpu, "A,B": A x B); 1 otherwise. Malformed dims are dr_tpu_options' to
+ * refuse, later. */
+uint32_t engine_tpu_partition_tiles(const dr_run_plan *plan)
+{
+    const char *p = plan->cfg->input_partition_dims;
+    uint32_t t = 1;
+    if (plan->spec.kind != DR_STRATEGY_TPU) return 1;
+    while (*p) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p) return t;
+        t *= v > 0 && v <= DR_MAX_TILES ? (uint32_t)v : 1;
+        p = *end ? end + 1 : end;
+    }
+    return t;
+}
+
 int engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
@@ -162,7 +180,11 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         if (tp->tiles > 1 && (rc = stage_tiles(s, r, err))) return rc;
         merge[r][0] = merge[r][1] = 0;
     }
-    if ((rc = engine_each_replica(s, 0, R, replica_at, merge, err))) return rc;
+    /* A model beyond Dense: the engine's layer ops over each replica's real
+     * examples (its padding rows add nothing), as the reference's
+     * dr_graph_shares; the partitioned run is refused (engine_tpu_open). */
+    rc = s->graph ? engine_graph_compute(s, 0, err) : engine_each_replica(s, 0, R, replica_at, merge, err);
+    if (rc) return rc;
     tp->merge_s = tp->allreduce_s = 0;
     {
         double back = 0;

@@ -682,9 +682,13 @@ static void api(void **st)
     }
     assert_non_null(strstr(e.msg, "parameter_server"));
     assert_int_equal(o->supports(&conv, &e), DR_OK);   /* a model beyond Dense: the layer ops (openmp_graph.c) */
-    conv.strategy = DR_STRATEGY_TPU;                    /* but no halos: not under the tpu strategy */
+    conv.strategy = DR_STRATEGY_TPU;                    /* tpu unpartitioned: the graph step */
+    assert_int_equal(o->supports(&conv, &e), DR_OK);
+    conv.tiles = 4;                                     /* partitioned: its step drives no tiles yet */
     assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
-    assert_non_null(strstr(e.msg, "not supported: conv2d under the tpu strategy in the openmp backend"));
+    assert_non_null(strstr(e.msg, "not supported: --input_partition_dims (4 cores a replica) with conv2d in the "
+                           "openmp backend"));
+    conv.tiles = 1;
     conv.strategy = DR_STRATEGY_MIRRORED; conv.numerics = DR_NUMERICS_EXACT_COMPACT;
     assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
     assert_non_null(strstr(e.msg, "compact gradients are built for Dense models only"));

@@ -102,6 +102,30 @@ static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *d
                 gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + (((size_t)e * d->ih + iy) * d->iw + ix) * kk);
 }
 
+/* Spatial partitioning (devices/cpu/openmp_spatial.c): the forward's im2col
+ * rows of the outputs in o = rows [o[0], o[1]) x columns [o[2], o[3]) only,
+ * and the input gradient's gather rows of the inputs in i, in the same
+ * order as the whole map's (example, row, column): a core's tile, read from
+ * its map, which holds its tile and the halo it received. The rows are the
+ * whole map's rows at those pixels, so the GEMM gives their bits. */
+void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col)
+{
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
+    size_t q = 0;
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t oy = o[0]; oy < o[1]; oy++)
+            for (uint32_t ox = o[2]; ox < o[3]; ox++, q++) im2col_row(d, x + (size_t)e * d->in, oy, ox, col + q * kk);
+}
+
+void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol)
+{
+    const size_t kk = (size_t)d->ksize * d->ksize * d->oc;
+    size_t q = 0;
+    for (uint32_t e = 0; e < n; e++)
+        for (uint32_t iy = i[0]; iy < i[1]; iy++)
+            for (uint32_t ix = i[2]; ix < i[3]; ix++, q++) gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + q * kk);
+}
+
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err)
 {
     const dr_model_spec *m = &b->m;

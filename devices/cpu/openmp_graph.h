@@ -57,6 +57,10 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
 void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win);
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err);
 int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *dz, float *dx, dr_err *err);
+/* a tile's im2col rows (outputs o) and gradient gather rows (inputs i):
+ * rows [r[0], r[1]) x columns [r[2], r[3]) of the map */
+void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col);
+void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol);
 /* BatchNormalization with given statistics (training: xhat kept) */
 int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
                     bool training, dr_err *err);

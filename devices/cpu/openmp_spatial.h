@@ -1,0 +1,35 @@
+/* distref devices/cpu/ — the engine's halo exchange for the tpu strategy's
+ * spatial partitioning (--input_partition_dims, docs/MODELS.md "Spatial
+ * partitioning with halos"): the engine's own copy of the traffic, on the
+ * plan of core/spatial_plan.c (it never calls ref/). Each of a replica's T
+ * cores holds a buffer the size of the whole map, of which it writes only
+ * its tile and what it receives: a halo it is not sent reads 0. */
+#ifndef DISTREF_DEVICES_OPENMP_SPATIAL_H
+#define DISTREF_DEVICES_OPENMP_SPATIAL_H
+
+#include "distref/model.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Rows [r[0], r[1]) x columns [r[2], r[3]) of an H x W x C map, every one of
+ * n examples, from src to dst; the bytes moved (0 for an empty rectangle). */
+uint64_t dr_omp_halo_copy(uint32_t H, uint32_t W, uint32_t C, uint32_t n, const float *src, float *dst,
+                          const uint32_t r[4]);
+
+/* What each core c must hold of map k around layer l (rows, columns):
+ * forward (grad false), the input pixels its output tile's windows read, of
+ * the layer's input map; backward (grad true, a Conv2D), the output
+ * gradients that read its input tile, of the layer's output map. */
+void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t l, bool grad,
+                      uint32_t need[][4]);
+
+/* Every core of one replica receives the part of need[c] outside its tile of
+ * map k: rows from the cores above and below first (over its own columns),
+ * then columns from the cores beside it over all the needed rows (the
+ * corners travel in two hops, as the reference's ref/halo.c). maps[c] is
+ * core c's buffer; bytes[c] (if not NULL) adds what core c received. */
+void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
+                          float *const *maps, const uint32_t need[][4], uint64_t *bytes);
+
+#endif
