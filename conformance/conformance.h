@@ -154,6 +154,8 @@ int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/m
 int suite_schedules(results *r);
 /* suite mixed_precision's --gradient_accumulation_steps cells (conformance/mixed_accum_cells.c) */
 int mixed_accum_cells(results *r);
+/* suite mixed_precision's --l2 cells (conformance/mixed_l2_cells.c) */
+int mixed_l2_cells(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */

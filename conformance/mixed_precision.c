@@ -35,7 +35,8 @@
  *                --clipvalue (clip_cells): ref and engine = the reference
  *                one_device bits, the clip after the unscale;
  *   accumulation --gradient_accumulation_steps=3 with skipped micro-steps
- *                (conformance/mixed_accum_cells.c).
+ *                (conformance/mixed_accum_cells.c);
+ *   l2           --l2=0.01 in exact and tensorflow (conformance/mixed_l2_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -300,5 +301,6 @@ int suite_mixed_precision(results *r)
     outcome_free(&oracle);
     fails += engine_cells(r);
     fails += mixed_accum_cells(r);
+    fails += mixed_l2_cells(r);
     return fails;
 }

@@ -52,3 +52,57 @@ bool dr_mixed_reduce(const dr_acc *const *parts, uint32_t R, size_t n, uint32_t 
     }
     return finite;
 }
+
+float dr_mixed_l2_term(float scale, uint32_t R, float l2, float w)
+{
+    float q = (scale * (1.0f / (float)R)) * l2;   /* the tape's order: scale, 1/R, l2, then d(w^2) = 2w */
+    return q * (2.0f * w);
+}
+
+bool dr_mixed_add_l2(const dr_model_spec *m, const float *w, float scale, uint32_t R, float *g)
+{
+    bool finite = true;
+    for (uint32_t l = 0; m->l2 != 0.0f && l < m->nlayers; l++) {
+        size_t off = dr_model_kernel_offset(m, l), n = dr_model_kernel_size(m, l);
+        if (m->layer[l].kind != DR_LAYER_DENSE && m->layer[l].kind != DR_LAYER_CONV2D) continue;
+        for (size_t p = off; p < off + n; p++) {
+            g[p] = g[p] + dr_mixed_l2_term(scale, R, m->l2, w[p]);
+            finite &= g[p] - g[p] == 0.0f;
+        }
+    }
+    return finite;
+}
+
+static bool regularized(const dr_model_spec *m, size_t p)
+{
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        size_t off = dr_model_kernel_offset(m, l);
+        if (p >= off && p < off + dr_model_kernel_size(m, l))
+            return m->layer[l].kind == DR_LAYER_DENSE || m->layer[l].kind == DR_LAYER_CONV2D;
+    }
+    return false;
+}
+
+bool dr_mixed_reduce_l2(const dr_acc *const *parts, uint32_t R, size_t n, dr_dtype t, bool tf_reduction,
+                        const dr_model_spec *m, const float *const *w, float scale, float *out)
+{
+    bool finite = true;
+    if (m->l2 == 0.0f) return dr_mixed_reduce(parts, R, n, 1, t, tf_reduction, out);
+    if (!tf_reduction) {   /* exact: the global data gradient rounded once to t, then its L2 term, once */
+        finite = dr_mixed_reduce(parts, R, n, 1, t, false, out);
+        return dr_mixed_add_l2(m, w[0], scale, 1, out) && finite;
+    }
+    for (size_t i = 0; i < n; i++) {   /* tensorflow: each replica's t-rounded partial plus its 1/R L2 term */
+        bool reg = regularized(m, i);
+        dr_acc s;
+        dr_acc_init(&s);
+        for (uint32_t r = 0; r < R; r++) {
+            float v = dr_acc_round_div_dtype(&parts[r][i], 1, t);
+            if (reg) v = v + dr_mixed_l2_term(scale, R, m->l2, w[r][i]);
+            dr_acc_add(&s, v);
+        }
+        out[i] = dr_acc_round(&s);
+        finite &= out[i] - out[i] == 0.0f;
+    }
+    return finite;
+}

@@ -24,8 +24,11 @@
  * comes after k finite micro-steps and applies their exact sum / k rounded
  * once (then clipped); a skipped micro-step is dropped. The schedule reads
  * the finite micro-steps, Adam the updates.
+ * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term) added
+ * to the compute-dtype gradient before the unscale: exact adds it once to
+ * the reduced gradient, tensorflow to each replica's rounded partial.
  * Built for the mirrored family in one process with the global_batch_size
- * reduction, linear/ReLU hidden layers and logits cross-entropy, no L2, no
+ * reduction, linear/ReLU hidden layers and logits cross-entropy, no
  * --clip_semantics=tensorflow (core/plan.c and dr_ref_mixed_supports refuse
  * the rest). The reduction is computed on the host from the replicas' exact
  * partials: what an exact all-reduce would give. */
@@ -46,9 +49,6 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
         why = "the mixed step is built for one_device, mirrored and multi_worker_mirrored";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
-    else if (e->model.l2 != 0.0f) why = "--l2 is not built into it (Keras 3 computes the L2 loss in float32 on the "
-               "float32 kernel and scales it with the loss; its gradient, scale * l2 * 2w in float32, is added to the "
-               "float16 cast's gradient per replica: measured, not built)";
     else if (e->optimizer.clip.per_replica)
         why = "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
               "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
@@ -237,6 +237,7 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
 {
     uint32_t R = t->strat.num_replicas;
     const dr_acc *parts[DR_MAX_DEVICES];
+    const float *w[DR_MAX_DEVICES];
     const dr_optimizer *o = &t->exp.optimizer;
     dr_loss_scale before;
     bool finite;
@@ -246,8 +247,9 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     if ((rc = resume_check(t, step, err)) || (rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
         (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
         return rc;
-    for (uint32_t r = 0; r < R; r++) parts[r] = t->rep[r].grad;
-    finite = dr_mixed_reduce(parts, R, t->P, 1, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, t->grad);
+    for (uint32_t r = 0; r < R; r++) { parts[r] = t->rep[r].grad; w[r] = t->rep[r].params; }
+    finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model, w,
+                                t->ls.scale, t->grad);   /* --l2: its float32 term, scaled, before the unscale */
     before = t->ls;
     snprintf(rep->extra, sizeof rep->extra, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
              finite || !before.dynamic ? "false" : "true");

@@ -17,7 +17,10 @@ dynamic_growth_steps=2000); per replica
     loss   = tf.nn.compute_average_loss(per_example(y, logits), global_batch_size=G)
     grads  = tape.gradient(optimizer.scale_loss(loss), variables)
     optimizer.apply(grads, variables)
-and the step's loss is strategy.reduce(SUM) of the (unscaled) losses. Recorded
+and the step's loss is strategy.reduce(SUM) of the (unscaled) losses. With
+"l2" (--l2) the scaled loss adds tf.nn.scale_regularization_loss(l2 * sum of
+the float32 kernels' squares) before scale_loss; the recorded loss stays the
+data loss (distref's mixed step reports the data loss). Recorded
 per step: the loss, the loss scale the step used, whether the step was
 skipped (the optimizer's iterations did not advance) and, for each replica,
 whether its own local gradient had a non-finite element (Keras 3.15 reads
@@ -65,7 +68,7 @@ def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None, fixed=Non
     return model, opt
 
 
-def make_step(tf, s, model, opt, G, want_grads=False):
+def make_step(tf, s, model, opt, G, want_grads=False, l2=0.0):
     import keras
     per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     scaled = hasattr(opt, "dynamic_scale")
@@ -73,7 +76,11 @@ def make_step(tf, s, model, opt, G, want_grads=False):
     def step_fn(xb, yb):
         with tf.GradientTape() as tape:
             loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
-            sl = opt.scale_loss(loss)   # x dynamic_scale, x loss_scale_factor, or x 1
+            total = loss
+            if l2:   # --l2: float32, on the float32 kernels, 1/R per replica, scaled with the loss (fit's order)
+                reg = l2 * tf.add_n([tf.reduce_sum(tf.square(layer.kernel)) for layer in model.layers])
+                total = loss + tf.nn.scale_regularization_loss(reg)
+            sl = opt.scale_loss(total)   # x dynamic_scale, x loss_scale_factor, or x 1
         grads = tape.gradient(sl, model.trainable_variables)
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         if not want_grads:
@@ -91,7 +98,7 @@ def train(tf, case, d, strategy):
     s = strategy(tf, R)
     model, opt = build(tf, s, m["policy"], init, case.get("learning_rate", 0.01), 0.9, m.get("initial_scale"),
                        case.get("tf", {}).get("clip"), m.get("fixed_scale"))
-    step_fn, scaled = make_step(tf, s, model, opt, G)
+    step_fn, scaled = make_step(tf, s, model, opt, G, l2=case.get("l2", 0.0))
     losses, scales, skipped, local_finite = [], [], [], []
     for e in range(case["epochs"]):
         ds = tf.data.Dataset.from_tensor_slices((x[order[e]], y[order[e]])).batch(G)

@@ -23,11 +23,15 @@
  * skipped or unscaled on its own (Keras 3's order); a finite one's unscaled
  * float32 gradient is added exactly to the worker's accumulator, and the
  * k-th finite one applies RN(sum / k), clipped (ref/mixed_step.c alike).
+ * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term, on the
+ * replica's float32 weights read in place) added before the unscale: exact
+ * once to the reduced, rounded gradient; tensorflow to each replica's
+ * rounded partial (its 1/R share) before the all-reduce (ref alike).
  * The step runs with full exact accumulators (no compact form, no fast
  * kernels: --numerics=fast runs these same kernels and gives the same bits).
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
- * (ReLU or linear) under the logits cross-entropy, no L2, no
+ * (ReLU or linear) under the logits cross-entropy, no
  * --clip_semantics=tensorflow, on a backend with the mixed kernel (openmp,
  * opencl; mpi ranks run openmp's). The rest is refused at open with the
  * reason.
@@ -65,9 +69,6 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
-    if (e->model.l2 != 0.0f) return "--l2 is not built into it (Keras 3 computes the L2 loss in float32 on the "
-               "float32 kernel and scales it with the loss; its gradient, scale * l2 * 2w in float32, is added to the "
-               "float16 cast's gradient per replica: measured, not built)";
     if (e->optimizer.clip.per_replica)
         return "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
                "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
@@ -85,7 +86,11 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
 int engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err)
 {
     const char *why;
-    if (plan->cfg->mixed.compute == DR_DTYPE_F32 || !(why = mixed_why(plan, bo))) return DR_OK;
+    if (plan->cfg->mixed.compute == DR_DTYPE_F32) return DR_OK;
+    if (!(why = mixed_why(plan, bo)) && plan->exp.model.l2 != 0.0f && !strcmp(name, "opencl"))
+        why = "--l2 is not built into the OpenCL mixed step (the L2 term is added on the host to the float32 "
+              "weights read in place, which OpenCL's device buffers are not: built for openmp and mpi)";
+    if (!why) return DR_OK;
     return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s with %s: %s",
                    dr_dtype_name(plan->cfg->mixed.compute), name, dr_strategy_kind_name(plan->spec.kind), why);
 }
@@ -145,11 +150,16 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
     if (!m->tf) return;
     for (uint32_t k = 0; k < L; k++) {   /* --mixed_reduction=tensorflow: each partial rounded to c first */
         dr_acc *a = local[k];
+        float *g = m->g[w - s->wlo];   /* scratch until apply */
+        #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
+        for (long long p = 0; p < P; p++) g[p] = dr_acc_round_div_dtype(&a[p], 1, m->c);
+        if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
+            dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * L + k].params),
+                            DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) {
-            float v = dr_acc_round_div_dtype(&a[p], 1, m->c);
             dr_acc_init(&a[p]);
-            dr_acc_add(&a[p], v);
+            dr_acc_add(&a[p], g[p]);
         }
     }
 }
@@ -191,6 +201,10 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         g[p] = m->tf ? dr_acc_round(&total[p]) : dr_acc_round_div_dtype(&total[p], 1, m->c);
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
+    if (!m->tf && s->plan->exp.model.l2 != 0.0f &&   /* exact: the L2 term once, on the reduced gradient */
+        !dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * s->L].params), DR_SEAM_MIXED_L2_SCALE(scale),
+                         1, g))
+        fin = 0;
     bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
     if (i == 0) { m->step_scale = DR_SEAM_MIXED_REPORTED_SCALE(scale, m->ls[i].scale); m->step_skipped = !applies; }
     if (!applies) return DR_OK;   /* skipped */

@@ -202,4 +202,13 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_BN_STATS_REDUCE(call) (call)
 #endif
 
+/* --l2 under a mixed policy: the scale the L2 term is multiplied by. The
+ * mutant adds the unscaled L2 gradient to the scaled gradient (as if after
+ * the unscale), so the L2 term ends divided by the loss scale. */
+#ifdef DR_MUTANT_MIXED_L2_UNSCALED
+#define DR_SEAM_MIXED_L2_SCALE(scale) ((void)(scale), 1.0f)
+#else
+#define DR_SEAM_MIXED_L2_SCALE(scale) (scale)
+#endif
+
 #endif

@@ -245,8 +245,11 @@ static void mixed_precision(void **st)
               "--clip_semantics=tensorflow --variant=openmp --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=openmp with mirrored: --clip_semantics=tensorflow "
            "is not built into it");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2", g_tmp), 2,
-           "with mirrored: --l2 is not built into it");
+    expect(sh(BIN " train --model_dir=%s/mx_l2 --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "
+              "--synthetic_examples=256", g_tmp), 0, "train: steps=2");   /* --l2 under a mixed policy: built */
+    expect(sh(BIN " train --model_dir=%s/mx_l2_omp --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "
+              "--synthetic_examples=256 --variant=openmp --num_gpus=2 --mixed_reduction=tensorflow", g_tmp), 0,
+           "train: steps=2");
     /* accumulation: 3 of 12 micro-steps skipped, so a finite one waits at the end; its resume is refused */
     expect(sh(BIN " train --model_dir=%s/mx_acc --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
               "--gradient_accumulation_steps=2 --train_steps=12 --global_batch_size=32 --synthetic_examples=512",

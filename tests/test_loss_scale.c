@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <string.h>
 
 #include "distref/loss_scale.h"
 
@@ -93,12 +94,40 @@ static void test_mixed_reduce(void **state)
     assert_true(e2[0] == 0x1p-2f);   /* (1 + 2^-10) / 4 in bfloat16 */
 }
 
+/* --l2 under a mixed policy: the L2 gradient of the scaled loss, divided by
+ * a power-of-two scale, is exactly 2 l2 w (the float32 path's term), so the
+ * unscaled sum is RN(g/s + 2 l2 w); the term is added to kernels only. */
+static void test_mixed_l2(void **state)
+{
+    static const float ws[] = { 0.3f, -1.7f, 0x1.234568p-3f, 5.0f };
+    static const float ss[] = { 1.0f, 1024.0f, 32768.0f, 0x1p20f };
+    dr_model_spec m;
+    float w[6] = { 0.3f, -1.7f, 0.25f, 9.0f, 1.0f, 2.0f }, g[6] = { 0 };
+    (void)state;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            float s = ss[j], gc = 3.0f * s, l2 = 0.01f;
+            assert_true(dr_mixed_l2_term(s, 1, l2, ws[i]) == s * ((2.0f * l2) * ws[i]));
+            assert_true((gc + dr_mixed_l2_term(s, 1, l2, ws[i])) / s == 3.0f + (2.0f * l2) * ws[i]);
+            assert_true(dr_mixed_l2_term(s, 2, l2, ws[i]) == 0.5f * dr_mixed_l2_term(s, 1, l2, ws[i]));
+        }
+    memset(&m, 0, sizeof m);   /* Dense 2 -> 2 (kernel 4, bias 2) */
+    m.nlayers = 1;
+    m.l2 = 0.5f;
+    m.layer[0].kind = DR_LAYER_DENSE;
+    m.layer[0].in = 2;
+    m.layer[0].out = 2;
+    assert_true(dr_mixed_add_l2(&m, w, 2.0f, 1, g));
+    assert_true(g[0] == 2.0f * w[0] && g[3] == 18.0f && g[4] == 0.0f && g[5] == 0.0f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keras_sequence),
         cmocka_unit_test(test_defaults_and_fixed),
         cmocka_unit_test(test_mixed_reduce),
+        cmocka_unit_test(test_mixed_l2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

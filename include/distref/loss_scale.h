@@ -26,6 +26,7 @@
 
 #include "distref/exact.h"
 #include "distref/half.h"
+#include "distref/model.h"
 
 /* --dtype_policy (or Model Garden's --dtype), --loss_scale, --mixed_reduction:
  * the run's mixed-precision settings (docs/TRAINING_FEATURES.md). */
@@ -76,6 +77,22 @@ bool dr_loss_scale_step(dr_loss_scale *ls, bool finite);
  * taken over all replicas' values at once. */
 bool dr_mixed_reduce(const dr_acc *const *parts, uint32_t R, size_t n, uint32_t d, dr_dtype t,
                      bool tf_reduction, float *out);
+
+/* --l2 under a mixed policy (docs/TRAINING_FEATURES.md, "L2 under a mixed
+ * policy"): the gradient of scale * (1/R) * l2 * sum(w^2) in TensorFlow's
+ * tape order, float32: ((scale * RN(1/R)) * l2) * (2w). */
+float dr_mixed_l2_term(float scale, uint32_t R, float l2, float w);
+
+/* g[p] += dr_mixed_l2_term(scale, R, l2, w[p]) in float32 on every
+ * regularized kernel element of m; true when those sums are all finite. */
+bool dr_mixed_add_l2(const dr_model_spec *m, const float *w, float scale, uint32_t R, float *g);
+
+/* dr_mixed_reduce (d = 1) with the L2 term: exact adds it once (R = 1 form,
+ * w[0]'s weights) to the reduced, t-rounded gradient; tensorflow adds each
+ * replica's 1/R term (w[r]) to its t-rounded partial before the exact sum,
+ * rounded once to float32. With l2 == 0, dr_mixed_reduce. */
+bool dr_mixed_reduce_l2(const dr_acc *const *parts, uint32_t R, size_t n, dr_dtype t, bool tf_reduction,
+                        const dr_model_spec *m, const float *const *w, float scale, float *out);
 
 /* g / scale, as Keras' ops.divide(g, scale) in float32. */
 float dr_loss_scale_unscale(const dr_loss_scale *ls, float g);
