@@ -6,7 +6,8 @@
 # process of host dr-h2 (its Open MPI daemon and its rank) is frozen
 # (SIGSTOP; FAULT=kill: SIGKILL). Then:
 #   1. both survivors (ranks 0, 1) print a "distref: error:" line naming
-#      rank 2, host dr-h2 and the step, and are gone within
+#      rank 2, host dr-h2 and the step (checked after 3.: rank 0 K + 1, rank 1
+#      K + 1 or K + 2), and are gone within
 #      --collective_timeout + 5 s of the fault;
 #   2. the chief's model_dir holds a checkpoint (DRCKPT magic) and no
 #      temporary file;
@@ -22,9 +23,11 @@
 #
 #   sh tests/mpi_fewer_hosts.sh [DISTREF] [COLLECTIVE_TIMEOUT]
 #
-# FAULT=cut: dr-h2's link set down instead. FAULT=kill: SIGKILL instead of SIGSTOP (under a plain mpirun Open MPI ends
-# the survivors before distref names the host: fails the first check; the
-# others are still run and reported). Prints what it measured and
+# FAULT=cut: dr-h2's link set down instead. FAULT=kill: SIGKILL instead of
+# SIGSTOP (a plain mpirun then ends the survivors itself, before distref's
+# deadline; each says its last words first: devices/mpi/mpi_last_words.c).
+# Each survivor's line must name the step after the resumed checkpoint's
+# (the step under way). Prints what it measured and
 # "mpi_fewer_hosts: ok" (exit 0) or
 # "mpi_fewer_hosts: FAILED: why" (exit 1). Without root, iproute2 or
 # namespaces: "mpi_fewer_hosts: not supported: why" (exit 0, nothing run).
@@ -134,5 +137,12 @@ echo "$line" | grep -q "3 workers" || fail "the resume does not name the 3-worke
 # 4. the uninterrupted run's bits
 got=$(outcome "$W/run")
 [ "$got" = "$want" ] || fail "resumed at step $k on 2 hosts: loss_bits or weights_sha256 differ from the uninterrupted ref one_device run (want ${want##* }, got ${got##* })"
+# the step each survivor named is the one under way: the chief's, the one after
+# its last checkpoint (K + 1); rank 1 may be one step ahead (it can leave step
+# K + 1's ring all-reduce before the chief, whose last segment came from rank 2)
+said0=$(echo "$l0" | sed -n 's/.*: step \([0-9]*\): .*/\1/p') said1=$(echo "$l1" | sed -n 's/.*: step \([0-9]*\): .*/\1/p')
+[ "$said0" = $((k + 1)) ] || bad="${bad:+$bad; }a survivor named step ${said0:-none}, not $((k + 1)) (rank 0; the last checkpoint's step $k + 1)"
+[ "$said1" = $((k + 1)) ] || [ "$said1" = $((k + 2)) ] ||
+    bad="${bad:+$bad; }a survivor named step ${said1:-none}, not $((k + 1)) or $((k + 2)) (rank 1; the last checkpoint's step $k)"
 [ -z "$bad" ] || fail "$bad (the checkpoint resumed at step $k on 2 hosts bit-exact)"
 echo "mpi_fewer_hosts: ok: 3 hosts, dr-h2 lost at step $k, resumed on 2 hosts: every step's loss_bits and weights_sha256 ${want##* } are the uninterrupted run's"

@@ -12,6 +12,18 @@
 
 #if defined(DR_LAYER_CORE) || defined(DR_LAYER_REF)
 #error "distref/mpi.h is the engine's: core/ and ref/ may not include it (docs/ARCHITECTURE.md)"
+/* The exit status of a rank its launcher ended during a collective wait. */
+#define DR_MPI_LAST_WORDS_EXIT 75
+/* From now on, a SIGTERM (or an exit() inside Open MPI) that ends this
+ * rank during one of the MPI comm's waits first prints one line: this rank
+ * and host, the step (dr_mpi_last_words_step), the collective and the
+ * ranks it awaits with their hosts (hosts: every rank's, len bytes each, as
+ * dr_mpi_hosts gives; NULL: none known); then the rank exits
+ * DR_MPI_LAST_WORDS_EXIT. Outside a wait SIGTERM does what it did before.
+ * Once per process, after dr_mpi_init; DR_ENOMEM when out of memory. */
+int  dr_mpi_last_words(const char *hosts, size_t len);
+/* The training step under way, for those last words (no-op before). */
+void dr_mpi_last_words_step(unsigned long long step);
 #endif
 
 #include <stdbool.h>
@@ -46,4 +58,16 @@ void dr_mpi_abort(int code);
  * status 1; without recovery MPI_Abort alone gives mpirun's non-zero status. */
 void dr_mpi_abort_failed_job(int code);
 
+/* The exit status of a rank its launcher ended during a collective wait. */
+#define DR_MPI_LAST_WORDS_EXIT 75
+/* From now on, a SIGTERM (or an exit() inside Open MPI) that ends this
+ * rank during one of the MPI comm's waits first prints one line: this rank
+ * and host, the step (dr_mpi_last_words_step), the collective and the
+ * ranks it awaits with their hosts (hosts: every rank's, len bytes each, as
+ * dr_mpi_hosts gives; NULL: none known); then the rank exits
+ * DR_MPI_LAST_WORDS_EXIT. Outside a wait SIGTERM does what it did before.
+ * Once per process, after dr_mpi_init; DR_ENOMEM when out of memory. */
+int  dr_mpi_last_words(const char *hosts, size_t len);
+/* The training step under way, for those last words (no-op before). */
+void dr_mpi_last_words_step(unsigned long long step);
 #endif

@@ -1,0 +1,126 @@
+/* distref devices — a rank's last words when its launcher ends it
+ * (distref/mpi.h: dr_mpi_last_words).
+ *
+ * When a whole host dies (all its ranks SIGKILLed), Open MPI 4.1.4's plain
+ * mpirun loses that host's daemon and ends the job itself: it sends every
+ * surviving rank SIGTERM (or a rank's own TCP layer ends it from inside
+ * Open MPI, through exit()), before distref's --collective_timeout names the
+ * lost rank. So every wait of the MPI comm first writes, into one of two
+ * buffers, the line the rank would say if ended during that wait (step,
+ * collective, the ranks it awaits and their hosts), then publishes it by
+ * flipping one sig_atomic_t; SIGTERM's handler and an atexit hook write the
+ * published line with write(2) (async-signal-safe) and end the process with
+ * status DR_MPI_LAST_WORDS_EXIT. Outside a wait nothing is published, and
+ * SIGTERM gets the action it had before (cli/main.c's stop request). */
+#include "distref/mpi.h"
+#include "devices/mpi/comm_mpi_internal.h"
+#include "devices/seams.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LW_LINE 640
+#define LW_HOST 64
+
+typedef struct lw_state {
+    char line[2][LW_LINE];          /* the line being written and the published one */
+    size_t len[2];
+    volatile sig_atomic_t cur;      /* which line is published; -1: not in a wait */
+    unsigned long long step;        /* the training step under way (dr_mpi_last_words_step) */
+    uint32_t rank, size;
+    char *hosts;                    /* every rank's host, LW_HOST bytes each */
+    struct sigaction before;        /* SIGTERM's action before ours */
+} lw_state;
+
+/* The one piece of process-wide mutable state in devices/: a signal handler
+ * (and an atexit hook) receives no argument, so a static pointer is the only
+ * way it can reach the line to say. Set once by dr_mpi_last_words (rank 0's
+ * main thread, before training), read by the handler; never freed (the
+ * process ends with it). */
+static lw_state *g_lw;
+
+static void lw_say(void)
+{
+    lw_state *s = g_lw;
+    int i;
+    ssize_t w;
+    if (!s || (i = (int)s->cur) < 0) return;
+    w = write(STDERR_FILENO, s->line[i], s->len[i]);
+    (void)w;
+}
+
+static void lw_on_term(int sig)
+{
+    lw_state *s = g_lw;
+    if (s && s->cur >= 0) {
+        lw_say();
+        _exit(DR_MPI_LAST_WORDS_EXIT);
+    }
+    if (s) sigaction(sig, &s->before, NULL);   /* not in a wait: what SIGTERM did before */
+    raise(sig);
+}
+
+static void lw_at_exit(void)
+{
+    lw_say();   /* exit() from inside Open MPI during a wait (its TCP layer lost a peer) */
+    if (g_lw) g_lw->cur = -1;
+}
+
+int dr_mpi_last_words(const char *hosts, size_t len)
+{
+    struct sigaction sa;
+    lw_state *s;
+    if (g_lw || !dr_mpi_active()) return DR_OK;
+    if (!(s = calloc(1, sizeof *s))) return DR_ENOMEM;
+    dr_mpi_world(&s->rank, &s->size);
+    if (!(s->hosts = calloc(s->size, LW_HOST))) { free(s); return DR_ENOMEM; }
+    for (uint32_t q = 0; hosts && q < s->size; q++) snprintf(s->hosts + (size_t)q * LW_HOST, LW_HOST, "%s", hosts + q * len);
+    s->cur = -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = lw_on_term;
+    sigemptyset(&sa.sa_mask);
+    g_lw = s;
+    sigaction(SIGTERM, &sa, &s->before);
+    atexit(lw_at_exit);
+    return DR_OK;
+}
+
+void dr_mpi_last_words_step(unsigned long long step)
+{
+    if (g_lw) g_lw->step = DR_SEAM_LW_STEP(g_lw->step, step);
+}
+
+static const char *lw_host(const lw_state *s, uint32_t q)
+{
+    return s->hosts[(size_t)q * LW_HOST] ? s->hosts + (size_t)q * LW_HOST : "?";
+}
+
+void dr_cm_awaiting(const cm_ep *e, const char *what, int peer)
+{
+    lw_state *s = g_lw;
+    int i, n;
+    char *b;
+    if (!s || e->size != s->size) return;
+    i = s->cur == 0 ? 1 : 0;
+    b = s->line[i];
+    n = snprintf(b, LW_LINE, "distref: error: MPI rank %u of %u on host %s: step %llu: ended by Open MPI (mpirun "
+                 "or its TCP layer lost a host or rank of the job) during %s, awaiting", s->rank, s->size,
+                 lw_host(s, s->rank), s->step, what);
+    for (uint32_t q = 0; q < s->size && n > 0 && n < LW_LINE - 80; q++) {
+        if (q == s->rank || (peer >= 0 && (uint32_t)peer != q)) continue;
+        n += snprintf(b + n, (size_t)(LW_LINE - n), "%s rank %u (host %s)", n && b[n - 1] == 'g' ? "" : ",", q,
+                      lw_host(s, q));
+    }
+    if (n < 0 || n > LW_LINE - 2) n = LW_LINE - 2;
+    b[n++] = '\n';
+    s->len[i] = (size_t)n;
+    s->cur = i;
+}
+
+void dr_cm_awaited(void)
+{
+    if (g_lw) g_lw->cur = -1;
+}
