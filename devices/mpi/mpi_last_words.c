@@ -10,13 +10,16 @@
  * collective, the ranks it awaits and their hosts), then publishes it by
  * flipping one sig_atomic_t; SIGTERM's handler and an atexit hook write the
  * published line with write(2) (async-signal-safe) and end the process with
- * status DR_MPI_LAST_WORDS_EXIT. Outside a wait nothing is published, and
- * SIGTERM gets the action it had before (cli/main.c's stop request). */
+ * status DR_MPI_LAST_WORDS_EXIT. Between two waits the first SIGTERM says a
+ * line naming the step, the last collective and the next one's peers, then
+ * does what SIGTERM did before (cli/main.c's stop request: checkpoint and
+ * stop after this step); a second, the default action. */
 #include "distref/mpi.h"
 #include "devices/mpi/comm_mpi_internal.h"
 #include "devices/seams.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +31,11 @@
 typedef struct lw_state {
     char line[2][LW_LINE];          /* the line being written and the published one */
     size_t len[2];
-    volatile sig_atomic_t cur;      /* which line is published; -1: not in a wait */
+    volatile sig_atomic_t cur;      /* which line is published; -1: none yet */
+    volatile sig_atomic_t waiting;  /* 1: in a wait (the line's "during"), 0: between two */
+    volatile sig_atomic_t terms;    /* SIGTERMs seen outside a wait */
+    char between[2][LW_LINE];       /* the line said between waits, published with cur */
+    size_t blen[2];
     unsigned long long step;        /* the training step under way (dr_mpi_last_words_step) */
     uint32_t rank, size;
     char *hosts;                    /* every rank's host, LW_HOST bytes each */
@@ -42,31 +49,41 @@ typedef struct lw_state {
  * process ends with it). */
 static lw_state *g_lw;
 
-static void lw_say(void)
+static void lw_say(const lw_state *s, bool during)
 {
-    lw_state *s = g_lw;
-    int i;
+    int i = (int)s->cur;
     ssize_t w;
-    if (!s || (i = (int)s->cur) < 0) return;
-    w = write(STDERR_FILENO, s->line[i], s->len[i]);
+    if (i < 0) return;
+    w = during ? write(STDERR_FILENO, s->line[i], s->len[i]) : write(STDERR_FILENO, s->between[i], s->blen[i]);
     (void)w;
 }
 
+/* In a wait: the line, then _exit. Between waits, the first SIGTERM says
+ * the "between" line and does what SIGTERM did before (cli/main.c: stop
+ * after this step, checkpointed); a second one, the default action. */
 static void lw_on_term(int sig)
 {
     lw_state *s = g_lw;
-    if (s && s->cur >= 0) {
-        lw_say();
+    if (s && s->waiting) {
+        lw_say(s, true);
         _exit(DR_MPI_LAST_WORDS_EXIT);
     }
-    if (s) sigaction(sig, &s->before, NULL);   /* not in a wait: what SIGTERM did before */
+    if (s && s->terms++ == 0) {
+        lw_say(s, false);
+        if (s->before.sa_handler != SIG_DFL && s->before.sa_handler != SIG_IGN && !(s->before.sa_flags & SA_SIGINFO)) {
+            s->before.sa_handler(sig);
+            return;
+        }
+    }
+    signal(sig, SIG_DFL);
     raise(sig);
 }
 
 static void lw_at_exit(void)
 {
-    lw_say();   /* exit() from inside Open MPI during a wait (its TCP layer lost a peer) */
-    if (g_lw) g_lw->cur = -1;
+    lw_state *s = g_lw;
+    if (s && s->waiting) lw_say(s, true);   /* exit() from inside Open MPI during a wait (its TCP layer lost a peer) */
+    if (s) s->waiting = 0;
 }
 
 int dr_mpi_last_words(const char *hosts, size_t len)
@@ -98,6 +115,24 @@ static const char *lw_host(const lw_state *s, uint32_t q)
     return s->hosts[(size_t)q * LW_HOST] ? s->hosts + (size_t)q * LW_HOST : "?";
 }
 
+/* The line said between two waits: the step, the last collective, and the
+ * next one's peers (every other rank). */
+static void lw_between(lw_state *s, int i, const char *what)
+{
+    char *b = s->between[i];
+    int n = snprintf(b, LW_LINE, "distref: error: MPI rank %u of %u on host %s: step %llu: SIGTERM from Open MPI "
+                     "(mpirun lost a host or rank of the job) between collectives, after %s; the next awaits",
+                     s->rank, s->size, lw_host(s, s->rank), s->step, what);
+    for (uint32_t q = 0; q < s->size && n > 0 && n < LW_LINE - 120; q++)
+        if (q != s->rank)
+            n += snprintf(b + n, (size_t)(LW_LINE - n), "%s rank %u (host %s)", b[n - 1] == 's' ? "" : ",", q,
+                          lw_host(s, q));
+    if (n > 0 && n < LW_LINE - 60) n += snprintf(b + n, (size_t)(LW_LINE - n), ": stopping after this step");
+    if (n < 0 || n > LW_LINE - 2) n = LW_LINE - 2;
+    b[n++] = '\n';
+    s->blen[i] = (size_t)n;
+}
+
 void dr_cm_awaiting(const cm_ep *e, const char *what, int peer)
 {
     lw_state *s = g_lw;
@@ -117,10 +152,12 @@ void dr_cm_awaiting(const cm_ep *e, const char *what, int peer)
     if (n < 0 || n > LW_LINE - 2) n = LW_LINE - 2;
     b[n++] = '\n';
     s->len[i] = (size_t)n;
+    lw_between(s, i, what);
     s->cur = i;
+    s->waiting = 1;
 }
 
 void dr_cm_awaited(void)
 {
-    if (g_lw) g_lw->cur = -1;
+    if (g_lw) g_lw->waiting = 0;
 }

@@ -19,7 +19,9 @@
  * and host, the step (dr_mpi_last_words_step), the collective and the
  * ranks it awaits with their hosts (hosts: every rank's, len bytes each, as
  * dr_mpi_hosts gives; NULL: none known); then the rank exits
- * DR_MPI_LAST_WORDS_EXIT. Outside a wait SIGTERM does what it did before.
+ * DR_MPI_LAST_WORDS_EXIT. Between two waits the first SIGTERM says a line
+ * (the step, the last collective) and does what it did before; a second
+ * one, the default action.
  * Once per process, after dr_mpi_init; DR_ENOMEM when out of memory. */
 int  dr_mpi_last_words(const char *hosts, size_t len);
 /* The training step under way, for those last words (no-op before). */
@@ -65,7 +67,9 @@ void dr_mpi_abort_failed_job(int code);
  * and host, the step (dr_mpi_last_words_step), the collective and the
  * ranks it awaits with their hosts (hosts: every rank's, len bytes each, as
  * dr_mpi_hosts gives; NULL: none known); then the rank exits
- * DR_MPI_LAST_WORDS_EXIT. Outside a wait SIGTERM does what it did before.
+ * DR_MPI_LAST_WORDS_EXIT. Between two waits the first SIGTERM says a line
+ * (the step, the last collective) and does what it did before; a second
+ * one, the default action.
  * Once per process, after dr_mpi_init; DR_ENOMEM when out of memory. */
 int  dr_mpi_last_words(const char *hosts, size_t len);
 /* The training step under way, for those last words (no-op before). */
