@@ -87,7 +87,7 @@ sh "$here/netns_mpirun.sh" --hostfile "$W/hosts3" -np 3 --bind-to none "$bin" tr
     --model_dir="$W/run" > "$W/log3" 2>&1 &
 mp=$!
 t=0
-until [ "$(wc -l < "$W/run/metrics.jsonl" 2>/dev/null || echo 0)" -ge 2 ]; do
+until [ "$( (cat "$W/run/metrics.jsonl" 2>/dev/null || :) | wc -l)" -ge 2 ]; do
     sleep 0.1; t=$((t + 1)); [ "$t" -lt 300 ] || fail "the 3-host run never wrote a metrics line: $(tail -2 "$W/log3")"
 done
 p0=$(rank_pid dr-h0) p1=$(rank_pid dr-h1)
