@@ -106,7 +106,7 @@ done
 for p in $(ip netns pids dr-h2); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
 kill -KILL "$mp" 2>/dev/null; wait "$mp" 2>/dev/null; mp=
 for ns in dr-h0 dr-h1; do for p in $(ip netns pids "$ns"); do kill -KILL "$p" 2>/dev/null; done; done
-l0=$(grep -m1 "distref: error: MPI rank 0 " "$W/log3") l1=$(grep -m1 "distref: error: MPI rank 1 " "$W/log3")
+l0=$(grep -m1 -E "distref: (error: )?MPI rank 0 of" "$W/log3") l1=$(grep -m1 -E "distref: (error: )?MPI rank 1 of" "$W/log3")
 echo "fault ($sig of dr-h2): rank 0 gone $(el "$e0") s, rank 1 gone $(el "$e1") s after it (bound $ct + 5 s)"
 echo "    ${l0:-rank 0: no error line}" | cut -c1-220
 echo "    ${l1:-rank 1: no error line}" | cut -c1-220

@@ -120,8 +120,8 @@ static const char *lw_host(const lw_state *s, uint32_t q)
 static void lw_between(lw_state *s, int i, const char *what)
 {
     char *b = s->between[i];
-    int n = snprintf(b, LW_LINE, "distref: error: MPI rank %u of %u on host %s: step %llu: SIGTERM from Open MPI "
-                     "(mpirun lost a host or rank of the job) between collectives, after %s; the next awaits",
+    int n = snprintf(b, LW_LINE, "distref: MPI rank %u of %u on host %s: step %llu: SIGTERM (mpirun ends the job: "
+                     "a host or rank was lost, or mpirun was signalled) between collectives, after %s; the next awaits",
                      s->rank, s->size, lw_host(s, s->rank), s->step, what);
     for (uint32_t q = 0; q < s->size && n > 0 && n < LW_LINE - 120; q++)
         if (q != s->rank)
@@ -142,7 +142,7 @@ void dr_cm_awaiting(const cm_ep *e, const char *what, int peer)
     i = s->cur == 0 ? 1 : 0;
     b = s->line[i];
     n = snprintf(b, LW_LINE, "distref: error: MPI rank %u of %u on host %s: step %llu: ended by Open MPI (mpirun "
-                 "or its TCP layer lost a host or rank of the job) during %s, awaiting", s->rank, s->size,
+                 "ends the job: a host or rank was lost, or mpirun was signalled) during %s, awaiting", s->rank, s->size,
                  lw_host(s, s->rank), s->step, what);
     for (uint32_t q = 0; q < s->size && n > 0 && n < LW_LINE - 80; q++) {
         if (q == s->rank || (peer >= 0 && (uint32_t)peer != q)) continue;
