@@ -268,6 +268,7 @@ static int run_mpi(dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
         g_hosts = NULL;
         memset(err, 0, sizeof *err);
     }
+    dr_mpi_last_words(g_hosts, HOST_NAME_LEN);   /* a rank its launcher ends mid-collective says so (no memory: silent) */
     /* Slurm's task against the MPI world, then TF_CONFIG checked against, or derived from, it */
     if (strcmp(c->cluster_resolver, "slurm") == 0) rc = slurm_vs_world(err);
     if (!rc) rc = dr_mpi_tf_config(cfg->tf_config, cfg->strategy.kind == DR_STRATEGY_PARAMETER_SERVER, &tf, err);

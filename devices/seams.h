@@ -337,6 +337,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CM_STALLED(stalled) (stalled)
 #endif
 
+/* ---- mpi/mpi_last_words.c ---------------------------------------------------- */
+
+/* The step a rank's last words name: the one under way. */
+#if defined(DR_MUTANT_LW_STALE_STEP)   /* the record keeps the first step it saw: stale after it */
+#define DR_SEAM_LW_STEP(old, step) ((old) ? (old) : (step))
+#else
+#define DR_SEAM_LW_STEP(old, step) ((void)(old), (step))
+#endif
+
 /* ---- mpi/mpi_world.c --------------------------------------------------------- */
 
 /* Under --enable-recovery, a failing rank ends its launcher (cond: it may). */

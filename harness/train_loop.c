@@ -18,6 +18,7 @@
  * says from which (res->previous), where that is allowed (segment.h).
  */
 #include "distref/harness.h"
+#include "distref/mpi.h"
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
 #include "distref/run_log.h"
@@ -172,6 +173,7 @@ static int loop(run *r, dr_err *err)
             continue;
         }
         memset(&rep, 0, sizeof rep);
+        dr_mpi_last_words_step(r->step + 1);   /* (a no-op unless under mpi) */
         if ((rc = r->v->step(r->s, &batch, r->step + 1, &rep, err))) break;
         r->step++;
         r->last_loss = rep.loss;

@@ -67,8 +67,8 @@ while [ "$i" -le "$trials" ]; do
     while [ $n -lt $(( (ct + 30) * 10 )) ]; do
         [ -z "$e0" ] && ! kill -0 "$p0" 2>/dev/null && e0=$(now)
         [ -z "$e1" ] && ! kill -0 "$p1" 2>/dev/null && e1=$(now)
-        [ -z "$d0" ] && grep -q "distref: error: MPI rank 0 " "$dir/log" && d0=$(now)
-        [ -z "$d1" ] && grep -q "distref: error: MPI rank 1 " "$dir/log" && d1=$(now)
+        [ -z "$d0" ] && grep -qE "distref: (error: )?MPI rank 0 of" "$dir/log" && d0=$(now)
+        [ -z "$d1" ] && grep -qE "distref: (error: )?MPI rank 1 of" "$dir/log" && d1=$(now)
         [ -n "$e0" ] && [ -n "$e1" ] && ! kill -0 "$mp" 2>/dev/null && break
         sleep 0.1; n=$((n + 1))
     done
@@ -76,7 +76,7 @@ while [ "$i" -le "$trials" ]; do
     wait "$mp" 2>/dev/null; rc=$?
     for ns in dr-h0 dr-h1 dr-h2; do for p in $(ip netns pids "$ns" 2>/dev/null); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; done
     el() { [ -n "$1" ] && printf '%.1f' "$(echo "$1 - $t0" | bc)" || echo never; }
-    l0=$(grep -m1 "distref: error: MPI rank 0 " "$dir/log") l1=$(grep -m1 "distref: error: MPI rank 1 " "$dir/log")
+    l0=$(grep -m1 -E "distref: (error: )?MPI rank 0 of" "$dir/log") l1=$(grep -m1 -E "distref: (error: )?MPI rank 1 of" "$dir/log")
     names() { echo "$1" | grep -q 'rank 2' && echo "$1" | grep -q 'dr-h2' && echo "$1" | grep -q 'step [0-9]'; }
     within() { [ -n "$1" ] && [ "$(echo "$1 - $t0 <= $ct + 5" | bc)" = 1 ]; }
     pass=0

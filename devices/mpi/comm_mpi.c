@@ -142,6 +142,7 @@ static int pump(cm_ep *e, cm_op op, const dr_form *f, cm_flow tx, cm_flow rx, co
     if (tx.peer < 0) tx.nseg = 0;
     if (rx.peer < 0) rx.nseg = 0;
     for (int i = 0; i < 2 * CM_DEPTH; i++) req[i] = MPI_REQUEST_NULL;
+    dr_cm_awaiting(e, what, rx.peer >= 0 ? rx.peer : tx.peer);
     while (done_s < tx.nseg || done_r < rx.nseg) {
         for (int i = 0; i < CM_DEPTH && next_r < rx.nseg; i++) {
             if (req[i] != MPI_REQUEST_NULL) continue;
@@ -472,18 +473,57 @@ static int cm_ranges(dr_comm *c, dr_form_id form, void *const *local, const size
     return dr_comm_threads()->all_reduce_ranges(dr_cm_ep(c)->inner, form, local, ranges, nranges, l, seconds, err);
 }
 
+/* Each op that waits, then the end of its wait for its last words
+ * (mpi_last_words.c: a SIGTERM after it is no longer "during" it). */
+static int op_all_reduce(dr_comm *c, dr_form_id form, void *const *local, size_t n, dr_err *err)
+{
+    int rc = cm_all_reduce(c, form, local, n, err);
+    dr_cm_awaited();
+    return rc;
+}
+
+static int op_reduce_to(dr_comm *c, dr_form_id form, void *const *local, size_t n, uint32_t dst_device, void *dst,
+                        dr_err *err)
+{
+    int rc = cm_reduce_to(c, form, local, n, dst_device, dst, err);
+    dr_cm_awaited();
+    return rc;
+}
+
+static int op_barrier(dr_comm *c, dr_err *err)
+{
+    int rc = dr_cm_barrier(c, err);
+    dr_cm_awaited();
+    return rc;
+}
+
+static int op_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err)
+{
+    int rc = dr_cm_all_gather(c, mine, bytes, all, err);
+    dr_cm_awaited();
+    return rc;
+}
+
+static int op_all_reduce_round(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
+                               size_t *overflowed, dr_err *err)
+{
+    int rc = dr_cm_all_reduce_round(c, local, n, d, out, overflowed, err);
+    dr_cm_awaited();
+    return rc;
+}
+
 static const dr_comm_ops mpi_ops = {
     .name = "mpi",
     .open = cm_open,
     .close = cm_close,
     .rank = cm_rank,
     .num_ranks = cm_num_ranks,
-    .all_reduce = cm_all_reduce,
-    .reduce_to = cm_reduce_to,
+    .all_reduce = op_all_reduce,
+    .reduce_to = op_reduce_to,
     .all_reduce_ranges = cm_ranges,
-    .barrier = dr_cm_barrier,
-    .all_gather = dr_cm_all_gather,
-    .all_reduce_round = dr_cm_all_reduce_round,
+    .barrier = op_barrier,
+    .all_gather = op_all_gather,
+    .all_reduce_round = op_all_reduce_round,
 };
 
 const dr_comm_ops *dr_comm_mpi(void)

@@ -127,4 +127,10 @@ int    dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_e
 int    dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_err *err);
 int    dr_cm_barrier(dr_comm *c, dr_err *err);
 
+/* ---- mpi_last_words.c ---------------------------------------------------- */
+/* A wait of `what` begins: the line a SIGTERM then says names the ranks it
+ * awaits (peer, or every other rank when peer < 0). dr_cm_awaited: it ended. */
+void   dr_cm_awaiting(const cm_ep *e, const char *what, int peer);
+void   dr_cm_awaited(void);
+
 #endif

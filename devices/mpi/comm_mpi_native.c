@@ -432,6 +432,7 @@ static int drive(cm_ep *e, dr_cacc *a, nat_pack *pk, uint32_t np, uint32_t need,
 {
     double last = dr_cm_now();
     int rc;
+    dr_cm_awaiting(e, what, -1);
     for (;;) {
         bool moved = false;
         for (uint32_t q = 0; q < np; q++) {

@@ -178,6 +178,7 @@ int dr_cm_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, dr_e
                             e->comm, &req[W + q]);
     }
     last = dr_cm_now();
+    dr_cm_awaiting(e, "all_gather", -1);
     while (mrc == MPI_SUCCESS) {
         int flag = 0;
         bool moved = false;
@@ -246,6 +247,7 @@ int dr_cm_wait_coll(cm_ep *e, MPI_Request *req, int n, const char *what, dr_err 
 {
     double last = dr_cm_now();
     int rc, mrc, left = n;
+    dr_cm_awaiting(e, what, -1);
     while (left > 0) {
         int out = 0, idx[8];
         for (int i = 0; i < n; i += 8) {

@@ -46,4 +46,18 @@ void dr_mpi_abort(int code);
  * status 1; without recovery MPI_Abort alone gives mpirun's non-zero status. */
 void dr_mpi_abort_failed_job(int code);
 
+/* From now on, the first SIGTERM this rank gets (mpirun ending the job
+ * after it lost a host, or mpirun signalled, or a Slurm time limit), or an
+ * exit() inside Open MPI during one of the MPI comm's waits, first prints
+ * one line: this rank and host, the step (dr_mpi_last_words_step), the
+ * collective it is in (or, between two, the last one) and the ranks it
+ * awaits with their hosts (hosts: every rank's, len bytes each, as
+ * dr_mpi_hosts gives; NULL: none known). The SIGTERM then does what it did
+ * before (the stop request: finish this step, checkpoint, stop); where a
+ * host is gone the wait cannot finish and --collective_timeout, or
+ * mpirun's SIGKILL, ends the rank. A second SIGTERM: the default action.
+ * Once per process, after dr_mpi_init; DR_ENOMEM when out of memory. */
+int  dr_mpi_last_words(const char *hosts, size_t len);
+/* The training step under way, for those last words (no-op before). */
+void dr_mpi_last_words_step(unsigned long long step);
 #endif
