@@ -15,4 +15,9 @@ case $host in
 esac
 ip netns list | awk '{ print $1 }' | grep -qx "$host" ||
     { echo "netns_rsh: host $host does not answer: no namespace $host (scripts/netns_cluster.sh up N)" >&2; exit 255; }
+# A host whose link is down does not answer, as ssh would say after its
+# ConnectTimeout (without this, the daemon would start in the namespace
+# and never reach mpirun, which then waits for it indefinitely).
+ip -n "$host" -o link show eth0 2>/dev/null | grep -q 'state UP' ||
+    { echo "netns_rsh: host $host does not answer: its link (eth0 in namespace $host) is down" >&2; exit 255; }
 exec ip netns exec "$host" unshare --uts sh -c "hostname $host && $*"
