@@ -39,12 +39,22 @@ until [ -s "$dir/run/metrics.jsonl" ]; do
 done
 t0=$(date +%s.%N)
 ip -n dr-h1 link set eth0 down
-i=0; td=
+i=0; td=; tx=
+rank_left() {   # is a distref process (the surviving rank 0) left in dr-h0?
+    for p in $(ip netns pids dr-h0 2>/dev/null); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = distref ] && return 0
+    done
+    return 1
+}
 while kill -0 "$mp" 2>/dev/null; do
     sleep 0.1; i=$((i + 1))
     if [ -z "$td" ] && grep -q "distref: error:" "$dir/log"; then
         td=$(date +%s.%N)
         printf 'link_cut: a surviving rank reported the failure %.1f s after the cut\n' "$(echo "$td - $t0" | bc)"
+    fi
+    if [ -z "$tx" ] && ! rank_left; then
+        tx=$(date +%s.%N)
+        printf 'link_cut: the surviving rank (dr-h0) exited %.1f s after the cut\n' "$(echo "$tx - $t0" | bc)"
     fi
     [ "$i" -lt $(( (ct + 30) * 10 )) ] || { echo "link_cut: mpirun still running $((ct + 30)) s after the cut: killed"; kill -KILL "$mp"; break; }
 done
