@@ -7,8 +7,9 @@
  *
  * The second form is a mutant build: the same program linked against an
  * engine (or a reference) with one planted fault compiled in (scripts/
- * run_conformance_mutants.sh builds them). It runs the quick suites and
- * exits 0 only when SUITE failed: the fault was caught.
+ * run_conformance_mutants.sh builds them). It runs the quick suites (the
+ * script passes --only SUITE, that suite alone, unless MUTANT_MATRIX=full)
+ * and exits 0 only when SUITE failed: the fault was caught.
  *
  * --variant NAME runs the suites for one variant only: an engine variant
  * (openmp, opencl) beside the reference, `ref` for the reference's own
