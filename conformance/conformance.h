@@ -152,6 +152,19 @@ int suite_mpi_ps(results *r);
 int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
+/* suite mixed_precision: where a feature's mixed cells run (conformance/mixed_places.c) */
+typedef struct mixed_place { const char *name; int gpus; const char *alg; int packs, replicas; } mixed_place;
+enum { MIXED_PLACES = 4 };
+extern const mixed_place k_mixed_places[MIXED_PLACES];
+/* setup(c) (base_config and the feature's flags), then float16 with
+ * --loss_scale=dynamic:2^20, the reduction (tf: tensorflow), place p and
+ * the variant */
+void mixed_place_config(dr_run_config *c, void (*setup)(dr_run_config *), bool tf, const mixed_place *p,
+                        const char *variant);
+/* variant's cells at k_mixed_places[first..last] against oracle, each
+ * recorded as "VARIANT WHAT overflow float16 ..."; the number failed */
+int mixed_place_cells(results *r, void (*setup)(dr_run_config *), const char *what, const char *variant, bool tf,
+                      const outcome *oracle, size_t first, size_t last, const char *oracle_what);
 /* suite mixed_precision's --gradient_accumulation_steps cells (conformance/mixed_accum_cells.c) */
 int mixed_accum_cells(results *r);
 /* suite mixed_precision's --l2 cells (conformance/mixed_l2_cells.c) */

@@ -18,61 +18,29 @@
  */
 #include "conformance/conformance.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MWMS_TF "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}"
-#define L2_FACTOR 0.01
+#define WHAT "--l2=0.01"
 
-typedef struct place { const char *name; int gpus; const char *alg; int packs, replicas; } place;
-
-static const place k_at[] = {
-    { "one_device", 0, NULL, 1, 1 }, { "mirrored", 2, "nccl", 1, 2 },
-    { "mirrored", 3, "hierarchical_copy", 2, 3 }, { "multi_worker_mirrored", 2, "ring", 1, 4 },
-};
-
-static void l2_config(dr_run_config *c, double l2, bool tf, const place *p, const char *variant)
+static void l2_setup(dr_run_config *c)
 {
-    base_config(c, 512, 64, l2);
+    base_config(c, 512, 64, 0.01);
     c->epochs = 0;
     c->train_steps = 8;
-    c->mixed.compute = DR_DTYPE_F16;
-    c->mixed.loss_scale = DR_LOSS_SCALE_DYNAMIC;
-    c->mixed.fixed_scale = 1048576.0f;
-    c->mixed.tf_reduction = tf;
-    c->tf_config = strcmp(p->name, "multi_worker_mirrored") == 0 ? MWMS_TF : NULL;
-    set_strategy(c, p->name, p->gpus, p->alg, p->packs);
-    snprintf(c->variant, sizeof c->variant, "%s", variant);
 }
 
-static int cells_on(results *r, const char *variant, bool tf, const outcome *oracle, size_t first, size_t last,
-                    const char *oracle_what)
+static void plain_setup(dr_run_config *c)   /* the same without L2 */
 {
-    dr_run_config c;
-    outcome got;
-    int fails = 0;
-    for (size_t i = first; i <= last; i++) {
-        char why[200] = "";
-        if (r->quick && i == 3) continue;
-        l2_config(&c, L2_FACTOR, tf, &k_at[i], variant);
-        if (strcmp(variant, "ref") != 0 && !supported(r, "mixed_precision", &c, k_at[i].replicas)) continue;
-        run_case(&c, &got);
-        bool pass = !got.error[0] && !oracle->error[0] && outcome_same_why(&got, oracle, why, sizeof why);
-        fails += !pass;
-        record(r, "mixed_precision", &c, k_at[i].replicas, pass, got.seconds, "%s --l2=0.01 overflow float16 %s %s "
-               "R=%d: = the reference %s bits%s%.150s", variant, tf ? "tensorflow" : "exact", k_at[i].name,
-               k_at[i].replicas, oracle_what, got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
-        outcome_free(&got);
-    }
-    return fails;
+    l2_setup(c);
+    c->l2 = 0.0;
 }
 
 static int bites_cell(results *r, const outcome *oracle)
 {
     dr_run_config c;
     outcome plain;
-    l2_config(&c, 0.0, false, &k_at[0], "ref");
+    mixed_place_config(&c, plain_setup, false, &k_mixed_places[0], "ref");
     run_case(&c, &plain);
     bool pass = !plain.error[0] && !oracle->error[0] && !outcome_same(&plain, oracle);
     record(r, "mixed_precision", &c, 1, pass, plain.seconds, "ref --l2=0.01 overflow float16 one_device: differs "
@@ -86,7 +54,7 @@ static int mpi_l2_cell(results *r, const outcome *oracle)
     dr_run_config c;
     outcome got;
     char why[200] = "";
-    l2_config(&c, L2_FACTOR, false, &k_at[3], "mpi");
+    mixed_place_config(&c, l2_setup, false, &k_mixed_places[3], "mpi");
     set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
     run_mpi_pair(r, "--global_batch_size=64 --synthetic_examples=512 --train_steps=8 --l2=0.01 "
                  "--dtype_policy=mixed_float16 --loss_scale=dynamic:1048576", &got);
@@ -105,16 +73,16 @@ int mixed_l2_cells(results *r)
     dr_run_config c;
     outcome oracle, tf2;
     int fails = 0;
-    l2_config(&c, L2_FACTOR, false, &k_at[0], "ref");
+    mixed_place_config(&c, l2_setup, false, &k_mixed_places[0], "ref");
     run_case(&c, &oracle);
-    l2_config(&c, L2_FACTOR, true, &k_at[1], "ref");
+    mixed_place_config(&c, l2_setup, true, &k_mixed_places[1], "ref");
     run_case(&c, &tf2);
     fails += bites_cell(r, &oracle);
-    fails += cells_on(r, "ref", false, &oracle, 1, 3, "one_device");
-    fails += cells_on(r, "ref", true, &oracle, 0, 0, "one_device exact");
+    fails += mixed_place_cells(r, l2_setup, WHAT, "ref", false, &oracle, 1, 3, "one_device");
+    fails += mixed_place_cells(r, l2_setup, WHAT, "ref", true, &oracle, 0, 0, "one_device exact");
     for (size_t v = 0; v < nv; v++) {
-        fails += cells_on(r, ev[v]->name, false, &oracle, 0, 3, "one_device");
-        fails += cells_on(r, ev[v]->name, true, &tf2, 1, 1, "mirrored R=2");
+        fails += mixed_place_cells(r, l2_setup, WHAT, ev[v]->name, false, &oracle, 0, 3, "one_device");
+        fails += mixed_place_cells(r, l2_setup, WHAT, ev[v]->name, true, &tf2, 1, 1, "mirrored R=2");
     }
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)
