@@ -50,12 +50,8 @@ static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t
 
 static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
 {
-    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
-    #pragma omp parallel for schedule(static) if ((size_t)n * d->oh * d->ow * kk >= (1u << 18) && !omp_in_parallel())
-    for (uint32_t e = 0; e < n; e++)
-        for (uint32_t oy = 0; oy < d->oh; oy++)
-            for (uint32_t ox = 0; ox < d->ow; ox++)
-                im2col_row(d, x + (size_t)e * d->in, oy, ox, col + (((size_t)e * d->oh + oy) * d->ow + ox) * kk);
+    const uint32_t whole[4] = { 0, d->oh, 0, d->ow };
+    dr_omp_im2col_rect(d, x, n, whole, col);
 }
 
 /* Output index o = t / st of tap offset t, when t lands on an output in
@@ -94,12 +90,8 @@ static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_
 
 static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *dcol)
 {
-    const size_t kk = (size_t)d->ksize * d->ksize * d->oc;
-    #pragma omp parallel for schedule(static) if ((size_t)n * d->ih * d->iw * kk >= (1u << 18) && !omp_in_parallel())
-    for (uint32_t e = 0; e < n; e++)
-        for (uint32_t iy = 0; iy < d->ih; iy++)
-            for (uint32_t ix = 0; ix < d->iw; ix++)
-                gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + (((size_t)e * d->ih + iy) * d->iw + ix) * kk);
+    const uint32_t whole[4] = { 0, d->ih, 0, d->iw };
+    dr_omp_grad_gather_rect(d, dz, n, whole, dcol);
 }
 
 /* Spatial partitioning (devices/cpu/openmp_spatial.c): the forward's im2col
@@ -110,20 +102,24 @@ static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *d
  * whole map's rows at those pixels, so the GEMM gives their bits. */
 void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col)
 {
-    const size_t kk = (size_t)d->ksize * d->ksize * d->ic;
-    size_t q = 0;
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o[1] - o[0], cols = o[3] - o[2];
+    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = o[0]; oy < o[1]; oy++)
-            for (uint32_t ox = o[2]; ox < o[3]; ox++, q++) im2col_row(d, x + (size_t)e * d->in, oy, ox, col + q * kk);
+            for (uint32_t ox = o[2]; ox < o[3]; ox++)
+                im2col_row(d, x + (size_t)e * d->in, oy, ox,
+                           col + (((size_t)e * rows + oy - o[0]) * cols + ox - o[2]) * kk);
 }
 
 void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol)
 {
-    const size_t kk = (size_t)d->ksize * d->ksize * d->oc;
-    size_t q = 0;
+    const size_t kk = (size_t)d->ksize * d->ksize * d->oc, rows = i[1] - i[0], cols = i[3] - i[2];
+    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t iy = i[0]; iy < i[1]; iy++)
-            for (uint32_t ix = i[2]; ix < i[3]; ix++, q++) gather_row(d, dz + (size_t)e * d->out, iy, ix, dcol + q * kk);
+            for (uint32_t ix = i[2]; ix < i[3]; ix++)
+                gather_row(d, dz + (size_t)e * d->out, iy, ix,
+                           dcol + (((size_t)e * rows + iy - i[0]) * cols + ix - i[2]) * kk);
 }
 
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err)
