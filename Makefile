@@ -237,11 +237,13 @@ in-mutants: $(MUTANT_BIN) $(LAYER_LIBS) $(REPORT_OBJ)
 	    LIBS='$(LAYER_LIBS)' sh scripts/exact_mutants.sh $(NAMES)
 
 # The registry against the sources' seams, docs/CONFORMANCE.md's fault table
-# and the counts the docs state (static, seconds), and the check's own
-# planted disagreements (scripts/check_faults.sh --self-test).
+# and the counts the docs state (static, seconds), every sed patch's file
+# compiled with its patch (--compile, 15 s), and the check's own planted
+# disagreements (--self-test).
 in-check-faults:
 	@sh scripts/check_faults.sh
-	@sh scripts/check_faults.sh --self-test
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' sh scripts/check_faults.sh --compile
+	@CC='$(CC)' CFLAGS='$(CFLAGS)' sh scripts/check_faults.sh --self-test
 
 in-test:
 	@$(MAKE) --no-print-directory in-check-layers in-check-faults $(CLI) $(TEST_BIN) $(PORTABLE_TEST) $(NOVNNI_TEST) $(MUTANT_BIN) $(NIGHTLY_BIN) $(NIGHTLY_MPI_BIN) $(CONF_BIN) $(MPI_CHECK) $(MPI_CHECK_MUT)

@@ -22,6 +22,11 @@
 #   sh scripts/check_faults.sh --write      rewrite the docs' blocks from the registry
 #   sh scripts/check_faults.sh --self-test  the check on copies with planted
 #                                           disagreements: each must fail it
+#   CC=cc CFLAGS='...' sh scripts/check_faults.sh --compile
+#       compile (no link) every sed patch's patched file with the build's
+#       flags and its layer's define (make test runs it): a patch that no
+#       longer compiles fails here in seconds, instead of building a mutant
+#       that every harness would count as caught by its build error
 set -u
 table=tests/faults.tsv
 DOCS="README.md docs/TESTING.md docs/CONFORMANCE.md docs/ARCHITECTURE.md"
@@ -181,15 +186,47 @@ $(block "$doc" table | diff - "$tmp/table" | head -8)"
     fi
 }
 
+layer_of() {   # layer_of FILE: the -DDR_LAYER_ define the Makefile gives its directory
+    case $1 in core/*) echo -DDR_LAYER_CORE ;; ref/*) echo -DDR_LAYER_REF ;;
+    strategies/*|devices/*) echo -DDR_LAYER_ENGINE ;; harness/*) echo -DDR_LAYER_HARNESS ;; esac
+}
+
+compile_patches() {   # every sed patch applied, the result compiled from its directory's view
+    n=0
+    # the flags must build an unpatched file, or every patch would "fail" for them
+    # shellcheck disable=SC2086
+    ${CC:-cc} ${CFLAGS:-} -DDR_LAYER_CORE -c core/plan.c -o "$tmp/plain.o" 2> "$tmp/cc.err" || {
+        fail "--compile: core/plan.c does not compile unpatched with CC=${CC:-cc} CFLAGS=${CFLAGS:-} (give the build's: make check-faults): $(grep -m1 error "$tmp/cc.err" | cut -c1-120)"
+        return; }
+    while IFS=$tab read -r name kind macro files seams catcher needs breaks patch; do
+        [ "$patch" = - ] && continue
+        for f in $(echo "$files" | tr ',' ' '); do
+            case $f in *.c) ;; *) continue ;; esac
+            n=$((n + 1))
+            sed "$patch" "$f" > "$tmp/patched.c"
+            # shellcheck disable=SC2086
+            ${CC:-cc} ${CFLAGS:-} $(layer_of "$f") -iquote "$(dirname "$f")" -c "$tmp/patched.c" \
+                -o "$tmp/patched.o" 2> "$tmp/cc.err" ||
+                fail "fault $name: $f with its patch does not compile: $(grep -m1 'error' "$tmp/cc.err" | cut -c1-160)"
+        done
+    done <<EOF
+$(rows)
+EOF
+    [ $bad -eq 0 ] && echo "check-faults: the $n files tests/faults.tsv's sed patches change compile with them"
+}
+
 self_test() {   # each planted disagreement, on a copy, must fail the check
     root=$(pwd); n=0; missed=""
     plant() {   # plant NAME COMMAND...: a fresh copy, the edit, the check must fail
         n=$((n + 1)); c="$tmp/self/$1"; mkdir -p "$c"; shift
         (cd "$root" && cp -r $SRC_DIRS docs README.md scripts "$c/")
         (cd "$c" && eval "$@") || { missed="$missed $1(edit failed)"; return; }
-        if (cd "$c" && sh scripts/check_faults.sh > "$c.out" 2>&1); then missed="$missed $(basename "$c")"
+        if (cd "$c" && sh scripts/check_faults.sh $mode > "$c.out" 2>&1); then missed="$missed $(basename "$c")"
         else echo "check-faults self-test: $(basename "$c") caught: $(grep -m1 'check-faults:' "$c.out" | cut -c1-110)"; fi
     }
+    mode=--compile
+    plant patch_broken "sed 's|^\\(fill_in_order	.*\\)p->shard_data = false;/\$|\\1p->shard_data = false;;}/|' $table > t && mv t $table"
+    mode=
     plant unknown_macro "printf 'ghost\tconformance\tDR_MUTANT_GHOST\tstrategies/step.c\tstrategies/step.c\tmpi\t-\tnothing\t-\n' >> $table"
     plant row_removed "grep -v '^skip_as_pass	' $table > t && mv t $table"
     plant seam_moved "printf '#if defined(DR_MUTANT_WRONG_SPLIT)\n#endif\n' >> strategies/engine.c"
@@ -209,8 +246,9 @@ trap 'rm -rf "$tmp"' EXIT
 case ${1:-} in
 --self-test) self_test; exit ;;
 --write) check_docs 1; exit $bad ;;
+--compile) compile_patches; exit $bad ;;
 "") ;;
-*) echo "usage: check_faults.sh [--write | --self-test]" >&2; exit 2 ;;
+*) echo "usage: check_faults.sh [--write | --self-test | --compile]" >&2; exit 2 ;;
 esac
 [ -r "$table" ] || { echo "check-faults: no $table" >&2; exit 1; }
 check_rows
