@@ -251,6 +251,18 @@ static void train_cnn(const char *numerics, uint64_t steps)
 static void k_train_cnn_fast(void) { train_cnn("fast", 20); }
 static void k_train_cnn_exact(void) { train_cnn("exact", 4); }
 
+/* resnet_synthetic (38 layers: stride-2 convs, projection shortcuts, BN
+ * everywhere, global average pooling) the same way, against cnn_synthetic's
+ * fast step: what the deeper model costs per step over the small one. */
+static void resnet(dr_run_config *c) { snprintf(c->experiment, sizeof c->experiment, "resnet_synthetic"); }
+static void train_resnet(const char *numerics, uint64_t steps)
+{
+    if (bench_train_run_with("nightly", "openmp", numerics, "one_device", 0, NG, steps, 1, resnet, NULL, NULL, 0) < 0)
+        exit(1);
+}
+static void k_train_resnet_fast(void) { train_resnet("fast", 6); }
+static void k_train_resnet_exact(void) { train_resnet("exact", 1); }
+
 /* The OpenCL variant against the OpenMP one (the host side on one thread;
  * the OpenCL device's own threads are its runtime's): fast, 40 steps each.
  * Exact: 4 OpenCL steps (an exact step on PoCL is ~0.1 s; ~0.55 s with the
@@ -350,6 +362,12 @@ static const metric metrics[] = {
     { "train_cnn_exact_g64_vs_fast", "openmp exact one_device cnn_synthetic 4 steps",
       "openmp fast one_device cnn_synthetic 20 steps", setup_none, k_train_cnn_exact, k_train_cnn_fast, 1, 1, 3, 0,
       0 },
+    { "train_resnet_fast_g64_vs_cnn_fast", "openmp fast one_device resnet_synthetic 6 steps",
+      "openmp fast one_device cnn_synthetic 20 steps", setup_none, k_train_resnet_fast, k_train_cnn_fast, 1, 1, 3, 0,
+      0 },
+    { "train_resnet_exact_g64_vs_fast", "openmp exact one_device resnet_synthetic 1 step",
+      "openmp fast one_device resnet_synthetic 6 steps", setup_none, k_train_resnet_exact, k_train_resnet_fast, 1, 1,
+      3, 0, 0 },
     { "train_opencl_fast_g64_vs_openmp", "opencl fast one_device 40 steps", "openmp fast one_device 40 steps",
       setup_none, k_train_cl_fast, k_train_fast, 1, 1, 3, 1, 0 },
     /* By CPU seconds: the two runs are single-threaded (OpenMP, OpenBLAS

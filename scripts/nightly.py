@@ -67,6 +67,8 @@ METRIC_EFFECT = {
     # the conv model's rows (issue 31), as the other training rows: 20%
     "train_cnn_fast_g64_vs_mlp_fast": 0.20,
     "train_cnn_exact_g64_vs_fast": 0.20,
+    "train_resnet_fast_g64_vs_cnn_fast": 0.20,
+    "train_resnet_exact_g64_vs_fast": 0.20,
 }
 # Item 6's rows (docs/NIGHTLY.md, "The OpenCL, MPI and conformance rows"),
 # set from A/A runs on the shared machine while its load average went from
