@@ -2,6 +2,7 @@
  * exact accumulator rounded once to them (distref/half.h). */
 #include "distref/half.h"
 #include "distref/elem.h"
+#include "distref/exact_parts.h"
 
 #include <float.h>
 #include <string.h>
@@ -104,6 +105,10 @@ static int residual_sign(const dr_acc *a, float f, uint32_t d)
 static float tiny_sign(const dr_acc *a)
 {
     dr_acc z = *a;
+    int64_t any = 0;
+    dr_acc_normalize(&z);   /* digits: zero exactly when every limb is (a dead unit's gradient) */
+    for (int i = 0; i < DR_ACC_LIMBS; i++) any |= z.limb[i];
+    if (!any) return 0.0f;
     for (int i = 0; i < 7; i++) {
         float v;
         dr_acc_mul_u32(&z, 1u << 30);

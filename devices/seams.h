@@ -439,6 +439,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_POOL_BEATS(x, best) ((x) > (best))
 #endif
 
+/* ---- cpu/openmp_mixed.c: the fast mixed kernels ------------------------------- */
+
+/* The bias a fast mixed forward GEMM adds to its float32 result. */
+#if defined(DR_MUTANT_MIXED_FAST_NO_BIAS)      /* none: the fast forward drops the layer's bias */
+#define DR_SEAM_MIXED_FAST_BIAS(bias) ((void)(bias), (const float *)0)
+#else
+#define DR_SEAM_MIXED_FAST_BIAS(bias) (bias)
+#endif
+
 /* ---- cpu/openmp_spatial.c: spatial partitioning's halo exchange ---------------- */
 
 /* The last row (exclusive) a core receives from the core below: what its

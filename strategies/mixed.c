@@ -27,8 +27,9 @@
  * replica's float32 weights read in place) added before the unscale: exact
  * once to the reduced, rounded gradient; tensorflow to each replica's
  * rounded partial (its 1/R share) before the all-reduce (ref alike).
- * The step runs with full exact accumulators (no compact form, no fast
- * kernels: --numerics=fast runs these same kernels and gives the same bits).
+ * The step runs with full exact accumulators (no compact form); under
+ * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
+ * backend has fast mixed kernels (openmp), and the reduction stays exact.
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, no
@@ -128,7 +129,7 @@ void engine_mixed_close(dr_session *s)
 int engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err)
 {
     const engine_mixed *m = s->mixed;
-    dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r] };
+    dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
     return s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
 }
 

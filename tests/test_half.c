@@ -166,6 +166,13 @@ static void test_acc_edges(void **state)
     assert_int_equal(bits(dr_acc_round_div_dtype(&a, 1, DR_DTYPE_BF16)), 0u);
     dr_acc_init(&a); dr_acc_add_prod(&a, -0x1p-100f, 0x1p-100f);
     assert_int_equal(bits(dr_acc_round_div_dtype(&a, 1, DR_DTYPE_F16)), 0x80000000u);
+    dr_acc_init(&a); dr_acc_add_prod(&a, 0x1p-100f, 0x1p-100f); dr_acc_add(&a, 0x1p-140f);
+    dr_acc_add(&a, -0x1p-140f);              /* a tiny value beside a cancelled pair: still positive */
+    assert_int_equal(bits(dr_acc_round_div_odd(&a, 1)), 1u);
+    dr_acc_init(&a); dr_acc_add(&a, 0x1p100f); dr_acc_add(&a, 1.5f); dr_acc_add(&a, -0x1p100f);
+    dr_acc_add(&a, -1.5f);                   /* an exact zero from limbs far apart: +0, the odd rounding too */
+    assert_int_equal(bits(dr_acc_round_div_odd(&a, 3)), 0u);
+    assert_int_equal(bits(dr_acc_round_div_dtype(&a, 1, DR_DTYPE_F16)), 0u);
     dr_acc_init(&a); dr_acc_add(&a, 0x1p127f); dr_acc_add(&a, 0x1p127f);  /* 2^128: inf in bf16 */
     assert_true(isinf(dr_acc_round_div_dtype(&a, 1, DR_DTYPE_BF16)));
     assert_true(dr_acc_round_div_dtype(&a, 4, DR_DTYPE_BF16) == 0x1p126f);
