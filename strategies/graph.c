@@ -35,7 +35,7 @@
 struct engine_graph {
     dr_comm *ep[ENGINE_MAX_WORKERS];   /* the statistics' comm: one pack, any length */
     uint32_t neps;
-    dr_acc  *sums[DR_MAX_DEVICES - 1]; /* per local replica: s1[BN_MAX_C], s2[BN_MAX_C] */
+    dr_acc  *sums[DR_MAX_DEVICES - 1]; /* per local replica: s1[C], then s2[C], C the layer's channels */
     dr_acc  *state[DR_MAX_DEVICES - 1];/* per local replica: the state's S values (replica BN) */
 };
 
@@ -68,6 +68,7 @@ int engine_graph_open(dr_session *s, dr_err *err)
     cc.local_replicas = s->L;
     cc.alg = DR_COMM_RING;
     cc.num_packs = 1;
+    cc.strategy = &s->strat;   /* the statistics' bytes count on the replicas' devices */
     cc.timeout_s = s->plan->cfg->collective_timeout;
     if ((rc = s->co->open(&cc, g->ep, &g->neps, err))) return dr_fail_wrap(err, "the batch-norm statistics' comm"), rc;
     return DR_OK;
@@ -136,8 +137,9 @@ static int moving_update(dr_session *s, uint32_t r, uint32_t l, const float *mea
 static int sums_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     const gstep *a = arg;
-    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + BN_MAX_C;
-    for (uint32_t c = 0; c < 2 * BN_MAX_C; c++) dr_acc_init(&s1[c]);
+    uint32_t C = s->plan->exp.model.layer[a->l].oc;
+    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + C;
+    for (uint32_t c = 0; c < 2 * C; c++) dr_acc_init(&s1[c]);
     return s->bo->bn_sums(s->be, &s->rb[r], a->l, DR_BN_SUMS, NULL, s1, s->plan->bn_replica ? NULL : s2, err);
 }
 
@@ -146,7 +148,7 @@ static int replica_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     const dr_dense *d = &s->plan->exp.model.layer[((gstep *)arg)->l];
     uint32_t l = ((gstep *)arg)->l, N = rows_of(s, r) * d->ih * d->iw;
-    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + BN_MAX_C;
+    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + d->oc;
     float mean[BN_MAX_C], var[BN_MAX_C];
     int rc;
     if (N == 0) return DR_OK;
@@ -167,9 +169,10 @@ static int normalize_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 /* The backward sums of dy and dy xhat (also into gamma's and beta's gradient). */
 static int grad_sums_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
+    uint32_t l = ((gstep *)arg)->l, C = s->plan->exp.model.layer[l].oc;
     dr_acc *s1 = s->graph->sums[local_index(s, r)];
-    for (uint32_t c = 0; c < 2 * BN_MAX_C; c++) dr_acc_init(&s1[c]);
-    return s->bo->bn_sums(s->be, &s->rb[r], ((gstep *)arg)->l, DR_BN_GRAD, NULL, s1, s1 + BN_MAX_C, err);
+    for (uint32_t c = 0; c < 2 * C; c++) dr_acc_init(&s1[c]);
+    return s->bo->bn_sums(s->be, &s->rb[r], l, DR_BN_GRAD, NULL, s1, s1 + C, err);
 }
 
 static int bn_back_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
@@ -177,7 +180,7 @@ static int bn_back_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     const gstep *a = arg;
     const dr_dense *d = &s->plan->exp.model.layer[a->l];
     uint32_t N = rows_of(s, r) * d->ih * d->iw;
-    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + BN_MAX_C;
+    dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + d->oc;
     float mdy[BN_MAX_C], mdx[BN_MAX_C];
     if (a->mean) return s->bo->bn_backward(s->be, &s->rb[r], a->l, a->mean, a->var, err);   /* sync: given */
     if (N == 0) return DR_OK;
@@ -187,12 +190,14 @@ static int bn_back_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 
 /* ---- the worker's lock step ------------------------------------------------- */
 
-/* Sync BN: every replica's sums of every worker, exactly (local[k] then holds the total). */
-static int all_sums(dr_session *s, uint32_t w, dr_err *err)
+/* Sync BN at layer l: every replica's sums of every worker, exactly (local[k]
+ * then holds the total): 2 C accumulators, C the layer's channels. */
+static int all_sums(dr_session *s, uint32_t w, uint32_t l, dr_err *err)
 {
     void *local[DR_MAX_DEVICES];
     for (uint32_t k = 0; k < s->L; k++) local[k] = s->graph->sums[local_index(s, w * s->L + k)];
-    return s->co->all_reduce(s->graph->ep[w - s->wlo], DR_FORM_ACC, local, 2 * BN_MAX_C, err);
+    return s->co->all_reduce(s->graph->ep[w - s->wlo], DR_FORM_ACC, local, 2 * (size_t)s->plan->exp.model.layer[l].oc,
+                             err);
 }
 
 /* The global batch's statistics' count at layer l: its examples x pixels. */
@@ -212,11 +217,11 @@ static int bn_forward(dr_session *s, uint32_t w, uint32_t l, dr_err *err)
     int rc;
     if ((rc = engine_each_replica(s, lo, s->L, sums_fn, &a, err))) return rc;
     if (s->plan->bn_replica) return engine_each_replica(s, lo, s->L, replica_fn, &a, err);
-    if ((rc = DR_SEAM_BN_STATS_REDUCE(all_sums(s, w, err)))) return rc;
+    if ((rc = DR_SEAM_BN_STATS_REDUCE(all_sums(s, w, l, err)))) return rc;
     if (N == 0) return DR_OK;
     t = s->graph->sums[local_index(s, lo)];
     for (uint32_t c = 0; c < d->oc; c++) {
-        float ex2 = dr_acc_round_div(&t[BN_MAX_C + c], N);
+        float ex2 = dr_acc_round_div(&t[d->oc + c], N);
         mean[c] = dr_acc_round_div(&t[c], N);
         var[c] = ex2 - mean[c] * mean[c];
     }
@@ -233,12 +238,12 @@ static int bn_backward(dr_session *s, uint32_t w, uint32_t l, dr_err *err)
     if ((rc = engine_each_replica(s, lo, s->L, grad_sums_fn, &a, err))) return rc;
     if (!s->plan->bn_replica) {
         const dr_acc *t;
-        if ((rc = all_sums(s, w, err))) return rc;
+        if ((rc = all_sums(s, w, l, err))) return rc;
         if (N == 0) return DR_OK;
         t = s->graph->sums[local_index(s, lo)];
         for (uint32_t c = 0; c < d->oc; c++) {
             mdy[c] = dr_acc_round_div(&t[c], N);
-            mdx[c] = dr_acc_round_div(&t[BN_MAX_C + c], N);
+            mdx[c] = dr_acc_round_div(&t[d->oc + c], N);
         }
         a.mean = mdy;
         a.var = mdx;
