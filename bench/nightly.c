@@ -243,25 +243,19 @@ static void k_train_g256_1thr(void) { train_with("openmp", "fast", "one_device",
  * Dense one: a regression in the engine's layer kernels moves it), and
  * exact against fast (exact mode's price on the conv model). */
 static void cnn(dr_run_config *c) { snprintf(c->experiment, sizeof c->experiment, "cnn_synthetic"); }
-static void train_cnn(const char *numerics, uint64_t steps)
-{
-    if (bench_train_run_with("nightly", "openmp", numerics, "one_device", 0, NG, steps, 1, cnn, NULL, NULL, 0) < 0)
-        exit(1);
-}
-static void k_train_cnn_fast(void) { train_cnn("fast", 20); }
-static void k_train_cnn_exact(void) { train_cnn("exact", 4); }
-
 /* resnet_synthetic (38 layers: stride-2 convs, projection shortcuts, BN
  * everywhere, global average pooling) the same way, against cnn_synthetic's
  * fast step: what the deeper model costs per step over the small one. */
 static void resnet(dr_run_config *c) { snprintf(c->experiment, sizeof c->experiment, "resnet_synthetic"); }
-static void train_resnet(const char *numerics, uint64_t steps)
+static void train_model(void (*model)(dr_run_config *), const char *numerics, uint64_t steps)
 {
-    if (bench_train_run_with("nightly", "openmp", numerics, "one_device", 0, NG, steps, 1, resnet, NULL, NULL, 0) < 0)
+    if (bench_train_run_with("nightly", "openmp", numerics, "one_device", 0, NG, steps, 1, model, NULL, NULL, 0) < 0)
         exit(1);
 }
-static void k_train_resnet_fast(void) { train_resnet("fast", 6); }
-static void k_train_resnet_exact(void) { train_resnet("exact", 1); }
+static void k_train_cnn_fast(void) { train_model(cnn, "fast", 20); }
+static void k_train_cnn_exact(void) { train_model(cnn, "exact", 4); }
+static void k_train_resnet_fast(void) { train_model(resnet, "fast", 6); }
+static void k_train_resnet_exact(void) { train_model(resnet, "exact", 1); }
 
 /* The OpenCL variant against the OpenMP one (the host side on one thread;
  * the OpenCL device's own threads are its runtime's): fast, 40 steps each.

@@ -103,15 +103,14 @@ static int forward_layer(const dr_backend *b, uint32_t l, const float *in, uint3
     size_t cnt = (size_t)n * d->out;
     if (w->fast) {
         gemm_fast_dtype(DR_NO_TRANS, n, d->out, d->in, in, Wc, DR_SEAM_MIXED_FAST_BIAS(bc), c, w->tf, w->pre[l]);
-        goto activate;
+    } else {
+        memset(w->tmp, 0, cnt * sizeof *w->tmp);
+        if (dr_gemm_acc_fast(DR_NO_TRANS, DR_NO_TRANS, n, d->out, d->in, in, d->in, Wc, d->out, w->tmp))
+            return DR_ENOMEM;
+        for (uint32_t r = 0; r < n; r++)
+            for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&w->tmp[(size_t)r * d->out + j], bc[j]);
+        acc_to_dtype(w->tmp, cnt, c, w->pre[l]);
     }
-    memset(w->tmp, 0, cnt * sizeof *w->tmp);
-    if (dr_gemm_acc_fast(DR_NO_TRANS, DR_NO_TRANS, n, d->out, d->in, in, d->in, Wc, d->out, w->tmp))
-        return DR_ENOMEM;
-    for (uint32_t r = 0; r < n; r++)
-        for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&w->tmp[(size_t)r * d->out + j], bc[j]);
-    acc_to_dtype(w->tmp, cnt, c, w->pre[l]);
-activate:
     for (size_t i = 0; i < cnt; i++)
         w->act[l][i] = d->act == DR_ACT_RELU ? (w->pre[l][i] > 0.0f ? w->pre[l][i] : 0.0f) : w->pre[l][i];
     return DR_OK;
