@@ -76,6 +76,16 @@ static void f_exponential(dr_run_config *c)
     c->lr_schedule.kind = DR_LR_EXPONENTIAL; c->lr_schedule.decay_steps = 3; c->lr_schedule.decay_rate = 0.7f;
     c->learning_rate = 0.1;
 }
+static void f_staircase(dr_run_config *c)
+{
+    f_exponential(c);
+    c->lr_schedule.staircase = true; c->lr_schedule.warmup_steps = 2; c->lr_schedule.warmup_lr = 0.02f;
+}
+static void f_cycle(dr_run_config *c)
+{
+    f_polynomial(c);
+    c->lr_schedule.decay_steps = 4; c->lr_schedule.cycle = true;
+}
 static void f_warmup(dr_run_config *c) { c->lr_schedule.warmup_steps = 5; c->learning_rate = 0.05; }
 static void f_global(dr_run_config *c) { c->clip.global_clipnorm = 0.05f; }
 static void f_clipnorm(dr_run_config *c) { c->clip.clipnorm = 0.02f; }
@@ -90,6 +100,10 @@ static const feature k_schedules[] = {
     { "exponential decay=3 rate=0.7", "--lr_schedule=exponential --decay_steps=3 --decay_rate=0.7 --learning_rate=0.1",
       f_exponential },
     { "constant warmup=5", "--warmup_steps=5 --learning_rate=0.05", f_warmup },
+    { "exponential staircase, warmup from 0.02", "--lr_schedule=exponential --decay_steps=3 --decay_rate=0.7 "
+      "--staircase --warmup_steps=2 --warmup_learning_rate=0.02 --learning_rate=0.1", f_staircase },
+    { "polynomial cycle decay=4", "--lr_schedule=polynomial --decay_steps=4 --power=2 --end_learning_rate=0.001 "
+      "--cycle --learning_rate=0.1", f_cycle },
 };
 static const feature k_clips[] = {
     { "global_clipnorm=0.05", "--global_clipnorm=0.05", f_global },

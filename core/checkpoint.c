@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAGIC "DRCKPT06"
+#define MAGIC "DRCKPT07"
+#define MAGIC_06 "DRCKPT06"   /* read too: no staircase, cycle or warmup start */
 #define MAGIC_05 "DRCKPT05"   /* read too: no input identity (not checked) */
 #define MAGIC_04 "DRCKPT04"   /* read too: float32 (no mixed precision) */
 #define MAGIC_03 "DRCKPT03"   /* read too: no schedule, no clipping */
@@ -24,7 +25,12 @@
 #define HEADER_05 (HEADER_04 + MIX_BYTES)
 /* 06 adds the input's identity: the auto-shard policy, the shard set's SHA-256 */
 #define INPUT_BYTES (4 + 32)
-#define HEADER_BYTES (HEADER_05 + INPUT_BYTES)
+#define HEADER_06 (HEADER_05 + INPUT_BYTES)
+/* 07 adds the schedule's options: flags (staircase, cycle), the warmup's start */
+#define SCHED_BYTES (4 + 4)
+#define HEADER_BYTES (HEADER_06 + SCHED_BYTES)
+#define SCHED_STAIRCASE 1u
+#define SCHED_CYCLE 2u
 #define MAX_CHECKPOINT ((size_t)1 << 31)
 
 static void put_f64(uint8_t *p, double x)
@@ -160,6 +166,9 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     off += put_mix(buf + off, c);
     dr_put_u32le(buf + off, c->input_policy); off += 4;
     memcpy(buf + off, c->shards_sha256, 32); off += 32;
+    dr_put_u32le(buf + off, (c->schedule.staircase ? SCHED_STAIRCASE : 0) | (c->schedule.cycle ? SCHED_CYCLE : 0));
+    off += 4;
+    put_f32(buf + off, c->schedule.warmup_lr); off += 4;
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
     for (size_t i = 0; i < (size_t)c->nparams * c->nslots; i++, off += 4) { uint32_t u; memcpy(&u, &c->slots[i], 4); dr_put_u32le(buf + off, u); }
     {
@@ -219,6 +228,7 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     if (n >= 8 && memcmp(buf, MAGIC_03, 8) == 0) header = HEADER_03;
     if (n >= 8 && memcmp(buf, MAGIC_04, 8) == 0) header = HEADER_04;
     if (n >= 8 && memcmp(buf, MAGIC_05, 8) == 0) header = HEADER_05;
+    if (n >= 8 && memcmp(buf, MAGIC_06, 8) == 0) header = HEADER_06;
     if (n < 12 + header + 32) return bad(err, path, "truncated (shorter than its header)");
     if (memcmp(buf, "DRCKPT0", 7) == 0 && memcmp(buf, MAGIC, 8) != 0 && header == HEADER_BYTES)
         return bad(err, path, "written by another distref version (its magic is not " MAGIC "); resume it with "
@@ -245,12 +255,20 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     c->nparams = dr_get_u32le(buf + off); off += 4;
     c->nslots = dr_get_u32le(buf + off); off += 4;
     if (header != HEADER_03) off += get_ext(buf + off, c);
-    if (header == HEADER_05 || header == HEADER_BYTES) off += get_mix(buf + off, c);
-    if (header == HEADER_BYTES) {
+    if (header >= HEADER_05) off += get_mix(buf + off, c);
+    if (header >= HEADER_06) {
         c->input_policy = dr_get_u32le(buf + off); off += 4;
         memcpy(c->shards_sha256, buf + off, 32); off += 32;
         if (c->input_policy > DR_CKPT_POLICY_BASE + 4)
             return bad(err, path, "its auto-shard policy is out of range (corrupt)");
+    }
+    if (header == HEADER_BYTES) {
+        uint32_t f = dr_get_u32le(buf + off); off += 4;
+        c->schedule.warmup_lr = get_f32(buf + off); off += 4;
+        c->schedule.staircase = (f & SCHED_STAIRCASE) != 0;
+        c->schedule.cycle = (f & SCHED_CYCLE) != 0;
+        if (f & ~(SCHED_STAIRCASE | SCHED_CYCLE) || !(c->schedule.warmup_lr >= 0.0f))
+            return bad(err, path, "its learning-rate schedule's options are out of range (corrupt)");
     }
     if (c->mixed_dtype > 2 || c->loss_scale_kind > 2)
         return bad(err, path, "its mixed-precision policy is out of range (corrupt)");
@@ -347,6 +365,8 @@ static int check_training(const dr_checkpoint *c, const char *dir, const dr_chec
         { "--warmup_steps", a->warmup_steps, b->warmup_steps }, { "--decay_steps", a->decay_steps, b->decay_steps },
         { "--end_learning_rate", a->end_learning_rate, b->end_learning_rate }, { "--power", a->power, b->power },
         { "--alpha", a->alpha, b->alpha }, { "--decay_rate", a->decay_rate, b->decay_rate },
+        { "--staircase", a->staircase, b->staircase }, { "--cycle", a->cycle, b->cycle },
+        { "--warmup_learning_rate", a->warmup_lr, b->warmup_lr },
         { "--clipnorm", c->clip.clipnorm, now->clip.clipnorm }, { "--clipvalue", c->clip.clipvalue, now->clip.clipvalue },
         { "--global_clipnorm", c->clip.global_clipnorm, now->clip.global_clipnorm },
     };

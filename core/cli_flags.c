@@ -134,13 +134,17 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
         BOOL("version", version, "print the version and the git revision it was built from, and exit"),
         ENUM("lr_schedule", lr_schedule, "constant|piecewise|cosine|polynomial|exponential", "the learning rate "
              "per step, Keras 3's schedules in float32 (docs/TRAINING_FEATURES.md)"),
-        INT("warmup_steps", warmup_steps, 0, 2147483647.0, "linear warmup from 0 over this many steps, then the "
-            "schedule from its step 0"),
+        INT("warmup_steps", warmup_steps, 0, 2147483647.0, "linear warmup from --warmup_learning_rate over this "
+            "many steps, then the schedule from its step 0"),
+        DBL("warmup_learning_rate", warmup_learning_rate, 0, 1e6, "where the warmup starts (default 0; Model Garden's "
+            "warmup_learning_rate, Keras CosineDecay's initial_learning_rate with a warmup_target)"),
         INT("decay_steps", decay_steps, 0, 2147483647.0, "cosine|polynomial|exponential: the decay's steps (> 0)"),
         DBL("end_learning_rate", end_learning_rate, 0, 1e6, "polynomial: the final rate (default 0.0001)"),
         DBL("power", power, 0, 1000, "polynomial: the exponent (default 1)"),
         DBL("alpha", alpha, 0, 1, "cosine: the floor, a fraction of --learning_rate (default 0)"),
         DBL("decay_rate", decay_rate, 0, 1e6, "exponential: lr * decay_rate^(step / decay_steps) (> 0)"),
+        BOOL("staircase", staircase, "exponential: the exponent floor(step / decay_steps) (Keras's staircase)"),
+        BOOL("cycle", cycle, "polynomial: restart the decay past --decay_steps (Keras's cycle)"),
         STR("boundaries", boundaries, "piecewise: increasing steps, e.g. 100,200"),
         STR("values", values, "piecewise: the rates, one more than --boundaries, e.g. 0.1,0.01,0.001"),
         DBL("clipnorm", clipnorm, 0, 1e30, "clip each variable's aggregated gradient to this norm (> 0)"),

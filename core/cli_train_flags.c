@@ -47,7 +47,7 @@ static int list(const char *flag, const char *s, uint32_t *ints, float *reals, u
 static const struct { const char *flag; dr_lr_kind kind; } OWNER[] = {
     { "decay_steps", DR_LR_COSINE }, { "alpha", DR_LR_COSINE }, { "end_learning_rate", DR_LR_POLYNOMIAL },
     { "power", DR_LR_POLYNOMIAL }, { "decay_rate", DR_LR_EXPONENTIAL }, { "boundaries", DR_LR_PIECEWISE },
-    { "values", DR_LR_PIECEWISE },
+    { "values", DR_LR_PIECEWISE }, { "staircase", DR_LR_EXPONENTIAL }, { "cycle", DR_LR_POLYNOMIAL },
 };
 
 static int scope(const dr_flag *f, int n, dr_lr_kind k, dr_err *err)
@@ -81,6 +81,9 @@ static int schedule(const dr_cli_flags *c, const dr_flag *f, int n, dr_lr_schedu
     s->power = (float)c->power;
     s->alpha = (float)c->alpha;
     s->decay_rate = (float)c->decay_rate;
+    s->staircase = c->staircase;
+    s->cycle = c->cycle;
+    s->warmup_lr = (float)c->warmup_learning_rate;
     if (s->kind == DR_LR_PIECEWISE) {
         if ((rc = list("boundaries", c->boundaries, s->boundaries, NULL, DR_LR_MAX_BOUNDARIES, &s->nboundaries, err)) ||
             (rc = list("values", c->values, NULL, s->values, DR_LR_MAX_BOUNDARIES + 1, &nv, err)))

@@ -29,6 +29,17 @@ int dr_lr_schedule_check(const dr_lr_schedule *s, dr_err *err)
                        dr_lr_kind_name(s->kind));
     if (s->kind == DR_LR_EXPONENTIAL && !(s->decay_rate > 0.0f))
         return dr_fail(err, DR_EUSAGE, "--decay_rate: --lr_schedule=exponential needs --decay_rate > 0");
+    if (s->staircase && s->kind != DR_LR_EXPONENTIAL)
+        return dr_fail(err, DR_EUSAGE, "--staircase is a parameter of --lr_schedule=exponential; this run has "
+                       "--lr_schedule=%s", dr_lr_kind_name(s->kind));
+    if (s->cycle && s->kind != DR_LR_POLYNOMIAL)
+        return dr_fail(err, DR_EUSAGE, "--cycle is a parameter of --lr_schedule=polynomial; this run has "
+                       "--lr_schedule=%s", dr_lr_kind_name(s->kind));
+    if (!(s->warmup_lr >= 0.0f) || isinf(s->warmup_lr))
+        return dr_fail(err, DR_EUSAGE, "--warmup_learning_rate: expected a finite rate >= 0");
+    if (s->warmup_lr != 0.0f && s->warmup_steps == 0)
+        return dr_fail(err, DR_EUSAGE, "--warmup_learning_rate needs --warmup_steps > 0 (it is where the warmup "
+                       "starts)");
     if (s->kind == DR_LR_PIECEWISE) {
         if (s->nboundaries == 0)
             return dr_fail(err, DR_EUSAGE, "--boundaries: --lr_schedule=piecewise needs 1 to %d boundaries",
@@ -62,13 +73,16 @@ static float decayed(const dr_lr_schedule *s, float lr, uint64_t it)
     switch (s->kind) {
     case DR_LR_COSINE:
         return cosine(s, fminf(st, ds), lr);
-    case DR_LR_POLYNOMIAL: {
-        float p = fminf(st, ds) / ds;
+    case DR_LR_POLYNOMIAL: {   /* cycle: the first multiple of ds at or past st (1 at st = 0), in float32 */
+        float span = s->cycle ? ds * (st == 0.0f ? 1.0f : ceilf(st / ds)) : ds;
+        float p = (s->cycle ? st : fminf(st, ds)) / span;
         float end = s->end_learning_rate;
         return (lr - end) * (float)pow((double)(1.0f - p), (double)s->power) + end;
     }
-    case DR_LR_EXPONENTIAL:
-        return lr * (float)pow((double)s->decay_rate, (double)(st / ds));
+    case DR_LR_EXPONENTIAL: {
+        float p = st / ds;
+        return lr * (float)pow((double)s->decay_rate, (double)(s->staircase ? floorf(p) : p));
+    }
     case DR_LR_PIECEWISE:
         for (uint32_t i = 0; i < s->nboundaries; i++)
             if (it <= s->boundaries[i]) return s->values[i];
@@ -82,8 +96,8 @@ float dr_lr_at(const dr_lr_schedule *s, float lr, uint64_t update)
 {
     uint64_t it = update > 0 ? update - 1 : 0;   /* optimizer.iterations before the update */
     if (s->warmup_steps > 0 && it < s->warmup_steps) {
-        float target = s->kind == DR_LR_PIECEWISE ? s->values[0] : lr;
-        return target * ((float)it / (float)s->warmup_steps);
+        float target = s->kind == DR_LR_PIECEWISE ? s->values[0] : lr, from = s->warmup_lr;
+        return (target - from) * ((float)it / (float)s->warmup_steps) + from;   /* Keras's _warmup_function */
     }
     return decayed(s, lr, it - s->warmup_steps);
 }

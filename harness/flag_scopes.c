@@ -30,6 +30,7 @@ static const scope k_scopes[] = {
 #define TRAINING(f) { f, ALL_STRATEGIES, CMD_TRAIN, NULL, "training (train, train_and_eval)" }
     TRAINING("lr_schedule"), TRAINING("warmup_steps"), TRAINING("decay_steps"), TRAINING("end_learning_rate"),
     TRAINING("power"), TRAINING("alpha"), TRAINING("decay_rate"), TRAINING("boundaries"), TRAINING("values"),
+    TRAINING("staircase"), TRAINING("cycle"), TRAINING("warmup_learning_rate"),
     TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"), TRAINING("clip_semantics"),
     TRAINING("gradient_accumulation_steps"), TRAINING("batch_norm"), TRAINING("dropout"),
     TRAINING("dtype_policy"), TRAINING("dtype"), TRAINING("loss_scale"), TRAINING("mixed_reduction"),

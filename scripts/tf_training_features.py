@@ -36,6 +36,7 @@ def emu_f32(kind, p, step):
     """Keras's formula, op by op in float32 (math.cos/pow in double, then
     rounded, as a correctly rounded float32 cos/pow would give)."""
     s = f32(step)
+    kind = kind.split("_")[0]   # cosine_from, polynomial_cycle, exponential_staircase: options in p
     if kind == "cosine":
         ws, wt, ds = p["warmup_steps"], p["warmup_target"], p["decay_steps"]
         init, alpha = f32(p["initial"]), f32(p["alpha"])
@@ -50,12 +51,17 @@ def emu_f32(kind, p, step):
         return f32(f32(wt) * dec)
     if kind == "polynomial":
         init, end, pw, ds = f32(p["initial"]), f32(p["end"]), f32(p["power"]), f32(p["decay_steps"])
-        s = min(s, ds)
+        if p.get("cycle"):
+            ds = f32(ds * (f32(1.0) if s == 0 else f32(math.ceil(f32(s / ds)))))
+        else:
+            s = min(s, ds)
         q = f32(s / ds)
         return f32(f32(f32(init - end) * f32(float(f32(1.0) - q) ** float(pw))) + end)
     if kind == "exponential":
         init, dr, ds = f32(p["initial"]), f32(p["decay_rate"]), f32(p["decay_steps"])
         q = f32(s / ds)
+        if p.get("staircase"):
+            q = f32(math.floor(q))
         return f32(init * f32(float(dr) ** float(q)))
     if kind == "piecewise":
         b, v = p["boundaries"], p["values"]
@@ -68,6 +74,8 @@ def emu_f32(kind, p, step):
 def emu_double(kind, p, step):
     """The same formula evaluated in double, rounded to float32 once."""
     s = float(step)
+    if kind != kind.split("_")[0]:
+        return None   # the options are compared with the float32 emulation only
     if kind == "cosine":
         ws, wt, ds, init, alpha = p["warmup_steps"], p["warmup_target"], p["decay_steps"], p["initial"], p["alpha"]
         s = min(s, ds + ws)
@@ -93,6 +101,16 @@ SCHEDULES = {
                     lambda p: S.ExponentialDecay(p["initial"], p["decay_steps"], p["decay_rate"])),
     "piecewise": (dict(boundaries=[5, 20], values=[0.1, 0.05, 0.01]),
                   lambda p: S.PiecewiseConstantDecay(p["boundaries"], p["values"])),
+    # the options: a warmup from a rate other than 0, staircase, cycle
+    "cosine_from": (dict(initial=0.02, warmup_target=0.1, warmup_steps=7, decay_steps=50, alpha=0.1),
+                    lambda p: S.CosineDecay(p["initial"], p["decay_steps"], alpha=p["alpha"],
+                                            warmup_target=p["warmup_target"], warmup_steps=p["warmup_steps"])),
+    "polynomial_cycle": (dict(initial=0.1, end=0.001, power=2.0, decay_steps=15, cycle=True),
+                         lambda p: S.PolynomialDecay(p["initial"], p["decay_steps"], p["end"], power=p["power"],
+                                                     cycle=True)),
+    "exponential_staircase": (dict(initial=0.1, decay_rate=0.9, decay_steps=7, staircase=True),
+                              lambda p: S.ExponentialDecay(p["initial"], p["decay_steps"], p["decay_rate"],
+                                                           staircase=True)),
 }
 
 
@@ -105,11 +123,12 @@ def measure_schedules(steps=60):
             tf_v = sched(tf.constant(k, tf.int64)).numpy()
             a, b = emu_f32(kind, p, k), emu_double(kind, p, k)
             n_f32 += bits(tf_v) == bits(a)
-            n_dbl += bits(tf_v) == bits(b)
-            if bits(tf_v) != bits(a) or bits(tf_v) != bits(b):
-                diffs.append((k, float(tf_v), bits(tf_v) - bits(a), bits(tf_v) - bits(b)))
+            n_dbl += b is not None and bits(tf_v) == bits(b)
+            if bits(tf_v) != bits(a) or (b is not None and bits(tf_v) != bits(b)):
+                diffs.append((k, float(tf_v), bits(tf_v) - bits(a), None if b is None else bits(tf_v) - bits(b)))
+        dbl = f"{n_dbl}/{steps}" if emu_double(kind, p, 0) is not None else "not computed"
         print(f"schedule {kind} {p}: dtype {sched(0).dtype}; steps 0..{steps - 1}: "
-              f"bits = float32 emulation {n_f32}/{steps}, = double-round-once {n_dbl}/{steps}")
+              f"bits = float32 emulation {n_f32}/{steps}, = double-round-once {dbl}")
         for d in diffs[:6]:
             print(f"   step {d[0]}: tf {d[1]!r} ulps(tf - f32 emu) {d[2]} ulps(tf - double) {d[3]}")
 

@@ -35,6 +35,8 @@ piecewise|--lr_schedule=piecewise --boundaries=2,5 --values=0.1,0.05,0.02
 polynomial|--lr_schedule=polynomial --decay_steps=10 --power=2 --end_learning_rate=0.001 --learning_rate=0.1
 exponential|--lr_schedule=exponential --decay_steps=3 --decay_rate=0.7 --learning_rate=0.1
 constant+warmup|--warmup_steps=5 --learning_rate=0.05
+staircase+warmup_from|--lr_schedule=exponential --decay_steps=3 --decay_rate=0.7 --staircase --warmup_steps=2 --warmup_learning_rate=0.02 --learning_rate=0.1
+polynomial+cycle|--lr_schedule=polynomial --decay_steps=4 --power=2 --end_learning_rate=0.001 --cycle --learning_rate=0.1
 global_clipnorm|--global_clipnorm=0.05
 clipnorm|--clipnorm=0.02
 clipvalue|--clipvalue=0.002

@@ -84,12 +84,14 @@ static void put_file(const char *dir, const char *file, const void *data, size_t
     assert_int_equal(fclose(f), 0);
 }
 
-/* DRCKPT06 records the input (auto-shard policy, shard set), 05 mixed
- * precision, 04 the schedule and clipping; 06 still reads 05 files (input
- * unrecorded: not checked), 04 files (without the mixed fields) as float32
- * runs and 03 files (without either) as constant-rate, unclipped runs: a 06
- * file written, the 05, 04 and 03 files made from it by hand, all loaded. */
-/* The 06 file b (n bytes) as an older version's: its header cut to `keep`
+/* DRCKPT07 records the schedule's options (staircase, cycle, the warmup's
+ * start), 06 the input (auto-shard policy, shard set), 05 mixed precision,
+ * 04 the schedule and clipping; 07 still reads 06 files (without the
+ * options), 05 files (input unrecorded: not checked), 04 files (without the
+ * mixed fields) as float32 runs and 03 files (without either) as
+ * constant-rate, unclipped runs: a 07 file written, the 06, 05, 04 and 03
+ * files made from it by hand, all loaded. */
+/* The 07 file b (n bytes) as an older version's: its header cut to `keep`
  * bytes (the tail of the header dropped), the magic `magic`, into dir. */
 static void older_version(const uint8_t *b, size_t n, const char *magic, size_t keep, size_t full, const char *dir)
 {
@@ -111,7 +113,7 @@ static void older_version(const uint8_t *b, size_t n, const char *magic, size_t 
 static void test_format_03_and_04(void **st)
 {
     (void)st;
-    enum { H03 = 128, EXT = 120, MIX = 32, INPUT = 36 };
+    enum { H03 = 128, EXT = 120, MIX = 32, INPUT = 36, SCHED = 8 };
     float params[3] = { 1.0f, -2.0f, 0.5f };
     dr_checkpoint c, got;
     bool found;
@@ -122,6 +124,7 @@ static void test_format_03_and_04(void **st)
     c.global_batch = 10; c.examples = 100; c.nparams = 3; c.params = params;
     c.schedule.kind = DR_LR_PIECEWISE; c.schedule.nboundaries = 1; c.schedule.boundaries[0] = 7;
     c.schedule.values[0] = 0.5f; c.schedule.values[1] = 0.25f; c.clip.global_clipnorm = 2.0f; c.clip.per_replica = true;
+    c.schedule.warmup_steps = 3; c.schedule.warmup_lr = 0.125f; c.schedule.cycle = true;   /* options stored as given */
     c.mixed_dtype = 1; c.loss_scale_kind = 1; c.loss_scale_value = 1024.0f; c.mixed_tf_reduction = 1;
     c.ls_scale = 512.0f; c.ls_counter = 7; c.ls_skipped = 3;
     c.input_policy = DR_CKPT_POLICY_BASE + 2; c.shards_sha256[0] = 0xab; c.shards_sha256[31] = 0x01;
@@ -130,6 +133,7 @@ static void test_format_03_and_04(void **st)
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt05", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.schedule.boundaries[0] == 7 &&
                 got.schedule.values[1] == 0.25f && got.clip.global_clipnorm == 2.0f && got.clip.per_replica);
+    assert_true(got.schedule.warmup_lr == 0.125f && got.schedule.cycle && !got.schedule.staircase);
     assert_true(got.mixed_dtype == 1 && got.loss_scale_kind == 1 && got.loss_scale_value == 1024.0f &&
                 got.mixed_tf_reduction == 1 && got.ls_scale == 512.0f && got.ls_counter == 7 && got.ls_skipped == 3);
     assert_true(got.input_policy == DR_CKPT_POLICY_BASE + 2 && got.shards_sha256[0] == 0xab &&
@@ -137,9 +141,14 @@ static void test_format_03_and_04(void **st)
     dr_checkpoint_free(&got);
     size_t n;
     uint8_t *b = (uint8_t *)slurp(path_in(p, sizeof p, "fmt05", "ckpt.bin"), &n);
-    assert_memory_equal(b, "DRCKPT06", 8);
-    assert_int_equal(b[8] | b[9] << 8, H03 + EXT + MIX + INPUT);
-    older_version(b, n, "DRCKPT05", H03 + EXT + MIX, H03 + EXT + MIX + INPUT, "fmt05o");
+    assert_memory_equal(b, "DRCKPT07", 8);
+    assert_int_equal(b[8] | b[9] << 8, H03 + EXT + MIX + INPUT + SCHED);
+    older_version(b, n, "DRCKPT06", H03 + EXT + MIX + INPUT, H03 + EXT + MIX + INPUT + SCHED, "fmt06o");
+    assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt06o", ""), &got, &found, &err), DR_OK);
+    assert_true(found && got.schedule.warmup_lr == 0.0f && !got.schedule.cycle && got.schedule.warmup_steps == 3 &&
+                got.input_policy == DR_CKPT_POLICY_BASE + 2 && got.ls_skipped == 3 && got.params[1] == -2.0f);
+    dr_checkpoint_free(&got);
+    older_version(b, n, "DRCKPT05", H03 + EXT + MIX, H03 + EXT + MIX + INPUT + SCHED, "fmt05o");
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt05o", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.mixed_dtype == 1 && got.ls_skipped == 3 && got.input_policy == DR_CKPT_POLICY_UNRECORDED &&
                 got.shards_sha256[0] == 0 && got.params[1] == -2.0f);
@@ -150,12 +159,12 @@ static void test_format_03_and_04(void **st)
         assert_int_equal(dr_checkpoint_check_settings(&got, "fmt05o", &now, &err), DR_OK);
     }
     dr_checkpoint_free(&got);
-    older_version(b, n, "DRCKPT04", H03 + EXT, H03 + EXT + MIX + INPUT, "fmt04");
+    older_version(b, n, "DRCKPT04", H03 + EXT, H03 + EXT + MIX + INPUT + SCHED, "fmt04");
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt04", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.clip.global_clipnorm == 2.0f &&
                 got.mixed_dtype == 0 && got.loss_scale_kind == 0 && got.ls_skipped == 0 && got.params[1] == -2.0f);
     dr_checkpoint_free(&got);
-    older_version(b, n, "DRCKPT03", H03, H03 + EXT + MIX + INPUT, "fmt03");
+    older_version(b, n, "DRCKPT03", H03, H03 + EXT + MIX + INPUT + SCHED, "fmt03");
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt03", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_CONSTANT && got.clip.global_clipnorm == 0.0f &&
                 !got.clip.per_replica && got.mixed_dtype == 0 && got.nparams == 3 && got.params[1] == -2.0f);

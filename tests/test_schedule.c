@@ -1,7 +1,8 @@
 /* distref tests — learning-rate schedules and the exact norm (distref/schedule.h).
  *
  * schedules: dr_lr_at against TensorFlow 2.21 / Keras 3.15's values, bit for
- * bit, steps 0..59 of four schedules (the arrays below are
+ * bit, steps 0..59 of four schedules and three options (a warmup from 0.02,
+ * cycle, staircase) (the arrays below are
  * `build/tfvenv/bin/python scripts/tf_training_features.py golden_c`);
  * update k reads iteration k - 1. warmup and piecewise edges.
  * acc_sqrt: dr_acc_sqrt of exact sums of squares against MPFR's correctly
@@ -70,6 +71,43 @@ static const uint32_t TF_PIECEWISE[60] = {
     0x3c23d70au, 0x3c23d70au, 0x3c23d70au, 0x3c23d70au, 0x3c23d70au, 0x3c23d70au,
 };
 
+static const uint32_t TF_COSINE_FROM[60] = {
+    0x3ca3d70au, 0x3d00bb3fu, 0x3d2f8af8u, 0x3d5e5ab2u, 0x3d869536u, 0x3d9dfd13u,
+    0x3db564f0u, 0x3dcccccdu, 0x3dcc9e3fu, 0x3dcc12c4u, 0x3dcb2ae7u, 0x3dc9e795u,
+    0x3dc84a14u, 0x3dc65405u, 0x3dc40764u, 0x3dc16683u, 0x3dbe7409u, 0x3dbb32f2u,
+    0x3db7a687u, 0x3db3d25fu, 0x3dafba56u, 0x3dab628fu, 0x3da6cf6fu, 0x3da20594u,
+    0x3d9d09d6u, 0x3d97e13bu, 0x3d9290fdu, 0x3d8d1e77u, 0x3d878f2cu, 0x3d81e8b8u,
+    0x3d7861a3u, 0x3d6cda82u, 0x3d6147adu, 0x3d55b4dbu, 0x3d4a2db6u, 0x3d3ebdebu,
+    0x3d337104u, 0x3d28526bu, 0x3d1d6d62u, 0x3d12cce3u, 0x3d087bafu, 0x3cfd0863u,
+    0x3ce9e0fdu, 0x3cd79478u, 0x3cc63563u, 0x3cb5d540u, 0x3ca6849au, 0x3c9852efu,
+    0x3c8b4e93u, 0x3c7f0960u, 0x3c6a0252u, 0x3c579d47u, 0x3c47ecd2u, 0x3c3b00c2u,
+    0x3c30e637u, 0x3c29a757u, 0x3c254b7cu, 0x3c23d70bu, 0x3c23d70bu, 0x3c23d70bu,
+};
+static const uint32_t TF_POLYNOMIAL_CYCLE[60] = {
+    0x3dcccccdu, 0x3db2aae3u, 0x3d9a5659u, 0x3d83cf2eu, 0x3d5e2ac3u, 0x3d3851eau,
+    0x3d1613d3u, 0x3ceee0f3u, 0x3cb8cfbfu, 0x3c89f409u, 0x3c449ba5u, 0x3c03ba34u,
+    0x3ba2877eu, 0x3b34e11eu, 0x3abcbe62u, 0x3a83126fu, 0x3cb8cfbfu, 0x3ca07b36u,
+    0x3c89f409u, 0x3c6a747eu, 0x3c449ba5u, 0x3c225d8eu, 0x3c03ba34u, 0x3bd16336u,
+    0x3ba2877eu, 0x3b75c292u, 0x3b34e11eu, 0x3b026aabu, 0x3abcbe62u, 0x3a917d6du,
+    0x3a83126fu, 0x3c2d610eu, 0x3c17c092u, 0x3c03ba34u, 0x3be29be1u, 0x3bc0f793u,
+    0x3ba2877eu, 0x3b874ba1u, 0x3b5e87f8u, 0x3b34e11eu, 0x3b11a2b3u, 0x3ae99974u,
+    0x3abcbe62u, 0x3a9cb430u, 0x3a897adfu, 0x3a83126fu, 0x3bd16336u, 0x3bb90ea8u,
+    0x3ba2877eu, 0x3b8dcdb4u, 0x3b75c292u, 0x3b538474u, 0x3b34e11eu, 0x3b19d884u,
+    0x3b026aabu, 0x3add2f18u, 0x3abcbe62u, 0x3aa38329u, 0x3a917d6du, 0x3a86ad2eu,
+};
+static const uint32_t TF_EXPONENTIAL_STAIRCASE[60] = {
+    0x3dcccccdu, 0x3dcccccdu, 0x3dcccccdu, 0x3dcccccdu, 0x3dcccccdu, 0x3dcccccdu,
+    0x3dcccccdu, 0x3db851ebu, 0x3db851ebu, 0x3db851ebu, 0x3db851ebu, 0x3db851ebu,
+    0x3db851ebu, 0x3db851ebu, 0x3da5e353u, 0x3da5e353u, 0x3da5e353u, 0x3da5e353u,
+    0x3da5e353u, 0x3da5e353u, 0x3da5e353u, 0x3d954c97u, 0x3d954c97u, 0x3d954c97u,
+    0x3d954c97u, 0x3d954c97u, 0x3d954c97u, 0x3d954c97u, 0x3d865e88u, 0x3d865e88u,
+    0x3d865e88u, 0x3d865e88u, 0x3d865e88u, 0x3d865e88u, 0x3d865e88u, 0x3d71dd5bu,
+    0x3d71dd5bu, 0x3d71dd5bu, 0x3d71dd5bu, 0x3d71dd5bu, 0x3d71dd5bu, 0x3d71dd5bu,
+    0x3d59ad9fu, 0x3d59ad9fu, 0x3d59ad9fu, 0x3d59ad9fu, 0x3d59ad9fu, 0x3d59ad9fu,
+    0x3d59ad9fu, 0x3d43e90fu, 0x3d43e90fu, 0x3d43e90fu, 0x3d43e90fu, 0x3d43e90fu,
+    0x3d43e90fu, 0x3d43e90fu, 0x3d3051c0u, 0x3d3051c0u, 0x3d3051c0u, 0x3d3051c0u,
+};
+
 static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -98,6 +136,15 @@ static void schedules_match_tf(void **state)
     s.kind = DR_LR_PIECEWISE; s.nboundaries = 2; s.boundaries[0] = 5; s.boundaries[1] = 20;
     s.values[0] = 0.1f; s.values[1] = 0.05f; s.values[2] = 0.01f;
     check(&s, 0.5f, TF_PIECEWISE, "piecewise");
+    memset(&s, 0, sizeof s);
+    s.kind = DR_LR_COSINE; s.warmup_steps = 7; s.decay_steps = 50; s.alpha = 0.1f; s.warmup_lr = 0.02f;
+    check(&s, 0.1f, TF_COSINE_FROM, "cosine, warmup from 0.02");
+    memset(&s, 0, sizeof s);
+    s.kind = DR_LR_POLYNOMIAL; s.decay_steps = 15; s.end_learning_rate = 0.001f; s.power = 2.0f; s.cycle = true;
+    check(&s, 0.1f, TF_POLYNOMIAL_CYCLE, "polynomial, cycle");
+    memset(&s, 0, sizeof s);
+    s.kind = DR_LR_EXPONENTIAL; s.decay_steps = 7; s.decay_rate = 0.9f; s.staircase = true;
+    check(&s, 0.1f, TF_EXPONENTIAL_STAIRCASE, "exponential, staircase");
 }
 
 static void warmup_and_constant(void **state)
@@ -115,6 +162,15 @@ static void warmup_and_constant(void **state)
     assert_int_equal(dr_lr_schedule_check(&s, &err), DR_EUSAGE);    /* decay_steps 0 */
     s.kind = DR_LR_PIECEWISE; s.nboundaries = 2; s.boundaries[0] = 5; s.boundaries[1] = 5;
     assert_int_equal(dr_lr_schedule_check(&s, &err), DR_EUSAGE);    /* not increasing */
+    memset(&s, 0, sizeof s);
+    s.kind = DR_LR_POLYNOMIAL; s.decay_steps = 3; s.staircase = true;
+    assert_int_equal(dr_lr_schedule_check(&s, &err), DR_EUSAGE);    /* staircase is exponential's */
+    s.kind = DR_LR_EXPONENTIAL; s.decay_rate = 0.5f; s.cycle = true; s.staircase = false;
+    assert_int_equal(dr_lr_schedule_check(&s, &err), DR_EUSAGE);    /* cycle is polynomial's */
+    s.cycle = false; s.warmup_lr = 0.1f;
+    assert_int_equal(dr_lr_schedule_check(&s, &err), DR_EUSAGE);    /* a warmup start without a warmup */
+    s.warmup_steps = 2;
+    assert_int_equal(dr_lr_schedule_check(&s, &err), DR_OK);
 }
 
 /* MPFR's correctly rounded float sqrt of the exact sum of x[i]^2. */

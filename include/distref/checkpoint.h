@@ -7,14 +7,16 @@
  * replicas restores under one_device or central_storage.
  *
  * File: model_dir/ckpt.bin, little-endian, written atomically:
- *   "DRCKPT06" | u32 header bytes | header fields | params | slots | SHA-256
+ *   "DRCKPT07" | u32 header bytes | header fields | params | slots | SHA-256
  * (03 added the epoch's counters, the last loss and the settings that
  * change the trajectory; 04 the learning-rate schedule and clipping, and
  * reads 03 files as constant-rate, unclipped runs; 05 mixed precision's
  * policy and loss-scale state, and reads 04 files as float32 runs; 06 what
  * identifies the input: --auto_shard_policy and the shard set's SHA-256,
- * and reads 05 and older files as unrecorded (no input check); an 02
- * file is refused naming its version).
+ * and reads 05 and older files as unrecorded (no input check); 07 the
+ * schedule's options --staircase, --cycle and --warmup_learning_rate, and
+ * reads 06 and older files without them; an 02 file is refused naming its
+ * version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
  * mismatched file is rejected with a message naming the file and the field,
  * and nothing of it is loaded.

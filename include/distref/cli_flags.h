@@ -54,13 +54,13 @@ typedef struct dr_cli_flags {
     int64_t num_gpus, num_packs, global_batch_size, train_steps, epochs, seed;
     int64_t synthetic_examples, checkpoint_every, gpu_memory_mb;
     double  learning_rate, l2, momentum;
-    bool    nesterov, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version, json;
+    bool    nesterov, staircase, cycle, from_logits, drop_remainder, shuffle, print_tf_config, log_device_placement, version, json;
     double  collective_timeout;
     /* learning-rate schedule and clipping (distref/schedule.h) */
     char    lr_schedule[DR_FLAG_STR_MAX], boundaries[DR_FLAG_STR_MAX], values[DR_FLAG_STR_MAX];
     char    clip_semantics[DR_FLAG_STR_MAX];
     int64_t warmup_steps, decay_steps, gradient_accumulation_steps;
-    double  end_learning_rate, power, alpha, decay_rate, clipnorm, clipvalue, global_clipnorm;
+    double  end_learning_rate, power, alpha, decay_rate, warmup_learning_rate, clipnorm, clipvalue, global_clipnorm;
     /* mixed precision (distref/loss_scale.h) */
     char    dtype_policy[DR_FLAG_STR_MAX], dtype[DR_FLAG_STR_MAX], loss_scale[DR_FLAG_STR_MAX];
     char    mixed_reduction[DR_FLAG_STR_MAX];

@@ -8,10 +8,15 @@
  * Keras 3's formulas, in Keras's order of float32 operations (measured
  * against TensorFlow 2.21: docs/TRAINING_FEATURES.md). Update k (1-based)
  * reads the schedule at optimizer.iterations = k - 1, as Keras does.
- * --warmup_steps=W: for step s < W the rate rises linearly,
- * RN(target * RN(s / W)), from 0 to the target (--learning_rate; values[0]
- * for piecewise), then the schedule runs on s - W (Keras's CosineDecay with
- * warmup_target; the same rule for every kind).
+ * --warmup_steps=W: for step s < W the rate rises linearly from
+ * --warmup_learning_rate w0 (default 0) to the target t (--learning_rate;
+ * values[0] for piecewise), RN(RN(RN(t - w0) * RN(s / W)) + w0), then the
+ * schedule runs on s - W (Keras's CosineDecay with initial_learning_rate w0
+ * and warmup_target t; the same rule for every kind).
+ * --staircase (exponential): the exponent is floor(s / decay_steps), as
+ * ExponentialDecay(staircase=True). --cycle (polynomial): past decay_steps
+ * the decay restarts over the next multiple of decay_steps, as
+ * PolynomialDecay(cycle=True).
  *
  * Clipping (distref's semantics, docs/TRAINING_FEATURES.md) applies to the
  * aggregated gradient, after the one rounding and before the optimizer:
@@ -43,6 +48,9 @@ typedef struct dr_lr_schedule {
     float      power;            /* polynomial */
     float      alpha;            /* cosine: the floor, a fraction of the rate */
     float      decay_rate;       /* exponential */
+    bool       staircase;        /* exponential: integer exponent floor(s / decay_steps) */
+    bool       cycle;            /* polynomial: decay_steps * ceil(s / decay_steps) past the end */
+    float      warmup_lr;        /* --warmup_learning_rate: where the warmup starts (0 = from 0) */
     uint32_t   nboundaries;      /* piecewise: values has nboundaries + 1 */
     uint32_t   boundaries[DR_LR_MAX_BOUNDARIES];
     float      values[DR_LR_MAX_BOUNDARIES + 1];
