@@ -42,19 +42,22 @@ typedef struct ps_cell {
     const char *schedule;    /* seeded | free */
     const char *fail_worker; /* --fail_worker=W:K, or "" */
     const char *fail_ps;     /* --fail_ps=P:K, or "": the run stops at K, its rerun without it resumes */
+    float       clip;        /* --global_clipnorm (0: none): on the worker's whole gradient */
+    uint32_t    decay;       /* --lr_schedule=cosine --decay_steps=decay --warmup_steps=2 (0: constant) */
 } ps_cell;
 
 static const ps_cell k_ps_cells[] = {
-    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "" },
-    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "" },
-    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "" },
-    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "" },
-    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "" },
-    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "" },
-    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "" },
-    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "" },
-    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "" },
-    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8" },
+    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "", 0.0f, 0 },
+    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "", 0.0f, 0 },
+    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "", 0.0f, 0 },
+    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "", 0.0f, 0 },
+    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "", 0.0f, 0 },
+    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "", 0.0f, 0 },
+    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "", 0.0f, 0 },
+    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "", 0.0f, 0 },
+    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "", 0.0f, 0 },
+    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8", 0.0f, 0 },
+    { 2, 2, 1, 32, 256, 4, 3, 1e-3, "fixed:2", "seeded", "", "", 0.05f, 6 },   /* clipping and a schedule */
 };
 
 #define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
@@ -79,6 +82,12 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
     c->checkpoint_every = k->every;
     snprintf(c->ps_partitioner, sizeof c->ps_partitioner, "%s", k->partitioner);
     snprintf(c->fail_worker, sizeof c->fail_worker, "%s", k->fail_worker);   /* fail_ps: the run that never stopped */
+    c->clip.global_clipnorm = k->clip;
+    if (k->decay) {
+        c->lr_schedule.kind = DR_LR_COSINE;
+        c->lr_schedule.decay_steps = k->decay;
+        c->lr_schedule.warmup_steps = 2;
+    }
     ps_tf_config(k->W, k->P, true, tf, ntf);
     c->tf_config = tf;
 }
@@ -88,20 +97,24 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
 static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uint32_t np, const char *dir,
                      bool with_fail_ps)
 {
-    char cmd[3000], tf[1024], part[96] = "", faults[96] = "";
+    char cmd[3000], tf[1024], part[96] = "", faults[96] = "", train[160] = "";
     int st;
     if (!tf_env) {
         ps_tf_config(k->W, k->P, false, tf, sizeof tf);
         tf_env = tf;
     }
     if (k->partitioner[0]) snprintf(part, sizeof part, " --ps_partitioner=%s", k->partitioner);
+    if (k->clip > 0) snprintf(train, sizeof train, " --global_clipnorm=%g", (double)k->clip);
+    if (k->decay)
+        snprintf(train + strlen(train), sizeof train - strlen(train), " --lr_schedule=cosine --decay_steps=%u "
+                 "--warmup_steps=2", k->decay);
     snprintf(faults, sizeof faults, "%s%s%s%s", k->fail_worker[0] ? " --fail_worker=" : "", k->fail_worker,
              with_fail_ps && k->fail_ps[0] ? " --fail_ps=" : "", with_fail_ps ? k->fail_ps : "");
     snprintf(cmd, sizeof cmd, PS_ENV "TF_CONFIG='%s' mpirun --oversubscribe -np %u %s train --variant=mpi "
              "--distribution_strategy=parameter_server --global_batch_size=%u --synthetic_examples=%u --epochs=1 "
              "--seed=7 --l2=%g --staleness=%u --schedule_seed=%llu --checkpoint_every=%u --schedule=%s%s%s "
-             "--model_dir=%s >> %s/log.txt 2>&1", tf_env, np, r->bin ? r->bin : DR_BIN, k->G, k->E, k->l2, k->S,
-             (unsigned long long)k->seed, k->every, k->schedule, part, faults, dir, dir);
+             "--model_dir=%s%s >> %s/log.txt 2>&1", tf_env, np, r->bin ? r->bin : DR_BIN, k->G, k->E, k->l2, k->S,
+             (unsigned long long)k->seed, k->every, k->schedule, part, faults, dir, train, dir);
     st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -130,6 +143,11 @@ static int ps_cell_run(results *r, const ps_cell *k)
     snprintf(name, sizeof name, "parameter_server %s np=%u (%u workers, %u ps) S=%u seed=%llu G=%u E=%u l2=%g "
              "every=%u part=%s", k->schedule, 1 + k->W + k->P, k->W, k->P, k->S, (unsigned long long)k->seed, k->G,
              k->E, k->l2, k->every, k->partitioner[0] ? k->partitioner : "none");
+    if (k->clip > 0 || k->decay) {
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " global_clipnorm=%g cosine decay=%u warmup=2", (double)k->clip,
+                 k->decay);
+    }
     ref_config(k, tf, sizeof tf, &rc);
     vc = rc;
     snprintf(vc.variant, sizeof vc.variant, "mpi");
@@ -175,7 +193,7 @@ static int ps_cell_run(results *r, const ps_cell *k)
 /* chief + 2 workers + 1 ps (4 tasks) under -np 3: exit 2, both named. */
 static int ps_tf_config_mismatch(results *r)
 {
-    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "" };
+    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "", 0.0f, 0 };
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[512], log[4096] = "", path[1100], cmd[1200];
     FILE *f;
     int code = -1;

@@ -118,6 +118,8 @@ static const strat k_strats[] = {   /* quick (planted faults): the first three a
     { "mirrored", 3, "hierarchical_copy", 2, 3, true }, { "central_storage", 2, NULL, 1, 2, false },
     { "multi_worker_mirrored", 2, "ring", 1, 4, true }, { "tpu", 0, NULL, 1, 8, false },
 };
+#define PS_TF "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\",\"p1:1\"]}," \
+              "\"task\":{\"type\":\"chief\",\"index\":0}}"
 #define MWMS_TF "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}"
 #define STEPS 12
 #define FAST_MAX_REL 1e-4
@@ -236,6 +238,14 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s ref mirrored R=3 exact", f->name);
         fails += judge(r, suite, &c, 3, &got, &ref, true, what);
+        outcome_free(&got);
+        base(&c, f);   /* one worker: the sequential schedule, one_device's order and bits */
+        set_strategy(&c, "parameter_server", 0, NULL, 1);
+        c.tf_config = PS_TF;
+        snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "fixed:2");
+        run_case(&c, &got);
+        snprintf(what, sizeof what, "%s ref parameter_server 1 worker, 2 ps (fixed:2) exact", f->name);
+        fails += judge(r, suite, &c, 1, &got, &ref, true, what);
         outcome_free(&got);
     }
     fails += engine_cells(r, suite, f, k, &ref);

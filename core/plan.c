@@ -223,9 +223,14 @@ static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr
 {
     uint32_t k = cfg->gradient_accumulation_steps;
     if (k <= 1) return DR_OK;
-    if (p->spec.kind == DR_STRATEGY_TPU || p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps under %s (built for the "
-                       "mirrored family of steps)", dr_strategy_kind_name(p->spec.kind));
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps under parameter_server: "
+                       "Keras 3, whose gradient_accumulation_steps distref reproduces, does not support "
+                       "ParameterServerStrategy (keras-team/keras#18624), and each worker's updates land on their "
+                       "own, so there is no common step to accumulate over");
+    if (p->spec.kind == DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps under tpu (built for the "
+                       "mirrored family of steps)");
     if (!cfg->train_steps || cfg->train_steps % k)
         return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u needs --train_steps, a multiple of it (got "
                        "%llu): the run must end on an update", k, (unsigned long long)cfg->train_steps);
@@ -273,14 +278,7 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow under tpu: the per-replica "
                        "clip is built for the mirrored family of steps; use --clip_semantics=exact");
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
-        const dr_optimizer *o = &p->exp.optimizer;
         dr_shard_policy policy;
-        if (o->schedule.kind != DR_LR_CONSTANT || o->schedule.warmup_steps ||
-            o->clip.clipnorm > 0 || o->clip.clipvalue > 0 || o->clip.global_clipnorm > 0)
-            return dr_fail(err, DR_EUNSUPPORTED, "not supported: --%s under parameter_server: its updates are "
-                           "asynchronous, per variable shard, with no one step counter or aggregated gradient to "
-                           "read; use a synchronous strategy", o->schedule.kind != DR_LR_CONSTANT ||
-                           o->schedule.warmup_steps ? "lr_schedule/--warmup_steps" : "clipnorm/--clipvalue/--global_clipnorm");
         if ((rc = dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err))) return rc;
         return ps_shards_digest(cfg, p, err);
     }

@@ -8,7 +8,10 @@
  * variables w read (dr_acc), plus count * the regularization, rounded once
  * over count: exactly what one_device computes for a step of R = 1 (the
  * shared pieces dr_trainer_scale_share and the divisor count). When it
- * lands, the ps tasks apply it as optimizer step version + 1. With one
+ * lands, the ps tasks apply it as optimizer step version + 1 (the
+ * learning-rate schedule at iterations = version, as the optimizer's
+ * iterations variable on a ps task counts applied updates; clipping, if
+ * asked, on the worker's whole gradient before it travels). With one
  * worker the schedule is sequential, the data order is one_device's, and
  * so are the bits.
  */
@@ -238,6 +241,9 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     rp->params = (float *)ctx->variables;
     dr_trainer_compute_share(t, rp, n, 1, t->den);
     dr_acc_round_array(rp->grad, t->P, t->den, ctx->gradient);
+    /* clipping on the worker, over its whole gradient, before the variables'
+     * shards travel: where apply_gradients inside the step function clips it */
+    dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, ctx->gradient, t->P);
     *result = dr_acc_round_div(&rp->loss, t->den);
     k->count = t->count;     /* what its metrics line will say when it lands */
     k->used = n;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "strategies/seams.h"
 
 int engine_ps_supports(const dr_run_plan *plan, dr_err *err)
 {
@@ -140,6 +141,11 @@ static int failures(dr_session *s, dr_err *err)
 static int open_backend(dr_session *s, const dr_run_plan *plan, dr_err *err)
 {
     dr_backend_params p = engine_backend_params(plan, s->num, 1);
+    dr_optimizer o = *p.optimizer;
+    /* a worker clips its whole gradient before it travels (compute()); a ps
+     * task sees only its shards, so its apply must not clip them again */
+    if (s->ps->role == PSM_PS && DR_SEAM_PS_CLIPS_ON_WORKER) memset(&o.clip, 0, sizeof o.clip);
+    p.optimizer = &o;
     return s->bo->open(&p, &s->be, err);
 }
 

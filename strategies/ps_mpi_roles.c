@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "strategies/seams.h"
 
 size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out)
 {
@@ -241,6 +242,7 @@ static int compute(dr_session *s, const uint32_t *ids, uint32_t n, psm_result *h
         (rc = b->share(s->be, rb, 1, den, den, err)) || (rc = b->round_loss(s->be, rb->loss, den, &h->loss, err)))
         return rc;
     dr_acc_round_array(b->host_ptr(rb->grad), s->plan->P, den, grad);
+    if (b->clip_f32 && DR_SEAM_PS_CLIPS_ON_WORKER) b->clip_f32(s->be, grad);   /* the worker's whole gradient */
     h->correct = rb->correct;
     h->count = n;
     return DR_OK;

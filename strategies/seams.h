@@ -211,4 +211,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_L2_SCALE(scale) (scale)
 #endif
 
+/* ---- ps_mpi_roles.c, ps_mpi_open.c ------------------------------------------------ */
+
+/* Clipping under parameter_server: on the worker, over its whole gradient
+ * (production), or (the mutant) left to each ps task, which sees only its
+ * shards and so clips by a shard's norm. */
+#ifdef DR_MUTANT_MPI_PS_CLIP_PER_SHARD
+#define DR_SEAM_PS_CLIPS_ON_WORKER 0
+#else
+#define DR_SEAM_PS_CLIPS_ON_WORKER 1
+#endif
+
 #endif

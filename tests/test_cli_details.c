@@ -196,6 +196,10 @@ static void training_features(void **st)
     expect(sh(BIN " train --model_dir=%s/unused --variant=openmp --distribution_strategy=tpu --tpu=v2-8 "
               "--train_steps=2 --gradient_accumulation_steps=2", g_tmp), 2,
            "not supported: --gradient_accumulation_steps under tpu");
+    expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\"]},"
+              "\"task\":{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s/unused "
+              "--distribution_strategy=parameter_server --train_steps=2 --gradient_accumulation_steps=2", g_tmp), 2,
+           "Keras 3, whose gradient_accumulation_steps distref reproduces, does not support ParameterServerStrategy");
     expect(sh(BIN " evaluate --model_dir=%s/unused --lr_schedule=cosine", g_tmp), 2,
            "--lr_schedule does not apply to evaluate");
     /* a resume that would change the trajectory names the flag */
