@@ -147,8 +147,8 @@ static void mpi_case(const results *r, const feature *f, const char *numerics, o
     run_mpi_pair(r, args, out);
 }
 
-static int judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
-                 const outcome *ref, bool exact, const char *what)
+int feature_judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
+                  const outcome *ref, bool exact, const char *what)
 {
     char why[200] = "";
     bool pass = exact ? !got->error[0] && outcome_same(got, ref) : within(got, ref, why, sizeof why);
@@ -184,7 +184,7 @@ static int engine_cells(results *r, const char *suite, const feature *f, size_t 
             if (!place(&c, s) || !supported(r, suite, &c, s->replicas)) continue;
             run_case(&c, &got);
             snprintf(what, sizeof what, "%s %s %s R=%d exact", f->name, ev[v]->name, s->name, s->replicas);
-            fails += judge(r, suite, &c, s->replicas, &got, ref, true, what);
+            fails += feature_judge(r, suite, &c, s->replicas, &got, ref, true, what);
             outcome_free(&got);
         }
         if (!rotated_in(r, k, v, SIZE_MAX, nv)) continue;
@@ -195,7 +195,7 @@ static int engine_cells(results *r, const char *suite, const feature *f, size_t 
         if (!supported(r, suite, &c, 4)) continue;
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s %s mirrored R=4 fast", f->name, ev[v]->name);
-        fails += judge(r, suite, &c, 4, &got, ref, false, what);
+        fails += feature_judge(r, suite, &c, 4, &got, ref, false, what);
         outcome_free(&got);
     }
     return fails;
@@ -221,7 +221,7 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
         set_strategy(&c, "mirrored", 3, "nccl", 1);
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s ref mirrored R=3 exact", f->name);
-        fails += judge(r, suite, &c, 3, &got, &ref, true, what);
+        fails += feature_judge(r, suite, &c, 3, &got, &ref, true, what);
         outcome_free(&got);
     }
     fails += engine_cells(r, suite, f, k, &ref);
@@ -234,7 +234,7 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
             set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
             mpi_case(r, f, c.numerics, &got);
             snprintf(what, sizeof what, "%s mpi -np 2 multi_worker_mirrored %s", f->name, c.numerics);
-            fails += judge(r, suite, &c, 2, &got, &ref, exact, what);
+            fails += feature_judge(r, suite, &c, 2, &got, &ref, exact, what);
             outcome_free(&got);
         }
     }
@@ -261,7 +261,7 @@ static int per_replica_cells(results *r, const feature *f, size_t k)
     size_t nv;
     const dr_variant *const *ev = engine_variants(r, &nv);
     int fails = 0;
-    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (not supported) */
+    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (its own cells: tpu_feature_cells.c) */
         const strat *s = &k_strats[i];
         dr_run_config c;
         outcome ref, got;
@@ -312,7 +312,7 @@ int suite_clipping(results *r)
     for (size_t i = 0; i < n; i++)   /* numbered after the schedules, so the rotation goes on */
         fails += feature_cells(r, "clipping", &k_clips[i], NSCHEDULES + i, r->full || i == 0);
     for (size_t i = 0; i < n; i++) fails += per_replica_cells(r, &k_clips[i], i);
-    return fails;
+    return fails + clipping_tpu(r);
 }
 
 /* ---- accumulation: --gradient_accumulation_steps, the k·R invariance ---- */
@@ -424,7 +424,7 @@ static int acc_mpi(results *r, const outcome *ref)
             strcat(what, ": weights = one_device one step of 48");
             fails += acc_judge(r, &c, 2, &got, ref, what);
         } else {
-            fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+            fails += feature_judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
         }
         outcome_free(&got);
     }
@@ -454,7 +454,7 @@ static int acc_fast(results *r)
         if (!supported(r, "accumulation", &c, 2)) continue;
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s k=4 mirrored R=2 fast", ev[v]->name);
-        fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+        fails += feature_judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
         outcome_free(&got);
     }
     outcome_free(&exact_k);
@@ -477,7 +477,7 @@ int suite_accumulation(results *r)
         return 1;
     }
     fails += acc_table(r, &ref) + acc_mpi(r, &ref) + acc_fast(r);
-    fails += accumulation_fallback(r) + accumulation_features(r);
+    fails += accumulation_fallback(r) + accumulation_features(r) + accumulation_tpu(r, &ref);
     outcome_free(&ref);
     return fails;
 }
