@@ -36,7 +36,8 @@
  * Keras 3 does under MirroredStrategy) and must fail `clipping`.
  * clipping also judges --clip_semantics=tensorflow (that per-replica clip,
  * as an option): every engine variant = the reference at the same strategy
- * and R; at R = 1 = the default's bits, at R = 2 not.
+ * and R; at R = 1 = the default's bits, at R = 2 not; under tpu (its cells
+ * in conformance/tpu_feature_cells.c) = the reference mirrored at the same R.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -344,9 +345,11 @@ int suite_clipping(results *r)
  *             the same k, and without the schedule = one step of 48.
  * The whole table runs under --full; the default run takes each strategy
  * once, with k and the variant in turn, and every other cell once (about
- * 25 s on two cores). A planted fault, DR_MUTANT_ACCUM_K_TWICE (the engine
- * divides the accumulated total by k twice), must fail it, and so must
- * ref_accum_k_twice (the same in the reference). */
+ * 25 s on two cores). The tpu strategy's cells (k=2 on v2-8, k=4 with
+ * spatial partitioning, fast): conformance/tpu_feature_cells.c. A planted
+ * fault, DR_MUTANT_ACCUM_K_TWICE (the engine divides the accumulated total
+ * by k twice), must fail it, and so must ref_accum_k_twice (the same in the
+ * reference) and DR_MUTANT_TPU_ACCUM_LAST_ONLY (tpu accumulates nothing). */
 static const strat k_acc_strats[] = {
     { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
     { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
