@@ -22,7 +22,12 @@
  *                    model's feature maps are tiled instead, with halos
  *                    between the cores (ref/tpu_spatial.c, ref/halo.c).
  *   collectives      gradients are all-reduced by rings along the torus,
- *                    one per logical core (ref/tpu_collective.c).
+ *                    one per logical core (ref/tpu_collective.c); with
+ *                    --gradient_accumulation_steps only on the k-th
+ *                    micro-step, over the accumulated shares
+ *                    (dr_trainer_accumulate). --clip_semantics=tensorflow
+ *                    clips each replica's gradient (its cores' rows merged)
+ *                    before the rings.
  *   step time        an alpha-beta estimate of each step (compute at an
  *                    assumed rate, the partial-sum merge, the rings) is
  *                    written to metrics.jsonl and summary.json.

@@ -11,6 +11,9 @@
  *                   gradient
  *   collectives     the comm's torus all-reduce, one per logical core over
  *                   the parameters it holds
+ *   accumulation    --gradient_accumulation_steps: each replica's shares
+ *                   accumulate on the host; the k-th micro-step runs the
+ *                   rings and applies (step.c's engine_accumulate)
  *   step time       the same alpha-beta estimate as the reference's
  */
 #include "strategies/engine_internal.h"
