@@ -177,6 +177,12 @@ int suite_models(results *r);         /* models beyond the MLP: sync/replica BN 
  * with it, each engine variant against the reference. */
 int accumulation_fallback(results *r);
 int accumulation_features(results *r);
+/* the tpu strategy's accumulation and per-replica clip cells (conformance/tpu_feature_cells.c) */
+int accumulation_tpu(results *r, const outcome *one_step);
+int clipping_tpu(results *r);
+/* a run against its oracle (training_features.c): exact, the same bits; fast, within the fast bounds */
+int feature_judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
+                  const outcome *ref, bool exact, const char *what);
 int suite_mixed_precision(results *r);   /* --dtype_policy=mixed_*: exact, tensorflow, overflow (mixed_precision.c) */
 
 /* An output file written whole or not at all (conformance/outfile.c):

@@ -36,7 +36,8 @@
  * Keras 3 does under MirroredStrategy) and must fail `clipping`.
  * clipping also judges --clip_semantics=tensorflow (that per-replica clip,
  * as an option): every engine variant = the reference at the same strategy
- * and R; at R = 1 = the default's bits, at R = 2 not.
+ * and R; at R = 1 = the default's bits, at R = 2 not; under tpu (its cells
+ * in conformance/tpu_feature_cells.c) = the reference mirrored at the same R.
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -163,8 +164,8 @@ static void mpi_case(const results *r, const feature *f, const char *numerics, o
     run_mpi_pair(r, args, out);
 }
 
-static int judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
-                 const outcome *ref, bool exact, const char *what)
+int feature_judge(results *r, const char *suite, const dr_run_config *c, int R, const outcome *got,
+                  const outcome *ref, bool exact, const char *what)
 {
     char why[200] = "";
     bool pass = exact ? !got->error[0] && outcome_same(got, ref) : within(got, ref, why, sizeof why);
@@ -200,7 +201,7 @@ static int engine_cells(results *r, const char *suite, const feature *f, size_t 
             if (!place(&c, s) || !supported(r, suite, &c, s->replicas)) continue;
             run_case(&c, &got);
             snprintf(what, sizeof what, "%s %s %s R=%d exact", f->name, ev[v]->name, s->name, s->replicas);
-            fails += judge(r, suite, &c, s->replicas, &got, ref, true, what);
+            fails += feature_judge(r, suite, &c, s->replicas, &got, ref, true, what);
             outcome_free(&got);
         }
         if (!rotated_in(r, k, v, SIZE_MAX, nv)) continue;
@@ -211,7 +212,7 @@ static int engine_cells(results *r, const char *suite, const feature *f, size_t 
         if (!supported(r, suite, &c, 4)) continue;
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s %s mirrored R=4 fast", f->name, ev[v]->name);
-        fails += judge(r, suite, &c, 4, &got, ref, false, what);
+        fails += feature_judge(r, suite, &c, 4, &got, ref, false, what);
         outcome_free(&got);
     }
     return fails;
@@ -237,7 +238,7 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
         set_strategy(&c, "mirrored", 3, "nccl", 1);
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s ref mirrored R=3 exact", f->name);
-        fails += judge(r, suite, &c, 3, &got, &ref, true, what);
+        fails += feature_judge(r, suite, &c, 3, &got, &ref, true, what);
         outcome_free(&got);
         base(&c, f);   /* one worker: the sequential schedule, one_device's order and bits */
         set_strategy(&c, "parameter_server", 0, NULL, 1);
@@ -245,7 +246,7 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
         snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "fixed:2");
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s ref parameter_server 1 worker, 2 ps (fixed:2) exact", f->name);
-        fails += judge(r, suite, &c, 1, &got, &ref, true, what);
+        fails += feature_judge(r, suite, &c, 1, &got, &ref, true, what);
         outcome_free(&got);
     }
     fails += engine_cells(r, suite, f, k, &ref);
@@ -258,7 +259,7 @@ static int feature_cells(results *r, const char *suite, const feature *f, size_t
             set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
             mpi_case(r, f, c.numerics, &got);
             snprintf(what, sizeof what, "%s mpi -np 2 multi_worker_mirrored %s", f->name, c.numerics);
-            fails += judge(r, suite, &c, 2, &got, &ref, exact, what);
+            fails += feature_judge(r, suite, &c, 2, &got, &ref, exact, what);
             outcome_free(&got);
         }
     }
@@ -285,7 +286,7 @@ static int per_replica_cells(results *r, const feature *f, size_t k)
     size_t nv;
     const dr_variant *const *ev = engine_variants(r, &nv);
     int fails = 0;
-    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (not supported) */
+    for (size_t i = 0; i < 5; i++) {   /* k_strats without tpu (its own cells: tpu_feature_cells.c) */
         const strat *s = &k_strats[i];
         dr_run_config c;
         outcome ref, got;
@@ -336,7 +337,7 @@ int suite_clipping(results *r)
     for (size_t i = 0; i < n; i++)   /* numbered after the schedules, so the rotation goes on */
         fails += feature_cells(r, "clipping", &k_clips[i], NSCHEDULES + i, r->full || i == 0);
     for (size_t i = 0; i < n; i++) fails += per_replica_cells(r, &k_clips[i], i);
-    return fails;
+    return fails + clipping_tpu(r);
 }
 
 /* ---- accumulation: --gradient_accumulation_steps, the k·R invariance ---- */
@@ -368,9 +369,11 @@ int suite_clipping(results *r)
  *             the same k, and without the schedule = one step of 48.
  * The whole table runs under --full; the default run takes each strategy
  * once, with k and the variant in turn, and every other cell once (about
- * 25 s on two cores). A planted fault, DR_MUTANT_ACCUM_K_TWICE (the engine
- * divides the accumulated total by k twice), must fail it, and so must
- * ref_accum_k_twice (the same in the reference). */
+ * 25 s on two cores). The tpu strategy's cells (k=2 on v2-8, k=4 with
+ * spatial partitioning, fast): conformance/tpu_feature_cells.c. A planted
+ * fault, DR_MUTANT_ACCUM_K_TWICE (the engine divides the accumulated total
+ * by k twice), must fail it, and so must ref_accum_k_twice (the same in the
+ * reference) and DR_MUTANT_TPU_ACCUM_LAST_ONLY (tpu accumulates nothing). */
 static const strat k_acc_strats[] = {
     { "one_device", 0, NULL, 1, 1, true }, { "mirrored", 2, "nccl", 1, 2, true },
     { "mirrored", 3, "hierarchical_copy", 2, 3, false }, { "mirrored", 8, "nccl", 1, 8, false },
@@ -448,7 +451,7 @@ static int acc_mpi(results *r, const outcome *ref)
             strcat(what, ": weights = one_device one step of 48");
             fails += acc_judge(r, &c, 2, &got, ref, what);
         } else {
-            fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+            fails += feature_judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
         }
         outcome_free(&got);
     }
@@ -478,7 +481,7 @@ static int acc_fast(results *r)
         if (!supported(r, "accumulation", &c, 2)) continue;
         run_case(&c, &got);
         snprintf(what, sizeof what, "%s k=4 mirrored R=2 fast", ev[v]->name);
-        fails += judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
+        fails += feature_judge(r, "accumulation", &c, 2, &got, &exact_k, false, what);
         outcome_free(&got);
     }
     outcome_free(&exact_k);
@@ -501,7 +504,7 @@ int suite_accumulation(results *r)
         return 1;
     }
     fails += acc_table(r, &ref) + acc_mpi(r, &ref) + acc_fast(r);
-    fails += accumulation_fallback(r) + accumulation_features(r);
+    fails += accumulation_fallback(r) + accumulation_features(r) + accumulation_tpu(r, &ref);
     outcome_free(&ref);
     return fails;
 }

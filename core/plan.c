@@ -228,9 +228,6 @@ static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr
                        "Keras 3, whose gradient_accumulation_steps distref reproduces, does not support "
                        "ParameterServerStrategy (keras-team/keras#18624), and each worker's updates land on their "
                        "own, so there is no common step to accumulate over");
-    if (p->spec.kind == DR_STRATEGY_TPU)
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps under tpu (built for the "
-                       "mirrored family of steps)");
     if (!cfg->train_steps || cfg->train_steps % k)
         return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps=%u needs --train_steps, a multiple of it (got "
                        "%llu): the run must end on an update", k, (unsigned long long)cfg->train_steps);
@@ -274,9 +271,6 @@ int dr_run_plan_make(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         return dr_fail(err, DR_EUSAGE, "--loss_reduction: expected global_batch_size, examples_in_step or tf_default, "
                        "got '%s'", cfg->loss_reduction);
     if ((rc = accumulation_check(cfg, p, err))) return rc;
-    if (p->exp.optimizer.clip.per_replica && p->spec.kind == DR_STRATEGY_TPU)
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow under tpu: the per-replica "
-                       "clip is built for the mirrored family of steps; use --clip_semantics=exact");
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) {   /* its cluster is the ps run's */
         dr_shard_policy policy;
         if ((rc = dr_shard_policy_parse(cfg->auto_shard_policy, &policy, err))) return rc;

@@ -22,7 +22,12 @@
  *                    model's feature maps are tiled instead, with halos
  *                    between the cores (ref/tpu_spatial.c, ref/halo.c).
  *   collectives      gradients are all-reduced by rings along the torus,
- *                    one per logical core (ref/tpu_collective.c).
+ *                    one per logical core (ref/tpu_collective.c); with
+ *                    --gradient_accumulation_steps only on the k-th
+ *                    micro-step, over the accumulated shares
+ *                    (dr_trainer_accumulate). --clip_semantics=tensorflow
+ *                    clips each replica's gradient (its cores' rows merged)
+ *                    before the rings.
  *   step time        an alpha-beta estimate of each step (compute at an
  *                    assumed rate, the partial-sum merge, the rings) is
  *                    written to metrics.jsonl and summary.json.
@@ -243,27 +248,43 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
         if (tp->tiles > 1) tile_gradients(t, rp, r, dz0, rows);
     }
     dr_trainer_scale_share(t, rp, t->mult[r], t->coef);
+    /* --clip_semantics=tensorflow: the replica's gradient, all its cores'
+     * rows merged above, clipped before the rings (Keras 3 under
+     * TPUStrategy, as under MirroredStrategy) */
+    if (t->exp.optimizer.clip.per_replica) dr_trainer_clip_share(t, rp);
+    return DR_OK;
+}
+
+/* The replicas' shares all-reduced, one ring per logical core over its
+ * own links, at once; then every replica applies the total. */
+static int reduce_and_apply(trainer *t, dr_err *err)
+{
+    tpu_run *tp = &t->tpu;
+    dr_acc *acc[DR_MAX_DEVICES];
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        double s = 0;
+        int rc = dr_tpu_all_reduce(&t->strat, acc, core_range(tp, l), tp->nranges[l], l, &s, err);
+        if (rc) return rc;
+        if (s > tp->allreduce_s) tp->allreduce_s = s;
+    }
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
+        dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
     return DR_OK;
 }
 
 int dr_tpu_step(trainer *t, dr_err *err)
 {
     tpu_run *tp = &t->tpu;
-    dr_acc *acc[DR_MAX_DEVICES];
     int rc;
     tp->merge_s = tp->backward_s = tp->allreduce_s = 0;
     if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err))) return rc;
     if (!dr_model_is_dense(&t->exp.model) && (rc = dr_graph_shares(t, err))) return rc;
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
-    /* One all-reduce per logical core, over its own links, at once. */
-    for (uint32_t l = 0; l < tp->tiles; l++) {
-        double s = 0;
-        rc = dr_tpu_all_reduce(&t->strat, acc, core_range(tp, l), tp->nranges[l], l, &s, err);
-        if (rc) return rc;
-        if (s > tp->allreduce_s) tp->allreduce_s = s;
-    }
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
-        dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
+    /* --gradient_accumulation_steps=k: only the k-th micro-step runs the
+     * rings and applies (the others' emulated time has no all-reduce) */
+    rc = t->cfg->gradient_accumulation_steps > 1 ? dr_trainer_accumulate(t, reduce_and_apply, err)
+                                                 : reduce_and_apply(t, err);
+    if (rc) return rc;
     tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
     tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
     if (tp->halo) {                  /* (a conv model's: the halos, the gather and the scatter) */

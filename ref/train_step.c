@@ -166,8 +166,9 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
  * denominator D*R, regularization included: the weights do not move between
  * updates) are added exactly to each replica's accumulators; every k-th step
  * reduces them and applies the total over k*D*R, rounded once: the bits of
- * one step of all k batches at once, for every k and R. */
-static int accumulate_step(trainer *t, dr_err *err)
+ * one step of all k batches at once, for every k and R. reduce is the
+ * strategy's reduction and apply (the mirrored family's, or tpu's rings). */
+int dr_trainer_accumulate(trainer *t, int (*reduce)(trainer *t, dr_err *err), dr_err *err)
 {
     uint32_t R = t->strat.num_replicas, k = t->cfg->gradient_accumulation_steps, den = t->den;
     int rc = DR_OK;
@@ -179,7 +180,7 @@ static int accumulate_step(trainer *t, dr_err *err)
                        (unsigned long long)den * k);
     for (uint32_t r = 0; r < R; r++) { dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g; }
     t->den = den * k;
-    rc = dr_trainer_reduce_and_apply(t, err);
+    rc = reduce(t, err);
     t->den = den;
     for (uint32_t r = 0; r < R; r++) {
         dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g;
@@ -196,7 +197,8 @@ int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_repor
     if (t->tpu.on) return dr_tpu_step(t, err);
     if (!dr_model_is_dense(&t->exp.model)) return dr_graph_step(t, err);   /* models beyond Dense: ref/graph_step.c */
     if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-        (rc = t->cfg->gradient_accumulation_steps > 1 ? accumulate_step(t, err) : dr_trainer_reduce_and_apply(t, err)))
+        (rc = t->cfg->gradient_accumulation_steps > 1 ? dr_trainer_accumulate(t, dr_trainer_reduce_and_apply, err)
+                                                       : dr_trainer_reduce_and_apply(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;

@@ -126,6 +126,10 @@ void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t
  * clipped as Keras 3 clips each replica's gradient under MirroredStrategy,
  * and put back over the same denominator, exactly. */
 void     dr_trainer_clip_share(trainer *t, replica *rp);
+/* --gradient_accumulation_steps: the step's shares added to each replica's
+ * accumulators; on the k-th step reduce(t) (the strategy's reduction and
+ * apply) runs with them as the shares, over k*D*R. */
+int      dr_trainer_accumulate(trainer *t, int (*reduce)(trainer *t, dr_err *err), dr_err *err);
 /* A replica's share: the exact loss and gradient sums of its n examples
  * (rp->x etc. already loaded), then dr_trainer_scale_share: mult * sums +
  * coef * reg, over the step's denominator. */

@@ -120,6 +120,9 @@ int  engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_r
 /* --gradient_accumulation_steps: the accumulators (k > 1), at open and close */
 int  engine_accum_open(dr_session *s, dr_err *err);
 void engine_accum_close(dr_session *s);
+/* a micro-step's shares of local replicas lo .. lo + L - 1 (local: their host
+ * gradients in form f) accumulated; true on the k-th, local then the update's */
+bool engine_accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L);
 /* bytes from one emulated device to another (a copy within one is free) */
 void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
 /* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */

@@ -11,6 +11,9 @@
  *                   gradient
  *   collectives     the comm's torus all-reduce, one per logical core over
  *                   the parameters it holds
+ *   accumulation    --gradient_accumulation_steps: each replica's shares
+ *                   accumulate on the host; the k-th micro-step runs the
+ *                   rings and applies (step.c's engine_accumulate)
  *   step time       the same alpha-beta estimate as the reference's
  */
 #include "strategies/engine_internal.h"
@@ -165,6 +168,23 @@ static int replica_at(dr_session *s, uint32_t r, void *arg, dr_err *err)
     return replica(s, r, ((double (*)[2])arg)[r], err);
 }
 
+/* The replicas' shares all-reduced by the comm's torus rings, one per
+ * logical core over the parameters it holds, at once; then every replica
+ * applies the total over divisor. */
+static int reduce_and_apply(dr_session *s, void **local, uint32_t divisor, dr_err *err)
+{
+    engine_tpu *tp = &s->tpu;
+    for (uint32_t l = 0; l < tp->tiles; l++) {
+        double sec = 0;
+        const size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
+        int rc = s->co->all_reduce_ranges(s->ep[0], dr_grad_form(s->num), local, rg, tp->nranges[l], l, &sec, err);
+        if (rc) return rc;
+        if (sec > tp->allreduce_s) tp->allreduce_s = sec;
+    }
+    engine_note_applied(s, 0, s->rb[0].grad, divisor);   /* every replica's grad holds the total */
+    return engine_each_replica(s, 0, s->R, engine_apply_own, &divisor, err);
+}
+
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
@@ -198,15 +218,14 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         local[r] = b->host_ptr(s->rb[r].grad);
         if (!local[r]) return dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
     }
-    for (uint32_t l = 0; l < tp->tiles; l++) {   /* one all-reduce per logical core, over its own links */
-        double sec = 0;
-        const size_t *rg = tp->ranges + 2 * (size_t)l * tp->max_ranges;
-        rc = s->co->all_reduce_ranges(s->ep[0], dr_grad_form(s->num), local, rg, tp->nranges[l], l, &sec, err);
-        if (rc) return rc;
-        if (sec > tp->allreduce_s) tp->allreduce_s = sec;
-    }
-    engine_note_applied(s, 0, s->rb[0].grad, divisor);   /* every replica's grad holds the total */
-    if ((rc = engine_each_replica(s, 0, R, engine_apply_own, &divisor, err))) return rc;
+    /* --gradient_accumulation_steps=k: each replica's shares accumulate on
+     * the host (step.c's engine_accumulate, in their own form); only the
+     * k-th micro-step runs the rings and applies, over k times the divisor
+     * (the other micro-steps' emulated time has no all-reduce) */
+    bool update = s->k == 1 || DR_SEAM_TPU_ACCUMULATE(engine_accumulate(s, dr_form_of(dr_grad_form(s->num)), local,
+                                                                        0, R), s);
+    if (s->k > 1) divisor = DR_SEAM_ACCUM_DIVISOR(divisor, s->k);
+    if (update && (rc = reduce_and_apply(s, local, divisor, err))) return rc;
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;

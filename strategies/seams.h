@@ -103,6 +103,14 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_PAD_EXAMPLES(n, rows) ((void)0)
 #endif
 
+/* --gradient_accumulation_steps under tpu: whether this micro-step closes
+ * an update, after its shares were accumulated (call: engine_accumulate). */
+#if defined(DR_MUTANT_TPU_ACCUM_LAST_ONLY)   /* nothing accumulated: an update applies its own micro-step's shares */
+#define DR_SEAM_TPU_ACCUMULATE(call, s) ((s)->step % (s)->k == 0)
+#else
+#define DR_SEAM_TPU_ACCUMULATE(call, s) ((void)(s), (call))
+#endif
+
 /* ---- ps_mpi.c ------------------------------------------------------------ */
 
 /* The coordinator skips landed update ev (it is logged, never applied). */

@@ -194,12 +194,19 @@ typedef struct engine_micro { dr_dist_batch b; uint32_t cap; } engine_micro;
 
 #define ACCUM_CHUNK 4096   /* parameters a task of the merge adds */
 
-static void accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L, bool update)
+/* This micro-step's shares (local: replicas lo .. lo + L - 1) added to
+ * their accumulators; on the k-th (returns true) the earlier ones are added
+ * to local, which then holds the update's shares for the collective, and
+ * float accumulators start over from 0 (Keras's acc = 0 + g; exact ones are
+ * overwritten by the next first share). Every strategy's step (this file's,
+ * engine_tpu.c's) calls it between compute and its collective. */
+bool engine_accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L)
 {
     const size_t P = s->plan->P, nc = (P + ACCUM_CHUNK - 1) / ACCUM_CHUNK;
+    const bool update = s->step % s->k == 0;
     if (f->exact && s->step % s->k == 1) {   /* the first share: an exact sum of one term is the term */
         for (uint32_t j = 0; j < L; j++) memcpy(s->accum[lo + j], local[j], P * f->size);
-        return;
+        return update;
     }
     #pragma omp parallel for schedule(static) if (nc * L > 1 && !omp_in_parallel())
     for (size_t t = 0; t < nc * L; t++) {
@@ -209,6 +216,8 @@ static void accumulate(dr_session *s, const dr_form *f, void *const *local, uint
         if (update) f->merge_after(x, a, n);   /* the earlier micro-steps, then this one */
         else f->merge(a, x, n);
     }
+    for (uint32_t j = 0; update && !f->exact && j < L; j++) memset(s->accum[lo + j], 0, P * f->size);
+    return update;
 }
 
 int engine_accum_open(dr_session *s, dr_err *err)
@@ -291,9 +300,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     if (staged && (rc = stage_down(s, lo, L, err))) return rc;
     if (s->mixed) engine_mixed_before_reduce(s, w, local, L);
     if (s->k > 1 && !s->mixed) {   /* accumulation: add this micro-step's shares; reduce on the k-th (mixed: mixed.c) */
-        bool update = s->step % s->k == 0;
-        accumulate(s, f, local, lo, L, update);
-        if (!update) return DR_OK;
+        if (!engine_accumulate(s, f, local, lo, L)) return DR_OK;
         d = DR_SEAM_ACCUM_DIVISOR(d, s->k);
     }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
@@ -552,7 +559,6 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
         if ((rc = s->k > 1 ? redo_update_full(s, err) : redo_full(s, err))) return rc;
         snprintf(out->extra, sizeof out->extra, ",\"exact_fallback\":true");
     }
-    if (s->k > 1 && step % s->k == 0 && s->num == DR_NUMERICS_FAST) clear_accum(s, sizeof(float));   /* exact: overwritten */
     engine_report(s, out);
     engine_mixed_report(s, out);
     return DR_OK;

@@ -188,14 +188,13 @@ static void training_features(void **st)
            "--values: 1 rates for 1 boundaries; expected 2");
     expect(sh(BIN " train --model_dir=%s/unused --clip_semantics=tensorflow", g_tmp), 2,
            "--clip_semantics applies to a clipping flag");
-    expect(sh(BIN " train --model_dir=%s/unused --distribution_strategy=tpu --tpu=v2-8 --clipnorm=1 "
-              "--clip_semantics=tensorflow", g_tmp), 2, "not supported: --clip_semantics=tensorflow under tpu");
-    /* gradient accumulation: the engine's variants run it (issue 30 item 1); tpu is refused in each */
+    expect(sh(BIN " train --model_dir=%s/tpuclip --distribution_strategy=tpu --tpu=v2-8 --clipnorm=1 --train_steps=2 "
+              "--synthetic_examples=256 --clip_semantics=tensorflow", g_tmp), 0, "train: steps=2");
+    /* gradient accumulation: the engine's variants run it (issue 30 item 1), tpu's step too */
     expect(sh(BIN " train --model_dir=%s/acc --variant=openmp --train_steps=2 --synthetic_examples=256 "
               "--gradient_accumulation_steps=2", g_tmp), 0, "train: steps=2");
-    expect(sh(BIN " train --model_dir=%s/unused --variant=openmp --distribution_strategy=tpu --tpu=v2-8 "
-              "--train_steps=2 --gradient_accumulation_steps=2", g_tmp), 2,
-           "not supported: --gradient_accumulation_steps under tpu");
+    expect(sh(BIN " train --model_dir=%s/tpuacc --variant=openmp --distribution_strategy=tpu --tpu=v2-8 "
+              "--train_steps=2 --synthetic_examples=256 --gradient_accumulation_steps=2", g_tmp), 0, "train: steps=2");
     expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\"]},"
               "\"task\":{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s/unused "
               "--distribution_strategy=parameter_server --train_steps=2 --gradient_accumulation_steps=2", g_tmp), 2,
