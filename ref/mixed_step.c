@@ -27,11 +27,17 @@
  * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term) added
  * to the compute-dtype gradient before the unscale: exact adds it once to
  * the reduced gradient, tensorflow to each replica's rounded partial.
- * Built for the mirrored family in one process with the global_batch_size
- * reduction, linear/ReLU hidden layers and logits cross-entropy, no
- * --clip_semantics=tensorflow (core/plan.c and dr_ref_mixed_supports refuse
- * the rest). The reduction is computed on the host from the replicas' exact
- * partials: what an exact all-reduce would give. */
+ * Built for the mirrored family in one process, central_storage and tpu
+ * (unpartitioned), with the global_batch_size reduction, linear/ReLU hidden
+ * layers and logits cross-entropy, no --clip_semantics=tensorflow (core/plan.c
+ * and dr_ref_mixed_supports refuse the rest). The reduction is computed on
+ * the host from the replicas' exact partials: what an exact all-reduce would
+ * give. Where the strategy's float32 step moves its exact partials through a
+ * counted collective, the mixed step runs the same one over them for its
+ * traffic (mixed_collective): central_storage reduces them to the variable
+ * device (which alone holds the variables and slots: every replica copies
+ * them in, the one update runs there), tpu all-reduces them along the torus
+ * (its emulated step time in metrics.jsonl). */
 #include "ref/trainer.h"
 
 #include "distref/elem.h"
@@ -44,9 +50,11 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
 {
     const dr_experiment *e = &p->exp;
     const char *why = NULL;
-    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
-        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
-        why = "the mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        why = "the mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage and tpu";
+    else if (dr_tpu_partition_cores(p->cfg->input_partition_dims) > 1)
+        why = "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
+              "sums across a replica's cores; the mixed step's layers run whole on one core)";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
     else if (e->optimizer.clip.per_replica)
@@ -187,8 +195,27 @@ static int mixed_replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     trainer *t = arg;
     uint32_t r = ctx->replica_id_in_sync_group, n = t->off[r + 1] - t->off[r];
     replica *rp = &t->rep[r];
-    dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);
-    return replica_mixed(t, rp, r, n, err);
+    int rc;
+    dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);   /* tpu: its padding rows would add nothing */
+    if (t->var)   /* central_storage: the variables come to the replica */
+        dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
+    rc = replica_mixed(t, rp, r, n, err);
+    if (t->cfg->placement_log && !t->tpu.on) dr_trainer_log_replica_ops(t, r);
+    return rc;
+}
+
+/* The strategy's own collective over the replicas' exact partials, for the
+ * bytes it moves (and tpu's emulated time); the values are the host's
+ * reduction, taken before it (an exact collective gives the same sum). */
+static int mixed_collective(trainer *t, dr_err *err)
+{
+    dr_acc *acc[DR_MAX_DEVICES];
+    if (t->cfg->placement_log && !t->tpu.on) dr_trainer_log_update_ops(t);
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
+    if (t->tpu.on) return dr_tpu_reduce_timed(t, acc, err);
+    if (!t->var) return DR_OK;
+    memset(t->central, 0, t->P * sizeof *t->central);
+    return dr_reduce_to_device(&t->strat, acc, t->P, t->strat.variable_device, t->central, err);
 }
 
 static void loss_scale_start(trainer *t)
@@ -214,9 +241,10 @@ static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
     }
     t->updated = true;
     dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
-        dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k, t->rep[r].params, t->grad,
-                              t->rep[r].slots, t->P);
+    for (uint32_t r = 0; r < (t->var ? 1 : t->strat.num_replicas); r++)   /* central_storage: once, there */
+        dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k,
+                              t->var ? t->var : t->rep[r].params, t->grad, t->var ? t->var_slots : t->rep[r].slots,
+                              t->P);
 }
 
 /* A resumed run's accumulator is empty: refuse a checkpoint taken while
@@ -250,8 +278,11 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     for (uint32_t r = 0; r < R; r++) { parts[r] = t->rep[r].grad; w[r] = t->rep[r].params; }
     finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model, w,
                                 t->ls.scale, t->grad);   /* --l2: its float32 term, scaled, before the unscale */
+    rep->extra[0] = 0;
+    if ((rc = mixed_collective(t, err))) return rc;
     before = t->ls;
-    snprintf(rep->extra, sizeof rep->extra, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
+    size_t n = strlen(rep->extra);
+    snprintf(rep->extra + n, sizeof rep->extra - n, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
              finite || !before.dynamic ? "false" : "true");
     if (dr_loss_scale_step(&t->ls, finite)) {
         for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);

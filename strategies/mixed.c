@@ -30,8 +30,13 @@
  * The step runs with full exact accumulators (no compact form); under
  * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
  * backend has fast mixed kernels (openmp), and the reduction stays exact.
- * Built where the reference's mixed step is: one_device, mirrored and
- * multi_worker_mirrored, the global_batch_size reduction, Dense layers
+ * central_storage: the replicas' accumulators reduced to the variable
+ * device (step.c), the one update there on its variables and slots
+ * (apply_holders); tpu: the cores' torus all-reduce (engine_tpu.c), every
+ * core's copy updated, padding rows masked (the kernel's n real rows).
+ * Built where the reference's mixed step is: one_device, mirrored,
+ * multi_worker_mirrored, central_storage and tpu without
+ * --input_partition_dims, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, no
  * --clip_semantics=tensorflow, on a backend with the mixed kernel (openmp,
  * opencl; mpi ranks run openmp's). The rest is refused at open with the
@@ -65,9 +70,12 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
     if (!bo->mixed_loss_grad || !bo->apply_f32)
         return "the backend has no mixed kernel (float16/bfloat16 rounding of every op is built for the OpenMP "
                "and OpenCL backends: --variant=openmp, opencl or mpi)";
-    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
-        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
-        return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return "the engine's mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage "
+               "and tpu";
+    if (engine_tpu_partition_tiles(p) > 1)
+        return "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
+               "sums across a replica's cores; the mixed kernel runs a replica's layers whole on one core)";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
     if (e->optimizer.clip.per_replica)
@@ -126,11 +134,11 @@ void engine_mixed_close(dr_session *s)
     s->mixed = NULL;
 }
 
-int engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err)
+int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
 {
     const engine_mixed *m = s->mixed;
     dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
-    return s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
+    return s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
@@ -171,6 +179,16 @@ static int apply_one(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     const apply_arg *a = arg;
     return s->bo->apply_f32(s->be, a->g, a->step, s->rb[r].params, s->rb[r].slots, err);
+}
+
+/* The holders of worker w's variables apply g: central_storage's variable
+ * device once (its replicas copy the variables in at the next step), else
+ * every replica its own copy. */
+static int apply_holders(dr_session *s, uint32_t w, const apply_arg *a, dr_err *err)
+{
+    if (DR_SEAM_MIXED_CENTRAL_HOLDS(s->var))
+        return s->bo->apply_f32(s->be, a->g, a->step, s->var, s->var_slots, err);
+    return engine_each_replica(s, w * s->L, s->L, apply_one, (void *)a, err);
 }
 
 /* k > 1: a finite micro-step's unscaled g added exactly to worker i's sum;
@@ -216,7 +234,7 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
     if (i == 0) m->step_updated = true;
     DR_SEAM_MIXED_CLIP(s, g);   /* after the unscale, as Keras's inner optimizer: once per worker */
     a.g = g;
-    return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);
+    return apply_holders(s, w, &a, err);
 }
 
 /* Before a step: a resumed session's accumulators are empty, so a
