@@ -57,9 +57,10 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
               "sums across a replica's cores; the mixed step's layers run whole on one core)";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
-    else if (e->optimizer.clip.per_replica)
-        why = "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
-              "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    else if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)
+        why = "--clip_semantics=tensorflow needs --mixed_reduction=tensorflow (Keras 3 unscales and clips each "
+              "replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the "
+              "global sum, so there is no replica gradient to clip)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
     else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -240,11 +241,43 @@ static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
         memset(t->accum[0], 0, t->P * sizeof(dr_acc));
     }
     t->updated = true;
-    dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
+    if (!o->clip.per_replica)   /* unscaled, then clipped: Keras's inner optimizer */
+        dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);
     for (uint32_t r = 0; r < (t->var ? 1 : t->strat.num_replicas); r++)   /* central_storage: once, there */
         dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k,
                               t->var ? t->var : t->rep[r].params, t->grad, t->var ? t->var_slots : t->rep[r].slots,
                               t->P);
+}
+
+/* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
+ * scripts/tf_mixed_clip.py): replica r's gradient is its partial rounded to
+ * c plus its 1/R L2 term (--mixed_reduction=tensorflow's), checked, unscaled
+ * in float32 and clipped on its own; the all-reduce sums the R clipped
+ * gradients exactly, rounded once to float32 (into out). The one skip
+ * decision: every replica's scaled gradient and the total finite (Keras
+ * reads replica 0's alone). The partials are overwritten. */
+static bool reduce_clipped(trainer *t, float *out)
+{
+    const dr_model_spec *m = &t->exp.model;
+    uint32_t R = t->strat.num_replicas;
+    bool finite = true;
+    for (uint32_t r = 0; r < R; r++) {
+        dr_acc *part = t->rep[r].grad;
+        for (size_t p = 0; p < t->P; p++) out[p] = dr_acc_round_div_dtype(&part[p], 1, t->cfg->mixed.compute);
+        dr_mixed_add_l2(m, t->rep[r].params, t->ls.scale, R, out);
+        for (size_t p = 0; p < t->P; p++) finite &= out[p] - out[p] == 0.0f;
+        for (size_t p = 0; p < t->P; p++) out[p] = dr_loss_scale_unscale(&t->ls, out[p]);
+        dr_optimizer_clip(&t->exp.optimizer, m, out, t->P);
+        for (size_t p = 0; p < t->P; p++) { dr_acc_init(&part[p]); dr_acc_add(&part[p], out[p]); }
+    }
+    for (size_t p = 0; p < t->P; p++) {
+        dr_acc s;
+        dr_acc_init(&s);
+        for (uint32_t r = 0; r < R; r++) dr_acc_merge(&s, &t->rep[r].grad[p]);
+        out[p] = dr_acc_round(&s);
+        finite &= out[p] - out[p] == 0.0f;
+    }
+    return finite;
 }
 
 /* A resumed run's accumulator is empty: refuse a checkpoint taken while
@@ -276,8 +309,12 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
         (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
         return rc;
     for (uint32_t r = 0; r < R; r++) { parts[r] = t->rep[r].grad; w[r] = t->rep[r].params; }
-    finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model, w,
-                                t->ls.scale, t->grad);   /* --l2: its float32 term, scaled, before the unscale */
+    if (o->clip.per_replica)
+        finite = reduce_clipped(t, t->grad);   /* unscaled and clipped per replica */
+    else
+        finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model,
+                                    w,   /* --l2: its float32 term, scaled, before the unscale */
+                                    t->ls.scale, t->grad);
     rep->extra[0] = 0;
     if ((rc = mixed_collective(t, err))) return rc;
     before = t->ls;
@@ -285,7 +322,8 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     snprintf(rep->extra + n, sizeof rep->extra - n, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
              finite || !before.dynamic ? "false" : "true");
     if (dr_loss_scale_step(&t->ls, finite)) {
-        for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
+        if (!o->clip.per_replica)   /* per replica: unscaled before the all-reduce (reduce_clipped) */
+            for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
         mixed_apply(t, o, step - t->ls.skipped);   /* Keras's iterations: applied (micro-)steps only */
     }
     dr_trainer_end_step(t);

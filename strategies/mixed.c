@@ -64,6 +64,10 @@ struct engine_mixed {
     bool          step_skipped;                /*   and whether it skipped (metrics.jsonl) */
 };
 
+#define MIXED_CLIP_TF_WHY "--clip_semantics=tensorflow needs --mixed_reduction=tensorflow (Keras 3 unscales and " \
+    "clips each replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the " \
+    "global sum, so there is no replica gradient to clip)"
+
 static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     const dr_experiment *e = &p->exp;
@@ -78,9 +82,11 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
                "sums across a replica's cores; the mixed kernel runs a replica's layers whole on one core)";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
-    if (e->optimizer.clip.per_replica)
-        return "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
-               "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)
+        return MIXED_CLIP_TF_WHY;
+    if (e->optimizer.clip.per_replica && !bo->clip_replica_f32)
+        return "--clip_semantics=tensorflow is not built into this backend's mixed step (no clip_replica_f32: a "
+               "replica's gradient is clipped on the host, built for openmp and mpi)";
     if ((e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0) &&
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
@@ -151,6 +157,23 @@ bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
     return fin;
 }
 
+/* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
+ * scripts/tf_mixed_clip.py): a finite replica gradient g (rounded to c, its
+ * L2 term added) is unscaled in float32 and clipped on its own before the
+ * all-reduce, which then sums unscaled, clipped gradients. A non-finite one
+ * stays as it is: it reaches the total, and the one skip decision (on the
+ * total) skips the step, whatever the clip would have made of it. */
+static void clip_replica(dr_session *s, float scale, float *g, long long P)
+{
+    int fin = 1;
+    #pragma omp parallel for schedule(static) reduction(&:fin) if (P >= 4096 && !omp_in_parallel())
+    for (long long p = 0; p < P; p++) fin &= g[p] - g[p] == 0.0f;
+    if (!fin) return;
+    DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g);
+    for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    DR_SEAM_MIXED_REPLICA_CLIP(s, g);
+}
+
 void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L)
 {
     const engine_mixed *m = s->mixed;
@@ -165,6 +188,7 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
         if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
             dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * L + k].params),
                             DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);
+        if (s->plan->exp.optimizer.clip.per_replica) clip_replica(s, m->ls[w - s->wlo].scale, g, P);
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) {
             dr_acc_init(&a[p]);
@@ -228,7 +252,8 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
     if (i == 0) { m->step_scale = DR_SEAM_MIXED_REPORTED_SCALE(scale, m->ls[i].scale); m->step_skipped = !applies; }
     if (!applies) return DR_OK;   /* skipped */
     DR_SEAM_MIXED_CLIP_SCALED(s, g);
-    for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    for (long long p = 0; !s->plan->exp.optimizer.clip.per_replica && p < P; p++)   /* per replica: unscaled */
+        g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
     a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied (micro-)steps only */
     if (m->k > 1 && !accumulate_micro(m, i, g, P, a.step, s->step)) return DR_OK;
     if (i == 0) m->step_updated = true;

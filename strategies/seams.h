@@ -202,6 +202,17 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_BN_STATS_REDUCE(call) (call)
 #endif
 
+/* --clip_semantics=tensorflow's mixed step: each replica's gradient clipped
+ * after its unscale (Keras 3's order, per replica). Mutant: clipped while
+ * still multiplied by the loss scale. */
+#if defined(DR_MUTANT_MIXED_REPLICA_CLIP_SCALED)
+#define DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g) ((s)->bo->clip_replica_f32((s)->be, (g)))
+#define DR_SEAM_MIXED_REPLICA_CLIP(s, g) ((void)(s), (void)(g))
+#else
+#define DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g) ((void)(s), (void)(g))
+#define DR_SEAM_MIXED_REPLICA_CLIP(s, g) ((s)->bo->clip_replica_f32((s)->be, (g)))
+#endif
+
 /* central_storage's mixed update: on the variable device's variables (the
  * one holder). Mutant: each replica updates its own copy, which the next
  * step's copy from the variable device overwrites: nothing moves. */
