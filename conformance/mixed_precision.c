@@ -39,7 +39,9 @@
  *   accumulation --gradient_accumulation_steps=3 with skipped micro-steps
  *                (conformance/mixed_accum_cells.c);
  *   l2           --l2=0.01 in exact and tensorflow (conformance/mixed_l2_cells.c);
- *   strategies   central_storage and tpu (conformance/mixed_strategies.c).
+ *   strategies   central_storage and tpu (conformance/mixed_strategies.c);
+ *   clip per     --clip_semantics=tensorflow: each replica unscaled and clipped
+ *   replica      before the all-reduce (conformance/mixed_clip_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -319,5 +321,6 @@ int suite_mixed_precision(results *r)
     fails += mixed_accum_cells(r);
     fails += mixed_l2_cells(r);
     fails += mixed_strategy_cells(r);
+    fails += mixed_clip_cells(r);
     return fails;
 }

@@ -251,7 +251,10 @@ static void mixed_precision(void **st)
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --global_clipnorm=0.05 "
               "--clip_semantics=tensorflow --variant=openmp --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=openmp with mirrored: --clip_semantics=tensorflow "
-           "is not built into it");
+           "needs --mixed_reduction=tensorflow");
+    expect(sh(BIN " train --model_dir=%s/mx_clip_tf --dtype_policy=mixed_float16 --global_clipnorm=0.05 "
+              "--clip_semantics=tensorflow --mixed_reduction=tensorflow --variant=openmp --num_gpus=2 --train_steps=2 "
+              "--synthetic_examples=256", g_tmp), 0, "train: steps=2");   /* per replica, after the unscale: built */
     expect(sh(BIN " train --model_dir=%s/mx_l2 --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "
               "--synthetic_examples=256", g_tmp), 0, "train: steps=2");   /* --l2 under a mixed policy: built */
     expect(sh(BIN " train --model_dir=%s/mx_l2_omp --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "
