@@ -201,6 +201,8 @@ static int mixed_replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     if (t->var)   /* central_storage: the variables come to the replica */
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
     rc = replica_mixed(t, rp, r, n, err);
+    if (rc == DR_OK && t->exp.model.l2 != 0.0f)   /* the reported loss: + the float32 L2 loss, as the float32 step */
+        dr_acc_add_prod(&rp->loss, (float)t->coef, dr_model_reg_loss(&t->exp.model, rp->params));
     if (t->cfg->placement_log && !t->tpu.on) dr_trainer_log_replica_ops(t, r);
     return rc;
 }

@@ -140,11 +140,30 @@ void engine_mixed_close(dr_session *s)
     s->mixed = NULL;
 }
 
+/* --l2: the reported loss adds the float32 L2 loss, l2 * RN(exact sum of
+ * the kernels' squares), over the shares' common denominator (coef of
+ * them), as the float32 step's share does; the gradient's term is added
+ * before the unscale (engine_mixed_before_reduce, engine_mixed_apply). */
+static void add_reg_loss(dr_session *s, uint32_t r)
+{
+    const dr_model_spec *md = &s->plan->exp.model;
+    const float *w = s->bo->host_ptr(s->rb[r].params);
+    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq;
+    dr_acc_init(&sq);
+    for (uint32_t l = 0; l < md->nlayers; l++)
+        if (md->layer[l].kind == DR_LAYER_DENSE)
+            dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
+                           dr_model_kernel_size(md, l));
+    dr_acc_add_prod(loss, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+}
+
 int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
 {
     const engine_mixed *m = s->mixed;
     dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
-    return s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
+    int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
+    if (rc == DR_OK && s->plan->exp.model.l2 != 0.0f) add_reg_loss(s, r);   /* host memory (opencl refuses --l2) */
+    return rc;
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)

@@ -213,6 +213,14 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_REPLICA_CLIP(s, g) ((s)->bo->clip_replica_f32((s)->be, (g)))
 #endif
 
+/* --l2 under a mixed policy: the reported loss's regularization term.
+ * Mutant: left out (the data loss alone, the mixed step's old report). */
+#if defined(DR_MUTANT_MIXED_LOSS_NO_REG)
+#define DR_SEAM_MIXED_REG_LOSS(reg) ((void)(reg), 0.0f)
+#else
+#define DR_SEAM_MIXED_REG_LOSS(reg) (reg)
+#endif
+
 /* central_storage's mixed update: on the variable device's variables (the
  * one holder). Mutant: each replica updates its own copy, which the next
  * step's copy from the variable device overwrites: nothing moves. */
