@@ -29,8 +29,11 @@
  * the reduced gradient, tensorflow to each replica's rounded partial.
  * Built for the mirrored family in one process, central_storage and tpu
  * (unpartitioned), with the global_batch_size reduction, linear/ReLU hidden
- * layers and logits cross-entropy, no --clip_semantics=tensorflow (core/plan.c
- * and dr_ref_mixed_supports refuse the rest). The reduction is computed on
+ * layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
+ * refuse the rest). --clip_semantics=tensorflow (with the tensorflow
+ * reduction): each replica unscaled and clipped before the all-reduce
+ * (reduce_clipped). --l2: the reported loss adds the float32 L2 loss, as
+ * the float32 step's. The reduction is computed on
  * the host from the replicas' exact partials: what an exact all-reduce would
  * give. Where the strategy's float32 step moves its exact partials through a
  * counted collective, the mixed step runs the same one over them for its

@@ -37,9 +37,11 @@
  * Built where the reference's mixed step is: one_device, mirrored,
  * multi_worker_mirrored, central_storage and tpu without
  * --input_partition_dims, the global_batch_size reduction, Dense layers
- * (ReLU or linear) under the logits cross-entropy, no
- * --clip_semantics=tensorflow, on a backend with the mixed kernel (openmp,
- * opencl; mpi ranks run openmp's). The rest is refused at open with the
+ * (ReLU or linear) under the logits cross-entropy, on a backend with the
+ * mixed kernel (openmp, opencl; mpi ranks run openmp's).
+ * --clip_semantics=tensorflow (needs the tensorflow reduction and the
+ * backend's clip_replica_f32): each replica's rounded gradient unscaled and
+ * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
  * reason.
  */
 #include "strategies/engine_internal.h"
