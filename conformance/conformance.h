@@ -169,6 +169,10 @@ int mixed_place_cells(results *r, void (*setup)(dr_run_config *), const char *wh
 int mixed_accum_cells(results *r);
 /* suite mixed_precision's --l2 cells (conformance/mixed_l2_cells.c) */
 int mixed_l2_cells(results *r);
+/* suite mixed_precision's central_storage and tpu cells (conformance/mixed_strategies.c) */
+int mixed_strategy_cells(results *r);
+/* suite mixed_precision's --clip_semantics=tensorflow cells (conformance/mixed_clip_cells.c) */
+int mixed_clip_cells(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */

@@ -13,11 +13,15 @@
  * multi_worker_mirrored 2 x 2, each in-process engine variant that runs it
  * under one_device, R=2, R=3 and 2 x 2, and mpi -np 2 give its bits;
  * tensorflow: the reference at R=1 = the oracle, each engine variant at
- * mirrored R=2 = the reference at R=2. Caught mutant: mixed_l2_unscaled
- * (tests/faults.tsv).
+ * mirrored R=2 = the reference at R=2. The reported loss adds the float32 L2
+ * loss as the float32 step's does (Keras's reported loss): the oracle's step
+ * 1 loss (the initial weights) within MIXED_LOSS_BOUND of the float32 run's
+ * (without the L2 loss it is half of it). Caught mutants: mixed_l2_unscaled,
+ * mixed_loss_no_reg, ref_mixed_loss_no_reg (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +50,27 @@ static int bites_cell(results *r, const outcome *oracle)
     record(r, "mixed_precision", &c, 1, pass, plain.seconds, "ref --l2=0.01 overflow float16 one_device: differs "
            "from the run without L2 (the term bites)%s%.150s", plain.error[0] ? ": " : "", plain.error);
     outcome_free(&plain);
+    return !pass;
+}
+
+#define MIXED_LOSS_BOUND 1e-3   /* measured 7.8e-6: the float16 forward's rounding (docs/TRAINING_FEATURES.md) */
+static int reported_loss_cell(results *r, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome f32;
+    double rel = INFINITY;
+    mixed_place_config(&c, l2_setup, false, &k_mixed_places[0], "ref");
+    c.mixed.compute = DR_DTYPE_F32;
+    c.mixed.loss_scale = DR_LOSS_SCALE_NONE;
+    c.mixed.fixed_scale = 0.0f;
+    run_case(&c, &f32);
+    if (!f32.error[0] && !oracle->error[0] && f32.nsteps > 0 && oracle->nsteps > 0)
+        rel = fabs((double)oracle->loss[0] - f32.loss[0]) / fabs((double)f32.loss[0]);
+    bool pass = rel <= MIXED_LOSS_BOUND;
+    record(r, "mixed_precision", &c, 1, pass, f32.seconds, "ref --l2=0.01 float16 one_device: step 1's reported loss "
+           "(the L2 loss included) within %.0e of the float32 step's (%.2e)%s%.150s", MIXED_LOSS_BOUND, rel,
+           f32.error[0] ? ": " : "", f32.error);
+    outcome_free(&f32);
     return !pass;
 }
 
@@ -78,6 +103,7 @@ int mixed_l2_cells(results *r)
     mixed_place_config(&c, l2_setup, true, &k_mixed_places[1], "ref");
     run_case(&c, &tf2);
     fails += bites_cell(r, &oracle);
+    fails += reported_loss_cell(r, &oracle);
     fails += mixed_place_cells(r, l2_setup, WHAT, "ref", false, &oracle, 1, 3, "one_device");
     fails += mixed_place_cells(r, l2_setup, WHAT, "ref", true, &oracle, 0, 0, "one_device exact");
     for (size_t v = 0; v < nv; v++) {

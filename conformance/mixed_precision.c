@@ -38,7 +38,10 @@
  *                one_device bits, the clip after the unscale;
  *   accumulation --gradient_accumulation_steps=3 with skipped micro-steps
  *                (conformance/mixed_accum_cells.c);
- *   l2           --l2=0.01 in exact and tensorflow (conformance/mixed_l2_cells.c).
+ *   l2           --l2=0.01 in exact and tensorflow (conformance/mixed_l2_cells.c);
+ *   strategies   central_storage and tpu (conformance/mixed_strategies.c);
+ *   clip per     --clip_semantics=tensorflow: each replica unscaled and clipped
+ *   replica      before the all-reduce (conformance/mixed_clip_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
@@ -317,5 +320,7 @@ int suite_mixed_precision(results *r)
     fails += engine_cells(r);
     fails += mixed_accum_cells(r);
     fails += mixed_l2_cells(r);
+    fails += mixed_strategy_cells(r);
+    fails += mixed_clip_cells(r);
     return fails;
 }

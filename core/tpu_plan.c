@@ -6,7 +6,21 @@
  */
 #include "distref/plan.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+uint32_t dr_tpu_partition_cores(const char *dims)
+{
+    uint32_t t = 1;
+    while (*dims) {
+        char *end;
+        unsigned long v = strtoul(dims, &end, 10);
+        if (end == dims) return t;
+        t *= v > 0 && v <= DR_MAX_TILES ? (uint32_t)v : 1;
+        dims = *end ? end + 1 : end;
+    }
+    return t;
+}
 
 int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
                    dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err)

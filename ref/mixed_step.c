@@ -27,11 +27,20 @@
  * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term) added
  * to the compute-dtype gradient before the unscale: exact adds it once to
  * the reduced gradient, tensorflow to each replica's rounded partial.
- * Built for the mirrored family in one process with the global_batch_size
- * reduction, linear/ReLU hidden layers and logits cross-entropy, no
- * --clip_semantics=tensorflow (core/plan.c and dr_ref_mixed_supports refuse
- * the rest). The reduction is computed on the host from the replicas' exact
- * partials: what an exact all-reduce would give. */
+ * Built for the mirrored family in one process, central_storage and tpu
+ * (unpartitioned), with the global_batch_size reduction, linear/ReLU hidden
+ * layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
+ * refuse the rest). --clip_semantics=tensorflow (with the tensorflow
+ * reduction): each replica unscaled and clipped before the all-reduce
+ * (reduce_clipped). --l2: the reported loss adds the float32 L2 loss, as
+ * the float32 step's. The reduction is computed on
+ * the host from the replicas' exact partials: what an exact all-reduce would
+ * give. Where the strategy's float32 step moves its exact partials through a
+ * counted collective, the mixed step runs the same one over them for its
+ * traffic (mixed_collective): central_storage reduces them to the variable
+ * device (which alone holds the variables and slots: every replica copies
+ * them in, the one update runs there), tpu all-reduces them along the torus
+ * (its emulated step time in metrics.jsonl). */
 #include "ref/trainer.h"
 
 #include "distref/elem.h"
@@ -44,14 +53,17 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
 {
     const dr_experiment *e = &p->exp;
     const char *why = NULL;
-    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
-        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
-        why = "the mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        why = "the mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage and tpu";
+    else if (dr_tpu_partition_cores(p->cfg->input_partition_dims) > 1)
+        why = "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
+              "sums across a replica's cores; the mixed step's layers run whole on one core)";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
-    else if (e->optimizer.clip.per_replica)
-        why = "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
-              "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    else if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)
+        why = "--clip_semantics=tensorflow needs --mixed_reduction=tensorflow (Keras 3 unscales and clips each "
+              "replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the "
+              "global sum, so there is no replica gradient to clip)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
     else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
         why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
@@ -187,8 +199,29 @@ static int mixed_replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     trainer *t = arg;
     uint32_t r = ctx->replica_id_in_sync_group, n = t->off[r + 1] - t->off[r];
     replica *rp = &t->rep[r];
-    dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);
-    return replica_mixed(t, rp, r, n, err);
+    int rc;
+    dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);   /* tpu: its padding rows would add nothing */
+    if (t->var)   /* central_storage: the variables come to the replica */
+        dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
+    rc = replica_mixed(t, rp, r, n, err);
+    if (rc == DR_OK && t->exp.model.l2 != 0.0f)   /* the reported loss: + the float32 L2 loss, as the float32 step */
+        dr_acc_add_prod(&rp->loss, (float)t->coef, dr_model_reg_loss(&t->exp.model, rp->params));
+    if (t->cfg->placement_log && !t->tpu.on) dr_trainer_log_replica_ops(t, r);
+    return rc;
+}
+
+/* The strategy's own collective over the replicas' exact partials, for the
+ * bytes it moves (and tpu's emulated time); the values are the host's
+ * reduction, taken before it (an exact collective gives the same sum). */
+static int mixed_collective(trainer *t, dr_err *err)
+{
+    dr_acc *acc[DR_MAX_DEVICES];
+    if (t->cfg->placement_log && !t->tpu.on) dr_trainer_log_update_ops(t);
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
+    if (t->tpu.on) return dr_tpu_reduce_timed(t, acc, err);
+    if (!t->var) return DR_OK;
+    memset(t->central, 0, t->P * sizeof *t->central);
+    return dr_reduce_to_device(&t->strat, acc, t->P, t->strat.variable_device, t->central, err);
 }
 
 static void loss_scale_start(trainer *t)
@@ -213,10 +246,43 @@ static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
         memset(t->accum[0], 0, t->P * sizeof(dr_acc));
     }
     t->updated = true;
-    dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);   /* unscaled, then clipped: Keras's inner optimizer */
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++)
-        dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k, t->rep[r].params, t->grad,
-                              t->rep[r].slots, t->P);
+    if (!o->clip.per_replica)   /* unscaled, then clipped: Keras's inner optimizer */
+        dr_optimizer_clip(o, &t->exp.model, t->grad, t->P);
+    for (uint32_t r = 0; r < (t->var ? 1 : t->strat.num_replicas); r++)   /* central_storage: once, there */
+        dr_optimizer_apply_lr(o, dr_lr_at(&o->schedule, o->lr, applied), applied / k,
+                              t->var ? t->var : t->rep[r].params, t->grad, t->var ? t->var_slots : t->rep[r].slots,
+                              t->P);
+}
+
+/* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
+ * scripts/tf_mixed_clip.py): replica r's gradient is its partial rounded to
+ * c plus its 1/R L2 term (--mixed_reduction=tensorflow's), checked, unscaled
+ * in float32 and clipped on its own; the all-reduce sums the R clipped
+ * gradients exactly, rounded once to float32 (into out). The one skip
+ * decision: every replica's scaled gradient and the total finite (Keras
+ * reads replica 0's alone). The partials are overwritten. */
+static bool reduce_clipped(trainer *t, float *out)
+{
+    const dr_model_spec *m = &t->exp.model;
+    uint32_t R = t->strat.num_replicas;
+    bool finite = true;
+    for (uint32_t r = 0; r < R; r++) {
+        dr_acc *part = t->rep[r].grad;
+        for (size_t p = 0; p < t->P; p++) out[p] = dr_acc_round_div_dtype(&part[p], 1, t->cfg->mixed.compute);
+        dr_mixed_add_l2(m, t->rep[r].params, t->ls.scale, R, out);
+        for (size_t p = 0; p < t->P; p++) finite &= out[p] - out[p] == 0.0f;
+        for (size_t p = 0; p < t->P; p++) out[p] = dr_loss_scale_unscale(&t->ls, out[p]);
+        dr_optimizer_clip(&t->exp.optimizer, m, out, t->P);
+        for (size_t p = 0; p < t->P; p++) { dr_acc_init(&part[p]); dr_acc_add(&part[p], out[p]); }
+    }
+    for (size_t p = 0; p < t->P; p++) {
+        dr_acc s;
+        dr_acc_init(&s);
+        for (uint32_t r = 0; r < R; r++) dr_acc_merge(&s, &t->rep[r].grad[p]);
+        out[p] = dr_acc_round(&s);
+        finite &= out[p] - out[p] == 0.0f;
+    }
+    return finite;
 }
 
 /* A resumed run's accumulator is empty: refuse a checkpoint taken while
@@ -248,13 +314,21 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
         (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
         return rc;
     for (uint32_t r = 0; r < R; r++) { parts[r] = t->rep[r].grad; w[r] = t->rep[r].params; }
-    finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model, w,
-                                t->ls.scale, t->grad);   /* --l2: its float32 term, scaled, before the unscale */
+    if (o->clip.per_replica)
+        finite = reduce_clipped(t, t->grad);   /* unscaled and clipped per replica */
+    else
+        finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model,
+                                    w,   /* --l2: its float32 term, scaled, before the unscale */
+                                    t->ls.scale, t->grad);
+    rep->extra[0] = 0;
+    if ((rc = mixed_collective(t, err))) return rc;
     before = t->ls;
-    snprintf(rep->extra, sizeof rep->extra, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
+    size_t n = strlen(rep->extra);
+    snprintf(rep->extra + n, sizeof rep->extra - n, ",\"loss_scale\":%.9g,\"skipped\":%s", before.scale,
              finite || !before.dynamic ? "false" : "true");
     if (dr_loss_scale_step(&t->ls, finite)) {
-        for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
+        if (!o->clip.per_replica)   /* per replica: unscaled before the all-reduce (reduce_clipped) */
+            for (size_t p = 0; p < t->P; p++) t->grad[p] = dr_loss_scale_unscale(&before, t->grad[p]);
         mixed_apply(t, o, step - t->ls.skipped);   /* Keras's iterations: applied (micro-)steps only */
     }
     dr_trainer_end_step(t);

@@ -257,19 +257,55 @@ static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
 
 /* The replicas' shares all-reduced, one ring per logical core over its
  * own links, at once; then every replica applies the total. */
-static int reduce_and_apply(trainer *t, dr_err *err)
+/* One all-reduce per logical core, over its own links, at once. */
+static int all_reduce_cores(trainer *t, dr_acc *const *acc, dr_err *err)
 {
     tpu_run *tp = &t->tpu;
-    dr_acc *acc[DR_MAX_DEVICES];
-    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
     for (uint32_t l = 0; l < tp->tiles; l++) {
         double s = 0;
         int rc = dr_tpu_all_reduce(&t->strat, acc, core_range(tp, l), tp->nranges[l], l, &s, err);
         if (rc) return rc;
         if (s > tp->allreduce_s) tp->allreduce_s = s;
     }
+    return DR_OK;
+}
+
+/* The rings, then every replica applies the reduced gradient. */
+static int reduce_and_apply(trainer *t, dr_err *err)
+{
+    dr_acc *acc[DR_MAX_DEVICES];
+    int rc;
+    for (uint32_t r = 0; r < t->strat.num_replicas; r++) acc[r] = t->rep[r].grad;
+    if ((rc = all_reduce_cores(t, acc, err))) return rc;
     for (uint32_t r = 0; r < t->strat.num_replicas; r++)
         dr_trainer_apply(t, t->rep[r].grad, t->rep[r].params, t->rep[r].slots);
+    return DR_OK;
+}
+
+/* The step's emulated time, added to the run's, into the report's extra. */
+static void step_time(trainer *t)
+{
+    tpu_run *tp = &t->tpu;
+    tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
+    tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
+    if (tp->halo) {                  /* (a conv model's: the halos, the gather and the scatter) */
+        tp->merge_s += tp->halo->seconds;
+        tp->halo->seconds = 0;
+    }
+    tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
+    tp->total_s += tp->step_s;
+    int n = snprintf(t->report->extra, sizeof t->report->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
+                     "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
+    if (tp->halo && n > 0 && (size_t)n < sizeof t->report->extra)
+        dr_tpu_spatial_extra(t, t->report->extra + n, sizeof t->report->extra - (size_t)n);
+}
+
+int dr_tpu_reduce_timed(trainer *t, dr_acc *const *acc, dr_err *err)
+{
+    int rc;
+    t->tpu.merge_s = t->tpu.backward_s = t->tpu.allreduce_s = 0;
+    if ((rc = all_reduce_cores(t, acc, err))) return rc;
+    step_time(t);
     return DR_OK;
 }
 
@@ -285,19 +321,8 @@ int dr_tpu_step(trainer *t, dr_err *err)
     rc = t->cfg->gradient_accumulation_steps > 1 ? dr_trainer_accumulate(t, reduce_and_apply, err)
                                                  : reduce_and_apply(t, err);
     if (rc) return rc;
-    tp->compute_s = dr_tpu_compute_seconds(&t->exp.model, tp->local, tp->tiles);
-    tp->merge_s += tp->backward_s;   /* partitioning's traffic: partial sums in, the delta out */
-    if (tp->halo) {                  /* (a conv model's: the halos, the gather and the scatter) */
-        tp->merge_s += tp->halo->seconds;
-        tp->halo->seconds = 0;
-    }
-    tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
-    tp->total_s += tp->step_s;
     dr_trainer_end_step(t);
-    int n = snprintf(t->report->extra, sizeof t->report->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
-                     "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
-    if (tp->halo && n > 0 && (size_t)n < sizeof t->report->extra)
-        dr_tpu_spatial_extra(t, t->report->extra + n, sizeof t->report->extra - (size_t)n);
+    step_time(t);
     return DR_OK;
 }
 

@@ -165,6 +165,10 @@ void dr_ps_close(ps_run *r);
 /* The tpu strategy (ref/tpu_step.c): setup after the strategy is built,
  * the step, and teardown. */
 int  dr_tpu_run_init(trainer *t, dr_strategy_options *opt, dr_err *err);
+/* The unpartitioned mixed step's collective (ref/mixed_step.c): the torus
+ * all-reduce of the replicas' partials acc, for its traffic, and the step's
+ * emulated time written to the report's extra (before the loss scale's). */
+int  dr_tpu_reduce_timed(trainer *t, dr_acc *const *acc, dr_err *err);
 int  dr_tpu_run_open(trainer *t, dr_err *err);
 int  dr_tpu_step(trainer *t, dr_err *err);
 void dr_tpu_run_close(trainer *t);

@@ -19,8 +19,10 @@ dynamic_growth_steps=2000); per replica
     optimizer.apply(grads, variables)
 and the step's loss is strategy.reduce(SUM) of the (unscaled) losses. With
 "l2" (--l2) the scaled loss adds tf.nn.scale_regularization_loss(l2 * sum of
-the float32 kernels' squares) before scale_loss; the recorded loss stays the
-data loss (distref's mixed step reports the data loss). Recorded
+the float32 kernels' squares) before scale_loss; the recorded loss is the
+data loss plus the replica's scaled regularization loss, whose SUM over the
+replicas is Keras's reported loss with the L2 term (distref's float32 and
+mixed steps report it alike). Recorded
 per step: the loss, the loss scale the step used, whether the step was
 skipped (the optimizer's iterations did not advance) and, for each replica,
 whether its own local gradient had a non-finite element (Keras 3.15 reads
@@ -85,7 +87,7 @@ def make_step(tf, s, model, opt, G, want_grads=False, l2=0.0):
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         if not want_grads:
             opt.apply(grads, model.trainable_variables)
-        return loss, finite, grads
+        return total, finite, grads
 
     return step_fn, scaled
 

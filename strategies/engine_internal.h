@@ -168,7 +168,7 @@ int  engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_b
 int  engine_mixed_open(dr_session *s, dr_err *err);
 void engine_mixed_close(dr_session *s);
 /* replica r's mixed kernel (instead of forward, loss_grad and share) */
-int  engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err);
+int  engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err);
 /* worker w's partials before the collective (tensorflow: rounded to c) */
 void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L);
 /* worker w's all-reduced total: rounded, the skip decision, unscaled, applied */

@@ -29,17 +29,7 @@
  * refuse, later. */
 uint32_t engine_tpu_partition_tiles(const dr_run_plan *plan)
 {
-    const char *p = plan->cfg->input_partition_dims;
-    uint32_t t = 1;
-    if (plan->spec.kind != DR_STRATEGY_TPU) return 1;
-    while (*p) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p) return t;
-        t *= v > 0 && v <= DR_MAX_TILES ? (uint32_t)v : 1;
-        p = *end ? end + 1 : end;
-    }
-    return t;
+    return plan->spec.kind == DR_STRATEGY_TPU ? dr_tpu_partition_cores(plan->cfg->input_partition_dims) : 1;
 }
 
 int engine_tpu_open(dr_session *s, dr_strategy_options *opt, dr_err *err)
@@ -121,6 +111,7 @@ static int replica(dr_session *s, uint32_t r, double *merge_s, dr_err *err)
     const dr_tpu_topology *top = &tp->sys.topology;
     uint32_t dev0 = dr_strategy_tpu_device(&s->strat, r, 0);
     int rc;
+    if (s->mixed) return engine_mixed_compute(s, r, DR_SEAM_MIXED_TPU_ROWS(n, rows), err);   /* unpartitioned */
     DR_SEAM_PAD_EXAMPLES(n, rows);
     if (tp->tiles == 1) {
         if ((rc = b->forward(s->be, rb, rows, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err))) return rc;
@@ -171,7 +162,8 @@ static int replica_at(dr_session *s, uint32_t r, void *arg, dr_err *err)
 /* The replicas' shares all-reduced by the comm's torus rings, one per
  * logical core over the parameters it holds, at once; then every replica
  * applies the total over divisor. */
-static int reduce_and_apply(dr_session *s, void **local, uint32_t divisor, dr_err *err)
+/* One all-reduce per logical core, over its own links, at once. */
+static int rings(dr_session *s, void **local, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
     for (uint32_t l = 0; l < tp->tiles; l++) {
@@ -181,6 +173,13 @@ static int reduce_and_apply(dr_session *s, void **local, uint32_t divisor, dr_er
         if (rc) return rc;
         if (sec > tp->allreduce_s) tp->allreduce_s = sec;
     }
+    return DR_OK;
+}
+
+static int reduce_and_apply(dr_session *s, void **local, uint32_t divisor, dr_err *err)
+{
+    int rc = rings(s, local, err);
+    if (rc) return rc;
     engine_note_applied(s, 0, s->rb[0].grad, divisor);   /* every replica's grad holds the total */
     return engine_each_replica(s, 0, s->R, engine_apply_own, &divisor, err);
 }
@@ -218,20 +217,26 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         local[r] = b->host_ptr(s->rb[r].grad);
         if (!local[r]) return dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
     }
-    /* --gradient_accumulation_steps=k: each replica's shares accumulate on
-     * the host (step.c's engine_accumulate, in their own form); only the
-     * k-th micro-step runs the rings and applies, over k times the divisor
-     * (the other micro-steps' emulated time has no all-reduce) */
-    bool update = s->k == 1 || DR_SEAM_TPU_ACCUMULATE(engine_accumulate(s, dr_form_of(dr_grad_form(s->num)), local,
-                                                                        0, R), s);
-    if (s->k > 1) divisor = DR_SEAM_ACCUM_DIVISOR(divisor, s->k);
-    if (update && (rc = reduce_and_apply(s, local, divisor, err))) return rc;
+    if (s->mixed) {   /* the loss scale's decision, the unscale and the update (mixed.c) */
+        engine_mixed_before_reduce(s, 0, local, R);
+        if ((rc = rings(s, local, err)) || (rc = engine_mixed_apply(s, 0, local[0], err))) return rc;
+    } else {
+        /* --gradient_accumulation_steps=k: each replica's shares accumulate on
+         * the host (step.c's engine_accumulate, in their own form); only the
+         * k-th micro-step runs the rings and applies, over k times the divisor
+         * (the other micro-steps' emulated time has no all-reduce) */
+        bool update = s->k == 1 || DR_SEAM_TPU_ACCUMULATE(engine_accumulate(s, dr_form_of(dr_grad_form(s->num)),
+                                                                            local, 0, R), s);
+        if (s->k > 1) divisor = DR_SEAM_ACCUM_DIVISOR(divisor, s->k);
+        if (update && (rc = reduce_and_apply(s, local, divisor, err))) return rc;
+    }
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);
     tp->step_s = tp->compute_s + tp->merge_s + tp->allreduce_s;
     tp->total_s += tp->step_s;
     engine_report(s, out);
     snprintf(out->extra, sizeof out->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
              "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
+    engine_mixed_report(s, out);
     return DR_OK;
 }
 

@@ -30,11 +30,18 @@
  * The step runs with full exact accumulators (no compact form); under
  * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
  * backend has fast mixed kernels (openmp), and the reduction stays exact.
- * Built where the reference's mixed step is: one_device, mirrored and
- * multi_worker_mirrored, the global_batch_size reduction, Dense layers
- * (ReLU or linear) under the logits cross-entropy, no
- * --clip_semantics=tensorflow, on a backend with the mixed kernel (openmp,
- * opencl; mpi ranks run openmp's). The rest is refused at open with the
+ * central_storage: the replicas' accumulators reduced to the variable
+ * device (step.c), the one update there on its variables and slots
+ * (apply_holders); tpu: the cores' torus all-reduce (engine_tpu.c), every
+ * core's copy updated, padding rows masked (the kernel's n real rows).
+ * Built where the reference's mixed step is: one_device, mirrored,
+ * multi_worker_mirrored, central_storage and tpu without
+ * --input_partition_dims, the global_batch_size reduction, Dense layers
+ * (ReLU or linear) under the logits cross-entropy, on a backend with the
+ * mixed kernel (openmp, opencl; mpi ranks run openmp's).
+ * --clip_semantics=tensorflow (needs the tensorflow reduction and the
+ * backend's clip_replica_f32): each replica's rounded gradient unscaled and
+ * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
  * reason.
  */
 #include "strategies/engine_internal.h"
@@ -59,20 +66,29 @@ struct engine_mixed {
     bool          step_skipped;                /*   and whether it skipped (metrics.jsonl) */
 };
 
+#define MIXED_CLIP_TF_WHY "--clip_semantics=tensorflow needs --mixed_reduction=tensorflow (Keras 3 unscales and " \
+    "clips each replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the " \
+    "global sum, so there is no replica gradient to clip)"
+
 static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     const dr_experiment *e = &p->exp;
     if (!bo->mixed_loss_grad || !bo->apply_f32)
         return "the backend has no mixed kernel (float16/bfloat16 rounding of every op is built for the OpenMP "
                "and OpenCL backends: --variant=openmp, opencl or mpi)";
-    if (p->spec.kind != DR_STRATEGY_ONE_DEVICE && p->spec.kind != DR_STRATEGY_MIRRORED &&
-        p->spec.kind != DR_STRATEGY_MULTI_WORKER_MIRRORED)
-        return "the engine's mixed step is built for one_device, mirrored and multi_worker_mirrored";
+    if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return "the engine's mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage "
+               "and tpu";
+    if (engine_tpu_partition_tiles(p) > 1)
+        return "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
+               "sums across a replica's cores; the mixed kernel runs a replica's layers whole on one core)";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
-    if (e->optimizer.clip.per_replica)
-        return "--clip_semantics=tensorflow is not built into it (Keras 3 clips each replica's unscaled gradient "
-               "before the all-reduce; the mixed step clips the aggregated one: --clip_semantics=exact)";
+    if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)
+        return MIXED_CLIP_TF_WHY;
+    if (e->optimizer.clip.per_replica && !bo->clip_replica_f32)
+        return "--clip_semantics=tensorflow is not built into this backend's mixed step (no clip_replica_f32: a "
+               "replica's gradient is clipped on the host, built for openmp and mpi)";
     if ((e->optimizer.clip.clipnorm > 0 || e->optimizer.clip.clipvalue > 0 || e->optimizer.clip.global_clipnorm > 0) &&
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
@@ -126,11 +142,30 @@ void engine_mixed_close(dr_session *s)
     s->mixed = NULL;
 }
 
-int engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err)
+/* --l2: the reported loss adds the float32 L2 loss, l2 * RN(exact sum of
+ * the kernels' squares), over the shares' common denominator (coef of
+ * them), as the float32 step's share does; the gradient's term is added
+ * before the unscale (engine_mixed_before_reduce, engine_mixed_apply). */
+static void add_reg_loss(dr_session *s, uint32_t r)
+{
+    const dr_model_spec *md = &s->plan->exp.model;
+    const float *w = s->bo->host_ptr(s->rb[r].params);
+    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq;
+    dr_acc_init(&sq);
+    for (uint32_t l = 0; l < md->nlayers; l++)
+        if (md->layer[l].kind == DR_LAYER_DENSE)
+            dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
+                           dr_model_kernel_size(md, l));
+    dr_acc_add_prod(loss, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+}
+
+int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
 {
     const engine_mixed *m = s->mixed;
     dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
-    return s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
+    int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
+    if (rc == DR_OK && s->plan->exp.model.l2 != 0.0f) add_reg_loss(s, r);   /* host memory (opencl refuses --l2) */
+    return rc;
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
@@ -141,6 +176,23 @@ bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
         fin = v - v == 0.0f;
     }
     return fin;
+}
+
+/* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
+ * scripts/tf_mixed_clip.py): a finite replica gradient g (rounded to c, its
+ * L2 term added) is unscaled in float32 and clipped on its own before the
+ * all-reduce, which then sums unscaled, clipped gradients. A non-finite one
+ * stays as it is: it reaches the total, and the one skip decision (on the
+ * total) skips the step, whatever the clip would have made of it. */
+static void clip_replica(dr_session *s, float scale, float *g, long long P)
+{
+    int fin = 1;
+    #pragma omp parallel for schedule(static) reduction(&:fin) if (P >= 4096 && !omp_in_parallel())
+    for (long long p = 0; p < P; p++) fin &= g[p] - g[p] == 0.0f;
+    if (!fin) return;
+    DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g);
+    for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    DR_SEAM_MIXED_REPLICA_CLIP(s, g);
 }
 
 void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L)
@@ -157,6 +209,7 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
         if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
             dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * L + k].params),
                             DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);
+        if (s->plan->exp.optimizer.clip.per_replica) clip_replica(s, m->ls[w - s->wlo].scale, g, P);
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) {
             dr_acc_init(&a[p]);
@@ -171,6 +224,16 @@ static int apply_one(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     const apply_arg *a = arg;
     return s->bo->apply_f32(s->be, a->g, a->step, s->rb[r].params, s->rb[r].slots, err);
+}
+
+/* The holders of worker w's variables apply g: central_storage's variable
+ * device once (its replicas copy the variables in at the next step), else
+ * every replica its own copy. */
+static int apply_holders(dr_session *s, uint32_t w, const apply_arg *a, dr_err *err)
+{
+    if (DR_SEAM_MIXED_CENTRAL_HOLDS(s->var))
+        return s->bo->apply_f32(s->be, a->g, a->step, s->var, s->var_slots, err);
+    return engine_each_replica(s, w * s->L, s->L, apply_one, (void *)a, err);
 }
 
 /* k > 1: a finite micro-step's unscaled g added exactly to worker i's sum;
@@ -210,13 +273,14 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
     if (i == 0) { m->step_scale = DR_SEAM_MIXED_REPORTED_SCALE(scale, m->ls[i].scale); m->step_skipped = !applies; }
     if (!applies) return DR_OK;   /* skipped */
     DR_SEAM_MIXED_CLIP_SCALED(s, g);
-    for (long long p = 0; p < P; p++) g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
+    for (long long p = 0; !s->plan->exp.optimizer.clip.per_replica && p < P; p++)   /* per replica: unscaled */
+        g[p] = DR_SEAM_MIXED_UNSCALE(g[p], scale);
     a.step = s->step - m->ls[i].skipped;   /* Keras's iterations: applied (micro-)steps only */
     if (m->k > 1 && !accumulate_micro(m, i, g, P, a.step, s->step)) return DR_OK;
     if (i == 0) m->step_updated = true;
     DR_SEAM_MIXED_CLIP(s, g);   /* after the unscale, as Keras's inner optimizer: once per worker */
     a.g = g;
-    return engine_each_replica(s, w * s->L, s->L, apply_one, &a, err);
+    return apply_holders(s, w, &a, err);
 }
 
 /* Before a step: a resumed session's accumulators are empty, so a

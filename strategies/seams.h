@@ -210,6 +210,43 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_BN_STATS_REDUCE(call) (call)
 #endif
 
+/* --clip_semantics=tensorflow's mixed step: each replica's gradient clipped
+ * after its unscale (Keras 3's order, per replica). Mutant: clipped while
+ * still multiplied by the loss scale. */
+#if defined(DR_MUTANT_MIXED_REPLICA_CLIP_SCALED)
+#define DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g) ((s)->bo->clip_replica_f32((s)->be, (g)))
+#define DR_SEAM_MIXED_REPLICA_CLIP(s, g) ((void)(s), (void)(g))
+#else
+#define DR_SEAM_MIXED_REPLICA_CLIP_SCALED(s, g) ((void)(s), (void)(g))
+#define DR_SEAM_MIXED_REPLICA_CLIP(s, g) ((s)->bo->clip_replica_f32((s)->be, (g)))
+#endif
+
+/* --l2 under a mixed policy: the reported loss's regularization term.
+ * Mutant: left out (the data loss alone, the mixed step's old report). */
+#if defined(DR_MUTANT_MIXED_LOSS_NO_REG)
+#define DR_SEAM_MIXED_REG_LOSS(reg) ((void)(reg), 0.0f)
+#else
+#define DR_SEAM_MIXED_REG_LOSS(reg) (reg)
+#endif
+
+/* central_storage's mixed update: on the variable device's variables (the
+ * one holder). Mutant: each replica updates its own copy, which the next
+ * step's copy from the variable device overwrites: nothing moves. */
+#if defined(DR_MUTANT_MIXED_CENTRAL_REPLICA_COPIES)
+#define DR_SEAM_MIXED_CENTRAL_HOLDS(var) ((void)(var), 0)
+#else
+#define DR_SEAM_MIXED_CENTRAL_HOLDS(var) ((var) != NULL)
+#endif
+
+/* tpu's mixed kernel: a replica's real rows (its share of a short batch);
+ * the rest of its static G/R rows is padding. Mutant: the padding rows
+ * (zero inputs, label 0) trained on as examples. */
+#if defined(DR_MUTANT_MIXED_TPU_PADDING)
+#define DR_SEAM_MIXED_TPU_ROWS(n, rows) ((void)(n), (rows))
+#else
+#define DR_SEAM_MIXED_TPU_ROWS(n, rows) ((void)(rows), (n))
+#endif
+
 /* --l2 under a mixed policy: the scale the L2 term is multiplied by. The
  * mutant adds the unscaled L2 gradient to the scaled gradient (as if after
  * the unscale), so the L2 term ends divided by the loss scale. */

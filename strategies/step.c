@@ -112,7 +112,7 @@ static int compute(dr_session *s, uint32_t r, void *unused, dr_err *err)
     uint32_t n = s->off[r + 1] - s->off[r];
     int rc;
     (void)unused;
-    if (s->mixed) return engine_mixed_compute(s, r, err);
+    if (s->mixed) return engine_mixed_compute(s, r, n, err);
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
     return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);
@@ -294,6 +294,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     uint32_t lo = w * s->L, L = s->L, d = apply_divisor(s);
     size_t bytes = s->plan->P * f->size;
     dr_comm *ep = s->ep[w - s->wlo];
+    void *dst = NULL;   /* central_storage: the total on the variable device (host side) */
     int rc = DR_OK;
     for (uint32_t k = 0; k < L; k++) local[k] = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
     s->overflow[w - s->wlo] = false;
@@ -304,7 +305,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         d = DR_SEAM_ACCUM_DIVISOR(d, s->k);
     }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
-        void *dst = staged ? s->stage_central : b->host_ptr(s->central);
+        dst = staged ? s->stage_central : b->host_ptr(s->central);
         /* an exact reduce_to adds to what dst holds (floats overwrite it) */
         if (!f->copy_first && staged) memset(dst, 0, bytes);
         else if (!f->copy_first) rc = b->fill_zero(s->be, s->central, 0, bytes, err);
@@ -320,7 +321,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         s->overflow[w - s->wlo] = true;
         return DR_OK;
     }
-    if (s->mixed) return engine_mixed_apply(s, w, local[0], err);   /* host memory (mixed.c refuses the rest) */
+    if (s->mixed) return engine_mixed_apply(s, w, dst ? dst : local[0], err);   /* host memory (mixed.c) */
     if (s->var) {
         engine_note_applied(s, w, s->central, d);
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);

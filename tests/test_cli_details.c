@@ -231,23 +231,33 @@ static void mixed_precision(void **st)
            "--loss_scale=2x: expected dynamic, dynamic:<initial scale>");
     expect(sh(BIN " train --model_dir=%s/unused --mixed_reduction=tensorflow", g_tmp), 2,
            "--mixed_reduction applies to a mixed policy");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype=bf16 --mixed_reduction=tensorflow --variant=opencl "
-              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
-           "not supported: --dtype_policy=mixed_bfloat16 under --variant=opencl with central_storage: the engine's "
-           "mixed step is built for one_device, mirrored and multi_worker_mirrored");
+    /* central_storage and tpu: built; tpu's spatial partitioning refused */
+    expect(sh(BIN " train --model_dir=%s/mx_cs_cl --train_steps=1 --synthetic_examples=256 --dtype=bf16 "
+              "--mixed_reduction=tensorflow --variant=opencl --distribution_strategy=central_storage --num_gpus=2",
+              g_tmp), 0, "train: steps=1");
+    expect(sh(BIN " train --model_dir=%s/mx_cs_omp --train_steps=1 --synthetic_examples=256 "
+              "--dtype_policy=mixed_float16 --variant=openmp --distribution_strategy=central_storage --num_gpus=2",
+              g_tmp), 0, "train: steps=1");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --variant=openmp "
-              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
-           "not supported: --dtype_policy=mixed_float16 under --variant=openmp with central_storage: the engine's "
-           "mixed step is built for one_device, mirrored and multi_worker_mirrored");
+              "--distribution_strategy=tpu --input_partition_dims=2,2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_float16 under --variant=openmp with tpu: --input_partition_dims is "
+           "not built into it");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --distribution_strategy=tpu "
+              "--input_partition_dims=2,2", g_tmp), 2,
+           "not supported: --dtype_policy=mixed_float16 under --variant=ref with tpu: --input_partition_dims is "
+           "not built into it");
     expect(sh(BIN " train --model_dir=%s/mx_omp --train_steps=1 --synthetic_examples=256 --dtype=bf16 "
               "--mixed_reduction=tensorflow --variant=openmp", g_tmp), 0, "train: steps=1");
-    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=dynamic "
-              "--distribution_strategy=central_storage --num_gpus=2", g_tmp), 2,
-           "not supported: --dtype_policy=mixed_float16 under --variant=ref with central_storage");
+    expect(sh(BIN " train --model_dir=%s/mx_tpu --train_steps=1 --synthetic_examples=256 "
+              "--dtype_policy=mixed_float16 --loss_scale=dynamic --distribution_strategy=tpu", g_tmp), 0,
+           "train: steps=1");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --global_clipnorm=0.05 "
               "--clip_semantics=tensorflow --variant=openmp --num_gpus=2", g_tmp), 2,
            "not supported: --dtype_policy=mixed_float16 under --variant=openmp with mirrored: --clip_semantics=tensorflow "
-           "is not built into it");
+           "needs --mixed_reduction=tensorflow");
+    expect(sh(BIN " train --model_dir=%s/mx_clip_tf --dtype_policy=mixed_float16 --global_clipnorm=0.05 "
+              "--clip_semantics=tensorflow --mixed_reduction=tensorflow --variant=openmp --num_gpus=2 --train_steps=2 "
+              "--synthetic_examples=256", g_tmp), 0, "train: steps=2");   /* per replica, after the unscale: built */
     expect(sh(BIN " train --model_dir=%s/mx_l2 --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "
               "--synthetic_examples=256", g_tmp), 0, "train: steps=2");   /* --l2 under a mixed policy: built */
     expect(sh(BIN " train --model_dir=%s/mx_l2_omp --dtype_policy=mixed_float16 --l2=0.001 --train_steps=2 "

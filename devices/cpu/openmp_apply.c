@@ -189,6 +189,13 @@ void dr_omp_clip_f32(dr_backend *b, float *g)
     if (clips_total(b)) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
 }
 
+/* --clip_semantics=tensorflow under a mixed policy: one replica's rounded,
+ * unscaled gradient, before the all-reduce (strategies/mixed.c). */
+void dr_omp_clip_replica_f32(dr_backend *b, float *g)
+{
+    if (dr_engine_clip_on(&b->o.clip)) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
+}
+
 /* The mixed step's apply: g is already rounded and unscaled (strategies/mixed.c). */
 int dr_omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots,
                      dr_err *err)

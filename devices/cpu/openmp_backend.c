@@ -433,6 +433,7 @@ const dr_backend_ops *dr_backend_openmp(void)
         .mixed_loss_grad = dr_omp_mixed_loss_grad,
         .apply_f32 = dr_omp_apply_f32,
         .clip_f32 = dr_omp_clip_f32,
+        .clip_replica_f32 = dr_omp_clip_replica_f32,
         .layer0_partial = dr_omp_layer0_partial,
         .layer0_finish = dr_omp_layer0_finish,
         .layer0_delta = dr_omp_layer0_delta,

@@ -91,6 +91,7 @@ int dr_omp_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, 
                         dr_err *err);
 int dr_omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots, dr_err *err);
 void dr_omp_clip_f32(dr_backend *b, float *g);
+void dr_omp_clip_replica_f32(dr_backend *b, float *g);
 
 /* devices/cpu/openmp_kernels.c */
 /* Where a fast-mode GEMM C[M x N] += op(A) op(B) over K is cut into two

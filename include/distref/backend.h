@@ -286,6 +286,11 @@ typedef struct dr_backend_ops {
      * rounded, unscaled gradient g[0..P) in place, exact norms (nothing
      * when the run does not clip); NULL: the backend cannot. */
     void  (*clip_f32)(dr_backend *b, float *g);
+    /* --clip_semantics=tensorflow: the run's clipping on one replica's
+     * rounded, unscaled mixed gradient g[0..P) in place, before the
+     * all-reduce (Keras 3 per replica), exact norms; NULL: the backend
+     * cannot. */
+    void  (*clip_replica_f32)(dr_backend *b, float *g);
 
     /* ---- spatial partitioning of layer 0 (tpu) --------------------------- */
 

@@ -103,6 +103,11 @@ int dr_load_dataset(const dr_run_config *cfg, const char *dataset, int split, dr
 int dr_tpu_options(const dr_run_config *cfg, const dr_experiment *exp, dr_tpu_system *sys,
                    dr_strategy_options *opt, int part[2], uint32_t *tiles, dr_err *err);
 
+/* The cores a replica is partitioned over by --input_partition_dims "A,B"
+ * (A x B; 1 for an empty string). Malformed dims count as 1: refusing them
+ * is dr_tpu_options' part, later. */
+uint32_t dr_tpu_partition_cores(const char *dims);
+
 /* Tile l of a part[0] x part[1] partitioning of the 28x28 image, row-major
  * over the grid: pix[l * len + q] for its len = 784 / tiles pixels. */
 void dr_tpu_tile_pixels(const int part[2], uint32_t *pix);
