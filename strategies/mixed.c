@@ -24,9 +24,10 @@
  * float32 gradient is added exactly to the worker's accumulator, and the
  * k-th finite one applies RN(sum / k), clipped (ref/mixed_step.c alike).
  * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term, on the
- * replica's float32 weights read in place) added before the unscale: exact
- * once to the reduced, rounded gradient; tensorflow to each replica's
- * rounded partial (its 1/R share) before the all-reduce (ref alike).
+ * replica's float32 weights: read in place from host memory, or read back
+ * after the replica's compute from device memory, opencl) added before the
+ * unscale: exact once to the reduced, rounded gradient; tensorflow to each
+ * replica's rounded partial (its 1/R share) before the all-reduce (ref alike).
  * The step runs with full exact accumulators (no compact form); under
  * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
  * backend has fast mixed kernels (openmp), and the reduction stays exact.
@@ -51,6 +52,7 @@ struct engine_mixed {
     dr_loss_scale ls[ENGINE_MAX_WORKERS];      /* each worker's own copy, w - wlo */
     bool          local_finite[ENGINE_MAX_WORKERS];
     float        *g[ENGINE_MAX_WORKERS];       /* the rounded, unscaled gradient of worker w - wlo */
+    float        *w[DR_MAX_DEVICES - 1];       /* --l2, device memory: replica r's weights read back */
     dr_acc       *acc[ENGINE_MAX_WORKERS];     /* k > 1: the finite micro-steps' exact sum since the update */
     uint32_t      k;                           /* --gradient_accumulation_steps (1: none) */
     uint64_t      steps;                       /* mixed steps this session ran (resume check) */
@@ -88,10 +90,7 @@ int engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_ba
 {
     const char *why;
     if (plan->cfg->mixed.compute == DR_DTYPE_F32) return DR_OK;
-    if (!(why = mixed_why(plan, bo)) && plan->exp.model.l2 != 0.0f && !strcmp(name, "opencl"))
-        why = "--l2 is not built into the OpenCL mixed step (the L2 term is added on the host to the float32 "
-              "weights read in place, which OpenCL's device buffers are not: built for openmp and mpi)";
-    if (!why) return DR_OK;
+    if (!(why = mixed_why(plan, bo))) return DR_OK;
     return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s with %s: %s",
                    dr_dtype_name(plan->cfg->mixed.compute), name, dr_strategy_kind_name(plan->spec.kind), why);
 }
@@ -122,15 +121,34 @@ void engine_mixed_close(dr_session *s)
 {
     if (!s->mixed) return;
     for (uint32_t w = 0; w < ENGINE_MAX_WORKERS; w++) { free(s->mixed->g[w]); free(s->mixed->acc[w]); }
+    for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->mixed->w[r]);
     free(s->mixed);
     s->mixed = NULL;
 }
 
+/* The float32 weights the L2 term reads: replica r's buffer in place, or
+ * the copy read back by engine_mixed_compute (device memory). */
+static const float *weights_of(const dr_session *s, uint32_t r)
+{
+    const float *w = s->bo->host_ptr(s->rb[r].params);
+    return w ? w : s->mixed->w[r];
+}
+
 int engine_mixed_compute(dr_session *s, uint32_t r, dr_err *err)
 {
-    const engine_mixed *m = s->mixed;
+    engine_mixed *m = s->mixed;
     dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
-    return s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
+    const size_t bytes = s->plan->P * sizeof(float);
+    int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], s->off[r + 1] - s->off[r], &mk, err);
+    /* --l2 on device memory: the weights the step's L2 term reads, before
+     * its apply moves them (exact: a worker's first replica's; tensorflow:
+     * each replica's) */
+    if (rc || s->plan->exp.model.l2 == 0.0f || (!m->tf && r % s->L) || s->bo->host_ptr(s->rb[r].params) || !bytes)
+        return rc;
+    if (!m->w[r] && !(m->w[r] = malloc(bytes)))
+        return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's L2 weights (%zu floats)",
+                       (size_t)s->plan->P);
+    return s->bo->download(s->be, m->w[r], s->rb[r].params, 0, bytes, err);
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
@@ -155,7 +173,7 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) g[p] = dr_acc_round_div_dtype(&a[p], 1, m->c);
         if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
-            dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * L + k].params),
+            dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * L + k),
                             DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) {
@@ -203,7 +221,7 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
     if (!m->tf && s->plan->exp.model.l2 != 0.0f &&   /* exact: the L2 term once, on the reduced gradient */
-        !dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * s->L].params), DR_SEAM_MIXED_L2_SCALE(scale),
+        !dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * s->L), DR_SEAM_MIXED_L2_SCALE(scale),
                          1, g))
         fin = 0;
     bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));
