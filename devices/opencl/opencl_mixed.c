@@ -1,7 +1,7 @@
 /* distref devices — the OpenCL backend's mixed-precision step
  * (--dtype_policy=mixed_float16 / mixed_bfloat16; distref/backend.h's
- * mixed_loss_grad and apply_f32; docs/TRAINING_FEATURES.md "Mixed
- * precision").
+ * mixed_loss_grad, apply_f32 and clip_f32; docs/TRAINING_FEATURES.md
+ * "Mixed precision").
  *
  * devices/cpu/openmp_mixed.c's contract, bit for bit, as kernel launches on
  * the replica's device (cl/half.cl, cl/mixed.cl): float32 master weights in
@@ -22,8 +22,12 @@
  * through host staging, rounds them, takes the loss scale's decision and
  * unscales; apply_f32 uploads that float gradient and runs kernels.cl's
  * apply_fast on it (divisor 1: x / 1.0f is x), the optimizer of apply.
+ * clip_f32 clips that gradient before, on the host where it already is:
+ * devices/cpu/grad_clip.c with exact norms, as openmp's and as apply's
+ * global clipping here (dr_cl_round_clip_host).
  */
 #include "devices/opencl/opencl_backend.h"
+#include "devices/cpu/grad_clip.h"
 
 #include <stdlib.h>
 
@@ -211,4 +215,12 @@ int dr_cl_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *par
     }
     clReleaseMemObject(gm);   /* freed once the kernel is done with it */
     return rc;
+}
+
+/* The mixed step's clip (--clip_semantics=exact; tensorflow's per-replica
+ * clip is refused with a mixed policy): the aggregated, unscaled host
+ * gradient, exact norms whatever --numerics. */
+void dr_cl_clip_f32(dr_backend *b, float *g)
+{
+    if (dr_engine_clip_on(&b->o.clip) && !b->o.clip.per_replica) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
 }
