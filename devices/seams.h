@@ -439,7 +439,7 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_POOL_BEATS(x, best) ((x) > (best))
 #endif
 
-/* ---- cpu/openmp_mixed.c: the fast mixed kernels ------------------------------- */
+/* ---- cpu/openmp_mixed.c, opencl/opencl_mixed.c: the fast mixed kernels -------- */
 
 /* The bias a fast mixed forward GEMM adds to its float32 result (openmp's
  * host array, opencl's cl_mem: a null pointer of either type). The fault,

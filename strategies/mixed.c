@@ -30,7 +30,8 @@
  * replica's rounded partial (its 1/R share) before the all-reduce (ref alike).
  * The step runs with full exact accumulators (no compact form); under
  * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
- * backend has fast mixed kernels (openmp), and the reduction stays exact.
+ * backend has fast mixed kernels (openmp, opencl), and the reduction stays
+ * exact.
  * Built where the reference's mixed step is: one_device, mirrored and
  * multi_worker_mirrored, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, no
