@@ -238,8 +238,10 @@ static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr
         return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --loss_reduction=%s: the k steps need one "
                        "divisor; use global_batch_size", cfg->loss_reduction);
     if (p->exp.optimizer.clip.per_replica)
-        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --clip_semantics=tensorflow: not built; "
-                       "use --clip_semantics=exact");
+        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --clip_semantics=tensorflow: Keras 3 "
+                       "cannot accumulate under a multi-replica strategy (its all-reduce sits inside the cond that "
+                       "chooses to accumulate or apply), so there is no per-replica clip to reproduce; use "
+                       "--clip_semantics=exact");
     return DR_OK;
 }
 

@@ -439,11 +439,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_POOL_BEATS(x, best) ((x) > (best))
 #endif
 
-/* ---- cpu/openmp_mixed.c: the fast mixed kernels ------------------------------- */
+/* ---- cpu/openmp_mixed.c, opencl/opencl_mixed.c: the fast mixed kernels -------- */
 
-/* The bias a fast mixed forward GEMM adds to its float32 result. */
-#if defined(DR_MUTANT_MIXED_FAST_NO_BIAS)      /* none: the fast forward drops the layer's bias */
-#define DR_SEAM_MIXED_FAST_BIAS(bias) ((void)(bias), (const float *)0)
+/* The bias a fast mixed forward GEMM adds to its float32 result (openmp's
+ * host array, opencl's cl_mem: a null pointer of either type). The fault,
+ * none (the fast forward drops the layer's bias), is planted per backend:
+ * mixed_fast_no_bias in openmp_mixed.c, cl_mixed_fast_no_bias in
+ * opencl_mixed.c. */
+#if defined(DR_MUTANT_MIXED_FAST_NO_BIAS) || defined(DR_MUTANT_CL_MIXED_FAST_NO_BIAS)
+#define DR_SEAM_MIXED_FAST_BIAS(bias) ((void)(bias), (void *)0)
 #else
 #define DR_SEAM_MIXED_FAST_BIAS(bias) (bias)
 #endif

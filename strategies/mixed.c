@@ -24,12 +24,13 @@
  * float32 gradient is added exactly to the worker's accumulator, and the
  * k-th finite one applies RN(sum / k), clipped (ref/mixed_step.c alike).
  * --l2: the float32 gradient of the scaled L2 loss (dr_mixed_l2_term, on the
- * replica's float32 weights read in place) added before the unscale: exact
- * once to the reduced, rounded gradient; tensorflow to each replica's
- * rounded partial (its 1/R share) before the all-reduce (ref alike).
+ * replica's float32 weights: read in place from host memory, or read back
+ * after the replica's compute from device memory, opencl) added before the
+ * unscale: exact once to the reduced, rounded gradient; tensorflow to each
+ * replica's rounded partial (its 1/R share) before the all-reduce (ref alike).
  * The step runs with full exact accumulators (no compact form); under
  * --numerics=fast the kernel (mk.fast) does its GEMMs in float32 where the
- * backend has fast mixed kernels (openmp), and the reduction stays exact.
+ * backend has fast mixed kernels (openmp, opencl), and the reduction stays exact.
  * central_storage: the replicas' accumulators reduced to the variable
  * device (step.c), the one update there on its variables and slots
  * (apply_holders); tpu: the cores' torus all-reduce (engine_tpu.c), every
@@ -58,6 +59,7 @@ struct engine_mixed {
     dr_loss_scale ls[ENGINE_MAX_WORKERS];      /* each worker's own copy, w - wlo */
     bool          local_finite[ENGINE_MAX_WORKERS];
     float        *g[ENGINE_MAX_WORKERS];       /* the rounded, unscaled gradient of worker w - wlo */
+    float        *w[DR_MAX_DEVICES - 1];       /* --l2, device memory: replica r's weights read back */
     dr_acc       *acc[ENGINE_MAX_WORKERS];     /* k > 1: the finite micro-steps' exact sum since the update */
     uint32_t      k;                           /* --gradient_accumulation_steps (1: none) */
     uint64_t      steps;                       /* mixed steps this session ran (resume check) */
@@ -104,10 +106,7 @@ int engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_ba
 {
     const char *why;
     if (plan->cfg->mixed.compute == DR_DTYPE_F32) return DR_OK;
-    if (!(why = mixed_why(plan, bo)) && plan->exp.model.l2 != 0.0f && !strcmp(name, "opencl"))
-        why = "--l2 is not built into the OpenCL mixed step (the L2 term is added on the host to the float32 "
-              "weights read in place, which OpenCL's device buffers are not: built for openmp and mpi)";
-    if (!why) return DR_OK;
+    if (!(why = mixed_why(plan, bo))) return DR_OK;
     return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dtype_policy=mixed_%s under --variant=%s with %s: %s",
                    dr_dtype_name(plan->cfg->mixed.compute), name, dr_strategy_kind_name(plan->spec.kind), why);
 }
@@ -138,34 +137,61 @@ void engine_mixed_close(dr_session *s)
 {
     if (!s->mixed) return;
     for (uint32_t w = 0; w < ENGINE_MAX_WORKERS; w++) { free(s->mixed->g[w]); free(s->mixed->acc[w]); }
+    for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->mixed->w[r]);
     free(s->mixed);
     s->mixed = NULL;
+}
+
+/* The float32 weights the L2 term reads: replica r's buffer in place, or
+ * the copy read back by engine_mixed_compute (device memory). */
+static const float *weights_of(const dr_session *s, uint32_t r)
+{
+    const float *w = s->bo->host_ptr(s->rb[r].params);
+    return w ? w : s->mixed->w[r];
 }
 
 /* --l2: the reported loss adds the float32 L2 loss, l2 * RN(exact sum of
  * the kernels' squares), over the shares' common denominator (coef of
  * them), as the float32 step's share does; the gradient's term is added
- * before the unscale (engine_mixed_before_reduce, engine_mixed_apply). */
-static void add_reg_loss(dr_session *s, uint32_t r)
+ * before the unscale (engine_mixed_before_reduce, engine_mixed_apply).
+ * w: the replica's float32 weights (every replica holds the same). */
+static int add_reg_loss(dr_session *s, uint32_t r, const float *w, dr_err *err)
 {
     const dr_model_spec *md = &s->plan->exp.model;
-    const float *w = s->bo->host_ptr(s->rb[r].params);
-    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq;
+    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq, staged;
+    int rc;
     dr_acc_init(&sq);
     for (uint32_t l = 0; l < md->nlayers; l++)
         if (md->layer[l].kind == DR_LAYER_DENSE)
             dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
                            dr_model_kernel_size(md, l));
-    dr_acc_add_prod(loss, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+    if (loss) {   /* host memory: in place */
+        dr_acc_add_prod(loss, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+        return DR_OK;
+    }
+    /* device memory (opencl): the one accumulator read back, added to, written */
+    if ((rc = s->bo->download(s->be, &staged, s->rb[r].loss, 0, sizeof staged, err))) return rc;
+    dr_acc_add_prod(&staged, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+    return s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err);
 }
 
 int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
 {
-    const engine_mixed *m = s->mixed;
+    engine_mixed *m = s->mixed;
     dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
+    const size_t bytes = s->plan->P * sizeof(float);
     int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
-    if (rc == DR_OK && s->plan->exp.model.l2 != 0.0f) add_reg_loss(s, r);   /* host memory (opencl refuses --l2) */
-    return rc;
+    if (rc || s->plan->exp.model.l2 == 0.0f) return rc;
+    /* --l2 on device memory: the weights the step's L2 term and reported
+     * loss read, before its apply moves them (each replica its own copy:
+     * the replicas may run at once) */
+    if (!s->bo->host_ptr(s->rb[r].params) && bytes) {
+        if (!m->w[r] && !(m->w[r] = malloc(bytes)))
+            return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's L2 weights (%zu floats)",
+                           (size_t)s->plan->P);
+        if ((rc = s->bo->download(s->be, m->w[r], s->rb[r].params, 0, bytes, err))) return rc;
+    }
+    return add_reg_loss(s, r, weights_of(s, r), err);
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
@@ -207,7 +233,7 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) g[p] = dr_acc_round_div_dtype(&a[p], 1, m->c);
         if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
-            dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * L + k].params),
+            dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * L + k),
                             DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);
         if (s->plan->exp.optimizer.clip.per_replica) clip_replica(s, m->ls[w - s->wlo].scale, g, P);
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
@@ -266,7 +292,7 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
     if (!m->tf && s->plan->exp.model.l2 != 0.0f &&   /* exact: the L2 term once, on the reduced gradient */
-        !dr_mixed_add_l2(&s->plan->exp.model, s->bo->host_ptr(s->rb[w * s->L].params), DR_SEAM_MIXED_L2_SCALE(scale),
+        !dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * s->L), DR_SEAM_MIXED_L2_SCALE(scale),
                          1, g))
         fin = 0;
     bool applies = dr_loss_scale_step(&m->ls[i], DR_SEAM_MIXED_FINITE(s, i, fin != 0));

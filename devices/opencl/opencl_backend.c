@@ -581,6 +581,8 @@ const dr_backend_ops *dr_backend_opencl(void)
         .round_loss = cl_round_loss,
         .mixed_loss_grad = dr_cl_mixed_loss_grad,
         .apply_f32 = dr_cl_apply_f32,
+        .clip_f32 = dr_cl_clip_f32,
+        .clip_replica_f32 = dr_cl_clip_replica_f32,
         .layer0_partial = cl_l0_partial,
         .layer0_finish = cl_l0_finish,
         .layer0_delta = cl_l0_delta,

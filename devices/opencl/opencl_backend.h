@@ -7,7 +7,7 @@
  * devices/opencl/opencl_backend.c   the table: open/close, memory, share, apply
  * devices/opencl/opencl_kernels.c   forward, loss and gradients (kernel launches)
  * devices/opencl/opencl_mixed.c     the mixed-precision step (mixed_loss_grad,
- *                            apply_f32; kernels cl/half.cl, cl/mixed.cl)
+ *                            apply_f32, clip_f32; kernels cl/half.cl, cl/mixed.cl)
  *
  * devices/opencl/opencl_places.c    the device list, the replica mapping (shared
  *                            queue, a queue per replica, sub-devices), the
@@ -35,7 +35,7 @@ enum {
     K_GEMM_EXACT, K_GEMM_ACC_EXACT, K_GEMM_FAST, K_ACTIVATE, K_LOSS_ROWS, K_PARTIAL_SUM, K_MERGE,
     K_SUM_FAST, K_BIAS_EXACT, K_BIAS_FAST, K_RELU_MASK, K_SHARE_EXACT, K_LOSS_SHARE_EXACT, K_SHARE_FAST,
     K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST,
-    K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_COUNT
+    K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_MIXED_GEMM_FAST, K_MIXED_GRAD_FAST, K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -198,8 +198,10 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
 /* Needs a workspace opened by replica_open with at least n rows. */
 int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err);
 
-/* devices/opencl/opencl_mixed.c: distref/backend.h's mixed_loss_grad and apply_f32 */
+/* devices/opencl/opencl_mixed.c: distref/backend.h's mixed_loss_grad, apply_f32 and clip_f32 */
 int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err);
 int dr_cl_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *params, dr_buffer *slots, dr_err *err);
+void dr_cl_clip_f32(dr_backend *b, float *g);
+void dr_cl_clip_replica_f32(dr_backend *b, float *g);
 
 #endif

@@ -1,7 +1,7 @@
 /* distref devices — the OpenCL backend's mixed-precision step
  * (--dtype_policy=mixed_float16 / mixed_bfloat16; distref/backend.h's
- * mixed_loss_grad and apply_f32; docs/TRAINING_FEATURES.md "Mixed
- * precision").
+ * mixed_loss_grad, apply_f32 and clip_f32; docs/TRAINING_FEATURES.md
+ * "Mixed precision").
  *
  * devices/cpu/openmp_mixed.c's contract, bit for bit, as kernel launches on
  * the replica's device (cl/half.cl, cl/mixed.cl): float32 master weights in
@@ -17,15 +17,24 @@
  *   backward  per layer from the top gW = in^T dz and gb = the column sums of
  *             dz, exact (gemm_acc_exact, bias_grad_exact); the delta below
  *             RN_c(exact dz Wc^T) (mixed_gemm), masked by its ReLU.
+ * --numerics=fast (mk->fast): the three GEMMs in float32 on the same
+ * rounded operands (cl/mixed.cl's mixed_gemm_fast, mixed_grad_fast), as
+ * openmp's fast mixed kernels; the loss, dz and the bias gradients as above.
  * The host only orchestrates: it checks the labels, launches, and counts the
  * hits. The strategy layer (strategies/mixed.c) reduces the exact gradients
  * through host staging, rounds them, takes the loss scale's decision and
  * unscales; apply_f32 uploads that float gradient and runs kernels.cl's
  * apply_fast on it (divisor 1: x / 1.0f is x), the optimizer of apply.
+ * clip_f32 clips that gradient before, on the host where it already is:
+ * devices/cpu/grad_clip.c with exact norms, as openmp's and as apply's
+ * global clipping here (dr_cl_round_clip_host).
  */
 #include "devices/opencl/opencl_backend.h"
+#include "devices/cpu/grad_clip.h"
 
 #include <stdlib.h>
+
+#include "devices/seams.h"
 
 /* The replica's Wc (P floats) and xc (rows x in0 floats), made on the first
  * mixed call and counted against its device; scratch_free releases them. */
@@ -48,14 +57,15 @@ static int mixed_buffers(dr_backend *b, dr_cl_scratch *s, dr_err *err)
     return DR_OK;
 }
 
-/* C (M x N) = RN_c(exact op(A) op(B) [+ bias]) per element. */
-static int mixed_gemm(dr_cl_slot *sl, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t sai, size_t sak,
-                      cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off, cl_mem C,
-                      size_t ldc, dr_dtype c, const char *what, dr_err *err)
+/* C (M x N) = RN_c(exact op(A) op(B) [+ bias]) per element; fast: of the
+ * float32 sum, the bias added in float32 (mixed_gemm_fast). */
+static int mixed_gemm(dr_cl_slot *sl, bool fast, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t sai,
+                      size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
+                      cl_mem C, size_t ldc, dr_dtype c, const char *what, dr_err *err)
 {
     dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(0), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
                       CLU(sbj), CLM(bias), CLU(bias_off), CLU(bias != NULL), CLM(C), CLU(ldc), CLU(c) };
-    return dr_cl_launch(sl, K_MIXED_GEMM, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
+    return dr_cl_launch(sl, fast ? K_MIXED_GEMM_FAST : K_MIXED_GEMM, M, N, DR_CL_TS, DR_CL_TS, a, 17, what, err);
 }
 
 static int to_dtype(dr_cl_slot *sl, cl_mem in, size_t n, dr_dtype c, cl_mem out, dr_err *err)
@@ -64,7 +74,8 @@ static int to_dtype(dr_cl_slot *sl, cl_mem in, size_t n, dr_dtype c, cl_mem out,
     return dr_cl_launch(sl, K_MIXED_TO_DTYPE, n, 1, 0, 0, a, 4, "mixed: rounding to the compute dtype", err);
 }
 
-static int forward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_dtype c, dr_err *err)
+static int forward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_dtype c, bool fast,
+                   dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     dr_cl_slot *sl = &b->slot[s->slot];
@@ -76,8 +87,9 @@ static int forward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_
         const dr_dense *d = &m->layer[l];
         size_t k0 = b->koff[l];
         dr_cl_arg a[] = { CLM(s->pre[l]), CLM(s->act[l]), CLU(n), CLU(d->out), CLU(d->act == DR_ACT_RELU), CLU(0) };
-        if ((rc = mixed_gemm(sl, n, d->out, d->in, l ? s->act[l - 1] : s->xc, d->in, 1, s->wc, k0, d->out, 1, s->wc,
-                             k0 + (size_t)d->in * d->out, s->pre[l], d->out, c, "mixed: forward GEMM", err)) ||
+        if ((rc = mixed_gemm(sl, fast, n, d->out, d->in, l ? s->act[l - 1] : s->xc, d->in, 1, s->wc, k0, d->out, 1,
+                             fast ? DR_SEAM_MIXED_FAST_BIAS(s->wc) : s->wc, k0 + (size_t)d->in * d->out, s->pre[l],
+                             d->out, c, "mixed: forward GEMM", err)) ||
             (rc = dr_cl_launch(sl, K_ACTIVATE, n, 1, 0, 0, a, 6, "mixed: activation", err)))
             return rc;
     }
@@ -104,7 +116,8 @@ static int loss(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n
     return dr_cl_launch(sl, K_SHARE_EXACT, 1, 1, 0, 0, t, 7, "mixed: loss share", err);
 }
 
-static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_dtype c, dr_err *err)
+static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_dtype c, bool fast,
+                    dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     cl_mem dz = s->dz[0], grad = rb->grad->mem;
@@ -118,14 +131,14 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
                            CLU(d->out), CLU(1), CLM(grad), CLU(kb) };
         dr_cl_arg gb[] = { CLM(dz), CLU(n), CLU(d->out), CLM(grad), CLU(bb) };
         dr_cl_arg mask[] = { CLM(dprev), CLM(s->pre[l > 0 ? l - 1 : 0]), CLU((size_t)n * d->in) };
-        if ((rc = dr_cl_launch(sl, K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS, DR_CL_TS, gw, 13, "mixed: gradient GEMM",
-                               err)) ||
+        if ((rc = dr_cl_launch(sl, fast ? K_MIXED_GRAD_FAST : K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS, DR_CL_TS, gw,
+                               13, "mixed: gradient GEMM", err)) ||
             (rc = dr_cl_launch(sl, K_BIAS_EXACT, d->out, 1, 0, 0, gb, 5, "mixed: bias gradient", err)))
             return rc;
         if (l == 0) break;
         /* the delta below: RN_c(dz Wc^T), op(B)[k][j] = Wc[j][k] */
-        if ((rc = mixed_gemm(sl, n, d->in, d->out, dz, d->out, 1, s->wc, kb, 1, d->out, NULL, 0, dprev, d->in, c,
-                             "mixed: delta GEMM", err)))
+        if ((rc = mixed_gemm(sl, fast, n, d->in, d->out, dz, d->out, 1, s->wc, kb, 1, d->out, NULL, 0, dprev, d->in,
+                             c, "mixed: delta GEMM", err)))
             return rc;
         if (m->layer[l - 1].act == DR_ACT_RELU &&
             (rc = dr_cl_launch(sl, K_RELU_MASK, (size_t)n * d->in, 1, 0, 0, mask, 3, "mixed: ReLU mask", err)))
@@ -177,8 +190,8 @@ int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const 
         return (rc = ops->fill_zero(b, rb->grad, 0, b->P * sizeof(dr_acc), err)) ? rc
                                                                                    : ops->fill_zero(b, rb->loss, 0, sizeof(dr_acc), err);
     if ((rc = check_labels(b, rb, s, n, err)) || (rc = mixed_buffers(b, s, err)) ||
-        (rc = forward(b, rb, s, n, mk->compute, err)) || (rc = loss(b, rb, s, n, mk, err)) ||
-        (rc = backward(b, rb, s, n, mk->compute, err)) ||
+        (rc = forward(b, rb, s, n, mk->compute, mk->fast, err)) || (rc = loss(b, rb, s, n, mk, err)) ||
+        (rc = backward(b, rb, s, n, mk->compute, mk->fast, err)) ||
         (rc = ops->download(b, s->hit_host, &(dr_buffer){ n, s->hit, s->slot }, 0, n, err)))
         return rc;
     for (uint32_t r = 0; r < n; r++) correct += s->hit_host[r];
@@ -211,4 +224,19 @@ int dr_cl_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *par
     }
     clReleaseMemObject(gm);   /* freed once the kernel is done with it */
     return rc;
+}
+
+/* The mixed step's clip (--clip_semantics=exact; tensorflow's per-replica
+ * clip is refused with a mixed policy): the aggregated, unscaled host
+ * gradient, exact norms whatever --numerics. */
+void dr_cl_clip_f32(dr_backend *b, float *g)
+{
+    if (dr_engine_clip_on(&b->o.clip) && !b->o.clip.per_replica) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
+}
+
+/* --clip_semantics=tensorflow: one replica's gradient, staged on the host
+ * for the all-reduce (the comm works through host buffers), clipped there. */
+void dr_cl_clip_replica_f32(dr_backend *b, float *g)
+{
+    if (dr_engine_clip_on(&b->o.clip)) dr_engine_clip(&b->o.clip, &b->m, true, g, b->P);
 }

@@ -261,7 +261,8 @@ static const char *const k_names[K_COUNT] = {
     "gemm_exact", "gemm_acc_exact", "gemm_fast", "activate", "loss_rows", "partial_sum", "merge_partials",
     "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
     "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
-    "round_exact", "round_fast", "mixed_to_dtype", "mixed_gemm", "mixed_loss_rows",
+    "round_exact", "round_fast", "mixed_to_dtype", "mixed_gemm", "mixed_loss_rows", "mixed_gemm_fast",
+    "mixed_grad_fast",
 };
 
 int dr_cl_build_dev(dr_backend *b, dr_cl_dev *dev, dr_err *err)

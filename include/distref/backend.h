@@ -114,10 +114,12 @@ typedef struct dr_mixed_kernel {
     float    scale;      /* the loss scale of this step (1: none) */
     uint32_t G;          /* the loss's divisor: the global batch size */
     uint32_t mult;       /* the loss share's multiplier (R: over G*R) */
-    bool     fast;       /* --numerics=fast: the GEMMs in float32 (sgemm),
-                          * each result then rounded to the compute dtype;
-                          * a backend without fast mixed kernels runs its
-                          * exact ones (the exact bits) */
+    bool     fast;       /* --numerics=fast: the GEMMs in float32 (openmp:
+                          * sgemm; opencl: k in order) on the rounded
+                          * operands, each result then rounded to the
+                          * compute dtype, a kernel gradient's float sum
+                          * held exactly; a backend without fast mixed
+                          * kernels runs its exact ones (the exact bits) */
 } dr_mixed_kernel;
 
 /* What a model-beyond-Dense pass needs beyond its batch (graph_begin). */

@@ -7,6 +7,13 @@
  * accumulator (mixed_gemm), dz = RN_c(exact scale (softmax - onehot) / G) per
  * example (mixed_loss_rows); the weight gradients stay exact sums
  * (kernels.cl's gemm_acc_exact and bias_grad_exact).
+ * --numerics=fast (dr_mixed_kernel.fast): the three GEMMs in float32 on the
+ * same dtype-rounded operands, as a GPU's half GEMM with float32
+ * accumulation (devices/cpu/openmp_mixed.c's gemm_fast_dtype): a
+ * pre-activation RN_c(float(x_c W_c) + b_c), a delta RN_c(float(dz_c W_c^T))
+ * (mixed_gemm_fast), a kernel gradient its float32 sum added exactly to the
+ * replica's accumulator (mixed_grad_fast); each sum in k order, nothing
+ * contracted (so the bits are PoCL's and a GPU's alike, not sgemm's).
  *
  * Built after kernels.cl in one program (its FP_CONTRACT OFF, argmax_g and
  * GEMM_ARGS); a planted fault (DR_MUTANT_MIXED_DOUBLE_ROUND, a build option)
@@ -75,4 +82,29 @@ __kernel void mixed_loss_rows(__global const float *pre, __global const uchar *l
     }
     ex_loss[r] = dr_logf(s) - (z[label] - mx);
     hit[r] = best == label;
+}
+
+/* --numerics=fast: C[i*ldc + j] = RN_c(float32 sum_k op(A)[i][k] op(B)[k][j]
+ * [+ bias[j]]), the sum in k order (kernels.cl's tiles, as gemm_fast), the
+ * bias added to it in float32, then one rounding to c. The same arguments
+ * as mixed_gemm. */
+__kernel void mixed_gemm_fast(GEMM_ARGS, __global const float *bias, uint bias_off, uint has_bias,
+                              __global float *C, uint ldc, uint c)
+{
+    float s = 0.0f;
+    GEMM_TILES(s = s + As[li][kk] * Bs[kk][lj])
+    if (i < M && j < N) C[i * ldc + j] = half_round(has_bias ? s + bias[bias_off + j] : s, c);
+}
+
+/* --numerics=fast: Cacc[coff + i*N + j] = the float32 sum (k in order) held
+ * exactly, so the replicas' sum stays exact (the same arguments as
+ * gemm_acc_exact). */
+__kernel void mixed_grad_fast(GEMM_ARGS, __global acc_t *C, uint coff)
+{
+    float s = 0.0f;
+    acc_t a;
+    GEMM_TILES(s = s + As[li][kk] * Bs[kk][lj])
+    acc_init(&a);
+    acc_add(&a, s);
+    if (i < M && j < N) acc_store(&C[coff + i * N + j], &a);
 }
