@@ -2,6 +2,7 @@
 #include "distref/checkpoint.h"
 #include "distref/fileio.h"
 #include "distref/sha256.h"
+#include "distref/loss_scale.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,8 +27,9 @@
 /* 06 adds the input's identity: the auto-shard policy, the shard set's SHA-256 */
 #define INPUT_BYTES (4 + 32)
 #define HEADER_06 (HEADER_05 + INPUT_BYTES)
-/* 07 adds the schedule's options: flags (staircase, cycle), the warmup's start */
-#define SCHED_BYTES (4 + 4)
+/* 07 adds the schedule's options: flags (staircase, cycle), the warmup's
+ * start; and the loss scale's --dynamic_growth_steps */
+#define SCHED_BYTES (4 + 4 + 4)
 #define HEADER_BYTES (HEADER_06 + SCHED_BYTES)
 #define SCHED_STAIRCASE 1u
 #define SCHED_CYCLE 2u
@@ -169,6 +171,7 @@ int dr_checkpoint_save(const char *model_dir, const dr_checkpoint *c, dr_err *er
     dr_put_u32le(buf + off, (c->schedule.staircase ? SCHED_STAIRCASE : 0) | (c->schedule.cycle ? SCHED_CYCLE : 0));
     off += 4;
     put_f32(buf + off, c->schedule.warmup_lr); off += 4;
+    dr_put_u32le(buf + off, c->ls_growth_steps); off += 4;
     for (size_t i = 0; i < c->nparams; i++, off += 4) { uint32_t u; memcpy(&u, &c->params[i], 4); dr_put_u32le(buf + off, u); }
     for (size_t i = 0; i < (size_t)c->nparams * c->nslots; i++, off += 4) { uint32_t u; memcpy(&u, &c->slots[i], 4); dr_put_u32le(buf + off, u); }
     {
@@ -265,6 +268,7 @@ static int parse(const char *path, const uint8_t *buf, size_t n, dr_checkpoint *
     if (header == HEADER_BYTES) {
         uint32_t f = dr_get_u32le(buf + off); off += 4;
         c->schedule.warmup_lr = get_f32(buf + off); off += 4;
+        c->ls_growth_steps = dr_get_u32le(buf + off); off += 4;
         c->schedule.staircase = (f & SCHED_STAIRCASE) != 0;
         c->schedule.cycle = (f & SCHED_CYCLE) != 0;
         if (f & ~(SCHED_STAIRCASE | SCHED_CYCLE) || !(c->schedule.warmup_lr >= 0.0f))
@@ -417,6 +421,12 @@ static int check_mixed(const dr_checkpoint *c, const char *dir, const dr_checkpo
     if (c->loss_scale_kind != now->loss_scale_kind || c->loss_scale_value != now->loss_scale_value)
         return dr_fail(err, DR_EUSAGE, "--loss_scale=%s, but the checkpoint in %s was trained with --loss_scale=%s; "
                        "resume with the same value or use another --model_dir", a, dir, b);
+    if ((c->ls_growth_steps ? c->ls_growth_steps : DR_LOSS_SCALE_GROWTH_STEPS) !=
+        (now->ls_growth_steps ? now->ls_growth_steps : DR_LOSS_SCALE_GROWTH_STEPS))
+        return dr_fail(err, DR_EUSAGE, "--dynamic_growth_steps=%u, but the checkpoint in %s was trained with "
+                       "--dynamic_growth_steps=%u; resume with the same value or use another --model_dir",
+                       now->ls_growth_steps ? now->ls_growth_steps : DR_LOSS_SCALE_GROWTH_STEPS, dir,
+                       c->ls_growth_steps ? c->ls_growth_steps : DR_LOSS_SCALE_GROWTH_STEPS);
     if (c->mixed_tf_reduction != now->mixed_tf_reduction)
         return dr_fail(err, DR_EUSAGE, "--mixed_reduction=%s, but the checkpoint in %s was trained with "
                        "--mixed_reduction=%s; resume with the same value or use another --model_dir",

@@ -159,6 +159,8 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "master weights, each op rounded once to the compute dtype (docs/TRAINING_FEATURES.md; not built yet)"),
         ENUM("dtype", dtype, "fp32|fp16|bf16", "Model Garden's spelling of --dtype_policy (float32|mixed_float16|"
              "mixed_bfloat16)"),
+        INT("dynamic_growth_steps", dynamic_growth_steps, 1, 4294967295.0, "a dynamic loss scale doubles after this "
+            "many finite steps in a row (Keras 3's dynamic_growth_steps; default 2000)"),
         STR("loss_scale", loss_scale, "dynamic | dynamic:<initial scale> | a fixed factor > 0 (Keras 3's "
             "LossScaleOptimizer, initial 2^15; default dynamic for mixed_float16, none otherwise)"),
         ENUM("mixed_reduction", mixed_reduction, "exact|tensorflow", "exact: the global gradient summed exactly and "

@@ -76,5 +76,12 @@ int dr_cli_flags_mixed(const dr_cli_flags *c, const dr_flag *f, int n, dr_run_co
         return dr_fail(err, DR_EUSAGE, "--mixed_reduction applies to a mixed policy (--dtype_policy=mixed_float16 "
                        "or mixed_bfloat16); the policy is float32");
     m->tf_reduction = strcmp(c->mixed_reduction, "tensorflow") == 0;
+    if (seen(f, n, "dynamic_growth_steps")) {
+        if (m->loss_scale != DR_LOSS_SCALE_DYNAMIC)
+            return dr_fail(err, DR_EUSAGE, "--dynamic_growth_steps applies to a dynamic loss scale "
+                           "(--loss_scale=dynamic or dynamic:X; mixed_float16's default); this run's is %s",
+                           m->loss_scale == DR_LOSS_SCALE_FIXED ? "fixed" : "none");
+        m->growth_steps = (uint32_t)c->dynamic_growth_steps;
+    }
     return DR_OK;
 }

@@ -11,6 +11,14 @@ void dr_loss_scale_init(dr_loss_scale *ls, bool dynamic, float fixed)
     ls->growth_steps = DR_LOSS_SCALE_GROWTH_STEPS;
 }
 
+void dr_loss_scale_from_config(dr_loss_scale *ls, const dr_mixed_config *mc)
+{
+    dr_loss_scale_init(ls, mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
+                       mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
+    if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) ls->scale = mc->fixed_scale;
+    if (mc->growth_steps) ls->growth_steps = mc->growth_steps;
+}
+
 bool dr_loss_scale_step(dr_loss_scale *ls, bool finite)
 {
     if (!ls->dynamic) return true;            /* loss_scale_factor: no check, no skip */

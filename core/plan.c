@@ -304,6 +304,7 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->loss_scale_kind = (uint32_t)p->cfg->mixed.loss_scale;
     c->loss_scale_value = p->cfg->mixed.loss_scale == DR_LOSS_SCALE_NONE ? 0.0f : p->cfg->mixed.fixed_scale;
     c->mixed_tf_reduction = p->cfg->mixed.compute != DR_DTYPE_F32 && p->cfg->mixed.tf_reduction;
+    c->ls_growth_steps = p->cfg->mixed.loss_scale == DR_LOSS_SCALE_DYNAMIC ? p->cfg->mixed.growth_steps : 0;
     c->input_policy = p->input_policy;
     memcpy(c->shards_sha256, p->shards_sha256, sizeof c->shards_sha256);
 }

@@ -34,6 +34,7 @@ static const scope k_scopes[] = {
     TRAINING("clipnorm"), TRAINING("clipvalue"), TRAINING("global_clipnorm"), TRAINING("clip_semantics"),
     TRAINING("gradient_accumulation_steps"), TRAINING("batch_norm"), TRAINING("dropout"),
     TRAINING("dtype_policy"), TRAINING("dtype"), TRAINING("loss_scale"), TRAINING("mixed_reduction"),
+    TRAINING("dynamic_growth_steps"),
 #undef TRAINING
     { "all_reduce_alg", S(MIRRORED) | S(CENTRAL_STORAGE) | S(MULTI_WORKER_MIRRORED), ALL_COMMANDS, NULL,
       "--distribution_strategy=mirrored or multi_worker_mirrored" },

@@ -68,6 +68,7 @@ static int restore_loss_scale(run *r, const dr_checkpoint *c, dr_err *err)
                        : "mixed_bfloat16", r->v->name);
     dr_loss_scale_init(&ls, c->loss_scale_kind == DR_LOSS_SCALE_DYNAMIC, c->ls_scale);
     ls.scale = c->ls_scale;
+    if (c->ls_growth_steps) ls.growth_steps = c->ls_growth_steps;   /* 07: --dynamic_growth_steps */
     ls.counter = c->ls_counter;
     ls.skipped = c->ls_skipped;
     return r->v->set_loss_scale(r->s, &ls, err);

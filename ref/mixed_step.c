@@ -54,7 +54,9 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
     const dr_experiment *e = &p->exp;
     const char *why = NULL;
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        why = "the mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage and tpu";
+        why = "Keras 3, whose LossScaleOptimizer distref reproduces, does not support ParameterServerStrategy "
+              "(keras-team/keras#18624): there is no loss-scale semantics across asynchronous workers to measure "
+              "(the mixed step runs one_device, mirrored, multi_worker_mirrored, central_storage and tpu)";
     else if (dr_tpu_partition_cores(p->cfg->input_partition_dims) > 1)
         why = "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
               "sums across a replica's cores; the mixed step's layers run whole on one core)";
@@ -228,9 +230,7 @@ static void loss_scale_start(trainer *t)
 {
     const dr_mixed_config *mc = &t->cfg->mixed;
     if (t->ls.growth_steps) return;
-    dr_loss_scale_init(&t->ls, mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
-                       mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
-    if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) t->ls.scale = mc->fixed_scale;
+    dr_loss_scale_from_config(&t->ls, mc);
 }
 
 /* A finite micro-step's unscaled gradient (t->grad): with k > 1 added to

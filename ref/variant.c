@@ -77,9 +77,7 @@ static int ref_get_loss_scale(dr_session *s, dr_loss_scale *out, dr_err *err)
     (void)err;
     *out = s->t.ls;
     if (out->growth_steps) return DR_OK;
-    dr_loss_scale_init(out, mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
-                       mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
-    if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) out->scale = mc->fixed_scale;
+    dr_loss_scale_from_config(out, mc);
     return DR_OK;
 }
 

@@ -115,6 +115,26 @@ TRAIN_CASES.append({"name": "mlp_mixed_global_clipnorm_R1", "experiment": "mlp_s
                     "extra": ["--dtype_policy=mixed_float16", "--loss_scale=dynamic:16777216", "--global_clipnorm=0.05"],
                     "mixed": {"policy": "mixed_float16", "initial_scale": 16777216.0},
                     "tf": {"clip": {"global_clipnorm": 0.05}}})
+# --dynamic_growth_steps=2 (Keras's dynamic_growth_steps): the overflow run's
+# scale halves on the skipped steps and doubles after every 2 finite ones, so
+# the trajectory moves both ways. R = 1: at R = 2 this run's step 5 overflows
+# on replica 1 only, which Keras 3's replica-0 check applies (the weights turn
+# non-finite) and distref's check over every replica skips (docs).
+TRAIN_CASES.append({"name": "mlp_mixed_growth2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
+                    "extra": ["--dtype_policy=mixed_float16", "--mixed_reduction=tensorflow",
+                              "--loss_scale=dynamic:8192", "--dynamic_growth_steps=2"],
+                    "mixed": {"policy": "mixed_float16", "initial_scale": 8192.0, "growth_steps": 2}})
+# --clip_semantics=tensorflow with a mixed policy: each replica's unscaled
+# gradient clipped before the all-reduce, as Keras 3's LossScaleOptimizer
+# under MirroredStrategy (scripts/tf_mixed_clip.py); R = 2.
+TRAIN_CASES.append({"name": "mlp_mixed_replica_clip_R2", "experiment": "mlp_synthetic", "synthetic_examples": 70,
+                    "global_batch_size": 16, "epochs": 2, "num_gpus": 2,
+                    "extra": ["--dtype_policy=mixed_float16", "--mixed_reduction=tensorflow",
+                              "--loss_scale=dynamic:16777216", "--global_clipnorm=0.05",
+                              "--clip_semantics=tensorflow"],
+                    "mixed": {"policy": "mixed_float16", "initial_scale": 16777216.0},
+                    "tf": {"clip": {"global_clipnorm": 0.05}}})
 # A fixed loss scale (--loss_scale=1024): Keras 3's loss_scale_factor on the
 # optimizer (scale_loss multiplies, apply divides; never checks or skips).
 TRAIN_CASES.append({"name": "mlp_mixed_fixed_scale_R2", "experiment": "mlp_synthetic", "synthetic_examples": 70,

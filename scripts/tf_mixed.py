@@ -47,7 +47,7 @@ def load_export(d, nlayers=2):
     return x, y, order, init
 
 
-def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None, fixed=None):
+def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None, fixed=None, growth_steps=2000):
     import keras
     keras.mixed_precision.set_dtype_policy(policy)
     with s.scope():
@@ -62,7 +62,7 @@ def build(tf, s, policy, init, lr, momentum, initial_scale, clip=None, fixed=Non
             opt = inner
         elif policy == "mixed_float16" or initial_scale:
             opt = keras.optimizers.LossScaleOptimizer(inner, initial_scale=initial_scale or 32768.0,
-                                                      dynamic_growth_steps=2000)
+                                                      dynamic_growth_steps=growth_steps)
         else:
             opt = inner   # mixed_bfloat16 without a loss scale (Model Garden's default)
         opt.build(model.trainable_variables)
@@ -99,7 +99,7 @@ def train(tf, case, d, strategy):
     R, G, m = case["num_gpus"], case["global_batch_size"], case["mixed"]
     s = strategy(tf, R)
     model, opt = build(tf, s, m["policy"], init, case.get("learning_rate", 0.01), 0.9, m.get("initial_scale"),
-                       case.get("tf", {}).get("clip"), m.get("fixed_scale"))
+                       case.get("tf", {}).get("clip"), m.get("fixed_scale"), m.get("growth_steps", 2000))
     step_fn, scaled = make_step(tf, s, model, opt, G, l2=case.get("l2", 0.0))
     losses, scales, skipped, local_finite = [], [], [], []
     for e in range(case["epochs"]):

@@ -79,8 +79,9 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "the backend has no mixed kernel (float16/bfloat16 rounding of every op is built for the OpenMP "
                "and OpenCL backends: --variant=openmp, opencl or mpi)";
     if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
-        return "the engine's mixed step is built for one_device, mirrored, multi_worker_mirrored, central_storage "
-               "and tpu";
+        return "Keras 3, whose LossScaleOptimizer distref reproduces, does not support ParameterServerStrategy "
+               "(keras-team/keras#18624): there is no loss-scale semantics across asynchronous workers to measure "
+               "(the engine's mixed step runs one_device, mirrored, multi_worker_mirrored, central_storage and tpu)";
     if (engine_tpu_partition_tiles(p) > 1)
         return "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
                "sums across a replica's cores; the mixed kernel runs a replica's layers whole on one core)";
@@ -121,9 +122,7 @@ int engine_mixed_open(dr_session *s, dr_err *err)
     m->tf = mc->tf_reduction;
     m->k = s->cfg->gradient_accumulation_steps > 1 ? s->cfg->gradient_accumulation_steps : 1;
     for (uint32_t w = 0; w < s->whi - s->wlo; w++) {
-        dr_loss_scale_init(&m->ls[w], mc->loss_scale == DR_LOSS_SCALE_DYNAMIC,
-                           mc->loss_scale == DR_LOSS_SCALE_FIXED ? mc->fixed_scale : 1.0f);
-        if (mc->loss_scale == DR_LOSS_SCALE_DYNAMIC && mc->fixed_scale > 0) m->ls[w].scale = mc->fixed_scale;
+        dr_loss_scale_from_config(&m->ls[w], mc);
         if (!(m->g[w] = malloc((s->plan->P ? s->plan->P : 1) * sizeof(float))))
             return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's gradient (%zu floats)",
                            (size_t)s->plan->P);

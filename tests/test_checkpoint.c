@@ -113,7 +113,7 @@ static void older_version(const uint8_t *b, size_t n, const char *magic, size_t 
 static void test_format_03_and_04(void **st)
 {
     (void)st;
-    enum { H03 = 128, EXT = 120, MIX = 32, INPUT = 36, SCHED = 8 };
+    enum { H03 = 128, EXT = 120, MIX = 32, INPUT = 36, SCHED = 12 };
     float params[3] = { 1.0f, -2.0f, 0.5f };
     dr_checkpoint c, got;
     bool found;
@@ -125,6 +125,7 @@ static void test_format_03_and_04(void **st)
     c.schedule.kind = DR_LR_PIECEWISE; c.schedule.nboundaries = 1; c.schedule.boundaries[0] = 7;
     c.schedule.values[0] = 0.5f; c.schedule.values[1] = 0.25f; c.clip.global_clipnorm = 2.0f; c.clip.per_replica = true;
     c.schedule.warmup_steps = 3; c.schedule.warmup_lr = 0.125f; c.schedule.cycle = true;   /* options stored as given */
+    c.ls_growth_steps = 5;
     c.mixed_dtype = 1; c.loss_scale_kind = 1; c.loss_scale_value = 1024.0f; c.mixed_tf_reduction = 1;
     c.ls_scale = 512.0f; c.ls_counter = 7; c.ls_skipped = 3;
     c.input_policy = DR_CKPT_POLICY_BASE + 2; c.shards_sha256[0] = 0xab; c.shards_sha256[31] = 0x01;
@@ -133,7 +134,8 @@ static void test_format_03_and_04(void **st)
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt05", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.kind == DR_LR_PIECEWISE && got.schedule.boundaries[0] == 7 &&
                 got.schedule.values[1] == 0.25f && got.clip.global_clipnorm == 2.0f && got.clip.per_replica);
-    assert_true(got.schedule.warmup_lr == 0.125f && got.schedule.cycle && !got.schedule.staircase);
+    assert_true(got.schedule.warmup_lr == 0.125f && got.schedule.cycle && !got.schedule.staircase &&
+                got.ls_growth_steps == 5);
     assert_true(got.mixed_dtype == 1 && got.loss_scale_kind == 1 && got.loss_scale_value == 1024.0f &&
                 got.mixed_tf_reduction == 1 && got.ls_scale == 512.0f && got.ls_counter == 7 && got.ls_skipped == 3);
     assert_true(got.input_policy == DR_CKPT_POLICY_BASE + 2 && got.shards_sha256[0] == 0xab &&
@@ -146,6 +148,7 @@ static void test_format_03_and_04(void **st)
     older_version(b, n, "DRCKPT06", H03 + EXT + MIX + INPUT, H03 + EXT + MIX + INPUT + SCHED, "fmt06o");
     assert_int_equal(dr_checkpoint_load(path_in(p, sizeof p, "fmt06o", ""), &got, &found, &err), DR_OK);
     assert_true(found && got.schedule.warmup_lr == 0.0f && !got.schedule.cycle && got.schedule.warmup_steps == 3 &&
+                got.ls_growth_steps == 0 &&
                 got.input_policy == DR_CKPT_POLICY_BASE + 2 && got.ls_skipped == 3 && got.params[1] == -2.0f);
     dr_checkpoint_free(&got);
     older_version(b, n, "DRCKPT05", H03 + EXT + MIX, H03 + EXT + MIX + INPUT + SCHED, "fmt05o");

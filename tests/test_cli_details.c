@@ -223,6 +223,14 @@ static void mixed_precision(void **st)
            "--dtype=fp16 and --dtype_policy=mixed_bfloat16 disagree");
     expect(sh(BIN " train --model_dir=%s/unused --loss_scale=128", g_tmp), 2,
            "--loss_scale applies to a mixed policy");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_bfloat16 --dynamic_growth_steps=3", g_tmp), 2,
+           "--dynamic_growth_steps applies to a dynamic loss scale");
+    expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --dynamic_growth_steps=0", g_tmp), 2,
+           "--dynamic_growth_steps");
+    expect(sh(BIN " train --model_dir=%s/grow --dtype_policy=mixed_float16 --dynamic_growth_steps=3 --train_steps=2 "
+              "--synthetic_examples=128", g_tmp), 0, "train: steps=2");
+    expect(sh(BIN " train --model_dir=%s/grow --dtype_policy=mixed_float16 --train_steps=4 --synthetic_examples=128",
+              g_tmp), 2, "--dynamic_growth_steps=2000, but the checkpoint in");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=0", g_tmp), 2,
            "--loss_scale=0: expected dynamic, dynamic:<initial scale> or a finite float > 0");
     expect(sh(BIN " train --model_dir=%s/unused --dtype_policy=mixed_float16 --loss_scale=1e39", g_tmp), 2,

@@ -207,7 +207,7 @@ static void compare_weights(const char *dir, json_object *c, deviation dev[2])
             double d = p < ck.nparams ? fabs((double)ck.params[p] - want) : INFINITY;
             uint64_t u = p >= ck.nparams ? UINT64_MAX : fabs(want) < ULP_FROM ? 0 : ulp_diff(ck.params[p], (float)want);
             int part = p >= ntrain;
-            if (d > dev[part].abs) dev[part].abs = d;
+            if (d > dev[part].abs || isnan(d)) dev[part].abs = d;
             if (u > dev[part].ulp) dev[part].ulp = u;
             dev[part].n++;
         }
@@ -250,7 +250,7 @@ static size_t read_metrics(const char *dir, json_object *c, double *loss_rel, si
             double want = json_object_get_double(json_object_array_get_idx(tl, nsteps));
             memcpy(&mine, &u, sizeof mine);
             double rel = fabs((double)mine - want) / fmax(fabs(want), 1e-30);
-            if (rel > *loss_rel) *loss_rel = rel;
+            if (rel > *loss_rel || isnan(rel)) *loss_rel = rel;   /* a NaN on one side: NaN, never a pass */
         }
         if (bits && ts && nsteps < json_object_array_length(ts)) {
             json_object *ms = get(o, "loss_scale"), *mk = get(o, "skipped");

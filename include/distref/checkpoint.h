@@ -14,7 +14,8 @@
  * policy and loss-scale state, and reads 04 files as float32 runs; 06 what
  * identifies the input: --auto_shard_policy and the shard set's SHA-256,
  * and reads 05 and older files as unrecorded (no input check); 07 the
- * schedule's options --staircase, --cycle and --warmup_learning_rate, and
+ * schedule's options --staircase, --cycle and --warmup_learning_rate and
+ * the loss scale's --dynamic_growth_steps, and
  * reads 06 and older files without them; an 02 file is refused naming its
  * version).
  * The trailing SHA-256 covers everything before it. A short, corrupt or
@@ -60,6 +61,7 @@ typedef struct dr_checkpoint {
     uint32_t mixed_tf_reduction;   /* --mixed_reduction=tensorflow */
     float    ls_scale;             /* the loss scale's state after step `step` */
     uint32_t ls_counter;           /*   (Keras' step_counter) */
+    uint32_t ls_growth_steps;      /* 07: --dynamic_growth_steps (0: Keras's 2000) */
     uint64_t ls_skipped;           /*   steps skipped so far */
     /* 06: what identifies the input (05 and older files: input_policy 0) */
     uint32_t input_policy;         /* DR_CKPT_POLICY_*: --auto_shard_policy as given */

@@ -59,7 +59,7 @@ typedef struct dr_cli_flags {
     /* learning-rate schedule and clipping (distref/schedule.h) */
     char    lr_schedule[DR_FLAG_STR_MAX], boundaries[DR_FLAG_STR_MAX], values[DR_FLAG_STR_MAX];
     char    clip_semantics[DR_FLAG_STR_MAX];
-    int64_t warmup_steps, decay_steps, gradient_accumulation_steps;
+    int64_t warmup_steps, decay_steps, gradient_accumulation_steps, dynamic_growth_steps;
     double  end_learning_rate, power, alpha, decay_rate, warmup_learning_rate, clipnorm, clipvalue, global_clipnorm;
     /* mixed precision (distref/loss_scale.h) */
     char    dtype_policy[DR_FLAG_STR_MAX], dtype[DR_FLAG_STR_MAX], loss_scale[DR_FLAG_STR_MAX];

@@ -43,6 +43,8 @@ typedef struct dr_mixed_config {
                                           * initial scale (--loss_scale=dynamic:X), 0: 2^15 */
     bool               tf_reduction;     /* --mixed_reduction=tensorflow: each replica's partial
                                           * gradient rounded to the compute dtype before the sum */
+    uint32_t           growth_steps;     /* --dynamic_growth_steps (Keras's dynamic_growth_steps);
+                                          * 0: DR_LOSS_SCALE_GROWTH_STEPS */
 } dr_mixed_config;
 
 #define DR_LOSS_SCALE_INITIAL       32768.0f
@@ -58,6 +60,11 @@ typedef struct dr_loss_scale {
 
 /* Dynamic with Keras 3's defaults, or fixed at `fixed` (> 0, finite). */
 void dr_loss_scale_init(dr_loss_scale *ls, bool dynamic, float fixed);
+
+/* The run's loss scale from its --dtype_policy/--loss_scale settings:
+ * dr_loss_scale_init, dynamic's initial scale (dynamic:X) and growth steps
+ * (--dynamic_growth_steps). Every variant starts its state from this. */
+void dr_loss_scale_from_config(dr_loss_scale *ls, const dr_mixed_config *mc);
 
 /* After a step's gradient was checked: true when the step applies (with
  * ls->scale as it was before this call: the caller unscales first), false
