@@ -3,7 +3,13 @@
  * replicas (synchronized BatchNormalization needs the global batch's sums
  * mid-forward), each replica's exact sums become its share, and the
  * BatchNormalization state after the step is written to every holder of
- * the variables (the optimizer leaves it as it is: its gradient is zero). */
+ * the variables (the optimizer leaves it as it is: its gradient is zero).
+ *
+ * --gradient_accumulation_steps=k: each micro-step is such a step over its
+ * own micro-batch (its BatchNormalization statistics, its moving-statistics
+ * update, its dropout masks keyed by its own step number: Keras 3's rule,
+ * measured by scripts/tf_graph_accum.py, docs/MODELS.md), and only its
+ * shares wait in the accumulators for the k-th (dr_trainer_update). */
 #include "ref/trainer.h"
 #include "ref/graph.h"
 #include "ref/halo.h"
@@ -63,7 +69,7 @@ int dr_graph_step(trainer *t, dr_err *err)
     int rc;
     if ((rc = dr_strategy_run(&t->strat, t->count, load_replica, t, err)) ||
         (rc = dr_graph_shares(t, err)) ||
-        (rc = dr_trainer_reduce_and_apply(t, err)))
+        (rc = dr_trainer_update(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;

@@ -188,6 +188,11 @@ static int accumulate_step(trainer *t, dr_err *err)
     return rc;
 }
 
+int dr_trainer_update(trainer *t, dr_err *err)
+{
+    return t->cfg->gradient_accumulation_steps > 1 ? accumulate_step(t, err) : dr_trainer_reduce_and_apply(t, err);
+}
+
 int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     int rc;
@@ -196,7 +201,7 @@ int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_repor
     if (t->tpu.on) return dr_tpu_step(t, err);
     if (!dr_model_is_dense(&t->exp.model)) return dr_graph_step(t, err);   /* models beyond Dense: ref/graph_step.c */
     if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-        (rc = t->cfg->gradient_accumulation_steps > 1 ? accumulate_step(t, err) : dr_trainer_reduce_and_apply(t, err)))
+        (rc = dr_trainer_update(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;
