@@ -36,9 +36,14 @@ int dr_graph_shares(trainer *t, dr_err *err)
     size_t T = dr_model_num_trainable(m), S = t->P - T;
     dr_graph_replica g[DR_MAX_DEVICES];
     float *state = S ? malloc(S * sizeof *state) : NULL;
-    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo };
+    /* the statistics' bytes counted as the engine's comm moves them; the tpu
+     * step's are its torus' (ref/tpu_step.c) */
+    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo,
+                         t->tpu.on ? NULL : &t->strat };
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
     if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
+    if (S && t->plan->bn_replica && R > 1 && !t->tpu.on)   /* the engine hands replica 0's state to the others */
+        dr_count_ring(&t->strat, S);
     for (uint32_t r = 0; r < R; r++) {
         replica *rp = &t->rep[r];
         memset(rp->grad, 0, t->P * sizeof *rp->grad);
