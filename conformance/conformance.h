@@ -124,6 +124,8 @@ const dr_variant *const *engine_variants(const results *r, size_t *n);
 /* suite models' engine cells (conformance/models_engine.c): sync1 is the
  * reference's cnn_synthetic sync BN one_device run */
 int models_engine_cells(results *r, const outcome *sync1);
+/* suite models' --gradient_accumulation_steps cells (conformance/models_accum.c) */
+int models_accum_cells(results *r);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

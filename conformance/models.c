@@ -20,6 +20,10 @@
  *   engine   conformance/models_engine.c: each engine variant with layer
  *            kernels against the reference's bits (openmp, mpi); one without
  *            (opencl) answers "not supported" (a not-supported verdict).
+ *   accum    conformance/models_accum.c: --gradient_accumulation_steps=2
+ *            and 3 (sync BN: R = 2 = one_device at the same k; at
+ *            --learning_rate=0 k micro-steps = k plain steps; the engine's
+ *            bits = the reference's).
  * Dropout's masks are keyed by the global example id, so they never differ
  * between splits: the sync cells check that too.
  * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
@@ -202,6 +206,7 @@ int suite_models(results *r)
     }
     fails = sync_cells(r, &ref) + replica_cells(r, &ref) + (r->full ? resnet_cell(r) : 0);
     fails += models_engine_cells(r, &ref);
+    fails += models_accum_cells(r);
     outcome_free(&ref);
     return fails;
 }

@@ -25,15 +25,19 @@
  *            reference one_device: docs/CONFORMANCE.md's fast-mode loss
  *            bound (max relative loss difference <= 1e-4); the weights'
  *            ULP p99 is reported, not bounded (docs/MODELS.md says why)
+ *   bytes    cnn_synthetic sync and replica BN mirrored R=2: summary.json's
+ *            per-device bytes = the reference's (which counts the BN
+ *            statistics as the engine's ring moves them)
  * Planted faults (tests/faults.tsv): engine_sync_bn_local (sync statistics
  * from each worker's first replica alone), engine_dropout_by_row (masks
  * keyed by the row within a replica), engine_conv_grad_pad (a conv's
  * input gradient gathered with the padding one short) and
  * engine_conv_grad_stride (a strided conv's, with the stride one short)
- * must fail the suite.
+ * must fail the suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
  */
 #include "conformance/conformance.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +192,68 @@ static int clip_cells(results *r, const outcome *sync1, const dr_variant *const 
     return fails;
 }
 
+#define MAX_DEV 16
+
+/* c's run into a fresh model_dir: summary.json's per-device bytes_in and
+ * bytes_out into io[2 d], io[2 d + 1]; the number of devices (0: none read). */
+static uint32_t device_bytes(dr_run_config *c, uint64_t *io)
+{
+    char dir[] = "/tmp/distref_bytes_XXXXXX", path[1200];
+    json_object *s, *devs, *v;
+    outcome o;
+    uint32_t nd = 0;
+    if (!mkdtemp(dir)) return 0;
+    snprintf(c->model_dir, sizeof c->model_dir, "%s", dir);
+    run_case(c, &o);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    if (!o.error[0] && (s = json_object_from_file(path))) {
+        if (json_object_object_get_ex(s, "devices", &devs))
+            for (; nd < json_object_array_length(devs) && nd < MAX_DEV; nd++) {
+                json_object *d = json_object_array_get_idx(devs, nd);
+                io[2 * nd] = json_object_object_get_ex(d, "bytes_in", &v) ? (uint64_t)json_object_get_int64(v) : 0;
+                io[2 * nd + 1] = json_object_object_get_ex(d, "bytes_out", &v) ? (uint64_t)json_object_get_int64(v) : 0;
+            }
+        json_object_put(s);
+    }
+    outcome_free(&o);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    if (system(path) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+    return nd;
+}
+
+/* The BatchNormalization statistics' bytes: the reference merges them in
+ * memory and counts what the engine's ring all-reduce of them moves
+ * (dr_count_ring), so under mirrored R=2 (sync: 2 C accumulators a layer
+ * each way; replica: the state handed from replica 0) summary.json's
+ * per-device bytes must be the engine's (planted fault
+ * ref_bn_bytes_backward_uncounted: the reference leaves the backward's out). */
+static int bytes_cells(results *r, const dr_variant *const *ev, size_t nv)
+{
+    static const char *const bns[] = { "sync", "replica" };
+    int fails = 0;
+    for (size_t b = 0; b < 2; b++) {
+        dr_run_config c;
+        uint64_t want[2 * MAX_DEV], got[2 * MAX_DEV];
+        uint32_t nw, ng;
+        config(&c, "cnn_synthetic", bns[b], "ref");
+        set_strategy(&c, "mirrored", 2, "nccl", 1);
+        nw = device_bytes(&c, want);
+        for (size_t v = 0; v < nv; v++) {
+            config(&c, "cnn_synthetic", bns[b], ev[v]->name);
+            set_strategy(&c, "mirrored", 2, "nccl", 1);
+            if (!supported(r, "models", &c, 2)) continue;
+            ng = device_bytes(&c, got);
+            bool pass = nw > 1 && ng == nw && memcmp(got, want, 2 * nw * sizeof *got) == 0;
+            fails += !pass;
+            record(r, "models", &c, 2, pass, 0.0, "%s: cnn_synthetic %s BN mirrored R=2: summary.json's per-device "
+                   "bytes_in/bytes_out = the reference's (GPU:0 %llu in: the BN statistics counted alike)%s",
+                   ev[v]->name, bns[b], nw > 1 ? (unsigned long long)want[2] : 0ULL,
+                   pass ? "" : ng == nw ? ": the counts differ" : ": no summary.json's devices");
+        }
+    }
+    return fails;
+}
+
 int models_engine_cells(results *r, const outcome *sync1)
 {
     size_t nv;
@@ -210,6 +276,7 @@ int models_engine_cells(results *r, const outcome *sync1)
         fails += cell(r, n, "resnet_synthetic", "sync", "mirrored", 3, 3, &res1, "one_device");
     }
     fails += clip_cells(r, sync1, ev, nv);   /* quick too: the mutant build runs --quick */
+    fails += bytes_cells(r, ev, nv);
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)
         fails += mpi_cell(r, sync1);

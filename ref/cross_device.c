@@ -56,6 +56,21 @@ static int ring(link *l, dr_acc *const *acc, size_t off, size_t len, dr_err *err
     return DR_OK;
 }
 
+void dr_count_ring(dr_strategy *s, size_t n)
+{
+    uint32_t R = s->num_replicas;
+    for (uint32_t phase = 0; phase < 2; phase++)   /* ring()'s sends, counted */
+        for (uint32_t step = 0; step + 1 < R; step++)
+            for (uint32_t r = 0; r < R; r++) {
+                uint32_t c = (r + R - step + phase) % R;
+                dr_device *from = &s->device[s->replica_device[r]], *to = &s->device[s->replica_device[(r + 1) % R]];
+                uint64_t bytes = (uint64_t)((c + 1) * n / R - c * n / R) * DR_ACC_BYTES;
+                if (from == to) continue;
+                from->bytes_out += bytes;
+                to->bytes_in += bytes;
+            }
+}
+
 /* Members send to root (merge); later root sends back (overwrite). */
 static int gather_to(link *l, dr_acc *const *acc, size_t off, size_t len,
                      uint32_t lo, uint32_t hi, uint32_t root, bool back, dr_err *err)

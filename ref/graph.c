@@ -3,7 +3,9 @@
  * per replica; BatchNormalization's sums are taken per replica and, under
  * --batch_norm=sync, merged exactly across replicas (dr_acc_merge: the
  * order does not matter) before the one rounding, so every split of the
- * global batch gives the statistics of the whole batch.
+ * global batch gives the statistics of the whole batch. Their bytes are
+ * counted as the engine's ring all-reduce of them would move them
+ * (g->count: 2 C accumulators a layer, forward and backward).
  *
  * Statistics, as measured in TensorFlow 2.21 / Keras 3.15 (docs/MODELS.md):
  *   replica (synchronized=False): mean = sum(x)/N, var = sum((x-mean)^2)/N
@@ -91,6 +93,7 @@ static void bn_forward_sync(const dr_graph_ctx *g, uint32_t l, dr_graph_replica 
         N += stat_count(g, l, &rp[r]);
         if (rp[r].n) dr_bn_sums(g->m, l, rp[r].x, rp[r].n, rp[r].w, s1, s2);
     }
+    if (g->count) dr_count_ring(g->count, 2 * (size_t)d->oc);   /* the engine's all-reduce of s1, s2 */
     if (N == 0) return;
     for (uint32_t c = 0; c < d->oc; c++) {
         float ex2 = dr_acc_round_div(&s2[c], N);
@@ -156,6 +159,7 @@ static void bn_backward_group(const dr_graph_ctx *g, uint32_t l, dr_graph_replic
 static void bn_backward(const dr_graph_ctx *g, uint32_t l, dr_graph_replica *rp, uint32_t R)
 {
     uint32_t T = g->sync_bn ? R : group(g);
+    if (g->sync_bn && g->count) dr_count_ring(g->count, 2 * (size_t)g->m->layer[l].oc);
     for (uint32_t r0 = 0; r0 < R; r0 += T) bn_backward_group(g, l, rp, r0, r0 + T);
 }
 

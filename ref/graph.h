@@ -37,6 +37,8 @@ typedef struct dr_graph_ctx {
     float   *new_state;        /* training: the state after the step (S floats, m's state layout) */
     struct dr_halo *halo;      /* spatial partitioning (ref/halo.h): the entries are replica x
                                 * core, core-major within a replica; NULL: one entry a replica */
+    dr_strategy *count;        /* sync BN: the statistics' bytes counted on its devices, as the
+                                * engine's comm moves them (dr_count_ring); NULL: not counted */
 } dr_graph_ctx;
 
 /* Forward of every replica (with a halo, every core of every replica: R

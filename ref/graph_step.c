@@ -3,7 +3,13 @@
  * replicas (synchronized BatchNormalization needs the global batch's sums
  * mid-forward), each replica's exact sums become its share, and the
  * BatchNormalization state after the step is written to every holder of
- * the variables (the optimizer leaves it as it is: its gradient is zero). */
+ * the variables (the optimizer leaves it as it is: its gradient is zero).
+ *
+ * --gradient_accumulation_steps=k: each micro-step is such a step over its
+ * own micro-batch (its BatchNormalization statistics, its moving-statistics
+ * update, its dropout masks keyed by its own step number: Keras 3's rule,
+ * measured by scripts/tf_graph_accum.py, docs/MODELS.md), and only its
+ * shares wait in the accumulators for the k-th (dr_trainer_update). */
 #include "ref/trainer.h"
 #include "ref/graph.h"
 #include "ref/halo.h"
@@ -30,9 +36,14 @@ int dr_graph_shares(trainer *t, dr_err *err)
     size_t T = dr_model_num_trainable(m), S = t->P - T;
     dr_graph_replica g[DR_MAX_DEVICES];
     float *state = S ? malloc(S * sizeof *state) : NULL;
-    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo };
+    /* the statistics' bytes counted as the engine's comm moves them; the tpu
+     * step's are its torus' (ref/tpu_step.c) */
+    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo,
+                         t->tpu.on ? NULL : &t->strat };
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
     if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
+    if (S && t->plan->bn_replica && R > 1 && !t->tpu.on)   /* the engine hands replica 0's state to the others */
+        dr_count_ring(&t->strat, S);
     for (uint32_t r = 0; r < R; r++) {
         replica *rp = &t->rep[r];
         memset(rp->grad, 0, t->P * sizeof *rp->grad);
@@ -63,7 +74,7 @@ int dr_graph_step(trainer *t, dr_err *err)
     int rc;
     if ((rc = dr_strategy_run(&t->strat, t->count, load_replica, t, err)) ||
         (rc = dr_graph_shares(t, err)) ||
-        (rc = dr_trainer_reduce_and_apply(t, err)))
+        (rc = dr_trainer_update(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;

@@ -189,6 +189,12 @@ int dr_trainer_accumulate(trainer *t, int (*reduce)(trainer *t, dr_err *err), dr
     return rc;
 }
 
+int dr_trainer_update(trainer *t, dr_err *err)
+{
+    return t->cfg->gradient_accumulation_steps > 1 ? dr_trainer_accumulate(t, dr_trainer_reduce_and_apply, err)
+                                                   : dr_trainer_reduce_and_apply(t, err);
+}
+
 int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err)
 {
     int rc;
@@ -197,8 +203,7 @@ int dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_repor
     if (t->tpu.on) return dr_tpu_step(t, err);
     if (!dr_model_is_dense(&t->exp.model)) return dr_graph_step(t, err);   /* models beyond Dense: ref/graph_step.c */
     if ((rc = dr_strategy_run(&t->strat, t->count, replica_step, t, err)) ||
-        (rc = t->cfg->gradient_accumulation_steps > 1 ? dr_trainer_accumulate(t, dr_trainer_reduce_and_apply, err)
-                                                       : dr_trainer_reduce_and_apply(t, err)))
+        (rc = dr_trainer_update(t, err)))
         return rc;
     dr_trainer_end_step(t);
     return DR_OK;

@@ -141,6 +141,10 @@ void     dr_trainer_log_replica_ops(const trainer *t, uint32_t r);
 void     dr_trainer_log_update_ops(const trainer *t);
 /* The gradient's reduction and the updates of a step (train_step.c). */
 int      dr_trainer_reduce_and_apply(trainer *t, dr_err *err);
+/* The step's shares to the update: reduced and applied, or under
+ * --gradient_accumulation_steps=k added to the accumulators, reduced and
+ * applied every k-th step (train_step.c). */
+int      dr_trainer_update(trainer *t, dr_err *err);
 /* Models beyond Dense (graph_step.c): every replica's share of the step
  * (batches already loaded), and the whole step after dr_trainer_begin_step. */
 int      dr_graph_shares(trainer *t, dr_err *err);

@@ -20,7 +20,12 @@
  * end as replica 0's, handed to every replica through the same comm (its
  * values, every other replica adding zero, rounded once: the values
  * themselves). central_storage's variables take them too. The optimizer
- * leaves them as they are (their gradient is zero). */
+ * leaves them as they are (their gradient is zero).
+ *
+ * --gradient_accumulation_steps=k needs nothing here: each micro-step is
+ * this compute over its own micro-batch (its statistics, its moving update,
+ * its dropout masks keyed by its step number: Keras 3's rule, docs/MODELS.md)
+ * and its shares wait in step.c's accumulators for the k-th. */
 #include "strategies/engine_internal.h"
 
 #include <stdlib.h>
@@ -117,7 +122,9 @@ static int share_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     return s->bo->share(s->be, &s->rb[r], s->mult[r], s->coef, s->den, err);
 }
 
-/* moving = moving * 0.99 + stat * 0.01 in replica r's variables */
+/* moving = moving * 0.99 + stat * 0.01 in replica r's variables; under
+ * --gradient_accumulation_steps at every micro-step, as Keras 3 (the
+ * variables' other values do not move between updates) */
 static int moving_update(dr_session *s, uint32_t r, uint32_t l, const float *mean, const float *var, dr_err *err)
 {
     const dr_model_spec *m = &s->plan->exp.model;
@@ -125,6 +132,7 @@ static int moving_update(dr_session *s, uint32_t r, uint32_t l, const float *mea
     size_t off = dr_model_state_offset(m, l) * sizeof(float);
     float st[2 * BN_MAX_C];
     int rc;
+    if (DR_SEAM_BN_MOVING_SKIP(s->step, s->k)) return DR_OK;
     if ((rc = s->bo->download(s->be, st, s->rb[r].params, off, 2 * C * sizeof(float), err))) return rc;
     for (uint32_t c = 0; c < C; c++) {
         st[c] = st[c] * BN_MOMENTUM + mean[c] * BN_REST;

@@ -247,6 +247,16 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_TPU_ROWS(n, rows) ((void)(rows), (n))
 #endif
 
+/* --gradient_accumulation_steps=k with BatchNormalization: whether micro-step
+ * `step` leaves the moving statistics where they are. Keras 3 moves them at
+ * every micro-step (scripts/tf_graph_accum.py); the mutant only at the
+ * update's (an expression: true to skip the move). */
+#ifdef DR_MUTANT_ENGINE_BN_MOVING_PER_UPDATE
+#define DR_SEAM_BN_MOVING_SKIP(step, k) ((k) > 1 && (step) % (k) != 0)
+#else
+#define DR_SEAM_BN_MOVING_SKIP(step, k) ((void)(step), (void)(k), false)
+#endif
+
 /* --l2 under a mixed policy: the scale the L2 term is multiplied by. The
  * mutant adds the unscaled L2 gradient to the scaled gradient (as if after
  * the unscale), so the L2 term ends divided by the loss scale. */

@@ -130,6 +130,12 @@ void dr_optimizer_clip(const dr_optimizer *o, const dr_model_spec *m, float *g, 
 int  dr_all_reduce(dr_strategy *s, dr_acc *const *acc, size_t n,
                    const size_t *tensor_len, uint32_t ntensors, dr_err *err);
 
+/* Counts on the replicas' devices the bytes a ring all-reduce of one pack
+ * of n accumulators moves (dr_all_reduce's ring, DR_ACC_BYTES an element),
+ * moving nothing: for sums the reference merges in memory (ref/graph.c's
+ * batch-norm statistics), counted as the engine's comm counts them. */
+void dr_count_ring(dr_strategy *s, size_t n);
+
 /* Sums the replicas' arrays into dst (length n) on device dst_dev: the
  * reduction to a variable device of central_storage. */
 int  dr_reduce_to_device(dr_strategy *s, dr_acc *const *acc, size_t n,
