@@ -281,6 +281,34 @@ int suite_schedules(results *r)
  * under MirroredStrategy). The oracle is the reference with the same
  * strategy and R; at R = 1 it equals the default semantics; at R = 2 it
  * must differ from it (the clip really is per replica). */
+/* The per-replica clip across MPI ranks (the first clipping flag): mpirun
+ * -np 2, multi_worker_mirrored with one GPU a rank, must give the reference
+ * mirrored R=2's per-replica bits (the same split of each batch). */
+static int per_replica_mpi(results *r, const feature *f, size_t k)
+{
+    dr_run_config c;
+    outcome ref, got;
+    char args[1600];
+    bool pass;
+    if (k > 0 || r->fault || (r->variant && strcmp(r->variant, "mpi") != 0) ||
+        system("command -v mpirun > /dev/null 2>&1") != 0)
+        return 0;
+    base(&c, f);
+    c.clip.per_replica = true;
+    set_strategy(&c, "mirrored", 2, "nccl", 1);
+    run_case(&c, &ref);
+    snprintf(args, sizeof args, "--l2=0.001 --global_batch_size=64 --synthetic_examples=1000 --train_steps=%d "
+             "--numerics=exact --clip_semantics=tensorflow %s", STEPS, f->flags);
+    run_mpi_pair(r, args, &got);
+    strcpy(c.variant, "mpi");
+    pass = !got.error[0] && !ref.error[0] && outcome_same(&got, &ref);
+    record(r, "clipping", &c, 2, pass, got.seconds, "%s tensorflow semantics mpi -np 2 multi_worker_mirrored exact vs "
+           "ref mirrored R=2%s%.150s", f->name, got.error[0] ? ": " : "", got.error);
+    outcome_free(&got);
+    outcome_free(&ref);
+    return !pass;
+}
+
 static int per_replica_cells(results *r, const feature *f, size_t k)
 {
     size_t nv;
@@ -326,7 +354,7 @@ static int per_replica_cells(results *r, const feature *f, size_t k)
         }
         outcome_free(&ref);
     }
-    return fails;
+    return fails + per_replica_mpi(r, f, k);
 }
 
 int suite_clipping(results *r)
