@@ -148,6 +148,9 @@ static int parse_object(json_object *o, const char *name, dr_shard_index *ix, dr
     if (strcmp(fmt, DR_SHARDS_FORMAT)) return BAD("%s: field \"format\": '%s', expected '%s'", name, fmt, DR_SHARDS_FORMAT);
     if ((rc = get_u32(o, "version", name, 1, 1, &v, err))) return rc;
     if ((rc = get_str(o, "dataset", name, ix->dataset, sizeof ix->dataset, err))) return rc;
+    if (!name_ok(ix->dataset))   /* written back unescaped by dr_shard_index_format */
+        return BAD("%s: field \"dataset\": '%s' is not a dataset name (letters, digits, '-', '_', '.')", name,
+                   ix->dataset);
     if ((rc = get_u32(o, "examples", name, 1, UINT32_MAX, &v, err))) return rc;
     ix->examples = (uint32_t)v;
     if ((rc = get_u32(o, "features", name, 1, 1u << 20, &v, err))) return rc;

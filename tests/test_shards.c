@@ -119,6 +119,7 @@ static void bad_sets(void **state)
         { "distref-shards", "distref-shard", "field \"format\"" },
         { "\"classes\": 10,", "", "field \"classes\" is missing" },
         { "]}", "]} x", "malformed JSON" },
+        { "\"synthetic\"", "\"syn\\\"thetic\"", "field \"dataset\": 'syn\"thetic' is not a dataset name" },
     };
     assert_int_equal(dr_dataset_synthetic(7, 0, 50, &d, &err), DR_OK);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
