@@ -77,7 +77,6 @@ static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
         else if (cfg->layer_devices[0]) what = "--layer_devices";
         else if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
             what = "--input_partition_dims (spatial partitioning with halos; the tpu strategy's)";
-        else if (cfg->placement_log) what = "--log_device_placement";
         if (what)
             return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s with a %s layer (experiment %s); models beyond "
                            "Dense run the synchronous strategies without it so far", what, kind, p->exp.name);

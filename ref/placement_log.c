@@ -45,12 +45,29 @@ static const dr_device *layer_device(const trainer *t, const replica *rp, uint32
     return t->placed ? &t->strat.device[t->layer_dev[l]] : rp->dev;
 }
 
+/* The loss op, on the device of the model's last layer. */
+void dr_trainer_log_loss(const trainer *t, const char *prefix, const dr_device *dev)
+{
+    const dr_model_spec *m = &t->exp.model;
+    if (m->loss == DR_LOSS_XENT_LOGITS)
+        op(t, prefix, "compile_loss/sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits/"
+                      "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", dev);
+    else if (m->loss == DR_LOSS_XENT_PROBS)
+        op(t, prefix, "compile_loss/sparse_categorical_crossentropy/Log", "Log", dev);
+    else
+        op(t, prefix, "compile_loss/mean_squared_error/SquaredDifference", "SquaredDifference", dev);
+}
+
 void dr_trainer_log_replica_ops(const trainer *t, uint32_t r)
 {
     const dr_model_spec *m = &t->exp.model;
     const replica *rp = &t->rep[r];
     const dr_device *last = layer_device(t, rp, m->nlayers - 1);
     char prefix[32], lname[24], name[128];
+    if (!dr_model_is_dense(m)) {
+        dr_trainer_log_graph_ops(t, r);
+        return;
+    }
     if (r == 0) prefix[0] = 0;
     else snprintf(prefix, sizeof prefix, "replica_%u/", r);
     for (uint32_t l = 0; l < m->nlayers; l++) {
@@ -68,13 +85,7 @@ void dr_trainer_log_replica_ops(const trainer *t, uint32_t r)
             op(t, prefix, name, "Softmax", d);
         }
     }
-    if (m->loss == DR_LOSS_XENT_LOGITS)
-        op(t, prefix, "compile_loss/sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits/"
-                      "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", last);
-    else if (m->loss == DR_LOSS_XENT_PROBS)
-        op(t, prefix, "compile_loss/sparse_categorical_crossentropy/Log", "Log", last);
-    else
-        op(t, prefix, "compile_loss/mean_squared_error/SquaredDifference", "SquaredDifference", last);
+    dr_trainer_log_loss(t, prefix, last);
     for (uint32_t l = 0; m->l2 != 0.0f && l < m->nlayers; l++) {
         layer_name(l, lname, sizeof lname);
         snprintf(name, sizeof name, "sequential/%s/kernel/Regularizer/Square", lname);
@@ -107,12 +118,14 @@ static void log_apply(const trainer *t, const char *prefix, const replica *rp)
     const char *opt = o->kind == DR_OPT_ADAM ? "adam" : "sgd";
     const char *type = o->kind == DR_OPT_SGD && o->momentum != 0.0f ? "AssignAddVariableOp" : "AssignSubVariableOp";
     char name[128];
-    for (uint32_t v = 0; v < 2 * t->exp.model.nlayers; v++) {
-        const dr_device *d = rp ? layer_device(t, rp, v / 2) : &t->strat.device[t->strat.variable_device];
-        if (v == 0) snprintf(name, sizeof name, "%s/%s", opt, type);
-        else snprintf(name, sizeof name, "%s/%s_%u", opt, type, v);
-        op(t, prefix, name, type, d);
-    }
+    uint32_t v = 0;
+    for (uint32_t l = 0; l < t->exp.model.nlayers; l++)
+        for (uint32_t k = 0; dr_model_layer_params(&t->exp.model, l) && k < 2; k++, v++) {   /* kernel, bias */
+            const dr_device *d = rp ? layer_device(t, rp, l) : &t->strat.device[t->strat.variable_device];
+            if (v == 0) snprintf(name, sizeof name, "%s/%s", opt, type);
+            else snprintf(name, sizeof name, "%s/%s_%u", opt, type, v);
+            op(t, prefix, name, type, d);
+        }
 }
 
 /* The gradients' reduction, named after the cross-device op that ran it

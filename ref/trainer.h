@@ -139,6 +139,10 @@ void     dr_trainer_end_step(trainer *t);
  * backward ops, then the reduction and the updates, one line per op. */
 void     dr_trainer_log_replica_ops(const trainer *t, uint32_t r);
 void     dr_trainer_log_update_ops(const trainer *t);
+/* ... their parts: the loss op (placement_log.c), a model beyond Dense's
+ * replica ops (placement_graph.c) */
+void     dr_trainer_log_loss(const trainer *t, const char *prefix, const dr_device *dev);
+void     dr_trainer_log_graph_ops(const trainer *t, uint32_t r);
 /* The gradient's reduction and the updates of a step (train_step.c). */
 int      dr_trainer_reduce_and_apply(trainer *t, dr_err *err);
 /* The step's shares to the update: reduced and applied, or under

@@ -169,6 +169,32 @@ static void models(void **st)
               g_tmp), 2, "--dropout=model, but the checkpoint in");
 }
 
+/* --log_device_placement with a model beyond Dense (ref/placement_graph.c):
+ * Keras's layer names, each replica's ops on its device, the synchronized
+ * BatchNormalization's all-reduce forward and backward only under sync, one
+ * update per trainable variable (cnn_synthetic: 6 layers with kernel and
+ * bias or gamma and beta), no input gradient for layer 0. */
+static void placement_graph(void **st)
+{
+    const char *run = BIN " train --model_dir=%s/%s --experiment=cnn_synthetic --distribution_strategy=mirrored "
+                          "--num_gpus=2 --synthetic_examples=32 --global_batch_size=16 --train_steps=1 --epochs=0 "
+                          "--log_device_placement %s";
+    (void)st;
+    expect(sh(run, g_tmp, "pl_sync", ""), 0,
+           "step 1: replica_1/functional/conv2d_1/convolution: (Conv2D): /job:localhost/replica:0/task:0/device:GPU:1");
+    assert_int_equal(count(out, "functional/batch_normalization/CollectiveReduceV2: (CollectiveReduceV2)"), 4);
+    assert_int_equal(count(out, "sgd/AssignAddVariableOp_11: "), 2);
+    assert_int_equal(count(out, "sgd/AssignAddVariableOp_12: "), 0);
+    assert_int_equal(count(out, "functional/conv2d/convolution/Conv2DBackpropInput"), 0);
+    assert_int_equal(count(out, "functional/conv2d_1/convolution/Conv2DBackpropInput"), 2);
+    assert_int_equal(count(out, "functional/re_lu/ReluGrad: (ReluGrad): /job:localhost/replica:0/task:0/device:GPU:0"), 1);
+    assert_int_equal(count(out, "functional/dropout/stateless_dropout/SelectV2: (SelectV2)"), 4);
+    expect(sh(run, g_tmp, "pl_replica", "--batch_norm=replica --dropout=off"), 0,
+           "step 1: functional/batch_normalization/moments/variance: (Mean): /job:localhost/replica:0/task:0/device:GPU:0");
+    assert_int_equal(count(out, "CollectiveReduceV2"), 0);
+    assert_int_equal(count(out, "dropout"), 0);
+}
+
 /* The schedule and clipping flags (docs/TRAINING_FEATURES.md): values,
  * scopes, combinations, variants and strategies that cannot run them. */
 static void training_features(void **st)
@@ -442,7 +468,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
         cmocka_unit_test(usage_exit_2),
-        cmocka_unit_test(models), cmocka_unit_test(training_features), cmocka_unit_test(mixed_precision),
+        cmocka_unit_test(models),
+        cmocka_unit_test(placement_graph), cmocka_unit_test(training_features), cmocka_unit_test(mixed_precision),
         cmocka_unit_test(version),
         cmocka_unit_test(help),
         cmocka_unit_test(mpirun_once), cmocka_unit_test(slurm_resolver), cmocka_unit_test(worker_hosts),
