@@ -74,7 +74,6 @@ static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     {
         const char *kind = dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind), *what = NULL;
         if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) what = "--distribution_strategy=parameter_server";
-        else if (cfg->layer_devices[0]) what = "--layer_devices";
         else if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
             what = "--input_partition_dims (spatial partitioning with halos; the tpu strategy's)";
         if (what)

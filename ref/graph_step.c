@@ -58,6 +58,7 @@ int dr_graph_shares(trainer *t, dr_err *err)
     }
     dr_graph_loss_grad(&ctx, g, R * C);
     for (uint32_t r = 0; r < R; r++) {
+        dr_trainer_count_layer_copies(t, &t->rep[r], t->off[r + 1] - t->off[r]);   /* --layer_devices */
         if (t->cfg->placement_log) dr_trainer_log_replica_ops(t, r);
         dr_trainer_scale_share(t, &t->rep[r], t->mult[r], t->coef);
         if (t->exp.optimizer.clip.per_replica) dr_trainer_clip_share(t, &t->rep[r]);

@@ -71,6 +71,13 @@ static void op(const trainer *t, const char *prefix, const char *grad, const cha
             prefix, grad, layer, name, type, dev->name);
 }
 
+/* The device layer l of replica r computes on: its --layer_devices entry,
+ * else the replica's. */
+static const dr_device *device_of(const trainer *t, uint32_t r, uint32_t l)
+{
+    return t->placed ? &t->strat.device[t->layer_dev[l]] : t->rep[r].dev;
+}
+
 static void forward(const trainer *t, const char *pre, const names *n, uint32_t l, const dr_device *dev)
 {
     const dr_layer *d = &t->exp.model.layer[l];
@@ -165,19 +172,18 @@ static void backward(const trainer *t, const char *pre, const names *n, uint32_t
 void dr_trainer_log_graph_ops(const trainer *t, uint32_t r)
 {
     const dr_model_spec *m = &t->exp.model;
-    const dr_device *dev = t->rep[r].dev;
     char prefix[32], name[64];
     names n;
     name_layers(m, &n);
     if (r == 0) prefix[0] = 0;
     else snprintf(prefix, sizeof prefix, "replica_%u/", r);
-    for (uint32_t l = 0; l < m->nlayers; l++) forward(t, prefix, &n, l, dev);
-    dr_trainer_log_loss(t, prefix, dev);
+    for (uint32_t l = 0; l < m->nlayers; l++) forward(t, prefix, &n, l, device_of(t, r, l));
+    dr_trainer_log_loss(t, prefix, device_of(t, r, m->nlayers - 1));
     for (uint32_t l = 0; m->l2 != 0.0f && l < m->nlayers; l++)
         if (dr_model_kernel_size(m, l)) {
             snprintf(name, sizeof name, "%s/Regularizer/Square",
                      m->layer[l].kind == DR_LAYER_BATCH_NORM ? "gamma" : "kernel");
-            op(t, prefix, "", n.layer[l], name, "Square", dev);
+            op(t, prefix, "", n.layer[l], name, "Square", device_of(t, r, l));
         }
-    for (uint32_t l = m->nlayers; l-- > 0;) backward(t, prefix, &n, l, dev);
+    for (uint32_t l = m->nlayers; l-- > 0;) backward(t, prefix, &n, l, device_of(t, r, l));
 }

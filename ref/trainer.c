@@ -1,6 +1,7 @@
 /* distref reference — setting up a run: devices, buffers, placement, the
  * variables. The step itself is in train_step.c. */
 #include "ref/trainer.h"
+#include "ref/layers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,9 @@ static int parse_placement(trainer *t, dr_err *err)
 static int reserve_layers(trainer *t, dr_err *err)
 {
     for (uint32_t l = 0; t->placed && l < t->exp.model.nlayers; l++) {
-        size_t bytes = dr_model_layer_params(&t->exp.model, l) * (sizeof(float) * (1 + (size_t)t->nslots) + sizeof(dr_acc));
+        const dr_layer *d = &t->exp.model.layer[l];
+        size_t bytes = dr_model_layer_params(&t->exp.model, l) * (sizeof(float) * (1 + (size_t)t->nslots) + sizeof(dr_acc)) +
+                       (d->kind == DR_LAYER_BATCH_NORM ? 2 * (size_t)d->oc * sizeof(float) : 0);   /* moving statistics */
         int rc = dr_device_reserve(&t->strat.device[t->layer_dev[l]], bytes, err);
         if (rc) return rc;
         t->layer_bytes[l] = bytes;   /* what close gives back */
@@ -69,11 +72,40 @@ static int reserve_layers(trainer *t, dr_err *err)
     return DR_OK;
 }
 
+/* A model beyond Dense: map k (0 the input, k layer k-1's output) lives on
+ * the device of the layer that made it (the input: layer 0's); each layer
+ * that reads it on another device gets it copied there once per step and
+ * device (as TensorFlow's send/recv pairs), and its gradient copied back
+ * (none for the input). */
+static void count_map_copies(trainer *t, replica *rp, uint32_t n)
+{
+    const dr_model_spec *m = &t->exp.model;
+    for (uint32_t k = 0; k < m->nlayers; k++) {
+        uint32_t from = t->layer_dev[k ? k - 1 : 0];
+        size_t bytes = (size_t)n * (k ? m->layer[k - 1].out : m->layer[0].in) * sizeof(float);
+        bool sent[DR_MAX_DEVICES] = { false };
+        for (uint32_t l = 0; l < m->nlayers; l++) {
+            const dr_layer *d = &m->layer[l];
+            uint32_t to = t->layer_dev[l];
+            bool reads = dr_layer_src(m, l) == k || (d->kind == DR_LAYER_ADD && (uint32_t)(d->from + 1) == k);
+            if (!reads || to == from || sent[to]) continue;
+            sent[to] = true;
+            dr_device_copy(&t->strat.device[to], t->staging, &t->strat.device[from], k ? rp->work.act[k] : rp->x,
+                           bytes);
+            if (k) dr_device_copy(&t->strat.device[from], t->staging, &t->strat.device[to], rp->work.dact[k], bytes);
+        }
+    }
+}
+
 void dr_trainer_count_layer_copies(trainer *t, replica *rp, uint32_t n)
 {
     /* The reference runs every layer in one address space; what crosses a
      * device boundary is copied here, with the sizes the placement implies:
      * activations forward, deltas backward. */
+    if (t->placed && !dr_model_is_dense(&t->exp.model)) {
+        count_map_copies(t, rp, n);
+        return;
+    }
     for (uint32_t l = 0; t->placed && l + 1 < t->exp.model.nlayers; l++) {
         dr_device *a = &t->strat.device[t->layer_dev[l]], *b = &t->strat.device[t->layer_dev[l + 1]];
         size_t bytes = (size_t)n * t->exp.model.layer[l].out * sizeof(float);
@@ -137,6 +169,7 @@ static int alloc_all(trainer *t, dr_err *err)
     }
     for (uint32_t l = 0; l < t->exp.model.nlayers; l++)
         if (t->exp.model.layer[l].out > widest) widest = t->exp.model.layer[l].out;
+    if (f > widest) widest = f;   /* a model beyond Dense copies its input map too */
     t->grad = malloc(t->P * sizeof(float) + 1);
     for (uint32_t r = 0; t->cfg->gradient_accumulation_steps > 1 && r < R; r++)
         if (!(t->accum[r] = calloc(t->P, sizeof(dr_acc))))

@@ -195,6 +195,29 @@ static void placement_graph(void **st)
     assert_int_equal(count(out, "dropout"), 0);
 }
 
+/* --layer_devices with a model beyond Dense (ref/trainer.c count_map_copies):
+ * cnn_synthetic's layers 0-3 on /gpu:0 and 4-9 on /gpu:1 give one_device's
+ * bits; only the Add's output (16 x 14 x 14 x 4 floats a step) crosses, and
+ * its gradient back; the log shows each layer's device. */
+static void layer_devices_graph(void **st)
+{
+    const char *run = BIN " train --model_dir=%s/%s --experiment=cnn_synthetic --synthetic_examples=64 "
+                          "--global_batch_size=16 --train_steps=3 --epochs=0 --num_gpus=1 %s";
+    char want[160], tail[256];
+    (void)st;
+    expect(sh(run, g_tmp, "ld_one", ""), 0, "train: steps=3");
+    snprintf(want, sizeof want, "%.80s", strstr(out, "weights_sha256="));
+    snprintf(tail, sizeof tail, "--layer_devices=/gpu:0,/gpu:0,/gpu:0,/gpu:0,/gpu:1,/gpu:1,/gpu:1,/gpu:1,/gpu:1,"
+             "/gpu:1 && tr -d ' \\n' < %s/ld_two/summary.json", g_tmp);
+    expect(sh(run, g_tmp, "ld_two", tail), 0, want);
+    assert_int_equal(count(out, "device:GPU:0\",\"peak_bytes\":358928,\"bytes_in\":301104,\"bytes_out\":150528}"), 1);
+    assert_int_equal(count(out, "device:GPU:1\",\"peak_bytes\":238304,\"bytes_in\":150528,\"bytes_out\":150528}"), 1);
+    expect(sh(run, g_tmp, "ld_log", "--layer_devices=/gpu:0,/gpu:0,/gpu:0,/gpu:0,/gpu:1,/gpu:1,/gpu:1,"
+              "/gpu:1,/gpu:1,/gpu:1 --log_device_placement"), 0,
+           "step 1: functional/max_pooling2d/MaxPool2d: (MaxPool): /job:localhost/replica:0/task:0/device:GPU:1");
+    assert_int_equal(count(out, "functional/add/Add: (AddV2): /job:localhost/replica:0/task:0/device:GPU:0"), 3);
+}
+
 /* The schedule and clipping flags (docs/TRAINING_FEATURES.md): values,
  * scopes, combinations, variants and strategies that cannot run them. */
 static void training_features(void **st)
@@ -469,7 +492,7 @@ int main(void)
         cmocka_unit_test(honest_lines), cmocka_unit_test(valid_names), cmocka_unit_test(ranges),
         cmocka_unit_test(usage_exit_2),
         cmocka_unit_test(models),
-        cmocka_unit_test(placement_graph), cmocka_unit_test(training_features), cmocka_unit_test(mixed_precision),
+        cmocka_unit_test(placement_graph), cmocka_unit_test(layer_devices_graph), cmocka_unit_test(training_features), cmocka_unit_test(mixed_precision),
         cmocka_unit_test(version),
         cmocka_unit_test(help),
         cmocka_unit_test(mpirun_once), cmocka_unit_test(slurm_resolver), cmocka_unit_test(worker_hosts),
