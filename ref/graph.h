@@ -39,6 +39,7 @@ typedef struct dr_graph_ctx {
                                 * core, core-major within a replica; NULL: one entry a replica */
     dr_strategy *count;        /* sync BN: the statistics' bytes counted on its devices, as the
                                 * engine's comm moves them (dr_count_ring); NULL: not counted */
+    const dr_dropout_masks *masks;   /* --dropout_masks (one replica); NULL: the RNG's */
 } dr_graph_ctx;
 
 /* Forward of every replica (with a halo, every core of every replica: R

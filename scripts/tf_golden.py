@@ -183,6 +183,17 @@ for exp, n, G, opt in (("cnn_synthetic", 72, 32, []), ("resnet_synthetic", 16, 8
                 case.update({"optimizer": opt[0], "learning_rate": opt[1], "momentum": opt[2]})
                 case["extra"].append("--momentum=%g" % opt[2])
             TRAIN_CASES.append(case)
+# Dropout on, through TensorFlow's own masks (issue 31 item 4): R = 1 (one
+# generator; at R > 1 each replica draws its own), Keras' Dropout(0.25)
+# recording the mask it drew every step (scripts/tf_conv.py MaskRecorder),
+# written to the masks file the case's --dropout_masks reads; the file is
+# committed beside tensorflow.json (the recorder's seed is fixed, so a
+# regeneration writes the same bytes).
+MASKS_R1 = "tests/golden/cnn_dropout_masks_R1.masks"
+TRAIN_CASES.append({"name": "cnn_dropout_masks_R1", "experiment": "cnn_synthetic", "synthetic_examples": 72,
+                    "global_batch_size": 32, "epochs": 1, "num_gpus": 1, "batch_norm": "sync",
+                    "dropout_masks": MASKS_R1, "dropout_rate": 0.25,
+                    "extra": ["--batch_norm=sync", "--dropout_masks=" + MASKS_R1]})
 
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
@@ -273,7 +284,9 @@ def tf_train_conv(tf, case):
     import tf_conv
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)
-        losses, flat, ntrain = tf_conv.train(tf, case, d, strategy)
+        losses, flat, ntrain, masks = tf_conv.train(tf, case, d, strategy)
+    if "dropout_masks" in case:
+        tf_conv.write_masks(os.path.join(ROOT, case["dropout_masks"]), masks, case["global_batch_size"])
     step = 3 if flat.size < 4000 else 11
     idx = list(range(0, ntrain, step)) + list(range(ntrain, flat.size))
     return {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,

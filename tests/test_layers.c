@@ -277,7 +277,7 @@ static void bn_state(uint32_t R, bool sync, float *mm, float *mv)
     assert_int_equal(dr_model_num_params(&m), 8);
     dr_model_init(&m, 1, p);
     memcpy(state, p + dr_model_num_trainable(&m), sizeof state);
-    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL };
+    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL, NULL };
     memset(grad, 0, sizeof grad);
     for (uint32_t r = 0; r < R; r++) {
         uint32_t n = 8 / R;
