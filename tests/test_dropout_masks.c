@@ -187,6 +187,13 @@ static void cli_refusals(void **state)
     shell_expect(out, st, 2, "the model has no Dropout layer");
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --variant=opencl --model_dir=%s/h", run, p, dir);
     shell_expect(out, st, 2, "--dropout_masks");
+    /* a resume: the masks as before, or refused (checkpoint bit DR_CKPT_DROPOUT_MASKS) */
+    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=1 --model_dir=%s/r", run, p, dir);
+    shell_expect(out, st, 0, "steps=1");
+    st = shell_run(out, sizeof out, "%s --train_steps=2 --model_dir=%s/r", run, dir);
+    shell_expect(out, st, 2, "--dropout_masks not given, but the checkpoint in");
+    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=2 --model_dir=%s/r", run, p, dir);
+    shell_expect(out, st, 0, "steps=2");
     st = shell_run(out, sizeof out, "test -e %s/a || test -e %s/e || echo none", dir, dir);
     shell_expect(out, st, 0, "none");   /* a refused run leaves no directory */
 }
