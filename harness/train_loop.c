@@ -377,20 +377,21 @@ static int load_training_set(run *r, dr_err *err)
 
 /* --dropout_masks: the file loaded and held against the run (its model, G
  * and every step it trains), before the variant's first step reads it
- * through the plan. One replica: a row of the file is a row of the global
- * batch, and under R > 1 strategies a replica's rows are the global batch's
- * only for some auto-shard policies (DATA arranges them), so that is refused
- * rather than defined for some splits. */
+ * through the plan. A row of the file is a row of the step's global batch:
+ * replica r's rows are rows off[r].. of it on one worker, under every
+ * split (DATA's ceil(B/R) slices, or in order). Over W > 1 workers DATA
+ * hands worker w the slices w, w + W, ... and OFF/FILE give each worker its
+ * own stream, so there is no one global order to read: refused. */
 static int open_dropout_masks(run *r, const dr_strategy *st, dr_err *err)
 {
     const dr_run_config *cfg = r->cfg;
     uint64_t steps = cfg->train_steps;
     int rc;
     if (!cfg->dropout_masks[0]) return DR_OK;
-    if (st->num_replicas != 1)
-        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s with %u replicas: not supported: the file's rows are the "
-                       "global batch's, read at one replica (TensorFlow's masks come from each replica's own "
-                       "generator; docs/MODELS.md)", cfg->dropout_masks, st->num_replicas);
+    if (st->num_workers > 1)
+        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s with %u workers: not supported: the file's rows are one "
+                       "global batch's, and each worker's input is its own slices or stream (docs/MODELS.md)",
+                       cfg->dropout_masks, st->num_workers);
     if (!steps) {
         uint32_t n = r->data.n, G = r->plan.G;
         steps = (uint64_t)r->plan.epochs * (cfg->drop_remainder ? n / G : (n + G - 1) / G);

@@ -28,13 +28,14 @@
 
 /* What a layer needs beyond its input: training or inference, and for
  * Dropout the keys of the masks: (seed, step, global example id of row r =
- * ids[r], layer, unit), or with a masks file (--dropout_masks, one replica)
- * its mask of (step, layer, row r of the global batch, unit). */
+ * ids[r], layer, unit), or with a masks file (--dropout_masks) its mask of
+ * (step, layer, row row0 + r of the global batch, unit). */
 typedef struct dr_layer_rt {
     bool            training;
     uint64_t        seed, step;
     const uint32_t *ids;
     const dr_dropout_masks *masks;   /* NULL: the RNG's */
+    uint32_t        row0;            /* the global batch's row of the replica's row 0 */
 } dr_layer_rt;
 
 /* Spatial partitioning (w->tile, docs/MODELS.md): whether layer l computes

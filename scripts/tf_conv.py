@@ -11,10 +11,12 @@ when distref's BN layer has one, MaxPooling2D(2), Flatten, Dense, Add (then
 ReLU), GlobalAveragePooling2D. Dropout is left out in the cases that run
 distref with --dropout=off (distref keys its masks by the global example id,
 TensorFlow draws them from each replica's generator). A case with
-"dropout_masks" (R = 1) keeps Keras' own Dropout(rate) and records the mask
-it drew every step (MaskRecorder: kept where the output is not 0, every input
-checked non-zero so that the mask is exact), written in distref's masks
-format (include/distref/dropout_masks.h) for `--dropout_masks`.
+"dropout_masks" keeps Keras' own Dropout(rate) and records the mask each
+replica drew every step (MaskRecorder: kept where the output is not 0, every
+input checked non-zero so that the mask is exact), the replicas' rows joined
+in replica order (the global batch's, as MirroredStrategy splits it) and
+written in distref's masks format (include/distref/dropout_masks.h) for
+`--dropout_masks`.
 """
 import os
 import struct
@@ -71,7 +73,7 @@ def mask_recorder(tf, rate):
     class MaskRecorder(tf.keras.layers.Dropout):
         def __init__(self, **kw):
             super().__init__(rate, seed=31, **kw)
-            self.masks = []
+            self.masks = {}   # replica id -> its mask of every step
 
         def call(self, inputs, training=False):
             y = super().call(inputs, training=training)
@@ -79,7 +81,9 @@ def mask_recorder(tf, rate):
                 import numpy as np
                 x = np.asarray(inputs)
                 assert np.all(x != 0), "a Dropout input of exactly 0: its mask cannot be read from the output"
-                self.masks.append((np.asarray(y) != 0).astype(np.uint8))
+                ctx = tf.distribute.get_replica_context()
+                rid = int(ctx.replica_id_in_sync_group) if ctx is not None else 0
+                self.masks.setdefault(rid, []).append((np.asarray(y) != 0).astype(np.uint8))
             return y
     return MaskRecorder()
 
@@ -218,5 +222,6 @@ def train(tf, case, folder, strategy):
         for batch in s.experimental_distribute_dataset(ds):
             per = s.run(step_fn, args=batch)
             losses.append(float(s.reduce(tf.distribute.ReduceOp.SUM, per, axis=None).numpy()))
-    masks = [m for lay in keras if lay is not None and hasattr(lay, "masks") for m in lay.masks]
+    rec = [lay.masks for lay in keras if lay is not None and hasattr(lay, "masks")]
+    masks = [np.concatenate([rec[0][r][s] for r in range(R)]) for s in range(len(losses))] if rec else []
     return losses, get_flat(keras), ntrain, masks

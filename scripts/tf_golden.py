@@ -183,17 +183,19 @@ for exp, n, G, opt in (("cnn_synthetic", 72, 32, []), ("resnet_synthetic", 16, 8
                 case.update({"optimizer": opt[0], "learning_rate": opt[1], "momentum": opt[2]})
                 case["extra"].append("--momentum=%g" % opt[2])
             TRAIN_CASES.append(case)
-# Dropout on, through TensorFlow's own masks (issue 31 item 4): R = 1 (one
-# generator; at R > 1 each replica draws its own), Keras' Dropout(0.25)
-# recording the mask it drew every step (scripts/tf_conv.py MaskRecorder),
-# written to the masks file the case's --dropout_masks reads; the file is
-# committed beside tensorflow.json (the recorder's seed is fixed, so a
-# regeneration writes the same bytes).
-MASKS_R1 = "tests/golden/cnn_dropout_masks_R1.masks"
-TRAIN_CASES.append({"name": "cnn_dropout_masks_R1", "experiment": "cnn_synthetic", "synthetic_examples": 72,
-                    "global_batch_size": 32, "epochs": 1, "num_gpus": 1, "batch_norm": "sync",
-                    "dropout_masks": MASKS_R1, "dropout_rate": 0.25,
-                    "extra": ["--batch_norm=sync", "--dropout_masks=" + MASKS_R1]})
+# Dropout on, through TensorFlow's own masks (issue 31 item 4): Keras'
+# Dropout(0.25) recording the mask each replica drew every step
+# (scripts/tf_conv.py MaskRecorder), the replicas' rows joined in global-batch
+# order and written to the masks file the case's --dropout_masks reads; the
+# files are committed beside tensorflow.json (the recorder's seed is fixed,
+# so a regeneration writes the same bytes). TensorFlow's masks depend on R
+# (each replica draws its own), so each R has its file.
+for R in (1, 2, 4):
+    masks = "tests/golden/cnn_dropout_masks_R%d.masks" % R
+    TRAIN_CASES.append({"name": "cnn_dropout_masks_R%d" % R, "experiment": "cnn_synthetic", "synthetic_examples": 72,
+                        "global_batch_size": 32, "epochs": 1, "num_gpus": R, "batch_norm": "sync",
+                        "dropout_masks": masks, "dropout_rate": 0.25,
+                        "extra": ["--batch_norm=sync", "--dropout_masks=" + masks]})
 
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {

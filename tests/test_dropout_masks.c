@@ -1,12 +1,15 @@
 /* distref tests — `--dropout_masks=FILE` (core/dropout_masks.c): the
  * parser's refusals (each naming the file and the field), the check against
  * a run (layers, units, rows = G, steps), bin/distref's refusals (exit 2:
- * a missing or truncated file, R > 1, --dropout=off, a model without
- * Dropout, a variant without masks), and the masks applied: the openmp
- * engine gives the reference's bits from the same file (planted fault
- * engine_dropout_mask_row: the engine reads the rows reversed), and another
- * file, or the RNG, other bits. TensorFlow's masks against TensorFlow's
- * losses and weights: test_golden's cnn_dropout_masks_R1. */
+ * a missing or truncated file, W > 1 workers, --dropout=off, a model
+ * without Dropout, a variant without masks), and the masks applied: every
+ * replica count of the reference and the openmp engine gives one_device's
+ * bits from the same file under sync batch norm (a row is the global
+ * batch's; planted faults engine_dropout_mask_row: the engine reads the
+ * rows reversed, ref_dropout_mask_replica_row: the reference reads each
+ * replica's rows from row 0), and another file, or the RNG, other bits.
+ * TensorFlow's masks against TensorFlow's losses and weights: test_golden's
+ * cnn_dropout_masks_R1, _R2, _R4. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -177,9 +180,10 @@ static void cli_refusals(void **state)
     /* (the rest at G = 32, the experiment's) */
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=4 --model_dir=%s/d", run, p, dir);
     shell_expect(out, st, 2, "field steps: 3, but the run trains 4 steps");
-    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --distribution_strategy=mirrored --num_gpus=2 "
-                   "--model_dir=%s/e", run, p, dir);
-    shell_expect(out, st, 2, "with 2 replicas: not supported");
+    st = shell_run(out, sizeof out, "TF_CONFIG='{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":"
+                   "{\"type\":\"worker\",\"index\":0}}' %s --dropout_masks=%s --distribution_strategy="
+                   "multi_worker_mirrored --num_gpus=1 --model_dir=%s/e", run, p, dir);
+    shell_expect(out, st, 2, "with 2 workers: not supported");
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --dropout=off --model_dir=%s/f", run, p, dir);
     shell_expect(out, st, 2, "--dropout=off sets every rate to 0");
     st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --dropout_masks=%s --model_dir=%s/g",
@@ -198,7 +202,7 @@ static void cli_refusals(void **state)
     shell_expect(out, st, 0, "none");   /* a refused run leaves no directory */
 }
 
-static void train(const char *dir, const char *name, const char *variant, const char *masks, char sha[65])
+static void train(const char *dir, const char *name, const char *variant, int R, const char *masks, char sha[65])
 {
     dr_run_config c;
     dr_run_result res;
@@ -211,29 +215,38 @@ static void train(const char *dir, const char *name, const char *variant, const 
     snprintf(c.variant, sizeof c.variant, "%s", variant);
     snprintf(c.model_dir, sizeof c.model_dir, "%s/%s", dir, name);
     snprintf(c.dropout_masks, sizeof c.dropout_masks, "%s", masks);
-    assert_int_equal(dr_get_distribution_strategy("mirrored", 1, NULL, 1, NULL, &c.strategy, &err), DR_OK);
+    assert_int_equal(dr_get_distribution_strategy("mirrored", R, NULL, 1, NULL, &c.strategy, &err), DR_OK);
     if (dr_run_train(&c, &res, &err) != DR_OK) fail_msg("%s: %s", name, err.msg);
     assert_int_equal(res.steps, STEPS);
     memcpy(sha, res.weights_sha256, 65);
 }
 
-/* The masks applied: openmp = the reference from the same file; another
- * file (one other pattern) and the RNG's masks move the weights. */
-static void engine_equals_reference(void **state)
+/* The masks applied: every R of the reference and of openmp = the
+ * reference at R = 1 from the same file (sync BN; R = 3 splits 32 as
+ * 11, 11, 10 and the short batch of 8 as 3, 3, 2); another file (one other
+ * pattern) and the RNG's masks move the weights. */
+static void every_split_same_bits(void **state)
 {
     const char *dir = *state;
-    char a[1100], b[1100], ref[65], omp[65], other[65], rng[65];
+    char a[1100], b[1100], ref[65], sha[65], name[32];
     snprintf(a, sizeof a, "%s/a.masks", dir);
     snprintf(b, sizeof b, "%s/b.masks", dir);
     write_masks(a, STEPS, G, 7);
     write_masks(b, STEPS, G, 8);
-    train(dir, "ref", "ref", a, ref);
-    train(dir, "omp", "openmp", a, omp);
-    train(dir, "other", "ref", b, other);
-    train(dir, "rng", "ref", "", rng);
-    assert_string_equal(omp, ref);
-    assert_string_not_equal(other, ref);
-    assert_string_not_equal(rng, ref);
+    train(dir, "ref1", "ref", 1, a, ref);
+    for (int R = 1; R <= 3; R++) {
+        snprintf(name, sizeof name, "omp%d", R);
+        train(dir, name, "openmp", R, a, sha);
+        assert_string_equal(sha, ref);
+        if (R == 1) continue;
+        snprintf(name, sizeof name, "ref%d", R);
+        train(dir, name, "ref", R, a, sha);
+        assert_string_equal(sha, ref);
+    }
+    train(dir, "other", "ref", 1, b, sha);
+    assert_string_not_equal(sha, ref);
+    train(dir, "rng", "ref", 1, "", sha);
+    assert_string_not_equal(sha, ref);
 }
 
 int main(void)
@@ -242,7 +255,7 @@ int main(void)
         cmocka_unit_test(parse_and_refusals),
         cmocka_unit_test(check_against_run),
         cmocka_unit_test_setup_teardown(cli_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(engine_equals_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(every_split_same_bits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,7 +86,7 @@ static void step(const dr_model_spec *m, const float *p, bool sync, uint32_t ph,
             x = cx[e];
         }
         dr_acc_init(&out->loss[r]);
-        g[e] = (dr_graph_replica){ p, x, ys + r * N, NULL, NULL, N, &w[e], &out->loss[r], out->grad[r], &out->correct[r], c };
+        g[e] = (dr_graph_replica){ p, x, ys + r * N, NULL, NULL, N, &w[e], &out->loss[r], out->grad[r], &out->correct[r], c, 0 };
     }
     dr_graph_loss_grad(&ctx, g, R * T);
     for (uint32_t e = 0; e < R * T; e++) dr_work_free(&w[e]);

@@ -283,7 +283,7 @@ static void bn_state(uint32_t R, bool sync, float *mm, float *mv)
         uint32_t n = 8 / R;
         assert_int_equal(dr_work_init(&w[r], &m, n, &err), DR_OK);
         dr_acc_init(&loss[r]);
-        rp[r] = (dr_graph_replica){ p, x + r * n, y, NULL, NULL, n, &w[r], &loss[r], grad[r], &correct[r], 0 };
+        rp[r] = (dr_graph_replica){ p, x + r * n, y, NULL, NULL, n, &w[r], &loss[r], grad[r], &correct[r], 0, 0 };
     }
     dr_graph_loss_grad(&g, rp, R);
     for (uint32_t r = 0; r < R; r++) dr_work_free(&w[r]);

@@ -15,8 +15,10 @@
  *   bytes, row-major: byte (r, u) is 1 when unit u of row r of step s's
  *   global batch is kept, 0 when dropped (anything else is refused).
  * The file is exactly that long. A row is the example's place in the step's
- * global batch (the order TensorFlow's batch has), so a run may read the
- * masks only at one replica (dr_dropout_masks_check's caller refuses R > 1).
+ * global batch (the order TensorFlow's batch has, MirroredStrategy's
+ * replicas holding consecutive slices of it), so every replica count reads
+ * the same mask for an example; over several workers there is no one global
+ * order (harness/train_loop.c refuses W > 1).
  */
 #ifndef DISTREF_DROPOUT_MASKS_H
 #define DISTREF_DROPOUT_MASKS_H
