@@ -172,7 +172,9 @@ static void dropout(const dr_dense *d, uint32_t l, const dr_graph_rt *rt, const 
     for (uint32_t r = 0; r < rt->n; r++)
         for (uint32_t u = 0; u < d->out; u++) {
             uint64_t key = (uint64_t)DR_SEAM_DROPOUT_KEY(rt->ids ? rt->ids[r] : r, r) * d->out + u;
-            bool keep = rt->masks ? dr_dropout_masks_keep(rt->masks, rt->step, l, rt->row0 + DR_SEAM_DROPOUT_MASK_ROW(r, rt->n), u)
+            /* a masks file: the row of the global batch (the replica's slice starts at row0) */
+            bool keep = rt->masks
+                      ? dr_dropout_masks_keep(rt->masks, rt->step, l, rt->row0 + DR_SEAM_DROPOUT_MASK_ROW(r, rt->n), u)
                       : dr_rng_uniform(rt->seed, stream, key) >= d->rate;
             size_t i = (size_t)r * d->out + u;
             mult[i] = keep ? scale : 0.0f;
