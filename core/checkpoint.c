@@ -499,6 +499,10 @@ int dr_checkpoint_check_settings(const dr_checkpoint *c, const char *dir, const 
                        "resume with the same value or use another --model_dir",
                        now->flags & DR_CKPT_DROPOUT_OFF ? "off" : "model", dir,
                        c->flags & DR_CKPT_DROPOUT_OFF ? "off" : "model");
+    if ((c->flags ^ now->flags) & DR_CKPT_DROPOUT_MASKS)
+        return dr_fail(err, DR_EUSAGE, "--dropout_masks %s, but the checkpoint in %s was trained %s; resume the "
+                       "same way or use another --model_dir", now->flags & DR_CKPT_DROPOUT_MASKS ? "given" : "not given",
+                       dir, c->flags & DR_CKPT_DROPOUT_MASKS ? "with a masks file" : "with the RNG's masks");
     if ((c->flags ^ now->flags) & DR_CKPT_FAST_NUMERICS)
         return dr_fail(err, DR_EUSAGE, "--numerics=%s, but the checkpoint in %s was trained with --numerics=%s: "
                        "resuming it in the other mode would silently change its trajectory; resume with "

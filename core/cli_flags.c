@@ -99,6 +99,9 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "every replica count the same bits) | replica (each replica's own, TensorFlow's default)"),
         ENUM("dropout", dropout, "model|off", "Dropout layers: model (the experiment's rates) | off (rate 0: "
              "the TensorFlow comparisons, whose per-replica masks distref deliberately does not draw)"),
+        STR("dropout_masks", dropout_masks, "train: apply the Dropout masks of FILE (step x layer x row of the global "
+            "batch x unit; TensorFlow's, written by scripts/tf_golden.py; docs/MODELS.md) instead of drawing them; "
+            "one worker"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
         STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
         DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),
@@ -256,6 +259,7 @@ static int strings(const dr_cli_flags *c, dr_run_config *cfg, dr_err *err)
         (rc = copy_flag(cfg->input_mode, sizeof cfg->input_mode, c->input_mode, "input_mode", err)) ||
         (rc = copy_flag(cfg->batch_norm, sizeof cfg->batch_norm, c->batch_norm, "batch_norm", err)) ||
         (rc = copy_flag(cfg->dropout, sizeof cfg->dropout, c->dropout, "dropout", err)) ||
+        (rc = copy_flag(cfg->dropout_masks, sizeof cfg->dropout_masks, c->dropout_masks, "dropout_masks", err)) ||
         (rc = copy_flag(cfg->tpu_platform, sizeof cfg->tpu_platform, c->tpu_platform, "tpu_platform", err)) ||
         (rc = copy_flag(cfg->input_partition_dims, sizeof cfg->input_partition_dims, c->input_partition_dims,
                         "input_partition_dims", err)) ||

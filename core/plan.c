@@ -53,6 +53,13 @@ int dr_experiment_resolve(const dr_run_config *cfg, dr_experiment *exp, dr_err *
     return DR_OK;
 }
 
+static bool has_dropout(const dr_model_spec *m)
+{
+    for (uint32_t l = 0; l < m->nlayers; l++)
+        if (m->layer[l].kind == DR_LAYER_DROPOUT) return true;
+    return false;
+}
+
 /* --batch_norm, --dropout and what the models beyond Dense do not run with yet. */
 static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
 {
@@ -67,6 +74,9 @@ static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
             p->dropout_off = true;
         }
     }
+    if (cfg->dropout_masks[0] && (off || !has_dropout(m)))
+        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s: %s", cfg->dropout_masks, off ? "--dropout=off sets "
+                       "every rate to 0, so no mask is applied: give one of them" : "the model has no Dropout layer");
     if (strcmp(cfg->batch_norm, "replica") == 0) p->bn_replica = bn;
     else if (strcmp(cfg->batch_norm, "sync") != 0)
         return dr_fail(err, DR_EUSAGE, "--batch_norm: expected sync or replica, got '%s'", cfg->batch_norm);
@@ -288,7 +298,8 @@ void dr_plan_checkpoint_settings(const dr_run_plan *p, dr_checkpoint *c)
     c->l2 = p->exp.model.l2;
     c->flags = (p->cfg->shuffle ? DR_CKPT_SHUFFLE : 0) | (p->cfg->drop_remainder ? DR_CKPT_DROP_REMAINDER : 0) |
                (o->nesterov ? DR_CKPT_NESTEROV : 0) | (p->exact ? 0 : DR_CKPT_FAST_NUMERICS) |
-               (p->bn_replica ? DR_CKPT_BN_REPLICA : 0) | (p->dropout_off ? DR_CKPT_DROPOUT_OFF : 0);
+               (p->bn_replica ? DR_CKPT_BN_REPLICA : 0) | (p->dropout_off ? DR_CKPT_DROPOUT_OFF : 0) |
+               (p->cfg->dropout_masks[0] ? DR_CKPT_DROPOUT_MASKS : 0);
     c->loss_reduction = p->divide_locally ? 2 : p->divide_by_count ? 1 : 0;
     c->schedule = o->schedule;   /* only the parameters its kind reads (the rest at their defaults) */
     if (o->schedule.kind != DR_LR_POLYNOMIAL) c->schedule.end_learning_rate = c->schedule.power = 0.0f;

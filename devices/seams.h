@@ -416,6 +416,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_DROPOUT_KEY(id, row) (id)
 #endif
 
+/* --dropout_masks: the row, within the replica's slice of the file's global
+ * batch (from rt->row0), that row r of the replica's n reads: r itself. */
+#if defined(DR_MUTANT_ENGINE_DROPOUT_MASK_ROW)   /* the rows read in reverse: another example's mask */
+#define DR_SEAM_DROPOUT_MASK_ROW(r, n) ((n) - 1 - (r))
+#else
+#define DR_SEAM_DROPOUT_MASK_ROW(r, n) ((void)(n), (r))
+#endif
+
 /* The padding a conv's input gradient gathers with (top, left). */
 #if defined(DR_MUTANT_ENGINE_CONV_GRAD_PAD)    /* the backward gathers as if the padding were one less */
 #define DR_SEAM_CONV_GRAD_PAD(p) ((p) > 0 ? (p) - 1 : (p))

@@ -59,6 +59,8 @@ static const scope k_scopes[] = {
     { "fail_ps", S(PARAMETER_SERVER), ALL_COMMANDS, NULL, "--distribution_strategy=parameter_server" },
     { "schedule", S(PARAMETER_SERVER), CMD_TRAIN, "mpi",
       "--distribution_strategy=parameter_server under --variant=mpi (training)" },
+    { "dropout_masks", ALL_STRATEGIES & ~S(PARAMETER_SERVER), CMD_TRAIN, "ref openmp",
+      "training under --variant=ref or openmp" },
     { "replay_schedule", S(PARAMETER_SERVER), CMD_TRAIN, "ref",
       "--distribution_strategy=parameter_server under --variant=ref (training)" },
     { "threads", ALL_STRATEGIES, ALL_COMMANDS, "openmp mpi", "--variant=openmp or mpi" },

@@ -21,6 +21,7 @@
 #include "distref/mpi.h"
 #include "distref/checkpoint.h"
 #include "distref/cluster.h"
+#include "distref/dropout_masks.h"
 #include "distref/run_log.h"
 #include "distref/shards.h"
 #include "harness/run_lock.h"
@@ -50,6 +51,7 @@ typedef struct run {
     char          previous[160];   /* the checkpoint's segment, when it differs */
     dr_dir_lock   lock;            /* model_dir's, for the run (harness/run_lock.h) */
     traj_rec      traj;            /* --trajectory (harness/trajectory_rec.h) */
+    dr_dropout_masks masks;        /* --dropout_masks (r->plan.dropout_masks points here) */
 } run;
 
 /* Only the chief writes model_dir (variant.h); every process trains. */
@@ -373,6 +375,34 @@ static int load_training_set(run *r, dr_err *err)
     return DR_OK;
 }
 
+/* --dropout_masks: the file loaded and held against the run (its model, G
+ * and every step it trains), before the variant's first step reads it
+ * through the plan. A row of the file is a row of the step's global batch:
+ * replica r's rows are rows off[r].. of it on one worker, under every
+ * split (DATA's ceil(B/R) slices, or in order). Over W > 1 workers DATA
+ * hands worker w the slices w, w + W, ... and OFF/FILE give each worker its
+ * own stream, so there is no one global order to read: refused. */
+static int open_dropout_masks(run *r, const dr_strategy *st, dr_err *err)
+{
+    const dr_run_config *cfg = r->cfg;
+    uint64_t steps = cfg->train_steps;
+    int rc;
+    if (!cfg->dropout_masks[0]) return DR_OK;
+    if (st->num_workers > 1)
+        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s with %u workers: not supported: the file's rows are one "
+                       "global batch's, and each worker's input is its own slices or stream (docs/MODELS.md)",
+                       cfg->dropout_masks, st->num_workers);
+    if (!steps) {
+        uint32_t n = r->data.n, G = r->plan.G;
+        steps = (uint64_t)r->plan.epochs * (cfg->drop_remainder ? n / G : (n + G - 1) / G);
+    }
+    if ((rc = dr_dropout_masks_load(cfg->dropout_masks, &r->masks, err)) ||
+        (rc = dr_dropout_masks_check(&r->masks, &r->plan.exp.model, r->plan.G, steps, cfg->dropout_masks, err)))
+        return rc;
+    r->plan.dropout_masks = &r->masks;
+    return DR_OK;
+}
+
 static int open_run(run *r, dr_err *err)
 {
     const dr_run_config *cfg = r->cfg;
@@ -392,6 +422,7 @@ static int open_run(run *r, dr_err *err)
      * is read from it; a new one's once the variant accepted the run, so
      * that a refused run leaves no directory, and before the first write. */
     if ((rc = dr_run_lock(cfg, false, &r->lock, err)) || (rc = r->v->open(&r->plan, &r->data, &r->s, err)) ||
+        (rc = open_dropout_masks(r, r->v->strategy(r->s), err)) ||
         (!dr_run_locked(&r->lock) && (rc = dr_run_lock(cfg, true, &r->lock, err))) ||
         (rc = dr_run_log_open_as(&r->log, cfg, chief(r), err))) return rc;
     r->log.learning_rate = r->plan.exp.optimizer.lr;
@@ -427,6 +458,7 @@ static void close_run(run *r)
     dr_run_log_free(&r->log);
     traj_rec_close(&r->traj);
     dr_dataset_free(&r->data);
+    dr_dropout_masks_free(&r->masks);
     free(r->params);
     free(r->slots);
     dr_run_unlock(&r->lock);

@@ -119,7 +119,7 @@ void dr_graph_forward(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
             continue;
         }
         for (uint32_t r = 0; r < R; r++) {
-            dr_layer_rt rt = { g->training, g->seed, g->step, rp[r].ids };
+            dr_layer_rt rt = { g->training, g->seed, g->step, rp[r].ids, g->masks, rp[r].row0 };
             if (runs(&rp[r], l)) dr_layer_forward(m, g->ops, l, rp[r].params, rp[r].x, rp[r].n, rp[r].w, &rt);
         }
     }

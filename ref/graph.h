@@ -24,6 +24,7 @@ typedef struct dr_graph_replica {
     uint64_t       *correct;
     uint32_t        core;      /* spatial partitioning: the replica's logical core (0: the whole
                                 * maps from the halo's gather on, the loss) */
+    uint32_t        row0;      /* the global batch's row of the replica's row 0 (--dropout_masks) */
 } dr_graph_replica;
 
 struct dr_halo;
@@ -39,6 +40,7 @@ typedef struct dr_graph_ctx {
                                 * core, core-major within a replica; NULL: one entry a replica */
     dr_strategy *count;        /* sync BN: the statistics' bytes counted on its devices, as the
                                 * engine's comm moves them (dr_count_ring); NULL: not counted */
+    const dr_dropout_masks *masks;   /* --dropout_masks (rows: rp[r].row0 + r); NULL: the RNG's */
 } dr_graph_ctx;
 
 /* Forward of every replica (with a halo, every core of every replica: R

@@ -39,7 +39,7 @@ int dr_graph_shares(trainer *t, dr_err *err)
     /* the statistics' bytes counted as the engine's comm moves them; the tpu
      * step's are its torus' (ref/tpu_step.c) */
     dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo,
-                         t->tpu.on ? NULL : &t->strat };
+                         t->tpu.on ? NULL : &t->strat, t->plan->dropout_masks };
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
     if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
     if (S && t->plan->bn_replica && R > 1 && !t->tpu.on)   /* the engine hands replica 0's state to the others */
@@ -53,7 +53,7 @@ int dr_graph_shares(trainer *t, dr_err *err)
             uint32_t e = r * C + c;
             g[e] = (dr_graph_replica){ rp->params, C > 1 ? t->tpu.halo->x[e] : rp->x, rp->labels, rp->targets,
                                        t->ids + t->off[r], t->off[r + 1] - t->off[r], C > 1 ? &t->tpu.core_work[e] : &rp->work,
-                                       &rp->loss, rp->grad, &rp->correct, c };
+                                       &rp->loss, rp->grad, &rp->correct, c, t->off[r] };
         }
     }
     dr_graph_loss_grad(&ctx, g, R * C);

@@ -187,7 +187,8 @@ static void dropout_forward(const dr_dense *d, uint32_t l, const float *x, uint3
     for (uint32_t r = 0; r < b; r++)
         for (uint32_t u = 0; u < d->out; u++) {
             uint64_t stream = DR_STREAM_DROPOUT + l + (rt->step << 24);
-            bool keep = dr_rng_uniform(rt->seed, stream, (uint64_t)(rt->ids ? rt->ids[r] : r) * d->out + u) >= d->rate;
+            bool keep = rt->masks ? dr_dropout_masks_keep(rt->masks, rt->step, l, rt->row0 + r, u)
+                      : dr_rng_uniform(rt->seed, stream, (uint64_t)(rt->ids ? rt->ids[r] : r) * d->out + u) >= d->rate;
             size_t i = (size_t)r * d->out + u;
             mult[i] = keep ? scale : 0.0f;
             w->act[l + 1][i] = keep ? x[i] * scale : 0.0f;

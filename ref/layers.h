@@ -19,6 +19,7 @@
 #error "ref/layers.h is internal to ref/ (docs/ARCHITECTURE.md)"
 #endif
 
+#include "distref/dropout_masks.h"
 #include "distref/ref.h"
 
 #define DR_BN_MOMENTUM 0.99f
@@ -27,11 +28,14 @@
 
 /* What a layer needs beyond its input: training or inference, and for
  * Dropout the keys of the masks: (seed, step, global example id of row r =
- * ids[r], layer, unit). */
+ * ids[r], layer, unit), or with a masks file (--dropout_masks) its mask of
+ * (step, layer, row row0 + r of the global batch, unit). */
 typedef struct dr_layer_rt {
     bool            training;
     uint64_t        seed, step;
     const uint32_t *ids;
+    const dr_dropout_masks *masks;   /* NULL: the RNG's */
+    uint32_t        row0;            /* the global batch's row of the replica's row 0 */
 } dr_layer_rt;
 
 /* Spatial partitioning (w->tile, docs/MODELS.md): whether layer l computes

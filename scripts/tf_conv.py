@@ -8,11 +8,18 @@ custom MirroredStrategy loop in the seeds' recipe.
 Keras layers: Conv2D (kernel HWIO, bias), BatchNormalization(momentum=0.99,
 epsilon=1e-3, synchronized=True for --batch_norm=sync) followed by a ReLU
 when distref's BN layer has one, MaxPooling2D(2), Flatten, Dense, Add (then
-ReLU), GlobalAveragePooling2D. Dropout is left out: the cases run distref
-with --dropout=off (distref keys its masks by the global example id,
-TensorFlow draws them from each replica's generator).
+ReLU), GlobalAveragePooling2D. Dropout is left out in the cases that run
+distref with --dropout=off (distref keys its masks by the global example id,
+TensorFlow draws them from each replica's generator). A case with
+"dropout_masks" keeps Keras' own Dropout(rate) and records the mask each
+replica drew every step (MaskRecorder: kept where the output is not 0, every
+input checked non-zero so that the mask is exact), the replicas' rows joined
+in replica order (the global batch's, as MirroredStrategy splits it) and
+written in distref's masks format (include/distref/dropout_masks.h) for
+`--dropout_masks`.
 """
 import os
+import struct
 
 # (kind, settings) as distref's layer list; src: 0 = previous output, k + 1 = layer k's;
 # add: from = the layer whose output is added (-1 = the model's input)
@@ -58,9 +65,47 @@ def resnet(width):
 SPECS = {"cnn_synthetic": (CNN_SYNTHETIC, "sgd", 0.01, 0.9), "resnet_synthetic": (resnet(4), "adam", 0.001, 0.0)}
 
 
-def build(tf, layers, sync):
+def mask_recorder(tf, rate):
+    """Keras' own Dropout, recording each call's mask: TensorFlow's
+    stateless_dropout computes where(keep, x * RN(1/(1-rate)), 0), so a unit
+    is kept exactly where the output is not 0, given a non-zero input (checked:
+    a zero input would hide its mask, which its gradient needs)."""
+    class MaskRecorder(tf.keras.layers.Dropout):
+        def __init__(self, **kw):
+            super().__init__(rate, seed=31, **kw)
+            self.masks = {}   # replica id -> its mask of every step
+
+        def call(self, inputs, training=False):
+            y = super().call(inputs, training=training)
+            if training:
+                import numpy as np
+                x = np.asarray(inputs)
+                assert np.all(x != 0), "a Dropout input of exactly 0: its mask cannot be read from the output"
+                ctx = tf.distribute.get_replica_context()
+                rid = int(ctx.replica_id_in_sync_group) if ctx is not None else 0
+                self.masks.setdefault(rid, []).append((np.asarray(y) != 0).astype(np.uint8))
+            return y
+    return MaskRecorder()
+
+
+def write_masks(path, steps, rows):
+    """distref's masks file (include/distref/dropout_masks.h), one Dropout
+    layer: steps[s] is step s's (n, units) 0/1 array, n <= rows (a short
+    final batch's missing rows written as 0)."""
+    import numpy as np
+    units = steps[0].shape[1]
+    with open(path, "wb") as f:
+        f.write(b"DRMASKS\0" + struct.pack("<5I", 1, 1, len(steps), rows, units))
+        for m in steps:
+            block = np.zeros((rows, units), np.uint8)
+            block[:m.shape[0]] = m
+            f.write(block.tobytes())
+
+
+def build(tf, layers, sync, dropout=None):
     """The Keras functional model; keras[l] is distref layer l's Keras layer
-    holding weights (None for kinds without)."""
+    holding weights (None for kinds without). dropout: the Dropout layers'
+    rate (recording their masks, mask_recorder), or None for --dropout=off."""
     K = tf.keras.layers
     inp = tf.keras.Input((28, 28, 1))
     outs, keras = [], []
@@ -88,7 +133,11 @@ def build(tf, layers, sync):
         elif kind == "flatten":
             y = K.Flatten()(x)
         elif kind == "dropout":
-            y = x   # --dropout=off
+            if dropout is None:
+                y = x   # --dropout=off
+            else:
+                lay = mask_recorder(tf, dropout)
+                y = lay(x)
         else:
             lay = K.Dense(kw["units"])
             y = lay(x)
@@ -102,7 +151,7 @@ def set_flat(keras, flat):
     import numpy as np
     pos = 0
     for lay in keras:
-        if lay is None:
+        if lay is None or not lay.get_weights():
             continue
         ws = lay.get_weights()
         ntr = 2   # kernel, bias / gamma, beta
@@ -128,7 +177,7 @@ def get_flat(keras):
     import numpy as np
     tr, st = [], []
     for lay in keras:
-        if lay is None:
+        if lay is None or not lay.get_weights():
             continue
         ws = lay.get_weights()
         tr += [w.reshape(-1) for w in ws[:2]]
@@ -137,7 +186,8 @@ def get_flat(keras):
 
 
 def train(tf, case, folder, strategy):
-    """One case: losses per step and the final flat vector (distref's layout)."""
+    """One case: losses per step, the final flat vector (distref's layout) and
+    the Dropout masks TensorFlow drew (a case with "dropout_masks"; else [])."""
     import numpy as np
     layers, opt_kind, lr, momentum = SPECS[case["experiment"]]
     opt_kind = case.get("optimizer", opt_kind)
@@ -150,7 +200,8 @@ def train(tf, case, folder, strategy):
     R, G = case["num_gpus"], case["global_batch_size"]
     s = strategy(tf, R)
     with s.scope():
-        model, keras = build(tf, layers, case.get("batch_norm", "sync") == "sync")
+        rate = case.get("dropout_rate") if "dropout_masks" in case else None
+        model, keras = build(tf, layers, case.get("batch_norm", "sync") == "sync", rate)
         ntrain = set_flat(keras, init)
         if opt_kind == "adam":
             opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
@@ -171,4 +222,6 @@ def train(tf, case, folder, strategy):
         for batch in s.experimental_distribute_dataset(ds):
             per = s.run(step_fn, args=batch)
             losses.append(float(s.reduce(tf.distribute.ReduceOp.SUM, per, axis=None).numpy()))
-    return losses, get_flat(keras), ntrain
+    rec = [lay.masks for lay in keras if lay is not None and hasattr(lay, "masks")]
+    masks = [np.concatenate([rec[0][r][s] for r in range(R)]) for s in range(len(losses))] if rec else []
+    return losses, get_flat(keras), ntrain, masks

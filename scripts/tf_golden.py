@@ -183,6 +183,19 @@ for exp, n, G, opt in (("cnn_synthetic", 72, 32, []), ("resnet_synthetic", 16, 8
                 case.update({"optimizer": opt[0], "learning_rate": opt[1], "momentum": opt[2]})
                 case["extra"].append("--momentum=%g" % opt[2])
             TRAIN_CASES.append(case)
+# Dropout on, through TensorFlow's own masks (issue 31 item 4): Keras'
+# Dropout(0.25) recording the mask each replica drew every step
+# (scripts/tf_conv.py MaskRecorder), the replicas' rows joined in global-batch
+# order and written to the masks file the case's --dropout_masks reads; the
+# files are committed beside tensorflow.json (the recorder's seed is fixed,
+# so a regeneration writes the same bytes). TensorFlow's masks depend on R
+# (each replica draws its own), so each R has its file.
+for R in (1, 2, 4):
+    masks = "tests/golden/cnn_dropout_masks_R%d.masks" % R
+    TRAIN_CASES.append({"name": "cnn_dropout_masks_R%d" % R, "experiment": "cnn_synthetic", "synthetic_examples": 72,
+                        "global_batch_size": 32, "epochs": 1, "num_gpus": R, "batch_norm": "sync",
+                        "dropout_masks": masks, "dropout_rate": 0.25,
+                        "extra": ["--batch_norm=sync", "--dropout_masks=" + masks]})
 
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
@@ -273,7 +286,9 @@ def tf_train_conv(tf, case):
     import tf_conv
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)
-        losses, flat, ntrain = tf_conv.train(tf, case, d, strategy)
+        losses, flat, ntrain, masks = tf_conv.train(tf, case, d, strategy)
+    if "dropout_masks" in case:
+        tf_conv.write_masks(os.path.join(ROOT, case["dropout_masks"]), masks, case["global_batch_size"])
     step = 3 if flat.size < 4000 else 11
     idx = list(range(0, ntrain, step)) + list(range(ntrain, flat.size))
     return {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,

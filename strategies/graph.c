@@ -95,7 +95,8 @@ typedef struct gstep { uint32_t l; const float *mean, *var; } gstep;
 
 static int begin_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
-    dr_graph_rt rt = { true, s->cfg->seed, s->step, s->ids + s->off[r], rows_of(s, r) };
+    dr_graph_rt rt = { true, s->cfg->seed, s->step, s->ids + s->off[r], rows_of(s, r), s->plan->dropout_masks,
+                       s->off[r] };
     (void)arg;
     return s->bo->graph_begin(s->be, &s->rb[r], rt.n, &rt, err);
 }

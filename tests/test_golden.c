@@ -16,7 +16,10 @@
  *             MirroredStrategy); cnn_synthetic and resnet_synthetic
  *             (issue 31) under replica and sync batch normalization at
  *             R = 1, 2, 4, dropout off, their BN moving statistics compared
- *             apart within STATE_ABS (docs/MODELS.md); mixed_float16 and
+ *             apart within STATE_ABS (docs/MODELS.md), and cnn_synthetic
+ *             with dropout on at R = 1, 2, 4 through TensorFlow's own
+ *             masks (--dropout_masks=tests/golden/cnn_dropout_masks_R*.masks,
+ *             the files tf_golden.py recorded); mixed_float16 and
  *             mixed_bfloat16 at R = 1, 2, 4 under --mixed_reduction=tensorflow
  *             (TensorFlow's), one run overflowing on purpose, whose loss scale
  *             and skipped step at every step must be TensorFlow's exactly,

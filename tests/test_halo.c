@@ -60,7 +60,7 @@ static void step(const dr_model_spec *m, const float *p, bool sync, uint32_t ph,
     uint32_t T = ph * pw, f = 18 * 18 * 2, S = (uint32_t)(dr_model_num_params(m) - dr_model_num_trainable(m));
     memset(out, 0, sizeof *out);
     memcpy(out->state, p + dr_model_num_trainable(m), S * sizeof(float));
-    dr_graph_ctx ctx = { m, dr_model_ops_ref(), true, sync, 7, 1, out->state, T > 1 ? &h : NULL, NULL };
+    dr_graph_ctx ctx = { m, dr_model_ops_ref(), true, sync, 7, 1, out->state, T > 1 ? &h : NULL, NULL, NULL };
     spec.replica = spec.task = -1;
     spec.has_type = 1;
     if (T > 1) {
@@ -86,7 +86,7 @@ static void step(const dr_model_spec *m, const float *p, bool sync, uint32_t ph,
             x = cx[e];
         }
         dr_acc_init(&out->loss[r]);
-        g[e] = (dr_graph_replica){ p, x, ys + r * N, NULL, NULL, N, &w[e], &out->loss[r], out->grad[r], &out->correct[r], c };
+        g[e] = (dr_graph_replica){ p, x, ys + r * N, NULL, NULL, N, &w[e], &out->loss[r], out->grad[r], &out->correct[r], c, 0 };
     }
     dr_graph_loss_grad(&ctx, g, R * T);
     for (uint32_t e = 0; e < R * T; e++) dr_work_free(&w[e]);

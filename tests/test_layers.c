@@ -277,13 +277,13 @@ static void bn_state(uint32_t R, bool sync, float *mm, float *mv)
     assert_int_equal(dr_model_num_params(&m), 8);
     dr_model_init(&m, 1, p);
     memcpy(state, p + dr_model_num_trainable(&m), sizeof state);
-    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL };
+    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL, NULL };
     memset(grad, 0, sizeof grad);
     for (uint32_t r = 0; r < R; r++) {
         uint32_t n = 8 / R;
         assert_int_equal(dr_work_init(&w[r], &m, n, &err), DR_OK);
         dr_acc_init(&loss[r]);
-        rp[r] = (dr_graph_replica){ p, x + r * n, y, NULL, NULL, n, &w[r], &loss[r], grad[r], &correct[r], 0 };
+        rp[r] = (dr_graph_replica){ p, x + r * n, y, NULL, NULL, n, &w[r], &loss[r], grad[r], &correct[r], 0, 0 };
     }
     dr_graph_loss_grad(&g, rp, R);
     for (uint32_t r = 0; r < R; r++) dr_work_free(&w[r]);

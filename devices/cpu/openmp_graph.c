@@ -11,6 +11,7 @@
  * addition per element and path: the reference's order, hence its bits.
  */
 #include "devices/cpu/openmp_graph.h"
+#include "distref/dropout_masks.h"
 #include "distref/rng.h"
 #include "devices/seams.h"
 
@@ -171,7 +172,10 @@ static void dropout(const dr_dense *d, uint32_t l, const dr_graph_rt *rt, const 
     for (uint32_t r = 0; r < rt->n; r++)
         for (uint32_t u = 0; u < d->out; u++) {
             uint64_t key = (uint64_t)DR_SEAM_DROPOUT_KEY(rt->ids ? rt->ids[r] : r, r) * d->out + u;
-            bool keep = dr_rng_uniform(rt->seed, stream, key) >= d->rate;
+            /* a masks file: the row of the global batch (the replica's slice starts at row0) */
+            bool keep = rt->masks
+                      ? dr_dropout_masks_keep(rt->masks, rt->step, l, rt->row0 + DR_SEAM_DROPOUT_MASK_ROW(r, rt->n), u)
+                      : dr_rng_uniform(rt->seed, stream, key) >= d->rate;
             size_t i = (size_t)r * d->out + u;
             mult[i] = keep ? scale : 0.0f;
             out[i] = keep ? x[i] * scale : 0.0f;

@@ -128,6 +128,9 @@ typedef struct dr_graph_rt {
     uint64_t        seed, step;
     const uint32_t *ids;     /* the rows' global example ids: Dropout's key */
     uint32_t        n;       /* rows */
+    const struct dr_dropout_masks *masks;   /* --dropout_masks (row r is row row0 + r of the global
+                                             * batch); NULL: the RNG's */
+    uint32_t        row0;
 } dr_graph_rt;
 
 typedef enum dr_bn_sum_kind { DR_BN_SUMS = 0, DR_BN_CENTERED, DR_BN_GRAD } dr_bn_sum_kind;

@@ -94,6 +94,9 @@ void dr_checkpoint_free(dr_checkpoint *c);
 /* --dropout=off trained a model with Dropout layers (clear: the model's
  * rates, and every model without Dropout, as before the bit existed). */
 #define DR_CKPT_DROPOUT_OFF    32u
+/* --dropout_masks trained it: a file's masks, not the RNG's (clear: the
+ * RNG's, as before the bit existed). Resuming checks the bit, not the file. */
+#define DR_CKPT_DROPOUT_MASKS  64u
 
 /* input_policy: 0 unrecorded (a 05 or older file: not checked), 1 the
  * strategy applies no auto-shard policy (one_device, parameter_server,

@@ -43,7 +43,7 @@ typedef struct dr_cli_flags {
     char    fail_worker[DR_FLAG_STR_MAX], fail_ps[DR_FLAG_STR_MAX], loss_reduction[DR_FLAG_STR_MAX];
     char    schedule[DR_FLAG_STR_MAX], replay_schedule[DR_FLAG_STR_MAX], cluster_resolver[DR_FLAG_STR_MAX];
     char    what[DR_FLAG_STR_MAX], format[DR_FLAG_STR_MAX], input_mode[DR_FLAG_STR_MAX];
-    char    batch_norm[DR_FLAG_STR_MAX], dropout[DR_FLAG_STR_MAX];
+    char    batch_norm[DR_FLAG_STR_MAX], dropout[DR_FLAG_STR_MAX], dropout_masks[DR_FLAG_STR_MAX];
     char    exact_accumulator[DR_FLAG_STR_MAX];
     char    opencl_device[DR_FLAG_STR_MAX], opencl_mapping[DR_FLAG_STR_MAX];
     char    worker_hosts[DR_FLAG_STR_MAX], flagfile[DR_FLAG_STR_MAX];

@@ -48,6 +48,9 @@ typedef struct dr_run_plan {
     size_t              tensor_len[4 * DR_MAX_LAYERS];   /* dr_model_tensors: kernel, bias, ..., then state */
     uint32_t            ntensors;
     bool                dropout_off;  /* --dropout=off on a model with Dropout: its rates set to 0 */
+    const struct dr_dropout_masks *dropout_masks;   /* --dropout_masks, loaded and checked by the harness
+                                                     * (dr_run_train) before the variant's first step; NULL:
+                                                     * the RNG's masks */
     bool                bn_replica;   /* --batch_norm=replica on a model with BatchNormalization */
     uint32_t            input_policy; /* DR_CKPT_POLICY_*: the auto-shard policy the strategy applies */
     uint8_t             shards_sha256[32]; /* --dataset_shards: its index's SHA-256 (zeros: none) */

@@ -118,6 +118,7 @@ typedef struct dr_run_config {
     uint32_t       gradient_accumulation_steps;  /* k: an update every k steps (micro-batches); 0, 1 = none */
     char           batch_norm[8];     /* "sync" (default: global batch statistics) or "replica" (docs/MODELS.md) */
     char           dropout[8];        /* "model" (default: the experiment's rates) or "off" (every rate 0) */
+    char           dropout_masks[1024]; /* a masks file (distref/dropout_masks.h) instead of the RNG; "" = draw */
     dr_mixed_config mixed;        /* --dtype_policy, --loss_scale, --mixed_reduction; zero: float32 */
 } dr_run_config;
 
