@@ -10,12 +10,13 @@
  * Statement seams are ((void)0) in production.
  *
  * Every fault of the engine's C code is here. The exceptions: the OpenCL
- * kernels' five (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
- * cl_mad_enable, cl_mixed_double_round) keep #if seams in
- * devices/opencl/cl/kernels.cl (the last in cl/mixed.cl), OpenCL C
- * that the OpenCL compiler builds at run time, where this header is not
- * seen: only their build options, DR_SEAM_CL_BUILD_OPTIONS, are here, and
- * they define the names the kernels test. The exact rounding's two are in
+ * kernels' six (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * cl_mad_enable, cl_mixed_double_round, cl_conv_grad_stride) keep #if seams
+ * in devices/opencl/cl/kernels.cl (the fifth in cl/mixed.cl, the sixth in
+ * cl/graph.cl), OpenCL C that the OpenCL compiler builds at run time,
+ * where this header is not seen: only their build options,
+ * DR_SEAM_CL_BUILD_OPTIONS, are here, and they define the names the
+ * kernels test. The exact rounding's two are in
  * include/distref/round_avx512.h, which core and engine share.
  *
  * Include it after the file's other headers (some faulty bodies use them).
@@ -374,6 +375,10 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 /* the mixed kernels (cl/mixed.cl) round each exact result to float32 first,
  * then to the compute dtype: two roundings, not one */
 #define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_DOUBLE_ROUND"
+#elif defined(DR_MUTANT_CL_CONV_GRAD_STRIDE)
+/* a strided conv's input gradient (cl/graph.cl's conv_dx) gathers with the
+ * stride one short: the OpenCL twin of engine_conv_grad_stride */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_CONV_GRAD_STRIDE"
 #else
 #define DR_SEAM_CL_BUILD_OPTIONS ""
 #endif

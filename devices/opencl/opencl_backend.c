@@ -514,23 +514,6 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     }
 }
 
-static int cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
-{
-    int rc;
-    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: round_loss with divisor 0");
-    if ((rc = dr_cl_need(loss, dr_sum_bytes(b->num), "loss", err))) return rc;
-    if (b->num == DR_NUMERICS_FAST) {
-        float f;
-        if ((rc = cl_download(b, &f, loss, 0, sizeof f, err))) return rc;
-        *out = divisor == 1 ? f : f / (float)divisor;
-    } else {
-        dr_acc a;
-        if ((rc = cl_download(b, &a, loss, 0, sizeof a, err))) return rc;
-        *out = dr_acc_round_div(&a, divisor);
-    }
-    return DR_OK;
-}
-
 /* ---- spatial partitioning: not built ---------------------------------------------- */
 
 static int no_tiles(dr_err *err)
@@ -586,7 +569,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .share = cl_share,
         .apply = cl_apply,
         .applied_grad = dr_cl_applied_grad,
-        .round_loss = cl_round_loss,
+        .round_loss = dr_cl_round_loss,
         .mixed_loss_grad = dr_cl_mixed_loss_grad,
         .apply_f32 = dr_cl_apply_f32,
         .clip_f32 = dr_cl_clip_f32,

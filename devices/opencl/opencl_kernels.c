@@ -267,3 +267,20 @@ int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, u
     clReleaseMemObject(g);
     return rc;
 }
+
+int dr_cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
+{
+    int rc;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: round_loss with divisor 0");
+    if ((rc = dr_cl_need(loss, dr_sum_bytes(b->num), "loss", err))) return rc;
+    if (b->num == DR_NUMERICS_FAST) {
+        float f;
+        if ((rc = dr_backend_opencl()->download(b, &f, loss, 0, sizeof f, err))) return rc;
+        *out = divisor == 1 ? f : f / (float)divisor;
+    } else {
+        dr_acc a;
+        if ((rc = dr_backend_opencl()->download(b, &a, loss, 0, sizeof a, err))) return rc;
+        *out = dr_acc_round_div(&a, divisor);
+    }
+    return DR_OK;
+}
