@@ -383,6 +383,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_BUILD_OPTIONS ""
 #endif
 
+/* The layer kinds whose kernel --l2 regularizes in the OpenCL share: Keras's
+ * kernel_regularizer, Dense and Conv2D (not BatchNormalization's gamma, which
+ * the layout keeps where a kernel would be). */
+#if defined(DR_MUTANT_CL_L2_ON_GAMMA)   /* gamma regularized too */
+#define DR_SEAM_CL_L2_KIND(k) ((k) == DR_LAYER_DENSE || (k) == DR_LAYER_CONV2D || (k) == DR_LAYER_BATCH_NORM)
+#else
+#define DR_SEAM_CL_L2_KIND(k) ((k) == DR_LAYER_DENSE || (k) == DR_LAYER_CONV2D)
+#endif
+
 /* The learning-rate schedule reads the step being applied (iterations =
  * step - 1, distref/schedule.h); under the fault it reads one step ahead,
  * as if iterations were read after the update (openmp and opencl apply). */

@@ -139,7 +139,7 @@ static int cl_open(const dr_backend_params *p, dr_backend **out, dr_err *err)
                            "opencl backend; use a linear last layer with from_logits", l);
         }
         b->koff[l] = dr_model_kernel_offset(m, l);
-        b->ksz[l] = dr_model_kernel_size(m, l);
+        b->ksz[l] = DR_SEAM_CL_L2_KIND(m->layer[l].kind) ? dr_model_kernel_size(m, l) : 0;
         b->lsz[l] = dr_model_layer_params(m, l);
         if (m->layer[l].in > b->widest) b->widest = m->layer[l].in;
         if (m->layer[l].out > b->widest) b->widest = m->layer[l].out;

@@ -101,7 +101,8 @@ struct dr_backend {
     dr_numerics   num;
     size_t        P;
     size_t        koff[DR_MAX_LAYERS];
-    size_t        ksz[DR_MAX_LAYERS];   /* layer l's kernel (the L2 range), then lsz - ksz biases */
+    size_t        ksz[DR_MAX_LAYERS];   /* layer l's L2 range: a Dense or Conv2D kernel (else 0), then lsz - ksz
+                                         * parameters without L2 (biases, BN's gamma and beta) */
     size_t        lsz[DR_MAX_LAYERS];   /* its trainable parameters */
     uint32_t      widest;
     cl_platform_id   platform;
