@@ -25,6 +25,13 @@
 #define GRAD_STRIDE(s) (s)
 #endif
 
+/* Whether candidate x beats the window's best so far in max pooling. */
+#if defined(DR_MUTANT_POOL_LAST_TIE)
+#define POOL_BEATS(x, best) ((x) >= (best))   /* fault: the last maximum of a tie wins */
+#else
+#define POOL_BEATS(x, best) ((x) > (best))
+#endif
+
 /* n examples; input ih x iw x ic, output oh x ow x oc; a k x k kernel,
  * stride st, padding pt on top and pl on the left. */
 #define CONV_ARGS uint n, uint ih, uint iw, uint ic, uint oh, uint ow, uint oc, uint k, uint st, uint pt, uint pl
@@ -158,7 +165,7 @@ __kernel void maxpool(__global const float *x, uint n, uint iw, uint ic, uint oh
     uint best = ((2 * oy) * iw + 2 * ox) * ic + c;
     for (uint t = 1; t < 4; t++) {
         uint i = ((2 * oy + t / 2) * iw + 2 * ox + t % 2) * ic + c;
-        if (xe[i] > xe[best]) best = i;
+        if (POOL_BEATS(xe[i], xe[best])) best = i;
     }
     out[o] = xe[best];
     win[o] = best;
