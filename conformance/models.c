@@ -17,9 +17,10 @@
  *            same bits under mirrored and central_storage
  *            (deterministic for a given R); R = 2 and R = 3 differ (each
  *            replica's own statistics: the dependence on R it exists to show);
- *   engine   conformance/models_engine.c: each engine variant with layer
- *            kernels against the reference's bits (openmp, mpi); one without
- *            (opencl) answers "not supported" (a not-supported verdict).
+ *   engine   conformance/models_engine.c: each engine variant against the
+ *            reference's bits (openmp, mpi, opencl); a strategy a variant
+ *            does not run (opencl: tpu) answers "not supported" (a
+ *            not-supported verdict).
  *   accum    conformance/models_accum.c: --gradient_accumulation_steps=2
  *            and 3 (sync BN: R = 2 = one_device at the same k; at
  *            --learning_rate=0 k micro-steps = k plain steps; the engine's

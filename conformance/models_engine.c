@@ -25,6 +25,8 @@
  *            reference one_device: docs/CONFORMANCE.md's fast-mode loss
  *            bound (max relative loss difference <= 1e-4); the weights'
  *            ULP p99 is reported, not bounded (docs/MODELS.md says why)
+ *   l2       cnn_synthetic sync BN mirrored R=2 --l2=0.001 = the reference's
+ *            bits (L2 on the Dense and Conv2D kernels, not BN's gamma)
  *   bytes    cnn_synthetic sync and replica BN mirrored R=2: summary.json's
  *            per-device bytes = the reference's (which counts the BN
  *            statistics as the engine's ring moves them)
@@ -32,8 +34,9 @@
  * from each worker's first replica alone), engine_dropout_by_row (masks
  * keyed by the row within a replica), engine_conv_grad_pad (a conv's
  * input gradient gathered with the padding one short) and
- * engine_conv_grad_stride (a strided conv's, with the stride one short)
- * must fail the suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
+ * engine_conv_grad_stride (a strided conv's, with the stride one short),
+ * and the OpenCL backend's cl_conv_grad_stride (the same in cl/graph.cl)
+ * and cl_l2_on_gamma (BN's gamma regularized) must fail the suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
  */
 #include "conformance/conformance.h"
 
@@ -192,6 +195,36 @@ static int clip_cells(results *r, const outcome *sync1, const dr_variant *const 
     return fails;
 }
 
+/* --l2 on a model beyond Dense: Keras's kernel_regularizer, on the Dense and
+ * Conv2D kernels only (not BatchNormalization's gamma), cnn_synthetic sync
+ * BN mirrored R=2 --l2=0.001: each engine variant must give the
+ * reference's bits (planted fault cl_l2_on_gamma: the OpenCL share
+ * regularizes gamma too). */
+static int l2_cells(results *r, const dr_variant *const *ev, size_t nv)
+{
+    dr_run_config c;
+    outcome want, got;
+    int fails = 0;
+    config(&c, "cnn_synthetic", "sync", "ref");
+    c.l2 = 0.001;
+    set_strategy(&c, "mirrored", 2, "nccl", 1);
+    run_case(&c, &want);
+    for (size_t v = 0; v < nv; v++) {
+        char why[200] = "";
+        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+        if (!supported(r, "models", &c, 2)) continue;
+        run_case(&c, &got);
+        bool pass = !got.error[0] && got.weights && want.weights && outcome_same_why(&got, &want, why, sizeof why);
+        fails += !pass;
+        record(r, "models", &c, 2, pass, got.seconds, "%s: cnn_synthetic sync BN mirrored R=2 --l2=0.001 (the Dense "
+               "and Conv2D kernels): = the reference's bits%s%.150s", ev[v]->name, got.error[0] || !pass ? ": " : "",
+               got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    outcome_free(&want);
+    return fails;
+}
+
 #define MAX_DEV 16
 
 /* c's run into a fresh model_dir: summary.json's per-device bytes_in and
@@ -276,6 +309,7 @@ int models_engine_cells(results *r, const outcome *sync1)
         fails += cell(r, n, "resnet_synthetic", "sync", "mirrored", 3, 3, &res1, "one_device");
     }
     fails += clip_cells(r, sync1, ev, nv);   /* quick too: the mutant build runs --quick */
+    fails += l2_cells(r, ev, nv);
     fails += bytes_cells(r, ev, nv);
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)

@@ -10,12 +10,13 @@
  * Statement seams are ((void)0) in production.
  *
  * Every fault of the engine's C code is here. The exceptions: the OpenCL
- * kernels' five (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
- * cl_mad_enable, cl_mixed_double_round) keep #if seams in
- * devices/opencl/cl/kernels.cl (the last in cl/mixed.cl), OpenCL C
- * that the OpenCL compiler builds at run time, where this header is not
- * seen: only their build options, DR_SEAM_CL_BUILD_OPTIONS, are here, and
- * they define the names the kernels test. The exact rounding's two are in
+ * kernels' seven (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * cl_mad_enable, cl_mixed_double_round, cl_conv_grad_stride,
+ * cl_pool_last_tie) keep #if seams in devices/opencl/cl/kernels.cl (the
+ * fifth in cl/mixed.cl, the last two in cl/graph.cl), OpenCL C that the OpenCL compiler builds at run time,
+ * where this header is not seen: only their build options,
+ * DR_SEAM_CL_BUILD_OPTIONS, are here, and they define the names the
+ * kernels test. The exact rounding's two are in
  * include/distref/round_avx512.h, which core and engine share.
  *
  * Include it after the file's other headers (some faulty bodies use them).
@@ -374,8 +375,25 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 /* the mixed kernels (cl/mixed.cl) round each exact result to float32 first,
  * then to the compute dtype: two roundings, not one */
 #define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_DOUBLE_ROUND"
+#elif defined(DR_MUTANT_CL_CONV_GRAD_STRIDE)
+/* a strided conv's input gradient (cl/graph.cl's conv_dx) gathers with the
+ * stride one short: the OpenCL twin of engine_conv_grad_stride */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_CONV_GRAD_STRIDE"
+#elif defined(DR_MUTANT_CL_POOL_LAST_TIE)
+/* 2x2 max pooling (cl/graph.cl) sends a tie's gradient to the window's
+ * last maximum: the OpenCL twin of engine_pool_last_tie */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_POOL_LAST_TIE"
 #else
 #define DR_SEAM_CL_BUILD_OPTIONS ""
+#endif
+
+/* The layer kinds whose kernel --l2 regularizes in the OpenCL share: Keras's
+ * kernel_regularizer, Dense and Conv2D (not BatchNormalization's gamma, which
+ * the layout keeps where a kernel would be). */
+#if defined(DR_MUTANT_CL_L2_ON_GAMMA)   /* gamma regularized too */
+#define DR_SEAM_CL_L2_KIND(k) ((k) == DR_LAYER_DENSE || (k) == DR_LAYER_CONV2D || (k) == DR_LAYER_BATCH_NORM)
+#else
+#define DR_SEAM_CL_L2_KIND(k) ((k) == DR_LAYER_DENSE || (k) == DR_LAYER_CONV2D)
 #endif
 
 /* The learning-rate schedule reads the step being applied (iterations =

@@ -126,7 +126,7 @@ static void usage_exit_2(void **st)
 }
 
 /* Models beyond the MLP (docs/MODELS.md): --batch_norm's and --dropout's values, the
- * engine's refusals naming the layer (opencl: no conv kernels; openmp: no halos under tpu), a resume under the other BN mode and a
+ * engine's refusals (opencl: no tpu strategy; openmp: no halos under tpu, naming the layer), a resume under the other BN mode and a
  * checkpoint of another architecture, each exit 2 (openmp with
  * --input_partition_dims on a conv model too); the tpu strategy's
  * spatial partitioning of a conv model: tiles that layer 0 cannot split
@@ -137,8 +137,8 @@ static void models(void **st)
     (void)st;
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --batch_norm=local", g_tmp), 2,
            "--batch_norm: expected one of sync, replica; got 'local'");
-    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=opencl", g_tmp), 2,
-           "not supported: conv2d runs in the reference only so far");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=opencl --distribution_strategy=tpu",
+              g_tmp), 2, "opencl backend: tpu is not built for OpenCL");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=openmp "
               "--distribution_strategy=tpu --input_partition_dims=2,2", g_tmp), 2,
            "not supported: --input_partition_dims (4 cores a replica) with conv2d in the openmp backend: the "

@@ -30,6 +30,9 @@
  *                      the platform has one device.
  *   mapping_errors     a bad mapping name, a repeated or malformed device
  *                      list, shared with a list: usage errors naming them.
+ *   pool_tie_first     cl/graph.cl's 2x2 max pooling sends a tie's gradient
+ *                      to the window's first maximum (row-major), through
+ *                      the backend's layer ops (fault cl_pool_last_tie).
  *
  * Every test is skipped, with the reason printed, where no OpenCL device is
  * present.
@@ -476,6 +479,62 @@ static void mapping_errors(void **state)
 
 /* ---- the kernel cache (issue 27 #6) ---------------------------------------- */
 
+/* Conv2D 1x1 with w = 0, b = 0 (all four outputs tie at 0) -> MaxPooling2D
+ * -> Flatten -> Dense(2): the conv's kernel gradient is x at the pool's
+ * winner times the pooled gradient g, its bias gradient g. With x = 1, 2,
+ * 3, 4 row-major, the first maximum gives dW = db, the last 4 db. (The
+ * training bits cannot show a tie rule: docs/MODELS.md, "Checks".) */
+static void pool_tie_first(void **state)
+{
+    dr_model_spec m = { .nlayers = 4, .layer = { { .kind = DR_LAYER_CONV2D, .filters = 1, .ksize = 1, .stride = 1 },
+                                                 { .kind = DR_LAYER_MAX_POOL2D }, { .kind = DR_LAYER_FLATTEN },
+                                                 { .kind = DR_LAYER_DENSE, .out = 2 } },
+                        .loss = DR_LOSS_XENT_LOGITS, .in_h = 2, .in_w = 2, .in_c = 1 };
+    dr_optimizer o = sgd();
+    dr_backend_params sel = { .model = &m, .optimizer = &o, .numerics = DR_NUMERICS_EXACT, .places = 1,
+                              .platform = -1, .devices = "", .mapping = "" };
+    const dr_backend_ops *ops = dr_backend_opencl();
+    const float params[6] = { 0.0f, 0.0f, 1.0f, -1.0f, 0.0f, 0.0f }, x[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+    const uint8_t label = 0;
+    const uint32_t id = 0;
+    dr_graph_rt rt = { true, 1, 1, &id, 1 };
+    dr_replica_bufs rb;
+    dr_acc grad[6];
+    dr_backend *b;
+    dr_err err;
+    int rc;
+    (void)state;
+    assert_int_equal(dr_model_derive(&m, &err), DR_OK);
+    assert_int_equal(dr_model_num_params(&m), 6);   /* conv w, b; dense 1 x 2, 2 */
+    rc = ops->open(&sel, &b, &err);
+    if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
+    assert_int_equal(rc, DR_OK);
+    memset(&rb, 0, sizeof rb);
+    assert_int_equal(ops->alloc(b, sizeof params, &rb.params, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, sizeof grad, &rb.grad, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, sizeof(dr_acc), &rb.loss, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, sizeof x, &rb.x, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, 1, &rb.labels, &err), DR_OK);
+    assert_int_equal(ops->upload(b, rb.params, 0, params, sizeof params, &err), DR_OK);
+    assert_int_equal(ops->upload(b, rb.x, 0, x, sizeof x, &err), DR_OK);
+    assert_int_equal(ops->upload(b, rb.labels, 0, &label, 1, &err), DR_OK);
+    assert_int_equal(ops->replica_open(b, &rb, 1, &err), DR_OK);
+    assert_int_equal(ops->graph_begin(b, &rb, 1, &rt, &err), DR_OK);
+    for (uint32_t l = 0; l < m.nlayers; l++) assert_int_equal(ops->layer_forward(b, &rb, l, &err), DR_OK);
+    assert_int_equal(ops->graph_loss(b, &rb, &err), DR_OK);
+    for (uint32_t l = m.nlayers; l-- > 0;) assert_int_equal(ops->layer_backward(b, &rb, l, &err), DR_OK);
+    assert_int_equal(ops->download(b, grad, rb.grad, 0, sizeof grad, &err), DR_OK);
+    {
+        float dw = dr_acc_round(&grad[0]), db = dr_acc_round(&grad[1]);
+        assert_true(db == -1.0f);   /* g = (1, -1) . (softmax(0, 0) - onehot(0)) */
+        assert_true(dw == db);      /* x = 1 at the first maximum; the last would give -4 */
+    }
+    ops->replica_close(b, &rb);
+    ops->release(b, rb.params); ops->release(b, rb.grad); ops->release(b, rb.loss);
+    ops->release(b, rb.x); ops->release(b, rb.labels);
+    ops->close(b);
+}
+
 static uint8_t *slurp_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -554,6 +613,7 @@ int main(void)
         cmocka_unit_test(device_list_places),
         cmocka_unit_test(mapping_errors),
         cmocka_unit_test(truncated_cache),
+        cmocka_unit_test(pool_tie_first),
     };
     /* PoCL: two devices for device_list_places (other platforms ignore it); set
      * before the first OpenCL call, device 0 stays what it was */

@@ -70,10 +70,6 @@ int dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, si
 
 static int cl_supports(const dr_backend_query *q, dr_err *err)
 {
-    uint32_t beyond = q->layer_kinds & ~(1u << DR_LAYER_DENSE);
-    if (beyond)   /* the kernels are Dense's; the rest is the reference's (issue 31) */
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s runs in the reference only so far (the opencl "
-                       "backend has Dense kernels only); use --variant=ref", dr_layer_kinds_first(beyond));
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored, "
                        "central_storage and multi_worker_mirrored are)", dr_strategy_kind_name(q->strategy));
@@ -83,7 +79,7 @@ static int cl_supports(const dr_backend_query *q, dr_err *err)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown numerics %d", (int)q->numerics);
     if (q->tiles != 1 || q->layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: spatial partitioning and layer placement are not built");
-    return DR_OK;
+    return DR_OK;   /* every layer kind (devices/opencl/opencl_graph.c) */
 }
 
 /* ---- open / close -------------------------------------------------------------- */
@@ -102,7 +98,7 @@ int dr_cl_share_buffers(dr_backend *b, dr_cl_slot *sl, dr_err *err)
     cl_int e;
     size_t groups = 0;
     for (uint32_t l = 0; l < m->nlayers; l++) {
-        size_t nk = (size_t)m->layer[l].in * m->layer[l].out;
+        size_t nk = b->ksz[l];
         ranges[2 * l] = (cl_uint)b->koff[l];
         ranges[2 * l + 1] = (cl_uint)nk;
         groups += (nk + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
@@ -137,7 +133,14 @@ static int cl_open(const dr_backend_params *p, dr_backend **out, dr_err *err)
     b->num = num;
     b->P = dr_model_num_params(m);
     for (uint32_t l = 0; l < m->nlayers; l++) {
+        if (m->layer[l].act == DR_ACT_SOFTMAX && !dr_model_is_dense(m)) {
+            free(b);
+            return dr_fail(err, DR_EUNSUPPORTED, "not supported: a softmax layer (%u) in a model beyond Dense in the "
+                           "opencl backend; use a linear last layer with from_logits", l);
+        }
         b->koff[l] = dr_model_kernel_offset(m, l);
+        b->ksz[l] = DR_SEAM_CL_L2_KIND(m->layer[l].kind) ? dr_model_kernel_size(m, l) : 0;
+        b->lsz[l] = dr_model_layer_params(m, l);
         if (m->layer[l].in > b->widest) b->widest = m->layer[l].in;
         if (m->layer[l].out > b->widest) b->widest = m->layer[l].out;
     }
@@ -299,6 +302,7 @@ static void scratch_free(dr_cl_scratch *s)
     all[n++] = s->dz[0]; all[n++] = s->dz[1]; all[n++] = s->ex_loss; all[n++] = s->hit; all[n++] = s->part;
     all[n++] = s->wc; all[n++] = s->xc;   /* the mixed step's (opencl_mixed.c), made on its first call */
     for (size_t i = 0; i < n; i++) if (all[i]) clReleaseMemObject(all[i]);
+    dr_cl_graph_free(s->graph);
     free(s->hit_host);
     free(s);
 }
@@ -328,6 +332,10 @@ static int cl_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, dr
     MK(s->part, ((cap + DR_CL_CHUNK - 1) / DR_CL_CHUNK) * sizeof(dr_acc));
 #undef MK
     s->hit_host = malloc(cap);
+    if (e == CL_SUCCESS && s->hit_host && !dr_model_is_dense(m) && (rc = dr_cl_graph_open(b, s, rows, &bytes, err))) {
+        scratch_free(s);
+        return rc;
+    }
     if (e != CL_SUCCESS || !s->hit_host) {
         scratch_free(s);
         return e != CL_SUCCESS ? dr_cl_fail(err, e, "allocating a replica's workspace")
@@ -373,13 +381,13 @@ static int share_on_device(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, ui
         sg = (float)((double)mult / den);
         sr = (float)((double)coef / den);
         for (uint32_t l = 0; l < m->nlayers; l++) {
-            size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out;
-            dr_cl_arg a[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0), CLU(nk + m->layer[l].out),
+            size_t k0 = b->koff[l], nk = b->ksz[l], nb = b->lsz[l] - nk;
+            dr_cl_arg a[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0), CLU(nk + nb),
                               CLF(sg), CLF(c), CLF(sr), CLU(0) };
             dr_cl_arg k[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0), CLU(nk),
                               CLF(sg), CLF(c), CLF(sr), CLU(m->l2 != 0.0f) };
             if (m->l2 != 0.0f) {   /* the kernel with its L2 term, then the biases alone */
-                a[2] = CLU(k0 + nk); a[3] = CLU(m->layer[l].out);
+                a[2] = CLU(k0 + nk); a[3] = CLU(nb);
                 if ((rc = dr_cl_launch(sl, K_SHARE_FAST, nk, 1, 0, 0, k, 8, "share", err))) return rc;
             }
             if ((rc = dr_cl_launch(sl, K_SHARE_FAST, a[3].u, 1, 0, 0, a, 8, "share", err))) return rc;
@@ -393,7 +401,7 @@ static int share_on_device(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, ui
     if (m->l2 != 0.0f) {   /* reg = l2 * round(sum of w^2 over the kernels), on the device */
         size_t poff = 0;
         for (uint32_t l = 0; l < m->nlayers; l++) {
-            size_t nk = (size_t)m->layer[l].in * m->layer[l].out, g = (nk + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
+            size_t nk = b->ksz[l], g = (nk + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
             dr_cl_arg a[] = { CLM(rb->params->mem), CLU(b->koff[l]), CLU(nk), CLU(1), CLM(sl->part), CLU(poff) };
             if ((rc = dr_cl_launch(sl, K_PARTIAL_SUM, g, 1, 0, 0, a, 6, "share (sum of squares)", err))) return rc;
             poff += g;
@@ -404,12 +412,12 @@ static int share_on_device(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, ui
         }
     }
     for (uint32_t l = 0; l < m->nlayers; l++) {
-        size_t k0 = b->koff[l], nk = (size_t)m->layer[l].in * m->layer[l].out;
+        size_t k0 = b->koff[l], nk = b->ksz[l], nb = b->lsz[l] - nk;
         dr_cl_arg k[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0), CLU(nk), CLU(mult), CLU(coef), CLF(c) };
-        dr_cl_arg a[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0 + nk), CLU(m->layer[l].out), CLU(mult),
+        dr_cl_arg a[] = { CLM(rb->grad->mem), CLM(rb->params->mem), CLU(k0 + nk), CLU(nb), CLU(mult),
                           CLU(coef), CLF(0.0f) };
         if ((rc = dr_cl_launch(sl, K_SHARE_EXACT, nk, 1, 0, 0, k, 7, "share", err)) ||
-            (rc = dr_cl_launch(sl, K_SHARE_EXACT, m->layer[l].out, 1, 0, 0, a, 7, "share", err)))
+            (rc = dr_cl_launch(sl, K_SHARE_EXACT, nb, 1, 0, 0, a, 7, "share", err)))
             return rc;
     }
     {
@@ -506,23 +514,6 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     }
 }
 
-static int cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
-{
-    int rc;
-    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: round_loss with divisor 0");
-    if ((rc = dr_cl_need(loss, dr_sum_bytes(b->num), "loss", err))) return rc;
-    if (b->num == DR_NUMERICS_FAST) {
-        float f;
-        if ((rc = cl_download(b, &f, loss, 0, sizeof f, err))) return rc;
-        *out = divisor == 1 ? f : f / (float)divisor;
-    } else {
-        dr_acc a;
-        if ((rc = cl_download(b, &a, loss, 0, sizeof a, err))) return rc;
-        *out = dr_acc_round_div(&a, divisor);
-    }
-    return DR_OK;
-}
-
 /* ---- spatial partitioning: not built ---------------------------------------------- */
 
 static int no_tiles(dr_err *err)
@@ -578,7 +569,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .share = cl_share,
         .apply = cl_apply,
         .applied_grad = dr_cl_applied_grad,
-        .round_loss = cl_round_loss,
+        .round_loss = dr_cl_round_loss,
         .mixed_loss_grad = dr_cl_mixed_loss_grad,
         .apply_f32 = dr_cl_apply_f32,
         .clip_f32 = dr_cl_clip_f32,
@@ -587,6 +578,13 @@ const dr_backend_ops *dr_backend_opencl(void)
         .layer0_finish = cl_l0_finish,
         .layer0_delta = cl_l0_delta,
         .layer0_grad_rows = cl_l0_grad_rows,
+        .graph_begin = dr_cl_graph_begin,
+        .layer_forward = dr_cl_layer_forward,
+        .bn_sums = dr_cl_bn_sums,
+        .bn_normalize = dr_cl_bn_normalize,
+        .graph_loss = dr_cl_graph_loss,
+        .layer_backward = dr_cl_layer_backward,
+        .bn_backward = dr_cl_bn_backward,
     };
     return &ops;
 }

@@ -8,6 +8,9 @@
  * devices/opencl/opencl_kernels.c   forward, loss and gradients (kernel launches)
  * devices/opencl/opencl_mixed.c     the mixed-precision step (mixed_loss_grad,
  *                            apply_f32, clip_f32; kernels cl/half.cl, cl/mixed.cl)
+ * devices/opencl/opencl_graph.c     the layer ops of the models beyond Dense
+ *                            (Conv2D, pooling, Dropout, Add, BatchNormalization;
+ *                            kernels cl/graph.cl)
  *
  * devices/opencl/opencl_places.c    the device list, the replica mapping (shared
  *                            queue, a queue per replica, sub-devices), the
@@ -35,7 +38,11 @@ enum {
     K_GEMM_EXACT, K_GEMM_ACC_EXACT, K_GEMM_FAST, K_ACTIVATE, K_LOSS_ROWS, K_PARTIAL_SUM, K_MERGE,
     K_SUM_FAST, K_BIAS_EXACT, K_BIAS_FAST, K_RELU_MASK, K_SHARE_EXACT, K_LOSS_SHARE_EXACT, K_SHARE_FAST,
     K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST,
-    K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_MIXED_GEMM_FAST, K_MIXED_GRAD_FAST, K_COUNT
+    K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_MIXED_GEMM_FAST, K_MIXED_GRAD_FAST,
+    /* cl/graph.cl: the models beyond Dense */
+    K_CONV_FWD, K_CONV_DX, K_CONV_DW_EXACT, K_CONV_DW_FAST, K_ACT_CELLS, K_ADD_CELLS, K_ADD_GRAD, K_MAXPOOL,
+    K_MAXPOOL_GRAD, K_GAP, K_GAP_GRAD, K_DROPOUT, K_DROPOUT_GRAD, K_BN_CHAN, K_BN_APPLY, K_BN_SUMS,
+    K_BN_GRAD_SUMS_EXACT, K_BN_GRAD_SUMS_FAST, K_BN_GRAD, K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -94,6 +101,9 @@ struct dr_backend {
     dr_numerics   num;
     size_t        P;
     size_t        koff[DR_MAX_LAYERS];
+    size_t        ksz[DR_MAX_LAYERS];   /* layer l's L2 range: a Dense or Conv2D kernel (else 0), then lsz - ksz
+                                         * parameters without L2 (biases, BN's gamma and beta) */
+    size_t        lsz[DR_MAX_LAYERS];   /* its trainable parameters */
     uint32_t      widest;
     cl_platform_id   platform;
     dr_cl_mapping    mapping;  /* resolved: shared, queues or subdevices */
@@ -128,6 +138,7 @@ typedef struct dr_cl_scratch {
     cl_mem   pre[DR_MAX_LAYERS], act[DR_MAX_LAYERS], dz[2], ex_loss, hit, part;
     cl_mem   wc, xc;    /* the mixed step's weights and input in the compute dtype (NULL until its first call) */
     unsigned char *hit_host;
+    struct dr_cl_graph *graph;   /* a model beyond Dense: its maps (opencl_graph.c), else NULL */
 } dr_cl_scratch;
 
 /* One kernel argument: a buffer, a u32 or a float. */
@@ -192,11 +203,40 @@ int dr_cl_round_clip_host(dr_backend *b, const dr_buffer *total, uint32_t diviso
 /* The backend's applied_grad (distref/backend.h). */
 int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, uint32_t divisor, float *out,
                        dr_err *err);
+/* The backend's round_loss (distref/backend.h). */
+int dr_cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err);
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 /* Needs a workspace opened by replica_open with at least n rows. */
 int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err);
+
+/* C (M x N floats, row stride ldc) = [bias +] op(A) op(B): exact, each
+ * element rounded once, or fast (kernels.cl's GEMMs; strides as gemm_exact's). */
+int dr_cl_gemm_f32(dr_backend *b, dr_cl_slot *sl, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff,
+                   size_t sai, size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias,
+                   size_t bias_off, cl_mem C, size_t ldc, const char *what, dr_err *err);
+/* The per-example losses of the first n rows of the last layer (labels
+ * checked first), d loss / d pre into dz, their sum into rb->loss. */
+int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, cl_mem dz, dr_err *err);
+/* The hits of those rows (labels only; else 0). */
+int dr_cl_count_hits(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, uint64_t *correct,
+                     dr_err *err);
+
+/* devices/opencl/opencl_graph.c: a replica's maps, and distref/backend.h's
+ * graph_begin .. bn_backward */
+int  dr_cl_graph_open(dr_backend *b, dr_cl_scratch *s, uint32_t rows, size_t *bytes, dr_err *err);
+void dr_cl_graph_free(struct dr_cl_graph *g);
+int  dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);
+int  dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+int  dr_cl_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind kind, const float *mean,
+                   dr_acc *s1, dr_acc *s2, dr_err *err);
+int  dr_cl_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
+                        dr_err *err);
+int  dr_cl_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err);
+int  dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+int  dr_cl_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
+                       const float *mean_dyxhat, dr_err *err);
 
 /* devices/opencl/opencl_mixed.c: distref/backend.h's mixed_loss_grad, apply_f32 and clip_f32 */
 int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err);

@@ -41,9 +41,9 @@ int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a, const char *what, dr_err
 }
 
 /* C (M x N, float) = [bias +] op(A) op(B): exact rounded once, or fast. */
-static int gemm_f32(dr_backend *b, dr_cl_slot *sl, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff, size_t sai,
-                    size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
-                    cl_mem C, size_t ldc, const char *what, dr_err *err)
+int dr_cl_gemm_f32(dr_backend *b, dr_cl_slot *sl, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t aoff, size_t sai,
+                   size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
+                   cl_mem C, size_t ldc, const char *what, dr_err *err)
 {
     if (b->num == DR_NUMERICS_FAST) {
         dr_cl_arg a[] = { CLU(M), CLU(N), CLU(K), CLM(A), CLU(aoff), CLU(sai), CLU(sak), CLM(B), CLU(boff), CLU(sbk),
@@ -76,7 +76,7 @@ int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t fi
         const dr_dense *d = &m->layer[l];
         cl_mem in = l ? s->act[l - 1] : rb->x->mem;
         size_t k0 = b->koff[l];
-        if ((rc = gemm_f32(b, sl, rows, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out, 1,
+        if ((rc = dr_cl_gemm_f32(b, sl, rows, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out, 1,
                            rb->params->mem, k0 + (size_t)d->in * d->out, s->pre[l], d->out, "forward GEMM", err)))
             return rc;
         {
@@ -120,7 +120,7 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
         }
         if (l == 0) break;
         /* the delta below: dz W^T, op(B)[k][j] = W[j][k] */
-        if ((rc = gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0, dprev, d->in,
+        if ((rc = dr_cl_gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0, dprev, d->in,
                            "delta GEMM", err)))
             return rc;
         if (m->layer[l - 1].act == DR_ACT_RELU) {
@@ -132,20 +132,66 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     return DR_OK;
 }
 
-int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
+int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, cl_mem dz, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     uint32_t nout = m->layer[m->nlayers - 1].out;
     const bool fast = b->num == DR_NUMERICS_FAST;
+    dr_cl_slot *sl = &b->slot[s->slot];
+    int rc;
+    if (m->loss == DR_LOSS_MSE) {
+        if ((rc = dr_cl_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) return rc;
+    } else {
+        if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
+        if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
+            (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
+            return rc;
+        for (uint32_t r = 0; r < n; r++)
+            if (s->hit_host[r] >= nout)
+                return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u",
+                               r, s->hit_host[r], nout - 1);
+    }
+    {
+        dr_cl_arg a[] = { CLM(s->pre[m->nlayers - 1]), CLM(s->act[m->nlayers - 1]),
+                          CLM(rb->labels ? rb->labels->mem : NULL), CLM(rb->targets ? rb->targets->mem : NULL),
+                          CLU(n), CLU(nout), CLU(m->loss == DR_LOSS_XENT_LOGITS ? 0 : m->loss == DR_LOSS_XENT_PROBS ? 1 : 2),
+                          CLU(fast), CLM(s->ex_loss), CLM(dz), CLM(s->hit) };
+        if ((rc = dr_cl_launch(sl, K_LOSS_ROWS, n, 1, 0, 0, a, 11, "loss", err))) return rc;
+    }
+    if (fast) {
+        dr_cl_arg a[] = { CLM(s->ex_loss), CLU(n), CLM(rb->loss->mem) };
+        return dr_cl_launch(sl, K_SUM_FAST, 1, 1, 0, 0, a, 3, "loss sum", err);
+    } else {
+        size_t groups = (n + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
+        dr_cl_arg a[] = { CLM(s->ex_loss), CLU(0), CLU(n), CLU(0), CLM(s->part), CLU(0) };
+        dr_cl_arg g[] = { CLM(s->part), CLU(groups), CLM(rb->loss->mem), CLM(NULL), CLF(0.0f) };
+        if ((rc = dr_cl_launch(sl, K_PARTIAL_SUM, groups, 1, 0, 0, a, 6, "loss sum", err))) return rc;
+        return dr_cl_launch(sl, K_MERGE, 1, 1, 0, 0, g, 5, "loss sum", err);
+    }
+}
+
+int dr_cl_count_hits(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, uint64_t *correct,
+                     dr_err *err)
+{
+    int rc;
+    *correct = 0;
+    if (!rb->labels) return DR_OK;
+    if ((rc = dr_backend_opencl()->download(b, s->hit_host, &(dr_buffer){ n, s->hit, s->slot }, 0, n, err)))
+        return rc;
+    for (uint32_t r = 0; r < n; r++) *correct += s->hit_host[r];
+    return DR_OK;
+}
+
+int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
     size_t esz = dr_sum_bytes(b->num);
     const dr_backend_ops *ops = dr_backend_opencl();
     dr_cl_scratch *s;
-    dr_cl_slot *sl;
     uint64_t correct = 0;
     int rc;
     if ((rc = dr_cl_need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
-    sl = &b->slot[s->slot];
     if ((rc = dr_cl_need(rb->grad, b->P * esz, "grad", err)) ||
         (rc = dr_cl_need(rb->loss, esz, "loss", err)) ||
         (rc = dr_cl_need(rb->params, b->P * sizeof(float), "params", err)))
@@ -159,42 +205,11 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
     s->grad_n = 0;
     if (n == 0)
         return (rc = ops->fill_zero(b, rb->grad, 0, b->P * esz, err)) ? rc : ops->fill_zero(b, rb->loss, 0, esz, err);
-    if (m->loss == DR_LOSS_MSE) {
-        if ((rc = dr_cl_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) return rc;
-    } else {
-        if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
-        if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
-            (rc = ops->download(b, s->hit_host, rb->labels, 0, n, err)))
-            return rc;
-        for (uint32_t r = 0; r < n; r++)
-            if (s->hit_host[r] >= nout)
-                return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u",
-                               r, s->hit_host[r], nout - 1);
-    }
-    if ((rc = dr_cl_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err))) return rc;
-    {
-        dr_cl_arg a[] = { CLM(s->pre[m->nlayers - 1]), CLM(s->act[m->nlayers - 1]),
-                          CLM(rb->labels ? rb->labels->mem : NULL), CLM(rb->targets ? rb->targets->mem : NULL),
-                          CLU(n), CLU(nout), CLU(m->loss == DR_LOSS_XENT_LOGITS ? 0 : m->loss == DR_LOSS_XENT_PROBS ? 1 : 2),
-                          CLU(fast), CLM(s->ex_loss), CLM(s->dz[0]), CLM(s->hit) };
-        if ((rc = dr_cl_launch(sl, K_LOSS_ROWS, n, 1, 0, 0, a, 11, "loss", err))) return rc;
-    }
-    if (fast) {
-        dr_cl_arg a[] = { CLM(s->ex_loss), CLU(n), CLM(rb->loss->mem) };
-        rc = dr_cl_launch(sl, K_SUM_FAST, 1, 1, 0, 0, a, 3, "loss sum", err);
-    } else {
-        size_t groups = (n + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
-        dr_cl_arg a[] = { CLM(s->ex_loss), CLU(0), CLU(n), CLU(0), CLM(s->part), CLU(0) };
-        dr_cl_arg g[] = { CLM(s->part), CLU(groups), CLM(rb->loss->mem), CLM(NULL), CLF(0.0f) };
-        if ((rc = dr_cl_launch(sl, K_PARTIAL_SUM, groups, 1, 0, 0, a, 6, "loss sum", err)) == DR_OK)
-            rc = dr_cl_launch(sl, K_MERGE, 1, 1, 0, 0, g, 5, "loss sum", err);
-    }
-    if (rc) return rc;
-    if ((rc = backward(b, rb, s, n, kernel0, err))) return rc;
-    if (rb->labels) {
-        if ((rc = ops->download(b, s->hit_host, &(dr_buffer){ n, s->hit, s->slot }, 0, n, err))) return rc;
-        for (uint32_t r = 0; r < n; r++) correct += s->hit_host[r];
-    }
+    if ((rc = dr_cl_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err)) ||
+        (rc = dr_cl_loss_rows(b, rb, s, n, s->dz[0], err)) ||
+        (rc = backward(b, rb, s, n, kernel0, err)) ||
+        (rc = dr_cl_count_hits(b, rb, s, n, &correct, err)))
+        return rc;
     rb->correct = correct;
     s->grad_n = n;
     return DR_OK;
@@ -251,4 +266,21 @@ int dr_cl_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, u
         rc = dr_cl_fail(err, e, "download (the applied gradient)");
     clReleaseMemObject(g);
     return rc;
+}
+
+int dr_cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, float *out, dr_err *err)
+{
+    int rc;
+    if (divisor < 1) return dr_fail(err, DR_EUSAGE, "opencl backend: round_loss with divisor 0");
+    if ((rc = dr_cl_need(loss, dr_sum_bytes(b->num), "loss", err))) return rc;
+    if (b->num == DR_NUMERICS_FAST) {
+        float f;
+        if ((rc = dr_backend_opencl()->download(b, &f, loss, 0, sizeof f, err))) return rc;
+        *out = divisor == 1 ? f : f / (float)divisor;
+    } else {
+        dr_acc a;
+        if ((rc = dr_backend_opencl()->download(b, &a, loss, 0, sizeof a, err))) return rc;
+        *out = dr_acc_round_div(&a, divisor);
+    }
+    return DR_OK;
 }

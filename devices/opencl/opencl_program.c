@@ -10,6 +10,7 @@
  *   devices/opencl/cl/half.cl       float16 / bfloat16 rounding (core/half.c)
  *   devices/opencl/cl/kernels.cl    the step's kernels
  *   devices/opencl/cl/mixed.cl      the mixed-precision step's kernels
+ *   devices/opencl/cl/graph.cl      the layers of the models beyond Dense
  * found under $DISTREF_CL_ROOT, else under the checkout the library was
  * built from (DR_SOURCE_ROOT, set for this file by the Makefile; "." in a
  * build without it, e.g. the conformance mutants, run from the checkout). Build options keep the
@@ -123,14 +124,14 @@ static int read_source(const char *root, const char *rel, char **out, size_t *n,
     return DR_OK;
 }
 
-/* elem.h, acc.cl, half.cl, then kernels.cl and mixed.cl (or extra), as one string. */
+/* elem.h, acc.cl, half.cl, then kernels.cl, mixed.cl and graph.cl (or extra), as one string. */
 static int load_sources(const char *extra, char **out, dr_err *err)
 {
     const char *root = getenv("DISTREF_CL_ROOT");
     const char *files[] = { "include/distref/elem.h", "devices/opencl/cl/acc.cl", "devices/opencl/cl/half.cl",
-                            "devices/opencl/cl/kernels.cl", "devices/opencl/cl/mixed.cl" };
-    size_t nfiles = extra ? 3 : 5, total = 1, len[5] = { 0 };
-    char *text[5] = { NULL, NULL, NULL, NULL, NULL }, *s;
+                            "devices/opencl/cl/kernels.cl", "devices/opencl/cl/mixed.cl", "devices/opencl/cl/graph.cl" };
+    size_t nfiles = extra ? 3 : 6, total = 1, len[6] = { 0 };
+    char *text[6] = { NULL, NULL, NULL, NULL, NULL, NULL }, *s;
     int rc = DR_OK;
     if (!root || !*root) root = DR_SOURCE_ROOT;
     for (size_t i = 0; i < nfiles && rc == DR_OK; i++)
@@ -144,7 +145,7 @@ static int load_sources(const char *extra, char **out, dr_err *err)
         if (extra) { memcpy(s + at, extra, strlen(extra)); at += strlen(extra); s[at++] = '\n'; }
         s[at] = 0;
     }
-    for (size_t i = 0; i < 5; i++) free(text[i]);
+    for (size_t i = 0; i < 6; i++) free(text[i]);
     *out = s;
     return rc;
 }
@@ -262,7 +263,9 @@ static const char *const k_names[K_COUNT] = {
     "sum_fast", "bias_grad_exact", "bias_grad_fast", "relu_mask", "share_exact", "loss_share_exact",
     "share_fast", "loss_share_fast", "apply_exact", "apply_fast", "gemm_fast_v",
     "round_exact", "round_fast", "mixed_to_dtype", "mixed_gemm", "mixed_loss_rows", "mixed_gemm_fast",
-    "mixed_grad_fast",
+    "mixed_grad_fast", "conv_fwd", "conv_dx", "conv_dw_exact", "conv_dw_fast", "act_cells", "add_cells", "add_grad",
+    "maxpool", "maxpool_grad", "gap", "gap_grad", "dropout", "dropout_grad", "bn_chan", "bn_apply", "bn_sums",
+    "bn_grad_sums_exact", "bn_grad_sums_fast", "bn_grad",
 };
 
 int dr_cl_build_dev(dr_backend *b, dr_cl_dev *dev, dr_err *err)

@@ -1,0 +1,333 @@
+/* distref OpenCL kernels — the layers of a model beyond Dense (issue 31;
+ * distref/backend.h, "models beyond Dense"), launched one layer at a time
+ * by devices/opencl/opencl_graph.c.
+ *
+ * Built after kernels.cl into the same program, under its FP_CONTRACT OFF
+ * and the build options of devices/opencl/opencl_program.c (correctly
+ * rounded divide and sqrt). Maps are NHWC; one work-item per output
+ * element unless a kernel says otherwise.
+ *
+ * Conv2D is direct, not im2col: a work-item walks its window (forward), the
+ * outputs that read its input (d(input)) or every output position (dW) in
+ * the order the im2col / gather rows of devices/cpu/openmp_conv.c lay them
+ * out, the padding's taps included as +0.0 terms. In exact numerics each
+ * result is the exact sum of exactly those terms rounded once (the sign of
+ * an exact zero too, which the terms' signs decide); fast numerics sum the
+ * same terms in float in that order.
+ */
+
+#define BN_EPSILON 1e-3f
+
+/* The stride a conv's input gradient gathers with. */
+#if defined(DR_MUTANT_CONV_GRAD_STRIDE)
+#define GRAD_STRIDE(s) ((s) > 1 ? (s) - 1 : (s))   /* fault: a strided conv's backward, the stride one short */
+#else
+#define GRAD_STRIDE(s) (s)
+#endif
+
+/* Whether candidate x beats the window's best so far in max pooling. */
+#if defined(DR_MUTANT_POOL_LAST_TIE)
+#define POOL_BEATS(x, best) ((x) >= (best))   /* fault: the last maximum of a tie wins */
+#else
+#define POOL_BEATS(x, best) ((x) > (best))
+#endif
+
+/* n examples; input ih x iw x ic, output oh x ow x oc; a k x k kernel,
+ * stride st, padding pt on top and pl on the left. */
+#define CONV_ARGS uint n, uint ih, uint iw, uint ic, uint oh, uint ow, uint oc, uint k, uint st, uint pt, uint pl
+
+/* Input (e, iy, ix, c) or 0.0f in the padding: the im2col row's value. */
+float conv_in(__global const float *x, uint e, int iy, int ix, uint c, uint ih, uint iw, uint ic)
+{
+    if (iy < 0 || ix < 0 || iy >= (int)ih || ix >= (int)iw) return 0.0f;
+    return x[(((size_t)e * ih + (uint)iy) * iw + (uint)ix) * ic + c];
+}
+
+/* pre[o] = round(bias + the window's dot product) (fast: bias + the float
+ * sum, taps (ky, kx, c) in order); o = ((e oh + oy) ow + ox) oc + f. */
+__kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float *W, uint woff, uint boff,
+                       uint fast, __global float *pre)
+{
+    size_t o = get_global_id(0);
+    if (o >= (size_t)n * oh * ow * oc) return;
+    uint f = o % oc, ox = (o / oc) % ow, oy = (o / oc / ow) % oh, e = o / oc / ow / oh;
+    int iy0 = (int)(oy * st) - (int)pt, ix0 = (int)(ox * st) - (int)pl;
+    acc_t a;
+    float s = 0.0f;
+    if (!fast) acc_init(&a);
+    for (uint ky = 0; ky < k; ky++)
+        for (uint kx = 0; kx < k; kx++)
+            for (uint c = 0; c < ic; c++) {
+                float v = conv_in(x, e, iy0 + (int)ky, ix0 + (int)kx, c, ih, iw, ic);
+                float w = W[woff + ((ky * k + kx) * ic + c) * oc + f];
+                if (fast) s = s + v * w; else acc_add_prod(&a, v, w);
+            }
+    if (fast) { pre[o] = W[boff + f] + s; return; }
+    acc_add(&a, W[boff + f]);
+    pre[o] = acc_round(&a);
+}
+
+/* Output index of tap offset t along a dimension of n outputs, stride st; -1: none. */
+int tap_out(int t, int st, uint n)
+{
+    if (t < 0 || t % st) return -1;
+    return t / st < (int)n ? t / st : -1;
+}
+
+/* dx[i] += round(the exact sum over every tap that read input i) (fast: the
+ * float sum); the terms in gather order (ky, kx, f), dz 0.0f where no
+ * output's tap read it. i = ((e ih + iy) iw + ix) ic + c. */
+__kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float *W, uint woff, uint fast,
+                      __global float *dx)
+{
+    size_t i = get_global_id(0);
+    if (i >= (size_t)n * ih * iw * ic) return;
+    uint c = i % ic, ix = (i / ic) % iw, iy = (i / ic / iw) % ih, e = i / ic / iw / ih;
+    int gs = (int)GRAD_STRIDE(st);
+    acc_t a;
+    float s = 0.0f;
+    if (!fast) acc_init(&a);
+    for (uint ky = 0; ky < k; ky++) {
+        int oy = tap_out((int)(iy + pt) - (int)ky, gs, oh);
+        for (uint kx = 0; kx < k; kx++) {
+            int ox = tap_out((int)(ix + pl) - (int)kx, gs, ow);
+            for (uint f = 0; f < oc; f++) {
+                float g = oy >= 0 && ox >= 0 ? dz[(((size_t)e * oh + (uint)oy) * ow + (uint)ox) * oc + f] : 0.0f;
+                float w = W[woff + ((ky * k + kx) * ic + c) * oc + f];
+                if (fast) s = s + g * w; else acc_add_prod(&a, g, w);
+            }
+        }
+    }
+    dx[i] = dx[i] + (fast ? s : acc_round(&a));
+}
+
+/* dW[q] over every output position r = (e, oy, ox), r in order: the im2col
+ * value times dz[r][f]; q = (tap ic + c) oc + f, the Keras kernel's index. */
+#define CONV_DW(NAME, T, INIT, ADD, STORE)                                                          \
+__kernel void NAME(CONV_ARGS, __global const float *x, __global const float *dz, __global T *grad,  \
+                   uint goff)                                                                      \
+{                                                                                                  \
+    uint q = get_global_id(0);                                                                     \
+    if (q >= k * k * ic * oc) return;                                                              \
+    uint f = q % oc, c = (q / oc) % ic, tap = q / oc / ic, ky = tap / k, kx = tap % k;             \
+    INIT;                                                                                          \
+    for (uint e = 0; e < n; e++)                                                                   \
+        for (uint oy = 0; oy < oh; oy++)                                                           \
+            for (uint ox = 0; ox < ow; ox++) {                                                     \
+                float v = conv_in(x, e, (int)(oy * st + ky) - (int)pt, (int)(ox * st + kx) - (int)pl, \
+                                  c, ih, iw, ic);                                                  \
+                float g = dz[(((size_t)e * oh + oy) * ow + ox) * oc + f];                          \
+                ADD;                                                                               \
+            }                                                                                      \
+    STORE;                                                                                         \
+}
+CONV_DW(conv_dw_exact, acc_t, acc_t a; acc_init(&a), acc_add_prod(&a, v, g), acc_store(&grad[goff + q], &a))
+CONV_DW(conv_dw_fast, float, float s = 0.0f, s = s + v * g, grad[goff + q] = s)
+
+/* ---- elementwise ------------------------------------------------------------- */
+
+/* act = relu(pre) (relu) or pre. */
+__kernel void act_cells(__global const float *pre, __global float *act, uint cells, uint relu)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    act[i] = relu && !(pre[i] > 0.0f) ? 0.0f : pre[i];
+}
+
+/* dst = a (+ b): Flatten's copy (b NULL), Add's sum. */
+__kernel void add_cells(__global const float *a, __global const float *b, uint cells, __global float *dst)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    dst[i] = b ? a[i] + b[i] : a[i];
+}
+
+/* d1 += dz, then d2 += dz (either NULL: none): one float addition per path. */
+__kernel void add_grad(__global const float *dz, uint cells, __global float *d1, __global float *d2)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    if (d1) d1[i] = d1[i] + dz[i];
+    if (d2) d2[i] = d2[i] + dz[i];
+}
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+/* 2x2, stride 2: the window's first maximum in row-major order (TensorFlow's
+ * tie rule); win = its offset within the example's input. */
+__kernel void maxpool(__global const float *x, uint n, uint iw, uint ic, uint oh, uint ow, uint in,
+                      __global float *out, __global uint *win)
+{
+    uint o = get_global_id(0), per = oh * ow * ic;
+    if (o >= n * per) return;
+    uint e = o / per, c = o % ic, ox = (o / ic) % ow, oy = o / ic / ow % oh;
+    __global const float *xe = x + (size_t)e * in;
+    uint best = ((2 * oy) * iw + 2 * ox) * ic + c;
+    for (uint t = 1; t < 4; t++) {
+        uint i = ((2 * oy + t / 2) * iw + 2 * ox + t % 2) * ic + c;
+        if (POOL_BEATS(xe[i], xe[best])) best = i;
+    }
+    out[o] = xe[best];
+    win[o] = best;
+}
+
+/* dx at each output's winner += dz (the windows do not overlap). */
+__kernel void maxpool_grad(__global const float *dz, __global const uint *win, uint n, uint out, uint in,
+                           __global float *dx)
+{
+    uint o = get_global_id(0);
+    if (o >= n * out) return;
+    size_t at = (size_t)(o / out) * in + win[o];
+    dx[at] = dx[at] + dz[o];
+}
+
+/* out[e c] = round(exact sum over the h w pixels / (h w)), both numerics. */
+__kernel void gap(__global const float *x, uint n, uint hw, uint c, __global float *out)
+{
+    uint o = get_global_id(0);
+    acc_t a;
+    if (o >= n * c) return;
+    acc_init(&a);
+    for (uint p = 0; p < hw; p++) acc_add(&a, x[((size_t)(o / c) * hw + p) * c + o % c]);
+    out[o] = acc_round_div(&a, hw);
+}
+
+__kernel void gap_grad(__global const float *dz, uint n, uint hw, uint c, __global float *dx)
+{
+    uint i = get_global_id(0);
+    if (i >= n * hw * c) return;
+    dx[i] = dx[i] + dz[(i / (hw * c)) * c + i % c] / (float)hw;
+}
+
+/* ---- Dropout: core/rng.c's Philox4x32-10 ----------------------------------------- */
+
+uint philox_word(uint2 key, uint4 ctr, uint w)
+{
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) { key.x += 0x9E3779B9u; key.y += 0xBB67AE85u; }
+        uint hi0 = mul_hi(0xD2511F53u, ctr.x), lo0 = 0xD2511F53u * ctr.x;
+        uint hi1 = mul_hi(0xCD9E8D57u, ctr.z), lo1 = 0xCD9E8D57u * ctr.z;
+        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
+    }
+    return w == 0 ? ctr.x : w == 1 ? ctr.y : w == 2 ? ctr.z : ctr.w;
+}
+
+/* dr_rng_uniform(seed, stream, index): 24 bits, exact in a float. */
+float rng_uniform(ulong seed, ulong stream, ulong index)
+{
+    ulong block = index / 4;
+    uint u = philox_word((uint2)((uint)seed, (uint)(seed >> 32)),
+                         (uint4)((uint)block, (uint)(block >> 32), (uint)stream, (uint)(stream >> 32)), (uint)(index % 4));
+    return (float)(u >> 8) * 0x1p-24f;
+}
+
+/* Unit u of row r kept when the draw keyed by (ids[r] units + u) >= rate:
+ * out = x scale, mult = scale; else 0. keep_all: inference or rate 0. */
+__kernel void dropout(__global const float *x, uint rows, uint units, uint seed_lo, uint seed_hi, uint stream_lo,
+                      uint stream_hi, __global const uint *ids, float rate, float scale, uint keep_all,
+                      __global float *mult, __global float *out)
+{
+    uint i = get_global_id(0);
+    if (i >= rows * units) return;
+    if (keep_all) { out[i] = x[i]; mult[i] = 1.0f; return; }
+    ulong key = (ulong)ids[i / units] * units + i % units;
+    bool keep = rng_uniform((ulong)seed_hi << 32 | seed_lo, (ulong)stream_hi << 32 | stream_lo, key) >= rate;
+    mult[i] = keep ? scale : 0.0f;
+    out[i] = keep ? x[i] * scale : 0.0f;
+}
+
+__kernel void dropout_grad(__global const float *dz, __global const float *mult, uint cells, __global float *dx)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    dx[i] = dx[i] + (mult[i] != 0.0f ? dz[i] * mult[i] : 0.0f);
+}
+
+/* ---- BatchNormalization ---------------------------------------------------------- */
+
+/* chan = mean, inv = 1 / sqrt(var + eps), a = inv gamma (oc each). */
+__kernel void bn_chan(__global const float *mean, uint moff, __global const float *var, uint voff,
+                      __global const float *gamma, uint goff, uint oc, __global float *chan)
+{
+    uint c = get_global_id(0);
+    if (c >= oc) return;
+    float inv = 1.0f / sqrt(var[voff + c] + BN_EPSILON);
+    chan[c] = mean[moff + c];
+    chan[oc + c] = inv;
+    chan[2 * oc + c] = inv * gamma[goff + c];
+}
+
+/* pre = x a + (beta - mean a); xhat = (x - mean) inv (training); act. */
+__kernel void bn_apply(__global const float *x, __global const float *beta, uint boff, __global const float *chan,
+                       uint cells, uint oc, uint training, uint relu, __global float *pre, __global float *act,
+                       __global float *xhat)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    uint c = i % oc;
+    float mu = chan[c], inv = chan[oc + c], a = chan[2 * oc + c];
+    float shift = beta[boff + c] - mu * a, p = x[i] * a + shift;
+    pre[i] = p;
+    if (training) xhat[i] = (x[i] - mu) * inv;
+    act[i] = relu && !(p > 0.0f) ? 0.0f : p;
+}
+
+/* Per channel c (one work-item each) over pix pixels, exactly:
+ * kind 0: red[c] = sum x, red[oc + c] = sum x^2; kind 1: red[oc + c] = sum
+ * (x - mean[c])^2, each square rounded (the two-pass variance). */
+__kernel void bn_sums(__global const float *x, uint pix, uint oc, uint kind, __global const float *mean,
+                      __global acc_t *red)
+{
+    uint c = get_global_id(0);
+    acc_t a1, a2;
+    if (c >= oc) return;
+    acc_init(&a1);
+    acc_init(&a2);
+    for (size_t p = 0; p < pix; p++) {
+        float v = x[p * oc + c];
+        if (kind == 1) {
+            float t = v - mean[c];
+            acc_add(&a2, t * t);
+        } else {
+            acc_add(&a1, v);
+            acc_add_prod(&a2, v, v);
+        }
+    }
+    acc_store(&red[c], &a1);
+    acc_store(&red[oc + c], &a2);
+}
+
+/* The backward sums: red[c] = sum dy, red[oc + c] = sum dy xhat, exactly;
+ * also beta's and gamma's gradient (exact: the sums; fast: rounded). */
+#define BN_GRAD_SUMS(NAME, T, STORE)                                                                \
+__kernel void NAME(__global const float *dy, __global const float *xhat, uint pix, uint oc,          \
+                   __global acc_t *red, __global T *grad, uint gamma_off, uint beta_off)           \
+{                                                                                                  \
+    uint c = get_global_id(0);                                                                     \
+    acc_t a1, a2;                                                                                  \
+    if (c >= oc) return;                                                                           \
+    acc_init(&a1);                                                                                 \
+    acc_init(&a2);                                                                                 \
+    for (size_t p = 0; p < pix; p++) {                                                             \
+        acc_add(&a1, dy[p * oc + c]);                                                              \
+        acc_add_prod(&a2, dy[p * oc + c], xhat[p * oc + c]);                                       \
+    }                                                                                              \
+    acc_store(&red[c], &a1);                                                                       \
+    acc_store(&red[oc + c], &a2);                                                                  \
+    STORE;                                                                                         \
+}
+BN_GRAD_SUMS(bn_grad_sums_exact, acc_t, { grad[gamma_off + c] = red[oc + c]; grad[beta_off + c] = red[c]; })
+BN_GRAD_SUMS(bn_grad_sums_fast, float, {                               /* into the zeroed floats: -0 becomes +0 */ \
+    grad[gamma_off + c] = grad[gamma_off + c] + acc_round(&a2);                                    \
+    grad[beta_off + c] = grad[beta_off + c] + acc_round(&a1); })
+
+/* dx += a ((dy - mean_dy) - xhat mean_dyxhat); stat = mean_dy, then mean_dyxhat (oc each). */
+__kernel void bn_grad(__global const float *dy, __global const float *xhat, __global const float *chan,
+                      __global const float *stat, uint cells, uint oc, __global float *dx)
+{
+    uint i = get_global_id(0);
+    if (i >= cells) return;
+    uint c = i % oc;
+    float t = (dy[i] - stat[c]) - xhat[i] * stat[oc + c];
+    dx[i] = dx[i] + chan[2 * oc + c] * t;
+}
