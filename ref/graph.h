@@ -39,6 +39,11 @@ typedef struct dr_graph_ctx {
                                 * core, core-major within a replica; NULL: one entry a replica */
     dr_strategy *count;        /* sync BN: the statistics' bytes counted on its devices, as the
                                 * engine's comm moves them (dr_count_ring); NULL: not counted */
+    dr_dtype compute;          /* the mixed step's compute dtype (DR_DTYPE_F32: the float32 step):
+                                * every layer's output and input gradient rounded to it, the loss
+                                * float32 on the rounded logits (ref/mixed_graph.c) */
+    float    loss_scale;       /* mixed: the loss scale inside the loss's delta, with 1 / G */
+    uint32_t G;
 } dr_graph_ctx;
 
 /* Forward of every replica (with a halo, every core of every replica: R
