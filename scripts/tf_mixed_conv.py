@@ -184,3 +184,27 @@ for p in ("mixed_float16", "mixed_bfloat16"):
     probe_conv(p)
     probe_bn(p)
     probe_pool(p)
+
+
+def probe_filter_length(policy):
+    """(f) Conv2DBackpropFilter in c: the error of dW in ulps of c against
+    RN_c(exact), as the reduction (examples x output pixels) grows: an
+    accumulation in c grows with it, one rounding stays within 0.5 ulp."""
+    c = tf.float16 if policy == "mixed_float16" else tf.bfloat16
+    for n in (1, 8, 32):
+        x = rn(rng.standard_normal((n, 14, 14, 4)), policy)
+        dy = rn(rng.standard_normal((n, 14, 14, 4)) * 0.01, policy)
+        got = tf.raw_ops.Conv2DBackpropFilter(input=tf.constant(x, c), filter_sizes=[3, 3, 4, 4],
+                                              out_backprop=tf.constant(dy, c), strides=[1, 1, 1, 1],
+                                              padding="SAME").numpy().astype(np.float64)
+        ex = tf.raw_ops.Conv2DBackpropFilter(input=tf.constant(x), filter_sizes=[3, 3, 4, 4],
+                                             out_backprop=tf.constant(dy), strides=[1, 1, 1, 1],
+                                             padding="SAME").numpy()
+        once = rn(ex, policy)
+        ulp = np.abs(got - once) / np.maximum(np.abs(once) * (2.0 ** -10 if c == tf.float16 else 2.0 ** -7), 1e-30)
+        print(f"[f] {policy} Conv2DBackpropFilter over {n * 196} products a weight: = RN_c(exact) "
+              f"{int(np.sum(got == once))}/{got.size}, median {np.median(ulp):.2f} max {ulp.max():.1f} ulp of c")
+
+
+for p in ("mixed_float16", "mixed_bfloat16"):
+    probe_filter_length(p)
