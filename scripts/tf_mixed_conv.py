@@ -174,8 +174,9 @@ def probe_pool(policy):
     agree(f"[e] {policy} GAP dx (dy / 49)", gx.numpy(), rn(ex, policy), rn32(ex, policy))
     kept = others[2].numpy()
     sc = kept[kept != 0] / x.astype(np.float32)[kept != 0]
-    agree(f"[e] {policy} Dropout kept = RN_c(x / 0.75)", kept[kept != 0], rn(x[kept != 0] / 0.75, policy),
-          rn(x[kept != 0] * np.float64(np.float16(1 / 0.75)), policy))
+    # columns: RN_c(x / 0.75) (one rounding of the exact quotient), RN_c(x * RN_c(1 / 0.75))
+    agree(f"[e] {policy} Dropout kept", kept[kept != 0], rn(x[kept != 0] / 0.75, policy),
+          rn(x[kept != 0] * rn(1 / 0.75, policy), policy))
     print(f"[e] {policy} Dropout kept scale range {sc.min():.6f}..{sc.max():.6f}")
 
 
