@@ -314,5 +314,6 @@ int suite_mixed_precision(results *r)
     fails += mixed_l2_cells(r);
     fails += mixed_strategy_cells(r);
     fails += mixed_clip_cells(r);
+    fails += mixed_graph_cells(r);
     return fails;
 }

@@ -83,9 +83,11 @@ void dr_bn_grad_sums(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w,
         }
 }
 
-/* dx = a * ((dy - mean(dy)) - xhat * mean(dy * xhat)), a = gamma * inv. */
+/* dx = a * ((dy - mean(dy)) - xhat * mean(dy * xhat)), a = gamma * inv;
+ * the mixed step rounds the float32 dx to c (Keras 3 computes a float16 or
+ * bfloat16 input's BatchNormalization in float32, then casts back). */
 void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uint32_t b, dr_work *w,
-                    const float *mean_dy, const float *mean_dyxhat, bool input_grad)
+                    const float *mean_dy, const float *mean_dyxhat, bool input_grad, dr_dtype c)
 {
     const dr_dense *d = &m->layer[l];
     const float *a = bn_mean(d, w, l) + 2 * (size_t)d->oc, *dy = w->dact[l + 1], *xhat = w->aux_l[l];
@@ -95,9 +97,9 @@ void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uin
     if (!input_grad) return;
     dr_layer_region(w, l, l, d->ih, d->iw, r);
     for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; dr_region_has(r, d->ih, d->iw, p) && c < d->oc; c++) {
-            size_t i = p * d->oc + c;
-            float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
-            w->dact[dr_layer_src(m, l)][i] += a[c] * t;
+        for (uint32_t ch = 0; dr_region_has(r, d->ih, d->iw, p) && ch < d->oc; ch++) {
+            size_t i = p * d->oc + ch;
+            float t = (dy[i] - mean_dy[ch]) - xhat[i] * mean_dyxhat[ch];
+            w->dact[dr_layer_src(m, l)][i] += dr_round_to_dtype(a[ch] * t, c);
         }
 }

@@ -116,10 +116,12 @@ void dr_graph_forward(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
         if (d->kind == DR_LAYER_BATCH_NORM && g->training) {
             if (g->sync_bn) bn_forward_sync(g, l, rp, R, s1, s2, mean, var);
             else bn_forward_replica(g, l, rp, R, s1, s2, mean, var);
+            for (uint32_t r = 0; g->compute != DR_DTYPE_F32 && r < R; r++)   /* float32 BN, its output cast to c */
+                dr_layer_round_output(m, l, rp[r].n, rp[r].w, g->compute);
             continue;
         }
         for (uint32_t r = 0; r < R; r++) {
-            dr_layer_rt rt = { g->training, g->seed, g->step, rp[r].ids, g->masks, rp[r].row0 };
+            dr_layer_rt rt = { g->training, g->seed, g->step, rp[r].ids, g->masks, rp[r].row0, g->compute };
             if (runs(&rp[r], l)) dr_layer_forward(m, g->ops, l, rp[r].params, rp[r].x, rp[r].n, rp[r].w, &rt);
         }
     }
@@ -153,7 +155,8 @@ static void bn_backward_group(const dr_graph_ctx *g, uint32_t l, dr_graph_replic
     if (N == 0) return;
     for (uint32_t c = 0; c < d->oc; c++) { mdy[c] = dr_acc_round_div(&s1[c], N); mdx[c] = dr_acc_round_div(&s2[c], N); }
     for (uint32_t r = r0; r < r1; r++)
-        if (runs(&rp[r], l)) dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, dr_layer_src(m, l) > 0);
+        if (runs(&rp[r], l))
+            dr_bn_backward(m, l, rp[r].params, rp[r].n, rp[r].w, mdy, mdx, dr_layer_src(m, l) > 0, g->compute);
 }
 
 static void bn_backward(const dr_graph_ctx *g, uint32_t l, dr_graph_replica *rp, uint32_t R)
@@ -161,6 +164,23 @@ static void bn_backward(const dr_graph_ctx *g, uint32_t l, dr_graph_replica *rp,
     uint32_t T = g->sync_bn ? R : group(g);
     if (g->sync_bn && g->count) dr_count_ring(g->count, 2 * (size_t)g->m->layer[l].oc);
     for (uint32_t r0 = 0; r0 < R; r0 += T) bn_backward_group(g, l, rp, r0, r0 + T);
+}
+
+/* The mixed step's loss (ref/mixed_step.c's): float32 on the logits in c;
+ * dz_c holds the loss scale and 1 / G. */
+static void mixed_loss_delta(const dr_graph_ctx *g, dr_graph_replica *e)
+{
+    const dr_model_spec *m = g->m;
+    uint32_t L = m->nlayers, nout = m->layer[L - 1].out;
+    dr_work *w = e->w;
+    for (uint32_t r = 0; r < e->n; r++) {
+        const float *z = w->pre[L - 1] + (size_t)r * nout;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < nout; i++) if (z[i] > z[best]) best = i;
+        *e->correct += best == e->labels[r];
+        dr_acc_add(e->loss, dr_mixed_example(z, nout, e->labels[r], g->loss_scale, g->G, g->compute, w->aux,
+                                             w->dact[L] + (size_t)r * nout));
+    }
 }
 
 void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
@@ -173,13 +193,16 @@ void dr_graph_loss_grad(const dr_graph_ctx *g, dr_graph_replica *rp, uint32_t R)
         if (!rp[r].n) continue;
         for (uint32_t l = 1; l < L; l++) memset(w->dact[l], 0, (size_t)rp[r].n * m->layer[l - 1].out * sizeof(float));
         if (rp[r].core) continue;   /* the loss is core 0's */
-        dr_model_loss_delta(m, g->ops, w, rp[r].n, rp[r].labels, rp[r].targets, rp[r].loss, w->dact[L], rp[r].correct);
+        if (g->compute != DR_DTYPE_F32) mixed_loss_delta(g, &rp[r]);
+        else dr_model_loss_delta(m, g->ops, w, rp[r].n, rp[r].labels, rp[r].targets, rp[r].loss, w->dact[L], rp[r].correct);
     }
     for (uint32_t l = L; l-- > 0;) {
         if (g->halo) dr_halo_before_backward(g->halo, l, rp, R);
+        for (uint32_t r = 0; g->compute != DR_DTYPE_F32 && r < R; r++)   /* a fork's gradients summed in c */
+            if (rp[r].n) dr_layer_round_grad(m, l, rp[r].n, rp[r].w, g->compute);
         if (m->layer[l].kind == DR_LAYER_BATCH_NORM) { bn_backward(g, l, rp, R); continue; }
         for (uint32_t r = 0; r < R; r++)
             if (runs(&rp[r], l)) dr_layer_backward(m, g->ops, l, rp[r].params, rp[r].x, rp[r].n, rp[r].w, rp[r].grad,
-                                           dr_layer_src(m, l) > 0);
+                                           dr_layer_src(m, l) > 0, g->compute);
     }
 }

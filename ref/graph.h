@@ -41,6 +41,11 @@ typedef struct dr_graph_ctx {
     dr_strategy *count;        /* sync BN: the statistics' bytes counted on its devices, as the
                                 * engine's comm moves them (dr_count_ring); NULL: not counted */
     const dr_dropout_masks *masks;   /* --dropout_masks (rows: rp[r].row0 + r); NULL: the RNG's */
+    dr_dtype compute;          /* the mixed step's compute dtype (DR_DTYPE_F32: the float32 step):
+                                * every layer's output and input gradient rounded to it, the loss
+                                * float32 on the rounded logits (ref/mixed_graph.c) */
+    float    loss_scale;       /* mixed: the loss scale inside the loss's delta, with 1 / G */
+    uint32_t G;
 } dr_graph_ctx;
 
 /* Forward of every replica (with a halo, every core of every replica: R

@@ -39,7 +39,7 @@ int dr_graph_shares(trainer *t, dr_err *err)
     /* the statistics' bytes counted as the engine's comm moves them; the tpu
      * step's are its torus' (ref/tpu_step.c) */
     dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo,
-                         t->tpu.on ? NULL : &t->strat, t->plan->dropout_masks };
+                         t->tpu.on ? NULL : &t->strat, t->plan->dropout_masks, DR_DTYPE_F32, 0.0f, 0 };
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
     if (S) memcpy(state, dr_trainer_params(t) + T, S * sizeof *state);
     if (S && t->plan->bn_replica && R > 1 && !t->tpu.on)   /* the engine hands replica 0's state to the others */

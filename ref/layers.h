@@ -20,6 +20,7 @@
 #endif
 
 #include "distref/dropout_masks.h"
+#include "distref/half.h"
 #include "distref/ref.h"
 
 #define DR_BN_MOMENTUM 0.99f
@@ -36,6 +37,7 @@ typedef struct dr_layer_rt {
     const uint32_t *ids;
     const dr_dropout_masks *masks;   /* NULL: the RNG's */
     uint32_t        row0;            /* the global batch's row of the replica's row 0 */
+    dr_dtype        c;     /* the mixed step's compute dtype (DR_DTYPE_F32: the float32 step) */
 } dr_layer_rt;
 
 /* Spatial partitioning (w->tile, docs/MODELS.md): whether layer l computes
@@ -64,9 +66,20 @@ uint32_t dr_layer_src(const dr_model_spec *m, uint32_t l);
 void dr_layer_forward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
                       const float *x, uint32_t b, dr_work *w, const dr_layer_rt *rt);
 /* Backward of every kind but BatchNormalization; `input_grad` false skips
- * d(loss)/d(input) (layer 0). */
+ * d(loss)/d(input) (layer 0). c: each contribution to d(loss)/d(input)
+ * rounded once to the compute dtype (the mixed step; DR_DTYPE_F32: float32). */
 void dr_layer_backward(const dr_model_spec *m, const dr_model_ops *ops, uint32_t l, const float *params,
-                       const float *x, uint32_t b, dr_work *w, dr_acc *grad, bool input_grad);
+                       const float *x, uint32_t b, dr_work *w, dr_acc *grad, bool input_grad, dr_dtype c);
+/* The mixed step: layer l's output and pre-activation (BatchNormalization's
+ * float32 result) rounded to c in place, and d(loss)/d(output of l) (the sum
+ * of its consumers' contributions, TensorFlow's AddN in c) rounded to c. */
+void dr_layer_round_output(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w, dr_dtype c);
+void dr_layer_round_grad(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w, dr_dtype c);
+/* The mixed step's loss on an example's compute-dtype logits z (n of
+ * them): float32 softmax cross-entropy, returned, and its delta
+ * dz_c = RN_c(scale * (softmax - onehot) / G) (aux: n floats of scratch). */
+float dr_mixed_example(const float *z, uint32_t n, uint8_t label, float scale, uint32_t G, dr_dtype c,
+                       float *aux, float *dz);
 
 /* BatchNormalization, channel c of layer l: the per-replica sums of x and
  * x^2 (exact, into s1[c], s2[c]), the centered squares around mean (two-pass,
@@ -82,6 +95,6 @@ void dr_bn_grad_sums(const dr_model_spec *m, uint32_t l, uint32_t b, dr_work *w,
 /* Given the sums' means (over the statistics' count), adds d(loss)/d(x)
  * into w->dact[l]; the parameter gradients are the replica's own sums. */
 void dr_bn_backward(const dr_model_spec *m, uint32_t l, const float *params, uint32_t b, dr_work *w,
-                    const float *mean_dy, const float *mean_dyxhat, bool input_grad);
+                    const float *mean_dy, const float *mean_dyxhat, bool input_grad, dr_dtype c);
 
 #endif

@@ -42,12 +42,29 @@
  * them in, the one update runs there), tpu all-reduces them along the torus
  * (its emulated step time in metrics.jsonl). */
 #include "ref/trainer.h"
+#include "ref/graph.h"
 
 #include "distref/elem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What the mixed step does not run with yet on the models beyond Dense
+ * (ref/mixed_graph.c), or NULL. */
+static const char *graph_refusal(const dr_run_plan *p)
+{
+    if (p->spec.kind == DR_STRATEGY_TPU)
+        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it "
+               "(the tpu step of these models is ref/tpu_step.c's, not the mixed step's)";
+    if (p->cfg->mixed.tf_reduction)
+        return "--mixed_reduction=tensorflow is not built for a model beyond Dense (BatchNormalization's float32 "
+               "gradients would need a per-tensor dtype in the reduction); use --mixed_reduction=exact";
+    if (p->exp.model.l2 != 0.0f) return "--l2 is not built for a model beyond Dense";
+    if (p->cfg->gradient_accumulation_steps > 1)
+        return "--gradient_accumulation_steps is not built for a model beyond Dense";
+    return NULL;
+}
 
 int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
 {
@@ -67,8 +84,8 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
               "replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the "
               "global sum, so there is no replica gradient to clip)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
-    else if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
-        why = "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
+    else if (!dr_model_is_dense(&e->model))
+        why = graph_refusal(p);
     for (uint32_t l = 0; !why && l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) why = "a softmax layer is not built into it";
     if (!why) return DR_OK;
@@ -92,23 +109,6 @@ static void layer_forward(const dr_dense *d, const float *in, const float *Wc, u
         for (uint32_t j = 0; j < d->out; j++) dr_acc_add(&tmp[(size_t)r * d->out + j], Wc[(size_t)d->in * d->out + j]);
     round_all(tmp, n, 1, c, pre);
     for (size_t i = 0; i < n; i++) act[i] = d->act == DR_ACT_RELU ? (pre[i] > 0.0f ? pre[i] : 0.0f) : pre[i];
-}
-
-/* The example's float32 loss on its compute-dtype logits z, and dz_c. */
-static float example(const float *z, uint32_t n, uint8_t label, float scale, uint32_t G, dr_dtype c,
-                     float *aux, float *dz)
-{
-    float mx = z[0], s;
-    for (uint32_t i = 1; i < n; i++) if (z[i] > mx) mx = z[i];
-    for (uint32_t i = 0; i < n; i++) aux[i] = dr_expf(z[i] - mx);
-    s = dr_sum_f32(aux, n);
-    for (uint32_t i = 0; i < n; i++) {
-        dr_acc a;
-        dr_acc_init(&a);
-        dr_acc_add_prod(&a, aux[i] / s - (i == label ? 1.0f : 0.0f), scale);
-        dz[i] = dr_acc_round_div_dtype(&a, G, c);
-    }
-    return dr_logf(s) - (z[label] - mx);
 }
 
 typedef struct mixed_scratch {
@@ -172,7 +172,7 @@ static int replica_mixed(trainer *t, replica *rp, uint32_t r, uint32_t n, dr_err
         uint32_t best = 0;
         for (uint32_t i = 1; i < nout; i++) if (z[i] > z[best]) best = i;
         rp->correct += best == rp->labels[e];
-        dr_acc_add(&rp->loss, example(z, nout, rp->labels[e], t->ls.scale, t->G, c, s.aux, dz + (size_t)e * nout));
+        dr_acc_add(&rp->loss, dr_mixed_example(z, nout, rp->labels[e], t->ls.scale, t->G, c, s.aux, dz + (size_t)e * nout));
     }
     if (t->mult[r] > 1) dr_acc_mul_u32(&rp->loss, t->mult[r]);
     for (uint32_t l = L; l-- > 0;) {
@@ -205,6 +205,7 @@ static int mixed_replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
     dr_trainer_load_batch(t, rp, t->ids + t->off[r], n);   /* tpu: its padding rows would add nothing */
     if (t->var)   /* central_storage: the variables come to the replica */
         dr_device_copy(rp->dev, rp->params, &t->strat.device[t->strat.variable_device], t->var, t->P * sizeof(float));
+    if (!dr_model_is_dense(&t->exp.model)) return DR_OK;   /* the layers run in lock step: dr_ref_mixed_graph_shares */
     rc = replica_mixed(t, rp, r, n, err);
     if (rc == DR_OK && t->exp.model.l2 != 0.0f)   /* the reported loss: + the float32 L2 loss, as the float32 step */
         dr_acc_add_prod(&rp->loss, (float)t->coef, dr_model_reg_loss(&t->exp.model, rp->params));
@@ -311,7 +312,8 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
     loss_scale_start(t);
     t->updated = false;
     if ((rc = resume_check(t, step, err)) || (rc = dr_trainer_begin_step(t, b, step, rep, err)) ||
-        (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)))
+        (rc = dr_strategy_run(&t->strat, t->count, mixed_replica_step, t, err)) ||
+        (!dr_model_is_dense(&t->exp.model) && (rc = dr_ref_mixed_graph_shares(t, err))))
         return rc;
     for (uint32_t r = 0; r < R; r++) { parts[r] = t->rep[r].grad; w[r] = t->rep[r].params; }
     if (o->clip.per_replica)
@@ -320,6 +322,7 @@ int dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step
         finite = dr_mixed_reduce_l2(parts, R, t->P, t->cfg->mixed.compute, t->cfg->mixed.tf_reduction, &t->exp.model,
                                     w,   /* --l2: its float32 term, scaled, before the unscale */
                                     t->ls.scale, t->grad);
+    if (!dr_model_is_dense(&t->exp.model)) finite = dr_ref_mixed_bn_grads(t, t->grad);
     rep->extra[0] = 0;
     if ((rc = mixed_collective(t, err))) return rc;
     before = t->ls;

@@ -171,7 +171,7 @@ void dr_model_forward(const dr_model_spec *m, const dr_model_ops *ops, const flo
                       const float *x, uint32_t b, dr_work *w)
 {
     if (!dr_model_is_dense(m)) {   /* inference: moving statistics, no dropout */
-        dr_graph_ctx g = { m, ops, false, false, 0, 0, NULL, NULL, NULL, NULL };
+        dr_graph_ctx g = { m, ops, false, false, 0, 0, NULL, NULL, NULL, NULL, DR_DTYPE_F32, 0.0f, 0 };
         dr_graph_replica r = { params, x, NULL, NULL, NULL, b, w, NULL, NULL, NULL, 0, 0 };
         dr_graph_forward(&g, &r, 1);
         return;
@@ -275,7 +275,7 @@ void dr_model_loss_grad(const dr_model_spec *m, const dr_model_ops *ops, const f
 {
     if (b == 0) return;
     if (!dr_model_is_dense(m)) {   /* one replica, replica BN, dropout keyed by the row */
-        dr_graph_ctx g = { m, ops, true, false, 0, 0, NULL, NULL, NULL, NULL };
+        dr_graph_ctx g = { m, ops, true, false, 0, 0, NULL, NULL, NULL, NULL, DR_DTYPE_F32, 0.0f, 0 };
         dr_graph_replica r = { params, x, labels, targets, NULL, b, w, loss_sum, grad_sum, correct, 0, 0 };
         dr_graph_loss_grad(&g, &r, 1);
         return;

@@ -159,6 +159,11 @@ int      dr_ref_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_
  * naming the rest), and the step (ref/mixed_step.c). */
 int      dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err);
 int      dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_step_report *rep, dr_err *err);
+/* The models beyond Dense under the mixed step (ref/mixed_graph.c): every
+ * replica's share (batches loaded), and BatchNormalization's float32
+ * gradients written over the reduced grad; returns whether grad is finite. */
+int      dr_ref_mixed_graph_shares(trainer *t, dr_err *err);
+bool     dr_ref_mixed_bn_grads(trainer *t, float *grad);
 
 /* parameter_server training: the coordinator, its seeded asynchronous
  * schedule and the ps tasks (ref/ps.c), as the ref variant's train hook. */

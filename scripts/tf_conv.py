@@ -17,6 +17,12 @@ input checked non-zero so that the mask is exact), the replicas' rows joined
 in replica order (the global batch's, as MirroredStrategy splits it) and
 written in distref's masks format (include/distref/dropout_masks.h) for
 `--dropout_masks`.
+
+A case with "mixed" ({"policy", "initial_scale"}) builds the model under
+Keras 3's dtype policy and wraps the optimizer in LossScaleOptimizer
+(scale_loss, apply), recording the loss scale and the skipped steps
+(scripts/tf_mixed.py's loop; docs/TRAINING_FEATURES.md, "Mixed precision
+with the models beyond Dense").
 """
 import os
 import struct
@@ -186,8 +192,9 @@ def get_flat(keras):
 
 
 def train(tf, case, folder, strategy):
-    """One case: losses per step, the final flat vector (distref's layout) and
-    the Dropout masks TensorFlow drew (a case with "dropout_masks"; else [])."""
+    """One case: losses per step, the final flat vector (distref's layout),
+    the Dropout masks TensorFlow drew (a case with "dropout_masks"; else [])
+    and a mixed case's loss-scale series (else {})."""
     import numpy as np
     layers, opt_kind, lr, momentum = SPECS[case["experiment"]]
     opt_kind = case.get("optimizer", opt_kind)
@@ -198,7 +205,10 @@ def train(tf, case, folder, strategy):
     order = np.load(os.path.join(folder, "order.npy"))
     init = np.load(os.path.join(folder, "params.npy"))
     R, G = case["num_gpus"], case["global_batch_size"]
+    mixed = case.get("mixed")   # {"policy", "initial_scale"}: Keras 3's policy and LossScaleOptimizer
     s = strategy(tf, R)
+    if mixed:
+        tf.keras.mixed_precision.set_dtype_policy(mixed["policy"])
     with s.scope():
         rate = case.get("dropout_rate") if "dropout_masks" in case else None
         model, keras = build(tf, layers, case.get("batch_norm", "sync") == "sync", rate)
@@ -207,21 +217,35 @@ def train(tf, case, folder, strategy):
             opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
         else:
             opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+        if mixed:
+            opt = tf.keras.optimizers.LossScaleOptimizer(opt, initial_scale=mixed.get("initial_scale") or 32768.0)
+            opt.build(model.trainable_variables)
+    tf.keras.mixed_precision.set_dtype_policy("float32")
     per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def step_fn(xb, yb):
         with tf.GradientTape() as tape:
             loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
+            scaled = opt.scale_loss(loss) if mixed else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if mixed:
+            opt.apply(grads, model.trainable_variables)
+        else:
+            opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    losses = []
+    losses, scales, skipped = [], [], []
     for e in range(case["epochs"]):
         ds = tf.data.Dataset.from_tensor_slices((x[order[e]], y[order[e]])).batch(G)
         for batch in s.experimental_distribute_dataset(ds):
+            if mixed:
+                scales.append(float(opt.dynamic_scale.numpy()))
+                it = int(opt.iterations.numpy())
             per = s.run(step_fn, args=batch)
             losses.append(float(s.reduce(tf.distribute.ReduceOp.SUM, per, axis=None).numpy()))
+            if mixed:
+                skipped.append(int(opt.iterations.numpy()) == it)
     rec = [lay.masks for lay in keras if lay is not None and hasattr(lay, "masks")]
     masks = [np.concatenate([rec[0][r][s] for r in range(R)]) for s in range(len(losses))] if rec else []
-    return losses, get_flat(keras), ntrain, masks
+    series = {"loss_scales": scales, "skipped": skipped} if mixed else {}
+    return losses, get_flat(keras), ntrain, masks, series

@@ -197,6 +197,36 @@ for R in (1, 2, 4):
                         "dropout_masks": masks, "dropout_rate": 0.25,
                         "extra": ["--batch_norm=sync", "--dropout_masks=" + masks]})
 
+# Mixed precision on the CNN (docs/TRAINING_FEATURES.md, "Mixed precision with
+# the models beyond Dense"; scripts/tf_mixed_conv.py): mixed_float16 with
+# Keras's LossScaleOptimizer, sync BN, dropout off, at R = 1 and 2; distref's
+# exact reduction (TensorFlow rounds each replica's gradient to float16 and
+# sums in float32: at R = 2 that is within the same bounds). Their own bounds
+# (tests/test_golden.c's bounds_of): measured 7.5e-5 loss, 3.0e-4 weights,
+# 1.1e-5 BN moving statistics at R = 1 and 2, about 3x that here.
+CNN_MIXED_BOUNDS = {"loss_rel": 4e-4, "weight_abs": 1e-3, "state_abs": 5e-5,
+                    "why": "TensorFlow 2.21's CPU float16 Conv2DBackpropFilter/Input accumulate in float16 "
+                           "(scripts/tf_mixed_conv.py [c], [f]: a median 1.2-3.3 ulp of float16 from the exact "
+                           "sum rounded once, which distref applies)"}
+for R in (1, 2):
+    TRAIN_CASES.append({"name": "cnn_mixed_sync_bn_R%d" % R, "experiment": "cnn_synthetic", "synthetic_examples": 72,
+                        "global_batch_size": 32, "epochs": 1, "num_gpus": R, "batch_norm": "sync",
+                        "extra": ["--batch_norm=sync", "--dropout=off", "--dtype_policy=mixed_float16"],
+                        "mixed": {"policy": "mixed_float16", "initial_scale": None}, "bounds": CNN_MIXED_BOUNDS})
+# The same overflowing on purpose (initial scale 2^20, G = 16, 2 epochs): the
+# float16 gradients of the convolutions overflow, and the loss scale and the
+# skipped steps must be TensorFlow's at every step (a float32 run skips none).
+# R = 1 only: at R = 2 TensorFlow checks each replica's own float16 gradient
+# (half the sum: its step 7 does not overflow, distref's exact global sum
+# does; measured), which --mixed_reduction=tensorflow models for Dense and
+# which is not built for these models.
+for R in (1,):
+    TRAIN_CASES.append({"name": "cnn_mixed_overflow_R%d" % R, "experiment": "cnn_synthetic", "synthetic_examples": 72,
+                        "global_batch_size": 16, "epochs": 2, "num_gpus": R, "batch_norm": "sync",
+                        "extra": ["--batch_norm=sync", "--dropout=off", "--dtype_policy=mixed_float16",
+                                  "--loss_scale=dynamic:1048576"],
+                        "mixed": {"policy": "mixed_float16", "initial_scale": 1048576.0}, "bounds": CNN_MIXED_BOUNDS})
+
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
     "linear_ones": {"layers": [(1, 1, "linear")], "loss": "mse", "opt": "sgd", "lr": 0.01, "momentum": 0.0},
@@ -286,13 +316,17 @@ def tf_train_conv(tf, case):
     import tf_conv
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)
-        losses, flat, ntrain, masks = tf_conv.train(tf, case, d, strategy)
+        losses, flat, ntrain, masks, series = tf_conv.train(tf, case, d, strategy)
     if "dropout_masks" in case:
         tf_conv.write_masks(os.path.join(ROOT, case["dropout_masks"]), masks, case["global_batch_size"])
     step = 3 if flat.size < 4000 else 11
     idx = list(range(0, ntrain, step)) + list(range(ntrain, flat.size))
-    return {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,
-            "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size), "num_trainable": ntrain}
+    out = {"name": case["name"], "flags": flags_of(case), "losses": losses, "weight_index": idx,
+           "weights": [float(flat[i]) for i in idx], "num_params": int(flat.size), "num_trainable": ntrain}
+    out.update(series)
+    if "bounds" in case:
+        out["bounds"] = case["bounds"]
+    return out
 
 
 def tf_train_mixed(tf, case):
@@ -312,10 +346,10 @@ def tf_train_mixed(tf, case):
 
 def tf_train(tf, case):
     import numpy as np
-    if "mixed" in case:
-        return tf_train_mixed(tf, case)
     if case["experiment"] not in EXPERIMENTS:
         return tf_train_conv(tf, case)
+    if "mixed" in case:
+        return tf_train_mixed(tf, case)
     exp = EXPERIMENTS[case["experiment"]]
     with tempfile.TemporaryDirectory() as d:
         export(case, "all", d)

@@ -97,7 +97,9 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
     if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
-        return "it is built for Dense layers only (a convolution, pooling, batch norm or dropout model)";
+        return "the engine's mixed step is built for Dense layers only (a convolution, pooling, batch norm or dropout "
+               "model: its float16/bfloat16 roundings are built in the reference only, --variant=ref, "
+               "ref/mixed_graph.c)";
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;

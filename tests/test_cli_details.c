@@ -131,7 +131,9 @@ static void usage_exit_2(void **st)
  * --input_partition_dims on a conv model too); the tpu strategy's
  * spatial partitioning of a conv model: tiles that layer 0 cannot split
  * refused naming the layer and the dimension, 2,2 trains and reports the
- * halo bytes of its 4 cores (the numbers docs/MODELS.md derives by hand). */
+ * halo bytes of its 4 cores (the numbers docs/MODELS.md derives by hand);
+ * mixed_float16 trains in the reference, and what it and the engine refuse
+ * with these models is named. */
 static void models(void **st)
 {
     (void)st;
@@ -158,6 +160,19 @@ static void models(void **st)
            2, "--batch_norm=sync, but the checkpoint in");
     expect(sh(BIN " train --model_dir=%s/bn --experiment=mlp_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),
            2, "--experiment");
+    /* mixed precision on these models: the reference runs it; what it and the engine refuse */
+    expect(sh(BIN " train --model_dir=%s/mixed --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
+              "--dtype_policy=mixed_float16", g_tmp), 0, "train: steps=1");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
+              "--variant=openmp", g_tmp), 2, "the engine's mixed step is built for Dense layers only");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
+              "--distribution_strategy=tpu", g_tmp), 2, "under tpu is not built into it");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
+              "--mixed_reduction=tensorflow", g_tmp), 2, "--mixed_reduction=tensorflow is not built for a model beyond Dense");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
+              "--l2=0.01", g_tmp), 2, "--l2 is not built for a model beyond Dense");
+    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=2 --dtype_policy=mixed_float16 "
+              "--gradient_accumulation_steps=2", g_tmp), 2, "--gradient_accumulation_steps is not built for a model beyond Dense");
     /* --dropout=off (the TensorFlow comparisons): its values, its scope, a resume under the other value */
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --dropout=0", g_tmp), 2,
            "--dropout: expected one of model, off; got '0'");

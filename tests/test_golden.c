@@ -23,7 +23,8 @@
  *             mixed_bfloat16 at R = 1, 2, 4 under --mixed_reduction=tensorflow
  *             (TensorFlow's), one run overflowing on purpose, whose loss scale
  *             and skipped step at every step must be TensorFlow's exactly,
- *             within bounds of the compute dtype (bounds_of,
+ *             within bounds of the compute dtype (bounds_of; cnn_synthetic
+ *             mixed_float16 sync BN at R = 1, 2 within its case's own,
  *             docs/TRAINING_FEATURES.md); trained by the reference from the same
  *             initial weights and example order (bin/distref export gave
  *             them to TensorFlow) within LOSS_REL and WEIGHT_ABS. A case's
@@ -225,13 +226,21 @@ static void compare_weights(const char *dir, json_object *c, deviation dev[2])
  * distref's correctly rounded ones by an ulp of the compute dtype and the
  * optimizer carries that on (measured over the 10 steps: float16 loss
  * 1.7e-4, weights 7.0e-6; bfloat16 1.6e-3, 3.0e-4; about twice that here). */
-typedef struct bounds { double loss_rel, weight_abs; } bounds;
+typedef struct bounds { double loss_rel, weight_abs, state_abs; } bounds;
 
-static bounds bounds_of(const dr_run_config *cfg)
+/* A case may carry its own "bounds" ({loss_rel, weight_abs, state_abs, why}),
+ * written by scripts/tf_golden.py with the measured reason TensorFlow's
+ * roundings leave more (cnn_mixed_*: its float16 convolution gradients
+ * accumulate in float16, docs/TRAINING_FEATURES.md). */
+static bounds bounds_of(const dr_run_config *cfg, json_object *c)
 {
-    if (cfg->mixed.compute == DR_DTYPE_F16) return (bounds){ 4e-4, 2e-5 };
-    if (cfg->mixed.compute == DR_DTYPE_BF16) return (bounds){ 4e-3, 6e-4 };
-    return (bounds){ LOSS_REL, WEIGHT_ABS };
+    json_object *b = get(c, "bounds");
+    if (b)
+        return (bounds){ json_object_get_double(get(b, "loss_rel")), json_object_get_double(get(b, "weight_abs")),
+                         json_object_get_double(get(b, "state_abs")) };
+    if (cfg->mixed.compute == DR_DTYPE_F16) return (bounds){ 4e-4, 2e-5, STATE_ABS };
+    if (cfg->mixed.compute == DR_DTYPE_BF16) return (bounds){ 4e-3, 6e-4, STATE_ABS };
+    return (bounds){ LOSS_REL, WEIGHT_ABS, STATE_ABS };
 }
 
 /* metrics.jsonl against the case: the largest relative loss difference,
@@ -288,7 +297,7 @@ static void training(void **st)
         dr_run_config_defaults(&cfg);
         apply_flags(&cfg, flags);
         cfg.progress = false;
-        bounds bd = bounds_of(&cfg);
+        bounds bd = bounds_of(&cfg, c);
         mktemp_dir(dir, sizeof dir);
         snprintf(cfg.model_dir, sizeof cfg.model_dir, "%s", dir);
         if (dr_run_train(&cfg, &res, &err) != DR_OK) {
@@ -301,13 +310,15 @@ static void training(void **st)
         compare_weights(dir, c, dev);
         w_abs = dev[0].abs;
         bool ok = nsteps == json_object_array_length(tl) && loss_rel <= bd.loss_rel && w_abs <= bd.weight_abs &&
-                  dev[1].abs <= STATE_ABS && series_bad == 0;
+                  dev[1].abs <= bd.state_abs && series_bad == 0;
         verdict(ok, "train", name, "%zu steps (tf %zu): max relative loss diff %.2e (bound %.0e), max weight diff "
                 "%.2e (%llu ulp where |w| >= 1e-3) over %zu sampled (bound %.0e)", nsteps, json_object_array_length(tl), loss_rel,
                 bd.loss_rel, w_abs, (unsigned long long)dev[0].ulp, dev[0].n, bd.weight_abs);
         if (dev[1].n)
             printf("%-6s %-30s %-5s BN moving statistics: max diff %.2e (%llu ulp where >= 1e-3) over all %zu (bound %.0e)\n", "",
-                   "", "", dev[1].abs, (unsigned long long)dev[1].ulp, dev[1].n, STATE_ABS);
+                   "", "", dev[1].abs, (unsigned long long)dev[1].ulp, dev[1].n, bd.state_abs);
+        if (get(c, "bounds"))
+            printf("%-6s %-30s %-5s this case's bounds: %s\n", "", "", "", json_object_get_string(get(get(c, "bounds"), "why")));
         if (get(c, "loss_scales"))
             printf("%-6s %-30s %-5s loss scale and skipped step: %zu of %zu steps differ from TensorFlow's\n", "", "", "",
                    series_bad, json_object_array_length(get(c, "loss_scales")));

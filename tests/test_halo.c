@@ -60,7 +60,8 @@ static void step(const dr_model_spec *m, const float *p, bool sync, uint32_t ph,
     uint32_t T = ph * pw, f = 18 * 18 * 2, S = (uint32_t)(dr_model_num_params(m) - dr_model_num_trainable(m));
     memset(out, 0, sizeof *out);
     memcpy(out->state, p + dr_model_num_trainable(m), S * sizeof(float));
-    dr_graph_ctx ctx = { m, dr_model_ops_ref(), true, sync, 7, 1, out->state, T > 1 ? &h : NULL, NULL, NULL };
+    dr_graph_ctx ctx = { m, dr_model_ops_ref(), true, sync, 7, 1, out->state, T > 1 ? &h : NULL, NULL, NULL,
+                         DR_DTYPE_F32, 0.0f, 0 };
     spec.replica = spec.task = -1;
     spec.has_type = 1;
     if (T > 1) {

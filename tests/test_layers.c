@@ -12,7 +12,8 @@
  * every parameter. Forward values are compared with the double pass too.
  * Also: the max-pool gradient's tie rule (TensorFlow 2.21: the first maximum
  * in row-major order), the moving-statistics update, the shapes' refusals,
- * and a negative control (one gradient off by 1% is flagged).
+ * and a negative control (one gradient off by 1% is flagged); the mixed
+ * step's float16 roundings layer by layer (test_mixed_roundings).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include "distref/exact.h"
+#include "distref/half.h"
 #include "distref/model.h"
 #include "distref/ref.h"
 #include "distref/rng.h"
@@ -277,7 +279,7 @@ static void bn_state(uint32_t R, bool sync, float *mm, float *mv)
     assert_int_equal(dr_model_num_params(&m), 8);
     dr_model_init(&m, 1, p);
     memcpy(state, p + dr_model_num_trainable(&m), sizeof state);
-    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL, NULL };
+    dr_graph_ctx g = { &m, dr_model_ops_ref(), true, sync, 0, 1, state, NULL, NULL, NULL, DR_DTYPE_F32, 0.0f, 0 };
     memset(grad, 0, sizeof grad);
     for (uint32_t r = 0; r < R; r++) {
         uint32_t n = 8 / R;
@@ -304,6 +306,106 @@ static void test_bn_tensorflow(void **st)
     bn_state(2, false, &mm, &mv);
     assert_true(mv == 0.99648124f);   /* replica 0's: its two-pass variance 0.64812195 */
     assert_true(fabsf(mm - 30.000483f) <= 4e-6f);   /* TF's float32 mean of the half is 2 ulp off the exact one */
+}
+
+/* The mixed step's roundings (ref/mixed_graph.c, docs/TRAINING_FEATURES.md
+ * "Mixed precision with the models beyond Dense", measured in TensorFlow
+ * 2.21): from float16 inputs and Conv2D/Dense parameters, each layer's
+ * pre-activation against the double pass of that layer on the reference's
+ * own input maps: Conv2D RN16(RN16(conv) + b), Dense RN16(x W + b), GAP
+ * RN16(mean), Add RN16(a + b), Dropout RN16(x RN16(1 / (1 - rate))),
+ * MaxPool the maximum, BatchNormalization the float32 layer cast to float16
+ * (within float16's rounding of the double one); and every map's gradient
+ * (the loss's delta with the scale and 1 / G inside, each layer's input
+ * gradient, a fork's sum) a float16 value. */
+static float rn16(double v) { return dr_round_to_dtype((float)v, DR_DTYPE_F16); }
+static bool is16(float v) { return rn16(v) == v; }
+
+static double expect_mixed(const dr_model_spec *m, uint32_t l, const double *pd, double **act, const double *x,
+                           size_t i, double *zero_bias)
+{
+    const dr_dense *d = &m->layer[l];
+    dr_model_spec lin = *m;
+    lin.layer[l].act = DR_ACT_LINEAR;
+    if (d->kind == DR_LAYER_CONV2D) {   /* the convolution alone, then its bias in float16 */
+        double b = pd[dr_model_bias_offset(m, l) + i % d->oc];
+        layer_d(&lin, l, zero_bias, act, x);
+        return rn16((double)rn16(act[l + 1][i]) + b);
+    }
+    layer_d(&lin, l, pd, act, x);
+    if (d->kind == DR_LAYER_DROPOUT) {
+        const double *in = d->src ? act[d->src] : act[l];
+        float keep = rn16(1.0 / (1.0 - (double)d->rate));
+        return act[l + 1][i] == 0.0 ? 0.0 : rn16(in[i] * keep);
+    }
+    return d->kind == DR_LAYER_BATCH_NORM ? act[l + 1][i] : rn16(act[l + 1][i]);
+}
+
+static void check_mixed(dr_model_spec *m)
+{
+    dr_err err = { 0 };
+    assert_int_equal(dr_model_derive(m, &err), DR_OK);
+    size_t P = dr_model_num_params(m), in = m->layer[0].in;
+    uint32_t L = m->nlayers;
+    float *pf = malloc(P * sizeof *pf), *xf = malloc(NB * in * sizeof *xf);
+    double *pd = malloc(P * sizeof *pd), *zb = malloc(P * sizeof *zb), *xd = malloc(NB * in * sizeof *xd);
+    double *act[DR_MAX_LAYERS + 1];
+    dr_acc *grad = calloc(P, sizeof *grad), loss;
+    uint8_t y[NB] = { 1, 0, 2 };
+    uint64_t correct = 0;
+    dr_work w;
+    dr_model_init(m, 7, pf);
+    for (size_t i = 0; i < dr_model_num_trainable(m); i++) pf[i] += 0.25f * (dr_rng_uniform(3, 0x7b00, i) - 0.5f);
+    for (uint32_t l = 0; l < L; l++)   /* Conv2D's and Dense's parameters in float16, BN's float32 */
+        for (size_t i = dr_model_kernel_offset(m, l); m->layer[l].kind != DR_LAYER_BATCH_NORM &&
+             i < dr_model_kernel_offset(m, l) + dr_model_layer_params(m, l); i++)
+            pf[i] = rn16(pf[i]);
+    for (size_t i = 0; i < NB * in; i++) xf[i] = rn16(2.0f * dr_rng_uniform(3, 0x7b01, i) - 1.0f);
+    for (size_t i = 0; i < P; i++) pd[i] = pf[i];
+    for (size_t i = 0; i < P; i++) zb[i] = pd[i];
+    for (uint32_t l = 0; l < L; l++)
+        if (m->layer[l].kind == DR_LAYER_CONV2D)
+            for (uint32_t c = 0; c < m->layer[l].oc; c++) zb[dr_model_bias_offset(m, l) + c] = 0.0;
+    for (size_t i = 0; i < NB * in; i++) xd[i] = xf[i];
+    assert_int_equal(dr_work_init(&w, m, NB, &err), DR_OK);
+    dr_acc_init(&loss);
+    dr_graph_ctx g = { m, dr_model_ops_ref(), true, false, 0, 0, NULL, NULL, NULL, NULL, DR_DTYPE_F16,
+                       1024.0f, NB };
+    dr_graph_replica rp = { pf, xf, y, NULL, NULL, NB, &w, &loss, grad, &correct, 0, 0 };
+    dr_graph_loss_grad(&g, &rp, 1);
+    for (uint32_t l = 0; l < L; l++) act[l + 1] = malloc((size_t)NB * m->layer[l].out * sizeof(double));
+    for (uint32_t l = 0; l < L; l++) {
+        size_t n = (size_t)NB * m->layer[l].out;
+        for (uint32_t k = 1; k <= l; k++)   /* the reference's own input maps */
+            for (size_t i = 0; i < (size_t)NB * m->layer[k - 1].out; i++) act[k][i] = w.act[k][i];
+        for (size_t i = 0; i < n; i++) {
+            double want = expect_mixed(m, l, pd, act, xd, i, zb), got = w.pre[l][i];
+            bool ok = is16(w.pre[l][i]) && is16(w.act[l + 1][i]) &&
+                      (m->layer[l].kind == DR_LAYER_BATCH_NORM ? fabs(got - want) <= 1e-3 * (1 + fabs(want))
+                                                                : got == want);
+            if (!ok) fail_msg("layer %u (kind %d) element %zu: %.9g, want %.9g", l, (int)m->layer[l].kind, i, got, want);
+        }
+    }
+    for (uint32_t k = 1; k <= L; k++)
+        for (size_t i = 0; i < (size_t)NB * m->layer[k - 1].out; i++)
+            if (!is16(w.dact[k][i])) fail_msg("d(loss)/d(map %u)[%zu] = %.9g is not a float16", k, i, w.dact[k][i]);
+    for (uint32_t l = 0; l < L; l++) free(act[l + 1]);
+    dr_work_free(&w);
+    free(pf); free(xf); free(pd); free(zb); free(xd); free(grad);
+}
+
+static void test_mixed_roundings(void **state)
+{
+    dr_model_spec a = conv_model(), b = { .nlayers = 6, .loss = DR_LOSS_XENT_LOGITS, .in_h = 6, .in_w = 5, .in_c = 2,
+        .layer = { { .kind = DR_LAYER_CONV2D, .filters = 4, .ksize = 3, .stride = 2, .same = true },
+                   { .kind = DR_LAYER_CONV2D, .filters = 3, .ksize = 1, .stride = 1 },
+                   { .kind = DR_LAYER_BATCH_NORM },
+                   { .kind = DR_LAYER_GLOBAL_AVG_POOL2D },
+                   { .kind = DR_LAYER_DROPOUT, .rate = 0.4f },
+                   { .kind = DR_LAYER_DENSE, .out = 3 } } };
+    (void)state;
+    check_mixed(&a);
+    check_mixed(&b);
 }
 
 static void refused(dr_model_spec m, const char *want)
@@ -341,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_pool_tie),
         cmocka_unit_test(test_bn_tensorflow),
         cmocka_unit_test(test_shapes_refused),
+        cmocka_unit_test(test_mixed_roundings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,99 @@
+/* distref conformance — suite mixed_precision, the models beyond Dense:
+ * cnn_synthetic (Conv2D, BatchNormalization, Add, MaxPool, Dropout, Dense)
+ * under --dtype_policy=mixed_float16 (docs/TRAINING_FEATURES.md, "Mixed
+ * precision with the models beyond Dense"; ref/mixed_graph.c).
+ *
+ * The oracle is the reference one_device run, float16 with
+ * --loss_scale=dynamic:2^20 (the first steps overflow and are skipped),
+ * dropout on, sync BatchNormalization. Cells:
+ *   bites    it differs from the float32 run with the same flags and
+ *            skips at least one step and applies at least one (the mixed
+ *            step ran, and the loss scale moved);
+ *   sync BN  the reference under mirrored R=2, R=3 and
+ *            multi_worker_mirrored 2 x 2 gives the oracle's bits at every
+ *            step and its weights (the statistics are the global batch's,
+ *            each rounding is of an exact replica-invariant value);
+ *   replica  --batch_norm=replica: mirrored R=2 twice gives the same bits
+ *            and differs from the oracle (each replica's own statistics);
+ *   engine   each in-process engine variant against the oracle, where it
+ *            runs the mixed step on these models (none yet: recorded as
+ *            not supported, with the engine's refusal).
+ * Caught mutant: ref_mixed_graph_bn_grad_replica0 (tests/faults.tsv).
+ */
+#include "conformance/conformance.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void cnn_setup(dr_run_config *c)
+{
+    base_config(c, 128, 32, 0.0);
+    c->epochs = 0;
+    c->train_steps = 8;
+    snprintf(c->experiment, sizeof c->experiment, "cnn_synthetic");
+    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
+}
+
+static void cnn_replica_setup(dr_run_config *c)
+{
+    cnn_setup(c);
+    snprintf(c->batch_norm, sizeof c->batch_norm, "replica");
+}
+
+static int bites_cell(results *r, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome f32;
+    bool skipped = false, applied = false;
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "ref");
+    c.mixed.compute = DR_DTYPE_F32;
+    c.mixed.loss_scale = DR_LOSS_SCALE_NONE;
+    c.mixed.fixed_scale = 0.0f;
+    run_case(&c, &f32);
+    for (uint32_t s = 0; s < oracle->nsteps; s++) {
+        skipped |= oracle->skipped[s] == 2;
+        applied |= oracle->skipped[s] == 1;
+    }
+    bool pass = !f32.error[0] && !oracle->error[0] && !outcome_same(&f32, oracle) && skipped && applied;
+    record(r, "mixed_precision", &c, 1, pass, f32.seconds, "ref cnn_synthetic overflow float16 one_device: differs "
+           "from the float32 run, skipped %s and applied %s steps%s%.150s", skipped ? "some" : "no",
+           applied ? "some" : "no", f32.error[0] ? ": " : "", f32.error);
+    outcome_free(&f32);
+    return !pass;
+}
+
+static int replica_cell(results *r, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome a, b;
+    mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
+    run_case(&c, &a);
+    run_fresh_case(&c, &b);
+    bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
+    record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
+           "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
+           a.error[0] ? a.error : b.error);
+    outcome_free(&a);
+    outcome_free(&b);
+    return !pass;
+}
+
+int mixed_graph_cells(results *r)
+{
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    dr_run_config c;
+    outcome oracle;
+    int fails = 0;
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "ref");
+    run_case(&c, &oracle);
+    fails += bites_cell(r, &oracle);
+    fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
+                               "one_device");
+    fails += replica_cell(r, &oracle);
+    for (size_t v = 0; v < nv; v++)
+        fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
+                                   MIXED_PLACES - 1, "one_device");
+    outcome_free(&oracle);
+    return fails;
+}
