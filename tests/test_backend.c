@@ -329,7 +329,7 @@ static void pool_tie_first(void **st)
     const float x[8] = { 1.0f, 0.0f, 1.0f, 2.0f, 1.0f, 2.0f, 1.0f, 1.0f };
     float out[2];
     uint32_t win[2];
-    dr_omp_maxpool(&d, x, 1, out, win);
+    dr_omp_maxpool(&d, x, 1, (const uint32_t[4]){ 0, d.oh, 0, d.ow }, out, win);
     assert_true(out[0] == 1.0f && out[1] == 2.0f);
     assert_int_equal(win[0], 0);   /* (0, 0), channel 0 */
     assert_int_equal(win[1], 3);   /* (0, 1), channel 1 */

@@ -28,8 +28,11 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
  * map k: rows from the cores above and below first (over its own columns),
  * then columns from the cores beside it over all the needed rows (the
  * corners travel in two hops, as the reference's ref/halo.c). maps[c] is
- * core c's buffer; bytes[c] (if not NULL) adds what core c received. */
+ * core c's buffer; bytes[c] (if not NULL) adds what core c received;
+ * link (if not NULL) keeps, per pass, the largest transfer from core a to
+ * core b: link[pass][a][b] (the emulated time's rounds). */
+typedef uint64_t dr_omp_links[DR_MAX_TILES][DR_MAX_TILES];
 void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
-                          float *const *maps, const uint32_t need[][4], uint64_t *bytes);
+                          float *const *maps, const uint32_t need[][4], uint64_t *bytes, dr_omp_links *link);
 
 #endif
