@@ -154,12 +154,13 @@ static int share_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     return rc ? rc : s->bo->share(s->be, &s->rb[r], s->mult[r], s->coef, s->den, err);
 }
 
-/* BatchNormalization l's sums of every core of replica r, added into s1, s2 */
+/* BatchNormalization l's sums of every core of replica r, added into s1, s2
+ * (exact: the whole image's sums, whatever the tiles) */
 static int core_sums(dr_session *s, uint32_t r, uint32_t l, dr_bn_sum_kind kind, const float *mean, dr_acc *s1,
                      dr_acc *s2, dr_err *err)
 {
     int rc = DR_OK;
-    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+    for (uint32_t c = 0; rc == DR_OK && c < DR_SEAM_BN_SUM_CORES(engine_cores(s)); c++)
         rc = s->bo->bn_sums(s->be, engine_core(s, r, c), l, kind, mean, s1, s2, err);
     return rc;
 }

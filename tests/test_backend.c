@@ -684,10 +684,10 @@ static void api(void **st)
     assert_int_equal(o->supports(&conv, &e), DR_OK);   /* a model beyond Dense: the layer ops (openmp_graph.c) */
     conv.strategy = DR_STRATEGY_TPU;                    /* tpu unpartitioned: the graph step */
     assert_int_equal(o->supports(&conv, &e), DR_OK);
-    conv.tiles = 4;                                     /* partitioned: its step drives no tiles yet */
-    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
-    assert_non_null(strstr(e.msg, "not supported: --input_partition_dims (4 cores a replica) with conv2d in the "
-                           "openmp backend"));
+    conv.tiles = 4;                                     /* partitioned: the cores' tiles (graph_spatial.c) */
+    assert_int_equal(o->supports(&conv, &e), DR_OK);
+    assert_non_null(o->set_tile);
+    assert_non_null(o->spatial_exchange);
     conv.tiles = 1;
     conv.strategy = DR_STRATEGY_MIRRORED; conv.numerics = DR_NUMERICS_EXACT_COMPACT;
     assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
