@@ -174,6 +174,8 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
 }
 
 /* ---- BatchNormalization ------------------------------------------------------ */
+/* Its loops walk a rectangle's spans (dr_omp_rect_of: the core's tile, or
+ * the whole map in its order), the channel c counted along each span. */
 
 static float *bn_chan(const dr_omp_graph *g, const dr_dense *d, uint32_t l, uint32_t cap)
 {
@@ -199,8 +201,8 @@ int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float 
         a[c] = inv[c] * gamma[c];
     }
     for (size_t q = 0; q < r.spans; q++)
-        for (size_t j = 0, at = dr_omp_span(&r, q); j < r.len; j++) {
-            size_t i = at + j, c = j % d->oc;
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             float shift = beta[c] - mean[c] * a[c];
             s->pre[l][i] = in[i] * a[c] + shift;
             if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
@@ -234,8 +236,8 @@ static void bn_grad_sums_fast(const dr_dense *d, const dr_omp_rect *r, const flo
 {
     double d1[256] = { 0 }, d2[256] = { 0 };
     for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, at = dr_omp_span(r, q); j < r->len; j++) {
-            size_t i = at + j, c = j % d->oc;
+        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             d1[c] += dy[i];
             d2[c] += (double)dy[i] * xhat[i];
         }
@@ -247,8 +249,7 @@ static void bn_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *i
 {
     double d1[256] = { 0 }, d2[256] = { 0 };
     for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, at = dr_omp_span(r, q); j < r->len; j++) {
-            size_t c = j % d->oc;
+        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             double v = in[at + j];
             if (kind == DR_BN_CENTERED) { v -= mean[c]; d2[c] += v * v; continue; }
             d1[c] += v;
@@ -279,8 +280,8 @@ static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc 
         bn_grad_sums_fast(d, &r, dy, xhat, t1, t2);
     else
         for (size_t q = 0; q < r.spans; q++)
-            for (size_t j = 0, at = dr_omp_span(&r, q); j < r.len; j++) {
-                size_t i = at + j, c = j % d->oc;
+            for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+                size_t i = at + j;
                 dr_acc_add(&t1[c], dy[i]);
                 dr_acc_add_prod(&t2[c], dy[i], xhat[i]);
             }
@@ -315,8 +316,7 @@ int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kin
     r = dr_omp_rect_of(m, s->graph, l, l + 1, s->graph->rt.n);
     if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, &r, in, kind, mean, s1, s2); return DR_OK; }
     for (size_t q = 0; q < r.spans; q++)
-        for (size_t j = 0, at = dr_omp_span(&r, q); j < r.len; j++) {
-            size_t c = j % d->oc;
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             float v = in[at + j];
             if (kind == DR_BN_CENTERED) {
                 float t = v - mean[c];
@@ -350,8 +350,8 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
     dx = g->dmap[src];
     r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
     for (size_t q = 0; q < r.spans; q++)
-        for (size_t j = 0, at = dr_omp_span(&r, q); j < r.len; j++) {
-            size_t i = at + j, c = j % d->oc;
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
             dx[i] += a[c] * t;
         }
