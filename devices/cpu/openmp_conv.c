@@ -14,6 +14,9 @@
  *             once, then added into its map
  * Exact numerics: the exact GEMM (each output its exact value rounded
  * once); fast numerics: sgemm, TensorFlow's float path (grad floats).
+ * Spatially partitioned (set_tile), a core computes its tile: the rows of
+ * its output (forward, dW) or input (d(input)) pixels, through tmp, put
+ * back at those pixels; the exact GEMM gives each the unpartitioned bits.
  *
  * BatchNormalization's statistics are the engine's (strategies/graph.c):
  * these kernels give the per-replica exact sums and apply given means. */

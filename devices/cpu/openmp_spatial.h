@@ -3,7 +3,9 @@
  * partitioning with halos"): the engine's own copy of the traffic, on the
  * plan of core/spatial_plan.c (it never calls ref/). Each of a replica's T
  * cores holds a buffer the size of the whole map, of which it writes only
- * its tile and what it receives: a halo it is not sent reads 0. */
+ * its tile and what it receives: a halo it is not sent reads 0. The
+ * backend's set_tile and spatial_exchange ops (openmp_spatial.c, declared
+ * in openmp_graph.h) drive it from the engine's tpu step. */
 #ifndef DISTREF_DEVICES_OPENMP_SPATIAL_H
 #define DISTREF_DEVICES_OPENMP_SPATIAL_H
 
