@@ -14,10 +14,11 @@
  *   resnet   resnet_synthetic (projection shortcuts, GAP, 19 BNs), 2 steps
  *            of 32, mirrored R = 3 = the reference one_device (not --quick)
  *   tpu      tpu v2-8 sync BN, cnn_synthetic (and, not --quick,
- *            resnet_synthetic): unpartitioned = the reference one_device;
- *            --input_partition_dims 1,2 / 2,1 / 2,2 "not supported" (the
- *            engine's halo exchange and tile kernels are built and tested
- *            alone, test_omp_halo; its step does not drive them yet)
+ *            resnet_synthetic): unpartitioned and --input_partition_dims
+ *            1,2 / 2,1 / 2,2 (each replica's maps on its cores' tiles with
+ *            halos, strategies/graph_spatial.c) = the reference one_device;
+ *            partitioned, summary.json's halo bytes per core, gather bytes
+ *            and emulated seconds = the reference's partitioned run's
  *   mpi      mpirun -np 2 multi_worker_mirrored, sync BN = one_device (not
  *            --quick, not under a planted fault)
  *   fast     --numerics=fast (sgemm convs, float gradients), cnn_synthetic
@@ -35,8 +36,10 @@
  * keyed by the row within a replica), engine_conv_grad_pad (a conv's
  * input gradient gathered with the padding one short) and
  * engine_conv_grad_stride (a strided conv's, with the stride one short),
- * and the OpenCL backend's cl_conv_grad_stride (the same in cl/graph.cl)
- * and cl_l2_on_gamma (BN's gamma regularized) must fail the suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
+ * engine_bn_sums_core0 (a partitioned replica's BN sums of core 0's tile
+ * alone), and the OpenCL backend's cl_conv_grad_stride (the same in
+ * cl/graph.cl) and cl_l2_on_gamma (BN's gamma regularized) must fail the
+ * suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
  */
 #include "conformance/conformance.h"
 
@@ -128,12 +131,43 @@ static int fast_cell(results *r, const char *variant)
     return !pass;
 }
 
+/* summary.json's tpu counters of a run: the spatial partitioning's halo
+ * bytes per core and gather bytes (totals), the emulated seconds */
+typedef struct tpu_counts { uint64_t halo[16], gather; uint32_t cores; double emulated; } tpu_counts;
+
+/* c's run into a fresh model_dir (out: its outcome), its counters into *t. */
+static void run_counted(dr_run_config *c, outcome *out, tpu_counts *t)
+{
+    char dir[] = "/tmp/distref_tpu_XXXXXX", path[1200];
+    json_object *s, *tpu, *sp, *v;
+    memset(t, 0, sizeof *t);
+    if (!mkdtemp(dir)) { run_case(c, out); return; }
+    snprintf(c->model_dir, sizeof c->model_dir, "%s", dir);
+    run_case(c, out);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    if (!out->error[0] && (s = json_object_from_file(path))) {
+        if (json_object_object_get_ex(s, "tpu", &tpu)) {
+            if (json_object_object_get_ex(tpu, "emulated_seconds_total", &v)) t->emulated = json_object_get_double(v);
+            if (json_object_object_get_ex(tpu, "spatial_partitioning", &sp)) {
+                if (json_object_object_get_ex(sp, "gather_bytes_total", &v)) t->gather = (uint64_t)json_object_get_int64(v);
+                if (json_object_object_get_ex(sp, "halo_bytes_per_core_total", &v))
+                    for (; t->cores < json_object_array_length(v) && t->cores < 16; t->cores++)
+                        t->halo[t->cores] = (uint64_t)json_object_get_int64(json_object_array_get_idx(v, t->cores));
+            }
+        }
+        json_object_put(s);
+    }
+    c->model_dir[0] = 0;
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    if (system(path) != 0) fprintf(stderr, "conformance: could not remove %s\n", dir);
+}
+
 /* The tpu strategy (v2-8) on exp with sync BN: unpartitioned (8 replicas)
- * the engine's graph step over each replica's real examples must give the
- * reference one_device's bits; --input_partition_dims 1,2, 2,1 and 2,2 (4,
- * 4 and 2 replicas, the reference's halos: conformance/models.c) are
- * answered "not supported" until the engine's step drives its tile kernels
- * (devices/cpu/openmp_spatial.c). */
+ * and with --input_partition_dims 1,2, 2,1 and 2,2 (4, 4 and 2 replicas,
+ * each replica's maps on its cores' tiles with halos: graph_spatial.c) the
+ * engine must give the reference one_device's bits; partitioned, also the
+ * reference's partitioned run's halo bytes per core, gather bytes and
+ * emulated seconds (summary.json). */
 static int tpu_cells(results *r, const char *variant, const char *exp, const outcome *want)
 {
     static const char *const dims[] = { "", "1,2", "2,1", "2,2" };
@@ -142,18 +176,33 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const out
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         dr_run_config c;
         dr_err err;
-        outcome got;
+        outcome got, ref;
+        tpu_counts tg, tr;
         char why[200] = "";
         config(&c, exp, "sync", variant);
         if (dr_get_distribution_strategy("tpu", 0, NULL, 1, "v2-8", &c.strategy, &err) != DR_OK) return 1;
         snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", dims[i]);
         if (!supported(r, "models", &c, replicas[i])) continue;
-        run_case(&c, &got);
+        run_counted(&c, &got, &tg);
         bool pass = !got.error[0] && got.weights && want->weights && outcome_same_why(&got, want, why, sizeof why);
+        bool counts = true;
+        if (dims[i][0]) {   /* the counters of the reference's partitioned run */
+            snprintf(c.variant, sizeof c.variant, "ref");
+            run_counted(&c, &ref, &tr);
+            counts = !ref.error[0] && tr.cores > 1 && memcmp(&tg, &tr, sizeof tg) == 0;
+            outcome_free(&ref);
+            snprintf(c.variant, sizeof c.variant, "%s", variant);
+            if (pass && !counts) snprintf(why, sizeof why, "halo bytes core 0 %llu (ref %llu), gather %llu (ref %llu), "
+                                          "emulated %.9g s (ref %.9g)", (unsigned long long)tg.halo[0],
+                                          (unsigned long long)tr.halo[0], (unsigned long long)tg.gather,
+                                          (unsigned long long)tr.gather, tg.emulated, tr.emulated);
+        }
+        pass = pass && counts;
         fails += !pass;
         record(r, "models", &c, replicas[i], pass, got.seconds, "%s: %s sync BN tpu v2-8%s%s (R=%d): loss bits and "
-               "weights = the reference one_device%s%.150s", variant, exp, dims[i][0] ? " --input_partition_dims=" : "",
-               dims[i], replicas[i], got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+               "weights = the reference one_device%s%s%.150s", variant, exp, dims[i][0] ? " --input_partition_dims=" : "",
+               dims[i], replicas[i], dims[i][0] ? "; halo bytes per core, gather bytes, emulated seconds = the "
+               "reference's partitioned run" : "", got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
         outcome_free(&got);
     }
     return fails;

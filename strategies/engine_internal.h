@@ -36,6 +36,14 @@ typedef struct engine_tpu {
     size_t       *ranges;           /* per logical core: [lo, hi) pairs of the parameters it holds */
     uint32_t     *nranges, max_ranges;
     double        compute_s, merge_s, allreduce_s, step_s, total_s;
+    /* a model beyond Dense partitioned (graph_spatial.c): the tiles of its
+     * maps, each replica's cores 1 .. tiles - 1 ([r * (tiles - 1) + c - 1];
+     * NULL: not partitioned), the step's and the run's bytes (replica 0's) */
+    dr_spatial_plan plan;
+    dr_replica_bufs *cores;
+    uint64_t      halo[DR_MAX_TILES], gather, halo_total[DR_MAX_TILES], gather_total;
+    uint64_t    (*link)[3][DR_MAX_TILES][DR_MAX_TILES];   /* per replica: its last exchange's rounds */
+    double        halo_s;           /* the step's emulated halo, gather and scatter time */
 } engine_tpu;
 
 struct dr_session {
@@ -114,6 +122,20 @@ struct dr_session {
 int  engine_graph_open(dr_session *s, dr_err *err);
 void engine_graph_close(dr_session *s);
 int  engine_graph_compute(dr_session *s, uint32_t w, dr_err *err);
+
+/* graph_spatial.c: the tpu strategy's spatial partitioning of a model
+ * beyond Dense (its header comment); engine_cores: 1 when not partitioned,
+ * engine_core(s, r, 0) is rb[r] */
+int  engine_spatial_open(dr_session *s, dr_err *err);
+void engine_spatial_close(dr_session *s);
+uint32_t engine_cores(const dr_session *s);
+dr_replica_bufs *engine_core(dr_session *s, uint32_t r, uint32_t c);
+int  engine_spatial_load(dr_session *s, uint32_t r, dr_err *err);
+int  engine_spatial_exchange(dr_session *s, uint32_t r, uint32_t l, bool grad, dr_err *err);
+void engine_spatial_rounds(dr_session *s, uint32_t lo, uint32_t n);
+int  engine_spatial_merge(dr_session *s, uint32_t r, dr_err *err);
+void engine_spatial_report(dr_session *s, char *extra, size_t cap);
+void engine_spatial_summary(const dr_session *s, json_object *o);
 
 /* step.c */
 int  engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_report *out, dr_err *err);

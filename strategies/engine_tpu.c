@@ -8,7 +8,8 @@
  *                   exact partial sums of layer 0 merge on logical core 0,
  *                   which adds the bias and rounds once; the delta of layer
  *                   0 travels back and each core forms its kernel rows'
- *                   gradient
+ *                   gradient; a model beyond Dense: every map split over
+ *                   the cores with halos (graph_spatial.c)
  *   collectives     the comm's torus all-reduce, one per logical core over
  *                   the parameters it holds
  *   accumulation    --gradient_accumulation_steps: each replica's shares
@@ -65,7 +66,11 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
                 (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
                 return rc;
     }
-    dr_tpu_core_ranges(&s->plan->exp.model, tp->tiles, tp->pix, tp->tile_len, tp->ranges, tp->nranges);
+    /* a model beyond Dense keeps every variable on each replica's core 0 (its
+     * cores hold the maps' tiles), as the reference's ref/tpu_step.c */
+    dr_tpu_core_ranges(&s->plan->exp.model, dr_model_is_dense(&s->plan->exp.model) ? tp->tiles : 1, tp->pix,
+                       tp->tile_len, tp->ranges, tp->nranges);
+    if ((rc = engine_spatial_open(s, err))) return rc;
     /* each core's share of the replica's memory, against the core's HBM */
     uint64_t got[DR_MAX_DEVICES] = { 0 };
     return dr_tpu_reserve_hbm(&s->strat, &s->plan->exp.model, s->plan->nslots, s->rows, tp->tiles, tp->ranges,
@@ -75,6 +80,7 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
 void engine_tpu_close(dr_session *s)
 {
     engine_tpu *tp = &s->tpu;
+    engine_spatial_close(s);
     for (uint32_t i = 0; tp->tile_x && i < s->R * tp->tiles; i++)
         if (tp->tile_x[i]) s->bo->release(s->be, tp->tile_x[i]);
     for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) {
@@ -201,7 +207,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
     }
     /* A model beyond Dense: the engine's layer ops over each replica's real
      * examples (its padding rows add nothing), as the reference's
-     * dr_graph_shares; the partitioned run is refused (engine_tpu_open). */
+     * dr_graph_shares; partitioned, over each replica's cores (graph_spatial.c). */
     rc = s->graph ? engine_graph_compute(s, 0, err) : engine_each_replica(s, 0, R, replica_at, merge, err);
     if (rc) return rc;
     tp->merge_s = tp->allreduce_s = 0;
@@ -212,6 +218,8 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
             if (merge[r][1] > back) back = merge[r][1];
         }
         tp->merge_s += back;   /* partitioning's traffic: partial sums in, the delta out */
+        tp->merge_s += tp->halo_s;   /* or a model's halos, gather and scatter (graph_spatial.c) */
+        tp->halo_s = 0;
     }
     for (uint32_t r = 0; r < R; r++) {
         local[r] = b->host_ptr(s->rb[r].grad);
@@ -236,6 +244,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
     engine_report(s, out);
     snprintf(out->extra, sizeof out->extra, ",\"emulated_step_s\":%.9g,\"emulated\":{\"compute_s\":%.9g,"
              "\"merge_s\":%.9g,\"allreduce_s\":%.9g}", tp->step_s, tp->compute_s, tp->merge_s, tp->allreduce_s);
+    engine_spatial_report(s, out->extra, sizeof out->extra);
     engine_mixed_report(s, out);
     return DR_OK;
 }
@@ -253,5 +262,6 @@ json_object *engine_tpu_report(const dr_session *s)
     json_object_object_add(o, "emulated_seconds_total", json_object_new_double(tp->total_s));
     json_object_object_add(o, "emulated_step_seconds_mean",
                            json_object_new_double(s->steps ? tp->total_s / (double)s->steps : 0.0));
+    engine_spatial_summary(s, o);
     return o;
 }

@@ -90,37 +90,96 @@ void engine_graph_close(dr_session *s)
 }
 
 /* ---- per replica ------------------------------------------------------------ */
+/* Each op runs on every core of the replica (one unless the tpu strategy
+ * partitions its maps: graph_spatial.c; the backend then computes each
+ * core's tile, or nothing on a core past the tiles). */
 
-typedef struct gstep { uint32_t l; const float *mean, *var; } gstep;
+typedef struct gstep { uint32_t l; const float *mean, *var; bool grad; } gstep;
 
 static int begin_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     dr_graph_rt rt = { true, s->cfg->seed, s->step, s->ids + s->off[r], rows_of(s, r), s->plan->dropout_masks,
                        s->off[r] };
+    int rc = engine_cores(s) > 1 ? engine_spatial_load(s, r, err) : DR_OK;
     (void)arg;
-    return s->bo->graph_begin(s->be, &s->rb[r], rt.n, &rt, err);
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+        rc = s->bo->graph_begin(s->be, engine_core(s, r, c), rt.n, &rt, err);
+    return rc;
+}
+
+/* partitioned: the halos (or the gather, the scatter) before layer l */
+static int exchange_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
+{
+    const gstep *a = arg;
+    return engine_spatial_exchange(s, r, a->l, a->grad, err);
+}
+
+/* partitioned: every replica's exchange before layer l, and its emulated time */
+static int exchange(dr_session *s, uint32_t lo, uint32_t n, gstep *a, dr_err *err)
+{
+    int rc;
+    if (engine_cores(s) == 1) return DR_OK;
+    if ((rc = engine_each_replica(s, lo, n, exchange_fn, a, err))) return rc;
+    engine_spatial_rounds(s, lo, n);
+    return DR_OK;
 }
 
 static int forward_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
-    return s->bo->layer_forward(s->be, &s->rb[r], ((gstep *)arg)->l, err);
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+        rc = s->bo->layer_forward(s->be, engine_core(s, r, c), ((gstep *)arg)->l, err);
+    return rc;
 }
 
 static int backward_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
-    return s->bo->layer_backward(s->be, &s->rb[r], ((gstep *)arg)->l, err);
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+        rc = s->bo->layer_backward(s->be, engine_core(s, r, c), ((gstep *)arg)->l, err);
+    return rc;
 }
 
 static int loss_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
+    int rc = DR_OK;
     (void)arg;
-    return s->bo->graph_loss(s->be, &s->rb[r], err);
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++) rc = s->bo->graph_loss(s->be, engine_core(s, r, c), err);
+    return rc;
 }
 
 static int share_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
+    int rc = engine_cores(s) > 1 ? engine_spatial_merge(s, r, err) : DR_OK;
     (void)arg;
-    return s->bo->share(s->be, &s->rb[r], s->mult[r], s->coef, s->den, err);
+    return rc ? rc : s->bo->share(s->be, &s->rb[r], s->mult[r], s->coef, s->den, err);
+}
+
+/* BatchNormalization l's sums of every core of replica r, added into s1, s2
+ * (exact: the whole image's sums, whatever the tiles) */
+static int core_sums(dr_session *s, uint32_t r, uint32_t l, dr_bn_sum_kind kind, const float *mean, dr_acc *s1,
+                     dr_acc *s2, dr_err *err)
+{
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < DR_SEAM_BN_SUM_CORES(engine_cores(s)); c++)
+        rc = s->bo->bn_sums(s->be, engine_core(s, r, c), l, kind, mean, s1, s2, err);
+    return rc;
+}
+
+static int core_normalize(dr_session *s, uint32_t r, uint32_t l, const float *mean, const float *var, dr_err *err)
+{
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+        rc = s->bo->bn_normalize(s->be, engine_core(s, r, c), l, mean, var, err);
+    return rc;
+}
+
+static int core_bn_backward(dr_session *s, uint32_t r, uint32_t l, const float *mdy, const float *mdx, dr_err *err)
+{
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
+        rc = s->bo->bn_backward(s->be, engine_core(s, r, c), l, mdy, mdx, err);
+    return rc;
 }
 
 /* moving = moving * 0.99 + stat * 0.01 in replica r's variables; under
@@ -149,7 +208,7 @@ static int sums_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     uint32_t C = s->plan->exp.model.layer[a->l].oc;
     dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + C;
     for (uint32_t c = 0; c < 2 * C; c++) dr_acc_init(&s1[c]);
-    return s->bo->bn_sums(s->be, &s->rb[r], a->l, DR_BN_SUMS, NULL, s1, s->plan->bn_replica ? NULL : s2, err);
+    return core_sums(s, r, a->l, DR_BN_SUMS, NULL, s1, s->plan->bn_replica ? NULL : s2, err);
 }
 
 /* Replica BN: the replica's own two-pass statistics, its normalization and moving update. */
@@ -162,16 +221,16 @@ static int replica_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     int rc;
     if (N == 0) return DR_OK;
     for (uint32_t c = 0; c < d->oc; c++) mean[c] = dr_acc_round_div(&s1[c], N);
-    if ((rc = s->bo->bn_sums(s->be, &s->rb[r], l, DR_BN_CENTERED, mean, NULL, s2, err))) return rc;
+    if ((rc = core_sums(s, r, l, DR_BN_CENTERED, mean, NULL, s2, err))) return rc;
     for (uint32_t c = 0; c < d->oc; c++) var[c] = dr_acc_round_div(&s2[c], N);
-    if ((rc = s->bo->bn_normalize(s->be, &s->rb[r], l, mean, var, err))) return rc;
+    if ((rc = core_normalize(s, r, l, mean, var, err))) return rc;
     return moving_update(s, r, l, mean, var, err);
 }
 
 static int normalize_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     const gstep *a = arg;
-    int rc = s->bo->bn_normalize(s->be, &s->rb[r], a->l, a->mean, a->var, err);
+    int rc = core_normalize(s, r, a->l, a->mean, a->var, err);
     return rc ? rc : moving_update(s, r, a->l, a->mean, a->var, err);
 }
 
@@ -181,7 +240,7 @@ static int grad_sums_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     uint32_t l = ((gstep *)arg)->l, C = s->plan->exp.model.layer[l].oc;
     dr_acc *s1 = s->graph->sums[local_index(s, r)];
     for (uint32_t c = 0; c < 2 * C; c++) dr_acc_init(&s1[c]);
-    return s->bo->bn_sums(s->be, &s->rb[r], l, DR_BN_GRAD, NULL, s1, s1 + C, err);
+    return core_sums(s, r, l, DR_BN_GRAD, NULL, s1, s1 + C, err);
 }
 
 static int bn_back_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
@@ -191,10 +250,10 @@ static int bn_back_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
     uint32_t N = rows_of(s, r) * d->ih * d->iw;
     dr_acc *s1 = s->graph->sums[local_index(s, r)], *s2 = s1 + d->oc;
     float mdy[BN_MAX_C], mdx[BN_MAX_C];
-    if (a->mean) return s->bo->bn_backward(s->be, &s->rb[r], a->l, a->mean, a->var, err);   /* sync: given */
+    if (a->mean) return core_bn_backward(s, r, a->l, a->mean, a->var, err);   /* sync: given */
     if (N == 0) return DR_OK;
     for (uint32_t c = 0; c < d->oc; c++) { mdy[c] = dr_acc_round_div(&s1[c], N); mdx[c] = dr_acc_round_div(&s2[c], N); }
-    return s->bo->bn_backward(s->be, &s->rb[r], a->l, mdy, mdx, err);
+    return core_bn_backward(s, r, a->l, mdy, mdx, err);
 }
 
 /* ---- the worker's lock step ------------------------------------------------- */
@@ -222,7 +281,7 @@ static int bn_forward(dr_session *s, uint32_t w, uint32_t l, dr_err *err)
     uint32_t lo = w * s->L, N = global_count(s, l);
     const dr_acc *t;
     float mean[BN_MAX_C], var[BN_MAX_C];
-    gstep a = { l, mean, var };
+    gstep a = { l, mean, var, false };
     int rc;
     if ((rc = engine_each_replica(s, lo, s->L, sums_fn, &a, err))) return rc;
     if (s->plan->bn_replica) return engine_each_replica(s, lo, s->L, replica_fn, &a, err);
@@ -242,7 +301,7 @@ static int bn_backward(dr_session *s, uint32_t w, uint32_t l, dr_err *err)
     const dr_dense *d = &s->plan->exp.model.layer[l];
     uint32_t lo = w * s->L, N = global_count(s, l);
     float mdy[BN_MAX_C], mdx[BN_MAX_C];
-    gstep a = { l, NULL, NULL };
+    gstep a = { l, NULL, NULL, true };
     int rc;
     if ((rc = engine_each_replica(s, lo, s->L, grad_sums_fn, &a, err))) return rc;
     if (!s->plan->bn_replica) {
@@ -294,7 +353,7 @@ int engine_graph_compute(dr_session *s, uint32_t w, dr_err *err)
 {
     const dr_model_spec *m = &s->plan->exp.model;
     uint32_t lo = w * s->L, L = s->L;
-    gstep a = { 0, NULL, NULL };
+    gstep a = { 0, NULL, NULL, false };
     int rc;
     if (!s->bo->graph_begin || !s->bo->layer_forward || !s->bo->bn_sums || !s->bo->bn_normalize ||
         !s->bo->graph_loss || !s->bo->layer_backward || !s->bo->bn_backward)
@@ -302,12 +361,15 @@ int engine_graph_compute(dr_session *s, uint32_t w, dr_err *err)
                        "Dense", s->bo->name);
     if ((rc = engine_each_replica(s, lo, L, begin_fn, NULL, err))) return rc;
     for (a.l = 0; a.l < m->nlayers; a.l++) {
+        if ((rc = exchange(s, lo, L, &a, err))) return rc;
         rc = m->layer[a.l].kind == DR_LAYER_BATCH_NORM ? bn_forward(s, w, a.l, err)
                                                        : engine_each_replica(s, lo, L, forward_fn, &a, err);
         if (rc) return rc;
     }
     if ((rc = engine_each_replica(s, lo, L, loss_fn, NULL, err))) return rc;
+    a.grad = true;
     for (a.l = m->nlayers; a.l-- > 0;) {
+        if ((rc = exchange(s, lo, L, &a, err))) return rc;
         rc = m->layer[a.l].kind == DR_LAYER_BATCH_NORM ? bn_backward(s, w, a.l, err)
                                                        : engine_each_replica(s, lo, L, backward_fn, &a, err);
         if (rc) return rc;

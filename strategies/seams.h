@@ -210,6 +210,16 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_BN_STATS_REDUCE(call) (call)
 #endif
 
+/* Spatial partitioning (graph_spatial.c): the cores of a replica whose
+ * BatchNormalization sums are added into the replica's accumulators (every
+ * one, so the statistics are the whole image's). Mutant: core 0's tile
+ * alone, over the whole image's count. */
+#if defined(DR_MUTANT_ENGINE_BN_SUMS_CORE0)
+#define DR_SEAM_BN_SUM_CORES(cores) 1u
+#else
+#define DR_SEAM_BN_SUM_CORES(cores) (cores)
+#endif
+
 /* --clip_semantics=tensorflow's mixed step: each replica's gradient clipped
  * after its unscale (Keras 3's order, per replica). Mutant: clipped while
  * still multiplied by the loss scale. */

@@ -329,7 +329,7 @@ static void pool_tie_first(void **st)
     const float x[8] = { 1.0f, 0.0f, 1.0f, 2.0f, 1.0f, 2.0f, 1.0f, 1.0f };
     float out[2];
     uint32_t win[2];
-    dr_omp_maxpool(&d, x, 1, out, win);
+    dr_omp_maxpool(&d, x, 1, (const uint32_t[4]){ 0, d.oh, 0, d.ow }, out, win);
     assert_true(out[0] == 1.0f && out[1] == 2.0f);
     assert_int_equal(win[0], 0);   /* (0, 0), channel 0 */
     assert_int_equal(win[1], 3);   /* (0, 1), channel 1 */
@@ -684,10 +684,10 @@ static void api(void **st)
     assert_int_equal(o->supports(&conv, &e), DR_OK);   /* a model beyond Dense: the layer ops (openmp_graph.c) */
     conv.strategy = DR_STRATEGY_TPU;                    /* tpu unpartitioned: the graph step */
     assert_int_equal(o->supports(&conv, &e), DR_OK);
-    conv.tiles = 4;                                     /* partitioned: its step drives no tiles yet */
-    assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);
-    assert_non_null(strstr(e.msg, "not supported: --input_partition_dims (4 cores a replica) with conv2d in the "
-                           "openmp backend"));
+    conv.tiles = 4;                                     /* partitioned: the cores' tiles (graph_spatial.c) */
+    assert_int_equal(o->supports(&conv, &e), DR_OK);
+    assert_non_null(o->set_tile);
+    assert_non_null(o->spatial_exchange);
     conv.tiles = 1;
     conv.strategy = DR_STRATEGY_MIRRORED; conv.numerics = DR_NUMERICS_EXACT_COMPACT;
     assert_int_equal(o->supports(&conv, &e), DR_EUNSUPPORTED);

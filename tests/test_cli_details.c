@@ -128,7 +128,7 @@ static void usage_exit_2(void **st)
 /* Models beyond the MLP (docs/MODELS.md): --batch_norm's and --dropout's values, the
  * engine's refusals (opencl: no tpu strategy; openmp: no halos under tpu, naming the layer), a resume under the other BN mode and a
  * checkpoint of another architecture, each exit 2 (openmp with
- * --input_partition_dims on a conv model too); the tpu strategy's
+ * --input_partition_dims that layer 0 cannot split too); the tpu strategy's
  * spatial partitioning of a conv model: tiles that layer 0 cannot split
  * refused naming the layer and the dimension, 2,2 trains and reports the
  * halo bytes of its 4 cores (the numbers docs/MODELS.md derives by hand);
@@ -142,9 +142,8 @@ static void models(void **st)
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=opencl --distribution_strategy=tpu",
               g_tmp), 2, "opencl backend: tpu is not built for OpenCL");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --variant=openmp "
-              "--distribution_strategy=tpu --input_partition_dims=2,2", g_tmp), 2,
-           "not supported: --input_partition_dims (4 cores a replica) with conv2d in the openmp backend: the "
-           "engine's tpu step does not yet run its layer kernels over a replica's cores");
+              "--distribution_strategy=tpu --input_partition_dims=4,1", g_tmp), 2,
+           "--input_partition_dims=4,1: model: layer 0 (conv2d): output height 14 does not split into 4 tiles");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --distribution_strategy=tpu "
               "--input_partition_dims=4,1", g_tmp), 2, "--input_partition_dims=4,1: model: layer 0 (conv2d): output "
            "height 14 does not split into 4 tiles");

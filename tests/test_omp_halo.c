@@ -86,7 +86,7 @@ static void check_layer(uint32_t l, bool grad)
             dr_omp_halo_copy(H, W, C, N, full, maps[c], p.tile[c].rect[k]);
         }
         dr_omp_halo_need(&p, &m, l, grad, need);
-        dr_omp_halo_exchange(&p, &m, k, N, maps, (const uint32_t (*)[4])need, bytes);
+        dr_omp_halo_exchange(&p, &m, k, N, maps, (const uint32_t (*)[4])need, bytes, NULL);
         for (uint32_t c = 0; c < p.tiles; c++) {
             const uint32_t *r = p.tile[c].rect[grad ? (d->src ? d->src : l) : l + 1];
             size_t q = (size_t)N * (r[1] - r[0]) * (r[3] - r[2]) * kk;

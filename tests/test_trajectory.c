@@ -503,8 +503,9 @@ static void test_engine_gradients(void **state)
 /* Models beyond Dense: Keras's shapes and names per layer kind (a Conv2D
  * kernel 3x3x1x4 HWIO, BatchNormalization's gamma/beta and its moving
  * statistics, no gradient or slot of the statistics), the reference's sync
- * BN at R = 2 identical to one_device step by step, and replica BN at R = 2
- * told apart from step 1 on (exit 1). */
+ * BN at R = 2 identical to one_device step by step (the openmp engine's too,
+ * mirrored R = 2 and tpu partitioned 2,2), and replica BN at R = 2 told
+ * apart from step 1 on (exit 1). */
 static void test_conv_models(void **state)
 {
     const char *dir = *state;
@@ -526,6 +527,16 @@ static void test_conv_models(void **state)
     st = shell_run(out, sizeof out, DR_BIN " diff %s/c1 %s/e2", dir, dir);   /* the engine's gradients as applied too */
     if (st != 0 || !strstr(out, "identical: 4 steps") || strstr(out, "only in"))
         fail_msg("the openmp engine's conv trajectory is not the reference's (exit %d):\n%s", st, out);
+    /* spatially partitioned (tpu 2,2: each replica's maps on 4 cores' tiles
+     * with halos): the engine's trajectory, gradients included, = the reference's */
+    for (int v = 0; v < 2; v++) {
+        st = shell_run(out, sizeof out, DR_BIN " train %s --variant=%s --distribution_strategy=tpu --tpu=v2-8 "
+                       "--input_partition_dims=2,2 --model_dir=%s/t%d", cnn, v ? "openmp" : "ref", dir, v);
+        shell_expect(out, st, 0, "train: steps=3");
+    }
+    st = shell_run(out, sizeof out, DR_BIN " diff %s/t0 %s/t1", dir, dir);
+    if (st != 0 || !strstr(out, "identical: 4 steps") || strstr(out, "only in"))
+        fail_msg("the openmp engine's partitioned conv trajectory is not the reference's (exit %d):\n%s", st, out);
     const char *ix = slurp(dir, "c1/trajectory/index.json");
     const char *want[] = { "\"conv2d_0/kernel\", \"shape\": [ 3, 3, 1, 4 ]", "\"batch_norm_1/moving_variance\"",
                            "\"gradient/batch_norm_1/gamma\"", "\"optimizer/momentum/conv2d_0/bias\"",

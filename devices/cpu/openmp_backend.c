@@ -43,11 +43,6 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
 static int omp_supports(const dr_backend_query *q, dr_err *err)
 {
     uint32_t beyond = q->layer_kinds & ~(1u << DR_LAYER_DENSE);
-    if (beyond && q->tiles > 1)   /* the tpu step (strategies/engine_tpu.c) runs them untiled only */
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --input_partition_dims (%u cores a replica) with %s "
-                       "in the openmp backend: the engine's tpu step does not yet run its layer kernels over a "
-                       "replica's cores (its halo exchange and tile kernels, devices/cpu/openmp_spatial.c, are "
-                       "tested alone by test_omp_halo); use --variant=ref", q->tiles, dr_layer_kinds_first(beyond));
     if (beyond && q->numerics == DR_NUMERICS_EXACT_COMPACT)
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: compact gradients are built for Dense models only");
     if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
@@ -445,6 +440,8 @@ const dr_backend_ops *dr_backend_openmp(void)
         .graph_loss = dr_omp_graph_loss,
         .layer_backward = dr_omp_layer_backward,
         .bn_backward = dr_omp_bn_backward,
+        .set_tile = dr_omp_set_tile,
+        .spatial_exchange = dr_omp_spatial_exchange,
     };
     return &ops;
 }

@@ -14,6 +14,9 @@
  *             once, then added into its map
  * Exact numerics: the exact GEMM (each output its exact value rounded
  * once); fast numerics: sgemm, TensorFlow's float path (grad floats).
+ * Spatially partitioned (set_tile), a core computes its tile: the rows of
+ * its output (forward, dW) or input (d(input)) pixels, through tmp, put
+ * back at those pixels; the exact GEMM gives each the unpartitioned bits.
  *
  * BatchNormalization's statistics are the engine's (strategies/graph.c):
  * these kernels give the per-replica exact sums and apply given means. */
@@ -48,12 +51,6 @@ static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t
     }
 }
 
-static void im2col(const dr_dense *d, const float *x, uint32_t n, float *col)
-{
-    const uint32_t whole[4] = { 0, d->oh, 0, d->ow };
-    dr_omp_im2col_rect(d, x, n, whole, col);
-}
-
 /* Output index o = t / st of tap offset t, when t lands on an output in
  * [0, n): stride 1 without a division. */
 static inline bool tap_out(int64_t t, int64_t st, uint32_t n, int64_t *o)
@@ -86,12 +83,6 @@ static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_
             for (int64_t f = 0; f < oc; f++) t[f] = src[f];
         }
     }
-}
-
-static void grad_gather(const dr_dense *d, const float *dz, uint32_t n, float *dcol)
-{
-    const uint32_t whole[4] = { 0, d->ih, 0, d->iw };
-    dr_omp_grad_gather_rect(d, dz, n, whole, dcol);
 }
 
 /* Spatial partitioning (devices/cpu/openmp_spatial.c): the forward's im2col
@@ -130,14 +121,19 @@ int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     dr_omp_graph *g = s->graph;
     const float *W = dr_omp_f32(rb->params) + dr_model_kernel_offset(m, l);
     const float *bias = dr_omp_f32(rb->params) + dr_model_bias_offset(m, l);
-    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = (size_t)g->rt.n * d->oh * d->ow;
-    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left;
+    const dr_omp_rect o = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
+    const bool tiled = !dr_omp_rect_whole(&o);
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o.spans * (o.r[3] - o.r[2]);
+    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left && !tiled;
     int rc;
     if (rows == 0) return DR_OK;
-    if (!direct) im2col(d, in, g->rt.n, g->col);
+    if (!direct) dr_omp_im2col_rect(d, in, g->rt.n, o.r, g->col);
+    /* a tile's outputs land in tmp, then at their pixels of the map */
     rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias,
-                         s->pre[l], d->oc);
+                         tiled ? g->tmp : s->pre[l], d->oc);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's GEMM", l);
+    for (size_t q = 0; tiled && q < o.spans; q++) memcpy(s->pre[l] + dr_omp_span(&o, q), g->tmp + q * o.len,
+                                                         o.len * sizeof(float));
     return DR_OK;
 }
 
@@ -148,30 +144,41 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
     dr_omp_scratch *s = rb->scratch;
     dr_omp_graph *g = s->graph;
     const size_t gsz = dr_grad_bytes(b->num), k0 = dr_model_kernel_offset(m, l);
-    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = (size_t)g->rt.n * d->oh * d->ow;
-    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left;
-    const float *in = dr_omp_map(rb, dr_omp_src(m, l)), *W = dr_omp_f32(rb->params) + k0;
+    const uint32_t src = dr_omp_src(m, l);
+    const dr_omp_rect o = dr_omp_rect_of(m, g, l, l + 1, g->rt.n), i = dr_omp_rect_of(m, g, l, src, g->rt.n);
+    const bool tiled = !dr_omp_rect_whole(&o);
+    const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o.spans * (o.r[3] - o.r[2]);
+    const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left && !tiled;
+    const float *in = dr_omp_map(rb, src), *W = dr_omp_f32(rb->params) + k0;
     char *grad = rb->grad->data;
-    const size_t kf = (size_t)d->ksize * d->ksize * d->oc, pix = (size_t)g->rt.n * d->ih * d->iw;
+    const size_t kf = (size_t)d->ksize * d->ksize * d->oc, pix = i.spans * (i.r[3] - i.r[2]);
+    float *dzt = dz;
     int rc;
-    if (!direct) im2col(d, in, g->rt.n, g->col);
-    rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dz, d->oc,
+    if (!direct) dr_omp_im2col_rect(d, in, g->rt.n, o.r, g->col);
+    if (tiled) {   /* the tile's output gradients as rows: this core's exact partial of dW and db */
+        dzt = g->tmp;
+        for (size_t q = 0; q < o.spans; q++) memcpy(dzt + q * o.len, dz + dr_omp_span(&o, q), o.len * sizeof(float));
+    }
+    rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dzt, d->oc,
                          grad + k0 * gsz, 0.0f);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's kernel gradient", l);
-    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dz, rows, d->oc, g->colT);
+    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->colT);
     if (!dx) return DR_OK;
     for (uint32_t t = 0; t < d->ksize * d->ksize; t++)   /* wt[(t, f), c] = W[t, c, f] */
         for (uint32_t c = 0; c < d->ic; c++)
             for (uint32_t f = 0; f < d->oc; f++)
                 g->wt[((size_t)t * d->oc + f) * d->ic + c] = W[((size_t)t * d->ic + c) * d->oc + f];
-    grad_gather(d, dz, g->rt.n, g->col);
+    dr_omp_grad_gather_rect(d, dz, g->rt.n, i.r, g->col);
     rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL, g->tmp, d->ic);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's input gradient", l);
-    for (size_t i = 0; i < pix * d->ic; i++) dx[i] += g->tmp[i];
+    for (size_t q = 0; q < i.spans; q++)   /* the input tile's gradient, into its pixels of the map */
+        for (size_t j = 0, at = dr_omp_span(&i, q); j < i.len; j++) dx[at + j] += g->tmp[q * i.len + j];
     return DR_OK;
 }
 
 /* ---- BatchNormalization ------------------------------------------------------ */
+/* Its loops walk a rectangle's spans (dr_omp_rect_of: the core's tile, or
+ * the whole map in its order), the channel c counted along each span. */
 
 static float *bn_chan(const dr_omp_graph *g, const dr_dense *d, uint32_t l, uint32_t cap)
 {
@@ -188,16 +195,17 @@ int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float 
     const float *params = dr_omp_f32(rb->params), *in = dr_omp_map(rb, dr_omp_src(m, l));
     const float *gamma = params + dr_model_kernel_offset(m, l), *beta = params + dr_model_bias_offset(m, l);
     float *mu = bn_chan(g, d, l, s->cap), *inv = mu + d->oc, *a = inv + d->oc, *xhat = g->aux[l];
-    size_t pix = (size_t)g->rt.n * d->ih * d->iw;
+    const dr_omp_rect r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
     (void)err;
+    if (!dr_omp_runs(g, l)) return DR_OK;
     for (uint32_t c = 0; c < d->oc; c++) {
         mu[c] = mean[c];
         inv[c] = 1.0f / sqrtf(var[c] + BN_EPSILON);
         a[c] = inv[c] * gamma[c];
     }
-    for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
-            size_t i = p * d->oc + c;
+    for (size_t q = 0; q < r.spans; q++)
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             float shift = beta[c] - mean[c] * a[c];
             s->pre[l][i] = in[i] * a[c] + shift;
             if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
@@ -226,26 +234,26 @@ static void acc_add_double(dr_acc *a, double v)
     dr_acc_add(a, (float)(v - (double)hi));
 }
 
-static void bn_grad_sums_fast(const dr_dense *d, size_t pix, const float *dy, const float *xhat, dr_acc *t1,
-                              dr_acc *t2)
+static void bn_grad_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *dy, const float *xhat,
+                              dr_acc *t1, dr_acc *t2)
 {
     double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
-            size_t i = p * d->oc + c;
+    for (size_t q = 0; q < r->spans; q++)
+        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             d1[c] += dy[i];
             d2[c] += (double)dy[i] * xhat[i];
         }
     for (uint32_t c = 0; c < d->oc; c++) { acc_add_double(&t1[c], d1[c]); acc_add_double(&t2[c], d2[c]); }
 }
 
-static void bn_sums_fast(const dr_dense *d, size_t pix, const float *in, dr_bn_sum_kind kind, const float *mean,
-                         dr_acc *s1, dr_acc *s2)
+static void bn_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *in, dr_bn_sum_kind kind,
+                         const float *mean, dr_acc *s1, dr_acc *s2)
 {
     double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
-            double v = in[p * d->oc + c];
+    for (size_t q = 0; q < r->spans; q++)
+        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            double v = in[at + j];
             if (kind == DR_BN_CENTERED) { v -= mean[c]; d2[c] += v * v; continue; }
             d1[c] += v;
             d2[c] += v * v;
@@ -264,17 +272,19 @@ static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc 
     dr_omp_scratch *s = rb->scratch;
     dr_omp_graph *g = s->graph;
     const float *dy = g->dmap[l + 1], *xhat = g->aux[l];
-    size_t pix = (size_t)g->rt.n * d->ih * d->iw, gsz = dr_grad_bytes(b->num);
+    const dr_omp_rect r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
+    size_t gsz = dr_grad_bytes(b->num);
     char *grad = rb->grad->data;
     dr_acc t1[256], t2[256];
+    if (!dr_omp_runs(g, l)) return;
     dr_omp_unactivate(m, l, s, g->rt.n);
     for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&t1[c]); dr_acc_init(&t2[c]); }
     if (b->num == DR_NUMERICS_FAST)
-        bn_grad_sums_fast(d, pix, dy, xhat, t1, t2);
+        bn_grad_sums_fast(d, &r, dy, xhat, t1, t2);
     else
-        for (size_t p = 0; p < pix; p++)
-            for (uint32_t c = 0; c < d->oc; c++) {
-                size_t i = p * d->oc + c;
+        for (size_t q = 0; q < r.spans; q++)
+            for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+                size_t i = at + j;
                 dr_acc_add(&t1[c], dy[i]);
                 dr_acc_add_prod(&t2[c], dy[i], xhat[i]);
             }
@@ -299,17 +309,18 @@ int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kin
     const dr_dense *d = &m->layer[l];
     const dr_omp_scratch *s = rb ? rb->scratch : NULL;
     const float *in;
-    size_t pix;
+    dr_omp_rect r;
     if (!s || !s->graph || l >= m->nlayers || d->kind != DR_LAYER_BATCH_NORM || d->oc > 256)
         return dr_fail(err, DR_EUSAGE, "openmp backend: bn_sums of layer %u, not a BatchNormalization of <= 256 "
                        "channels", l);
     if (kind == DR_BN_GRAD) { bn_grad_sums(b, rb, l, s1, s2); return DR_OK; }
+    if (!dr_omp_runs(s->graph, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
-    pix = (size_t)s->graph->rt.n * d->ih * d->iw;
-    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, pix, in, kind, mean, s1, s2); return DR_OK; }
-    for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
-            float v = in[p * d->oc + c];
+    r = dr_omp_rect_of(m, s->graph, l, l + 1, s->graph->rt.n);
+    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, &r, in, kind, mean, s1, s2); return DR_OK; }
+    for (size_t q = 0; q < r.spans; q++)
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            float v = in[at + j];
             if (kind == DR_BN_CENTERED) {
                 float t = v - mean[c];
                 dr_acc_add(&s2[c], t * t);
@@ -331,19 +342,19 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
     uint32_t src = dr_omp_src(m, l);
     const float *a, *dy, *xhat;
     float *dx;
-    size_t pix;
+    dr_omp_rect r;
     if (!s || !s->graph || l >= m->nlayers || d->kind != DR_LAYER_BATCH_NORM)
         return dr_fail(err, DR_EUSAGE, "openmp backend: bn_backward of layer %u, not a BatchNormalization", l);
-    if (src == 0) return DR_OK;
+    if (src == 0 || !dr_omp_runs(s->graph, l)) return DR_OK;
     g = s->graph;
     a = bn_chan(g, d, l, s->cap) + 2 * (size_t)d->oc;
     dy = g->dmap[l + 1];
     xhat = g->aux[l];
     dx = g->dmap[src];
-    pix = (size_t)g->rt.n * d->ih * d->iw;
-    for (size_t p = 0; p < pix; p++)
-        for (uint32_t c = 0; c < d->oc; c++) {
-            size_t i = p * d->oc + c;
+    r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
+    for (size_t q = 0; q < r.spans; q++)
+        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
+            size_t i = at + j;
             float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
             dx[i] += a[c] * t;
         }

@@ -29,6 +29,25 @@ const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k)
     return k ? s->act[k - 1] : dr_omp_f32(rb->x);
 }
 
+bool dr_omp_runs(const dr_omp_graph *g, uint32_t l)
+{
+    return !g->tile || g->core == 0 || l < g->tile->lp;
+}
+
+dr_omp_rect dr_omp_rect_of(const dr_model_spec *m, const dr_omp_graph *g, uint32_t l, uint32_t k, uint32_t n)
+{
+    dr_omp_rect a;
+    dr_model_map(m, k, &a.H, &a.W, &a.C);
+    if (g->tile && l < g->tile->lp) {
+        memcpy(a.r, g->tile->rect[k], sizeof a.r);
+    } else {
+        a.r[0] = 0; a.r[1] = a.H; a.r[2] = 0; a.r[3] = a.W;
+    }
+    a.spans = (size_t)n * (a.r[1] - a.r[0]);
+    a.len = (size_t)(a.r[3] - a.r[2]) * a.C;
+    return a;
+}
+
 /* ---- workspace ----------------------------------------------------------- */
 
 void dr_omp_graph_free(dr_omp_graph *g)
@@ -123,20 +142,23 @@ int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_
     return DR_OK;
 }
 
-/* out = relu(pre) or pre, over cells. */
-static void activate(const dr_dense *d, const float *pre, float *out, size_t cells)
+/* out = relu(pre) or pre, over the rectangle a. */
+static void activate(const dr_dense *d, const float *pre, float *out, const dr_omp_rect *a)
 {
-    if (d->act != DR_ACT_RELU) { if (out != pre) memcpy(out, pre, cells * sizeof *out); return; }
-    for (size_t i = 0; i < cells; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+    for (size_t q = 0; q < a->spans; q++) {
+        size_t at = dr_omp_span(a, q);
+        if (d->act != DR_ACT_RELU) { if (out != pre) memcpy(out + at, pre + at, a->len * sizeof *out); continue; }
+        for (size_t i = at; i < at + a->len; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+    }
 }
 
 /* 2x2, stride 2: the first maximum of the window in row-major order
  * (openmp_graph.h). */
-void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win)
+void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *out, uint32_t *win)
 {
     for (uint32_t e = 0; e < n; e++)
-        for (uint32_t oy = 0; oy < d->oh; oy++)
-            for (uint32_t ox = 0; ox < d->ow; ox++)
+        for (uint32_t oy = o[0]; oy < o[1]; oy++)
+            for (uint32_t ox = o[2]; ox < o[3]; ox++)
                 for (uint32_t c = 0; c < d->oc; c++) {
                     size_t base = (size_t)e * d->in, best = (((size_t)2 * oy) * d->iw + 2 * ox) * d->ic + c;
                     for (uint32_t k = 1; k < 4; k++) {
@@ -190,13 +212,16 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     dr_omp_graph *g;
     const float *in, *params;
     size_t cells;
+    dr_omp_rect a;
     int rc;
     if ((rc = need_graph(b, rb, l, err))) return rc;
     s = rb->scratch;
     g = s->graph;
+    if (!dr_omp_runs(g, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
     params = dr_omp_f32(rb->params);
     cells = (size_t)g->rt.n * d->out;
+    a = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
     switch (d->kind) {
     case DR_LAYER_DENSE: {
         const float *W = params + dr_model_kernel_offset(m, l);
@@ -208,7 +233,7 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     case DR_LAYER_CONV2D:
         if ((rc = dr_omp_conv_forward(b, rb, l, in, err))) return rc;
         break;
-    case DR_LAYER_MAX_POOL2D: dr_omp_maxpool(d, in, g->rt.n, s->pre[l], g->idx[l]); break;
+    case DR_LAYER_MAX_POOL2D: dr_omp_maxpool(d, in, g->rt.n, a.r, s->pre[l], g->idx[l]); break;
     case DR_LAYER_GLOBAL_AVG_POOL2D: gap(d, in, g->rt.n, s->pre[l], g->red); break;
     case DR_LAYER_FLATTEN: memcpy(s->pre[l], in, cells * sizeof *in); break;
     case DR_LAYER_DROPOUT:
@@ -217,7 +242,8 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         return DR_OK;
     case DR_LAYER_ADD: {
         const float *f = dr_omp_map(rb, d->from < 0 ? 0 : (uint32_t)d->from + 1);
-        for (size_t i = 0; i < cells; i++) s->pre[l][i] = in[i] + f[i];
+        for (size_t q = 0; q < a.spans; q++)
+            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) s->pre[l][i] = in[i] + f[i];
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
@@ -225,7 +251,7 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         return dr_omp_bn_apply(b, rb, l, st, st + d->oc, false, err);
     }
     }
-    activate(d, s->pre[l], s->act[l], cells);
+    activate(d, s->pre[l], s->act[l], &a);
     return DR_OK;
 }
 
@@ -244,7 +270,7 @@ int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
     g = s->graph;
     n = g->rt.n;
     for (uint32_t k = 1; k < L; k++) memset(g->dmap[k], 0, (size_t)n * m->layer[k - 1].out * sizeof(float));
-    if (n == 0) return DR_OK;
+    if (n == 0 || !dr_omp_runs(g, L - 1)) return DR_OK;   /* partitioned: the loss is core 0's */
     labels = rb->labels ? (const uint8_t *)rb->labels->data : NULL;
     if (m->loss != DR_LOSS_MSE) {
         if (!labels) return dr_fail(err, DR_EUSAGE, "openmp backend: a cross-entropy loss needs labels");
@@ -312,8 +338,10 @@ void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch 
     const dr_dense *d = &m->layer[l];
     float *dz = s->graph->dmap[l + 1];
     const float *pre = s->pre[l];
+    dr_omp_rect a = dr_omp_rect_of(m, s->graph, l, l + 1, n);
     if (d->act != DR_ACT_RELU) return;
-    for (size_t i = 0; i < (size_t)n * d->out; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
+    for (size_t q = 0; q < a.spans; q++)
+        for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
 }
 
 int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
@@ -325,6 +353,7 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
     float *dz, *dx;
     size_t cells;
     uint32_t src = dr_omp_src(m, l), n;
+    dr_omp_rect a;
     int rc;
     if ((rc = need_graph(b, rb, l, err))) return rc;
     s = rb->scratch;
@@ -333,13 +362,16 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
     dz = g->dmap[l + 1];
     dx = src > 0 ? g->dmap[src] : NULL;
     cells = (size_t)n * d->out;
-    if (n == 0 || d->kind == DR_LAYER_BATCH_NORM) return DR_OK;   /* BN: bn_sums and bn_backward */
+    a = dr_omp_rect_of(m, g, l, l + 1, n);
+    if (n == 0 || d->kind == DR_LAYER_BATCH_NORM || !dr_omp_runs(g, l)) return DR_OK;   /* BN: bn_sums and bn_backward */
     dr_omp_unactivate(m, l, s, n);
     switch (d->kind) {
     case DR_LAYER_DENSE: return dense_backward(b, rb, l, dz, dx, err);
     case DR_LAYER_CONV2D: return dr_omp_conv_backward(b, rb, l, dz, dx, err);
     case DR_LAYER_MAX_POOL2D:
-        for (size_t i = 0; dx && i < cells; i++) dx[(i / d->out) * d->in + g->idx[l][i]] += dz[i];
+        for (size_t q = 0; dx && q < a.spans; q++)
+            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++)
+                dx[(i / d->out) * d->in + g->idx[l][i]] += dz[i];
         return DR_OK;
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
         uint32_t hw = d->ih * d->iw;
@@ -356,10 +388,11 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
         for (size_t i = 0; dx && i < cells; i++) dx[i] += g->aux[l][i] != 0.0f ? dz[i] * g->aux[l][i] : 0.0f;
         return DR_OK;
     case DR_LAYER_ADD:
-        for (size_t i = 0; i < cells; i++) {
-            if (dx) dx[i] += dz[i];
-            if (d->from >= 0) g->dmap[d->from + 1][i] += dz[i];
-        }
+        for (size_t q = 0; q < a.spans; q++)
+            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) {
+                if (dx) dx[i] += dz[i];
+                if (d->from >= 0) g->dmap[d->from + 1][i] += dz[i];
+            }
         return DR_OK;
     case DR_LAYER_BATCH_NORM:
         return DR_OK;

@@ -27,7 +27,31 @@ struct dr_omp_graph {
     uint32_t   *idx[DR_MAX_LAYERS];
     float      *col, *wt, *tmp, *colT;
     dr_acc     *red;
+    /* spatial partitioning (the tpu strategy, devices/cpu/openmp_spatial.c):
+     * this core's tile of every map for the layers before tile->lp, which
+     * compute only it; from lp on core 0 computes the whole maps and the
+     * other cores nothing. NULL: whole maps (unpartitioned). */
+    const dr_tile *tile;
+    uint32_t    core;
 };
+
+/* The rectangle of map k (rows r[0]..r[1], columns r[2]..r[3] of H x W x C)
+ * that layer l computes over n examples: n * (r[1] - r[0]) spans of len
+ * floats, in the whole map's order (example, row, column), so a loop over
+ * the spans visits the whole map's elements in its order when unpartitioned. */
+typedef struct dr_omp_rect { uint32_t H, W, C, r[4]; size_t spans, len; } dr_omp_rect;
+dr_omp_rect dr_omp_rect_of(const dr_model_spec *m, const dr_omp_graph *g, uint32_t l, uint32_t k, uint32_t n);
+static inline size_t dr_omp_span(const dr_omp_rect *a, size_t q)
+{
+    size_t rows = a->r[1] - a->r[0];
+    return (((q / rows) * a->H + a->r[0] + q % rows) * a->W + a->r[2]) * a->C;
+}
+static inline bool dr_omp_rect_whole(const dr_omp_rect *a)
+{
+    return a->r[0] == 0 && a->r[1] == a->H && a->r[2] == 0 && a->r[3] == a->W;
+}
+/* whether this core computes layer l (unpartitioned: always) */
+bool dr_omp_runs(const dr_omp_graph *g, uint32_t l);
 
 int  dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_err *err);
 void dr_omp_graph_free(dr_omp_graph *g);
@@ -51,16 +75,21 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
 
 /* openmp_conv.c */
 /* 2x2 max pooling of n examples: out, and win = each output's window
- * element (its flat index within the example's input), the first maximum
+ * element (its flat index within the example's input) of the outputs in
+ * rows [o[0], o[1]) x columns [o[2], o[3]), the first maximum
  * in row-major order on a tie, as TensorFlow 2.21 routes the gradient
  * (docs/MODELS.md); the backward sends dout to x at win. */
-void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, float *out, uint32_t *win);
+void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *out, uint32_t *win);
 int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *in, dr_err *err);
 int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *dz, float *dx, dr_err *err);
 /* a tile's im2col rows (outputs o) and gradient gather rows (inputs i):
  * rows [r[0], r[1]) x columns [r[2], r[3]) of the map */
 void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col);
 void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol);
+/* spatial partitioning (openmp_spatial.c): the table's set_tile and spatial_exchange */
+int dr_omp_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err);
+int dr_omp_spatial_exchange(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
+                            bool grad, uint64_t *halo, uint64_t *gather, uint64_t *link, dr_err *err);
 /* BatchNormalization with given statistics (training: xhat kept) */
 int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean, const float *var,
                     bool training, dr_err *err);

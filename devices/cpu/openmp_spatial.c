@@ -4,6 +4,7 @@
  * planted fault engine_halo_row_short (DR_SEAM_HALO_BELOW, devices/seams.h)
  * receives the halo from the core below one row short. */
 #include "devices/cpu/openmp_spatial.h"
+#include "devices/cpu/openmp_graph.h"
 
 #include <string.h>
 
@@ -41,32 +42,111 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
     }
 }
 
-static void take(const dr_model_spec *m, uint32_t k, uint32_t n, const float *from, float *to, const uint32_t r[4],
-                 uint64_t *count)
+/* Rectangle r of map k from core a's buffer to core b's: its bytes into
+ * *count, the largest transfer a -> b into link[a][b] (either NULL). */
+static void take(const dr_model_spec *m, uint32_t k, uint32_t n, float *const *maps, uint32_t a, uint32_t b,
+                 const uint32_t r[4], uint64_t *count, dr_omp_links link)
 {
     uint32_t H, W, C;
     uint64_t got;
     dr_model_map(m, k, &H, &W, &C);
-    got = dr_omp_halo_copy(H, W, C, n, from, to, r);
+    got = dr_omp_halo_copy(H, W, C, n, maps[a], maps[b], r);
     if (count) *count += got;
+    if (link && got > link[a][b]) link[a][b] = got;
 }
 
 void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
-                          float *const *maps, const uint32_t need[][4], uint64_t *bytes)
+                          float *const *maps, const uint32_t need[][4], uint64_t *bytes, dr_omp_links *link)
 {
     for (uint32_t pass = 0; pass < 2; pass++)
         for (uint32_t c = 0; c < p->tiles; c++) {
             const uint32_t *nd = need[c], *own = p->tile[c].rect[k];
             uint64_t *count = bytes ? &bytes[c] : NULL;
+            uint64_t (*ln)[DR_MAX_TILES] = link ? link[pass] : NULL;
             if (pass == 0) {
                 uint32_t above[4] = { nd[0], own[0], own[2], own[3] };
                 uint32_t below[4] = { own[1], DR_SEAM_HALO_BELOW(nd[1], own[1]), own[2], own[3] };
-                if (c >= p->pw) take(m, k, n, maps[c - p->pw], maps[c], above, count);
-                if (c + p->pw < p->tiles) take(m, k, n, maps[c + p->pw], maps[c], below, count);
+                if (c >= p->pw) take(m, k, n, maps, c - p->pw, c, above, count, ln);
+                if (c + p->pw < p->tiles) take(m, k, n, maps, c + p->pw, c, below, count, ln);
             } else {
                 uint32_t left[4] = { nd[0], nd[1], nd[2], own[2] }, right[4] = { nd[0], nd[1], own[3], nd[3] };
-                if (c % p->pw) take(m, k, n, maps[c - 1], maps[c], left, count);
-                if (c % p->pw + 1 < p->pw) take(m, k, n, maps[c + 1], maps[c], right, count);
+                if (c % p->pw) take(m, k, n, maps, c - 1, c, left, count, ln);
+                if (c % p->pw + 1 < p->pw) take(m, k, n, maps, c + 1, c, right, count, ln);
             }
         }
+}
+
+/* ---- the backend's ops: a replica's cores in the engine's step ------------ */
+
+int dr_omp_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err)
+{
+    dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    (void)b;
+    if (!s || !s->graph) return dr_fail(err, DR_ESTATE, "openmp backend: set_tile on a workspace without maps");
+    s->graph->tile = tile;
+    s->graph->core = core;
+    return DR_OK;
+}
+
+/* Core c's buffer of map k, or of its gradient. */
+static float *core_map(dr_replica_bufs *const *cores, uint32_t c, uint32_t k, bool grad)
+{
+    dr_omp_scratch *s = cores[c]->scratch;
+    return grad ? s->graph->dmap[k] : k ? s->act[k - 1] : dr_omp_f32(cores[c]->x);
+}
+
+/* Where the tiles end (layer lp): the maps the rest reads, each core's tile
+ * onto core 0 (forward), or their gradients from core 0 back to the tiles
+ * (backward): exact copies, their bytes into *bytes. */
+static void gather(const dr_spatial_plan *p, const dr_model_spec *m, dr_replica_bufs *const *cores, uint32_t n,
+                   bool grad, uint64_t *bytes, dr_omp_links link)
+{
+    for (uint32_t k = grad ? 1 : 0; k <= p->lp; k++) {
+        uint32_t H, W, C;
+        if (!p->gathered[k]) continue;
+        dr_model_map(m, k, &H, &W, &C);
+        for (uint32_t c = 1; c < p->tiles; c++) {
+            uint32_t from = grad ? 0 : c, to = grad ? c : 0;
+            uint64_t got = dr_omp_halo_copy(H, W, C, n, core_map(cores, from, k, grad), core_map(cores, to, k, grad),
+                                            p->tile[c].rect[k]);
+            if (bytes) *bytes += got;
+            if (link && got > link[from][to]) link[from][to] = got;
+        }
+    }
+}
+
+int dr_omp_spatial_exchange(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
+                            bool grad, uint64_t *halo, uint64_t *gather_bytes, uint64_t *link, dr_err *err)
+{
+    dr_omp_links *ln = (dr_omp_links *)link;   /* rounds: the gather or scatter, the two passes */
+    const dr_model_spec *m = &b->m;
+    const dr_dense *d = &m->layer[l];
+    uint32_t need[DR_MAX_TILES][4], k = d->src ? d->src : l, n;
+    float *maps[DR_MAX_TILES];
+    for (uint32_t c = 0; c < p->tiles; c++) {
+        const dr_omp_scratch *s = cores[c] ? cores[c]->scratch : NULL;
+        if (!s || !s->graph || s->graph->tile != &p->tile[c])
+            return dr_fail(err, DR_ESTATE, "openmp backend: spatial_exchange: core %u holds no tile of the plan", c);
+    }
+    n = ((dr_omp_scratch *)cores[0]->scratch)->graph->rt.n;
+    if (n == 0) return DR_OK;
+    if (!grad) {
+        if (l == p->lp) gather(p, m, cores, n, false, gather_bytes, ln ? ln[0] : NULL);
+        if (l >= p->lp || (d->kind != DR_LAYER_CONV2D && d->kind != DR_LAYER_MAX_POOL2D)) return DR_OK;
+        for (uint32_t c = 0; c < p->tiles; c++) maps[c] = core_map(cores, c, k, false);
+        dr_omp_halo_need(p, m, l, false, need);
+        dr_omp_halo_exchange(p, m, k, n, maps, (const uint32_t (*)[4])need, halo, ln ? ln + 1 : NULL);
+        return DR_OK;
+    }
+    if (l + 1 == p->lp) gather(p, m, cores, n, true, gather_bytes, ln ? ln[0] : NULL);
+    if (l >= p->lp || d->kind != DR_LAYER_CONV2D || k == 0) return DR_OK;
+    /* each core's output gradient masked by its ReLU before it travels (the
+     * backward masks its tile again: the same values) */
+    for (uint32_t c = 0; c < p->tiles; c++) {
+        dr_omp_unactivate(m, l, cores[c]->scratch, n);
+        maps[c] = core_map(cores, c, l + 1, true);
+    }
+    dr_omp_halo_need(p, m, l, true, need);
+    dr_omp_halo_exchange(p, m, l + 1, n, maps, (const uint32_t (*)[4])need, halo, ln ? ln + 1 : NULL);
+    return DR_OK;
 }

@@ -3,7 +3,9 @@
  * partitioning with halos"): the engine's own copy of the traffic, on the
  * plan of core/spatial_plan.c (it never calls ref/). Each of a replica's T
  * cores holds a buffer the size of the whole map, of which it writes only
- * its tile and what it receives: a halo it is not sent reads 0. */
+ * its tile and what it receives: a halo it is not sent reads 0. The
+ * backend's set_tile and spatial_exchange ops (openmp_spatial.c, declared
+ * in openmp_graph.h) drive it from the engine's tpu step. */
 #ifndef DISTREF_DEVICES_OPENMP_SPATIAL_H
 #define DISTREF_DEVICES_OPENMP_SPATIAL_H
 
@@ -28,8 +30,11 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
  * map k: rows from the cores above and below first (over its own columns),
  * then columns from the cores beside it over all the needed rows (the
  * corners travel in two hops, as the reference's ref/halo.c). maps[c] is
- * core c's buffer; bytes[c] (if not NULL) adds what core c received. */
+ * core c's buffer; bytes[c] (if not NULL) adds what core c received;
+ * link (if not NULL) keeps, per pass, the largest transfer from core a to
+ * core b: link[pass][a][b] (the emulated time's rounds). */
+typedef uint64_t dr_omp_links[DR_MAX_TILES][DR_MAX_TILES];
 void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
-                          float *const *maps, const uint32_t need[][4], uint64_t *bytes);
+                          float *const *maps, const uint32_t need[][4], uint64_t *bytes, dr_omp_links *link);
 
 #endif

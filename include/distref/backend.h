@@ -364,6 +364,31 @@ typedef struct dr_backend_ops {
     /* BatchNormalization l's d(input) += a ((dy - mean_dy) - xhat mean_dyxhat) */
     int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                          const float *mean_dyxhat, dr_err *err);
+
+    /* ---- spatial partitioning of a model beyond Dense (tpu; optional) ----
+     *
+     * A replica's T = ph x pw cores are T replica bufs (core 0 the replica's
+     * own), each opened by replica_open, the same n examples, the maps at
+     * their whole size (docs/MODELS.md "Spatial partitioning with halos").
+     * set_tile: the ops above then compute, of the layers before tile->lp,
+     * only the core's tile of every map, and from lp on core 0 the whole
+     * maps (and the loss), every other core nothing; bn_sums add the
+     * core's part, the engine merges a replica's cores. tile NULL: whole
+     * maps again. */
+    int   (*set_tile)(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err);
+    /* Before layer l's forward (grad false) or backward (grad true), between
+     * the replica's cores[0 .. p->tiles): the halo a windowed layer's tiles
+     * read across a cut (forward: its input; backward: a conv's output
+     * gradient after the ReLU's mask), and where the tiles end (l == lp
+     * forward, l + 1 == lp backward) the gather onto core 0 or the scatter
+     * back. The bytes core c received are added into halo[c], the gather's
+     * and scatter's into *gather; link (3 x DR_MAX_TILES x DR_MAX_TILES,
+     * zeroed by the caller) keeps the largest single transfer from core a to
+     * core b in each of the op's rounds, in order: the gather or scatter,
+     * then the halo's two passes (rows, columns), for the emulated time
+     * (any of the three NULL: not kept). */
+    int   (*spatial_exchange)(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
+                              bool grad, uint64_t *halo, uint64_t *gather, uint64_t *link, dr_err *err);
 } dr_backend_ops;
 
 /* The OpenMP CPU backend (devices/cpu/openmp_backend.c): host memory, exact
