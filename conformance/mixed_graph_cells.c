@@ -15,10 +15,15 @@
  *            each rounding is of an exact replica-invariant value);
  *   replica  --batch_norm=replica: mirrored R=2 twice gives the same bits
  *            and differs from the oracle (each replica's own statistics);
- *   engine   each in-process engine variant against the oracle, where it
- *            runs the mixed step on these models (none yet: recorded as
- *            not supported, with the engine's refusal).
- * Caught mutant: ref_mixed_graph_bn_grad_replica0 (tests/faults.tsv).
+ *   engine   each in-process engine variant against the oracle at
+ *            one_device, mirrored R=2 and R=3 (openmp: strategies/graph.c's
+ *            lock step with its ops' roundings; opencl: not supported, with
+ *            the engine's refusal), and under --batch_norm=replica at
+ *            mirrored R=2 against the reference's replica-BN run (each
+ *            replica's own statistics: the same bits).
+ * Caught mutants: ref_mixed_graph_bn_grad_replica0,
+ * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
+ * engine_mixed_bn_grad_c (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
@@ -62,20 +67,37 @@ static int bites_cell(results *r, const outcome *oracle)
     return !pass;
 }
 
-static int replica_cell(results *r, const outcome *oracle)
+/* Replica BN, mirrored R=2: the reference twice (its bits are its own), and
+ * each engine variant that runs it against them. */
+static int replica_cell(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
 {
     dr_run_config c;
     outcome a, b;
+    int fails = 0;
     mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
     run_case(&c, &a);
     run_fresh_case(&c, &b);
+    for (size_t v = 0; v < nv; v++) {
+        dr_run_config e;
+        outcome got;
+        char why[200] = "";
+        mixed_place_config(&e, cnn_replica_setup, false, &k_mixed_places[1], ev[v]->name);
+        if (!supported(r, "mixed_precision", &e, 2)) continue;
+        run_case(&e, &got);
+        bool same = !got.error[0] && !a.error[0] && outcome_same_why(&got, &a, why, sizeof why);
+        fails += !same;
+        record(r, "mixed_precision", &e, 2, same, got.seconds, "%s cnn_synthetic replica BN overflow float16 mirrored "
+               "R=2: = the reference's replica BN bits%s%.150s", ev[v]->name, got.error[0] || !same ? ": " : "",
+               got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
     bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
     record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
            "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
            a.error[0] ? a.error : b.error);
     outcome_free(&a);
     outcome_free(&b);
-    return !pass;
+    return fails + !pass;
 }
 
 int mixed_graph_cells(results *r)
@@ -90,7 +112,7 @@ int mixed_graph_cells(results *r)
     fails += bites_cell(r, &oracle);
     fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
                                "one_device");
-    fails += replica_cell(r, &oracle);
+    fails += replica_cell(r, &oracle, ev, nv);
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
