@@ -20,7 +20,8 @@
  *            lock step with its ops' roundings; opencl: not supported, with
  *            the engine's refusal), and under --batch_norm=replica at
  *            mirrored R=2 against the reference's replica-BN run (each
- *            replica's own statistics: the same bits).
+ *            replica's own statistics: the same bits), and central_storage
+ *            R=2 (the one update on the variable device) against the oracle.
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c (tests/faults.tsv).
@@ -67,30 +68,41 @@ static int bites_cell(results *r, const outcome *oracle)
     return !pass;
 }
 
+/* Each engine variant under `strategy` with R = 2 (setup's flags) against
+ * want's bits, where it runs them. */
+static int engine_cells(results *r, void (*setup)(dr_run_config *), const char *strategy, const char *alg,
+                        const outcome *want, const char *what, const dr_variant *const *ev, size_t nv)
+{
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++) {
+        dr_run_config c;
+        outcome got;
+        char why[200] = "";
+        mixed_place_config(&c, setup, false, &k_mixed_places[0], ev[v]->name);
+        set_strategy(&c, strategy, 2, alg, 1);
+        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        run_case(&c, &got);
+        bool same = !got.error[0] && !want->error[0] && outcome_same_why(&got, want, why, sizeof why);
+        fails += !same;
+        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s R=2: = the "
+               "reference's %s bits%s%.150s", ev[v]->name, what, strategy, what, got.error[0] || !same ? ": " : "",
+               got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
 /* Replica BN, mirrored R=2: the reference twice (its bits are its own), and
  * each engine variant that runs it against them. */
 static int replica_cell(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
 {
     dr_run_config c;
     outcome a, b;
-    int fails = 0;
+    int fails;
     mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
     run_case(&c, &a);
     run_fresh_case(&c, &b);
-    for (size_t v = 0; v < nv; v++) {
-        dr_run_config e;
-        outcome got;
-        char why[200] = "";
-        mixed_place_config(&e, cnn_replica_setup, false, &k_mixed_places[1], ev[v]->name);
-        if (!supported(r, "mixed_precision", &e, 2)) continue;
-        run_case(&e, &got);
-        bool same = !got.error[0] && !a.error[0] && outcome_same_why(&got, &a, why, sizeof why);
-        fails += !same;
-        record(r, "mixed_precision", &e, 2, same, got.seconds, "%s cnn_synthetic replica BN overflow float16 mirrored "
-               "R=2: = the reference's replica BN bits%s%.150s", ev[v]->name, got.error[0] || !same ? ": " : "",
-               got.error[0] ? got.error : why);
-        outcome_free(&got);
-    }
+    fails = engine_cells(r, cnn_replica_setup, "mirrored", "nccl", &a, "replica BN", ev, nv);
     bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
     record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
            "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
@@ -113,6 +125,7 @@ int mixed_graph_cells(results *r)
     fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
                                "one_device");
     fails += replica_cell(r, &oracle, ev, nv);
+    fails += engine_cells(r, cnn_setup, "central_storage", NULL, &oracle, "sync BN", ev, nv);   /* one update */
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
