@@ -21,7 +21,8 @@
  *            the engine's refusal), and under --batch_norm=replica at
  *            mirrored R=2 against the reference's replica-BN run (each
  *            replica's own statistics: the same bits), and central_storage
- *            R=2 (the one update on the variable device) against the oracle.
+ *            R=2 (the one update on the variable device) against the oracle;
+ *   mpi      without --quick: mpirun -np 2 --variant=mpi against the oracle.
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c (tests/faults.tsv).
@@ -29,6 +30,7 @@
 #include "conformance/conformance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void cnn_setup(dr_run_config *c)
@@ -92,6 +94,25 @@ static int engine_cells(results *r, void (*setup)(dr_run_config *), const char *
     return fails;
 }
 
+/* mpi -np 2 multi_worker_mirrored (openmp's ops on each rank, the BN
+ * statistics and gradients over MPI) against the oracle. */
+static int mpi_cell(results *r, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome got;
+    char why[200] = "";
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "mpi");
+    set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
+    run_mpi_pair(r, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 --global_batch_size=32 "
+                 "--train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576", &got);
+    bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
+    record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored cnn_synthetic sync BN "
+           "overflow float16: = the reference one_device bits%s%.150s", got.error[0] || !pass ? ": " : "",
+           got.error[0] ? got.error : why);
+    outcome_free(&got);
+    return !pass;
+}
+
 /* Replica BN, mirrored R=2: the reference twice (its bits are its own), and
  * each engine variant that runs it against them. */
 static int replica_cell(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
@@ -126,6 +147,9 @@ int mixed_graph_cells(results *r)
                                "one_device");
     fails += replica_cell(r, &oracle, ev, nv);
     fails += engine_cells(r, cnn_setup, "central_storage", NULL, &oracle, "sync BN", ev, nv);   /* one update */
+    if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
+        system("command -v mpirun > /dev/null 2>&1") == 0)
+        fails += mpi_cell(r, &oracle);
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
