@@ -15,14 +15,22 @@
  *            each rounding is of an exact replica-invariant value);
  *   replica  --batch_norm=replica: mirrored R=2 twice gives the same bits
  *            and differs from the oracle (each replica's own statistics);
- *   engine   each in-process engine variant against the oracle, where it
- *            runs the mixed step on these models (none yet: recorded as
- *            not supported, with the engine's refusal).
- * Caught mutant: ref_mixed_graph_bn_grad_replica0 (tests/faults.tsv).
+ *   engine   each in-process engine variant against the oracle at
+ *            one_device, mirrored R=2 and R=3 (openmp: strategies/graph.c's
+ *            lock step with its ops' roundings; opencl: not supported, with
+ *            the engine's refusal), and under --batch_norm=replica at
+ *            mirrored R=2 against the reference's replica-BN run (each
+ *            replica's own statistics: the same bits), and central_storage
+ *            R=2 (the one update on the variable device) against the oracle;
+ *   mpi      without --quick: mpirun -np 2 --variant=mpi against the oracle.
+ * Caught mutants: ref_mixed_graph_bn_grad_replica0,
+ * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
+ * engine_mixed_bn_grad_c (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void cnn_setup(dr_run_config *c)
@@ -62,20 +70,67 @@ static int bites_cell(results *r, const outcome *oracle)
     return !pass;
 }
 
-static int replica_cell(results *r, const outcome *oracle)
+/* Each engine variant under `strategy` with R = 2 (setup's flags) against
+ * want's bits, where it runs them. */
+static int engine_cells(results *r, void (*setup)(dr_run_config *), const char *strategy, const char *alg,
+                        const outcome *want, const char *what, const dr_variant *const *ev, size_t nv)
+{
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++) {
+        dr_run_config c;
+        outcome got;
+        char why[200] = "";
+        mixed_place_config(&c, setup, false, &k_mixed_places[0], ev[v]->name);
+        set_strategy(&c, strategy, 2, alg, 1);
+        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        run_case(&c, &got);
+        bool same = !got.error[0] && !want->error[0] && outcome_same_why(&got, want, why, sizeof why);
+        fails += !same;
+        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s R=2: = the "
+               "reference's %s bits%s%.150s", ev[v]->name, what, strategy, what, got.error[0] || !same ? ": " : "",
+               got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
+/* mpi -np 2 multi_worker_mirrored (openmp's ops on each rank, the BN
+ * statistics and gradients over MPI) against the oracle. */
+static int mpi_cell(results *r, const outcome *oracle)
+{
+    dr_run_config c;
+    outcome got;
+    char why[200] = "";
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "mpi");
+    set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
+    run_mpi_pair(r, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 --global_batch_size=32 "
+                 "--train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576", &got);
+    bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
+    record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored cnn_synthetic sync BN "
+           "overflow float16: = the reference one_device bits%s%.150s", got.error[0] || !pass ? ": " : "",
+           got.error[0] ? got.error : why);
+    outcome_free(&got);
+    return !pass;
+}
+
+/* Replica BN, mirrored R=2: the reference twice (its bits are its own), and
+ * each engine variant that runs it against them. */
+static int replica_cell(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
 {
     dr_run_config c;
     outcome a, b;
+    int fails;
     mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
     run_case(&c, &a);
     run_fresh_case(&c, &b);
+    fails = engine_cells(r, cnn_replica_setup, "mirrored", "nccl", &a, "replica BN", ev, nv);
     bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
     record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
            "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
            a.error[0] ? a.error : b.error);
     outcome_free(&a);
     outcome_free(&b);
-    return !pass;
+    return fails + !pass;
 }
 
 int mixed_graph_cells(results *r)
@@ -90,7 +145,11 @@ int mixed_graph_cells(results *r)
     fails += bites_cell(r, &oracle);
     fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
                                "one_device");
-    fails += replica_cell(r, &oracle);
+    fails += replica_cell(r, &oracle, ev, nv);
+    fails += engine_cells(r, cnn_setup, "central_storage", NULL, &oracle, "sync BN", ev, nv);   /* one update */
+    if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
+        system("command -v mpirun > /dev/null 2>&1") == 0)
+        fails += mpi_cell(r, &oracle);
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");

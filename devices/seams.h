@@ -467,6 +467,25 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 
 /* ---- cpu/openmp_mixed.c, opencl/opencl_mixed.c: the fast mixed kernels -------- */
 
+/* ---- devices/cpu/openmp_graph.c: the mixed step's GEMM ----------------------- */
+
+/* Whether a Conv2D's bias is added after the convolution's own rounding to
+ * the compute dtype (TensorFlow's Conv2D then BiasAdd). */
+#if defined(DR_MUTANT_ENGINE_MIXED_CONV_ONE_ROUNDING)   /* conv + bias rounded once: one rounding short */
+#define DR_SEAM_MIXED_BIAS_AFTER(after) ((void)(after), false)
+#else
+#define DR_SEAM_MIXED_BIAS_AFTER(after) (after)
+#endif
+
+/* devices/cpu/openmp_conv.c: a training BatchNormalization's output in the
+ * mixed step: its float32 result rounded to the compute dtype (Keras 3
+ * computes a float16/bfloat16 input's BN in float32, then casts back). */
+#if defined(DR_MUTANT_ENGINE_MIXED_BN_FLOAT32)   /* left float32: the next layer reads unrounded values */
+#define DR_SEAM_MIXED_BN_OUT(rounded, f32) ((void)(rounded), (f32))
+#else
+#define DR_SEAM_MIXED_BN_OUT(rounded, f32) ((void)(f32), (rounded))
+#endif
+
 /* The bias a fast mixed forward GEMM adds to its float32 result (openmp's
  * host array, opencl's cl_mem: a null pointer of either type). The fault,
  * none (the fast forward drops the layer's bias), is planted per backend:

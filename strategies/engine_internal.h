@@ -195,6 +195,11 @@ int  engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err);
 void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, uint32_t L);
 /* worker w's all-reduced total: rounded, the skip decision, unscaled, applied */
 int  engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *err);
+/* a model beyond Dense (graph.c): replica r's pass in the compute dtype, with
+ * this step's loss scale (float32 where the run has no mixed step), and its
+ * share instead of the backend's (the loss times its multiplier) */
+void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt);
+int  engine_mixed_graph_share(dr_session *s, uint32_t r, dr_err *err);
 /* before each step: the resume check of --gradient_accumulation_steps (mixed.c) */
 int  engine_mixed_begin(dr_session *s, dr_err *err);
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part);

@@ -22,6 +22,11 @@
  * themselves). central_storage's variables take them too. The optimizer
  * leaves them as they are (their gradient is zero).
  *
+ * --dtype_policy=mixed_*: the same lock step, the backend's ops rounding to
+ * the compute dtype (dr_graph_rt.compute, the loss scale inside the loss's
+ * delta: mixed.c's engine_mixed_graph_rt), no share but the loss's
+ * multiplier; mixed.c reduces and applies.
+ *
  * --gradient_accumulation_steps=k needs nothing here: each micro-step is
  * this compute over its own micro-batch (its statistics, its moving update,
  * its dropout masks keyed by its step number: Keras 3's rule, docs/MODELS.md)
@@ -99,9 +104,10 @@ typedef struct gstep { uint32_t l; const float *mean, *var; bool grad; } gstep;
 static int begin_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     dr_graph_rt rt = { true, s->cfg->seed, s->step, s->ids + s->off[r], rows_of(s, r), s->plan->dropout_masks,
-                       s->off[r] };
+                       s->off[r], DR_DTYPE_F32, 1.0f, s->plan->G };
     int rc = engine_cores(s) > 1 ? engine_spatial_load(s, r, err) : DR_OK;
     (void)arg;
+    engine_mixed_graph_rt(s, r, &rt);
     for (uint32_t c = 0; rc == DR_OK && c < engine_cores(s); c++)
         rc = s->bo->graph_begin(s->be, engine_core(s, r, c), rt.n, &rt, err);
     return rc;
@@ -152,6 +158,7 @@ static int share_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     int rc = engine_cores(s) > 1 ? engine_spatial_merge(s, r, err) : DR_OK;
     (void)arg;
+    if (rc == DR_OK && s->mixed) return engine_mixed_graph_share(s, r, err);   /* the scale and 1/G in the deltas */
     return rc ? rc : s->bo->share(s->be, &s->rb[r], s->mult[r], s->coef, s->den, err);
 }
 

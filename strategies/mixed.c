@@ -40,6 +40,12 @@
  * --input_partition_dims, the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, on a backend with the
  * mixed kernel (openmp, opencl; mpi ranks run openmp's).
+ * A model beyond Dense (convolution, pooling, batch norm, dropout): graph.c's
+ * lock step with the backend's layer ops rounding to c (graph_ops_mixed:
+ * openmp, mpi's ranks), its loss share engine_mixed_graph_share; the
+ * reduction rounds BatchNormalization's gamma and beta gradients to float32
+ * (float32_bn_grads). As the reference: not under tpu, the tensorflow
+ * reduction, --l2 or accumulation; and exact numerics only (graph_why).
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
  * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
@@ -72,6 +78,27 @@ struct engine_mixed {
     "clips each replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the " \
     "global sum, so there is no replica gradient to clip)"
 
+/* A model beyond Dense: what its mixed step (graph.c's lock step, the
+ * backend's ops rounding to c) does not run with yet, as the reference's. */
+static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
+{
+    if (!bo->graph_ops_mixed)
+        return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
+               "float16/bfloat16 roundings (built for openmp and mpi; use --variant=openmp or ref)";
+    if (!p->exact)
+        return "--numerics=fast is not built for a model beyond Dense (its mixed step runs exact accumulators, each "
+               "op one rounding of its exact value): use --numerics=exact";
+    if (p->spec.kind == DR_STRATEGY_TPU)
+        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it (as "
+               "the reference's, whose tpu step of these models is not the mixed step's)";
+    if (p->cfg->mixed.tf_reduction)
+        return "--mixed_reduction=tensorflow is not built for a model beyond Dense (BatchNormalization's float32 "
+               "gradients would need a per-tensor dtype in the reduction); use --mixed_reduction=exact";
+    if (p->exp.model.l2 != 0.0f) return "--l2 is not built for a model beyond Dense";
+    if (p->cfg->gradient_accumulation_steps > 1) return "--gradient_accumulation_steps is not built for a model beyond Dense";
+    return NULL;
+}
+
 static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     const dr_experiment *e = &p->exp;
@@ -96,10 +123,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
-    if (dr_model_layer_kinds(&e->model) != 1u << DR_LAYER_DENSE)
-        return "the engine's mixed step is built for Dense layers only (a convolution, pooling, batch norm or dropout "
-               "model: its float16/bfloat16 roundings are built in the reference only, --variant=ref, "
-               "ref/mixed_graph.c)";
+    if (!dr_model_is_dense(&e->model) && graph_why(p, bo)) return graph_why(p, bo);
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;
@@ -193,6 +217,44 @@ int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
         if ((rc = s->bo->download(s->be, m->w[r], s->rb[r].params, 0, bytes, err))) return rc;
     }
     return add_reg_loss(s, r, weights_of(s, r), err);
+}
+
+void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt)
+{
+    if (!s->mixed) return;
+    rt->compute = s->mixed->c;
+    rt->loss_scale = s->mixed->ls[r / s->L - s->wlo].scale;
+    rt->G = s->plan->G;
+}
+
+/* rb->loss = mult * the exact sum of the per-example losses, as the Dense
+ * kernel's (the gradient's scale and 1/G are in its deltas already). */
+int engine_mixed_graph_share(dr_session *s, uint32_t r, dr_err *err)
+{
+    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), staged;
+    int rc;
+    if (s->mult[r] <= 1) return DR_OK;
+    if (loss) { dr_acc_mul_u32(loss, s->mult[r]); return DR_OK; }
+    if ((rc = s->bo->download(s->be, &staged, s->rb[r].loss, 0, sizeof staged, err))) return rc;
+    dr_acc_mul_u32(&staged, s->mult[r]);
+    return s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err);
+}
+
+/* BatchNormalization's gamma and beta are float32 variables read as they
+ * are: their gradients the exact total rounded once to float32, not to c
+ * (ref/mixed_graph.c's). Returns whether all of g is finite (the skip
+ * decision, over c's values elsewhere and these). */
+static int float32_bn_grads(const dr_session *s, const dr_acc *total, float *g)
+{
+    const dr_model_spec *md = &s->plan->exp.model;
+    int fin = 1;
+    for (uint32_t l = 0; l < md->nlayers; l++) {
+        size_t at = dr_model_kernel_offset(md, l), n = dr_model_layer_params(md, l);
+        if (md->layer[l].kind != DR_LAYER_BATCH_NORM) continue;
+        for (size_t p = at; p < at + n; p++) g[p] = DR_SEAM_MIXED_BN_GRAD(dr_acc_round(&total[p]), g[p]);
+    }
+    for (size_t p = 0; p < s->plan->P; p++) fin &= g[p] - g[p] == 0.0f;
+    return fin;
 }
 
 bool engine_mixed_part_finite(const dr_session *s, const dr_acc *part)
@@ -292,6 +354,7 @@ int engine_mixed_apply(dr_session *s, uint32_t w, const dr_acc *total, dr_err *e
         g[p] = m->tf ? dr_acc_round(&total[p]) : dr_acc_round_div_dtype(&total[p], 1, m->c);
         fin &= g[p] - g[p] == 0.0f;   /* 0 for inf and NaN */
     }
+    if (!dr_model_is_dense(&s->plan->exp.model)) fin = float32_bn_grads(s, total, g);
     if (!m->tf && s->plan->exp.model.l2 != 0.0f &&   /* exact: the L2 term once, on the reduced gradient */
         !dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * s->L), DR_SEAM_MIXED_L2_SCALE(scale),
                          1, g))

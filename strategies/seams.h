@@ -162,6 +162,14 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_FINITE(s, i, global) (global)
 #endif
 
+/* A model beyond Dense: BatchNormalization's gamma and beta gradients, the
+ * exact total rounded to float32 (f32), as the float32 variables they are. */
+#if defined(DR_MUTANT_ENGINE_MIXED_BN_GRAD_C)   /* left rounded to the compute dtype, as the other weights' */
+#define DR_SEAM_MIXED_BN_GRAD(f32, c) ((void)(f32), (c))
+#else
+#define DR_SEAM_MIXED_BN_GRAD(f32, c) ((void)(c), (f32))
+#endif
+
 /* The rounded gradient g unscaled by the step's loss scale. */
 #if defined(DR_MUTANT_MIXED_UNSCALE_TWICE)     /* divided by the scale twice */
 #define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale) / (scale))

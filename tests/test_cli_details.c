@@ -162,8 +162,10 @@ static void models(void **st)
     /* mixed precision on these models: the reference runs it; what it and the engine refuse */
     expect(sh(BIN " train --model_dir=%s/mixed --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
               "--dtype_policy=mixed_float16", g_tmp), 0, "train: steps=1");
+    expect(sh(BIN " train --model_dir=%s/mixed_omp --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
+              "--dtype_policy=mixed_float16 --variant=openmp", g_tmp), 0, "train: steps=1");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
-              "--variant=openmp", g_tmp), 2, "the engine's mixed step is built for Dense layers only");
+              "--variant=openmp --numerics=fast", g_tmp), 2, "--numerics=fast is not built for a model beyond Dense");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
               "--distribution_strategy=tpu", g_tmp), 2, "under tpu is not built into it");
     expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "

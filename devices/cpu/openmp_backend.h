@@ -93,6 +93,12 @@ int dr_omp_apply_f32(dr_backend *b, const float *g, uint64_t step, dr_buffer *pa
 void dr_omp_clip_f32(dr_backend *b, float *g);
 void dr_omp_clip_replica_f32(dr_backend *b, float *g);
 
+/* devices/cpu/openmp_mixed.c: one example's float32 softmax cross-entropy on
+ * the compute-dtype logits z[0..k), and dz[i] = RN_c(exact scale (p_i -
+ * onehot_i) / G); aux: k floats of scratch */
+float dr_omp_mixed_example(const float *z, uint32_t k, uint8_t label, float scale, uint32_t G, dr_dtype c,
+                           float *aux, float *dz);
+
 /* devices/cpu/openmp_kernels.c */
 /* Where a fast-mode GEMM C[M x N] += op(A) op(B) over K is cut into two
  * slabs: 0 for one call, else the first row (*rows) or column of the

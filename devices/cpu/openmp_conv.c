@@ -119,8 +119,8 @@ int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     const dr_dense *d = &m->layer[l];
     dr_omp_scratch *s = rb->scratch;
     dr_omp_graph *g = s->graph;
-    const float *W = dr_omp_f32(rb->params) + dr_model_kernel_offset(m, l);
-    const float *bias = dr_omp_f32(rb->params) + dr_model_bias_offset(m, l);
+    const float *W = dr_omp_params(rb) + dr_model_kernel_offset(m, l);
+    const float *bias = dr_omp_params(rb) + dr_model_bias_offset(m, l);
     const dr_omp_rect o = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
     const bool tiled = !dr_omp_rect_whole(&o);
     const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o.spans * (o.r[3] - o.r[2]);
@@ -129,8 +129,12 @@ int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     if (rows == 0) return DR_OK;
     if (!direct) dr_omp_im2col_rect(d, in, g->rt.n, o.r, g->col);
     /* a tile's outputs land in tmp, then at their pixels of the map */
-    rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias,
-                         tiled ? g->tmp : s->pre[l], d->oc);
+    if (dr_omp_mixed(g))   /* RN_c(RN_c(conv) + b); untiled (the engine refuses tiles) */
+        rc = dr_omp_gemm_dtype(g, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias, true,
+                               s->pre[l]);
+    else
+        rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias,
+                             tiled ? g->tmp : s->pre[l], d->oc);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's GEMM", l);
     for (size_t q = 0; tiled && q < o.spans; q++) memcpy(s->pre[l] + dr_omp_span(&o, q), g->tmp + q * o.len,
                                                          o.len * sizeof(float));
@@ -149,7 +153,7 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
     const bool tiled = !dr_omp_rect_whole(&o);
     const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o.spans * (o.r[3] - o.r[2]);
     const bool direct = d->ksize == 1 && d->stride == 1 && !d->pad_top && !d->pad_left && !tiled;
-    const float *in = dr_omp_map(rb, src), *W = dr_omp_f32(rb->params) + k0;
+    const float *in = dr_omp_map(rb, src), *W = dr_omp_params(rb) + k0;
     char *grad = rb->grad->data;
     const size_t kf = (size_t)d->ksize * d->ksize * d->oc, pix = i.spans * (i.r[3] - i.r[2]);
     float *dzt = dz;
@@ -169,7 +173,9 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
             for (uint32_t f = 0; f < d->oc; f++)
                 g->wt[((size_t)t * d->oc + f) * d->ic + c] = W[((size_t)t * d->ic + c) * d->oc + f];
     dr_omp_grad_gather_rect(d, dz, g->rt.n, i.r, g->col);
-    rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL, g->tmp, d->ic);
+    rc = dr_omp_mixed(g) ? dr_omp_gemm_dtype(g, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL, false, g->tmp)
+                         : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL,
+                                           g->tmp, d->ic);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's input gradient", l);
     for (size_t q = 0; q < i.spans; q++)   /* the input tile's gradient, into its pixels of the map */
         for (size_t j = 0, at = dr_omp_span(&i, q); j < i.len; j++) dx[at + j] += g->tmp[q * i.len + j];
@@ -192,7 +198,7 @@ int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float 
     const dr_dense *d = &m->layer[l];
     dr_omp_scratch *s = rb->scratch;
     dr_omp_graph *g = s->graph;
-    const float *params = dr_omp_f32(rb->params), *in = dr_omp_map(rb, dr_omp_src(m, l));
+    const float *params = dr_omp_params(rb), *in = dr_omp_map(rb, dr_omp_src(m, l));
     const float *gamma = params + dr_model_kernel_offset(m, l), *beta = params + dr_model_bias_offset(m, l);
     float *mu = bn_chan(g, d, l, s->cap), *inv = mu + d->oc, *a = inv + d->oc, *xhat = g->aux[l];
     const dr_omp_rect r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
@@ -208,6 +214,7 @@ int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float 
             size_t i = at + j;
             float shift = beta[c] - mean[c] * a[c];
             s->pre[l][i] = in[i] * a[c] + shift;
+            if (training) s->pre[l][i] = DR_SEAM_MIXED_BN_OUT(dr_omp_rn(g, s->pre[l][i]), s->pre[l][i]);   /* float32 BN, cast to c */
             if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
             s->act[l][i] = d->act == DR_ACT_RELU && !(s->pre[l][i] > 0.0f) ? 0.0f : s->pre[l][i];
         }
@@ -356,7 +363,7 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
         for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             size_t i = at + j;
             float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
-            dx[i] += a[c] * t;
+            dx[i] += dr_omp_rn(g, a[c] * t);
         }
     return DR_OK;
 }

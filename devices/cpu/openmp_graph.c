@@ -9,9 +9,23 @@
  * gradients g->dmap[k]. A backward adds d(input) into dmap[src], so that a
  * residual's two paths meet, in the layers' order from the top, one float
  * addition per element and path: the reference's order, hence its bits.
+ *
+ * The mixed step (rt.compute = c, float16 or bfloat16; exact numerics):
+ * the contract's roundings, measured in TensorFlow 2.21 (docs/
+ * TRAINING_FEATURES.md "Mixed precision with the models beyond Dense"):
+ * graph_begin rounds Conv2D's and Dense's weights and the input to c (wc,
+ * xc; BatchNormalization's stay float32); each output is one rounding to c
+ * of its exact value: Dense RN_c(x W + b), Conv2D RN_c(RN_c(conv) + b),
+ * GlobalAveragePooling2D RN_c(mean), Add RN_c(a + b), Dropout RN_c(x *
+ * RN_c(scale)), BatchNormalization its float32 result rounded; the loss
+ * float32 on the c logits, its delta RN_c(scale (p - y) / G); each map's
+ * gradient rounded to c before its layer's backward (a fork's two paths
+ * summed, then rounded once), each input gradient RN_c of its exact value;
+ * the weight gradients stay exact sums, gamma's and beta's too.
  */
 #include "devices/cpu/openmp_graph.h"
 #include "distref/dropout_masks.h"
+#include "distref/fastgemm.h"
 #include "distref/rng.h"
 #include "devices/seams.h"
 
@@ -26,7 +40,14 @@ uint32_t dr_omp_src(const dr_model_spec *m, uint32_t l)
 const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k)
 {
     const dr_omp_scratch *s = rb->scratch;
-    return k ? s->act[k - 1] : dr_omp_f32(rb->x);
+    if (k) return s->act[k - 1];
+    return s->graph && dr_omp_mixed(s->graph) ? s->graph->xc : dr_omp_f32(rb->x);
+}
+
+const float *dr_omp_params(const dr_replica_bufs *rb)
+{
+    const dr_omp_scratch *s = rb->scratch;
+    return s->graph && dr_omp_mixed(s->graph) ? s->graph->wc : dr_omp_f32(rb->params);
 }
 
 bool dr_omp_runs(const dr_omp_graph *g, uint32_t l)
@@ -56,6 +77,7 @@ void dr_omp_graph_free(dr_omp_graph *g)
     for (uint32_t k = 0; k <= DR_MAX_LAYERS; k++) free(g->dmap[k]);
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++) { free(g->aux[l]); free(g->idx[l]); }
     free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red);
+    free(g->wc); free(g->xc); free(g->macc);
     free(g);
 }
 
@@ -116,6 +138,64 @@ static int need_graph(const dr_backend *b, const dr_replica_bufs *rb, uint32_t l
     return DR_OK;
 }
 
+/* ---- the mixed step ---------------------------------------------------- */
+
+#define MIX_CHUNK ((size_t)1 << 14)   /* accumulators a GEMM's rows are rounded through */
+
+int dr_omp_gemm_dtype(dr_omp_graph *g, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                      const float *B, size_t ldb, const float *bias, bool bias_after, float *C)
+{
+    const dr_dtype c = g->rt.compute;
+    const size_t step = g->nmacc / N;   /* rows a chunk (nmacc >= every N) */
+    const bool after = DR_SEAM_MIXED_BIAS_AFTER(bias_after);
+    for (size_t r0 = 0; r0 < M; r0 += step) {
+        size_t rows = M - r0 < step ? M - r0 : step;
+        memset(g->macc, 0, rows * N * sizeof *g->macc);
+        if (dr_gemm_acc_fast(DR_NO_TRANS, tb, rows, N, K, A + r0 * lda, lda, B, ldb, g->macc)) return DR_ENOMEM;
+        for (size_t i = 0; i < rows * N; i++) {
+            dr_acc *a = &g->macc[i];
+            if (bias && after) {   /* two c values: their sum is exact in an accumulator */
+                float v = dr_acc_round_div_dtype(a, 1, c);
+                dr_acc_init(a);
+                dr_acc_add(a, v);
+            }
+            if (bias) dr_acc_add(a, bias[i % N]);
+            C[r0 * N + i] = dr_acc_round_div_dtype(a, 1, c);
+        }
+    }
+    return DR_OK;
+}
+
+/* The mixed step's copies: wc (Conv2D's and Dense's weights and biases
+ * rounded to c, the rest as they are), xc, and the GEMMs' accumulators. */
+static int mixed_begin(dr_backend *b, dr_replica_bufs *rb, dr_omp_graph *g, uint32_t cap, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    const float *w = dr_omp_f32(rb->params), *x = dr_omp_f32(rb->x);
+    size_t nx = (size_t)g->rt.n * m->layer[0].in, need = MIX_CHUNK;
+    if (b->num != DR_NUMERICS_EXACT)
+        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: the mixed step of a model beyond Dense runs with full "
+                       "exact accumulators");
+    for (uint32_t l = 0; l < m->nlayers; l++) {   /* the widest GEMM row: every N below */
+        if (m->layer[l].in > need) need = m->layer[l].in;
+        if (m->layer[l].out > need) need = m->layer[l].out;
+    }
+    if (!g->wc) g->wc = malloc((b->P ? b->P : 1) * sizeof(float));
+    if (!g->xc) g->xc = malloc(((size_t)cap * m->layer[0].in + 1) * sizeof(float));
+    if (!g->macc) g->macc = malloc(need * sizeof(dr_acc));
+    g->nmacc = need;
+    if (!g->wc || !g->xc || !g->macc)
+        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for the mixed step's copies of %u rows", cap);
+    memcpy(g->wc, w, b->P * sizeof(float));
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        size_t at = dr_model_kernel_offset(m, l), n = dr_model_layer_params(m, l);
+        if (m->layer[l].kind != DR_LAYER_DENSE && m->layer[l].kind != DR_LAYER_CONV2D) continue;
+        for (size_t i = at; i < at + n; i++) g->wc[i] = dr_round_to_dtype(w[i], g->rt.compute);
+    }
+    for (size_t i = 0; i < nx; i++) g->xc[i] = dr_round_to_dtype(x[i], g->rt.compute);
+    return DR_OK;
+}
+
 /* ---- the pass ------------------------------------------------------------ */
 
 int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err)
@@ -134,6 +214,7 @@ int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: compact gradients for a model beyond Dense");
     s->graph->rt = *rt;
     s->graph->rt.n = n;
+    if (dr_omp_mixed(s->graph) && (rc = mixed_begin(b, rb, s->graph, s->cap, err))) return rc;
     s->fwd_rows = n;
     memset(rb->grad->data, 0, b->P * dr_grad_bytes(b->num));
     memset(rb->loss->data, 0, dr_sum_bytes(b->num));
@@ -171,19 +252,20 @@ void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, const uint32_
                 }
 }
 
-static void gap(const dr_dense *d, const float *x, uint32_t n, float *out, dr_acc *a)
+static void gap(const dr_dense *d, const float *x, uint32_t n, float *out, dr_acc *a, dr_dtype ct)
 {
     uint32_t hw = d->ih * d->iw;
     for (size_t i = 0; i < (size_t)n * d->ic; i++) dr_acc_init(&a[i]);
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t p = 0; p < hw; p++)
             for (uint32_t c = 0; c < d->ic; c++) dr_acc_add(&a[(size_t)e * d->ic + c], x[((size_t)e * hw + p) * d->ic + c]);
-    for (size_t i = 0; i < (size_t)n * d->ic; i++) out[i] = dr_acc_round_div(&a[i], hw);
+    for (size_t i = 0; i < (size_t)n * d->ic; i++) out[i] = dr_acc_round_div_dtype(&a[i], hw, ct);
 }
 
 static void dropout(const dr_dense *d, uint32_t l, const dr_graph_rt *rt, const float *x, float *mult, float *out)
 {
-    const float scale = 1.0f / (1.0f - d->rate);
+    /* the mixed step: x * RN_c(scale), rounded to c (ref/layers.c's, measured for float16) */
+    const float scale = dr_round_to_dtype(1.0f / (1.0f - d->rate), rt->compute);
     const uint64_t stream = DR_GRAPH_STREAM_DROPOUT + l + (rt->step << 24);
     size_t cells = (size_t)rt->n * d->out;
     if (!rt->training || d->rate == 0.0f) {
@@ -200,7 +282,7 @@ static void dropout(const dr_dense *d, uint32_t l, const dr_graph_rt *rt, const 
                       : dr_rng_uniform(rt->seed, stream, key) >= d->rate;
             size_t i = (size_t)r * d->out + u;
             mult[i] = keep ? scale : 0.0f;
-            out[i] = keep ? x[i] * scale : 0.0f;
+            out[i] = keep ? dr_round_to_dtype(x[i] * scale, rt->compute) : 0.0f;
         }
 }
 
@@ -219,14 +301,16 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     g = s->graph;
     if (!dr_omp_runs(g, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
-    params = dr_omp_f32(rb->params);
+    params = dr_omp_params(rb);
     cells = (size_t)g->rt.n * d->out;
     a = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
     switch (d->kind) {
     case DR_LAYER_DENSE: {
         const float *W = params + dr_model_kernel_offset(m, l);
-        rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, g->rt.n, d->out, d->in, in, d->in, W, d->out,
-                             W + (size_t)d->in * d->out, s->pre[l], d->out);
+        rc = dr_omp_mixed(g) ? dr_omp_gemm_dtype(g, DR_NO_TRANS, g->rt.n, d->out, d->in, in, d->in, W, d->out,
+                                                 W + (size_t)d->in * d->out, false, s->pre[l])
+                             : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, g->rt.n, d->out, d->in, in, d->in, W,
+                                               d->out, W + (size_t)d->in * d->out, s->pre[l], d->out);
         if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's forward GEMM", l);
         break;
     }
@@ -234,7 +318,7 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         if ((rc = dr_omp_conv_forward(b, rb, l, in, err))) return rc;
         break;
     case DR_LAYER_MAX_POOL2D: dr_omp_maxpool(d, in, g->rt.n, a.r, s->pre[l], g->idx[l]); break;
-    case DR_LAYER_GLOBAL_AVG_POOL2D: gap(d, in, g->rt.n, s->pre[l], g->red); break;
+    case DR_LAYER_GLOBAL_AVG_POOL2D: gap(d, in, g->rt.n, s->pre[l], g->red, g->rt.compute); break;
     case DR_LAYER_FLATTEN: memcpy(s->pre[l], in, cells * sizeof *in); break;
     case DR_LAYER_DROPOUT:
         dropout(d, l, &g->rt, in, g->aux[l], s->act[l]);
@@ -243,7 +327,7 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     case DR_LAYER_ADD: {
         const float *f = dr_omp_map(rb, d->from < 0 ? 0 : (uint32_t)d->from + 1);
         for (size_t q = 0; q < a.spans; q++)
-            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) s->pre[l][i] = in[i] + f[i];
+            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) s->pre[l][i] = dr_omp_rn(g, in[i] + f[i]);
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
@@ -256,6 +340,23 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
 }
 
 /* ---- loss ------------------------------------------------------------------ */
+
+/* The mixed step's: float32 on the logits z in c, the delta in c with the
+ * loss scale and 1 / G (openmp_mixed.c's, the Dense step's). */
+static int mixed_loss(dr_replica_bufs *rb, dr_omp_graph *g, const float *z, uint32_t nout, const uint8_t *labels,
+                      float *dz)
+{
+    dr_acc *loss = dr_omp_acc(rb->loss);
+    for (uint32_t r = 0; r < g->rt.n; r++) {
+        const float *zr = z + (size_t)r * nout;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < nout; i++) if (zr[i] > zr[best]) best = i;
+        rb->correct += best == labels[r];
+        dr_acc_add(loss, dr_omp_mixed_example(zr, nout, labels[r], g->rt.loss_scale, g->rt.G, g->rt.compute, g->tmp,
+                                              dz + (size_t)r * nout));
+    }
+    return DR_OK;
+}
 
 int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
 {
@@ -281,6 +382,7 @@ int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
     } else if ((rc = dr_omp_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) {
         return rc;
     }
+    if (dr_omp_mixed(g)) return mixed_loss(rb, g, s->pre[L - 1], nout, labels, g->dmap[L]);
     dr_omp_loss_rows(b, s, n, labels, dr_omp_f32(rb->targets));
     if (b->num == DR_NUMERICS_FAST) {
         float t = 0.0f;
@@ -318,7 +420,7 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const 
     const dr_dense *d = &m->layer[l];
     dr_omp_graph *g = ((dr_omp_scratch *)rb->scratch)->graph;
     const size_t gsz = dr_grad_bytes(b->num), k0 = dr_model_kernel_offset(m, l);
-    const float *in = dr_omp_map(rb, dr_omp_src(m, l)), *W = dr_omp_f32(rb->params) + k0;
+    const float *in = dr_omp_map(rb, dr_omp_src(m, l)), *W = dr_omp_params(rb) + k0;
     char *grad = rb->grad->data;
     uint32_t n = g->rt.n;
     int rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out,
@@ -326,19 +428,23 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const 
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
     dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, g->colT);
     if (!dx) return DR_OK;
-    rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, g->tmp, d->in);
+    rc = dr_omp_mixed(g) ? dr_omp_gemm_dtype(g, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, false, g->tmp)
+                         : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL,
+                                           g->tmp, d->in);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);
     for (size_t i = 0; i < (size_t)n * d->in; i++) dx[i] += g->tmp[i];
     return DR_OK;
 }
 
-/* d(loss)/d(pre) of layer l in place: zero where its ReLU was off. */
+/* d(loss)/d(pre) of layer l in place: zero where its ReLU was off; the
+ * mixed step first rounds the map's gradient (a fork's paths summed) to c. */
 void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch *s, uint32_t n)
 {
     const dr_dense *d = &m->layer[l];
     float *dz = s->graph->dmap[l + 1];
     const float *pre = s->pre[l];
     dr_omp_rect a = dr_omp_rect_of(m, s->graph, l, l + 1, n);
+    for (size_t i = 0; dr_omp_mixed(s->graph) && i < (size_t)n * d->out; i++) dz[i] = dr_omp_rn(s->graph, dz[i]);
     if (d->act != DR_ACT_RELU) return;
     for (size_t q = 0; q < a.spans; q++)
         for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
@@ -378,14 +484,14 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
         for (uint32_t r = 0; dx && r < n; r++)
             for (uint32_t p = 0; p < hw; p++)
                 for (uint32_t c = 0; c < d->ic; c++)
-                    dx[((size_t)r * hw + p) * d->ic + c] += dz[(size_t)r * d->ic + c] / (float)hw;
+                    dx[((size_t)r * hw + p) * d->ic + c] += dr_omp_rn(g, dz[(size_t)r * d->ic + c] / (float)hw);
         return DR_OK;
     }
     case DR_LAYER_FLATTEN:
         for (size_t i = 0; dx && i < cells; i++) dx[i] += dz[i];
         return DR_OK;
     case DR_LAYER_DROPOUT:
-        for (size_t i = 0; dx && i < cells; i++) dx[i] += g->aux[l][i] != 0.0f ? dz[i] * g->aux[l][i] : 0.0f;
+        for (size_t i = 0; dx && i < cells; i++) dx[i] += g->aux[l][i] != 0.0f ? dr_omp_rn(g, dz[i] * g->aux[l][i]) : 0.0f;
         return DR_OK;
     case DR_LAYER_ADD:
         for (size_t q = 0; q < a.spans; q++)

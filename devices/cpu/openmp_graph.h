@@ -14,6 +14,10 @@
  *   wt       a conv kernel rearranged for d(input): (kh kw cout) x cin
  *   tmp      a d(input) before it is added into its map
  *   colT     a bias gradient's transpose; red: GlobalAveragePooling2D's sums
+ * The mixed step (rt.compute not float32, openmp_graph.c's header):
+ *   wc, xc   the weights the layers read (Conv2D's and Dense's rounded to
+ *            the compute dtype) and the input rounded to it
+ *   macc     a GEMM's exact rows before their rounding (dr_omp_gemm_dtype)
  */
 #ifndef DISTREF_DEVICES_OPENMP_GRAPH_H
 #define DISTREF_DEVICES_OPENMP_GRAPH_H
@@ -33,7 +37,26 @@ struct dr_omp_graph {
      * other cores nothing. NULL: whole maps (unpartitioned). */
     const dr_tile *tile;
     uint32_t    core;
+    float      *wc, *xc;
+    dr_acc     *macc;
+    size_t      nmacc;
 };
+
+/* v rounded to the pass's compute dtype (float32: v itself, no call) */
+static inline float dr_omp_rn(const dr_omp_graph *g, float v)
+{
+    return g->rt.compute == DR_DTYPE_F32 ? v : dr_round_to_dtype(v, g->rt.compute);
+}
+static inline bool dr_omp_mixed(const dr_omp_graph *g) { return g->rt.compute != DR_DTYPE_F32; }
+/* the weights the layers read: rb->params, or the mixed step's wc */
+const float *dr_omp_params(const dr_replica_bufs *rb);
+/* The mixed step's GEMM: C[M x N] = RN_c(exact A op(B) (+ bias[j])), A
+ * row-major (lda), B K x N (NO_TRANS) or N x K (TRANS); bias_after: the
+ * exact product rounded to c first, then RN_c(that + bias[j]) (Conv2D
+ * then BiasAdd). Its rows go through macc in chunks; DR_ENOMEM when the
+ * exact GEMM's scratch cannot be had. */
+int dr_omp_gemm_dtype(dr_omp_graph *g, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                      const float *B, size_t ldb, const float *bias, bool bias_after, float *C);
 
 /* The rectangle of map k (rows r[0]..r[1], columns r[2]..r[3] of H x W x C)
  * that layer l computes over n examples: n * (r[1] - r[0]) spans of len

@@ -116,8 +116,10 @@ static int forward_layer(const dr_backend *b, uint32_t l, const float *in, uint3
     return DR_OK;
 }
 
-/* One example: its float32 loss on the compute-dtype logits z, and dz. */
-static float example(const float *z, uint32_t k, uint8_t label, const dr_mixed_kernel *mk, float *aux, float *dz)
+/* One example: its float32 loss on the compute-dtype logits z, and dz
+ * (also the mixed graph step's loss, openmp_graph.c). */
+float dr_omp_mixed_example(const float *z, uint32_t k, uint8_t label, float scale, uint32_t G, dr_dtype c,
+                           float *aux, float *dz)
 {
     float mx = z[0], s;
     for (uint32_t i = 1; i < k; i++) if (z[i] > mx) mx = z[i];
@@ -126,8 +128,8 @@ static float example(const float *z, uint32_t k, uint8_t label, const dr_mixed_k
     for (uint32_t i = 0; i < k; i++) {
         dr_acc a;
         dr_acc_init(&a);
-        dr_acc_add_prod(&a, aux[i] / s - (i == label ? 1.0f : 0.0f), mk->scale);
-        dz[i] = dr_acc_round_div_dtype(&a, mk->G, mk->compute);
+        dr_acc_add_prod(&a, aux[i] / s - (i == label ? 1.0f : 0.0f), scale);
+        dz[i] = dr_acc_round_div_dtype(&a, G, c);
     }
     return dr_logf(s) - (z[label] - mx);
 }
@@ -180,7 +182,8 @@ static int run(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_ke
         uint32_t best = 0;
         for (uint32_t i = 1; i < k; i++) if (z[i] > z[best]) best = i;
         rb->correct += best == labels[e];
-        dr_acc_add(loss, example(z, k, labels[e], mk, w->aux, w->dz[0] + (size_t)e * k));
+        dr_acc_add(loss, dr_omp_mixed_example(z, k, labels[e], mk->scale, mk->G, mk->compute, w->aux,
+                                                   w->dz[0] + (size_t)e * k));
     }
     if (mk->mult > 1) dr_acc_mul_u32(loss, mk->mult);
     return backward(b, w->xc, n, mk->compute, dr_omp_acc(rb->grad), w);

@@ -131,6 +131,14 @@ typedef struct dr_graph_rt {
     const struct dr_dropout_masks *masks;   /* --dropout_masks (row r is row row0 + r of the global
                                              * batch); NULL: the RNG's */
     uint32_t        row0;
+    /* the mixed step (--dtype_policy=mixed_*; DR_DTYPE_F32: the float32 pass):
+     * Conv2D's and Dense's weights and the input rounded to compute, every
+     * layer's output and input gradient one rounding to it of its exact
+     * value, the loss float32 on the rounded logits with loss_scale / G
+     * inside its delta (graph_ops_mixed: the backend honours it) */
+    dr_dtype        compute;
+    float           loss_scale;
+    uint32_t        G;
 } dr_graph_rt;
 
 typedef enum dr_bn_sum_kind { DR_BN_SUMS = 0, DR_BN_CENTERED, DR_BN_GRAD } dr_bn_sum_kind;
@@ -364,6 +372,12 @@ typedef struct dr_backend_ops {
     /* BatchNormalization l's d(input) += a ((dy - mean_dy) - xhat mean_dyxhat) */
     int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                          const float *mean_dyxhat, dr_err *err);
+    /* the ops above run the mixed step's roundings (dr_graph_rt.compute;
+     * exact numerics, no tiles): rb->grad the exact sums (loss_scale and
+     * 1/G inside the deltas), rb->loss the exact sum of the float32
+     * per-example losses; the engine then shares nothing but the loss's
+     * multiplier (strategies/mixed.c) */
+    bool  graph_ops_mixed;
 
     /* ---- spatial partitioning of a model beyond Dense (tpu; optional) ----
      *
