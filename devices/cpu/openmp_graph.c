@@ -15,6 +15,7 @@
 #include "distref/rng.h"
 #include "devices/seams.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,11 @@ const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k)
 {
     const dr_omp_scratch *s = rb->scratch;
     return k ? s->act[k - 1] : dr_omp_f32(rb->x);
+}
+
+bool dr_omp_par(size_t cells)
+{
+    return cells >= DR_OMP_PAR_MIN && !omp_in_parallel();
 }
 
 bool dr_omp_runs(const dr_omp_graph *g, uint32_t l)
@@ -142,13 +148,19 @@ int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_
     return DR_OK;
 }
 
-/* out = relu(pre) or pre, over the rectangle a. */
+/* out = relu(pre) or pre, over the rectangle a. The layers' element-wise
+ * loops run their spans on the team (dr_omp_par) and each span as one
+ * vector loop (omp simd: -O2 leaves a loop with a remainder scalar). */
 static void activate(const dr_dense *d, const float *pre, float *out, const dr_omp_rect *a)
 {
+    #pragma omp parallel for schedule(static) if (dr_omp_par(a->spans * a->len))
     for (size_t q = 0; q < a->spans; q++) {
         size_t at = dr_omp_span(a, q);
         if (d->act != DR_ACT_RELU) { if (out != pre) memcpy(out + at, pre + at, a->len * sizeof *out); continue; }
-        for (size_t i = at; i < at + a->len; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+        const float *p = pre + at;
+        float *o = out + at;
+        #pragma omp simd
+        for (size_t i = 0; i < a->len; i++) o[i] = p[i] > 0.0f ? p[i] : 0.0f;
     }
 }
 
@@ -156,6 +168,7 @@ static void activate(const dr_dense *d, const float *pre, float *out, const dr_o
  * (openmp_graph.h). */
 void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *out, uint32_t *win)
 {
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->out))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = o[0]; oy < o[1]; oy++)
             for (uint32_t ox = o[2]; ox < o[3]; ox++)
@@ -175,6 +188,7 @@ static void gap(const dr_dense *d, const float *x, uint32_t n, float *out, dr_ac
 {
     uint32_t hw = d->ih * d->iw;
     for (size_t i = 0; i < (size_t)n * d->ic; i++) dr_acc_init(&a[i]);
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->in))   /* an example's sums its own */
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t p = 0; p < hw; p++)
             for (uint32_t c = 0; c < d->ic; c++) dr_acc_add(&a[(size_t)e * d->ic + c], x[((size_t)e * hw + p) * d->ic + c]);
@@ -242,8 +256,13 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         return DR_OK;
     case DR_LAYER_ADD: {
         const float *f = dr_omp_map(rb, d->from < 0 ? 0 : (uint32_t)d->from + 1);
-        for (size_t q = 0; q < a.spans; q++)
-            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) s->pre[l][i] = in[i] + f[i];
+        float *pre = s->pre[l];
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+        for (size_t q = 0; q < a.spans; q++) {
+            size_t at = dr_omp_span(&a, q);
+            #pragma omp simd
+            for (size_t i = at; i < at + a.len; i++) pre[i] = in[i] + f[i];
+        }
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
@@ -340,8 +359,12 @@ void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch 
     const float *pre = s->pre[l];
     dr_omp_rect a = dr_omp_rect_of(m, s->graph, l, l + 1, n);
     if (d->act != DR_ACT_RELU) return;
-    for (size_t q = 0; q < a.spans; q++)
-        for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
+    #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+    for (size_t q = 0; q < a.spans; q++) {
+        size_t at = dr_omp_span(&a, q);
+        #pragma omp simd
+        for (size_t i = at; i < at + a.len; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
+    }
 }
 
 int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
@@ -368,32 +391,45 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
     switch (d->kind) {
     case DR_LAYER_DENSE: return dense_backward(b, rb, l, dz, dx, err);
     case DR_LAYER_CONV2D: return dr_omp_conv_backward(b, rb, l, dz, dx, err);
-    case DR_LAYER_MAX_POOL2D:
-        for (size_t q = 0; dx && q < a.spans; q++)
+    case DR_LAYER_MAX_POOL2D:   /* the 2x2 stride-2 windows do not overlap: a span's inputs are its own */
+        if (!dx) return DR_OK;
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+        for (size_t q = 0; q < a.spans; q++)
             for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++)
                 dx[(i / d->out) * d->in + g->idx[l][i]] += dz[i];
         return DR_OK;
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
         uint32_t hw = d->ih * d->iw;
-        for (uint32_t r = 0; dx && r < n; r++)
+        if (!dx) return DR_OK;
+        #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->in))
+        for (uint32_t r = 0; r < n; r++)
             for (uint32_t p = 0; p < hw; p++)
                 for (uint32_t c = 0; c < d->ic; c++)
                     dx[((size_t)r * hw + p) * d->ic + c] += dz[(size_t)r * d->ic + c] / (float)hw;
         return DR_OK;
     }
     case DR_LAYER_FLATTEN:
-        for (size_t i = 0; dx && i < cells; i++) dx[i] += dz[i];
+        if (!dx) return DR_OK;
+        #pragma omp parallel for simd schedule(static) if (dr_omp_par(cells))
+        for (size_t i = 0; i < cells; i++) dx[i] += dz[i];
         return DR_OK;
-    case DR_LAYER_DROPOUT:
-        for (size_t i = 0; dx && i < cells; i++) dx[i] += g->aux[l][i] != 0.0f ? dz[i] * g->aux[l][i] : 0.0f;
+    case DR_LAYER_DROPOUT: {
+        const float *mult = g->aux[l];
+        if (!dx) return DR_OK;
+        #pragma omp parallel for simd schedule(static) if (dr_omp_par(cells))
+        for (size_t i = 0; i < cells; i++) dx[i] += mult[i] != 0.0f ? dz[i] * mult[i] : 0.0f;
         return DR_OK;
-    case DR_LAYER_ADD:
+    }
+    case DR_LAYER_ADD: {   /* dx and the shortcut's map may be one map: each element still gets both, in order */
+        float *df = d->from >= 0 ? g->dmap[d->from + 1] : NULL;
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
         for (size_t q = 0; q < a.spans; q++)
             for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) {
                 if (dx) dx[i] += dz[i];
-                if (d->from >= 0) g->dmap[d->from + 1][i] += dz[i];
+                if (df) df[i] += dz[i];
             }
         return DR_OK;
+    }
     case DR_LAYER_BATCH_NORM:
         return DR_OK;
     }

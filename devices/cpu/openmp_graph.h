@@ -46,6 +46,14 @@ static inline size_t dr_omp_span(const dr_omp_rect *a, size_t q)
     size_t rows = a->r[1] - a->r[0];
     return (((q / rows) * a->H + a->r[0] + q % rows) * a->W + a->r[2]) * a->C;
 }
+/* Whether a layer's loop over `cells` floats runs on the OpenMP team: an
+ * element-wise loop (each element its own expression, any sum in a fixed
+ * order that does not follow the threads) has the same bits on any team, so
+ * it runs on the team when the map is large enough to pay for the fork
+ * (the smallest resnet_synthetic map at G = 32 is 25,088 floats) and the
+ * caller is not already on one (the tpu step's cores, openmp_spatial.c). */
+#define DR_OMP_PAR_MIN ((size_t)1 << 14)
+bool dr_omp_par(size_t cells);
 static inline bool dr_omp_rect_whole(const dr_omp_rect *a)
 {
     return a->r[0] == 0 && a->r[1] == a->H && a->r[2] == 0 && a->r[3] == a->W;
