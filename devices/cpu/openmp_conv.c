@@ -175,7 +175,7 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
     rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dzt, d->oc,
                          grad + k0 * gsz, 0.0f);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's kernel gradient", l);
-    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->colT);
+    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->rt.n, g->colT);
     if (!dx) return DR_OK;
     for (uint32_t t = 0; t < d->ksize * d->ksize; t++)   /* wt[(t, f), c] = W[t, c, f] */
         for (uint32_t c = 0; c < d->ic; c++)

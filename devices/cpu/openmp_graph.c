@@ -315,13 +315,32 @@ int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
 
 /* ---- backward ---------------------------------------------------------------- */
 
-/* gb[j] += the column sums of dz (rows x out): exact, or fast in float row by row. */
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, float *colT)
+/* gb[j] += the column sums of dz (rows x out): exact; or fast in float, in
+ * `parts` equal runs of rows (a conv: one an example), each summed row by
+ * row into its own partial (colT, parts x out) on the team, the partials
+ * then added into gb in their order: the order is the model's, never the
+ * team's, so the bits are the same on any number of threads. */
+void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
+                      float *colT)
 {
     if (b->num == DR_NUMERICS_FAST) {
+        const size_t P = DR_SEAM_BIAS_PARTS(parts), per = P ? rows / P : 0;
         float *f = gb;
-        for (size_t r = 0; r < rows; r++)
-            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
+        if (P <= 1 || per * P != rows) {
+            for (size_t r = 0; r < rows; r++)
+                for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
+            return;
+        }
+        #pragma omp parallel for schedule(static) if (dr_omp_par(rows * out))
+        for (size_t p = 0; p < P; p++) {
+            float *t = colT + p * out;
+            const float *z = dz + p * per * out;
+            for (uint32_t j = 0; j < out; j++) t[j] = z[j];
+            for (size_t r = 1; r < per; r++)
+                for (uint32_t j = 0; j < out; j++) t[j] = t[j] + z[r * out + j];
+        }
+        for (size_t p = 0; p < P; p++)
+            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + colT[p * out + j];
         return;
     }
     #pragma omp parallel for schedule(static) if (rows * out >= (1u << 14))
@@ -343,7 +362,7 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const 
     int rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out,
                              grad + k0 * gsz, 0.0f);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
-    dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, g->colT);
+    dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, 1, g->colT);
     if (!dx) return DR_OK;
     rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, g->tmp, d->in);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's delta GEMM", l);

@@ -13,7 +13,8 @@
  *   col      the largest conv's im2col (forward, dW) or gradient gather (dx)
  *   wt       a conv kernel rearranged for d(input): (kh kw cout) x cin
  *   tmp      a d(input) before it is added into its map
- *   colT     a bias gradient's transpose; red: GlobalAveragePooling2D's sums
+ *   colT     a bias gradient's transpose (exact) or its partials (fast);
+ *            red: GlobalAveragePooling2D's sums
  */
 #ifndef DISTREF_DEVICES_OPENMP_GRAPH_H
 #define DISTREF_DEVICES_OPENMP_GRAPH_H
@@ -67,7 +68,8 @@ void dr_omp_graph_free(dr_omp_graph *g);
 uint32_t dr_omp_src(const dr_model_spec *m, uint32_t l);
 const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k);
 void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch *s, uint32_t n);
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, float *colT);
+void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
+                      float *colT);
 
 /* the table's ops (distref/backend.h) */
 int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);
