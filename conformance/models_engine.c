@@ -39,7 +39,7 @@
  * input gradient gathered with the padding one short) and
  * engine_conv_grad_stride (a strided conv's, with the stride one short),
  * engine_bn_sums_core0 (a partitioned replica's BN sums of core 0's tile
- * alone), engine_bias_parts_threads (a fast conv bias gradient's partials
+ * alone), engine_parts_by_threads (a fast conv bias gradient's partials
  * one a thread: `threads`), and the OpenCL backend's cl_conv_grad_stride (the same in
  * cl/graph.cl) and cl_l2_on_gamma (BN's gamma regularized) must fail the
  * suite; ref_bn_bytes_backward_uncounted must fail `bytes`.

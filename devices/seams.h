@@ -460,10 +460,10 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 
 /* How many partials (runs of rows) a fast conv's bias gradient sums on the
  * team: one an example, whatever the team's size. */
-#if defined(DR_MUTANT_ENGINE_BIAS_PARTS_THREADS) /* one partial a thread: the float sum's order follows --threads */
-#define DR_SEAM_BIAS_PARTS(n) ((void)(n), (size_t)omp_get_max_threads())
+#if defined(DR_MUTANT_ENGINE_PARTS_BY_THREADS) /* one partial a thread: the float sum's order follows --threads */
+#define DR_SEAM_SUM_PARTS(n) ((void)(n), (size_t)omp_get_max_threads())
 #else
-#define DR_SEAM_BIAS_PARTS(n) ((size_t)(n))
+#define DR_SEAM_SUM_PARTS(n) ((size_t)(n))
 #endif
 
 /* Whether candidate x beats the window's best so far in 2x2 max pooling:

@@ -24,7 +24,6 @@
 #include "devices/seams.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #define BN_EPSILON 1e-3f
@@ -107,7 +106,7 @@ static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_
 void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col)
 {
     const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o[1] - o[0], cols = o[3] - o[2];
-    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * rows * cols * kk))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = o[0]; oy < o[1]; oy++)
             for (uint32_t ox = o[2]; ox < o[3]; ox++)
@@ -118,7 +117,7 @@ void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uin
 void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol)
 {
     const size_t kk = (size_t)d->ksize * d->ksize * d->oc, rows = i[1] - i[0], cols = i[3] - i[2];
-    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * rows * cols * kk))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t iy = i[0]; iy < i[1]; iy++)
             for (uint32_t ix = i[2]; ix < i[3]; ix++)
@@ -251,10 +250,14 @@ int dr_omp_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     return dr_omp_bn_apply(b, rb, l, mean, var, true, err);
 }
 
-/* Fast numerics' BN sums: a double per channel, summed in pixel order, then
- * handed to the accumulator the strategy reduces as two floats (its high
- * and low part), instead of an exact accumulation per element (a sixth of
- * fast cnn_synthetic's step, perf at G = 64). */
+/* Fast numerics' BN sums: per channel in double, each example's pixels in
+ * pixel order into its own partial (g->part) on the team, the examples'
+ * partials then added in example order (DR_SEAM_SUM_PARTS: the model's
+ * order, never the team's), handed to the accumulator the strategy reduces
+ * as two floats (the sum's high and low part), instead of an exact
+ * accumulation per element (a sixth of fast cnn_synthetic's step, perf at
+ * G = 64). kind: DR_BN_SUMS (x, x^2), DR_BN_CENTERED ((x - mean)^2 into s2
+ * alone) or DR_BN_GRAD (y, y x: dy and dy xhat). */
 static void acc_add_double(dr_acc *a, double v)
 {
     float hi = (float)v;
@@ -262,33 +265,41 @@ static void acc_add_double(dr_acc *a, double v)
     dr_acc_add(a, (float)(v - (double)hi));
 }
 
-static void bn_grad_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *dy, const float *xhat,
-                              dr_acc *t1, dr_acc *t2)
+static void bn_part(const dr_dense *d, const dr_omp_rect *r, size_t q0, size_t q1, dr_bn_sum_kind kind,
+                    const float *x, const float *y, const float *mean, double *d1, double *d2)
 {
-    double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            size_t i = at + j;
-            d1[c] += dy[i];
-            d2[c] += (double)dy[i] * xhat[i];
+    const uint32_t oc = d->oc;
+    for (uint32_t c = 0; c < oc; c++) d1[c] = d2[c] = 0.0;
+    for (size_t q = q0; q < q1; q++)
+        for (size_t at = dr_omp_span(r, q), e = at + r->len; at < e; at += oc) {
+            const float *xp = x + at, *yp = y + at;
+            if (kind == DR_BN_GRAD) {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { d1[c] += yp[c]; d2[c] += (double)yp[c] * xp[c]; }
+            } else if (kind == DR_BN_CENTERED) {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { double v = (double)xp[c] - mean[c]; d2[c] += v * v; }
+            } else {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { double v = xp[c]; d1[c] += v; d2[c] += v * v; }
+            }
         }
-    for (uint32_t c = 0; c < d->oc; c++) { acc_add_double(&t1[c], d1[c]); acc_add_double(&t2[c], d2[c]); }
 }
 
-static void bn_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *in, dr_bn_sum_kind kind,
-                         const float *mean, dr_acc *s1, dr_acc *s2)
+static void bn_sums_fast(const dr_dense *d, const dr_omp_graph *g, const dr_omp_rect *r, dr_bn_sum_kind kind,
+                         const float *x, const float *y, const float *mean, dr_acc *s1, dr_acc *s2)
 {
-    double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            double v = in[at + j];
-            if (kind == DR_BN_CENTERED) { v -= mean[c]; d2[c] += v * v; continue; }
-            d1[c] += v;
-            d2[c] += v * v;
-        }
-    for (uint32_t c = 0; c < d->oc; c++) {
-        if (kind != DR_BN_CENTERED) acc_add_double(&s1[c], d1[c]);
-        if (s2) acc_add_double(&s2[c], d2[c]);
+    const size_t P0 = DR_SEAM_SUM_PARTS(g->rt.n), P = P0 && r->spans % P0 == 0 ? P0 : 1, per = r->spans / P;
+    const uint32_t oc = d->oc;
+    double *part = g->part;
+    #pragma omp parallel for schedule(static) if (dr_omp_par(r->spans * r->len))
+    for (size_t p = 0; p < P; p++)
+        bn_part(d, r, p * per, (p + 1) * per, kind, x, y, mean, part + 2 * p * oc, part + (2 * p + 1) * oc);
+    for (uint32_t c = 0; c < oc; c++) {
+        double t1 = part[c], t2 = part[oc + c];
+        for (size_t p = 1; p < P; p++) { t1 += part[2 * p * oc + c]; t2 += part[(2 * p + 1) * oc + c]; }
+        if (kind != DR_BN_CENTERED) acc_add_double(&s1[c], t1);
+        if (s2) acc_add_double(&s2[c], t2);
     }
 }
 
@@ -308,7 +319,7 @@ static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc 
     dr_omp_unactivate(m, l, s, g->rt.n);
     for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&t1[c]); dr_acc_init(&t2[c]); }
     if (b->num == DR_NUMERICS_FAST)
-        bn_grad_sums_fast(d, &r, dy, xhat, t1, t2);
+        bn_sums_fast(d, g, &r, DR_BN_GRAD, xhat, dy, NULL, t1, t2);
     else
         for (size_t q = 0; q < r.spans; q++)
             for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
@@ -345,7 +356,7 @@ int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kin
     if (!dr_omp_runs(s->graph, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
     r = dr_omp_rect_of(m, s->graph, l, l + 1, s->graph->rt.n);
-    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, &r, in, kind, mean, s1, s2); return DR_OK; }
+    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, s->graph, &r, kind, in, in, mean, s1, s2); return DR_OK; }
     for (size_t q = 0; q < r.spans; q++)
         for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             float v = in[at + j];

@@ -61,7 +61,7 @@ void dr_omp_graph_free(dr_omp_graph *g)
     if (!g) return;
     for (uint32_t k = 0; k <= DR_MAX_LAYERS; k++) free(g->dmap[k]);
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++) { free(g->aux[l]); free(g->idx[l]); }
-    free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red);
+    free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red); free(g->part);
     free(g);
 }
 
@@ -76,7 +76,7 @@ static size_t conv_col_per_row(const dr_dense *d)
 int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
-    size_t cap = rows ? rows : 1, col = 1, wt = 1, wide = 1, red = 1;
+    size_t cap = rows ? rows : 1, col = 1, wt = 1, wide = 1, red = 1, part = 1;
     dr_omp_graph *g = calloc(1, sizeof *g);
     bool ok = g != NULL;
     for (uint32_t l = 0; ok && l < m->nlayers; l++) {
@@ -89,6 +89,7 @@ int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_
             if ((size_t)d->ksize * d->ksize * d->ic * d->oc > wt) wt = (size_t)d->ksize * d->ksize * d->ic * d->oc;
         }
         if (d->kind == DR_LAYER_GLOBAL_AVG_POOL2D && cap * d->oc > red) red = cap * d->oc;
+        if (d->kind == DR_LAYER_BATCH_NORM && 2 * cap * d->oc > part) part = 2 * cap * d->oc;
         g->dmap[l + 1] = malloc(out * sizeof(float));
         if (d->kind == DR_LAYER_DROPOUT) g->aux[l] = malloc(out * sizeof(float));
         if (d->kind == DR_LAYER_BATCH_NORM) g->aux[l] = malloc((out + 3 * (size_t)d->oc) * sizeof(float));
@@ -102,7 +103,8 @@ int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_
         g->tmp = malloc(cap * wide * sizeof(float));
         g->colT = malloc(cap * wide * sizeof(float));
         g->red = malloc(red * sizeof(dr_acc));
-        ok = g->col && g->wt && g->tmp && g->colT && g->red;
+        g->part = malloc(part * sizeof(double));
+        ok = g->col && g->wt && g->tmp && g->colT && g->red && g->part;
     }
     if (!ok) {
         dr_omp_graph_free(g);
@@ -324,7 +326,7 @@ void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t row
                       float *colT)
 {
     if (b->num == DR_NUMERICS_FAST) {
-        const size_t P = DR_SEAM_BIAS_PARTS(parts), per = P ? rows / P : 0;
+        const size_t P = DR_SEAM_SUM_PARTS(parts), per = P ? rows / P : 0;
         float *f = gb;
         if (P <= 1 || per * P != rows) {
             for (size_t r = 0; r < rows; r++)

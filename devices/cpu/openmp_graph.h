@@ -28,6 +28,7 @@ struct dr_omp_graph {
     uint32_t   *idx[DR_MAX_LAYERS];
     float      *col, *wt, *tmp, *colT;
     dr_acc     *red;
+    double     *part;   /* fast BN sums' partials: 2 x oc doubles an example */
     /* spatial partitioning (the tpu strategy, devices/cpu/openmp_spatial.c):
      * this core's tile of every map for the layers before tile->lp, which
      * compute only it; from lp on core 0 computes the whole maps and the
