@@ -39,7 +39,7 @@
  * input gradient gathered with the padding one short) and
  * engine_conv_grad_stride (a strided conv's, with the stride one short),
  * engine_bn_sums_core0 (a partitioned replica's BN sums of core 0's tile
- * alone), engine_parts_by_threads (a fast conv bias gradient's partials
+ * alone), engine_parts_by_threads (fast bias gradients' and BN sums' partials
  * one a thread: `threads`), and the OpenCL backend's cl_conv_grad_stride (the same in
  * cl/graph.cl) and cl_l2_on_gamma (BN's gamma regularized) must fail the
  * suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
@@ -136,8 +136,9 @@ static int fast_cell(results *r, const char *variant)
 
 /* Fast numerics on 1 and 2 OpenMP threads (--threads): the same loss bits
  * and weights. The layers' loops run on the team, and every sum keeps an
- * order of the model's, never the team's (a conv's fast bias gradient: one
- * float partial an example, devices/cpu/openmp_graph.c), so the team's
+ * order of the model's, never the team's (a conv's fast bias gradient and
+ * BN sums: one partial an example, devices/cpu/openmp_graph.c and
+ * openmp_conv.c), so the team's
  * size never reaches the bits. --threads is the openmp variant's flag. */
 static int threads_cell(results *r, const char *variant)
 {

@@ -24,6 +24,7 @@
 #include "devices/seams.h"
 
 #include <math.h>
+#include <omp.h>   /* omp_get_max_threads in a planted fault (devices/seams.h) */
 #include <string.h>
 
 #define BN_EPSILON 1e-3f
