@@ -21,6 +21,8 @@
  *            and emulated seconds = the reference's partitioned run's
  *   mpi      mpirun -np 2 multi_worker_mirrored, sync BN = one_device (not
  *            --quick, not under a planted fault)
+ *   threads  resnet_synthetic fast one_device on 2 OpenMP threads = on 1,
+ *            bit for bit (openmp; quick too)
  *   fast     --numerics=fast (sgemm convs, float gradients), cnn_synthetic
  *            sync BN 640 examples (20 steps) mirrored R=2 against the exact
  *            reference one_device: docs/CONFORMANCE.md's fast-mode loss
@@ -37,7 +39,8 @@
  * input gradient gathered with the padding one short) and
  * engine_conv_grad_stride (a strided conv's, with the stride one short),
  * engine_bn_sums_core0 (a partitioned replica's BN sums of core 0's tile
- * alone), and the OpenCL backend's cl_conv_grad_stride (the same in
+ * alone), engine_parts_by_threads (fast bias gradients' and BN sums' partials
+ * one a thread: `threads`), and the OpenCL backend's cl_conv_grad_stride (the same in
  * cl/graph.cl) and cl_l2_on_gamma (BN's gamma regularized) must fail the
  * suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
  */
@@ -128,6 +131,34 @@ static int fast_cell(results *r, const char *variant)
            "docs/MODELS.md)%s%.150s", variant, max_rel, FAST_MAX_REL_LOSS, p99, got.error[0] ? ": " : "", got.error);
     outcome_free(&ref);
     outcome_free(&got);
+    return !pass;
+}
+
+/* Fast numerics on 1 and 2 OpenMP threads (--threads): the same loss bits
+ * and weights. The layers' loops run on the team, and every sum keeps an
+ * order of the model's, never the team's (a conv's fast bias gradient and
+ * BN sums: one partial an example, devices/cpu/openmp_graph.c and
+ * openmp_conv.c), so the team's
+ * size never reaches the bits. --threads is the openmp variant's flag. */
+static int threads_cell(results *r, const char *variant)
+{
+    dr_run_config c;
+    outcome one, two;
+    char why[200] = "";
+    if (strcmp(variant, "openmp") != 0) return 0;
+    config(&c, "resnet_synthetic", "sync", variant);
+    snprintf(c.numerics, sizeof c.numerics, "fast");
+    set_strategy(&c, "one_device", 0, NULL, 1);
+    if (!supported(r, "models", &c, 1)) return 0;
+    c.threads = 1;
+    run_case(&c, &one);
+    c.threads = 2;
+    run_case(&c, &two);
+    bool pass = !one.error[0] && one.weights && outcome_same_why(&two, &one, why, sizeof why);
+    record(r, "models", &c, 1, pass, one.seconds + two.seconds, "%s: resnet_synthetic fast one_device --threads=2: "
+           "loss bits and weights = --threads=1's%s%.150s", variant, pass ? "" : ": ", pass ? "" : why);
+    outcome_free(&one);
+    outcome_free(&two);
     return !pass;
 }
 
@@ -350,6 +381,7 @@ int models_engine_cells(results *r, const outcome *sync1)
         fails += cell(r, n, "cnn_synthetic", "sync", "mirrored", 3, 3, sync1, "one_device");
         fails += cell(r, n, "cnn_synthetic", "replica", "mirrored", 2, 2, &rep2, "mirrored R=2");
         fails += tpu_cells(r, n, "cnn_synthetic", sync1);
+        fails += threads_cell(r, n);
         if (r->quick) continue;
         fails += tpu_cells(r, n, "resnet_synthetic", &res1);
         fails += fast_cell(r, n);

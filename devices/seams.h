@@ -456,6 +456,16 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CONV_GRAD_STRIDE(s) (s)
 #endif
 
+/* ---- cpu/openmp_graph.c, openmp_conv.c: fast sums on the team ------------------- */
+
+/* How many partials (runs of rows) a fast conv's bias gradient and a fast
+ * BN's sums take on the team: one an example, whatever the team's size. */
+#if defined(DR_MUTANT_ENGINE_PARTS_BY_THREADS) /* one partial a thread: the float sum's order follows --threads */
+#define DR_SEAM_SUM_PARTS(n) ((void)(n), (size_t)omp_get_max_threads())
+#else
+#define DR_SEAM_SUM_PARTS(n) ((size_t)(n))
+#endif
+
 /* Whether candidate x beats the window's best so far in 2x2 max pooling:
  * the first maximum in row-major order wins a tie, as TensorFlow's
  * gradient routes it (docs/MODELS.md). */

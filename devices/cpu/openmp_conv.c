@@ -24,10 +24,24 @@
 #include "devices/seams.h"
 
 #include <math.h>
-#include <omp.h>
+#include <omp.h>   /* omp_get_max_threads in a planted fault (devices/seams.h) */
 #include <string.h>
 
 #define BN_EPSILON 1e-3f
+
+/* im2col's and the gather's runs are a few taps of a few channels (3 to
+ * 48 floats in resnet_synthetic): a vector loop, not a memcpy call. */
+static inline void copy_run(float *restrict t, const float *restrict src, size_t n)
+{
+    #pragma omp simd
+    for (size_t j = 0; j < n; j++) t[j] = src[j];
+}
+
+static inline void zero_run(float *t, size_t n)
+{
+    #pragma omp simd
+    for (size_t j = 0; j < n; j++) t[j] = 0.0f;
+}
 
 /* Row (e, oy, ox) of the forward's im2col: the window's taps, 0 in the
  * padding. A window row's taps inside the map are contiguous in x (NHWC),
@@ -41,13 +55,13 @@ static void im2col_row(const dr_dense *d, const float *xe, uint32_t oy, uint32_t
         int64_t iy = (int64_t)oy * d->stride + ky - d->pad_top;
         float *t = row + ky * k * ic;
         if (iy < 0 || iy >= d->ih || kx_hi <= kx_lo) {
-            for (int64_t j = 0; j < k * ic; j++) t[j] = 0.0f;
+            zero_run(t, (size_t)(k * ic));
             continue;
         }
         const float *src = xe + ((size_t)iy * d->iw + (size_t)(ix0 + kx_lo)) * (size_t)ic;
-        for (int64_t j = 0; j < kx_lo * ic; j++) t[j] = 0.0f;
-        for (int64_t j = 0; j < (kx_hi - kx_lo) * ic; j++) t[kx_lo * ic + j] = src[j];
-        for (int64_t j = kx_hi * ic; j < k * ic; j++) t[j] = 0.0f;
+        zero_run(t, (size_t)(kx_lo * ic));
+        copy_run(t + kx_lo * ic, src, (size_t)((kx_hi - kx_lo) * ic));
+        zero_run(t + kx_hi * ic, (size_t)((k - kx_hi) * ic));
     }
 }
 
@@ -71,16 +85,15 @@ static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_
         int64_t oy, ox;
         float *t = row + ky * k * oc;
         if (!tap_out((int64_t)iy + pt - ky, st, d->oh, &oy)) {
-            for (int64_t j = 0; j < k * oc; j++) t[j] = 0.0f;
+            zero_run(t, (size_t)(k * oc));
             continue;
         }
         for (int64_t kx = 0; kx < k; kx++, t += oc) {
             if (!tap_out((int64_t)ix + pl - kx, st, d->ow, &ox)) {
-                for (int64_t f = 0; f < oc; f++) t[f] = 0.0f;
+                zero_run(t, (size_t)oc);
                 continue;
             }
-            const float *src = dze + ((size_t)oy * d->ow + (size_t)ox) * (size_t)oc;
-            for (int64_t f = 0; f < oc; f++) t[f] = src[f];
+            copy_run(t, dze + ((size_t)oy * d->ow + (size_t)ox) * (size_t)oc, (size_t)oc);
         }
     }
 }
@@ -94,7 +107,7 @@ static void gather_row(const dr_dense *d, const float *dze, uint32_t iy, uint32_
 void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *col)
 {
     const size_t kk = (size_t)d->ksize * d->ksize * d->ic, rows = o[1] - o[0], cols = o[3] - o[2];
-    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * rows * cols * kk))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = o[0]; oy < o[1]; oy++)
             for (uint32_t ox = o[2]; ox < o[3]; ox++)
@@ -105,7 +118,7 @@ void dr_omp_im2col_rect(const dr_dense *d, const float *x, uint32_t n, const uin
 void dr_omp_grad_gather_rect(const dr_dense *d, const float *dz, uint32_t n, const uint32_t i[4], float *dcol)
 {
     const size_t kk = (size_t)d->ksize * d->ksize * d->oc, rows = i[1] - i[0], cols = i[3] - i[2];
-    #pragma omp parallel for schedule(static) if ((size_t)n * rows * cols * kk >= (1u << 18) && !omp_in_parallel())
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * rows * cols * kk))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t iy = i[0]; iy < i[1]; iy++)
             for (uint32_t ix = i[2]; ix < i[3]; ix++)
@@ -166,7 +179,7 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
     rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dzt, d->oc,
                          grad + k0 * gsz, 0.0f);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's kernel gradient", l);
-    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->colT);
+    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->rt.n, g->colT);
     if (!dx) return DR_OK;
     for (uint32_t t = 0; t < d->ksize * d->ksize; t++)   /* wt[(t, f), c] = W[t, c, f] */
         for (uint32_t c = 0; c < d->ic; c++)
@@ -177,8 +190,14 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
                          : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, pix, d->ic, kf, g->col, kf, g->wt, d->ic, NULL,
                                            g->tmp, d->ic);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's input gradient", l);
-    for (size_t q = 0; q < i.spans; q++)   /* the input tile's gradient, into its pixels of the map */
-        for (size_t j = 0, at = dr_omp_span(&i, q); j < i.len; j++) dx[at + j] += g->tmp[q * i.len + j];
+    const float *tmp = g->tmp;
+    #pragma omp parallel for schedule(static) if (dr_omp_par(pix * d->ic))
+    for (size_t q = 0; q < i.spans; q++) {   /* the input tile's gradient, into its pixels of the map */
+        float *to = dx + dr_omp_span(&i, q);
+        const float *from = tmp + q * i.len;
+        #pragma omp simd
+        for (size_t j = 0; j < i.len; j++) to[j] += from[j];
+    }
     return DR_OK;
 }
 
@@ -209,14 +228,27 @@ int dr_omp_bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float 
         inv[c] = 1.0f / sqrtf(var[c] + BN_EPSILON);
         a[c] = inv[c] * gamma[c];
     }
+    const bool relu = d->act == DR_ACT_RELU;
+    float *pre = s->pre[l], *act = s->act[l];
+    /* pixel by pixel, its channels one vector loop (no store under a
+     * condition, which would keep it scalar): the same expression per element */
+    #pragma omp parallel for schedule(static) if (dr_omp_par(r.spans * r.len))
     for (size_t q = 0; q < r.spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            size_t i = at + j;
-            float shift = beta[c] - mean[c] * a[c];
-            s->pre[l][i] = in[i] * a[c] + shift;
-            if (training) s->pre[l][i] = DR_SEAM_MIXED_BN_OUT(dr_omp_rn(g, s->pre[l][i]), s->pre[l][i]);   /* float32 BN, cast to c */
-            if (training) xhat[i] = (in[i] - mean[c]) * inv[c];
-            s->act[l][i] = d->act == DR_ACT_RELU && !(s->pre[l][i] > 0.0f) ? 0.0f : s->pre[l][i];
+        for (size_t at = dr_omp_span(&r, q), e = at + r.len; at < e; at += d->oc) {
+            #pragma omp simd
+            for (uint32_t c = 0; c < d->oc; c++) {
+                float shift = beta[c] - mean[c] * a[c], v = in[at + c] * a[c] + shift;
+                pre[at + c] = v;
+                act[at + c] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
+            if (!training) continue;
+            for (uint32_t c = 0; dr_omp_mixed(g) && c < d->oc; c++) {   /* float32 BN, cast to c */
+                float v = DR_SEAM_MIXED_BN_OUT(dr_omp_rn(g, pre[at + c]), pre[at + c]);
+                pre[at + c] = v;
+                act[at + c] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
+            #pragma omp simd
+            for (uint32_t c = 0; c < d->oc; c++) xhat[at + c] = (in[at + c] - mean[c]) * inv[c];
         }
     return DR_OK;
 }
@@ -230,10 +262,14 @@ int dr_omp_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     return dr_omp_bn_apply(b, rb, l, mean, var, true, err);
 }
 
-/* Fast numerics' BN sums: a double per channel, summed in pixel order, then
- * handed to the accumulator the strategy reduces as two floats (its high
- * and low part), instead of an exact accumulation per element (a sixth of
- * fast cnn_synthetic's step, perf at G = 64). */
+/* Fast numerics' BN sums: per channel in double, each example's pixels in
+ * pixel order into its own partial (g->part) on the team, the examples'
+ * partials then added in example order (DR_SEAM_SUM_PARTS: the model's
+ * order, never the team's), handed to the accumulator the strategy reduces
+ * as two floats (the sum's high and low part), instead of an exact
+ * accumulation per element (a sixth of fast cnn_synthetic's step, perf at
+ * G = 64). kind: DR_BN_SUMS (x, x^2), DR_BN_CENTERED ((x - mean)^2 into s2
+ * alone) or DR_BN_GRAD (y, y x: dy and dy xhat). */
 static void acc_add_double(dr_acc *a, double v)
 {
     float hi = (float)v;
@@ -241,33 +277,41 @@ static void acc_add_double(dr_acc *a, double v)
     dr_acc_add(a, (float)(v - (double)hi));
 }
 
-static void bn_grad_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *dy, const float *xhat,
-                              dr_acc *t1, dr_acc *t2)
+static void bn_part(const dr_dense *d, const dr_omp_rect *r, size_t q0, size_t q1, dr_bn_sum_kind kind,
+                    const float *x, const float *y, const float *mean, double *d1, double *d2)
 {
-    double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            size_t i = at + j;
-            d1[c] += dy[i];
-            d2[c] += (double)dy[i] * xhat[i];
+    const uint32_t oc = d->oc;
+    for (uint32_t c = 0; c < oc; c++) d1[c] = d2[c] = 0.0;
+    for (size_t q = q0; q < q1; q++)
+        for (size_t at = dr_omp_span(r, q), e = at + r->len; at < e; at += oc) {
+            const float *xp = x + at, *yp = y + at;
+            if (kind == DR_BN_GRAD) {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { d1[c] += yp[c]; d2[c] += (double)yp[c] * xp[c]; }
+            } else if (kind == DR_BN_CENTERED) {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { double v = (double)xp[c] - mean[c]; d2[c] += v * v; }
+            } else {
+                #pragma omp simd
+                for (uint32_t c = 0; c < oc; c++) { double v = xp[c]; d1[c] += v; d2[c] += v * v; }
+            }
         }
-    for (uint32_t c = 0; c < d->oc; c++) { acc_add_double(&t1[c], d1[c]); acc_add_double(&t2[c], d2[c]); }
 }
 
-static void bn_sums_fast(const dr_dense *d, const dr_omp_rect *r, const float *in, dr_bn_sum_kind kind,
-                         const float *mean, dr_acc *s1, dr_acc *s2)
+static void bn_sums_fast(const dr_dense *d, const dr_omp_graph *g, const dr_omp_rect *r, dr_bn_sum_kind kind,
+                         const float *x, const float *y, const float *mean, dr_acc *s1, dr_acc *s2)
 {
-    double d1[256] = { 0 }, d2[256] = { 0 };
-    for (size_t q = 0; q < r->spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(r, q); j < r->len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            double v = in[at + j];
-            if (kind == DR_BN_CENTERED) { v -= mean[c]; d2[c] += v * v; continue; }
-            d1[c] += v;
-            d2[c] += v * v;
-        }
-    for (uint32_t c = 0; c < d->oc; c++) {
-        if (kind != DR_BN_CENTERED) acc_add_double(&s1[c], d1[c]);
-        if (s2) acc_add_double(&s2[c], d2[c]);
+    const size_t P0 = DR_SEAM_SUM_PARTS(g->rt.n), P = P0 && r->spans % P0 == 0 ? P0 : 1, per = r->spans / P;
+    const uint32_t oc = d->oc;
+    double *part = g->part;
+    #pragma omp parallel for schedule(static) if (dr_omp_par(r->spans * r->len))
+    for (size_t p = 0; p < P; p++)
+        bn_part(d, r, p * per, (p + 1) * per, kind, x, y, mean, part + 2 * p * oc, part + (2 * p + 1) * oc);
+    for (uint32_t c = 0; c < oc; c++) {
+        double t1 = part[c], t2 = part[oc + c];
+        for (size_t p = 1; p < P; p++) { t1 += part[2 * p * oc + c]; t2 += part[(2 * p + 1) * oc + c]; }
+        if (kind != DR_BN_CENTERED) acc_add_double(&s1[c], t1);
+        if (s2) acc_add_double(&s2[c], t2);
     }
 }
 
@@ -287,7 +331,7 @@ static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc 
     dr_omp_unactivate(m, l, s, g->rt.n);
     for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&t1[c]); dr_acc_init(&t2[c]); }
     if (b->num == DR_NUMERICS_FAST)
-        bn_grad_sums_fast(d, &r, dy, xhat, t1, t2);
+        bn_sums_fast(d, g, &r, DR_BN_GRAD, xhat, dy, NULL, t1, t2);
     else
         for (size_t q = 0; q < r.spans; q++)
             for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
@@ -324,7 +368,7 @@ int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kin
     if (!dr_omp_runs(s->graph, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
     r = dr_omp_rect_of(m, s->graph, l, l + 1, s->graph->rt.n);
-    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, &r, in, kind, mean, s1, s2); return DR_OK; }
+    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, s->graph, &r, kind, in, in, mean, s1, s2); return DR_OK; }
     for (size_t q = 0; q < r.spans; q++)
         for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             float v = in[at + j];
@@ -359,11 +403,23 @@ int dr_omp_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
     xhat = g->aux[l];
     dx = g->dmap[src];
     r = dr_omp_rect_of(m, g, l, l + 1, g->rt.n);
+    #pragma omp parallel for schedule(static) if (dr_omp_par(r.spans * r.len))
     for (size_t q = 0; q < r.spans; q++)
-        for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
-            size_t i = at + j;
-            float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
-            dx[i] += dr_omp_rn(g, a[c] * t);
+        for (size_t at = dr_omp_span(&r, q), e = at + r.len; at < e; at += d->oc) {
+            if (dr_omp_mixed(g)) {   /* each term rounded to the compute dtype */
+                for (uint32_t c = 0; c < d->oc; c++) {
+                    size_t i = at + c;
+                    float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
+                    dx[i] += dr_omp_rn(g, a[c] * t);
+                }
+                continue;
+            }
+            #pragma omp simd
+            for (uint32_t c = 0; c < d->oc; c++) {
+                size_t i = at + c;
+                float t = (dy[i] - mean_dy[c]) - xhat[i] * mean_dyxhat[c];
+                dx[i] += a[c] * t;
+            }
         }
     return DR_OK;
 }

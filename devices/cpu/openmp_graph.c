@@ -29,6 +29,7 @@
 #include "distref/rng.h"
 #include "devices/seams.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,11 @@ const float *dr_omp_params(const dr_replica_bufs *rb)
 {
     const dr_omp_scratch *s = rb->scratch;
     return s->graph && dr_omp_mixed(s->graph) ? s->graph->wc : dr_omp_f32(rb->params);
+}
+
+bool dr_omp_par(size_t cells)
+{
+    return cells >= DR_OMP_PAR_MIN && !omp_in_parallel();
 }
 
 bool dr_omp_runs(const dr_omp_graph *g, uint32_t l)
@@ -76,7 +82,7 @@ void dr_omp_graph_free(dr_omp_graph *g)
     if (!g) return;
     for (uint32_t k = 0; k <= DR_MAX_LAYERS; k++) free(g->dmap[k]);
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++) { free(g->aux[l]); free(g->idx[l]); }
-    free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red);
+    free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red); free(g->part);
     free(g->wc); free(g->xc); free(g->macc);
     free(g);
 }
@@ -92,7 +98,7 @@ static size_t conv_col_per_row(const dr_dense *d)
 int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
-    size_t cap = rows ? rows : 1, col = 1, wt = 1, wide = 1, red = 1;
+    size_t cap = rows ? rows : 1, col = 1, wt = 1, wide = 1, red = 1, part = 1;
     dr_omp_graph *g = calloc(1, sizeof *g);
     bool ok = g != NULL;
     for (uint32_t l = 0; ok && l < m->nlayers; l++) {
@@ -105,6 +111,7 @@ int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_
             if ((size_t)d->ksize * d->ksize * d->ic * d->oc > wt) wt = (size_t)d->ksize * d->ksize * d->ic * d->oc;
         }
         if (d->kind == DR_LAYER_GLOBAL_AVG_POOL2D && cap * d->oc > red) red = cap * d->oc;
+        if (d->kind == DR_LAYER_BATCH_NORM && 2 * cap * d->oc > part) part = 2 * cap * d->oc;
         g->dmap[l + 1] = malloc(out * sizeof(float));
         if (d->kind == DR_LAYER_DROPOUT) g->aux[l] = malloc(out * sizeof(float));
         if (d->kind == DR_LAYER_BATCH_NORM) g->aux[l] = malloc((out + 3 * (size_t)d->oc) * sizeof(float));
@@ -118,7 +125,8 @@ int dr_omp_graph_open(const dr_backend *b, dr_omp_scratch *s, uint32_t rows, dr_
         g->tmp = malloc(cap * wide * sizeof(float));
         g->colT = malloc(cap * wide * sizeof(float));
         g->red = malloc(red * sizeof(dr_acc));
-        ok = g->col && g->wt && g->tmp && g->colT && g->red;
+        g->part = malloc(part * sizeof(double));
+        ok = g->col && g->wt && g->tmp && g->colT && g->red && g->part;
     }
     if (!ok) {
         dr_omp_graph_free(g);
@@ -223,13 +231,19 @@ int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_
     return DR_OK;
 }
 
-/* out = relu(pre) or pre, over the rectangle a. */
+/* out = relu(pre) or pre, over the rectangle a. The layers' element-wise
+ * loops run their spans on the team (dr_omp_par) and each span as one
+ * vector loop (omp simd: -O2 leaves a loop with a remainder scalar). */
 static void activate(const dr_dense *d, const float *pre, float *out, const dr_omp_rect *a)
 {
+    #pragma omp parallel for schedule(static) if (dr_omp_par(a->spans * a->len))
     for (size_t q = 0; q < a->spans; q++) {
         size_t at = dr_omp_span(a, q);
         if (d->act != DR_ACT_RELU) { if (out != pre) memcpy(out + at, pre + at, a->len * sizeof *out); continue; }
-        for (size_t i = at; i < at + a->len; i++) out[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+        const float *p = pre + at;
+        float *o = out + at;
+        #pragma omp simd
+        for (size_t i = 0; i < a->len; i++) o[i] = p[i] > 0.0f ? p[i] : 0.0f;
     }
 }
 
@@ -237,6 +251,7 @@ static void activate(const dr_dense *d, const float *pre, float *out, const dr_o
  * (openmp_graph.h). */
 void dr_omp_maxpool(const dr_dense *d, const float *x, uint32_t n, const uint32_t o[4], float *out, uint32_t *win)
 {
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->out))
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t oy = o[0]; oy < o[1]; oy++)
             for (uint32_t ox = o[2]; ox < o[3]; ox++)
@@ -256,6 +271,7 @@ static void gap(const dr_dense *d, const float *x, uint32_t n, float *out, dr_ac
 {
     uint32_t hw = d->ih * d->iw;
     for (size_t i = 0; i < (size_t)n * d->ic; i++) dr_acc_init(&a[i]);
+    #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->in))   /* an example's sums its own */
     for (uint32_t e = 0; e < n; e++)
         for (uint32_t p = 0; p < hw; p++)
             for (uint32_t c = 0; c < d->ic; c++) dr_acc_add(&a[(size_t)e * d->ic + c], x[((size_t)e * hw + p) * d->ic + c]);
@@ -326,8 +342,17 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         return DR_OK;
     case DR_LAYER_ADD: {
         const float *f = dr_omp_map(rb, d->from < 0 ? 0 : (uint32_t)d->from + 1);
-        for (size_t q = 0; q < a.spans; q++)
-            for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) s->pre[l][i] = dr_omp_rn(g, in[i] + f[i]);
+        float *pre = s->pre[l];
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+        for (size_t q = 0; q < a.spans; q++) {
+            size_t at = dr_omp_span(&a, q);
+            if (dr_omp_mixed(g)) {
+                for (size_t i = at; i < at + a.len; i++) pre[i] = dr_omp_rn(g, in[i] + f[i]);
+                continue;
+            }
+            #pragma omp simd
+            for (size_t i = at; i < at + a.len; i++) pre[i] = in[i] + f[i];
+        }
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
@@ -398,13 +423,32 @@ int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
 
 /* ---- backward ---------------------------------------------------------------- */
 
-/* gb[j] += the column sums of dz (rows x out): exact, or fast in float row by row. */
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, float *colT)
+/* gb[j] += the column sums of dz (rows x out): exact; or fast in float, in
+ * `parts` equal runs of rows (a conv: one an example), each summed row by
+ * row into its own partial (colT, parts x out) on the team, the partials
+ * then added into gb in their order: the order is the model's, never the
+ * team's, so the bits are the same on any number of threads. */
+void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
+                      float *colT)
 {
     if (b->num == DR_NUMERICS_FAST) {
+        const size_t P = DR_SEAM_SUM_PARTS(parts), per = P ? rows / P : 0;
         float *f = gb;
-        for (size_t r = 0; r < rows; r++)
-            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
+        if (P <= 1 || per * P != rows) {
+            for (size_t r = 0; r < rows; r++)
+                for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
+            return;
+        }
+        #pragma omp parallel for schedule(static) if (dr_omp_par(rows * out))
+        for (size_t p = 0; p < P; p++) {
+            float *t = colT + p * out;
+            const float *z = dz + p * per * out;
+            for (uint32_t j = 0; j < out; j++) t[j] = z[j];
+            for (size_t r = 1; r < per; r++)
+                for (uint32_t j = 0; j < out; j++) t[j] = t[j] + z[r * out + j];
+        }
+        for (size_t p = 0; p < P; p++)
+            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + colT[p * out + j];
         return;
     }
     #pragma omp parallel for schedule(static) if (rows * out >= (1u << 14))
@@ -426,7 +470,7 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const 
     int rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out,
                              grad + k0 * gsz, 0.0f);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
-    dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, g->colT);
+    dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, 1, g->colT);
     if (!dx) return DR_OK;
     rc = dr_omp_mixed(g) ? dr_omp_gemm_dtype(g, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, false, g->tmp)
                          : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL,
@@ -446,8 +490,12 @@ void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch 
     dr_omp_rect a = dr_omp_rect_of(m, s->graph, l, l + 1, n);
     for (size_t i = 0; dr_omp_mixed(s->graph) && i < (size_t)n * d->out; i++) dz[i] = dr_omp_rn(s->graph, dz[i]);
     if (d->act != DR_ACT_RELU) return;
-    for (size_t q = 0; q < a.spans; q++)
-        for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
+    #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+    for (size_t q = 0; q < a.spans; q++) {
+        size_t at = dr_omp_span(&a, q);
+        #pragma omp simd
+        for (size_t i = at; i < at + a.len; i++) dz[i] = pre[i] > 0.0f ? dz[i] : 0.0f;
+    }
 }
 
 int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
@@ -474,32 +522,49 @@ int dr_omp_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err
     switch (d->kind) {
     case DR_LAYER_DENSE: return dense_backward(b, rb, l, dz, dx, err);
     case DR_LAYER_CONV2D: return dr_omp_conv_backward(b, rb, l, dz, dx, err);
-    case DR_LAYER_MAX_POOL2D:
-        for (size_t q = 0; dx && q < a.spans; q++)
+    case DR_LAYER_MAX_POOL2D:   /* the 2x2 stride-2 windows do not overlap: a span's inputs are its own */
+        if (!dx) return DR_OK;
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
+        for (size_t q = 0; q < a.spans; q++)
             for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++)
                 dx[(i / d->out) * d->in + g->idx[l][i]] += dz[i];
         return DR_OK;
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
         uint32_t hw = d->ih * d->iw;
-        for (uint32_t r = 0; dx && r < n; r++)
+        if (!dx) return DR_OK;
+        #pragma omp parallel for schedule(static) if (dr_omp_par((size_t)n * d->in))
+        for (uint32_t r = 0; r < n; r++)
             for (uint32_t p = 0; p < hw; p++)
                 for (uint32_t c = 0; c < d->ic; c++)
                     dx[((size_t)r * hw + p) * d->ic + c] += dr_omp_rn(g, dz[(size_t)r * d->ic + c] / (float)hw);
         return DR_OK;
     }
     case DR_LAYER_FLATTEN:
-        for (size_t i = 0; dx && i < cells; i++) dx[i] += dz[i];
+        if (!dx) return DR_OK;
+        #pragma omp parallel for simd schedule(static) if (dr_omp_par(cells))
+        for (size_t i = 0; i < cells; i++) dx[i] += dz[i];
         return DR_OK;
-    case DR_LAYER_DROPOUT:
-        for (size_t i = 0; dx && i < cells; i++) dx[i] += g->aux[l][i] != 0.0f ? dr_omp_rn(g, dz[i] * g->aux[l][i]) : 0.0f;
+    case DR_LAYER_DROPOUT: {
+        const float *mult = g->aux[l];
+        if (!dx) return DR_OK;
+        if (dr_omp_mixed(g)) {
+            for (size_t i = 0; i < cells; i++) dx[i] += mult[i] != 0.0f ? dr_omp_rn(g, dz[i] * mult[i]) : 0.0f;
+            return DR_OK;
+        }
+        #pragma omp parallel for simd schedule(static) if (dr_omp_par(cells))
+        for (size_t i = 0; i < cells; i++) dx[i] += mult[i] != 0.0f ? dz[i] * mult[i] : 0.0f;
         return DR_OK;
-    case DR_LAYER_ADD:
+    }
+    case DR_LAYER_ADD: {   /* dx and the shortcut's map may be one map: each element still gets both, in order */
+        float *df = d->from >= 0 ? g->dmap[d->from + 1] : NULL;
+        #pragma omp parallel for schedule(static) if (dr_omp_par(a.spans * a.len))
         for (size_t q = 0; q < a.spans; q++)
             for (size_t i = dr_omp_span(&a, q), e = i + a.len; i < e; i++) {
                 if (dx) dx[i] += dz[i];
-                if (d->from >= 0) g->dmap[d->from + 1][i] += dz[i];
+                if (df) df[i] += dz[i];
             }
         return DR_OK;
+    }
     case DR_LAYER_BATCH_NORM:
         return DR_OK;
     }

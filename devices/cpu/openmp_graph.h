@@ -13,7 +13,8 @@
  *   col      the largest conv's im2col (forward, dW) or gradient gather (dx)
  *   wt       a conv kernel rearranged for d(input): (kh kw cout) x cin
  *   tmp      a d(input) before it is added into its map
- *   colT     a bias gradient's transpose; red: GlobalAveragePooling2D's sums
+ *   colT     a bias gradient's transpose (exact) or its partials (fast);
+ *            red: GlobalAveragePooling2D's sums
  * The mixed step (rt.compute not float32, openmp_graph.c's header):
  *   wc, xc   the weights the layers read (Conv2D's and Dense's rounded to
  *            the compute dtype) and the input rounded to it
@@ -31,6 +32,7 @@ struct dr_omp_graph {
     uint32_t   *idx[DR_MAX_LAYERS];
     float      *col, *wt, *tmp, *colT;
     dr_acc     *red;
+    double     *part;   /* fast BN sums' partials: 2 x oc doubles an example */
     /* spatial partitioning (the tpu strategy, devices/cpu/openmp_spatial.c):
      * this core's tile of every map for the layers before tile->lp, which
      * compute only it; from lp on core 0 computes the whole maps and the
@@ -69,6 +71,14 @@ static inline size_t dr_omp_span(const dr_omp_rect *a, size_t q)
     size_t rows = a->r[1] - a->r[0];
     return (((q / rows) * a->H + a->r[0] + q % rows) * a->W + a->r[2]) * a->C;
 }
+/* Whether a layer's loop over `cells` floats runs on the OpenMP team: an
+ * element-wise loop (each element its own expression, any sum in a fixed
+ * order that does not follow the threads) has the same bits on any team, so
+ * it runs on the team when the map is large enough to pay for the fork
+ * (the smallest resnet_synthetic map at G = 32 is 25,088 floats) and the
+ * caller is not already on one (the tpu step's cores, openmp_spatial.c). */
+#define DR_OMP_PAR_MIN ((size_t)1 << 14)
+bool dr_omp_par(size_t cells);
 static inline bool dr_omp_rect_whole(const dr_omp_rect *a)
 {
     return a->r[0] == 0 && a->r[1] == a->H && a->r[2] == 0 && a->r[3] == a->W;
@@ -82,7 +92,8 @@ void dr_omp_graph_free(dr_omp_graph *g);
 uint32_t dr_omp_src(const dr_model_spec *m, uint32_t l);
 const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k);
 void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch *s, uint32_t n);
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, float *colT);
+void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
+                      float *colT);
 
 /* the table's ops (distref/backend.h) */
 int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);
