@@ -239,6 +239,27 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const out
     return fails;
 }
 
+/* Each engine variant that supports c gives want's bits (the reference's
+ * run of c); a cell each, named "<variant>: <what>: = the reference's bits". */
+static int engine_equals(results *r, const dr_variant *const *ev, size_t nv, dr_run_config *c, const outcome *want,
+                         const char *what)
+{
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++) {
+        char why[200] = "";
+        outcome got;
+        snprintf(c->variant, sizeof c->variant, "%s", ev[v]->name);
+        if (!supported(r, "models", c, 2)) continue;
+        run_case(c, &got);
+        bool pass = !got.error[0] && got.weights && want->weights && outcome_same_why(&got, want, why, sizeof why);
+        fails += !pass;
+        record(r, "models", c, 2, pass, got.seconds, "%s: %s: = the reference's bits%s%.150s", ev[v]->name, what,
+               got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+        outcome_free(&got);
+    }
+    return fails;
+}
+
 /* --clip_semantics=tensorflow (each replica's gradient clipped before the
  * all-reduce) on cnn_synthetic sync BN, mirrored R=2: the reference's run
  * must differ from one_device's unclipped bits (the clip bites: planted
@@ -247,7 +268,7 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const out
 static int clip_cells(results *r, const outcome *sync1, const dr_variant *const *ev, size_t nv)
 {
     dr_run_config c;
-    outcome want, got;
+    outcome want;
     int fails = 0;
     config(&c, "cnn_synthetic", "sync", "ref");
     c.clip.global_clipnorm = 0.05f;
@@ -259,18 +280,8 @@ static int clip_cells(results *r, const outcome *sync1, const dr_variant *const 
     record(r, "models", &c, 2, bites, want.seconds, "ref: cnn_synthetic sync BN mirrored R=2 --global_clipnorm=0.05 "
            "--clip_semantics=tensorflow: differs from one_device's unclipped bits (each replica's clip bites)%s%.150s",
            want.error[0] ? ": " : "", want.error);
-    for (size_t v = 0; v < nv; v++) {
-        char why[200] = "";
-        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-        if (!supported(r, "models", &c, 2)) continue;
-        run_case(&c, &got);
-        bool pass = !got.error[0] && got.weights && want.weights && outcome_same_why(&got, &want, why, sizeof why);
-        fails += !pass;
-        record(r, "models", &c, 2, pass, got.seconds, "%s: cnn_synthetic sync BN mirrored R=2 --global_clipnorm=0.05 "
-               "--clip_semantics=tensorflow: = the reference's bits%s%.150s", ev[v]->name,
-               got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
-        outcome_free(&got);
-    }
+    fails += engine_equals(r, ev, nv, &c, &want, "cnn_synthetic sync BN mirrored R=2 --global_clipnorm=0.05 "
+                           "--clip_semantics=tensorflow");
     outcome_free(&want);
     return fails;
 }
@@ -283,24 +294,14 @@ static int clip_cells(results *r, const outcome *sync1, const dr_variant *const 
 static int l2_cells(results *r, const dr_variant *const *ev, size_t nv)
 {
     dr_run_config c;
-    outcome want, got;
+    outcome want;
     int fails = 0;
     config(&c, "cnn_synthetic", "sync", "ref");
     c.l2 = 0.001;
     set_strategy(&c, "mirrored", 2, "nccl", 1);
     run_case(&c, &want);
-    for (size_t v = 0; v < nv; v++) {
-        char why[200] = "";
-        snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
-        if (!supported(r, "models", &c, 2)) continue;
-        run_case(&c, &got);
-        bool pass = !got.error[0] && got.weights && want.weights && outcome_same_why(&got, &want, why, sizeof why);
-        fails += !pass;
-        record(r, "models", &c, 2, pass, got.seconds, "%s: cnn_synthetic sync BN mirrored R=2 --l2=0.001 (the Dense "
-               "and Conv2D kernels): = the reference's bits%s%.150s", ev[v]->name, got.error[0] || !pass ? ": " : "",
-               got.error[0] ? got.error : why);
-        outcome_free(&got);
-    }
+    fails += engine_equals(r, ev, nv, &c, &want, "cnn_synthetic sync BN mirrored R=2 --l2=0.001 (the Dense and "
+                           "Conv2D kernels)");
     outcome_free(&want);
     return fails;
 }
