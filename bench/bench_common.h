@@ -1,6 +1,7 @@
 /* distref bench — what every bench program shares: the core's monotonic
  * clock (dr_now, distref/run_log.h), CPU seconds, a qsort comparison for
- * medians, and one training run in a scratch folder. */
+ * medians, the OpenBLAS kernels in use, and one training run in a scratch
+ * folder. */
 #ifndef DISTREF_BENCH_COMMON_H
 #define DISTREF_BENCH_COMMON_H
 
@@ -10,10 +11,24 @@
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
 #include "distref/factory.h"
 #include "distref/harness.h"
 #include "distref/run_log.h"
 #include "distref/train.h"
+
+/* What every figure must say about OpenBLAS (docs/PERFORMANCE.md): the
+ * OPENBLAS_CORETYPE the user set, and the kernels the library runs with
+ * it (openblas_get_corename, an OpenBLAS extension): on one machine they
+ * can differ 1.7-1.9x in sgemm's speed, and fast mode's bits can depend
+ * on them. In a buffer of the caller's. */
+static inline const char *bench_blas_kernels(char *buf, size_t cap)
+{
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    snprintf(buf, cap, "OPENBLAS_CORETYPE=%s (kernels: %s)", env ? env : "(unset)", openblas_get_corename());
+    return buf;
+}
 
 /* CPU seconds on clock id: CLOCK_PROCESS_CPUTIME_ID (every thread of the
  * process) or CLOCK_THREAD_CPUTIME_ID (the calling thread's alone). */

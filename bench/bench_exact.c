@@ -147,9 +147,9 @@ static void bench_gemm(FILE *json)
     static const struct { const char *name; dr_gemm_path path; } paths[] = {
         { "dgemm", DR_GEMM_PATH_DGEMM }, { "crt", DR_GEMM_PATH_CRT_VNNI }, { "cert", DR_GEMM_PATH_CERTIFIED },
         { "auto", DR_GEMM_PATH_AUTO } };
-    const char *core = getenv("OPENBLAS_CORETYPE");
+    char blas[128];
     printf("# exact GEMM (M x K) * (K x N), median of 5; ratio = exact time / cblas_sgemm time, same threads;\n"
-           "# OPENBLAS_CORETYPE=%s\n", core ? core : "(unset)");
+           "# %s\n", bench_blas_kernels(blas, sizeof blas));
     printf("# %5s %5s %5s %4s %6s %12s %12s %12s %10s %10s %7s\n", "M", "K", "N", "thr", "path", "plain_s", "fast_s",
            "sgemm_s", "plain/sg", "fast/sg", "#wrong");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

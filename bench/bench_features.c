@@ -120,6 +120,7 @@ static void row(FILE *json, bool *first, const char *num, const place *p, const 
 
 int main(int argc, char **argv)
 {
+    char blas[128];   /* bench_blas_kernels */
     uint64_t steps = 80;
     FILE *json = NULL;
     bool first = true;
@@ -136,8 +137,8 @@ int main(int argc, char **argv)
     }
     if (steps < 8) steps = 8;
     printf("# training features' cost, openmp, mlp_synthetic G=%d, %llu updates less %llu, best of %d interleaved "
-           "rounds; ratio = examples/s with / without; OPENBLAS_CORETYPE=%s\n", G, (unsigned long long)steps,
-           (unsigned long long)steps / 4, ROUNDS, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+           "rounds; ratio = examples/s with / without; %s\n", G, (unsigned long long)steps,
+           (unsigned long long)steps / 4, ROUNDS, bench_blas_kernels(blas, sizeof blas));
     printf("# %-17s %-6s %-11s %4s %4s %12s %12s %8s %7s\n", "feature", "mode", "strategy", "thr", "G", "base ex/s",
            "feature ex/s", "ratio", "#wrong");
     if (json) fputs("[\n", json);

@@ -73,6 +73,7 @@ static double sgemm_seconds(uint32_t M, uint32_t K, uint32_t N, int threads, int
 
 int main(int argc, char **argv)
 {
+    char blas[128];   /* bench_blas_kernels */
     static const row rows[] = {
         { "ref", "exact", "one_device", 0, NULL },
         { "openmp", "exact", "one_device", 0, NULL }, { "opencl", "exact", "one_device", 0, "auto" },
@@ -101,9 +102,8 @@ int main(int argc, char **argv)
         if (json) { fputs("[]\n", json); fclose(json); }
         return 0;
     }
-    printf("# opencl vs openmp, mlp_synthetic G=64, %llu steps less %llu; OPENBLAS_CORETYPE=%s\n",
-           (unsigned long long)steps, (unsigned long long)steps / 4,
-           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+    printf("# opencl vs openmp, mlp_synthetic G=64, %llu steps less %llu; %s\n",
+           (unsigned long long)steps, (unsigned long long)steps / 4, bench_blas_kernels(blas, sizeof blas));
     printf("# %-7s %-6s %-11s %4s %-10s %10s %12s %10s %7s\n", "variant", "mode", "strategy", "gpus", "mapping",
            "seconds", "examples/s", "vs_openmp", "#wrong");
     if (json) fputs("[\n", json);

@@ -118,6 +118,7 @@ int main(int argc, char **argv)
     FILE *json = NULL;
     char ref_sha[65] = "";
     double ref_rate = 0;
+    char blas[128];
     dr_omp_short_spin_reexec(argv);   /* the policy bin/distref runs with (harness/omp_policy.c) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = fopen(argv[++i], "w");
@@ -126,8 +127,8 @@ int main(int argc, char **argv)
     }
     if (steps < 8) steps = 8;
     printf("# training throughput, mlp_synthetic, %llu steps less %llu (start-up removed); "
-           "ratio = examples/s / ref's at the same G; OPENBLAS_CORETYPE=%s, GOMP_SPINCOUNT=%s\n", (unsigned long long)steps,
-           (unsigned long long)steps / 4, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
+           "ratio = examples/s / ref's at the same G; %s, GOMP_SPINCOUNT=%s\n", (unsigned long long)steps,
+           (unsigned long long)steps / 4, bench_blas_kernels(blas, sizeof blas),
            getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
     printf("# %-7s %-10s %-11s %4s %4s %4s %10s %12s %8s %7s\n", "variant", "mode", "strategy", "gpus", "thr", "G",
            "seconds", "examples/s", "vs_ref", "#wrong");

@@ -238,6 +238,22 @@ static void k_train_mirrored2(void) { train_with("openmp", "fast", "mirrored", 2
 static void k_train_g256_2thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 2); }
 static void k_train_g256_1thr(void) { train_with("openmp", "fast", "one_device", 0, 256, 20, 1); }
 
+/* Issue 33's ratio, exact over fast (docs/PERFORMANCE.md), as a
+ * regression row for each of its cells: G = 64 and 256, one_device and
+ * mirrored on 2 emulated GPUs, 1 thread, and exact on 2 threads against 1.
+ * Exact runs a quarter of fast's steps, so the two halves of a pair last
+ * about as long (exact is 4-7x slower a step here), and enough of them
+ * that the steps, not the start-up (~80 ms: the data set, the checkpoint),
+ * make most of either half: the ratio is then exact/fast's step-time
+ * ratio over 4, moved toward 1 by the start-up. */
+static void k_train_fast64(void) { train_with("openmp", "fast", "one_device", 0, 64, 256, 1); }
+static void k_train_exact64(void) { train_with("openmp", "exact", "one_device", 0, 64, 64, 1); }
+static void k_train_fast256(void) { train_with("openmp", "fast", "one_device", 0, 256, 96, 1); }
+static void k_train_exact256(void) { train_with("openmp", "exact", "one_device", 0, 256, 24, 1); }
+static void k_train_fast_m2(void) { train_with("openmp", "fast", "mirrored", 2, 64, 256, 1); }
+static void k_train_exact_m2(void) { train_with("openmp", "exact", "mirrored", 2, 64, 64, 1); }
+static void k_train_exact256_2thr(void) { train_with("openmp", "exact", "one_device", 0, 256, 24, 2); }
+
 /* cnn_synthetic (issue 31: conv, BN, pool, dropout) at G = 64 on one
  * thread: fast against the MLP's fast step (what a conv step costs over a
  * Dense one: a regression in the engine's layer kernels moves it), and
@@ -351,6 +367,14 @@ static const metric metrics[] = {
       "openmp fast one_device 40 steps", setup_none, k_train_mirrored2, k_train_fast, 1, 1, 3, 0, 0 },
     { "train_fast_g256_2thr_vs_1thr", "openmp fast one_device G=256 2 threads 20 steps",
       "the same on 1 thread", setup_none, k_train_g256_2thr, k_train_g256_1thr, 1, 1, 3, 0, 0 },
+    { "train_exact_g64_vs_fast", "openmp exact one_device G=64 64 steps", "openmp fast one_device G=64 256 steps",
+      setup_none, k_train_exact64, k_train_fast64, 1, 1, 3, 0, 0 },
+    { "train_exact_g256_vs_fast", "openmp exact one_device G=256 24 steps", "openmp fast one_device G=256 96 steps",
+      setup_none, k_train_exact256, k_train_fast256, 1, 1, 3, 0, 0 },
+    { "train_exact_mirrored2_g64_vs_fast", "openmp exact mirrored 2 GPUs G=64 64 steps",
+      "openmp fast mirrored 2 GPUs G=64 256 steps", setup_none, k_train_exact_m2, k_train_fast_m2, 1, 1, 3, 0, 0 },
+    { "train_exact_g256_2thr_vs_1thr", "openmp exact one_device G=256 2 threads 24 steps", "the same on 1 thread",
+      setup_none, k_train_exact256_2thr, k_train_exact256, 1, 1, 3, 0, 0 },
     { "train_cnn_fast_g64_vs_mlp_fast", "openmp fast one_device cnn_synthetic 20 steps",
       "openmp fast one_device mlp_synthetic 40 steps", setup_none, k_train_cnn_fast, k_train_fast, 1, 1, 3, 0, 0 },
     { "train_cnn_exact_g64_vs_fast", "openmp exact one_device cnn_synthetic 4 steps",
@@ -421,6 +445,7 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
 
 int main(int argc, char **argv)
 {
+    char blas[128];   /* bench_blas_kernels */
     int samples = 15, first = 1, have_cl = 0, calib = 0;
     char cl_why[sizeof(dr_err){ 0 }.msg] = "";
     const char *only = NULL, *plant_env = getenv("DISTREF_NIGHTLY_PLANT");
@@ -484,7 +509,7 @@ int main(int argc, char **argv)
     double *ratio = xmalloc((size_t)samples * sizeof *ratio);
     double *tk = xmalloc((size_t)samples * sizeof *tk), *tb = xmalloc((size_t)samples * sizeof *tb);
     printf("# nightly: %d interleaved samples per metric; ratio = kernel s / baseline s from neighbouring "
-           "measurements (lower is better)\n", samples);
+           "measurements (lower is better); %s\n", samples, bench_blas_kernels(blas, sizeof blas));
     printf("# %-32s %8s %8s %8s %12s %12s\n", "metric", "median", "min", "max", "kernel_s", "baseline_s");
     if (json) {
         /* "opencl": "" with a device, else why not (nightly.py skips the opencl conformance rows too) */

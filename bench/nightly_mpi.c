@@ -27,6 +27,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_common.h"
+#include "distref/cacc.h"
 #include "distref/comm.h"
 #include "distref/exact.h"
 #include "distref/mpi.h"
@@ -43,10 +44,12 @@ typedef struct metric {
     size_t bytes;               /* float data per rank */
     int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
     int base;                   /* the baseline: BASE_FLOATS or BASE_LOCAL */
+    int op;                     /* the timed call: OP_RING (all_reduce of dr_acc) or OP_GRAD (all_reduce_round) */
     int cpu;                    /* 1: timed by CPU seconds, the least of the ranks' (time_local) */
 } metric;
 
 enum { BASE_FLOATS, BASE_LOCAL };
+enum { OP_RING, OP_GRAD };
 
 /* The _vs_mpi rows are item 6's busbw against MPI_Allreduce of the floats:
  * a compute-bound kernel over a communication-bound baseline, so their
@@ -71,16 +74,26 @@ enum { BASE_FLOATS, BASE_LOCAL };
  * user op) it replaces had a baseline whose CPU seconds were bimodal from
  * one run to the next (51 or 60 ms summed over the ranks, within a run
  * steady). 64 KB has no such row: its exchanges are latency, not work. */
+/* The _grad_ rows are issue 33 item 2's ratio (docs/PERFORMANCE.md): the
+ * exact gradient all-reduce rounded once (all_reduce_round over compact
+ * partials of GRAD_K products, what a replica's gradient holds; the native
+ * endpoint; conversions included) against MPI_Allreduce of the floats, at
+ * 1 MB and 16 MB, wall time as bench/mpi_allreduce's grad column. */
 static const metric metrics[] = {
-    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, BASE_FLOATS, 0 },
-    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, 0 },
-    { "allreduce_exact_1m_np2_cpu_vs_local", 1048576, 2, 2, BASE_LOCAL, 1 },
+    { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, BASE_FLOATS, OP_RING, 0 },
+    { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, OP_RING, 0 },
+    { "allreduce_exact_1m_np2_cpu_vs_local", 1048576, 2, 2, BASE_LOCAL, OP_RING, 1 },
+    { "allreduce_grad_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, OP_GRAD, 0 },
+    { "allreduce_grad_16m_np2_vs_mpi", 16777216, 2, 6, BASE_FLOATS, OP_GRAD, 0 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
+
+enum { GRAD_K = 8 };   /* products in a rank's partial of an element (the _grad_ rows) */
 
 typedef struct buffers {
     size_t n;
     dr_acc *acc, *pristine;
+    dr_cacc *part;              /* OP_GRAD: this rank's compact partials */
     float *x, *y;
     uint8_t *wire;              /* SEG * DR_ACC_BYTES: the local baseline's segment */
     dr_comm *ep;
@@ -118,7 +131,14 @@ static double time_exact(buffers *b, int inner, double plant, int cpu)
         memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = clk();
-        if (dr_comm_mpi()->all_reduce(b->ep, DR_FORM_ACC, (void *const *)&b->acc, b->n, &err)) fail("exact all-reduce", &err);
+        if (b->part) {   /* OP_GRAD: compact partials in, floats rounded once out (into y) */
+            const dr_cacc *p = b->part;
+            size_t over = 0;
+            if (dr_comm_mpi()->all_reduce_round(b->ep, &p, b->n, 1, &b->y, &over, &err))
+                fail("exact gradient all-reduce", &err);
+        } else if (dr_comm_mpi()->all_reduce(b->ep, DR_FORM_ACC, (void *const *)&b->acc, b->n, &err)) {
+            fail("exact all-reduce", &err);
+        }
         t = clk() - t0;
         if (plant > 0)
             while (clk() < t0 + t * (1.0 + plant)) {}
@@ -223,7 +243,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
-                printf("%-36s exact all-reduce %zu B, 2 ranks / %s\n", metrics[m].name, metrics[m].bytes,
+                printf("%-36s exact %sall-reduce %zu B, 2 ranks / %s\n", metrics[m].name,
+                       metrics[m].op == OP_GRAD ? "gradient (rounded once) " : "", metrics[m].bytes,
                        metrics[m].base == BASE_LOCAL ? "its element work done locally (CPU s, least rank)"
                                                      : "MPI_Allreduce of the floats");
             return 0;
@@ -264,17 +285,26 @@ int main(int argc, char **argv)
         b.x = malloc(b.n * sizeof *b.x);
         b.y = malloc(b.n * sizeof *b.y);
         b.wire = w->base == BASE_LOCAL ? malloc((size_t)SEG * DR_ACC_BYTES) : NULL;
-        if (!b.acc || !b.pristine || !b.x || !b.y || (w->base == BASE_LOCAL && !b.wire)) fail("buffers", NULL);
+        b.part = w->op == OP_GRAD ? malloc(b.n * sizeof *b.part) : NULL;
+        if (!b.acc || !b.pristine || !b.x || !b.y || (w->base == BASE_LOCAL && !b.wire) || (w->op == OP_GRAD && !b.part))
+            fail("buffers", NULL);
         for (size_t i = 0; i < b.n; i++) {
             b.x[i] = (2.0f * dr_rng_uniform(2026, rank, (uint64_t)i) - 1.0f) * (float)(1u << (i % 5));
             dr_acc_init(&b.pristine[i]);
             dr_acc_add(&b.pristine[i], b.x[i]);
+            for (int k = 0; b.part && k < GRAD_K; k++) {   /* factors over ~12 binades, as bench/mpi_allreduce's */
+                uint64_t j = (uint64_t)i * GRAD_K + (uint64_t)k;
+                if (k == 0) dr_cacc_init(&b.part[i]);
+                dr_cacc_add_prod(&b.part[i], (dr_rng_uniform(2027, rank, j) - 0.5f) * (float)(1u << (j % 7)),
+                                 (dr_rng_uniform(2028, rank, j) - 0.25f) * 0x1p-5f * (float)(1u << (i % 6)));
+            }
         }
         memset(&cc, 0, sizeof cc);
         cc.num_ranks = W;
         cc.local_replicas = 1;
         cc.alg = DR_COMM_RING;
         cc.num_packs = 1;
+        cc.ranks_alg = w->op == OP_GRAD ? DR_COMM_RANKS_NATIVE : DR_COMM_RANKS_RING;
         if (dr_comm_mpi()->open(&cc, &b.ep, &neps, &err)) fail("open", &err);
         time_exact(&b, 1, 0, w->cpu);   /* warm-up: pages, the MPI library's buffers */
         time_base(w, &b);
@@ -295,13 +325,15 @@ int main(int argc, char **argv)
         }
         dr_comm_mpi()->close(&b.ep, neps);
         if (rank == 0) {
-            char kname[96], bname[128];
+            char kname[192], bname[128];
             double lo = ratio[0], hi = ratio[0];
             for (int s = 1; s < samples; s++) { lo = ratio[s] < lo ? ratio[s] : lo; hi = ratio[s] > hi ? ratio[s] : hi; }
             printf("  %-36s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
                    median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
             fflush(stdout);
-            snprintf(kname, sizeof kname, "exact all-reduce %zu B x %u ranks (dr_comm_mpi ring)%s", w->bytes, W,
+            snprintf(kname, sizeof kname, "exact %s %zu B x %u ranks%s",
+                     w->op == OP_GRAD ? "gradient all-reduce rounded once (all_reduce_round, compact partials)"
+                                      : "all-reduce (dr_comm_mpi ring)", w->bytes, W,
                      w->cpu ? ": CPU s, the least rank's" : "");
             if (w->base == BASE_LOCAL)
                 snprintf(bname, sizeof bname, "the ring's element work on %zu accumulators done locally "
@@ -320,7 +352,7 @@ int main(int argc, char **argv)
             }
             first = 0;
         }
-        free(b.acc); free(b.pristine); free(b.x); free(b.y); free(b.wire);
+        free(b.acc); free(b.pristine); free(b.x); free(b.y); free(b.wire); free(b.part);
     }
     if (json) { fputs("\n]}\n", json); fclose(json); }
     dr_mpi_finalize();

@@ -31,12 +31,18 @@
 
 /* ---- shared helpers ------------------------------------------------------ */
 
-/* byte / 255.0f for every byte: the one scaling of pixels, so gather and the
- * teacher can never disagree about it. */
+/* byte / 255.0f: the one scaling of pixels, so gather and the teacher can
+ * never disagree about it (one IEEE division, correctly rounded, whether a
+ * loop runs it one byte or sixteen at a time). */
+static inline float pixel_scale(uint8_t b)
+{
+    return (float)b / 255.0f;
+}
+
 static void pixel_scale_table(float table[256])
 {
     for (int b = 0; b < 256; b++)
-        table[b] = (float)b / 255.0f;
+        table[b] = pixel_scale((uint8_t)b);
 }
 
 static void set_name(dr_dataset *d, const char *name)
@@ -330,12 +336,17 @@ static void gather_features(const dr_dataset *d, const uint32_t *ids, uint32_t c
 {
     const size_t f = d->features;
     if (d->pixels != NULL) {
-        float scale[256];
-        pixel_scale_table(scale);
+        /* computed, not looked up: a table lookup is a scalar load a byte,
+         * 13% of a fast mlp_synthetic step at G = 64; the division runs
+         * sixteen bytes at a time and gives the table's bits */
         for (uint32_t k = 0; k < count; k++) {
             const uint8_t *src = d->pixels + (size_t)ids[k] * f;
+            float *dst = x + (size_t)k * f;
+            if (k + 1 < count)   /* the next example's row, from memory while this one converts */
+                for (size_t j = 0; j < f; j += 64) __builtin_prefetch(d->pixels + (size_t)ids[k + 1] * f + j);
+#pragma omp simd
             for (size_t j = 0; j < f; j++)
-                x[(size_t)k * f + j] = scale[src[j]];
+                dst[j] = pixel_scale(src[j]);
         }
     } else if (d->values != NULL) {
         for (uint32_t k = 0; k < count; k++)
