@@ -3,6 +3,8 @@
 #include "distref/fileio.h"
 #include "distref/sha256.h"
 #include "distref/loss_scale.h"
+#include "distref/model.h"
+#include "distref/train.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -335,12 +337,31 @@ static int check_field(dr_err *err, const char *dir, const char *flag, int same,
                    "same value or use another --model_dir", flag, now, dir, flag, saved);
 }
 
+/* Another experiment: the architectures compared, so the message names the
+ * first layer and dimension that differ (both are registered experiments:
+ * a checkpoint's name is checked when it is read; an unknown one keeps the
+ * plain message). */
+static int check_experiment(dr_err *err, const char *dir, const char *saved, const char *now)
+{
+    dr_experiment es, en;
+    dr_err ignored;
+    char diff[320] = "";
+    if (!strcmp(saved, now)) return DR_OK;
+    if (!dr_experiment_lookup(saved, &es, &ignored) && !dr_experiment_lookup(now, &en, &ignored) &&
+        !dr_model_derive(&es.model, &ignored) && !dr_model_derive(&en.model, &ignored) &&
+        dr_model_first_difference(&en.model, &es.model, "the checkpoint", diff, sizeof diff))
+        return dr_fail(err, DR_EUSAGE, "--experiment=%s, but the checkpoint %s/ckpt.bin was trained with "
+                       "--experiment=%s, another architecture (%s); resume with the same value or use another "
+                       "--model_dir", now, dir, saved, diff);
+    return check_field(err, dir, "--experiment", 0, saved, now);
+}
+
 int dr_checkpoint_check(const dr_checkpoint *c, const char *dir, const char *experiment,
                         size_t nparams, int nslots, int optimizer, uint64_t seed, uint32_t G,
                         uint32_t examples, dr_err *err)
 {
     char a[48], b[48];
-    int rc = check_field(err, dir, "--experiment", strcmp(c->experiment, experiment) == 0, c->experiment, experiment);
+    int rc = check_experiment(err, dir, c->experiment, experiment);
     snprintf(a, sizeof a, "%s (%u parameters)", c->experiment, c->nparams);
     snprintf(b, sizeof b, "%s (%zu parameters)", experiment, nparams);
     if (!rc) rc = check_field(err, dir, "--experiment", c->nparams == nparams, a, b);

@@ -8,6 +8,7 @@
 #include "distref/rng.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *dr_layer_kind_name(dr_layer_kind k)
@@ -28,6 +29,45 @@ const char *dr_layer_kinds_first(uint32_t kinds)
 {
     for (uint32_t k = 0; k < 32; k++) if (kinds >> k & 1u) return dr_layer_kind_name((dr_layer_kind)k);
     return "none";
+}
+
+/* One layer in words: its kind and the settings that shape it. */
+static void layer_words(const dr_dense *d, char *buf, size_t cap)
+{
+    switch (d->kind) {
+    case DR_LAYER_DENSE: snprintf(buf, cap, "dense %u -> %u", d->in, d->out); break;
+    case DR_LAYER_CONV2D:
+        snprintf(buf, cap, "conv2d %u filters %ux%u stride %u on %ux%ux%u", d->filters, d->ksize, d->ksize, d->stride,
+                 d->ih, d->iw, d->ic);
+        break;
+    default: snprintf(buf, cap, "%s on %ux%ux%u", dr_layer_kind_name(d->kind), d->ih, d->iw, d->ic); break;
+    }
+}
+
+bool dr_model_first_difference(const dr_model_spec *a, const dr_model_spec *b, const char *other, char *buf,
+                               size_t cap)
+{
+    uint32_t n = a->nlayers < b->nlayers ? a->nlayers : b->nlayers;
+    char wa[96], wb[96];
+    if (cap) buf[0] = 0;
+    for (uint32_t l = 0; l < n; l++) {
+        const dr_dense *x = &a->layer[l], *y = &b->layer[l];
+        const bool conv = x->kind == DR_LAYER_CONV2D;
+        const char *dim = x->kind != y->kind ? "kind"
+                        : x->ih != y->ih || x->iw != y->iw || x->ic != y->ic || x->in != y->in ? "input"
+                        : conv && x->filters != y->filters ? "filters" : conv && x->ksize != y->ksize ? "kernel size"
+                        : conv && x->stride != y->stride ? "stride" : conv && x->same != y->same ? "padding"
+                        : x->out != y->out ? (conv ? "output" : "units") : x->act != y->act ? "activation"
+                        : x->from != y->from || x->src != y->src ? "input layer" : x->rate != y->rate ? "rate" : NULL;
+        if (!dim) continue;
+        layer_words(x, wa, sizeof wa);
+        layer_words(y, wb, sizeof wb);
+        snprintf(buf, cap, "layer %u's %s: %s here, %s in %s", l, dim, wa, wb, other);
+        return true;
+    }
+    if (a->nlayers == b->nlayers) return false;
+    snprintf(buf, cap, "%u layers here, %u in %s", a->nlayers, b->nlayers, other);
+    return true;
 }
 
 bool dr_model_is_dense(const dr_model_spec *m)

@@ -138,6 +138,11 @@ static void other_hyperparameter(void **st)
         { "--seed=7", "--seed=7, but the checkpoint" },
         { "--experiment=mlp_synthetic --global_batch_size=32", "--global_batch_size=32, but the checkpoint" },
         { "--experiment=linear_wide", "--experiment=linear_wide, but the checkpoint" },
+        /* another architecture: the first layer and dimension that differ named (issue 31) */
+        { "--experiment=cnn_synthetic", "another architecture (layer 0's kind: conv2d 4 filters 3x3 stride 2 on "
+          "28x28x1 here, dense 784 -> 128 in the checkpoint)" },
+        { "--experiment=linear_wide", "another architecture (layer 0's input: dense 8 -> 1 here, dense 784 -> 128 "
+          "in the checkpoint)" },
     };
     char dir[128];
     (void)st;

@@ -94,6 +94,14 @@ const char *dr_layer_kind_name(dr_layer_kind k);
  * dimension otherwise. Idempotent; a Dense MLP is left as written. */
 int  dr_model_derive(dr_model_spec *m, dr_err *err);
 
+/* Where two derived models first differ, for a refusal's message: "layer
+ * 0 (conv2d): 4 filters here, dense 784 -> 128 in the checkpoint"-style
+ * text naming the layer and the dimension, a the model here and b the
+ * other (`other` names it). Writes "" and returns false when they are the
+ * same architecture. */
+bool dr_model_first_difference(const dr_model_spec *a, const dr_model_spec *b, const char *other, char *buf,
+                               size_t cap);
+
 /* Every layer Dense: the engine's models. */
 bool dr_model_is_dense(const dr_model_spec *m);
 /* The kinds the model uses: bit 1 << dr_layer_kind. A backend's supports()
