@@ -19,8 +19,8 @@
  *            halos, strategies/graph_spatial.c) = the reference one_device;
  *            replica BN cnn_synthetic, the same four = the reference's run
  *            of the same flags; partitioned, summary.json's halo bytes per
- *            core, gather bytes and emulated seconds = the reference's
- *            partitioned run's
+ *            core, gather bytes, emulated seconds and tiles_end (the
+ *            gather's layer and reason) = the reference's partitioned run's
  *   mpi      mpirun -np 2 multi_worker_mirrored, sync BN = one_device (not
  *            --quick, not under a planted fault)
  *   threads  resnet_synthetic fast one_device on 2 OpenMP threads = on 1,
@@ -191,8 +191,15 @@ static int threads_cell(results *r, const char *variant)
 }
 
 /* summary.json's tpu counters of a run: the spatial partitioning's halo
- * bytes per core and gather bytes (totals), the emulated seconds */
-typedef struct tpu_counts { uint64_t halo[16], gather; uint32_t cores; double emulated; } tpu_counts;
+ * bytes per core and gather bytes (totals), where the tiles end and why
+ * (tiled_layers, tiles_end: the gather naming the layer and the dimension),
+ * the emulated seconds */
+typedef struct tpu_counts {
+    uint64_t halo[16], gather;
+    uint32_t cores, tiled;
+    char     end[200];
+    double   emulated;
+} tpu_counts;
 
 /* c's run into a fresh model_dir (out: its outcome), its counters into *t. */
 static void run_counted(dr_run_config *c, outcome *out, tpu_counts *t)
@@ -209,6 +216,9 @@ static void run_counted(dr_run_config *c, outcome *out, tpu_counts *t)
             if (json_object_object_get_ex(tpu, "emulated_seconds_total", &v)) t->emulated = json_object_get_double(v);
             if (json_object_object_get_ex(tpu, "spatial_partitioning", &sp)) {
                 if (json_object_object_get_ex(sp, "gather_bytes_total", &v)) t->gather = (uint64_t)json_object_get_int64(v);
+                if (json_object_object_get_ex(sp, "tiled_layers", &v)) t->tiled = (uint32_t)json_object_get_int(v);
+                if (json_object_object_get_ex(sp, "tiles_end", &v))
+                    snprintf(t->end, sizeof t->end, "%s", json_object_get_string(v));
                 if (json_object_object_get_ex(sp, "halo_bytes_per_core_total", &v))
                     for (; t->cores < json_object_array_length(v) && t->cores < 16; t->cores++)
                         t->halo[t->cores] = (uint64_t)json_object_get_int64(json_object_array_get_idx(v, t->cores));
@@ -227,7 +237,8 @@ static void run_counted(dr_run_config *c, outcome *out, tpu_counts *t)
  * must give want's bits (sync BN: the reference one_device's) or, want NULL
  * (replica BN, whose statistics depend on R), the reference's run of the
  * same flags; partitioned, also the reference's partitioned run's halo bytes
- * per core, gather bytes and emulated seconds (summary.json). A halo the
+ * per core, gather bytes, emulated seconds and where the tiles end and why
+ * (summary.json: the engine gathers where the reference does). A halo the
  * engine gets wrong (planted fault engine_halo_row_short: the rows from the
  * core below one short) changes the bits at 2,1 and 2,2. */
 static int tpu_cells(results *r, const char *variant, const char *exp, const char *bn, const outcome *want)
@@ -255,11 +266,12 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const cha
         }
         const outcome *w = want ? want : &ref;
         bool pass = !got.error[0] && got.weights && w->weights && outcome_same_why(&got, w, why, sizeof why);
-        bool counts = !dims[i][0] || (!ref.error[0] && tr.cores > 1 && memcmp(&tg, &tr, sizeof tg) == 0);
+        bool counts = !dims[i][0] || (!ref.error[0] && tr.cores > 1 && tr.end[0] && memcmp(&tg, &tr, sizeof tg) == 0);
         if (pass && !counts) snprintf(why, sizeof why, "halo bytes core 0 %llu (ref %llu), gather %llu (ref %llu), "
-                                      "emulated %.9g s (ref %.9g)", (unsigned long long)tg.halo[0],
-                                      (unsigned long long)tr.halo[0], (unsigned long long)tg.gather,
-                                      (unsigned long long)tr.gather, tg.emulated, tr.emulated);
+                                      "emulated %.9g s (ref %.9g), tiles end at %u (ref %u: %.60s)",
+                                      (unsigned long long)tg.halo[0], (unsigned long long)tr.halo[0],
+                                      (unsigned long long)tg.gather, (unsigned long long)tr.gather, tg.emulated,
+                                      tr.emulated, tg.tiled, tr.tiled, tr.end);
         pass = pass && counts;
         fails += !pass;
         record(r, "models", &c, replicas[i], pass, got.seconds, "%s: %s %s BN tpu v2-8%s%s (R=%d): loss bits and "
