@@ -71,8 +71,37 @@ void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *
     }
 }
 
+/* The floats of one example's feature maps (pre-activations and
+ * activations) logical core c holds under spatial partitioning: before the
+ * plan's lp each layer's output tile, and for a Conv2D the halo its windows
+ * read beyond its input tile (the rectangle received, corners included);
+ * from lp on core 0 the whole maps, and the whole of every map gathered
+ * there; the other cores nothing more. */
+static uint64_t core_map_floats(const dr_model_spec *m, const dr_spatial_plan *p, uint32_t c)
+{
+    uint64_t n = 0;
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        const dr_dense *d = &m->layer[l];
+        const uint32_t *in = p->tile[c].rect[l], *o = p->tile[c].rect[l + 1];
+        uint32_t r[2], q[2];
+        if (l >= p->lp) { n += c == 0 ? 2ull * d->out : 0; continue; }
+        n += 2ull * (o[1] - o[0]) * (o[3] - o[2]) * d->oc;
+        if (d->kind != DR_LAYER_CONV2D) continue;
+        dr_window_rows(d, d->pad_top, d->ih, o[0], o[1], r);
+        dr_window_rows(d, d->pad_left, d->iw, o[2], o[3], q);
+        n += ((uint64_t)(r[1] - r[0]) * (q[1] - q[0]) - (uint64_t)(in[1] - in[0]) * (in[3] - in[2])) * d->ic;
+    }
+    for (uint32_t k = 1; c == 0 && k <= p->lp; k++)   /* map k: layer k-1's output, whole on core 0 */
+        if (p->gathered[k]) {
+            const uint32_t *t = p->tile[0].rect[k];
+            n += m->layer[k - 1].out - (uint64_t)(t[1] - t[0]) * (t[3] - t[2]) * m->layer[k - 1].oc;
+        }
+    return n;
+}
+
 int dr_tpu_reserve_hbm(dr_strategy *s, const dr_model_spec *m, uint32_t nslots, uint32_t local, uint32_t tiles,
-                       const size_t *ranges, const uint32_t *nranges, uint64_t *reserved, dr_err *err)
+                       const size_t *ranges, const uint32_t *nranges, const dr_spatial_plan *plan,
+                       uint64_t *reserved, dr_err *err)
 {
     uint32_t tile_len = m->layer[0].in / tiles;
     uint64_t per_param = sizeof(float) * (1 + (uint64_t)nslots) + sizeof(dr_acc), act = 0;
@@ -84,8 +113,11 @@ int dr_tpu_reserve_hbm(dr_strategy *s, const dr_model_spec *m, uint32_t nslots, 
             uint64_t params = 0, w, x = (uint64_t)local * tile_len * sizeof(float);
             for (uint32_t i = 0; i < nranges[l]; i++) params += rg[2 * i + 1] - rg[2 * i];
             w = params * per_param;
-            if (tiles > 1) x += (uint64_t)local * m->layer[0].out * sizeof(dr_acc);
-            if (l == 0) x += (uint64_t)local * act * sizeof(float);
+            if (plan) x += (uint64_t)local * core_map_floats(m, plan, l) * sizeof(float);
+            else {
+                if (tiles > 1) x += (uint64_t)local * m->layer[0].out * sizeof(dr_acc);
+                if (l == 0) x += (uint64_t)local * act * sizeof(float);
+            }
             if (dr_device_reserve(&s->device[d], w + x, err))
                 return dr_fail_wrap(err, "tpu: replica %u, logical core %u needs %llu bytes (weights, slots "
                                     "and gradients %llu, inputs and activations %llu)%s", r, l,

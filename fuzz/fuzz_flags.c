@@ -21,7 +21,8 @@
  *     parameter_server, dr_tpu_options (topology, --input_partition_dims)
  *     for tpu, dr_strategy_create, --layer_devices through dr_device_parse,
  *     the tpu's per-core parameter ranges and HBM reservation
- *     (dr_tpu_core_ranges, dr_tpu_reserve_hbm as ref/tpu_step.c uses them),
+ *     (dr_tpu_core_ranges, dr_tpu_reserve_hbm as ref/tpu_step.c uses them,
+ *     with the spatial plan for a model beyond Dense on tiles),
  *     and the input iterator a run would use (at most 4096 examples, global
  *     batch at most 65536): DATA sharding, unsharded or from_function
  *     streams as the plan says (harness/train_loop.c).
@@ -85,11 +86,15 @@ static void tpu_cores(dr_strategy *s, const dr_run_plan *plan, const int part[2]
     uint32_t *nranges = calloc(tiles, sizeof *nranges);
     uint32_t *pix = tiles > 1 ? malloc((size_t)tiles * tile_len * sizeof *pix) : NULL;
     uint64_t got[DR_MAX_DEVICES] = { 0 };
-    if (ranges && nranges && (tiles == 1 || pix)) {
+    static dr_spatial_plan sp;   /* a model beyond Dense on tiles: its maps' tiles (ref/tpu_spatial.c) */
+    bool spatial = !dr_model_is_dense(m) && tiles > 1;
+    if (ranges && nranges && (tiles == 1 || pix) &&
+        (!spatial || dr_spatial_plan_make(m, (uint32_t)part[0], (uint32_t)part[1], &sp, err) == DR_OK)) {
         if (tiles > 1)
             dr_tpu_tile_pixels(part, pix);
-        dr_tpu_core_ranges(m, tiles, pix, tile_len, ranges, nranges);
-        (void)dr_tpu_reserve_hbm(s, m, (uint32_t)plan->nslots, plan->G / R, tiles, ranges, nranges, got, err);
+        dr_tpu_core_ranges(m, spatial ? 1 : tiles, pix, tile_len, ranges, nranges);
+        (void)dr_tpu_reserve_hbm(s, m, (uint32_t)plan->nslots, plan->G / R, tiles, ranges, nranges,
+                                 spatial ? &sp : NULL, got, err);
         for (uint32_t d = 0; d < DR_MAX_DEVICES; d++)
             if (got[d])
                 dr_device_unreserve(&s->device[d], got[d]);

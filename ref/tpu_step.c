@@ -67,7 +67,7 @@ static int reserve_hbm(trainer *t, dr_err *err)
     tpu_run *tp = &t->tpu;
     uint64_t got[DR_MAX_DEVICES] = { 0 };
     int rc = dr_tpu_reserve_hbm(&t->strat, &t->exp.model, (uint32_t)t->nslots, tp->local, tp->tiles, tp->ranges,
-                                tp->nranges, got, err);
+                                tp->nranges, tp->halo ? &tp->plan : NULL, got, err);
     for (uint32_t d = 0; d < DR_MAX_DEVICES; d++) tp->reserve_bytes[d] = got[d];
     return rc;
 }

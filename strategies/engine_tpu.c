@@ -74,7 +74,7 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
     /* each core's share of the replica's memory, against the core's HBM */
     uint64_t got[DR_MAX_DEVICES] = { 0 };
     return dr_tpu_reserve_hbm(&s->strat, &s->plan->exp.model, s->plan->nslots, s->rows, tp->tiles, tp->ranges,
-                              tp->nranges, got, err);
+                              tp->nranges, tp->cores ? &tp->plan : NULL, got, err);
 }
 
 void engine_tpu_close(dr_session *s)

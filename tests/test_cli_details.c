@@ -131,7 +131,8 @@ static void usage_exit_2(void **st)
  * --input_partition_dims that layer 0 cannot split too); the tpu strategy's
  * spatial partitioning of a conv model: tiles that layer 0 cannot split
  * refused naming the layer and the dimension, 2,2 trains and reports the
- * halo bytes of its 4 cores (the numbers docs/MODELS.md derives by hand);
+ * halo bytes of its 4 cores and each core's HBM (tiles and halos; the
+ * numbers docs/MODELS.md derives by hand);
  * mixed_float16 trains in the reference, and what it and the engine refuse
  * with these models is named. */
 static void models(void **st)
@@ -153,6 +154,11 @@ static void models(void **st)
               "--input_partition_dims=2,2 --train_steps=1 --synthetic_examples=64 >/dev/null && "
               "grep -o '\"halo_bytes_per_core\":[^]]*]' %s/tiles/metrics.jsonl", g_tmp, g_tmp),
            0, "\"halo_bytes_per_core\":[9536,8576,8576,7680]");   /* 16 examples a replica: docs/MODELS.md */
+    /* each core's HBM: its input tile and its tiles of the maps with their halos (core 3: 16 x (196 + 4 x 392 +
+     * 60) floats); core 0 also the variables and the whole maps from the gather on (docs/MODELS.md) */
+    expect(sh("tr -d ' \\n' < %s/tiles/summary.json | grep -o 'TPU:[0-3]\",\"peak_bytes\":[0-9]*' | tr '\\n' ' '",
+              g_tmp), 0, "TPU:0\",\"peak_bytes\":534624 TPU:1\",\"peak_bytes\":117632 TPU:2\",\"peak_bytes\":117632 "
+           "TPU:3\",\"peak_bytes\":116736");
     expect(sh(BIN " train --model_dir=%s/bn --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=64 "
               "--batch_norm=replica", g_tmp), 0, "train: steps=1");
     expect(sh(BIN " train --model_dir=%s/bn --experiment=cnn_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),

@@ -10,6 +10,12 @@
  *                 are the untiled run's bits, and halos were sent
  *   plan          where the tiles end and why; refusals name the layer
  *                 (index and kind) and the dimension
+ *   uneven        every shape that does not split (the experiments at each
+ *                 dims, an odd map after a stride-2 conv or a pool, an odd
+ *                 input): gathered at that layer with the reason, or
+ *                 refused at layer 0. (A window reaching two tiles away
+ *                 needs a kernel wider than 3, which dr_model_derive
+ *                 refuses: that reason is kept for the plan's sake.)
  * Every core's input holds only its tile: a halo not sent reads 0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,8 +164,55 @@ static void test_plan(void **st)
     if (!strstr(err.msg, "layer 0 (conv2d): output width 18 does not split into 4 tiles")) fail_msg("%s", err.msg);
 }
 
+/* Every shape that does not split, on the experiments and on maps built to
+ * reach each reason: where a map stops splitting (odd, or not a multiple
+ * of the cores) the tiles end there and the maps are gathered onto core 0,
+ * the reason naming the layer (index and kind) and the dimension; at layer
+ * 0 the run is refused with the same words. distref does not pad uneven
+ * tiles (XLA's SPMD would; docs/MODELS.md says why). */
+static void expect_stop(const dr_model_spec *m, uint32_t ph, uint32_t pw, uint32_t lp, const char *why)
+{
+    dr_spatial_plan p;
+    dr_err err = { 0 };
+    int rc = dr_spatial_plan_make(m, ph, pw, &p, &err);
+    if (lp == 0) {
+        assert_int_equal(rc, DR_EUSAGE);
+        if (!strstr(err.msg, why)) fail_msg("%ux%u: %s", ph, pw, err.msg);
+        return;
+    }
+    assert_int_equal(rc, DR_OK);
+    if (p.lp != lp || strcmp(p.stop, why) != 0) fail_msg("%ux%u: tiles end at %u: %s", ph, pw, p.lp, p.stop);
+}
+
+static void test_uneven(void **st)
+{
+    dr_experiment e;
+    dr_err err = { 0 };
+    (void)st;
+    assert_int_equal(dr_experiment_lookup("cnn_synthetic", &e, &err), DR_OK);
+    for (uint32_t d = 0; d < 3; d++)   /* 2,2 / 2,1 / 1,2: the pool's 14 -> 7 */
+        expect_stop(&e.model, d == 2 ? 1 : 2, d == 1 ? 1 : 2, 4, d == 2 ? "layer 4 (max_pool2d): output width 7 does "
+                    "not split into 2 tiles" : "layer 4 (max_pool2d): output height 7 does not split into 2 tiles");
+    expect_stop(&e.model, 4, 1, 0, "layer 0 (conv2d): output height 14 does not split into 4 tiles");
+    expect_stop(&e.model, 4, 2, 0, "layer 0 (conv2d): output height 14 does not split into 4 tiles");
+    assert_int_equal(dr_experiment_lookup("resnet_synthetic", &e, &err), DR_OK);
+    expect_stop(&e.model, 2, 2, 24, "layer 24 (conv2d): output height 7 does not split into 2 tiles");   /* stride 2 */
+    expect_stop(&e.model, 4, 1, 12, "layer 12 (conv2d): output height 14 does not split into 4 tiles");
+    expect_stop(&e.model, 1, 4, 12, "layer 12 (conv2d): output width 14 does not split into 4 tiles");
+    dr_model_spec m = model();   /* 22x22: 20 after the valid conv, 10 after the pool, 5 after the stride-2 conv */
+    m.in_h = m.in_w = 22;
+    assert_int_equal(dr_model_derive(&m, &err), DR_OK);
+    expect_stop(&m, 2, 1, 3, "layer 3 (conv2d): output height 5 does not split into 2 tiles");
+    expect_stop(&m, 1, 2, 3, "layer 3 (conv2d): output width 5 does not split into 2 tiles");
+    expect_stop(&m, 1, 4, 0, "layer 0 (conv2d): input width 22 does not split into 4 tiles");
+    m.in_h = m.in_w = 21;   /* an odd input: layer 0's input does not split */
+    assert_int_equal(dr_model_derive(&m, &err), DR_OK);
+    expect_stop(&m, 2, 1, 0, "layer 0 (conv2d): input height 21 does not split into 2 tiles");
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_tiled_bits), cmocka_unit_test(test_plan) };
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_tiled_bits), cmocka_unit_test(test_plan),
+                                        cmocka_unit_test(test_uneven) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
  *                   the halo bytes are what the windows read beyond the tile
  *   backward_tiles  each core's gradient gather rows of its input tile are
  *                   the whole map's
- * The planted fault engine_halo_row_short (tests/faults.tsv: the halo from
+ * The planted fault engine_halo_row_short_tiles (tests/faults.tsv: the halo from
  * the core below one row short) fails forward_tiles; the stride-2 conv's
  * gradient halo comes from the core above, so backward_tiles still passes. */
 #include <setjmp.h>

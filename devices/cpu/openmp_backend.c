@@ -224,9 +224,11 @@ static int omp_replica_open(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, d
     rb->correct = 0;
     if (ok) {
         s->cap = rows;
-        for (uint32_t l = 0; l < m->nlayers; l++) {
-            s->pre[l] = malloc(cap * m->layer[l].out * sizeof(float));
-            s->act[l] = malloc(cap * m->layer[l].out * sizeof(float));
+        for (uint32_t l = 0; l < m->nlayers; l++) {   /* zeroed: under spatial partitioning a core's map outside
+                                                          its tile and halo is a hole that reads 0, never stale
+                                                          memory (as the reference's, ref/tpu_spatial.c) */
+            s->pre[l] = calloc(cap * m->layer[l].out, sizeof(float));
+            s->act[l] = calloc(cap * m->layer[l].out, sizeof(float));
             ok = ok && s->pre[l] && s->act[l];
         }
         s->dz[0] = malloc(wide * sizeof(float));

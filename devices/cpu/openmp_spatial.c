@@ -1,8 +1,10 @@
 /* distref devices — the engine's halo exchange between the cores of a
  * replica under spatial partitioning (devices/cpu/openmp_spatial.h): the
  * plan is core/spatial_plan.c's, the copies are the engine's own. The
- * planted fault engine_halo_row_short (DR_SEAM_HALO_BELOW, devices/seams.h)
- * receives the halo from the core below one row short. */
+ * planted faults engine_halo_row_short and engine_halo_row_short_tiles
+ * (DR_SEAM_HALO_BELOW, devices/seams.h) receive the halo from the core below
+ * one row short: the models suite catches the first through a partitioned
+ * step, tests/test_omp_halo.c the second in the exchange alone. */
 #include "devices/cpu/openmp_spatial.h"
 #include "devices/cpu/openmp_graph.h"
 

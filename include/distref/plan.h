@@ -126,12 +126,17 @@ void dr_tpu_core_ranges(const dr_model_spec *m, uint32_t tiles, const uint32_t *
 /* Reserves each logical core's HBM for every replica of a tpu strategy:
  * core l of a replica keeps its parameters (ranges as above) with their
  * slots and gradient accumulators, its `local` rows of input (its tile's
- * pixels when tiles > 1, plus layer 0's partial sums), and core 0 also the
- * activations (pre and post) of every layer. reserved[d] gets the bytes
- * taken on strategy device d (the caller unreserves them). An error names
- * the replica, the logical core and the sizes. */
+ * pixels when tiles > 1) and its feature maps: without a spatial plan
+ * (a Dense model, or one core) layer 0's partial sums when tiles > 1 and
+ * on core 0 the activations (pre and post) of every layer; with one (a
+ * model beyond Dense on tiles) each core's tiles of the maps and their
+ * halos, and on core 0 the whole maps from the plan's lp on.
+ * reserved[d] gets the bytes taken on strategy device d (the caller
+ * unreserves them). An error names the replica, the logical core and the
+ * sizes. */
 int dr_tpu_reserve_hbm(dr_strategy *s, const dr_model_spec *m, uint32_t nslots, uint32_t local, uint32_t tiles,
-                       const size_t *ranges, const uint32_t *nranges, uint64_t *reserved, dr_err *err);
+                       const size_t *ranges, const uint32_t *nranges, const dr_spatial_plan *plan,
+                       uint64_t *reserved, dr_err *err);
 
 /* The emulated compute time of one step of `rows` rows per replica: forward
  * and backward at an assumed 2e13 flop/s per core (an emulation assumption,
