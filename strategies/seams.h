@@ -90,7 +90,7 @@ static inline void dr_seam_drop_short(dr_session *s)
 /* ---- round_once.c --------------------------------------------------------------- */
 
 /* The divisor the comm's all_reduce_round rounds each exact total over. */
-#if defined(DR_MUTANT_ROUND_ONCE_DIVISOR)   /* off by one: round(total / (d + 1)) */
+#if defined(DR_MUTANT_MPI_ROUND_ONCE_DIVISOR)   /* off by one: round(total / (d + 1)) */
 #define DR_SEAM_ROUND_DIVISOR(d) ((d) + 1)
 #else
 #define DR_SEAM_ROUND_DIVISOR(d) (d)
