@@ -35,8 +35,8 @@
 
 bool engine_rounds_once(const dr_session *s, const dr_form *f, bool staged)
 {
-    return s->round_once && f->id == DR_FORM_CACC && !staged && !s->var && !s->mixed && s->k == 1 &&
-           s->bo->apply_f32 && s->bo->clip_f32;
+    return s->round_once && s->strat.spec.kind == DR_STRATEGY_MULTI_WORKER_MIRRORED && f->id == DR_FORM_CACC &&
+           !staged && !s->var && !s->mixed && s->k == 1 && s->bo->apply_f32 && s->bo->clip_f32;
 }
 
 /* an engine_replica_fn: replica r's optimizer on the rounded total g */
