@@ -78,7 +78,8 @@ static const cell k_cells[] = {
     { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "nccl", 1, 0, "auto", "exact", "linear_wide" },
     { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "nccl", 1, 64, "data", "exact", "linear_wide" },
     /* the default algorithm: the comm rounds each exact total once (all_reduce_round, strategies/round_once.c);
-     * G*R 74 and 111 are no power of two (every element summed exactly), 128 and 64 are */
+     * G*R 74 and 111 are no power of two (every element summed exactly), 128 and 64 are; linear_wide: 5 of
+     * its 16 steps overflow (redone in full), the others round through the comm */
     { "multi_worker_mirrored", 2, 1, 37, 230, 1e-3, NULL, 1, 0, "data", "exact", NULL },
     { "multi_worker_mirrored", 2, 2, 32, 200, 1e-3, NULL, 1, 0, "auto", "exact", NULL },
     { "multi_worker_mirrored", 3, 1, 37, 227, 0.0, NULL, 1, 0, "off", "exact", NULL },
