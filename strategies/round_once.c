@@ -21,7 +21,8 @@
  * accumulators, and the conformance cells that name one still test it),
  * for host-memory gradients (no staging), without central_storage's
  * reduce_to, the mixed step or --gradient_accumulation_steps, which keep
- * the old path. An element one of whose partials overflowed its compact
+ * the old path, as do models above 2^25 parameters (all_reduce_round's
+ * limit a call). An element one of whose partials overflowed its compact
  * window comes back counted (the same count on every rank): the worker
  * marks the overflow and the engine redoes the step with full
  * accumulators through the old path (step.c), as for a compact total.
@@ -36,7 +37,8 @@
 bool engine_rounds_once(const dr_session *s, const dr_form *f, bool staged)
 {
     return s->round_once && s->strat.spec.kind == DR_STRATEGY_MULTI_WORKER_MIRRORED && f->id == DR_FORM_CACC &&
-           !staged && !s->var && !s->mixed && s->k == 1 && s->bo->apply_f32 && s->bo->clip_f32;
+           !staged && !s->var && !s->mixed && s->k == 1 && s->bo->apply_f32 && s->bo->clip_f32 &&
+           s->plan->P <= ((size_t)1 << 25);   /* the most all_reduce_round takes a call (distref/comm.h) */
 }
 
 /* an engine_replica_fn: replica r's optimizer on the rounded total g */
