@@ -51,7 +51,7 @@ typedef struct host_cell {
     uint32_t    L;          /* multi_worker_mirrored: --num_gpus; parameter_server: ps tasks */
     uint32_t    G, E;
     double      l2;
-    const char *alg;        /* --all_reduce_alg (multi_worker_mirrored) */
+    const char *alg;        /* --all_reduce_alg (multi_worker_mirrored; NULL: the default) */
     const char *policy;
     const char *numerics;
 } host_cell;
@@ -65,6 +65,8 @@ static const host_cell k_host_cells[] = {
     { "multi_worker_mirrored", 3, 1, 1, 37, 230, 0.0, "ring", "data", "fast" },
     { "parameter_server", 2, 2, 1, 32, 200, 0.0, NULL, "auto", "exact" },   /* chief, 2 workers, 1 ps */
     { "parameter_server", 3, 2, 2, 37, 230, 1e-3, NULL, "auto", "exact" },  /* chief, 3 workers, 2 ps */
+    /* the default algorithm: the comm rounds each exact total once (strategies/round_once.c), over TCP */
+    { "multi_worker_mirrored", 2, 2, 1, 32, 200, 1e-3, NULL, "auto", "exact" },
 };
 
 #define HOSTS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
@@ -127,8 +129,8 @@ static int host_launch(const results *r, const host_cell *k, const char *dir)
         cluster_json(k, false, tf, sizeof tf);
         snprintf(extra, sizeof extra, " --schedule_seed=3 --schedule=seeded");
     } else {
-        snprintf(extra, sizeof extra, " --num_gpus=%u --all_reduce_alg=%s --auto_shard_policy=%s", k->L, k->alg,
-                 k->policy);
+        snprintf(extra, sizeof extra, " --num_gpus=%u%s%s --auto_shard_policy=%s", k->L, k->alg ? " --all_reduce_alg=" : "",
+                 k->alg ? k->alg : "", k->policy);
     }
     snprintf(cmd, sizeof cmd, HOSTS_ENV "%s%s%s timeout -s KILL 120 sh scripts/netns_mpirun.sh --hostfile %s/hosts "
              "-np %u --bind-to none -x OMP_NUM_THREADS %s train --variant=mpi --distribution_strategy=%s --global_batch_size=%u "
@@ -152,7 +154,7 @@ static int host_cell_run(results *r, const host_cell *k)
                  "l2=%g", k->numerics, k->H, k->per, k->H * k->per - 1 - k->L, k->L, k->G, k->E, k->l2);
     else
         snprintf(name, sizeof name, "%s multi_worker_mirrored %u hosts x %u ranks x L=%u G=%u E=%u l2=%g alg=%s %s",
-                 k->numerics, k->H, k->per, k->L, k->G, k->E, k->l2, k->alg, k->policy);
+                 k->numerics, k->H, k->per, k->L, k->G, k->E, k->l2, k->alg ? k->alg : "auto", k->policy);
     oracle_config(k, tf, sizeof tf, &oc);
     vc = oc;
     snprintf(vc.variant, sizeof vc.variant, "mpi");

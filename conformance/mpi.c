@@ -22,7 +22,9 @@
  * W = 1..4 ranks x L = 1..2 local replicas, uneven and short final batches,
  * L2 on and off, ring / nccl / auto (across ranks: ring the ring, nccl and
  * auto MPI_Iallreduce on exact integer digits, devices/mpi/comm_mpi_native.c),
- * one pack and many (bytes_per_pack), and the one-worker strategies
+ * one pack and many (bytes_per_pack), the default algorithm across ranks
+ * (the comm's all-reduce rounded once, strategies/round_once.c; its divisor
+ * off by one is a mutant), and the one-worker strategies
  * (one_device, mirrored with every algorithm and packing, central_storage)
  * under -np 1. Mutants (scripts/run_conformance_mutants.sh): a pack
  * boundary off by one on the wire, the cross-rank partial rounded to a
@@ -75,6 +77,13 @@ static const cell k_cells[] = {
     { "multi_worker_mirrored", 4, 1, 37, 230, 1e-3, "nccl", 1, 0, "data", "exact", NULL },
     { "multi_worker_mirrored", 2, 2, 32, 256, 0.0, "nccl", 1, 0, "auto", "exact", "linear_wide" },
     { "multi_worker_mirrored", 3, 1, 37, 256, 0.0, "nccl", 1, 64, "data", "exact", "linear_wide" },
+    /* the default algorithm: the comm rounds each exact total once (all_reduce_round, strategies/round_once.c);
+     * G*R 74 and 111 are no power of two (every element summed exactly), 128 and 64 are; linear_wide: 5 of
+     * its 16 steps overflow (redone in full), the others round through the comm */
+    { "multi_worker_mirrored", 2, 1, 37, 230, 1e-3, NULL, 1, 0, "data", "exact", NULL },
+    { "multi_worker_mirrored", 2, 2, 32, 200, 1e-3, NULL, 1, 0, "auto", "exact", NULL },
+    { "multi_worker_mirrored", 3, 1, 37, 227, 0.0, NULL, 1, 0, "off", "exact", NULL },
+    { "multi_worker_mirrored", 2, 2, 16, 256, 0.0, NULL, 1, 0, "auto", "exact", "linear_wide" },
     { "multi_worker_mirrored", 2, 2, 37, 230, 1e-3, "ring", 1, 4096, "auto", "fast", NULL },
     { "multi_worker_mirrored", 3, 1, 32, 200, 0.0, "ring", 1, 0, "data", "fast", NULL },
     { "multi_worker_mirrored", 4, 2, 37, 227, 1e-3, "ring", 1, 1000, "data", "fast", NULL },

@@ -234,7 +234,7 @@ static void engine_close(dr_session *s)
     engine_graph_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
     threads_leave(s);
-    free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged);
+    free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged); free(s->rounded);
     for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->stage[r]);
     free(s->stage_central);
     free(s);
@@ -300,6 +300,8 @@ static int open_comm(dr_session *s, dr_err *err)
     if ((rc = s->co->open(&cc, s->ep, &s->neps, err))) return rc;
     s->wlo = s->neps == s->W ? 0 : s->co->rank(s->ep[0]);
     s->whi = s->neps == s->W ? s->W : s->wlo + 1;
+    /* MPI ranks, the default algorithm: the comm may round the totals (round_once.c) */
+    s->round_once = s->neps < s->W && cc.ranks_alg == DR_COMM_RANKS_AUTO && s->co->all_reduce_round;
     return DR_OK;
 }
 
@@ -432,6 +434,7 @@ static int engine_gradients(dr_session *s, float *grads, bool *applied, dr_err *
         *applied = engine_mixed_applied(s, grads);
         return DR_OK;
     }
+    if ((*applied = engine_rounded_applied(s, grads))) return DR_OK;   /* the comm rounded it (round_once.c) */
     if (!s->applied.total) return DR_OK;
     if (!s->bo->applied_grad)
         return dr_fail(err, DR_EUNSUPPORTED, "not supported: the %s backend does not hand back the gradient it "

@@ -108,8 +108,15 @@ struct dr_session {
      * buffer, number form and divisor, as the apply that read it was
      * called; total NULL when the step applied nothing (a micro-step of
      * --gradient_accumulation_steps). A compact step redone with full
-     * accumulators leaves the full total (its buffer stays allocated). */
-    struct { const dr_buffer *total; dr_numerics num; uint32_t divisor; } applied;
+     * accumulators leaves the full total (its buffer stays allocated).
+     * rounded: the floats the update read when the comm rounded the total
+     * (round_once.c; total NULL then). */
+    struct { const dr_buffer *total; dr_numerics num; uint32_t divisor; const float *rounded; } applied;
+    /* multi_worker_mirrored over MPI ranks with the default algorithm
+     * (round_once.c): the comm rounds each exact total once (its
+     * all_reduce_round) into `rounded`, this rank's L x P floats */
+    bool                 round_once;
+    float               *rounded;
     /* --dtype_policy=mixed_* (mixed.c): NULL for float32 */
     engine_mixed        *mixed;
     /* a model beyond Dense (graph.c): the batch-norm statistics' comm and sums; NULL for Dense */
@@ -161,6 +168,17 @@ int  engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err)
 /* Worker w's update reads total over divisor: noted in s->applied by the
  * first worker of this process (every worker applies the same total). */
 void engine_note_applied(dr_session *s, uint32_t w, const dr_buffer *total, uint32_t divisor);
+
+/* round_once.c: whether worker_reduce's collective and apply of gradients
+ * in form f go through the comm's all_reduce_round, and that path: the
+ * totals over d rounded once by the comm, then every local replica's
+ * optimizer on those floats (an overflowed element sets s->overflow, as a
+ * compact total does). */
+bool engine_rounds_once(const dr_session *s, const dr_form *f, bool staged);
+int  engine_reduce_round(dr_session *s, uint32_t w, void *const *local, uint32_t d, dr_err *err);
+/* --trajectory's gradient/ of a step whose total the comm rounded: the
+ * floats its apply read into grads (P), true; false for any other step */
+bool engine_rounded_applied(const dr_session *s, float *grads);
 
 /* ranks.c: the MPI variant's agreement and report across ranks. After
  * every local replica computed: each rank's verdict (rc, message), its

@@ -87,6 +87,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_TOTAL_FLAGS(f) (f)
 #endif
 
+/* ---- round_once.c --------------------------------------------------------------- */
+
+/* The divisor the comm's all_reduce_round rounds each exact total over. */
+#if defined(DR_MUTANT_MPI_ROUND_ONCE_DIVISOR)   /* off by one: round(total / (d + 1)) */
+#define DR_SEAM_ROUND_DIVISOR(d) ((d) + 1)
+#else
+#define DR_SEAM_ROUND_DIVISOR(d) (d)
+#endif
+
 /* The replica whose examples local replica r trains on (s: the session). */
 #if defined(DR_MUTANT_MPI_SHARD_SWAP)   /* a rank reads w*L+r as r*W+w: same exact sum, wrong shard */
 #define DR_SEAM_SHARD_OF(r, s) ((s)->ranks ? ((r) % (s)->L) * (s)->W + (r) / (s)->L : (r))

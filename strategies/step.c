@@ -311,6 +311,8 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         else if (!f->copy_first) rc = b->fill_zero(s->be, s->central, 0, bytes, err);
         if (rc == DR_OK) rc = s->co->reduce_to(ep, f->id, local, s->plan->P, s->strat.variable_device, dst, err);
         if (rc == DR_OK && staged && w == 0) rc = b->upload(s->be, s->central, 0, dst, bytes, err);
+    } else if (engine_rounds_once(s, f, staged)) {   /* the comm rounds the totals (round_once.c) */
+        return engine_reduce_round(s, w, local, d, err);
     } else {
         rc = s->co->all_reduce(ep, f->id, local, s->plan->P, err);
     }
@@ -551,7 +553,8 @@ int engine_step(dr_session *s, const dr_dist_batch *b, uint64_t step, dr_step_re
 {
     int rc;
     s->step = step;
-    s->applied.total = NULL;   /* set by the apply that runs (engine_note_applied) */
+    s->applied.total = NULL;   /* set by the apply that runs (engine_note_applied, round_once.c) */
+    s->applied.rounded = NULL;
     if ((rc = begin(s, b, err)) || (rc = engine_mixed_begin(s, err))) return rc;
     if (s->tpu.on) return engine_tpu_step(s, out, err);
     if (s->micro && (rc = keep_batch(s, b, err))) return rc;

@@ -85,7 +85,9 @@ typedef enum dr_comm_alg {
  *                 MPI_Iallreduce(MPI_SUM) adds fixed-point digits with
  *                 headroom, which no reduction order can change (NCCL:
  *                 the library's own collective, devices/mpi/comm_mpi_native.c)
- *   RANKS_AUTO    RANKS_NATIVE (docs/MPI.md measures both)
+ *   RANKS_AUTO    RANKS_NATIVE (docs/MPI.md measures both); the engine's
+ *                 exact step calls all_reduce_round instead (below;
+ *                 strategies/round_once.c)
  * The result is the same exact value (or the overflow flag) either way;
  * DR_FORM_ACC and DR_FORM_F32 always run the ring. */
 typedef enum dr_comm_ranks_alg {
