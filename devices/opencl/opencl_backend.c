@@ -70,15 +70,18 @@ int dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, si
 
 static int cl_supports(const dr_backend_query *q, dr_err *err)
 {
-    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU)
+    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored, "
-                       "central_storage and multi_worker_mirrored are)", dr_strategy_kind_name(q->strategy));
+                       "central_storage, multi_worker_mirrored and tpu are)", dr_strategy_kind_name(q->strategy));
     if ((unsigned)q->strategy > DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown strategy kind %d", (int)q->strategy);
     if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown numerics %d", (int)q->numerics);
-    if (q->tiles != 1 || q->layer_placement)
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: spatial partitioning and layer placement are not built");
+    if (q->tiles != 1)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: tpu with --input_partition_dims (spatial partitioning, "
+                       "%u cores a replica) is not built for OpenCL; tpu without it is", q->tiles);
+    if (q->layer_placement)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: --layer_devices (layer placement) is not built");
     return DR_OK;   /* every layer kind (devices/opencl/opencl_graph.c) */
 }
 
