@@ -58,12 +58,14 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
         tp->tile_x = calloc((size_t)s->R * tp->tiles, sizeof *tp->tile_x);
         tp->tile_stage = malloc((size_t)s->rows * tp->tile_len * sizeof(float) + 1);
         if (!tp->tile_x || !tp->tile_stage) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the tiles");
+        /* on the replica's device (opencl: its queue, where its kernels run in order) */
         for (uint32_t i = 0; i < s->R * tp->tiles; i++)
-            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i], err)))
+            if ((rc = engine_alloc_at(s, i / tp->tiles, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i],
+                                      err)))
                 return rc;
         for (uint32_t r = 0; r < s->R; r++)
-            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * s->esz, &tp->z[r], err)) ||
-                (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
+            if ((rc = engine_alloc_at(s, r, (size_t)s->rows * out0 * s->esz, &tp->z[r], err)) ||
+                (rc = engine_alloc_at(s, r, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
                 return rc;
     }
     /* a model beyond Dense keeps every variable on each replica's core 0 (its
