@@ -18,7 +18,8 @@
  *            1,2 / 2,1 / 2,2 (each replica's maps on its cores' tiles with
  *            halos, strategies/graph_spatial.c) = the reference one_device;
  *            partitioned, summary.json's halo bytes per core, gather bytes
- *            and emulated seconds = the reference's partitioned run's
+ *            and emulated seconds = the reference's partitioned run's;
+ *            unpartitioned, its emulated seconds = the reference's
  *   mpi      mpirun -np 2 multi_worker_mirrored, sync BN = one_device (not
  *            --quick, not under a planted fault)
  *   threads  resnet_synthetic fast one_device on 2 OpenMP threads = on 1,
@@ -198,7 +199,8 @@ static void run_counted(dr_run_config *c, outcome *out, tpu_counts *t)
  * each replica's maps on its cores' tiles with halos: graph_spatial.c) the
  * engine must give the reference one_device's bits; partitioned, also the
  * reference's partitioned run's halo bytes per core, gather bytes and
- * emulated seconds (summary.json). */
+ * emulated seconds (summary.json); unpartitioned, the reference's emulated
+ * seconds. */
 static int tpu_cells(results *r, const char *variant, const char *exp, const outcome *want)
 {
     static const char *const dims[] = { "", "1,2", "2,1", "2,2" };
@@ -217,10 +219,10 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const out
         run_counted(&c, &got, &tg);
         bool pass = !got.error[0] && got.weights && want->weights && outcome_same_why(&got, want, why, sizeof why);
         bool counts = true;
-        if (dims[i][0]) {   /* the counters of the reference's partitioned run */
+        {   /* the counters of the reference's run (unpartitioned: its emulated seconds alone) */
             snprintf(c.variant, sizeof c.variant, "ref");
             run_counted(&c, &ref, &tr);
-            counts = !ref.error[0] && tr.cores > 1 && memcmp(&tg, &tr, sizeof tg) == 0;
+            counts = !ref.error[0] && tr.emulated > 0 && (tr.cores > 1 || !dims[i][0]) && memcmp(&tg, &tr, sizeof tg) == 0;
             outcome_free(&ref);
             snprintf(c.variant, sizeof c.variant, "%s", variant);
             if (pass && !counts) snprintf(why, sizeof why, "halo bytes core 0 %llu (ref %llu), gather %llu (ref %llu), "
@@ -233,7 +235,8 @@ static int tpu_cells(results *r, const char *variant, const char *exp, const out
         record(r, "models", &c, replicas[i], pass, got.seconds, "%s: %s sync BN tpu v2-8%s%s (R=%d): loss bits and "
                "weights = the reference one_device%s%s%.150s", variant, exp, dims[i][0] ? " --input_partition_dims=" : "",
                dims[i], replicas[i], dims[i][0] ? "; halo bytes per core, gather bytes, emulated seconds = the "
-               "reference's partitioned run" : "", got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
+               "reference's partitioned run" : "; emulated seconds = the reference's", got.error[0] || !pass ? ": " : "",
+               got.error[0] ? got.error : why);
         outcome_free(&got);
     }
     return fails;
