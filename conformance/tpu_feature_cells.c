@@ -3,7 +3,7 @@
  * features' semantics: docs/TRAINING_FEATURES.md). tpu v2-8: 8 replicas of
  * one core each, or with --input_partition_dims=2,1 4 replicas of 2 cores
  * (a replica's gradient is its cores' rows merged). The reference and each
- * in-process engine variant (openmp; opencl answers not supported).
+ * in-process engine variant (openmp, opencl).
  *
  *   accumulation  k micro-steps of 48/k examples: weights_sha256 = the
  *                 reference one_device run of one step of 48 (the suite's

@@ -179,7 +179,7 @@ static dr_comm_ranks_alg ranks_alg(const dr_strategy *st)
 
 /* Memory for one of this process's replicas (place: 0-based here) on its
  * device: a backend with several devices or queues places it (alloc_on). */
-static int alloc_at(dr_session *s, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err)
+int engine_alloc_at(dr_session *s, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err)
 {
     return s->bo->alloc_on ? s->bo->alloc_on(s->be, place, bytes, out, err) : s->bo->alloc(s->be, bytes, out, err);
 }
@@ -192,13 +192,13 @@ static int alloc_replica(dr_session *s, uint32_t r, dr_err *err)
     bool holds = s->strat.spec.kind != DR_STRATEGY_CENTRAL_STORAGE;
     uint32_t place = r - s->wlo * s->L;   /* the backend's replica number in this process */
     int rc;
-    if ((rc = alloc_at(s, place, P * sizeof(float), &rb->params, err)) ||
-        (holds && (rc = alloc_at(s, place, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
-        (rc = alloc_at(s, place, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
-        (rc = alloc_at(s, place, s->esz, &rb->loss, err)) ||
-        (rc = alloc_at(s, place, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
-        (s->data->labels && (rc = alloc_at(s, place, s->rows + 1, &rb->labels, err))) ||
-        (s->data->targets && (rc = alloc_at(s, place, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
+    if ((rc = engine_alloc_at(s, place, P * sizeof(float), &rb->params, err)) ||
+        (holds && (rc = engine_alloc_at(s, place, P * (size_t)s->plan->nslots * sizeof(float) + 1, &rb->slots, err))) ||
+        (rc = engine_alloc_at(s, place, P * dr_grad_bytes(s->num), &rb->grad, err)) ||
+        (rc = engine_alloc_at(s, place, s->esz, &rb->loss, err)) ||
+        (rc = engine_alloc_at(s, place, (size_t)s->rows * f * sizeof(float) + 1, &rb->x, err)) ||
+        (s->data->labels && (rc = engine_alloc_at(s, place, s->rows + 1, &rb->labels, err))) ||
+        (s->data->targets && (rc = engine_alloc_at(s, place, (size_t)s->rows * out * sizeof(float) + 1, &rb->targets, err))))
         return rc;
     if (!s->tpu.on) {   /* the emulated device's capacity (--gpu_memory_mb); tpu cores reserve in engine_tpu.c */
         uint64_t bytes = P * (sizeof(float) * (1 + (holds ? (uint64_t)s->plan->nslots : 0)) + s->esz) +

@@ -162,9 +162,19 @@ void engine_report(dr_session *s, dr_step_report *out);
  * says why). The first failing replica's code and message. */
 typedef int (*engine_replica_fn)(dr_session *s, uint32_t r, void *arg, dr_err *err);
 int  engine_each_replica(dr_session *s, uint32_t lo, uint32_t n, engine_replica_fn fn, void *arg, dr_err *err);
+/* Memory for one of this process's replicas (place: 0-based here) on its
+ * device: a backend with several devices or queues places it (alloc_on). */
+int  engine_alloc_at(dr_session *s, uint32_t place, size_t bytes, dr_buffer **out, dr_err *err);
 /* an engine_replica_fn: replica r applies its own grad buffer, divided by
  * *(uint32_t *)arg, to its own variables */
 int  engine_apply_own(dr_session *s, uint32_t r, void *divisor_u32, dr_err *err);
+/* The host arrays the comm reduces for replicas lo .. lo + L - 1: their
+ * grad buffers, or (device memory) the staging buffers they are downloaded
+ * to; and, after the collective, the total applied by every one of them
+ * (staged: uploaded once to replica lo's grad). */
+int  engine_grads_local(dr_session *s, uint32_t lo, uint32_t L, void **local, dr_err *err);
+int  engine_apply_total(dr_session *s, uint32_t w, uint32_t lo, uint32_t L, void *const *local, uint32_t d,
+                        dr_err *err);
 /* Worker w's update reads total over divisor: noted in s->applied by the
  * first worker of this process (every worker applies the same total). */
 void engine_note_applied(dr_session *s, uint32_t w, const dr_buffer *total, uint32_t divisor);

@@ -58,12 +58,14 @@ int engine_tpu_buffers(dr_session *s, dr_err *err)
         tp->tile_x = calloc((size_t)s->R * tp->tiles, sizeof *tp->tile_x);
         tp->tile_stage = malloc((size_t)s->rows * tp->tile_len * sizeof(float) + 1);
         if (!tp->tile_x || !tp->tile_stage) return dr_fail(err, DR_ENOMEM, "tpu: out of host memory for the tiles");
+        /* on the replica's device (opencl: its queue, where its kernels run in order) */
         for (uint32_t i = 0; i < s->R * tp->tiles; i++)
-            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i], err)))
+            if ((rc = engine_alloc_at(s, i / tp->tiles, (size_t)s->rows * tp->tile_len * sizeof(float), &tp->tile_x[i],
+                                      err)))
                 return rc;
         for (uint32_t r = 0; r < s->R; r++)
-            if ((rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * s->esz, &tp->z[r], err)) ||
-                (rc = s->bo->alloc(s->be, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
+            if ((rc = engine_alloc_at(s, r, (size_t)s->rows * out0 * s->esz, &tp->z[r], err)) ||
+                (rc = engine_alloc_at(s, r, (size_t)s->rows * out0 * sizeof(float), &tp->delta[r], err)))
                 return rc;
     }
     /* a model beyond Dense keeps every variable on each replica's core 0 (its
@@ -186,14 +188,12 @@ static int reduce_and_apply(dr_session *s, void **local, uint32_t divisor, dr_er
 {
     int rc = rings(s, local, err);
     if (rc) return rc;
-    engine_note_applied(s, 0, s->rb[0].grad, divisor);   /* every replica's grad holds the total */
-    return engine_each_replica(s, 0, s->R, engine_apply_own, &divisor, err);
+    return engine_apply_total(s, 0, 0, s->R, local, divisor, err);
 }
 
 int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
-    const dr_backend_ops *b = s->bo;
     void *local[DR_MAX_DEVICES];
     const bool fast = s->num == DR_NUMERICS_FAST;
     double merge[DR_MAX_DEVICES - 1][2];
@@ -221,10 +221,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         tp->merge_s += tp->halo_s;   /* or a model's halos, gather and scatter (graph_spatial.c) */
         tp->halo_s = 0;
     }
-    for (uint32_t r = 0; r < R; r++) {
-        local[r] = b->host_ptr(s->rb[r].grad);
-        if (!local[r]) return dr_fail(err, DR_EUNSUPPORTED, "the threads comm needs host-addressable gradients");
-    }
+    if ((rc = engine_grads_local(s, 0, R, local, err))) return rc;   /* device memory: staged on the host */
     if (s->mixed) {   /* the loss scale's decision, the unscale and the update (mixed.c) */
         engine_mixed_before_reduce(s, 0, local, R);
         if ((rc = rings(s, local, err)) || (rc = engine_mixed_apply(s, 0, local[0], err))) return rc;

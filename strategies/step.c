@@ -170,14 +170,40 @@ static int worker_compute(dr_session *s, uint32_t w, dr_err *err)
 
 /* Host staging (a backend with device memory): the replicas' sums come down
  * before the collective, and the total goes back up to the first replica's
- * grad buffer, from which every replica of the worker applies. */
-static int stage_down(dr_session *s, uint32_t lo, uint32_t L, dr_err *err)
+ * grad buffer, from which every replica of the worker applies. One path for
+ * every strategy whose comm reduces host memory (this file's workers, the
+ * tpu step's rings: engine_tpu.c). */
+int engine_grads_local(dr_session *s, uint32_t lo, uint32_t L, void **local, dr_err *err)
 {
+    const bool staged = s->stage[lo] != NULL;
     for (uint32_t k = 0; k < L; k++) {
-        int rc = s->bo->download(s->be, s->stage[lo + k], s->rb[lo + k].grad, 0, s->plan->P * s->esz, err);
-        if (rc) return rc;
+        int rc;
+        local[k] = staged ? s->stage[lo + k] : s->bo->host_ptr(s->rb[lo + k].grad);
+        if (!local[k]) return dr_fail(err, DR_ESTATE, "replica %u's gradient is neither host memory nor staged", lo + k);
+        if (staged && (rc = s->bo->download(s->be, s->stage[lo + k], s->rb[lo + k].grad, 0, s->plan->P * s->esz, err)))
+            return rc;
     }
     return DR_OK;
+}
+
+int engine_apply_total(dr_session *s, uint32_t w, uint32_t lo, uint32_t L, void *const *local, uint32_t d,
+                       dr_err *err)
+{
+    int rc;
+    if (s->stage[lo]) {   /* one upload of the total; every replica applies it */
+        size_t bytes = s->plan->P * dr_form_of(dr_grad_form(s->num))->size;
+        if ((rc = s->bo->upload(s->be, s->rb[lo].grad, 0, local[0], bytes, err))) return rc;
+        engine_note_applied(s, w, s->rb[lo].grad, d);
+        for (uint32_t k = 0; k < L; k++)
+            if ((rc = s->bo->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo + k].params, s->rb[lo + k].slots, err)))
+                return rc;
+        /* Replicas on other queues (opencl: a queue or sub-device each) read
+         * the first replica's grad; it is written again by the next step's
+         * loss_grad on its own queue, so every apply finishes first. */
+        return L > 1 ? s->bo->sync(s->be, err) : DR_OK;
+    }
+    engine_note_applied(s, w, s->rb[lo].grad, d);   /* every replica's grad holds the total */
+    return engine_each_replica(s, lo, L, engine_apply_own, &d, err);
 }
 
 /* ---- gradient accumulation ------------------------------------------------- */
@@ -296,9 +322,8 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     dr_comm *ep = s->ep[w - s->wlo];
     void *dst = NULL;   /* central_storage: the total on the variable device (host side) */
     int rc = DR_OK;
-    for (uint32_t k = 0; k < L; k++) local[k] = staged ? s->stage[lo + k] : b->host_ptr(s->rb[lo + k].grad);
     s->overflow[w - s->wlo] = false;
-    if (staged && (rc = stage_down(s, lo, L, err))) return rc;
+    if ((rc = engine_grads_local(s, lo, L, local, err))) return rc;
     if (s->mixed) engine_mixed_before_reduce(s, w, local, L);
     if (s->k > 1 && !s->mixed) {   /* accumulation: add this micro-step's shares; reduce on the k-th (mixed: mixed.c) */
         if (!engine_accumulate(s, f, local, lo, L)) return DR_OK;
@@ -328,19 +353,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
         engine_note_applied(s, w, s->central, d);
         return b->apply(s->be, s->central, d, s->step, s->var, s->var_slots, err);
     }
-    if (staged) {   /* one upload of the total; every replica applies it */
-        if ((rc = b->upload(s->be, s->rb[lo].grad, 0, s->stage[lo], bytes, err))) return rc;
-        engine_note_applied(s, w, s->rb[lo].grad, d);
-        for (uint32_t k = 0; k < L; k++)
-            if ((rc = b->apply(s->be, s->rb[lo].grad, d, s->step, s->rb[lo + k].params, s->rb[lo + k].slots, err)))
-                return rc;
-        /* Replicas on other queues (opencl: a queue or sub-device each) read
-         * the first replica's grad; it is written again by the next step's
-         * loss_grad on its own queue, so every apply finishes first. */
-        return L > 1 ? b->sync(s->be, err) : DR_OK;
-    }
-    engine_note_applied(s, w, s->rb[lo].grad, d);   /* every replica's grad holds the total */
-    return engine_each_replica(s, lo, L, engine_apply_own, &d, err);
+    return engine_apply_total(s, w, lo, L, local, d, err);
 }
 
 typedef int (*phase_fn)(dr_session *s, uint32_t w, dr_err *err);

@@ -535,6 +535,91 @@ static void pool_tie_first(void **state)
     ops->close(b);
 }
 
+/* The tpu tile ops (opencl_spatial.c) on model m (layer 0 of 4 inputs): two
+ * tiles of interleaved pixels {0, 2} and {1, 3}, so a tile's kernel rows are
+ * not one run (planted fault cl_tile_contiguous reads them as one); 3 rows,
+ * 2 real. The loss and every gradient element, rounded, equal the whole
+ * forward's and backward's. */
+static void tiles_equal_whole(const dr_model_spec *m)
+{
+    enum { ROWS = 3, N = 2 };
+    static const uint32_t pix[4] = { 0, 2, 1, 3 };
+    const float x[ROWS * 4] = { 0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f, 0.125f, -2.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+    const uint8_t labels[ROWS] = { 1, 0, 0 };
+    dr_optimizer o = sgd();
+    dr_backend_params sel = { .model = m, .optimizer = &o, .numerics = DR_NUMERICS_EXACT, .places = 1,
+                              .platform = -1, .devices = "", .mapping = "" };
+    const dr_backend_ops *ops = dr_backend_opencl();
+    size_t P = dr_model_num_params(m), out0 = m->layer[0].out;
+    float *params = malloc(P * sizeof(float)), xt[ROWS * 2], delta[N * 8];
+    dr_acc *g[2] = { malloc(P * sizeof(dr_acc)), malloc(P * sizeof(dr_acc)) }, loss[2];
+    dr_replica_bufs rb[2];
+    dr_buffer *z, *tile[2], *dbuf;
+    dr_backend *b;
+    dr_err err;
+    int rc = ops->open(&sel, &b, &err);
+    if (rc == DR_EUNSUPPORTED) { printf("skipped: %s\n", err.msg); skip(); }
+    assert_int_equal(rc, DR_OK);
+    for (size_t i = 0; i < P; i++) params[i] = (float)((int)(i * 7 % 11) - 5) / 8.0f;
+    for (int w = 0; w < 2; w++) {   /* 0: whole, 1: by tiles (its x never written) */
+        memset(&rb[w], 0, sizeof rb[w]);
+        assert_int_equal(ops->alloc(b, P * sizeof(float), &rb[w].params, &err), DR_OK);
+        assert_int_equal(ops->alloc(b, P * sizeof(dr_acc), &rb[w].grad, &err), DR_OK);
+        assert_int_equal(ops->alloc(b, sizeof(dr_acc), &rb[w].loss, &err), DR_OK);
+        assert_int_equal(ops->alloc(b, sizeof x, &rb[w].x, &err), DR_OK);
+        assert_int_equal(ops->alloc(b, ROWS, &rb[w].labels, &err), DR_OK);
+        assert_int_equal(ops->upload(b, rb[w].params, 0, params, P * sizeof(float), &err), DR_OK);
+        assert_int_equal(ops->upload(b, rb[w].labels, 0, labels, ROWS, &err), DR_OK);
+        assert_int_equal(ops->replica_open(b, &rb[w], ROWS, &err), DR_OK);
+    }
+    assert_int_equal(ops->upload(b, rb[0].x, 0, x, sizeof x, &err), DR_OK);
+    assert_int_equal(ops->forward(b, &rb[0], ROWS, 0, &err), DR_OK);
+    assert_int_equal(ops->loss_grad(b, &rb[0], N, true, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, ROWS * out0 * sizeof(dr_acc), &z, &err), DR_OK);
+    assert_int_equal(ops->alloc(b, N * out0 * sizeof(float), &dbuf, &err), DR_OK);
+    for (int t = 0; t < 2; t++) {
+        for (int r = 0; r < ROWS; r++)
+            for (int q = 0; q < 2; q++) xt[r * 2 + q] = x[r * 4 + pix[t * 2 + q]];
+        assert_int_equal(ops->alloc(b, sizeof xt, &tile[t], &err), DR_OK);
+        assert_int_equal(ops->upload(b, tile[t], 0, xt, sizeof xt, &err), DR_OK);
+        assert_int_equal(ops->layer0_partial(b, tile[t], pix + t * 2, 2, ROWS, rb[1].params, z, &err), DR_OK);
+    }
+    assert_int_equal(ops->layer0_finish(b, &rb[1], z, ROWS, &err), DR_OK);
+    assert_int_equal(ops->forward(b, &rb[1], ROWS, 1, &err), DR_OK);
+    assert_int_equal(ops->loss_grad(b, &rb[1], N, false, &err), DR_OK);
+    assert_int_equal(ops->layer0_delta(b, &rb[1], N, delta, &err), DR_OK);
+    assert_int_equal(ops->upload(b, dbuf, 0, delta, N * out0 * sizeof(float), &err), DR_OK);
+    for (int t = 0; t < 2; t++)
+        assert_int_equal(ops->layer0_grad_rows(b, tile[t], pix + t * 2, 2, N, dbuf, rb[1].grad, &err), DR_OK);
+    for (int w = 0; w < 2; w++) {
+        assert_int_equal(ops->download(b, g[w], rb[w].grad, 0, P * sizeof(dr_acc), &err), DR_OK);
+        assert_int_equal(ops->download(b, &loss[w], rb[w].loss, 0, sizeof(dr_acc), &err), DR_OK);
+    }
+    assert_true(dr_acc_round(&loss[0]) == dr_acc_round(&loss[1]));
+    for (size_t i = 0; i < P; i++) {
+        float a = dr_acc_round(&g[0][i]), c = dr_acc_round(&g[1][i]);
+        if (memcmp(&a, &c, sizeof a) != 0) fail_msg("gradient %zu: tiles %g, whole %g", i, (double)c, (double)a);
+    }
+    for (int t = 0; t < 2; t++) ops->release(b, tile[t]);
+    ops->release(b, z); ops->release(b, dbuf);
+    for (int w = 0; w < 2; w++) {
+        ops->replica_close(b, &rb[w]);
+        ops->release(b, rb[w].params); ops->release(b, rb[w].grad); ops->release(b, rb[w].loss);
+        ops->release(b, rb[w].x); ops->release(b, rb[w].labels);
+    }
+    ops->close(b);
+    free(params); free(g[0]); free(g[1]);
+}
+
+static void tpu_tiles(void **state)
+{
+    static const dr_model_spec one = { .nlayers = 1, .layer = { { .in = 4, .out = 2, .act = DR_ACT_LINEAR } },
+                                       .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f };
+    (void)state;
+    tiles_equal_whole(&k_small);   /* a ReLU layer 0, then Dense */
+    tiles_equal_whole(&one);       /* layer0_finish makes the output */
+}
+
 static uint8_t *slurp_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -614,6 +699,7 @@ int main(void)
         cmocka_unit_test(mapping_errors),
         cmocka_unit_test(truncated_cache),
         cmocka_unit_test(pool_tie_first),
+        cmocka_unit_test(tpu_tiles),
     };
     /* PoCL: two devices for device_list_places (other platforms ignore it); set
      * before the first OpenCL call, device 0 stays what it was */

@@ -70,15 +70,19 @@ int dr_cl_launch(dr_cl_slot *sl, int kernel, size_t g0, size_t g1, size_t l0, si
 
 static int cl_supports(const dr_backend_query *q, dr_err *err)
 {
-    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER || q->strategy == DR_STRATEGY_TPU)
+    if (q->strategy == DR_STRATEGY_PARAMETER_SERVER)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %s is not built for OpenCL (one_device, mirrored, "
-                       "central_storage and multi_worker_mirrored are)", dr_strategy_kind_name(q->strategy));
+                       "central_storage, multi_worker_mirrored and tpu are)", dr_strategy_kind_name(q->strategy));
     if ((unsigned)q->strategy > DR_STRATEGY_TPU)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown strategy kind %d", (int)q->strategy);
     if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown numerics %d", (int)q->numerics);
-    if (q->tiles != 1 || q->layer_placement)
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: spatial partitioning and layer placement are not built");
+    if (q->tiles != 1 && (q->layer_kinds & ~(1u << DR_LAYER_DENSE)))
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: tpu with --input_partition_dims for a model beyond Dense "
+                       "(its maps' tiles and halo exchange, %u cores a replica) is not built for OpenCL; a Dense model's "
+                       "partitioning and tpu without it are", q->tiles);
+    if (q->layer_placement)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: --layer_devices (layer placement) is not built");
     return DR_OK;   /* every layer kind (devices/opencl/opencl_graph.c) */
 }
 
@@ -514,35 +518,6 @@ static int cl_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uin
     }
 }
 
-/* ---- spatial partitioning: not built ---------------------------------------------- */
-
-static int no_tiles(dr_err *err)
-{
-    return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: spatial partitioning (tpu) is not built");
-}
-static int cl_l0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len, uint32_t rows,
-                         const dr_buffer *params, dr_buffer *z, dr_err *err)
-{
-    (void)b; (void)xt; (void)pix; (void)len; (void)rows; (void)params; (void)z;
-    return no_tiles(err);
-}
-static int cl_l0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err)
-{
-    (void)b; (void)rb; (void)z; (void)rows;
-    return no_tiles(err);
-}
-static int cl_l0_delta(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *out, dr_err *err)
-{
-    (void)b; (void)rb; (void)n; (void)out;
-    return no_tiles(err);
-}
-static int cl_l0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len, uint32_t n,
-                           const dr_buffer *delta, dr_buffer *grad, dr_err *err)
-{
-    (void)b; (void)xt; (void)pix; (void)len; (void)n; (void)delta; (void)grad;
-    return no_tiles(err);
-}
-
 const dr_backend_ops *dr_backend_opencl(void)
 {
     static const dr_backend_ops ops = {
@@ -574,10 +549,10 @@ const dr_backend_ops *dr_backend_opencl(void)
         .apply_f32 = dr_cl_apply_f32,
         .clip_f32 = dr_cl_clip_f32,
         .clip_replica_f32 = dr_cl_clip_replica_f32,
-        .layer0_partial = cl_l0_partial,
-        .layer0_finish = cl_l0_finish,
-        .layer0_delta = cl_l0_delta,
-        .layer0_grad_rows = cl_l0_grad_rows,
+        .layer0_partial = dr_cl_layer0_partial,
+        .layer0_finish = dr_cl_layer0_finish,
+        .layer0_delta = dr_cl_layer0_delta,
+        .layer0_grad_rows = dr_cl_layer0_grad_rows,
         .graph_begin = dr_cl_graph_begin,
         .layer_forward = dr_cl_layer_forward,
         .bn_sums = dr_cl_bn_sums,

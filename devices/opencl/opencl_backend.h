@@ -8,6 +8,8 @@
  * devices/opencl/opencl_kernels.c   forward, loss and gradients (kernel launches)
  * devices/opencl/opencl_mixed.c     the mixed-precision step (mixed_loss_grad,
  *                            apply_f32, clip_f32; kernels cl/half.cl, cl/mixed.cl)
+ * devices/opencl/opencl_spatial.c   layer 0 by tiles (tpu spatial partitioning
+ *                            of a Dense model; kernels in cl/kernels.cl)
  * devices/opencl/opencl_graph.c     the layer ops of the models beyond Dense
  *                            (Conv2D, pooling, Dropout, Add, BatchNormalization;
  *                            kernels cl/graph.cl)
@@ -42,7 +44,10 @@ enum {
     /* cl/graph.cl: the models beyond Dense */
     K_CONV_FWD, K_CONV_DX, K_CONV_DW_EXACT, K_CONV_DW_FAST, K_ACT_CELLS, K_ADD_CELLS, K_ADD_GRAD, K_MAXPOOL,
     K_MAXPOOL_GRAD, K_GAP, K_GAP_GRAD, K_DROPOUT, K_DROPOUT_GRAD, K_BN_CHAN, K_BN_APPLY, K_BN_SUMS,
-    K_BN_GRAD_SUMS_EXACT, K_BN_GRAD_SUMS_FAST, K_BN_GRAD, K_COUNT
+    K_BN_GRAD_SUMS_EXACT, K_BN_GRAD_SUMS_FAST, K_BN_GRAD,
+    /* cl/kernels.cl: tpu spatial partitioning of layer 0 (opencl_spatial.c) */
+    K_L0_PARTIAL_EXACT, K_L0_PARTIAL_FAST, K_L0_FINISH_EXACT, K_L0_FINISH_FAST, K_L0_GRAD_EXACT, K_L0_GRAD_FAST,
+    K_COUNT
 };
 
 #define DR_CL_CHUNK 8    /* devices/opencl/cl/kernels.cl's CHUNK: elements per partial sum */
@@ -237,6 +242,22 @@ int  dr_cl_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err);
 int  dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
 int  dr_cl_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                        const float *mean_dyxhat, dr_err *err);
+
+/* Which of a replica's dz buffers holds layer 0's delta after backward: the
+ * last layer's dz is dz[0] and each layer below swaps. */
+static inline unsigned dr_cl_delta0(const dr_model_spec *m)
+{
+    return (m->nlayers - 1) & 1u;
+}
+
+/* devices/opencl/opencl_spatial.c: distref/backend.h's layer0_partial ..
+ * layer0_grad_rows (tpu spatial partitioning of a Dense model) */
+int dr_cl_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len, uint32_t rows,
+                         const dr_buffer *params, dr_buffer *z, dr_err *err);
+int dr_cl_layer0_finish(dr_backend *b, dr_replica_bufs *rb, const dr_buffer *z, uint32_t rows, dr_err *err);
+int dr_cl_layer0_delta(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *out, dr_err *err);
+int dr_cl_layer0_grad_rows(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len, uint32_t n,
+                           const dr_buffer *delta, dr_buffer *grad, dr_err *err);
 
 /* devices/opencl/opencl_mixed.c: distref/backend.h's mixed_loss_grad, apply_f32 and clip_f32 */
 int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err);

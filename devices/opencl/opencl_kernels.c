@@ -66,13 +66,12 @@ int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t fi
     if ((rc = dr_cl_need_scratch(rb, rows, err))) return rc;
     s = rb->scratch;
     sl = &b->slot[s->slot];
-    if (first != 0)
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: forward from layer %u (spatial partitioning) is not built",
-                       first);
+    if (first > m->nlayers)   /* first == nlayers: layer0_finish already made the output */
+        return dr_fail(err, DR_EUSAGE, "opencl backend: forward from layer %u of a %u-layer model", first, m->nlayers);
     if ((rc = dr_cl_need(rb->params, b->P * sizeof(float), "params", err)) ||
-        (rc = dr_cl_need(rb->x, (size_t)rows * m->layer[0].in * sizeof(float), "x", err)))
+        (first == 0 && (rc = dr_cl_need(rb->x, (size_t)rows * m->layer[0].in * sizeof(float), "x", err))))
         return rc;
-    for (uint32_t l = 0; l < m->nlayers; l++) {
+    for (uint32_t l = first; l < m->nlayers; l++) {
         const dr_dense *d = &m->layer[l];
         cl_mem in = l ? s->act[l - 1] : rb->x->mem;
         size_t k0 = b->koff[l];
@@ -199,12 +198,15 @@ int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0
     if (n > s->fwd_rows)
         return dr_fail(err, DR_EUSAGE, "opencl backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
-    if (!kernel0)
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: layer 0's gradient by tiles (tpu) is not built");
     rb->correct = 0;
     s->grad_n = 0;
     if (n == 0)
         return (rc = ops->fill_zero(b, rb->grad, 0, b->P * esz, err)) ? rc : ops->fill_zero(b, rb->loss, 0, esz, err);
+    /* layer 0's kernel by tiles (layer0_grad_rows adds to it): zero here,
+     * every other gradient is written whole below */
+    if (!kernel0 && (rc = ops->fill_zero(b, rb->grad, b->koff[0] * esz,
+                                         (size_t)m->layer[0].in * m->layer[0].out * esz, err)))
+        return rc;
     if ((rc = dr_cl_need(rb->x, (size_t)n * m->layer[0].in * sizeof(float), "x", err)) ||
         (rc = dr_cl_loss_rows(b, rb, s, n, s->dz[0], err)) ||
         (rc = backward(b, rb, s, n, kernel0, err)) ||

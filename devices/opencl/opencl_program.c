@@ -265,7 +265,8 @@ static const char *const k_names[K_COUNT] = {
     "round_exact", "round_fast", "mixed_to_dtype", "mixed_gemm", "mixed_loss_rows", "mixed_gemm_fast",
     "mixed_grad_fast", "conv_fwd", "conv_dx", "conv_dw_exact", "conv_dw_fast", "act_cells", "add_cells", "add_grad",
     "maxpool", "maxpool_grad", "gap", "gap_grad", "dropout", "dropout_grad", "bn_chan", "bn_apply", "bn_sums",
-    "bn_grad_sums_exact", "bn_grad_sums_fast", "bn_grad",
+    "bn_grad_sums_exact", "bn_grad_sums_fast", "bn_grad", "l0_partial_exact", "l0_partial_fast", "l0_finish_exact",
+    "l0_finish_fast", "l0_grad_exact", "l0_grad_fast",
 };
 
 int dr_cl_build_dev(dr_backend *b, dr_cl_dev *dev, dr_err *err)

@@ -387,3 +387,78 @@ __kernel void round_fast(__global const float *total, float d, uint P, __global 
     if (p >= P) return;
     g[p] = total[p] / d;
 }
+
+/* ---- spatial partitioning of layer 0 (tpu --input_partition_dims) ----------
+ * A tile xt (rows x len, row-major) holds the input's pixels pix[0..len):
+ * its rows of layer 0's kernel W (in x out, at koff). Exact kernels add to
+ * an accumulator in the host's dr_acc layout (the tiles' sums merge exactly,
+ * in any order); fast ones add a float sum over the tile, q in order. */
+#if defined(DR_MUTANT_TILE_CONTIGUOUS)
+#define L0_PIXEL(pix, q) (pix[0] + (q))   /* fault: a tile's pixels taken as one run (true of H-only tiles) */
+#else
+#define L0_PIXEL(pix, q) (pix[q])
+#endif
+
+/* z[i][j] += sum_q xt[i][q] W[pix[q]][j] */
+__kernel void l0_partial_exact(__global const float *xt, __global const uint *pix, uint len, uint rows, uint out,
+                               __global const float *W, uint koff, __global acc_t *z)
+{
+    uint i = get_global_id(0), j = get_global_id(1);
+    acc_t a;
+    if (i >= rows || j >= out) return;
+    acc_load(&a, &z[i * out + j]);
+    for (uint q = 0; q < len; q++) acc_add_prod(&a, xt[i * len + q], W[koff + L0_PIXEL(pix, q) * out + j]);
+    acc_store(&z[i * out + j], &a);
+}
+
+__kernel void l0_partial_fast(__global const float *xt, __global const uint *pix, uint len, uint rows, uint out,
+                              __global const float *W, uint koff, __global float *z)
+{
+    uint i = get_global_id(0), j = get_global_id(1);
+    float s = 0.0f;
+    if (i >= rows || j >= out) return;
+    for (uint q = 0; q < len; q++) s = s + xt[i * len + q] * W[koff + L0_PIXEL(pix, q) * out + j];
+    z[i * out + j] = z[i * out + j] + s;
+}
+
+/* pre = z + bias[j]: exact rounded once (the bias joins the sum), or in float */
+__kernel void l0_finish_exact(__global const acc_t *z, __global const float *bias, uint boff, uint out, uint cells,
+                              __global float *pre)
+{
+    uint c = get_global_id(0);
+    acc_t a;
+    if (c >= cells) return;
+    acc_load(&a, &z[c]);
+    acc_add(&a, bias[boff + c % out]);
+    pre[c] = acc_round(&a);
+}
+
+__kernel void l0_finish_fast(__global const float *z, __global const float *bias, uint boff, uint out, uint cells,
+                             __global float *pre)
+{
+    uint c = get_global_id(0);
+    if (c < cells) pre[c] = z[c] + bias[boff + c % out];
+}
+
+/* grad[koff + pix[q] out + j] += sum_e xt[e][q] delta[e][j], e < n */
+__kernel void l0_grad_exact(__global const float *xt, __global const uint *pix, uint len, uint n, uint out,
+                            __global const float *delta, uint koff, __global acc_t *grad)
+{
+    uint q = get_global_id(0), j = get_global_id(1);
+    acc_t a;
+    if (q >= len || j >= out) return;
+    __global acc_t *g = &grad[koff + L0_PIXEL(pix, q) * out + j];
+    acc_load(&a, g);
+    for (uint e = 0; e < n; e++) acc_add_prod(&a, xt[e * len + q], delta[e * out + j]);
+    acc_store(g, &a);
+}
+
+__kernel void l0_grad_fast(__global const float *xt, __global const uint *pix, uint len, uint n, uint out,
+                           __global const float *delta, uint koff, __global float *grad)
+{
+    uint q = get_global_id(0), j = get_global_id(1);
+    float s = 0.0f;
+    if (q >= len || j >= out) return;
+    for (uint e = 0; e < n; e++) s = s + xt[e * len + q] * delta[e * out + j];
+    grad[koff + L0_PIXEL(pix, q) * out + j] = grad[koff + L0_PIXEL(pix, q) * out + j] + s;
+}
