@@ -70,25 +70,27 @@ static int bites_cell(results *r, const outcome *oracle)
     return !pass;
 }
 
-/* Each engine variant under `strategy` with R = 2 (setup's flags) against
- * want's bits, where it runs them. */
-static int engine_cells(results *r, void (*setup)(dr_run_config *), const char *strategy, const char *alg,
-                        const outcome *want, const char *what, const dr_variant *const *ev, size_t nv)
+/* Each engine variant (with_ref: and the reference first) under `strategy`
+ * with R = 2 (setup's flags, tf: the tensorflow reduction) against want's
+ * bits, where it runs them. */
+static int engine_cells(results *r, void (*setup)(dr_run_config *), bool tf, const char *strategy, const char *alg,
+                        const outcome *want, const char *what, bool with_ref, const dr_variant *const *ev, size_t nv)
 {
     int fails = 0;
-    for (size_t v = 0; v < nv; v++) {
+    for (size_t v = with_ref ? 0 : 1; v <= nv; v++) {
+        const char *name = v == 0 ? "ref" : ev[v - 1]->name;
         dr_run_config c;
         outcome got;
         char why[200] = "";
-        mixed_place_config(&c, setup, false, &k_mixed_places[0], ev[v]->name);
+        mixed_place_config(&c, setup, tf, &k_mixed_places[0], name);
         set_strategy(&c, strategy, 2, alg, 1);
-        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        if (v > 0 && !supported(r, "mixed_precision", &c, 2)) continue;
         run_case(&c, &got);
         bool same = !got.error[0] && !want->error[0] && outcome_same_why(&got, want, why, sizeof why);
         fails += !same;
-        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s R=2: = the "
-               "reference's %s bits%s%.150s", ev[v]->name, what, strategy, what, got.error[0] || !same ? ": " : "",
-               got.error[0] ? got.error : why);
+        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s %s R=2: = "
+               "the reference's %s bits%s%.150s", name, what, tf ? "tensorflow" : "exact", strategy, what,
+               got.error[0] || !same ? ": " : "", got.error[0] ? got.error : why);
         outcome_free(&got);
     }
     return fails;
@@ -123,7 +125,7 @@ static int replica_cell(results *r, const outcome *oracle, const dr_variant *con
     mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
     run_case(&c, &a);
     run_fresh_case(&c, &b);
-    fails = engine_cells(r, cnn_replica_setup, "mirrored", "nccl", &a, "replica BN", ev, nv);
+    fails = engine_cells(r, cnn_replica_setup, false, "mirrored", "nccl", &a, "replica BN", false, ev, nv);
     bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
     record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
            "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
@@ -131,6 +133,64 @@ static int replica_cell(results *r, const outcome *oracle, const dr_variant *con
     outcome_free(&a);
     outcome_free(&b);
     return fails + !pass;
+}
+
+/* The Dense mixed step's features on cnn_synthetic sync BN: --l2 (its
+ * term on the Conv2D and Dense kernels only), accumulation (a skipped
+ * micro-step dropped, each micro-step's own BN statistics), and the
+ * tensorflow reduction (each replica's partial rounded first: c for the
+ * kernels, float32 for gamma and beta), with --l2 (its 1/R term per
+ * replica). */
+static void cnn_l2_setup(dr_run_config *c)
+{
+    cnn_setup(c);
+    c->l2 = 0.01;
+}
+
+static void cnn_accum_setup(dr_run_config *c)
+{
+    cnn_setup(c);
+    c->gradient_accumulation_steps = 2;
+}
+
+typedef struct graph_feature { const char *what; void (*setup)(dr_run_config *); bool tf; } graph_feature;
+static const graph_feature k_graph_features[] = {
+    { "sync BN --l2=0.01", cnn_l2_setup, false },
+    { "sync BN accumulation k=2", cnn_accum_setup, false },
+    { "sync BN --l2=0.01", cnn_l2_setup, true },
+};
+
+/* Feature f's reference runs: at one_device (exact: the oracle of every
+ * place) or, tensorflow's R-dependent reduction, at mirrored R=2 and R=3
+ * (each its place's oracle); each differs from the run without the feature
+ * (base: one_device exact, the same bits at every R) and each engine
+ * variant gives its bits at the same place, and at central_storage R=2. */
+static int feature_cells(results *r, const graph_feature *f, const outcome *base, const dr_variant *const *ev,
+                         size_t nv)
+{
+    int fails = 0;
+    for (size_t i = f->tf ? 1 : 0; i <= (f->tf ? 2u : 0u); i++) {
+        const mixed_place *p = &k_mixed_places[i];
+        const char *red = f->tf ? "tensorflow" : "exact";
+        dr_run_config c;
+        outcome want;
+        mixed_place_config(&c, f->setup, f->tf, p, "ref");
+        run_case(&c, &want);
+        bool bites = !want.error[0] && !base->error[0] && !outcome_same(&want, base);
+        fails += !bites;
+        record(r, "mixed_precision", &c, p->replicas, bites, want.seconds, "ref cnn_synthetic %s overflow float16 %s "
+               "%s R=%d: differs from the exact run without it%s%.150s", f->what, red, p->name, p->replicas,
+               want.error[0] ? ": " : "", want.error);
+        if (!f->tf)   /* exact: the reference at every place = one_device */
+            fails += mixed_place_cells(r, f->setup, f->what, "ref", false, &want, 1, MIXED_PLACES - 1, "one_device");
+        for (size_t v = 0; v < nv; v++)
+            fails += mixed_place_cells(r, f->setup, f->what, ev[v]->name, f->tf, &want, f->tf ? i : 0, f->tf ? i : 2,
+                                       f->tf ? "same place" : "one_device");
+        if (i == (f->tf ? 1u : 0u))   /* central_storage R=2: the exact sum of the same partials */
+            fails += engine_cells(r, f->setup, f->tf, "central_storage", NULL, &want, f->what, true, ev, nv);
+        outcome_free(&want);
+    }
+    return fails;
 }
 
 int mixed_graph_cells(results *r)
@@ -146,13 +206,15 @@ int mixed_graph_cells(results *r)
     fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
                                "one_device");
     fails += replica_cell(r, &oracle, ev, nv);
-    fails += engine_cells(r, cnn_setup, "central_storage", NULL, &oracle, "sync BN", ev, nv);   /* one update */
+    fails += engine_cells(r, cnn_setup, false, "central_storage", NULL, &oracle, "sync BN", false, ev, nv);   /* one update */
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)
         fails += mpi_cell(r, &oracle);
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
+    for (size_t f = 0; f < sizeof k_graph_features / sizeof k_graph_features[0]; f++)
+        fails += feature_cells(r, &k_graph_features[f], &oracle, ev, nv);
     outcome_free(&oracle);
     return fails;
 }
