@@ -23,7 +23,9 @@
  * own BatchNormalization statistics and moving-statistics update, as the
  * float32 graph step); --mixed_reduction=tensorflow, each replica's partial
  * rounded to its variable's dtype first: c for the kernels and biases,
- * float32 for gamma and beta (dr_ref_mixed_bn_partial). */
+ * float32 for gamma and beta (dr_ref_mixed_bn_partial); tpu
+ * (unpartitioned: each replica's real rows, its padding rows left out, the
+ * gradients over the torus by mixed_step.c's mixed_collective). */
 #include "ref/trainer.h"
 #include "ref/graph.h"
 

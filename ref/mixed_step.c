@@ -50,16 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the mixed step does not run with yet on the models beyond Dense
- * (ref/mixed_graph.c), or NULL. */
-static const char *graph_refusal(const dr_run_plan *p)
-{
-    if (p->spec.kind == DR_STRATEGY_TPU)
-        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it "
-               "(the tpu step of these models is ref/tpu_step.c's, not the mixed step's)";
-    return NULL;
-}
-
 int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
 {
     const dr_experiment *e = &p->exp;
@@ -78,8 +68,6 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
               "replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the "
               "global sum, so there is no replica gradient to clip)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
-    else if (!dr_model_is_dense(&e->model))
-        why = graph_refusal(p);
     for (uint32_t l = 0; !why && l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) why = "a softmax layer is not built into it";
     if (!why) return DR_OK;

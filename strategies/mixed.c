@@ -47,8 +47,9 @@
  * (float32_bn_grads; --mixed_reduction=tensorflow rounds each replica's
  * gamma and beta partials to float32 too, engine_mixed_before_reduce).
  * --l2 (Conv2D's and Dense's kernels; add_reg_loss from the share),
- * accumulation and --clip_semantics=tensorflow as with Dense. As the
- * reference: not under tpu; and exact numerics only (graph_why).
+ * accumulation, --clip_semantics=tensorflow and tpu (engine_tpu.c's
+ * unpartitioned step, graph.c's lock step over each core's real rows) as
+ * with Dense; exact numerics only (graph_why).
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
  * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
@@ -82,7 +83,7 @@ struct engine_mixed {
     "global sum, so there is no replica gradient to clip)"
 
 /* A model beyond Dense: what its mixed step (graph.c's lock step, the
- * backend's ops rounding to c) does not run with yet, as the reference's. */
+ * backend's ops rounding to c) does not run with; the reference runs both. */
 static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     if (!bo->graph_ops_mixed)
@@ -91,9 +92,6 @@ static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
     if (!p->exact)
         return "--numerics=fast is not built for a model beyond Dense (its mixed step runs exact accumulators, each "
                "op one rounding of its exact value): use --numerics=exact";
-    if (p->spec.kind == DR_STRATEGY_TPU)
-        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it (as "
-               "the reference's, whose tpu step of these models is not the mixed step's)";
     return NULL;
 }
 
