@@ -239,8 +239,9 @@ static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
 
 /* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
  * scripts/tf_mixed_clip.py): replica r's gradient is its partial rounded to
- * c (BatchNormalization's gamma and beta to float32) plus its 1/R L2 term (--mixed_reduction=tensorflow's), checked, unscaled
- * in float32 and clipped on its own; the all-reduce sums the R clipped
+ * c (BatchNormalization's gamma and beta to float32) plus its 1/R L2 term
+ * (--mixed_reduction=tensorflow's), checked, unscaled in float32 and
+ * clipped on its own; the all-reduce sums the R clipped
  * gradients exactly, rounded once to float32 (into out). The one skip
  * decision: every replica's scaled gradient and the total finite (Keras
  * reads replica 0's alone). The partials are overwritten. */
