@@ -22,10 +22,21 @@
  *            mirrored R=2 against the reference's replica-BN run (each
  *            replica's own statistics: the same bits), and central_storage
  *            R=2 (the one update on the variable device) against the oracle;
- *   mpi      without --quick: mpirun -np 2 --variant=mpi against the oracle.
+ *   mpi      without --quick: mpirun -np 2 --variant=mpi against the oracle;
+ *   features the Dense mixed step's, on sync BN (feature_cells): --l2=0.01
+ *            and accumulation k=2 (the reference at every place, each
+ *            engine variant at one_device, R=2, R=3 and the two at
+ *            central_storage R=2 = the feature's one_device bits),
+ *            --l2=0.01 with the tensorflow reduction (R-dependent: at
+ *            R=2 and R=3 each engine variant and central_storage R=2 = the
+ *            reference mirrored run at that R); each run differs from the
+ *            oracle without the feature;
+ *   tpu      v2-8 with --l2=0.01 and a short batch, exact = one_device and
+ *            tensorflow = mirrored R=8 (tpu_cells).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
- * engine_mixed_bn_grad_c (tests/faults.tsv).
+ * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
+ * engine_mixed_tf_bn_partial_c (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
@@ -70,25 +81,28 @@ static int bites_cell(results *r, const outcome *oracle)
     return !pass;
 }
 
-/* Each engine variant under `strategy` with R = 2 (setup's flags) against
- * want's bits, where it runs them. */
-static int engine_cells(results *r, void (*setup)(dr_run_config *), const char *strategy, const char *alg,
-                        const outcome *want, const char *what, const dr_variant *const *ev, size_t nv)
+/* Each engine variant (with_ref: and the reference first) under `strategy`
+ * with R = 2 (setup's flags, tf: the tensorflow reduction) against want's
+ * bits, where it runs them. */
+static int engine_cells(results *r, void (*setup)(dr_run_config *), bool tf, const char *strategy, const char *alg,
+                        const outcome *want, const char *what, const char *want_what, bool with_ref,
+                        const dr_variant *const *ev, size_t nv)
 {
     int fails = 0;
-    for (size_t v = 0; v < nv; v++) {
+    for (size_t v = with_ref ? 0 : 1; v <= nv; v++) {
+        const char *name = v == 0 ? "ref" : ev[v - 1]->name;
         dr_run_config c;
         outcome got;
         char why[200] = "";
-        mixed_place_config(&c, setup, false, &k_mixed_places[0], ev[v]->name);
+        mixed_place_config(&c, setup, tf, &k_mixed_places[0], name);
         set_strategy(&c, strategy, 2, alg, 1);
-        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        if (v > 0 && !supported(r, "mixed_precision", &c, 2)) continue;
         run_case(&c, &got);
         bool same = !got.error[0] && !want->error[0] && outcome_same_why(&got, want, why, sizeof why);
         fails += !same;
-        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s R=2: = the "
-               "reference's %s bits%s%.150s", ev[v]->name, what, strategy, what, got.error[0] || !same ? ": " : "",
-               got.error[0] ? got.error : why);
+        record(r, "mixed_precision", &c, 2, same, got.seconds, "%s cnn_synthetic %s overflow float16 %s %s R=2: = "
+               "the reference's %s bits%s%.150s", name, what, tf ? "tensorflow" : "exact", strategy, want_what,
+               got.error[0] || !same ? ": " : "", got.error[0] ? got.error : why);
         outcome_free(&got);
     }
     return fails;
@@ -123,7 +137,8 @@ static int replica_cell(results *r, const outcome *oracle, const dr_variant *con
     mixed_place_config(&c, cnn_replica_setup, false, &k_mixed_places[1], "ref");
     run_case(&c, &a);
     run_fresh_case(&c, &b);
-    fails = engine_cells(r, cnn_replica_setup, "mirrored", "nccl", &a, "replica BN", ev, nv);
+    fails = engine_cells(r, cnn_replica_setup, false, "mirrored", "nccl", &a, "replica BN", "replica BN", false, ev,
+                         nv);
     bool pass = !a.error[0] && !b.error[0] && outcome_same(&a, &b) && !outcome_same(&a, oracle);
     record(r, "mixed_precision", &c, 2, pass, a.seconds + b.seconds, "ref cnn_synthetic replica BN overflow float16 "
            "mirrored R=2: two runs the same bits, differing from the sync BN oracle%s%.150s", a.error[0] ? ": " : "",
@@ -131,6 +146,113 @@ static int replica_cell(results *r, const outcome *oracle, const dr_variant *con
     outcome_free(&a);
     outcome_free(&b);
     return fails + !pass;
+}
+
+/* The Dense mixed step's features on cnn_synthetic sync BN: --l2 (its
+ * term on the Conv2D and Dense kernels only), accumulation (a skipped
+ * micro-step dropped, each micro-step's own BN statistics), and the
+ * tensorflow reduction (each replica's partial rounded first: c for the
+ * kernels, float32 for gamma and beta), with --l2 (its 1/R term per
+ * replica). */
+static void cnn_l2_setup(dr_run_config *c)
+{
+    cnn_setup(c);
+    c->l2 = 0.01;
+}
+
+static void cnn_accum_setup(dr_run_config *c)
+{
+    cnn_setup(c);
+    c->gradient_accumulation_steps = 2;
+}
+
+static void cnn_tpu_setup(dr_run_config *c)   /* step 5 a short batch of 16: tpu pads 2 rows a core */
+{
+    cnn_l2_setup(c);
+    c->synthetic_examples = 144;
+}
+
+typedef struct graph_feature { const char *what; void (*setup)(dr_run_config *); bool tf; } graph_feature;
+static const graph_feature k_graph_features[] = {
+    { "sync BN --l2=0.01", cnn_l2_setup, false },
+    { "sync BN accumulation k=2", cnn_accum_setup, false },
+    { "sync BN --l2=0.01", cnn_l2_setup, true },
+};
+
+/* Feature f's reference runs: at one_device (exact: the oracle of every
+ * place) or, tensorflow's R-dependent reduction, at mirrored R=2 and R=3
+ * (each its place's oracle); each differs from the run without the feature
+ * (base: one_device exact, the same bits at every R) and each engine
+ * variant gives its bits at the same place, and at central_storage R=2. */
+static int feature_cells(results *r, const graph_feature *f, const outcome *base, const dr_variant *const *ev,
+                         size_t nv)
+{
+    int fails = 0;
+    for (size_t i = f->tf ? 1 : 0; i <= (f->tf ? 2u : 0u); i++) {
+        const mixed_place *p = &k_mixed_places[i];
+        const char *red = f->tf ? "tensorflow" : "exact";
+        char what[96], want_what[96];
+        dr_run_config c;
+        outcome want;
+        snprintf(what, sizeof what, "cnn_synthetic %s", f->what);
+        snprintf(want_what, sizeof want_what, "%s %s R=%d", p->name, red, p->replicas);
+        mixed_place_config(&c, f->setup, f->tf, p, "ref");
+        run_case(&c, &want);
+        bool bites = !want.error[0] && !base->error[0] && !outcome_same(&want, base);
+        fails += !bites;
+        record(r, "mixed_precision", &c, p->replicas, bites, want.seconds, "ref %s overflow float16 %s %s R=%d: "
+               "differs from the exact run without it%s%.150s", what, red, p->name, p->replicas,
+               want.error[0] ? ": " : "", want.error);
+        if (!f->tf)   /* exact: the reference at every place = one_device */
+            fails += mixed_place_cells(r, f->setup, what, "ref", false, &want, 1, MIXED_PLACES - 1, want_what);
+        for (size_t v = 0; v < nv; v++)
+            fails += mixed_place_cells(r, f->setup, what, ev[v]->name, f->tf, &want, f->tf ? i : 0, f->tf ? i : 2,
+                                       want_what);
+        if (i == (f->tf ? 1u : 0u))   /* central_storage R=2: the exact sum of the same partials */
+            fails += engine_cells(r, f->setup, f->tf, "central_storage", NULL, &want, f->what, want_what, true, ev, nv);
+        outcome_free(&want);
+    }
+    return fails;
+}
+
+/* tpu v2-8 (R=8, unpartitioned): the reference and each engine variant
+ * under --l2 over 144 examples (4 rows a core; step 5's short batch 2 real
+ * rows and 2 of padding) give the reference's bits: the exact reduction's
+ * one_device run, tensorflow's mirrored R=8 run (each replica's partial
+ * rounded first). */
+static int tpu_cells(results *r, const dr_variant *const *ev, size_t nv)
+{
+    int fails = 0;
+    for (int tf = 0; tf < 2; tf++) {
+        dr_run_config c;
+        outcome want;
+        dr_err err;
+        mixed_place_config(&c, cnn_tpu_setup, tf, &k_mixed_places[0], "ref");
+        if (tf) set_strategy(&c, "mirrored", 8, "nccl", 1);
+        run_case(&c, &want);
+        for (size_t v = 0; v <= nv; v++) {
+            const char *name = v == 0 ? "ref" : ev[v - 1]->name;
+            outcome got;
+            char why[200] = "";
+            mixed_place_config(&c, cnn_tpu_setup, tf, &k_mixed_places[0], name);
+            if (dr_get_distribution_strategy("tpu", 0, NULL, 1, "v2-8", &c.strategy, &err) != DR_OK) {
+                fails++;
+                record(r, "mixed_precision", NULL, 8, false, 0, "%s cnn_synthetic tpu v2-8: %s", name, err.msg);
+                continue;
+            }
+            if (v > 0 && !supported(r, "mixed_precision", &c, 8)) continue;
+            run_case(&c, &got);
+            bool same = !got.error[0] && !want.error[0] && outcome_same_why(&got, &want, why, sizeof why);
+            fails += !same;
+            record(r, "mixed_precision", &c, 8, same, got.seconds, "%s cnn_synthetic sync BN --l2=0.01 overflow float16 "
+                   "%s tpu v2-8 R=8 (short batch): = the reference %s bits%s%.150s", name, tf ? "tensorflow" : "exact",
+                   tf ? "mirrored R=8 tensorflow" : "one_device", got.error[0] || !same ? ": " : "",
+                   got.error[0] ? got.error : (want.error[0] ? want.error : why));
+            outcome_free(&got);
+        }
+        outcome_free(&want);
+    }
+    return fails;
 }
 
 int mixed_graph_cells(results *r)
@@ -146,13 +268,17 @@ int mixed_graph_cells(results *r)
     fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", "ref", false, &oracle, 1, MIXED_PLACES - 1,
                                "one_device");
     fails += replica_cell(r, &oracle, ev, nv);
-    fails += engine_cells(r, cnn_setup, "central_storage", NULL, &oracle, "sync BN", ev, nv);   /* one update */
+    fails += engine_cells(r, cnn_setup, false, "central_storage", NULL, &oracle, "sync BN", "sync BN", false, ev,
+                          nv);   /* one update */
     if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
         system("command -v mpirun > /dev/null 2>&1") == 0)
         fails += mpi_cell(r, &oracle);
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
+    for (size_t f = 0; f < sizeof k_graph_features / sizeof k_graph_features[0]; f++)
+        fails += feature_cells(r, &k_graph_features[f], &oracle, ev, nv);
+    fails += tpu_cells(r, ev, nv);
     outcome_free(&oracle);
     return fails;
 }

@@ -41,7 +41,9 @@
  *   l2           --l2=0.01 in exact and tensorflow (conformance/mixed_l2_cells.c);
  *   strategies   central_storage and tpu (conformance/mixed_strategies.c);
  *   clip per     --clip_semantics=tensorflow: each replica unscaled and clipped
- *   replica      before the all-reduce (conformance/mixed_clip_cells.c).
+ *   replica      before the all-reduce (conformance/mixed_clip_cells.c);
+ *   models       cnn_synthetic, with --l2, accumulation, the tensorflow
+ *                reduction and tpu too (conformance/mixed_graph_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"

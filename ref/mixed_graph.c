@@ -15,7 +15,17 @@
  *   gamma and beta gradients float32 (dr_ref_mixed_bn_grads).
  * TensorFlow's CPU float16 convolution backward accumulates in float16 (a
  * few ulps from the one rounding distref applies): the one deviation, kept
- * for exactness and replica-invariance. */
+ * for exactness and replica-invariance.
+ * The Dense mixed step's features run here as there (ref/mixed_step.c):
+ * --l2 on the Conv2D and Dense kernels only (never BatchNormalization's
+ * gamma and beta, as the float32 step; its loss added to the reported
+ * loss); --gradient_accumulation_steps, each micro-step one such step (its
+ * own BatchNormalization statistics and moving-statistics update, as the
+ * float32 graph step); --mixed_reduction=tensorflow, each replica's partial
+ * rounded to its variable's dtype first: c for the kernels and biases,
+ * float32 for gamma and beta (dr_ref_mixed_bn_partial); tpu
+ * (unpartitioned: each replica's real rows, its padding rows left out, the
+ * gradients over the torus by mixed_step.c's mixed_collective). */
 #include "ref/trainer.h"
 #include "ref/graph.h"
 
@@ -65,7 +75,11 @@ int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
     }
     if (rc == DR_OK) {
         dr_graph_loss_grad(&ctx, g, R);
-        for (uint32_t r = 0; r < R; r++) if (t->mult[r] > 1) dr_acc_mul_u32(&t->rep[r].loss, t->mult[r]);
+        for (uint32_t r = 0; r < R; r++) {
+            if (t->mult[r] > 1) dr_acc_mul_u32(&t->rep[r].loss, t->mult[r]);
+            if (m->l2 != 0.0f)   /* the reported loss: + the float32 L2 loss, as the Dense mixed step */
+                dr_acc_add_prod(&t->rep[r].loss, (float)t->coef, dr_model_reg_loss(m, t->rep[r].params));
+        }
         for (uint32_t r = 0; t->cfg->placement_log && !t->tpu.on && r < R; r++) dr_trainer_log_replica_ops(t, r);
         for (uint32_t r = 0; S && r < R; r++) memcpy(t->rep[r].params + T, state, S * sizeof *state);
         if (S && t->var) memcpy(t->var + T, state, S * sizeof *state);
@@ -75,21 +89,36 @@ int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
     return rc;
 }
 
+/* BatchNormalization's gamma and beta of one replica's partial, as
+ * --mixed_reduction=tensorflow moves them: float32 variables, so their
+ * gradients are rounded to float32, not to c (out's other values kept). */
+void dr_ref_mixed_bn_partial(const dr_model_spec *m, const dr_acc *part, float *out)
+{
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        size_t at = dr_model_kernel_offset(m, l);
+        if (m->layer[l].kind != DR_LAYER_BATCH_NORM) continue;
+        for (size_t p = at; p < at + dr_model_layer_params(m, l); p++) out[p] = dr_acc_round(&part[p]);   /* gamma, beta */
+    }
+}
+
 /* BatchNormalization's gamma and beta are float32 variables read as they
- * are: their gradients are float32 (the exact global sum rounded once to
- * float32, not to c). Returns whether the whole gradient is finite (the
+ * are: their gradients are float32 (exact: the global sum rounded once to
+ * float32, not to c; tensorflow: the exact sum of each replica's float32
+ * partial, rounded once). Returns whether the whole gradient is finite (the
  * skip decision, over c's values elsewhere and these). */
 bool dr_ref_mixed_bn_grads(trainer *t, float *grad)
 {
     const dr_model_spec *m = &t->exp.model;
-    bool finite = true;
+    bool finite = true, tf = t->cfg->mixed.tf_reduction;
     for (uint32_t l = 0; l < m->nlayers; l++) {
         size_t at = dr_model_kernel_offset(m, l);
         if (m->layer[l].kind != DR_LAYER_BATCH_NORM) continue;
         for (size_t p = at; p < at + dr_model_layer_params(m, l); p++) {   /* gamma, beta */
             dr_acc s;
             dr_acc_init(&s);
-            for (uint32_t r = 0; r < t->strat.num_replicas; r++) dr_acc_merge(&s, &t->rep[r].grad[p]);
+            for (uint32_t r = 0; r < t->strat.num_replicas; r++)
+                if (tf) dr_acc_add(&s, dr_acc_round(&t->rep[r].grad[p]));
+                else dr_acc_merge(&s, &t->rep[r].grad[p]);
             grad[p] = dr_acc_round(&s);
         }
     }

@@ -50,22 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the mixed step does not run with yet on the models beyond Dense
- * (ref/mixed_graph.c), or NULL. */
-static const char *graph_refusal(const dr_run_plan *p)
-{
-    if (p->spec.kind == DR_STRATEGY_TPU)
-        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it "
-               "(the tpu step of these models is ref/tpu_step.c's, not the mixed step's)";
-    if (p->cfg->mixed.tf_reduction)
-        return "--mixed_reduction=tensorflow is not built for a model beyond Dense (BatchNormalization's float32 "
-               "gradients would need a per-tensor dtype in the reduction); use --mixed_reduction=exact";
-    if (p->exp.model.l2 != 0.0f) return "--l2 is not built for a model beyond Dense";
-    if (p->cfg->gradient_accumulation_steps > 1)
-        return "--gradient_accumulation_steps is not built for a model beyond Dense";
-    return NULL;
-}
-
 int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
 {
     const dr_experiment *e = &p->exp;
@@ -84,8 +68,6 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
               "replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the "
               "global sum, so there is no replica gradient to clip)";
     else if (p->cfg->layer_devices[0]) why = "--layer_devices is not built into it";
-    else if (!dr_model_is_dense(&e->model))
-        why = graph_refusal(p);
     for (uint32_t l = 0; !why && l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) why = "a softmax layer is not built into it";
     if (!why) return DR_OK;
@@ -257,8 +239,9 @@ static void mixed_apply(trainer *t, const dr_optimizer *o, uint64_t applied)
 
 /* --clip_semantics=tensorflow (Keras 3 under MirroredStrategy, measured by
  * scripts/tf_mixed_clip.py): replica r's gradient is its partial rounded to
- * c plus its 1/R L2 term (--mixed_reduction=tensorflow's), checked, unscaled
- * in float32 and clipped on its own; the all-reduce sums the R clipped
+ * c (BatchNormalization's gamma and beta to float32) plus its 1/R L2 term
+ * (--mixed_reduction=tensorflow's), checked, unscaled in float32 and
+ * clipped on its own; the all-reduce sums the R clipped
  * gradients exactly, rounded once to float32 (into out). The one skip
  * decision: every replica's scaled gradient and the total finite (Keras
  * reads replica 0's alone). The partials are overwritten. */
@@ -270,6 +253,7 @@ static bool reduce_clipped(trainer *t, float *out)
     for (uint32_t r = 0; r < R; r++) {
         dr_acc *part = t->rep[r].grad;
         for (size_t p = 0; p < t->P; p++) out[p] = dr_acc_round_div_dtype(&part[p], 1, t->cfg->mixed.compute);
+        if (!dr_model_is_dense(m)) dr_ref_mixed_bn_partial(m, part, out);   /* gamma, beta: float32 */
         dr_mixed_add_l2(m, t->rep[r].params, t->ls.scale, R, out);
         for (size_t p = 0; p < t->P; p++) finite &= out[p] - out[p] == 0.0f;
         for (size_t p = 0; p < t->P; p++) out[p] = dr_loss_scale_unscale(&t->ls, out[p]);

@@ -164,6 +164,7 @@ int      dr_ref_mixed_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr
  * gradients written over the reduced grad; returns whether grad is finite. */
 int      dr_ref_mixed_graph_shares(trainer *t, dr_err *err);
 bool     dr_ref_mixed_bn_grads(trainer *t, float *grad);
+void     dr_ref_mixed_bn_partial(const dr_model_spec *m, const dr_acc *part, float *out);
 
 /* parameter_server training: the coordinator, its seeded asynchronous
  * schedule and the ps tasks (ref/ps.c), as the ref variant's train hook. */

@@ -44,8 +44,12 @@
  * lock step with the backend's layer ops rounding to c (graph_ops_mixed:
  * openmp, mpi's ranks), its loss share engine_mixed_graph_share; the
  * reduction rounds BatchNormalization's gamma and beta gradients to float32
- * (float32_bn_grads). As the reference: not under tpu, the tensorflow
- * reduction, --l2 or accumulation; and exact numerics only (graph_why).
+ * (float32_bn_grads; --mixed_reduction=tensorflow rounds each replica's
+ * gamma and beta partials to float32 too, engine_mixed_before_reduce).
+ * --l2 (Conv2D's and Dense's kernels; add_reg_loss from the share),
+ * accumulation, --clip_semantics=tensorflow and tpu (engine_tpu.c's
+ * unpartitioned step, graph.c's lock step over each core's real rows) as
+ * with Dense; exact numerics only (graph_why).
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
  * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
@@ -79,7 +83,7 @@ struct engine_mixed {
     "global sum, so there is no replica gradient to clip)"
 
 /* A model beyond Dense: what its mixed step (graph.c's lock step, the
- * backend's ops rounding to c) does not run with yet, as the reference's. */
+ * backend's ops rounding to c) does not run with; the reference runs both. */
 static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     if (!bo->graph_ops_mixed)
@@ -88,14 +92,6 @@ static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
     if (!p->exact)
         return "--numerics=fast is not built for a model beyond Dense (its mixed step runs exact accumulators, each "
                "op one rounding of its exact value): use --numerics=exact";
-    if (p->spec.kind == DR_STRATEGY_TPU)
-        return "a model beyond Dense (convolution, pooling, batch norm, dropout) under tpu is not built into it (as "
-               "the reference's, whose tpu step of these models is not the mixed step's)";
-    if (p->cfg->mixed.tf_reduction)
-        return "--mixed_reduction=tensorflow is not built for a model beyond Dense (BatchNormalization's float32 "
-               "gradients would need a per-tensor dtype in the reduction); use --mixed_reduction=exact";
-    if (p->exp.model.l2 != 0.0f) return "--l2 is not built for a model beyond Dense";
-    if (p->cfg->gradient_accumulation_steps > 1) return "--gradient_accumulation_steps is not built for a model beyond Dense";
     return NULL;
 }
 
@@ -186,8 +182,8 @@ static int add_reg_loss(dr_session *s, uint32_t r, const float *w, dr_err *err)
     dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq, staged;
     int rc;
     dr_acc_init(&sq);
-    for (uint32_t l = 0; l < md->nlayers; l++)
-        if (md->layer[l].kind == DR_LAYER_DENSE)
+    for (uint32_t l = 0; l < md->nlayers; l++)   /* Keras's kernel_regularizer: Dense and Conv2D kernels */
+        if (md->layer[l].kind == DR_LAYER_DENSE || md->layer[l].kind == DR_LAYER_CONV2D)
             dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
                            dr_model_kernel_size(md, l));
     if (loss) {   /* host memory: in place */
@@ -228,30 +224,35 @@ void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt)
 }
 
 /* rb->loss = mult * the exact sum of the per-example losses, as the Dense
- * kernel's (the gradient's scale and 1/G are in its deltas already). */
+ * kernel's (the gradient's scale and 1/G are in its deltas already), plus
+ * --l2's loss (the weights in host memory: the layer ops with roundings to
+ * c are openmp's alone, graph_why). */
 int engine_mixed_graph_share(dr_session *s, uint32_t r, dr_err *err)
 {
     dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), staged;
     int rc;
-    if (s->mult[r] <= 1) return DR_OK;
-    if (loss) { dr_acc_mul_u32(loss, s->mult[r]); return DR_OK; }
-    if ((rc = s->bo->download(s->be, &staged, s->rb[r].loss, 0, sizeof staged, err))) return rc;
-    dr_acc_mul_u32(&staged, s->mult[r]);
-    return s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err);
+    if (s->mult[r] > 1 && loss) dr_acc_mul_u32(loss, s->mult[r]);
+    if (s->mult[r] > 1 && !loss) {
+        if ((rc = s->bo->download(s->be, &staged, s->rb[r].loss, 0, sizeof staged, err))) return rc;
+        dr_acc_mul_u32(&staged, s->mult[r]);
+        if ((rc = s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err))) return rc;
+    }
+    return s->plan->exp.model.l2 != 0.0f ? add_reg_loss(s, r, weights_of(s, r), err) : DR_OK;
 }
 
 /* BatchNormalization's gamma and beta are float32 variables read as they
- * are: their gradients the exact total rounded once to float32, not to c
- * (ref/mixed_graph.c's). Returns whether all of g is finite (the skip
- * decision, over c's values elsewhere and these). */
-static int float32_bn_grads(const dr_session *s, const dr_acc *total, float *g)
+ * are: their gradients a rounded once to float32, not to c (ref/mixed_graph.c's;
+ * a: the exact total, or under --mixed_reduction=tensorflow one replica's
+ * partial). Returns whether all of g is finite (the skip decision, over c's
+ * values elsewhere and these). */
+static int float32_bn_grads(const dr_session *s, const dr_acc *a, float *g)
 {
     const dr_model_spec *md = &s->plan->exp.model;
     int fin = 1;
     for (uint32_t l = 0; l < md->nlayers; l++) {
         size_t at = dr_model_kernel_offset(md, l), n = dr_model_layer_params(md, l);
         if (md->layer[l].kind != DR_LAYER_BATCH_NORM) continue;
-        for (size_t p = at; p < at + n; p++) g[p] = DR_SEAM_MIXED_BN_GRAD(dr_acc_round(&total[p]), g[p]);
+        for (size_t p = at; p < at + n; p++) g[p] = DR_SEAM_MIXED_BN_GRAD(dr_acc_round(&a[p]), g[p]);
     }
     for (size_t p = 0; p < s->plan->P; p++) fin &= g[p] - g[p] == 0.0f;
     return fin;
@@ -295,6 +296,8 @@ void engine_mixed_before_reduce(dr_session *s, uint32_t w, void *const *local, u
         float *g = m->g[w - s->wlo];   /* scratch until apply */
         #pragma omp parallel for schedule(static) if (P >= 4096 && !omp_in_parallel())
         for (long long p = 0; p < P; p++) g[p] = dr_acc_round_div_dtype(&a[p], 1, m->c);
+        if (!dr_model_is_dense(&s->plan->exp.model))   /* gamma, beta: float32 variables, float32 partials */
+            DR_SEAM_MIXED_TF_BN_PARTIAL(float32_bn_grads(s, a, g));
         if (s->plan->exp.model.l2 != 0.0f)   /* this replica's 1/R L2 term on its rounded partial (TensorFlow's) */
             dr_mixed_add_l2(&s->plan->exp.model, weights_of(s, w * L + k),
                             DR_SEAM_MIXED_L2_SCALE(m->ls[w - s->wlo].scale), s->R, g);

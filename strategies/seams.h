@@ -179,6 +179,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_BN_GRAD(f32, c) ((void)(c), (f32))
 #endif
 
+/* --mixed_reduction=tensorflow on a model beyond Dense: each replica's
+ * gamma and beta partials rounded to float32 (float32 variables) before the
+ * all-reduce; the call overwrites them in the replica's c-rounded gradient. */
+#if defined(DR_MUTANT_MIXED_TF_BN_PARTIAL_C)   /* left rounded to the compute dtype, as the kernels' */
+#define DR_SEAM_MIXED_TF_BN_PARTIAL(call) ((void)0)
+#else
+#define DR_SEAM_MIXED_TF_BN_PARTIAL(call) ((void)(call))
+#endif
+
 /* The rounded gradient g unscaled by the step's loss scale. */
 #if defined(DR_MUTANT_MIXED_UNSCALE_TWICE)     /* divided by the scale twice */
 #define DR_SEAM_MIXED_UNSCALE(g, scale) ((g) / (scale) / (scale))
