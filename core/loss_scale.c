@@ -72,7 +72,7 @@ bool dr_mixed_add_l2(const dr_model_spec *m, const float *w, float scale, uint32
     bool finite = true;
     for (uint32_t l = 0; m->l2 != 0.0f && l < m->nlayers; l++) {
         size_t off = dr_model_kernel_offset(m, l), n = dr_model_kernel_size(m, l);
-        if (m->layer[l].kind != DR_LAYER_DENSE && m->layer[l].kind != DR_LAYER_CONV2D) continue;
+        if (!dr_layer_regularized(&m->layer[l])) continue;
         for (size_t p = off; p < off + n; p++) {
             g[p] = g[p] + dr_mixed_l2_term(scale, R, m->l2, w[p]);
             finite &= g[p] - g[p] == 0.0f;
@@ -86,7 +86,7 @@ static bool regularized(const dr_model_spec *m, size_t p)
     for (uint32_t l = 0; l < m->nlayers; l++) {
         size_t off = dr_model_kernel_offset(m, l);
         if (p >= off && p < off + dr_model_kernel_size(m, l))
-            return m->layer[l].kind == DR_LAYER_DENSE || m->layer[l].kind == DR_LAYER_CONV2D;
+            return dr_layer_regularized(&m->layer[l]);
     }
     return false;
 }

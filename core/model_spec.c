@@ -31,6 +31,11 @@ const char *dr_layer_kinds_first(uint32_t kinds)
     return "none";
 }
 
+bool dr_layer_regularized(const dr_dense *d)
+{
+    return d->kind == DR_LAYER_DENSE || d->kind == DR_LAYER_CONV2D;
+}
+
 /* One layer in words: its kind and the settings that shape it. */
 static void layer_words(const dr_dense *d, char *buf, size_t cap)
 {

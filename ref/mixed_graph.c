@@ -40,7 +40,7 @@ static void round_params(const dr_model_spec *m, const float *w, size_t P, dr_dt
     for (uint32_t l = 0; l < m->nlayers; l++) {
         const dr_dense *d = &m->layer[l];
         size_t at = dr_model_kernel_offset(m, l), n = dr_model_layer_params(m, l);
-        if (d->kind != DR_LAYER_DENSE && d->kind != DR_LAYER_CONV2D) continue;
+        if (!dr_layer_regularized(d)) continue;
         for (size_t i = at; i < at + n; i++) out[i] = dr_round_to_dtype(w[i], c);
     }
 }

@@ -21,11 +21,6 @@
 
 #define XENT_EPS 1e-7f   /* Keras' epsilon() for clipping probabilities */
 
-/* Keras' kernel_regularizer: Dense and Conv2D kernels. */
-static bool regularized(const dr_dense *d)
-{
-    return d->kind == DR_LAYER_DENSE || d->kind == DR_LAYER_CONV2D;
-}
 
 float dr_model_reg_loss(const dr_model_spec *m, const float *params)
 {
@@ -34,7 +29,7 @@ float dr_model_reg_loss(const dr_model_spec *m, const float *params)
     dr_acc_init(&sq);
     for (uint32_t l = 0; l < m->nlayers; l++) {
         const float *w = params + dr_model_kernel_offset(m, l);
-        if (regularized(&m->layer[l])) dr_acc_add_dot(&sq, w, w, dr_model_kernel_size(m, l));
+        if (dr_layer_regularized(&m->layer[l])) dr_acc_add_dot(&sq, w, w, dr_model_kernel_size(m, l));
     }
     return m->l2 * dr_acc_round(&sq);
 }
@@ -45,7 +40,7 @@ float dr_model_reg_grad(const dr_model_spec *m, const float *params, size_t p)
     size_t off = 0;
     if (m->l2 == 0.0f) return 0.0f;
     while (l < m->nlayers && p >= off + dr_model_layer_params(m, l)) off += dr_model_layer_params(m, l++);
-    if (l == m->nlayers || !regularized(&m->layer[l]) || p >= off + dr_model_kernel_size(m, l)) return 0.0f;
+    if (l == m->nlayers || !dr_layer_regularized(&m->layer[l]) || p >= off + dr_model_kernel_size(m, l)) return 0.0f;
     return (2.0f * m->l2) * params[p];
 }
 

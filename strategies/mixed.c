@@ -182,8 +182,8 @@ static int add_reg_loss(dr_session *s, uint32_t r, const float *w, dr_err *err)
     dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq, staged;
     int rc;
     dr_acc_init(&sq);
-    for (uint32_t l = 0; l < md->nlayers; l++)   /* Keras's kernel_regularizer: Dense and Conv2D kernels */
-        if (md->layer[l].kind == DR_LAYER_DENSE || md->layer[l].kind == DR_LAYER_CONV2D)
+    for (uint32_t l = 0; l < md->nlayers; l++)
+        if (dr_layer_regularized(&md->layer[l]))
             dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
                            dr_model_kernel_size(md, l));
     if (loss) {   /* host memory: in place */

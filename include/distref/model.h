@@ -102,6 +102,11 @@ int  dr_model_derive(dr_model_spec *m, dr_err *err);
 bool dr_model_first_difference(const dr_model_spec *a, const dr_model_spec *b, const char *other, char *buf,
                                size_t cap);
 
+/* Whether --l2 regularizes the layer's kernel: Keras's kernel_regularizer,
+ * Dense and Conv2D (never BatchNormalization's gamma). The one rule every
+ * step's L2 term and loss reads. */
+bool dr_layer_regularized(const dr_dense *d);
+
 /* Every layer Dense: the engine's models. */
 bool dr_model_is_dense(const dr_model_spec *m);
 /* The kinds the model uses: bit 1 << dr_layer_kind. A backend's supports()
