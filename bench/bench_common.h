@@ -15,6 +15,7 @@
 
 #include "distref/factory.h"
 #include "distref/harness.h"
+#include "distref/rng.h"
 #include "distref/run_log.h"
 #include "distref/train.h"
 
@@ -28,6 +29,18 @@ static inline const char *bench_blas_kernels(char *buf, size_t cap)
     const char *env = getenv("OPENBLAS_CORETYPE");
     snprintf(buf, cap, "OPENBLAS_CORETYPE=%s (kernels: %s)", env ? env : "(unset)", openblas_get_corename());
     return buf;
+}
+
+/* The exact gradient all-reduce's bench data (bench/mpi_allreduce's grad
+ * column, bench/nightly_mpi's _grad_ rows): rank w's partial of element i
+ * is BENCH_GRAD_K products; product k's factors span about 12 binades, as
+ * a gradient's activations and deltas. */
+#define BENCH_GRAD_K 8
+static inline void bench_grad_factors(uint32_t w, size_t i, int k, float *a, float *b)
+{
+    uint64_t j = (uint64_t)i * BENCH_GRAD_K + (uint64_t)k;
+    *a = (dr_rng_uniform(2027, w, j) - 0.5f) * (float)(1u << (j % 7));
+    *b = (dr_rng_uniform(2028, w, j) - 0.25f) * 0x1p-5f * (float)(1u << (i % 6));
 }
 
 /* CPU seconds on clock id: CLOCK_PROCESS_CPUTIME_ID (every thread of the

@@ -18,7 +18,7 @@
  *           (devices/mpi/comm_mpi_f32x.c)
  *   grad    all_reduce_round: the exact gradient all-reduce rounded once
  *           (devices/mpi/comm_mpi_gradx.c): each rank's partials are compact
- *           accumulators of GRAD_K products (what a replica's gradient
+ *           accumulators of BENCH_GRAD_K products (what a replica's gradient
  *           share is), travelling as double-doubles with an escape list;
  *           timed from the accumulators to every rank's rounded floats
  *           (the conversions included). #wrong against the exact sum of
@@ -45,16 +45,6 @@
 #include <string.h>
 
 #define ITERS_MAX 30
-#define GRAD_K 8   /* products in each rank's partial of an element (grad column) */
-
-/* Product k of rank w's partial of element i (grad column): factors over
- * about 12 binades, as a gradient's activations and deltas. */
-static void grad_factors(uint32_t w, size_t i, int k, float *a, float *b)
-{
-    uint64_t j = (uint64_t)i * GRAD_K + (uint64_t)k;
-    *a = (dr_rng_uniform(2027, w, j) - 0.5f) * (float)(1u << (j % 7));
-    *b = (dr_rng_uniform(2028, w, j) - 0.25f) * 0x1p-5f * (float)(1u << (i % 6));
-}
 
 static float value(uint32_t w, size_t i)
 {
@@ -149,9 +139,9 @@ int main(int argc, char **argv)
             dr_acc_init(&tot);
             dr_cacc_init(&gpart[i]);
             for (uint32_t w = 0; w < W; w++)
-                for (int k = 0; k < GRAD_K; k++) {
+                for (int k = 0; k < BENCH_GRAD_K; k++) {
                     float a, b;
-                    grad_factors(w, i, k, &a, &b);
+                    bench_grad_factors(w, i, k, &a, &b);
                     dr_acc_add_prod(&tot, a, b);
                     if (w == rank) dr_cacc_add_prod(&gpart[i], a, b);
                 }

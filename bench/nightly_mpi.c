@@ -76,7 +76,7 @@ enum { OP_RING, OP_GRAD };
  * steady). 64 KB has no such row: its exchanges are latency, not work. */
 /* The _grad_ rows are issue 33 item 2's ratio (docs/PERFORMANCE.md): the
  * exact gradient all-reduce rounded once (all_reduce_round over compact
- * partials of GRAD_K products, what a replica's gradient holds; the native
+ * partials of BENCH_GRAD_K products, what a replica's gradient holds; the native
  * endpoint; conversions included) against MPI_Allreduce of the floats, at
  * 1 MB and 16 MB, wall time as bench/mpi_allreduce's grad column. */
 static const metric metrics[] = {
@@ -87,8 +87,6 @@ static const metric metrics[] = {
     { "allreduce_grad_16m_np2_vs_mpi", 16777216, 2, 6, BASE_FLOATS, OP_GRAD, 0 },
 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
-
-enum { GRAD_K = 8 };   /* products in a rank's partial of an element (the _grad_ rows) */
 
 typedef struct buffers {
     size_t n;
@@ -292,11 +290,11 @@ int main(int argc, char **argv)
             b.x[i] = (2.0f * dr_rng_uniform(2026, rank, (uint64_t)i) - 1.0f) * (float)(1u << (i % 5));
             dr_acc_init(&b.pristine[i]);
             dr_acc_add(&b.pristine[i], b.x[i]);
-            for (int k = 0; b.part && k < GRAD_K; k++) {   /* factors over ~12 binades, as bench/mpi_allreduce's */
-                uint64_t j = (uint64_t)i * GRAD_K + (uint64_t)k;
+            for (int k = 0; b.part && k < BENCH_GRAD_K; k++) {   /* bench/mpi_allreduce's grad column's data */
+                float fa, fb;
                 if (k == 0) dr_cacc_init(&b.part[i]);
-                dr_cacc_add_prod(&b.part[i], (dr_rng_uniform(2027, rank, j) - 0.5f) * (float)(1u << (j % 7)),
-                                 (dr_rng_uniform(2028, rank, j) - 0.25f) * 0x1p-5f * (float)(1u << (i % 6)));
+                bench_grad_factors(rank, i, k, &fa, &fb);
+                dr_cacc_add_prod(&b.part[i], fa, fb);
             }
         }
         memset(&cc, 0, sizeof cc);
