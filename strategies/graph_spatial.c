@@ -18,6 +18,11 @@
  * core 0's gradient once before the share (exact: any order; fast: floats
  * added in core order, repeatable).
  *
+ * A backend whose buffers are device memory (host_ptr NULL: opencl) gets
+ * the two host steps here, the input maps' load and the merge, through
+ * download and upload; its cores' buffers are on the replica's device
+ * (engine_alloc_at), beside the replica's own.
+ *
  * Reported as the reference does: per step, the bytes each logical core of
  * replica 0 received (halo_bytes_per_core, forward and backward halos) and
  * the gather and scatter bytes (gather_bytes), in metrics.jsonl; the run's
