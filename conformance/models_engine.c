@@ -47,8 +47,10 @@
  * alone), engine_halo_row_short (the halo from the core below one row short:
  * `tpu` at 2,1 and 2,2), engine_parts_by_threads (fast bias gradients' and BN sums' partials
  * one a thread: `threads`), and the OpenCL backend's cl_conv_grad_stride (the same in
- * cl/graph.cl) and cl_l2_on_gamma (BN's gamma regularized) must fail the
- * suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
+ * cl/graph.cl), cl_l2_on_gamma (BN's gamma regularized) and
+ * cl_sums_whole_map (a partitioned OpenCL core's conv gradient and BN sums
+ * over its whole map, not its tile: the opencl `tpu` and `fast` cells with
+ * --input_partition_dims) must fail the suite; ref_bn_bytes_backward_uncounted must fail `bytes`.
  */
 #include "conformance/conformance.h"
 

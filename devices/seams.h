@@ -393,6 +393,16 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_BUILD_OPTIONS ""
 #endif
 
+/* Whether a partitioned core's sums in the OpenCL graph ops (a conv's kernel
+ * and bias gradients, BatchNormalization's statistics and gradient sums)
+ * run over its tile (t) of a map: its kernels compute the whole map, and
+ * outside the tile it holds values no sum may read. */
+#if defined(DR_MUTANT_CL_SUMS_WHOLE_MAP)   /* over the whole map: the values outside the tile counted */
+#define DR_SEAM_CL_TILE_SUMS(t) ((void)(t), false)
+#else
+#define DR_SEAM_CL_TILE_SUMS(t) (t)
+#endif
+
 /* The layer kinds whose kernel --l2 regularizes in the OpenCL share: Keras's
  * kernel_regularizer, Dense and Conv2D (not BatchNormalization's gamma, which
  * the layout keeps where a kernel would be). */

@@ -18,6 +18,11 @@
  * core 0's gradient once before the share (exact: any order; fast: floats
  * added in core order, repeatable).
  *
+ * A backend whose buffers are device memory (host_ptr NULL: opencl) gets
+ * the two host steps here, the input maps' load and the merge, through
+ * download and upload; its cores' buffers are on the replica's device
+ * (engine_alloc_at), beside the replica's own.
+ *
  * Reported as the reference does: per step, the bytes each logical core of
  * replica 0 received (halo_bytes_per_core, forward and backward halos) and
  * the gather and scatter bytes (gather_bytes), in metrics.jsonl; the run's
@@ -57,9 +62,10 @@ int engine_spatial_open(dr_session *s, dr_err *err)
             dr_replica_bufs *cb = engine_core(s, r, c);
             if (c > 0) {
                 cb->params = s->rb[r].params;   /* read only: the replica's variables */
-                if ((rc = s->bo->alloc(s->be, P * dr_grad_bytes(s->num), &cb->grad, err)) ||
-                    (rc = s->bo->alloc(s->be, s->esz, &cb->loss, err)) ||
-                    (rc = s->bo->alloc(s->be, (size_t)s->rows * f * sizeof(float) + 1, &cb->x, err)) ||
+                uint32_t place = r - s->wlo * s->L;   /* the replica's device: its cores' buffers beside its own */
+                if ((rc = engine_alloc_at(s, place, P * dr_grad_bytes(s->num), &cb->grad, err)) ||
+                    (rc = engine_alloc_at(s, place, s->esz, &cb->loss, err)) ||
+                    (rc = engine_alloc_at(s, place, (size_t)s->rows * f * sizeof(float) + 1, &cb->x, err)) ||
                     (rc = s->bo->replica_open(s->be, cb, s->rows, err)))
                     return rc;
             }
@@ -85,21 +91,33 @@ void engine_spatial_close(dr_session *s)
 }
 
 /* Replica r's cores' input maps: each its tile of the rows (tile_x, already
- * on its core), zeros elsewhere. */
+ * on its core), zeros elsewhere. Device memory (host_ptr NULL): the tile
+ * read back and the map built on the host (buffers of this call: the
+ * replicas may load at once), then written to the core. */
 int engine_spatial_load(dr_session *s, uint32_t r, dr_err *err)
 {
     engine_tpu *tp = &s->tpu;
-    size_t f = s->data->features, len = tp->tile_len;
-    for (uint32_t c = 0; c < tp->tiles; c++) {
-        float *x = s->bo->host_ptr(engine_core(s, r, c)->x);
-        const float *xt = s->bo->host_ptr(tp->tile_x[r * tp->tiles + c]);
+    size_t f = s->data->features, len = tp->tile_len, bytes = (size_t)s->rows * f * sizeof(float);
+    float *hx = NULL, *ht = NULL;
+    int rc = DR_OK;
+    for (uint32_t c = 0; rc == DR_OK && c < tp->tiles; c++) {
+        dr_buffer *xb = engine_core(s, r, c)->x, *tb = tp->tile_x[r * tp->tiles + c];
+        float *x = s->bo->host_ptr(xb), *xt = s->bo->host_ptr(tb);
         const uint32_t *pix = tp->pix + (size_t)c * len;
-        if (!x || !xt) return dr_fail(err, DR_EUNSUPPORTED, "tpu: spatial partitioning needs host-addressable maps");
-        memset(x, 0, (size_t)s->rows * f * sizeof(float));
+        if ((!x && !hx && !(hx = malloc(bytes + 1))) || (!xt && !ht && !(ht = malloc(s->rows * len * sizeof(float) + 1)))) {
+            rc = dr_fail(err, DR_ENOMEM, "tpu: out of host memory for a core's input map");
+            break;
+        }
+        if (!xt && (rc = s->bo->download(s->be, xt = ht, tb, 0, s->rows * len * sizeof(float), err))) break;
+        if (!x) x = hx;
+        memset(x, 0, bytes);
         for (size_t e = 0; e < s->rows; e++)
             for (size_t q = 0; q < len; q++) x[e * f + pix[q]] = xt[e * len + q];
+        if (x == hx) rc = s->bo->upload(s->be, xb, 0, x, bytes, err);
     }
-    return DR_OK;
+    free(hx);
+    free(ht);
+    return rc;
 }
 
 /* Replica r's cores before layer l's forward or backward: the backend's
@@ -137,14 +155,30 @@ void engine_spatial_rounds(dr_session *s, uint32_t lo, uint32_t n)
     }
 }
 
-/* Replica r's cores' gradient partials into core 0's, before its share. */
+/* Replica r's cores' gradient partials into core 0's, before its share.
+ * Device memory (host_ptr NULL): each read back, merged on the host, core
+ * 0's written back. */
 int engine_spatial_merge(dr_session *s, uint32_t r, dr_err *err)
 {
     const dr_form *f = dr_form_of(dr_grad_form(s->num));
-    void *g0 = s->bo->host_ptr(s->rb[r].grad);
-    if (!g0) return dr_fail(err, DR_EUNSUPPORTED, "tpu: spatial partitioning needs host-addressable gradients");
-    for (uint32_t c = 1; c < s->tpu.tiles; c++) f->merge(g0, s->bo->host_ptr(engine_core(s, r, c)->grad), s->plan->P);
-    return DR_OK;
+    size_t bytes = s->plan->P * dr_grad_bytes(s->num);
+    void *g0 = s->bo->host_ptr(s->rb[r].grad), *own = NULL, *gc = NULL;
+    int rc = DR_OK;
+    if (!g0 && (!(g0 = own = malloc(bytes + 1)) || !(gc = malloc(bytes + 1)))) {
+        free(own);
+        return dr_fail(err, DR_ENOMEM, "tpu: out of host memory to merge the cores' gradients");
+    }
+    if (own) rc = s->bo->download(s->be, own, s->rb[r].grad, 0, bytes, err);
+    for (uint32_t c = 1; rc == DR_OK && c < s->tpu.tiles; c++) {
+        dr_buffer *b = engine_core(s, r, c)->grad;
+        void *h = s->bo->host_ptr(b);
+        if (!h && !(rc = s->bo->download(s->be, gc, b, 0, bytes, err))) h = gc;
+        if (rc == DR_OK) f->merge(g0, h, s->plan->P);
+    }
+    if (own && rc == DR_OK) rc = s->bo->upload(s->be, s->rb[r].grad, 0, own, bytes, err);
+    free(own);
+    free(gc);
+    return rc;
 }
 
 /* The step's bytes into its metrics line (after what extra holds), added to the run's totals. */

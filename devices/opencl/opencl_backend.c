@@ -77,13 +77,9 @@ static int cl_supports(const dr_backend_query *q, dr_err *err)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown strategy kind %d", (int)q->strategy);
     if (q->numerics != DR_NUMERICS_EXACT && q->numerics != DR_NUMERICS_FAST)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: unknown numerics %d", (int)q->numerics);
-    if (q->tiles != 1 && (q->layer_kinds & ~(1u << DR_LAYER_DENSE)))
-        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: tpu with --input_partition_dims for a model beyond Dense "
-                       "(its maps' tiles and halo exchange, %u cores a replica) is not built for OpenCL; a Dense model's "
-                       "partitioning and tpu without it are", q->tiles);
     if (q->layer_placement)
         return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: --layer_devices (layer placement) is not built");
-    return DR_OK;   /* every layer kind (devices/opencl/opencl_graph.c) */
+    return DR_OK;   /* every layer kind (devices/opencl/opencl_graph.c), on tiles too (opencl_halo.c) */
 }
 
 /* ---- open / close -------------------------------------------------------------- */
@@ -560,6 +556,8 @@ const dr_backend_ops *dr_backend_opencl(void)
         .graph_loss = dr_cl_graph_loss,
         .layer_backward = dr_cl_layer_backward,
         .bn_backward = dr_cl_bn_backward,
+        .set_tile = dr_cl_set_tile,
+        .spatial_exchange = dr_cl_spatial_exchange,
     };
     return &ops;
 }

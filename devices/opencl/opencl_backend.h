@@ -12,7 +12,9 @@
  *                            of a Dense model; kernels in cl/kernels.cl)
  * devices/opencl/opencl_graph.c     the layer ops of the models beyond Dense
  *                            (Conv2D, pooling, Dropout, Add, BatchNormalization;
- *                            kernels cl/graph.cl)
+ *                            kernels cl/graph.cl), a core's tile (set_tile)
+ * devices/opencl/opencl_halo.c      their spatial partitioning's halos, gather
+ *                            and scatter between a replica's cores
  *
  * devices/opencl/opencl_places.c    the device list, the replica mapping (shared
  *                            queue, a queue per replica, sub-devices), the
@@ -242,6 +244,19 @@ int  dr_cl_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err);
 int  dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
 int  dr_cl_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                        const float *mean_dyxhat, dr_err *err);
+
+/* devices/opencl/opencl_graph.c, for the tpu strategy's spatial partitioning
+ * of a model beyond Dense: the table's set_tile; whether a replica's
+ * workspace holds tile; its rows this step; its map k (grad: d(loss)/d(map
+ * k)); layer l's ReLU mask on its output gradient (idempotent) */
+int    dr_cl_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err);
+bool   dr_cl_graph_tiled(const dr_replica_bufs *rb, const dr_tile *tile);
+uint32_t dr_cl_graph_rows(const dr_replica_bufs *rb);
+cl_mem dr_cl_graph_map(const dr_replica_bufs *rb, uint32_t k, bool grad);
+int    dr_cl_unactivate(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err);
+/* devices/opencl/opencl_halo.c: the table's spatial_exchange (host copies) */
+int    dr_cl_spatial_exchange(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
+                              bool grad, uint64_t *halo, uint64_t *gather, uint64_t *link, dr_err *err);
 
 /* Which of a replica's dz buffers holds layer 0's delta after backward: the
  * last layer's dz is dz[0] and each layer below swaps. */

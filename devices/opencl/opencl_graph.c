@@ -22,6 +22,7 @@
  * upload into stat waits for the kernels that read it before.
  */
 #include "devices/opencl/opencl_backend.h"
+#include "devices/seams.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ typedef struct dr_cl_graph {
     uint64_t seed, step;
     cl_mem   dmap[DR_MAX_LAYERS + 1], aux[DR_MAX_LAYERS], chan[DR_MAX_LAYERS], win[DR_MAX_LAYERS];
     cl_mem   tmp, ids, red, stat;
+    const dr_tile *tile;   /* spatial partitioning (set_tile): this core's tile, or NULL */
+    uint32_t core;
 } dr_cl_graph;
 
 void dr_cl_graph_free(dr_cl_graph *g)
@@ -108,6 +111,52 @@ static int need_graph(const dr_backend *b, const dr_replica_bufs *rb, uint32_t l
     if (kind >= 0 && b->m.layer[l].kind != (dr_layer_kind)kind)
         return dr_fail(err, DR_EUSAGE, "opencl backend: %s of layer %u, a %s", op, l,
                        dr_layer_kind_name(b->m.layer[l].kind));
+    return DR_OK;
+}
+
+/* Whether this core computes layer l: unpartitioned always; partitioned,
+ * every core the layers before the tiles end, core 0 alone the rest. */
+static bool runs(const dr_cl_graph *g, uint32_t l)
+{
+    return !g->tile || g->core == 0 || l < g->tile->lp;
+}
+
+/* The rectangle of map k that layer l's sums run over: the core's tile
+ * before the tiles end, else the whole map. */
+static void rect_of(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, uint32_t k, uint32_t r[4])
+{
+    uint32_t H, W, C;
+    dr_model_map(m, k, &H, &W, &C);
+    if (DR_SEAM_CL_TILE_SUMS(g->tile && l < g->tile->lp)) {
+        memcpy(r, g->tile->rect[k], 4 * sizeof *r);
+        return;
+    }
+    r[0] = 0; r[1] = H; r[2] = 0; r[3] = W;
+}
+
+uint32_t dr_cl_graph_rows(const dr_replica_bufs *rb)
+{
+    return ((const dr_cl_scratch *)rb->scratch)->graph->n;
+}
+
+cl_mem dr_cl_graph_map(const dr_replica_bufs *rb, uint32_t k, bool grad)
+{
+    return grad ? ((const dr_cl_scratch *)rb->scratch)->graph->dmap[k] : map_of(rb, k);
+}
+
+bool dr_cl_graph_tiled(const dr_replica_bufs *rb, const dr_tile *tile)
+{
+    const dr_cl_scratch *s = rb ? rb->scratch : NULL;
+    return s && s->graph && s->graph->tile == tile;
+}
+
+int dr_cl_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err)
+{
+    dr_cl_scratch *s = rb ? rb->scratch : NULL;
+    (void)b;
+    if (!s || !s->graph) return dr_fail(err, DR_ESTATE, "opencl backend: set_tile on a workspace without maps");
+    s->graph->tile = tile;
+    s->graph->core = core;
     return DR_OK;
 }
 
@@ -212,6 +261,10 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
     if ((rc = need_graph(b, rb, l, -1, "layer_forward", err))) return rc;
     s = rb->scratch;
     g = s->graph;
+    /* partitioned, the kernels still run over the whole map: outside its
+     * tile a core's map holds values nothing reads (the halos that windows
+     * read are received before the layer, the gather copies tiles only) */
+    if (!runs(g, l)) return DR_OK;
     sl = slot_of(b, rb);
     in = map_of(rb, src_of(m, l));
     cells = (size_t)g->n * d->out;
@@ -267,7 +320,7 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
 /* ---- BatchNormalization ---------------------------------------------------------- */
 
 /* d(loss)/d(pre) of layer l in place: zero where its ReLU was off. */
-static int unactivate(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
+int dr_cl_unactivate(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
 {
     const dr_dense *d = &b->m.layer[l];
     dr_cl_scratch *s = rb->scratch;
@@ -285,7 +338,7 @@ int dr_cl_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind
     dr_acc red[2 * BN_MAX_C];
     dr_cl_graph *g;
     dr_cl_slot *sl;
-    size_t pix;
+    uint32_t r[4];
     int rc;
     if ((rc = need_graph(b, rb, l, DR_LAYER_BATCH_NORM, "bn_sums", err))) return rc;
     if (d->oc > BN_MAX_C)
@@ -293,23 +346,24 @@ int dr_cl_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kind
                        "%d", l, d->oc, BN_MAX_C);
     g = ((dr_cl_scratch *)rb->scratch)->graph;
     sl = slot_of(b, rb);
-    pix = (size_t)g->n * d->ih * d->iw;
-    if (pix == 0) return DR_OK;   /* no rows: nothing to add */
+    rect_of(m, g, l, l + 1, r);
+    if (!runs(g, l) || g->n == 0 || r[0] >= r[1] || r[2] >= r[3]) return DR_OK;   /* nothing to add */
     if (kind == DR_BN_GRAD) {
         const bool fast = b->num == DR_NUMERICS_FAST;
-        dr_cl_arg a[] = { CLM(g->dmap[l + 1]), CLM(g->aux[l]), CLU(pix), CLU(d->oc), CLM(g->red), CLM(rb->grad->mem),
+        dr_cl_arg a[] = { CLM(g->dmap[l + 1]), CLM(g->aux[l]), CLU(g->n), CLU(d->oh), CLU(d->ow), CLU(r[0]), CLU(r[1]),
+                          CLU(r[2]), CLU(r[3]), CLU(d->oc), CLM(g->red), CLM(rb->grad->mem),
                           CLU(dr_model_kernel_offset(m, l)), CLU(dr_model_bias_offset(m, l)) };
-        if ((rc = unactivate(b, rb, l, err)) ||
-            (rc = dr_cl_launch(sl, fast ? K_BN_GRAD_SUMS_FAST : K_BN_GRAD_SUMS_EXACT, d->oc, 1, 0, 0, a, 8,
+        if ((rc = dr_cl_unactivate(b, rb, l, err)) ||
+            (rc = dr_cl_launch(sl, fast ? K_BN_GRAD_SUMS_FAST : K_BN_GRAD_SUMS_EXACT, d->oc, 1, 0, 0, a, 14,
                                "batch-norm gradient sums", err)))
             return rc;
     } else {
-        dr_cl_arg a[] = { CLM(map_of(rb, src_of(m, l))), CLU(pix), CLU(d->oc), CLU(kind == DR_BN_CENTERED),
-                          CLM(g->stat), CLM(g->red) };
+        dr_cl_arg a[] = { CLM(map_of(rb, src_of(m, l))), CLU(g->n), CLU(d->oh), CLU(d->ow), CLU(r[0]), CLU(r[1]),
+                          CLU(r[2]), CLU(r[3]), CLU(d->oc), CLU(kind == DR_BN_CENTERED), CLM(g->stat), CLM(g->red) };
         if (kind == DR_BN_CENTERED &&
             (rc = upload(sl, g->stat, mean, d->oc * sizeof(float), err)))
             return rc;
-        if ((rc = dr_cl_launch(sl, K_BN_SUMS, d->oc, 1, 0, 0, a, 6, "batch-norm sums", err))) return rc;
+        if ((rc = dr_cl_launch(sl, K_BN_SUMS, d->oc, 1, 0, 0, a, 12, "batch-norm sums", err))) return rc;
     }
     if ((rc = download(sl, g->red, red, 2 * (size_t)d->oc * sizeof(dr_acc), err))) return rc;
     for (uint32_t c = 0; c < d->oc; c++) {
@@ -329,6 +383,7 @@ int dr_cl_bn_normalize(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const flo
     if ((rc = need_graph(b, rb, l, DR_LAYER_BATCH_NORM, "bn_normalize", err))) return rc;
     if (d->oc > BN_MAX_C) return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %u channels; at most %d", d->oc, BN_MAX_C);
     g = ((dr_cl_scratch *)rb->scratch)->graph;
+    if (!runs(g, l)) return DR_OK;
     memcpy(st, mean, d->oc * sizeof(float));
     memcpy(st + d->oc, var, d->oc * sizeof(float));
     if ((rc = upload(slot_of(b, rb), g->stat, st, 2 * (size_t)d->oc * sizeof(float), err))) return rc;
@@ -346,7 +401,7 @@ int dr_cl_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const floa
     if ((rc = need_graph(b, rb, l, DR_LAYER_BATCH_NORM, "bn_backward", err))) return rc;
     if (d->oc > BN_MAX_C) return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: %u channels; at most %d", d->oc, BN_MAX_C);
     g = ((dr_cl_scratch *)rb->scratch)->graph;
-    if (src == 0 || g->n == 0) return DR_OK;
+    if (src == 0 || g->n == 0 || !runs(g, l)) return DR_OK;
     memcpy(st, mean_dy, d->oc * sizeof(float));
     memcpy(st + d->oc, mean_dyxhat, d->oc * sizeof(float));
     if ((rc = upload(slot_of(b, rb), g->stat, st, 2 * (size_t)d->oc * sizeof(float), err))) return rc;
@@ -376,7 +431,7 @@ int dr_cl_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
         size_t bytes = (size_t)g->n * m->layer[k - 1].out * sizeof(float);
         if ((rc = ops->fill_zero(b, &(dr_buffer){ bytes, g->dmap[k], s->slot }, 0, bytes, err))) return rc;
     }
-    if (g->n == 0) return DR_OK;
+    if (g->n == 0 || !runs(g, L - 1)) return DR_OK;   /* partitioned: the loss is core 0's */
     if ((rc = dr_cl_loss_rows(b, rb, s, g->n, g->dmap[L], err)) ||
         (rc = dr_cl_count_hits(b, rb, s, g->n, &correct, err)))
         return rc;
@@ -424,18 +479,25 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
     const dr_dense *d = &m->layer[l];
     const bool fast = b->num == DR_NUMERICS_FAST;
     dr_cl_slot *sl = slot_of(b, rb);
-    uint32_t n = ((dr_cl_scratch *)rb->scratch)->graph->n;
-    dr_cl_arg a[17];
+    const dr_cl_graph *g = ((dr_cl_scratch *)rb->scratch)->graph;
+    const size_t nw = (size_t)d->ksize * d->ksize * d->ic * d->oc;
+    /* a core's tile: the bias gradient over the tile too, by conv_dw's last oc work-items */
+    const bool tiled = g->tile && l < g->tile->lp;
+    uint32_t n = g->n, r[4];
+    dr_cl_arg a[21];
     int rc;
+    rect_of(m, g, l, l + 1, r);
     conv_args(d, n, a);
     a[11] = CLM(map_of(rb, src_of(m, l))); a[12] = CLM(dz); a[13] = CLM(rb->grad->mem); a[14] = CLU(b->koff[l]);
-    if ((rc = dr_cl_launch(sl, fast ? K_CONV_DW_FAST : K_CONV_DW_EXACT, (size_t)d->ksize * d->ksize * d->ic * d->oc,
-                           1, 0, 0, a, 15, "conv kernel gradient", err)))
+    a[15] = CLU(dr_model_bias_offset(m, l));
+    for (int i = 0; i < 4; i++) a[16 + i] = CLU(r[i]);
+    if ((rc = dr_cl_launch(sl, fast ? K_CONV_DW_FAST : K_CONV_DW_EXACT, nw + (tiled ? d->oc : 0), 1, 0, 0, a, 20,
+                           "conv kernel gradient", err)))
         return rc;
-    {
-        dr_cl_arg g[] = { CLM(dz), CLU((size_t)n * d->oh * d->ow), CLU(d->oc), CLM(rb->grad->mem),
+    if (!tiled) {
+        dr_cl_arg gb[] = { CLM(dz), CLU((size_t)n * d->oh * d->ow), CLU(d->oc), CLM(rb->grad->mem),
                           CLU(dr_model_bias_offset(m, l)) };
-        if ((rc = dr_cl_launch(sl, fast ? K_BIAS_FAST : K_BIAS_EXACT, d->oc, 1, 0, 0, g, 5, "conv bias gradient", err)))
+        if ((rc = dr_cl_launch(sl, fast ? K_BIAS_FAST : K_BIAS_EXACT, d->oc, 1, 0, 0, gb, 5, "conv bias gradient", err)))
             return rc;
     }
     if (!dx) return DR_OK;
@@ -456,8 +518,14 @@ int dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
     if ((rc = need_graph(b, rb, l, -1, "layer_backward", err))) return rc;
     g = ((dr_cl_scratch *)rb->scratch)->graph;
     sl = slot_of(b, rb);
-    if (g->n == 0 || d->kind == DR_LAYER_BATCH_NORM) return DR_OK;   /* BN: bn_sums and bn_backward */
-    if ((rc = unactivate(b, rb, l, err))) return rc;
+    if (g->n == 0 || d->kind == DR_LAYER_BATCH_NORM || !runs(g, l)) return DR_OK;   /* BN: bn_sums and bn_backward */
+    /* partitioned, a conv past layer 0 had its output gradient masked by
+     * spatial_exchange before the halos came in: masking again with this
+     * core's pre, which outside its tile nothing computed right, would clear
+     * the received halo at random */
+    if (!(g->tile && l < g->tile->lp && d->kind == DR_LAYER_CONV2D && src > 0) &&
+        (rc = dr_cl_unactivate(b, rb, l, err)))
+        return rc;
     dz = g->dmap[l + 1];
     dx = src > 0 ? g->dmap[src] : NULL;
     cells = (size_t)g->n * d->out;

@@ -101,28 +101,35 @@ __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float 
     dx[i] = dx[i] + (fast ? s : acc_round(&a));
 }
 
-/* dW[q] over every output position r = (e, oy, ox), r in order: the im2col
- * value times dz[r][f]; q = (tap ic + c) oc + f, the Keras kernel's index. */
-#define CONV_DW(NAME, T, INIT, ADD, STORE)                                                          \
+/* dW[q] over the output positions r = (e, oy, ox) of rows [r0, r1) x
+ * columns [r2, r3) (the whole map, or a core's tile under spatial
+ * partitioning), r in order: the im2col value times dz[r][f]; q = (tap ic +
+ * c) oc + f, the Keras kernel's index. Work-items k k ic oc + f, launched
+ * only for a tile (bias_grad_* sum the whole map), sum db[f] over the same
+ * positions into grad[boff + f]. */
+#define CONV_DW(NAME, T, INIT, ADD, BADD, STORE, BSTORE)                                             \
 __kernel void NAME(CONV_ARGS, __global const float *x, __global const float *dz, __global T *grad,  \
-                   uint goff)                                                                      \
+                   uint goff, uint boff, uint r0, uint r1, uint r2, uint r3)                       \
 {                                                                                                  \
-    uint q = get_global_id(0);                                                                     \
-    if (q >= k * k * ic * oc) return;                                                              \
+    uint q = get_global_id(0), nw = k * k * ic * oc;                                               \
+    if (q >= nw + oc) return;                                                                      \
     uint f = q % oc, c = (q / oc) % ic, tap = q / oc / ic, ky = tap / k, kx = tap % k;             \
     INIT;                                                                                          \
     for (uint e = 0; e < n; e++)                                                                   \
-        for (uint oy = 0; oy < oh; oy++)                                                           \
-            for (uint ox = 0; ox < ow; ox++) {                                                     \
+        for (uint oy = r0; oy < r1; oy++)                                                          \
+            for (uint ox = r2; ox < r3; ox++) {                                                    \
+                float g = dz[(((size_t)e * oh + oy) * ow + ox) * oc + f];                          \
+                if (q >= nw) { BADD; continue; }                                                   \
                 float v = conv_in(x, e, (int)(oy * st + ky) - (int)pt, (int)(ox * st + kx) - (int)pl, \
                                   c, ih, iw, ic);                                                  \
-                float g = dz[(((size_t)e * oh + oy) * ow + ox) * oc + f];                          \
                 ADD;                                                                               \
             }                                                                                      \
+    if (q >= nw) { BSTORE; return; }                                                               \
     STORE;                                                                                         \
 }
-CONV_DW(conv_dw_exact, acc_t, acc_t a; acc_init(&a), acc_add_prod(&a, v, g), acc_store(&grad[goff + q], &a))
-CONV_DW(conv_dw_fast, float, float s = 0.0f, s = s + v * g, grad[goff + q] = s)
+CONV_DW(conv_dw_exact, acc_t, acc_t a; acc_init(&a), acc_add_prod(&a, v, g), acc_add(&a, g),
+        acc_store(&grad[goff + q], &a), acc_store(&grad[boff + f], &a))
+CONV_DW(conv_dw_fast, float, float s = 0.0f, s = s + v * g, s = s + g, grad[goff + q] = s, grad[boff + f] = s)
 
 /* ---- elementwise ------------------------------------------------------------- */
 
@@ -272,10 +279,18 @@ __kernel void bn_apply(__global const float *x, __global const float *beta, uint
     act[i] = relu && !(p > 0.0f) ? 0.0f : p;
 }
 
-/* Per channel c (one work-item each) over pix pixels, exactly:
+/* The pixels p of n examples' h x w maps, rows [r0, r1) x columns [r2, r3)
+ * (the whole map, or a core's tile), in order. */
+#define RECT_ARGS uint n, uint h, uint w, uint r0, uint r1, uint r2, uint r3
+#define FOR_RECT(p)                                                                                \
+    for (uint e_ = 0; e_ < n; e_++)                                                                \
+        for (uint y_ = r0; y_ < r1; y_++)                                                          \
+            for (size_t p = ((size_t)e_ * h + y_) * w + r2, p_end = p - r2 + r3; p < p_end; p++)
+
+/* Per channel c (one work-item each) over the rectangle's pixels, exactly:
  * kind 0: red[c] = sum x, red[oc + c] = sum x^2; kind 1: red[oc + c] = sum
  * (x - mean[c])^2, each square rounded (the two-pass variance). */
-__kernel void bn_sums(__global const float *x, uint pix, uint oc, uint kind, __global const float *mean,
+__kernel void bn_sums(__global const float *x, RECT_ARGS, uint oc, uint kind, __global const float *mean,
                       __global acc_t *red)
 {
     uint c = get_global_id(0);
@@ -283,7 +298,7 @@ __kernel void bn_sums(__global const float *x, uint pix, uint oc, uint kind, __g
     if (c >= oc) return;
     acc_init(&a1);
     acc_init(&a2);
-    for (size_t p = 0; p < pix; p++) {
+    FOR_RECT(p) {
         float v = x[p * oc + c];
         if (kind == 1) {
             float t = v - mean[c];
@@ -300,7 +315,7 @@ __kernel void bn_sums(__global const float *x, uint pix, uint oc, uint kind, __g
 /* The backward sums: red[c] = sum dy, red[oc + c] = sum dy xhat, exactly;
  * also beta's and gamma's gradient (exact: the sums; fast: rounded). */
 #define BN_GRAD_SUMS(NAME, T, STORE)                                                                \
-__kernel void NAME(__global const float *dy, __global const float *xhat, uint pix, uint oc,          \
+__kernel void NAME(__global const float *dy, __global const float *xhat, RECT_ARGS, uint oc,        \
                    __global acc_t *red, __global T *grad, uint gamma_off, uint beta_off)           \
 {                                                                                                  \
     uint c = get_global_id(0);                                                                     \
@@ -308,7 +323,7 @@ __kernel void NAME(__global const float *dy, __global const float *xhat, uint pi
     if (c >= oc) return;                                                                           \
     acc_init(&a1);                                                                                 \
     acc_init(&a2);                                                                                 \
-    for (size_t p = 0; p < pix; p++) {                                                             \
+    FOR_RECT(p) {                                                                                  \
         acc_add(&a1, dy[p * oc + c]);                                                              \
         acc_add_prod(&a2, dy[p * oc + c], xhat[p * oc + c]);                                       \
     }                                                                                              \
