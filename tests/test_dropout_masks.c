@@ -2,8 +2,8 @@
  * parser's refusals (each naming the file and the field), the check against
  * a run (layers, units, rows = G, steps), bin/distref's refusals (exit 2:
  * a missing or truncated file, W > 1 workers each on its own stream
- * (--auto_shard_policy=off), --dropout=off, a model
- * without Dropout, a variant without masks), and the masks applied: every
+ * (--auto_shard_policy=off), --dropout=off, a model without Dropout,
+ * parameter_server), and the masks applied: every
  * replica count of the reference and the openmp engine gives one_device's
  * bits from the same file under sync batch norm (a row is the global
  * batch's; planted faults engine_dropout_mask_row: the engine reads the
@@ -194,8 +194,9 @@ static void cli_refusals(void **state)
     st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --dropout_masks=%s --model_dir=%s/g",
                    p, dir);
     shell_expect(out, st, 2, "the model has no Dropout layer");
-    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --variant=opencl --model_dir=%s/h", run, p, dir);
-    shell_expect(out, st, 2, "--dropout_masks");
+    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --distribution_strategy=parameter_server "
+                   "--model_dir=%s/h", run, p, dir);
+    shell_expect(out, st, 2, "--dropout_masks does not apply to --distribution_strategy=parameter_server");
     /* a resume: the masks as before, or refused (checkpoint bit DR_CKPT_DROPOUT_MASKS) */
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=1 --model_dir=%s/r", run, p, dir);
     shell_expect(out, st, 0, "steps=1");

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/seams.h"
+
 #define BN_MAX_C 256
 
 typedef struct dr_cl_graph {
@@ -160,7 +162,8 @@ static int upload_masks(dr_backend *b, dr_replica_bufs *rb, const dr_graph_rt *r
             return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory for the dropout masks");
         for (uint32_t r = 0; r < g->n; r++)
             for (uint32_t u = 0; u < units; u++)
-                keep[(size_t)r * units + u] = dr_dropout_masks_keep(rt->masks, rt->step, l, rt->row0 + r, u);
+                keep[(size_t)r * units + u] =
+                    dr_dropout_masks_keep(rt->masks, rt->step, l, DR_SEAM_CL_DROPOUT_MASK_ROW0(rt->row0) + r, u);
         rc = upload(slot_of(b, rb), g->keep[l], keep, (size_t)g->n * units, err);
     }
     free(keep);
