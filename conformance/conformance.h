@@ -117,6 +117,8 @@ void read_outcome(const char *dir, outcome *out);
  * ranks x 1 GPU, --seed=7 and ARGS, into a fresh temporary model_dir: the
  * suites' two-rank cell (mpi.c and mpi_ps.c launch their own shapes). */
 void run_mpi_pair(const results *r, const char *args, outcome *out);
+/* The same with `gpus` replicas on each rank (2 workers x gpus). */
+void run_mpi_ranks(const results *r, int gpus, const char *args, outcome *out);
 /* The engine variants of the registry that run in this process (every
  * variant but the reference and those with a launcher, such as mpi), or
  * only r->variant when it is set (--variant NAME). */
@@ -126,6 +128,8 @@ const dr_variant *const *engine_variants(const results *r, size_t *n);
 int models_engine_cells(results *r, const outcome *sync1);
 /* suite models' --gradient_accumulation_steps cells (conformance/models_accum.c) */
 int models_accum_cells(results *r);
+/* suite models' --dropout_masks cells over several workers (conformance/models_masks.c) */
+int models_masks_cells(results *r);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

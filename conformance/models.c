@@ -21,6 +21,9 @@
  *            reference's bits (openmp, mpi, opencl); a strategy a variant
  *            does not run (opencl: tpu) answers "not supported" (a
  *            not-supported verdict).
+ *   masks    conformance/models_masks.c: --dropout_masks over several
+ *            workers (multi_worker_mirrored 2 x 2, ref and each engine
+ *            variant, and mpi -np 2) = one_device from the same file.
  *   accum    conformance/models_accum.c: --gradient_accumulation_steps=2
  *            and 3 (sync BN: R = 2 = one_device at the same k; at
  *            --learning_rate=0 k micro-steps = k plain steps; the engine's
@@ -208,6 +211,7 @@ int suite_models(results *r)
     fails = sync_cells(r, &ref) + replica_cells(r, &ref) + (r->full ? resnet_cell(r) : 0);
     fails += models_engine_cells(r, &ref);
     fails += models_accum_cells(r);
+    fails += models_masks_cells(r);
     outcome_free(&ref);
     return fails;
 }

@@ -266,6 +266,11 @@ void read_outcome(const char *dir, outcome *out)
 
 void run_mpi_pair(const results *r, const char *args, outcome *out)
 {
+    run_mpi_ranks(r, 1, args, out);
+}
+
+void run_mpi_ranks(const results *r, int gpus, const char *args, outcome *out)
+{
     char dir[] = "/tmp/distref_mpi2_XXXXXX", cmd[2400];
     double t0;
     int st;
@@ -273,8 +278,8 @@ void run_mpi_pair(const results *r, const char *args, outcome *out)
     if (!mkdtemp(dir)) { snprintf(out->error, sizeof out->error, "mkdtemp failed"); return; }
     snprintf(cmd, sizeof cmd, "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
              "OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 %s train --variant=mpi "
-             "--distribution_strategy=multi_worker_mirrored --num_gpus=1 --seed=7 %s --model_dir=%s "
-             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, args, dir, dir);
+             "--distribution_strategy=multi_worker_mirrored --num_gpus=%d --seed=7 %s --model_dir=%s "
+             "> %s/log.txt 2>&1", r->bin ? r->bin : DR_BIN, gpus, args, dir, dir);
     t0 = now();
     st = system(cmd);
     read_outcome(dir, out);

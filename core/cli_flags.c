@@ -101,7 +101,7 @@ int dr_cli_flag_table(dr_cli_flags *c, dr_flag *f, const char *variants)
              "the TensorFlow comparisons, whose per-replica masks distref deliberately does not draw)"),
         STR("dropout_masks", dropout_masks, "train: apply the Dropout masks of FILE (step x layer x row of the global "
             "batch x unit; TensorFlow's, written by scripts/tf_golden.py; docs/MODELS.md) instead of drawing them; "
-            "one worker"),
+            "over several workers under --auto_shard_policy=data"),
         INT("bytes_per_pack", bytes_per_pack, 0, 1e15, "multi_worker_mirrored: gradient bytes per all-reduce pack (0 = one pack)"),
         STR("input_partition_dims", input_partition_dims, "tpu: spatial partitioning of the 28x28 input, e.g. 2,2"),
         DBL("tpu_hbm_scale", tpu_hbm_scale, 1e-12, 1e6, "tpu: multiply each core's HBM (1 = real sizes)"),

@@ -39,3 +39,9 @@ void dr_shard_data(const uint32_t *ids, uint32_t count, uint32_t W, uint32_t R,
         }
     }
 }
+
+uint32_t dr_shard_data_row(uint32_t count, uint32_t W, uint32_t R, uint32_t i)
+{
+    uint32_t N = W * R, slice = (count + N - 1) / N, j = (i % R) * W + i / R;
+    return j * slice < count ? j * slice : count;
+}

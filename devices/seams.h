@@ -403,6 +403,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_TILE_SUMS(t) (t)
 #endif
 
+/* --dropout_masks on the OpenCL backend: the global batch's row of the
+ * replica's row 0 that its masks are read from (rt->row0). */
+#if defined(DR_MUTANT_CL_DROPOUT_MASK_ROW0)   /* every replica reads the file's first rows */
+#define DR_SEAM_CL_DROPOUT_MASK_ROW0(row0) ((void)(row0), 0u)
+#else
+#define DR_SEAM_CL_DROPOUT_MASK_ROW0(row0) (row0)
+#endif
+
 /* The layer kinds whose kernel --l2 regularizes in the OpenCL share: Keras's
  * kernel_regularizer, Dense and Conv2D (not BatchNormalization's gamma, which
  * the layout keeps where a kernel would be). */

@@ -378,20 +378,28 @@ static int load_training_set(run *r, dr_err *err)
 /* --dropout_masks: the file loaded and held against the run (its model, G
  * and every step it trains), before the variant's first step reads it
  * through the plan. A row of the file is a row of the step's global batch:
- * replica r's rows are rows off[r].. of it on one worker, under every
- * split (DATA's ceil(B/R) slices, or in order). Over W > 1 workers DATA
- * hands worker w the slices w, w + W, ... and OFF/FILE give each worker its
- * own stream, so there is no one global order to read: refused. */
+ * on one worker replica r's rows are rows off[r].. of it, under every split
+ * (DATA's ceil(B/R) slices, or in order); over W > 1 workers DATA cuts the
+ * same global batch into W*R slices (replica r of worker w: slice r*W + w,
+ * whose rows it reads: dr_shard_data_row), the rows one worker at the same
+ * W*R reads. OFF, FILE, HINT and --input_mode=function give each worker its
+ * own stream: no global batch, refused. */
 static int open_dropout_masks(run *r, const dr_strategy *st, dr_err *err)
 {
     const dr_run_config *cfg = r->cfg;
     uint64_t steps = cfg->train_steps;
     int rc;
     if (!cfg->dropout_masks[0]) return DR_OK;
-    if (st->num_workers > 1)
-        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s with %u workers: not supported: the file's rows are one "
-                       "global batch's, and each worker's input is its own slices or stream (docs/MODELS.md)",
-                       cfg->dropout_masks, st->num_workers);
+    if (st->num_workers > 1 && !r->plan.shard_data) {
+        char how[96];
+        if (r->plan.from_function) snprintf(how, sizeof how, "--input_mode=function");
+        else snprintf(how, sizeof how, "--auto_shard_policy=%s%s", cfg->auto_shard_policy,
+                      strcmp(cfg->auto_shard_policy, "auto") == 0 ? " (file here: the input's shard files)" : "");
+        return dr_fail(err, DR_EUSAGE, "--dropout_masks=%s with %u workers and %s: not supported: each worker reads "
+                       "its own stream, so a step has no one global batch whose rows the file's are "
+                       "(--auto_shard_policy=data cuts one global batch over the workers; docs/MODELS.md)",
+                       cfg->dropout_masks, st->num_workers, how);
+    }
     if (!steps) {
         uint32_t n = r->data.n, G = r->plan.G;
         steps = (uint64_t)r->plan.epochs * (cfg->drop_remainder ? n / G : (n + G - 1) / G);

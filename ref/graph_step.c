@@ -53,7 +53,7 @@ int dr_graph_shares(trainer *t, dr_err *err)
             uint32_t e = r * C + c;
             g[e] = (dr_graph_replica){ rp->params, C > 1 ? t->tpu.halo->x[e] : rp->x, rp->labels, rp->targets,
                                        t->ids + t->off[r], t->off[r + 1] - t->off[r], C > 1 ? &t->tpu.core_work[e] : &rp->work,
-                                       &rp->loss, rp->grad, &rp->correct, c, t->off[r] };
+                                       &rp->loss, rp->grad, &rp->correct, c, t->row0[r] };
         }
     }
     dr_graph_loss_grad(&ctx, g, R * C);

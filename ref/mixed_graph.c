@@ -71,7 +71,7 @@ int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
         round_params(m, rp->params, t->P, c, wc[r]);
         for (size_t i = 0; i < (size_t)n * in; i++) xc[r][i] = dr_round_to_dtype(rp->x[i], c);
         g[r] = (dr_graph_replica){ wc[r], xc[r], rp->labels, rp->targets, t->ids + t->off[r], n, &rp->work,
-                                   &rp->loss, rp->grad, &rp->correct, 0, t->off[r] };
+                                   &rp->loss, rp->grad, &rp->correct, 0, t->row0[r] };
     }
     if (rc == DR_OK) {
         dr_graph_loss_grad(&ctx, g, R);

@@ -147,8 +147,10 @@ int dr_trainer_begin_step(trainer *t, const dr_dist_batch *b, uint64_t step, dr_
         uint32_t W = t->strat.num_workers ? t->strat.num_workers : 1;
         dr_shard_data(b->ids, b->count, W, R / W, t->sharded, t->off);
         t->ids = t->sharded;
+        for (uint32_t r = 0; r < R; r++) t->row0[r] = dr_shard_data_row(b->count, W, R / W, r);
     } else {
         memcpy(t->off, b->offset, (R + 1) * sizeof *t->off);
+        memcpy(t->row0, t->off, R * sizeof *t->row0);
     }
     if ((uint64_t)t->G * R > (1u << 30))
         return dr_fail(err, DR_EUSAGE, "--global_batch_size %u with %u replicas: G*R must stay below 2^30",

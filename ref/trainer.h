@@ -96,6 +96,9 @@ typedef struct trainer {
     float        *staging;                    /* activations landing on the next layer's device */
     const dr_dist_batch *batch;               /* this step's global batch */
     uint32_t      off[DR_MAX_DEVICES];        /* this step's replica offsets into ids */
+    uint32_t      row0[DR_MAX_DEVICES];       /* replica r's first row of the global batch
+                                               * (--dropout_masks): off[r] but under DATA
+                                               * over W > 1 workers (dr_shard_data_row) */
     const uint32_t *ids;                      /* this step's examples, replica by replica */
     uint32_t     *sharded;                    /* DATA-sharded arrangement (multi-worker) */
     uint32_t      count, den;      /* examples in the step; the shares' common denominator */

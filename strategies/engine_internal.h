@@ -74,6 +74,9 @@ struct dr_session {
     uint32_t            *arranged;           /* DATA-sharded ids */
     const uint32_t      *ids;                /* this step's examples, replica by replica */
     uint32_t             off[DR_MAX_DEVICES];
+    uint32_t             row0[DR_MAX_DEVICES];   /* replica r's first row of the global batch
+                                                  * (--dropout_masks): off[r] but under DATA
+                                                  * over W > 1 workers (its slice's row) */
     uint32_t             count, den;        /* examples in the step; the shares' common denominator */
     uint32_t             mult[DR_MAX_DEVICES], coef;   /* share r = mult[r] * sums + coef * reg */
     uint64_t             step, steps;

@@ -13,6 +13,17 @@
 #ifndef DISTREF_STRATEGIES_SEAMS_H
 #define DISTREF_STRATEGIES_SEAMS_H
 
+/* ---- split.c ------------------------------------------------------------------- */
+
+/* DATA sharding: the slice j = r*W + w whose first row of the global batch
+ * is where replica r of worker w reads --dropout_masks (row0); its examples
+ * are that slice's either way. */
+#if defined(DR_MUTANT_DATA_ROW0_NO_WORKER)   /* the worker's offset left out: worker w reads worker 0's rows */
+#define DR_SEAM_DATA_ROW0_SLICE(j, w) ((j) - (w))
+#else
+#define DR_SEAM_DATA_ROW0_SLICE(j, w) ((void)(w), (j))
+#endif
+
 /* ---- step.c -------------------------------------------------------------------- */
 
 /* The engine's split of an uneven batch, s->off (statement). */

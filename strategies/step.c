@@ -42,7 +42,7 @@ static void split(dr_session *s, const dr_dist_batch *b)
     s->count = b->count;
     s->ids = b->ids;
     if (s->plan->shard_data) {
-        dr_engine_shard_data(b->ids, b->count, s->W, s->L, s->arranged, s->off);
+        dr_engine_shard_data(b->ids, b->count, s->W, s->L, s->arranged, s->off, s->row0);
         s->ids = s->arranged;
     } else if (s->plan->unsharded) {
         memcpy(s->off, b->offset, (s->R + 1) * sizeof *s->off);
@@ -51,6 +51,9 @@ static void split(dr_session *s, const dr_dist_batch *b)
         DR_SEAM_SPLIT_EXTRAS(s);
     }
     DR_SEAM_SHORT_BATCH(s);
+    /* one stream: a replica's rows of the global batch are where it reads
+     * (OFF and FILE over W > 1 have no global batch: --dropout_masks refuses them) */
+    if (!s->plan->shard_data) memcpy(s->row0, s->off, s->R * sizeof *s->row0);
 }
 
 /* ---- stage ---------------------------------------------------------------- */

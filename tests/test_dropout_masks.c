@@ -1,8 +1,9 @@
 /* distref tests — `--dropout_masks=FILE` (core/dropout_masks.c): the
  * parser's refusals (each naming the file and the field), the check against
  * a run (layers, units, rows = G, steps), bin/distref's refusals (exit 2:
- * a missing or truncated file, W > 1 workers, --dropout=off, a model
- * without Dropout, a variant without masks), and the masks applied: every
+ * a missing or truncated file, W > 1 workers each on its own stream
+ * (--auto_shard_policy=off), --dropout=off, a model without Dropout,
+ * parameter_server), and the masks applied: every
  * replica count of the reference and the openmp engine gives one_device's
  * bits from the same file under sync batch norm (a row is the global
  * batch's; planted faults engine_dropout_mask_row: the engine reads the
@@ -31,6 +32,8 @@
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
 #endif
+
+#define MWMS_TF "{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":{\"type\":\"worker\",\"index\":0}}"
 
 /* cnn_synthetic: one Dropout layer of 72 units (3 x 3 x 8) */
 #define UNITS 72u
@@ -180,17 +183,20 @@ static void cli_refusals(void **state)
     /* (the rest at G = 32, the experiment's) */
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=4 --model_dir=%s/d", run, p, dir);
     shell_expect(out, st, 2, "field steps: 3, but the run trains 4 steps");
-    st = shell_run(out, sizeof out, "TF_CONFIG='{\"cluster\":{\"worker\":[\"h0:1\",\"h1:1\"]},\"task\":"
-                   "{\"type\":\"worker\",\"index\":0}}' %s --dropout_masks=%s --distribution_strategy="
-                   "multi_worker_mirrored --num_gpus=1 --model_dir=%s/e", run, p, dir);
-    shell_expect(out, st, 2, "with 2 workers: not supported");
+    /* over 2 workers: DATA's one global batch (the default here) runs, each
+     * worker's own stream (OFF) is refused */
+    st = shell_run(out, sizeof out, "TF_CONFIG='" MWMS_TF "' %s --dropout_masks=%s --distribution_strategy="
+                   "multi_worker_mirrored --num_gpus=1 --auto_shard_policy=off --model_dir=%s/e", run, p, dir);
+    shell_expect(out, st, 2, "with 2 workers and --auto_shard_policy=off: not supported: each worker reads its own "
+                 "stream");
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --dropout=off --model_dir=%s/f", run, p, dir);
     shell_expect(out, st, 2, "--dropout=off sets every rate to 0");
     st = shell_run(out, sizeof out, DR_BIN " train --experiment=mlp_synthetic --dropout_masks=%s --model_dir=%s/g",
                    p, dir);
     shell_expect(out, st, 2, "the model has no Dropout layer");
-    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --variant=opencl --model_dir=%s/h", run, p, dir);
-    shell_expect(out, st, 2, "--dropout_masks");
+    st = shell_run(out, sizeof out, "%s --dropout_masks=%s --distribution_strategy=parameter_server "
+                   "--model_dir=%s/h", run, p, dir);
+    shell_expect(out, st, 2, "--dropout_masks does not apply to --distribution_strategy=parameter_server");
     /* a resume: the masks as before, or refused (checkpoint bit DR_CKPT_DROPOUT_MASKS) */
     st = shell_run(out, sizeof out, "%s --dropout_masks=%s --train_steps=1 --model_dir=%s/r", run, p, dir);
     shell_expect(out, st, 0, "steps=1");
@@ -202,6 +208,8 @@ static void cli_refusals(void **state)
     shell_expect(out, st, 0, "none");   /* a refused run leaves no directory */
 }
 
+/* cnn_synthetic on N examples at G from the masks file (""; the RNG's) under
+ * variant: mirrored R, or R < 0: multi_worker_mirrored 2 workers x -R. */
 static void train(const char *dir, const char *name, const char *variant, int R, const char *masks, char sha[65])
 {
     dr_run_config c;
@@ -215,7 +223,9 @@ static void train(const char *dir, const char *name, const char *variant, int R,
     snprintf(c.variant, sizeof c.variant, "%s", variant);
     snprintf(c.model_dir, sizeof c.model_dir, "%s/%s", dir, name);
     snprintf(c.dropout_masks, sizeof c.dropout_masks, "%s", masks);
-    assert_int_equal(dr_get_distribution_strategy("mirrored", R, NULL, 1, NULL, &c.strategy, &err), DR_OK);
+    if (R < 0) c.tf_config = MWMS_TF;
+    assert_int_equal(dr_get_distribution_strategy(R < 0 ? "multi_worker_mirrored" : "mirrored", R < 0 ? -R : R, NULL,
+                                                  1, NULL, &c.strategy, &err), DR_OK);
     if (dr_run_train(&c, &res, &err) != DR_OK) fail_msg("%s: %s", name, err.msg);
     assert_int_equal(res.steps, STEPS);
     memcpy(sha, res.weights_sha256, 65);
@@ -223,8 +233,10 @@ static void train(const char *dir, const char *name, const char *variant, int R,
 
 /* The masks applied: every R of the reference and of openmp = the
  * reference at R = 1 from the same file (sync BN; R = 3 splits 32 as
- * 11, 11, 10 and the short batch of 8 as 3, 3, 2); another file (one other
- * pattern) and the RNG's masks move the weights. */
+ * 11, 11, 10 and the short batch of 8 as 3, 3, 2), and so do 2 workers x 2
+ * (DATA: worker 1's replica 0 reads rows 8.. of the global batch, its
+ * slice 1, though it sits third in the worker-major arrangement); another
+ * file (one other pattern) and the RNG's masks move the weights. */
 static void every_split_same_bits(void **state)
 {
     const char *dir = *state;
@@ -243,6 +255,10 @@ static void every_split_same_bits(void **state)
         train(dir, name, "ref", R, a, sha);
         assert_string_equal(sha, ref);
     }
+    train(dir, "mwms_ref", "ref", -2, a, sha);
+    assert_string_equal(sha, ref);
+    train(dir, "mwms_omp", "openmp", -2, a, sha);
+    assert_string_equal(sha, ref);
     train(dir, "other", "ref", 1, b, sha);
     assert_string_not_equal(sha, ref);
     train(dir, "rng", "ref", 1, "", sha);

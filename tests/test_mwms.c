@@ -50,6 +50,12 @@ static void legacy_slices(void **state)
     assert_int_equal(off[2], 6); assert_int_equal(out[3], 6);
     assert_int_equal(off[3], 9); assert_int_equal(out[6], 3);
     assert_int_equal(off[4], 10); assert_int_equal(out[9], 9);
+    /* each replica's first row of the global batch (--dropout_masks): where
+     * its slice starts in ids, 0, 6, 3, 9; one worker: its offset */
+    assert_int_equal(dr_shard_data_row(10, 2, 2, 0), 0); assert_int_equal(dr_shard_data_row(10, 2, 2, 1), 6);
+    assert_int_equal(dr_shard_data_row(10, 2, 2, 2), 3); assert_int_equal(dr_shard_data_row(10, 2, 2, 3), 9);
+    for (uint32_t i = 0; i < 4; i++) assert_int_equal(out[off[i]], ids[dr_shard_data_row(10, 2, 2, i)]);
+    assert_int_equal(dr_shard_data_row(4, 1, 3, 2), 4);   /* an empty replica: the batch's end */
 }
 
 static void policies(void **state)

@@ -23,9 +23,12 @@
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/seams.h"
+#include "distref/dropout_masks.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "devices/seams.h"
 
 #define BN_MAX_C 256
 
@@ -33,7 +36,9 @@ typedef struct dr_cl_graph {
     uint32_t n, rows;
     bool     training;
     uint64_t seed, step;
+    bool     masks;            /* --dropout_masks: keep[l] holds this pass's masks */
     cl_mem   dmap[DR_MAX_LAYERS + 1], aux[DR_MAX_LAYERS], chan[DR_MAX_LAYERS], win[DR_MAX_LAYERS];
+    cl_mem   keep[DR_MAX_LAYERS];   /* Dropout: a byte a cell, the masks file's (1 kept, 0 dropped) */
     cl_mem   tmp, ids, red, stat;
     const dr_tile *tile;   /* spatial partitioning (set_tile): this core's tile, or NULL */
     uint32_t core;
@@ -47,6 +52,7 @@ void dr_cl_graph_free(dr_cl_graph *g)
         if (g->aux[l]) clReleaseMemObject(g->aux[l]);
         if (g->chan[l]) clReleaseMemObject(g->chan[l]);
         if (g->win[l]) clReleaseMemObject(g->win[l]);
+        if (g->keep[l]) clReleaseMemObject(g->keep[l]);
     }
     if (g->tmp) clReleaseMemObject(g->tmp);
     if (g->ids) clReleaseMemObject(g->ids);
@@ -68,6 +74,7 @@ int dr_cl_graph_open(dr_backend *b, dr_cl_scratch *s, uint32_t rows, size_t *byt
         size_t cells = cap * d->out * sizeof(float);
         MK(g->dmap[l + 1], cells);
         if (d->kind == DR_LAYER_DROPOUT || d->kind == DR_LAYER_BATCH_NORM) MK(g->aux[l], cells);
+        if (d->kind == DR_LAYER_DROPOUT) MK(g->keep[l], cap * d->out);
         if (d->kind == DR_LAYER_BATCH_NORM) MK(g->chan[l], 3 * (size_t)d->oc * sizeof(float));
         if (d->kind == DR_LAYER_MAX_POOL2D) MK(g->win[l], cap * d->out * sizeof(cl_uint));
     }
@@ -188,6 +195,30 @@ static void conv_args(const dr_dense *d, uint32_t n, dr_cl_arg *a)
 
 /* ---- the pass ------------------------------------------------------------------- */
 
+/* --dropout_masks: each Dropout layer's masks of the pass's n rows (rows
+ * row0.. of the step's global batch in the file) into keep[l], a byte a
+ * cell, which the dropout kernel reads instead of drawing. */
+static int upload_masks(dr_backend *b, dr_replica_bufs *rb, const dr_graph_rt *rt, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    dr_cl_graph *g = ((dr_cl_scratch *)rb->scratch)->graph;
+    uint8_t *keep = NULL;
+    int rc = DR_OK;
+    for (uint32_t l = 0; rc == DR_OK && l < m->nlayers; l++) {
+        const uint32_t units = m->layer[l].out;
+        if (m->layer[l].kind != DR_LAYER_DROPOUT) continue;
+        if (!keep && !(keep = malloc((size_t)g->n * b->widest)))
+            return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory for the dropout masks");
+        for (uint32_t r = 0; r < g->n; r++)
+            for (uint32_t u = 0; u < units; u++)
+                keep[(size_t)r * units + u] =
+                    dr_dropout_masks_keep(rt->masks, rt->step, l, DR_SEAM_CL_DROPOUT_MASK_ROW0(rt->row0) + r, u);
+        rc = upload(slot_of(b, rb), g->keep[l], keep, (size_t)g->n * units, err);
+    }
+    free(keep);
+    return rc;
+}
+
 int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err)
 {
     const dr_backend_ops *ops = dr_backend_opencl();
@@ -217,7 +248,8 @@ int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_g
     for (uint32_t r = 0; r < n; r++) ids[r] = rt->ids ? rt->ids[r] : r;
     rc = upload(slot_of(b, rb), g->ids, ids, n * sizeof *ids, err);
     free(ids);
-    return rc;
+    g->masks = rt->masks && rt->training;
+    return rc || !g->masks ? rc : upload_masks(b, rb, rt, err);
 }
 
 /* BatchNormalization l with the statistics at mean[moff..], var[voff..]
@@ -300,9 +332,10 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
         const uint64_t stream = DR_GRAPH_STREAM_DROPOUT + l + (g->step << 24);
         dr_cl_arg a[] = { CLM(in), CLU(g->n), CLU(d->out), CLU(g->seed), CLU(g->seed >> 32), CLU(stream),
                           CLU(stream >> 32), CLM(g->ids), CLF(d->rate), CLF(1.0f / (1.0f - d->rate)),
-                          CLU(!g->training || d->rate == 0.0f), CLM(g->aux[l]), CLM(s->act[l]) };
+                          CLU(!g->training || d->rate == 0.0f), CLM(g->keep[l]), CLU(g->masks), CLM(g->aux[l]),
+                          CLM(s->act[l]) };
         dr_cl_arg c[] = { CLM(s->act[l]), CLM(NULL), CLU(cells), CLM(s->pre[l]) };
-        if ((rc = dr_cl_launch(sl, K_DROPOUT, cells, 1, 0, 0, a, 13, "dropout", err))) return rc;
+        if ((rc = dr_cl_launch(sl, K_DROPOUT, cells, 1, 0, 0, a, 15, "dropout", err))) return rc;
         return dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, c, 4, "dropout", err);
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */

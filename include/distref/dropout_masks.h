@@ -1,6 +1,6 @@
 /* distref core — a file of Dropout masks (`--dropout_masks=FILE`): the masks
  * another framework drew (scripts/tf_golden.py writes TensorFlow's), which
- * the reference and the openmp engine apply instead of drawing their own
+ * the reference and the engine (openmp, mpi, opencl) apply instead of drawing their own
  * from the counter-based RNG (docs/MODELS.md "Dropout masks from a file").
  *
  * Format, version 1, every integer a little-endian u32:
@@ -17,8 +17,10 @@
  * The file is exactly that long. A row is the example's place in the step's
  * global batch (the order TensorFlow's batch has, MirroredStrategy's
  * replicas holding consecutive slices of it), so every replica count reads
- * the same mask for an example; over several workers there is no one global
- * order (harness/train_loop.c refuses W > 1).
+ * the same mask for an example; over several workers DATA sharding cuts the
+ * same global batch (each replica its slice's rows: dr_shard_data_row), and
+ * the policies that give each worker its own stream are refused
+ * (harness/train_loop.c).
  */
 #ifndef DISTREF_DROPOUT_MASKS_H
 #define DISTREF_DROPOUT_MASKS_H

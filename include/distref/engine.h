@@ -38,8 +38,10 @@ void dr_engine_split(uint32_t count, uint32_t G, uint32_t R, uint32_t *off);
 /* DATA sharding over W workers of R replicas each (TensorFlow's legacy
  * rebatch): the batch of `count` ids is cut into N = W*R slices of
  * ceil(count/N); local replica r of worker w takes slice r*W + w. out gets
- * the ids replica by replica (worker-major), off[0..N] the boundaries. */
+ * the ids replica by replica (worker-major), off[0..N] the boundaries,
+ * row0[0..N) where each replica's slice starts in ids (the global batch's
+ * row of its first example: --dropout_masks). */
 void dr_engine_shard_data(const uint32_t *ids, uint32_t count, uint32_t W, uint32_t R,
-                          uint32_t *out, uint32_t *off);
+                          uint32_t *out, uint32_t *off, uint32_t *row0);
 
 #endif

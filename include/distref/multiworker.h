@@ -49,4 +49,10 @@ int dr_shard_policy_resolve(dr_shard_policy p, uint32_t files, uint32_t W, dr_sh
 void dr_shard_data(const uint32_t *ids, uint32_t count, uint32_t W, uint32_t R,
                    uint32_t *out_ids, uint32_t *off);
 
+/* Under that sharding, the row of ids[0..count) (the step's global batch,
+ * the order one worker at the same W*R reads it in) where replica i = w*R + r
+ * starts: its slice r*W + w times ceil(count/(W*R)), at most count. Its
+ * rows are that row and the next ones (--dropout_masks reads them). */
+uint32_t dr_shard_data_row(uint32_t count, uint32_t W, uint32_t R, uint32_t i);
+
 #endif

@@ -228,17 +228,19 @@ float rng_uniform(ulong seed, ulong stream, ulong index)
     return (float)(u >> 8) * 0x1p-24f;
 }
 
-/* Unit u of row r kept when the draw keyed by (ids[r] units + u) >= rate:
- * out = x scale, mult = scale; else 0. keep_all: inference or rate 0. */
+/* Unit u of row r kept when the draw keyed by (ids[r] units + u) >= rate,
+ * or with a masks file (from_file) when its byte says so: out = x scale,
+ * mult = scale; else 0. keep_all: inference or rate 0. */
 __kernel void dropout(__global const float *x, uint rows, uint units, uint seed_lo, uint seed_hi, uint stream_lo,
                       uint stream_hi, __global const uint *ids, float rate, float scale, uint keep_all,
-                      __global float *mult, __global float *out)
+                      __global const uchar *file, uint from_file, __global float *mult, __global float *out)
 {
     uint i = get_global_id(0);
     if (i >= rows * units) return;
     if (keep_all) { out[i] = x[i]; mult[i] = 1.0f; return; }
     ulong key = (ulong)ids[i / units] * units + i % units;
-    bool keep = rng_uniform((ulong)seed_hi << 32 | seed_lo, (ulong)stream_hi << 32 | stream_lo, key) >= rate;
+    bool keep = from_file ? file[i] != 0
+                          : rng_uniform((ulong)seed_hi << 32 | seed_lo, (ulong)stream_hi << 32 | stream_lo, key) >= rate;
     mult[i] = keep ? scale : 0.0f;
     out[i] = keep ? x[i] * scale : 0.0f;
 }
