@@ -326,7 +326,7 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 /* The sources the all-zero shortcut of the exact gradient all-reduce checks
  * (comm_mpi_gradx.c: gx_zero). */
 #if defined(DR_MUTANT_MPI_GX_ZERO_FIRST)  /* only the first source: another's nonzero partial rounded to 0 */
-#define DR_SEAM_GX_ZERO_SOURCES(m) 1u
+#define DR_SEAM_GX_ZERO_SOURCES(m) ((void)(m), 1u)
 #else
 #define DR_SEAM_GX_ZERO_SOURCES(m) (m)
 #endif
