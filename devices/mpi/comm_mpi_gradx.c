@@ -27,7 +27,8 @@
  *    is monotone, so that float is round(total / d). Every other element
  *    (an escape, a total of zero, an interval that straddles a rounding
  *    boundary, d not a power of two) is summed in a dr_acc from the exact
- *    pairs and escapes and rounded once (gx_slow).
+ *    pairs and escapes and rounded once (gx_slow); one whose every partial
+ *    is a zero pair gets its signed zero from their signs (gx_zero).
  * 4. All-gather of the rounded floats, with each owner's count of elements
  *    whose partial was overflowed (NaN there; the caller redoes them with
  *    full accumulators).
