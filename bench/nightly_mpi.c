@@ -334,14 +334,16 @@ int main(int argc, char **argv)
     if (rank == 0) {
         for (int m = 0; plant > 0 && m < NMETRICS; m++)   /* (another program's metric: that one plants it) */
             if (!strcmp(metrics[m].name, plant_name))
-                fprintf(stderr, "nightly_mpi: PLANTED slowdown: %s exact all-reduce +%.1f%%\n", plant_name, 100 * plant);
+                fprintf(stderr, "nightly_mpi: PLANTED slowdown: %s's timed call (%s) +%.1f%%\n", plant_name,
+                        metrics[m].op == OP_TRAIN ? "the training over every rank" : "the exact all-reduce", 100 * plant);
         if (json_path && !(json = fopen(json_path, "w"))) {
             fprintf(stderr, "nightly_mpi: --json: cannot write %s\n", json_path);
             dr_mpi_abort(2);
         }
         printf("# nightly_mpi: %u ranks, %d interleaved samples per metric; ratio = exact all-reduce s / "
                "baseline s (_vs_mpi: MPI_Allreduce, = mpi busbw / exact busbw; _cpu_vs_local: CPU s, the "
-               "ring's element work done locally); lower is better\n", W, samples);
+               "ring's element work done locally; train_: the training over every rank s / on one rank s); lower "
+               "is better\n", W, samples);
         if (json) fprintf(json, "{\"samples\":%d,\"ranks\":%u,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[",
                           samples, W, plant_name, plant);
     }
