@@ -20,6 +20,10 @@
  * time_local): each rank's own thread's CPU seconds of a call, the least of
  * the ranks kept, over the same element work done locally by each rank.
  *
+ * The train_ row is issue 33 item 3's ratio (docs/PERFORMANCE.md): exact
+ * multi_worker_mirrored training over the 2 ranks (--variant=mpi) against
+ * one rank training alone (see time_one_rank), wall time.
+ *
  * DISTREF_NIGHTLY_PLANT=NAME:FRACTION plants a slowdown into the exact
  * all-reduce of metric NAME (every rank spins for FRACTION of its own call's
  * time inside the timed region: wall time, or for a CPU row its thread's CPU
@@ -30,6 +34,7 @@
 #include "distref/cacc.h"
 #include "distref/comm.h"
 #include "distref/exact.h"
+#include "distref/harness.h"
 #include "distref/mpi.h"
 #include "distref/rng.h"
 
@@ -44,12 +49,13 @@ typedef struct metric {
     size_t bytes;               /* float data per rank */
     int exact_inner, mpi_inner; /* calls per measurement, the fastest kept */
     int base;                   /* the baseline: BASE_FLOATS or BASE_LOCAL */
-    int op;                     /* the timed call: OP_RING (all_reduce of dr_acc) or OP_GRAD (all_reduce_round) */
+    int op;                     /* the timed call: OP_RING (all_reduce of dr_acc), OP_GRAD (all_reduce_round)
+                                   or OP_TRAIN (a training run, bench_train_run_with) */
     int cpu;                    /* 1: timed by CPU seconds, the least of the ranks' (time_local) */
 } metric;
 
-enum { BASE_FLOATS, BASE_LOCAL };
-enum { OP_RING, OP_GRAD };
+enum { BASE_FLOATS, BASE_LOCAL, BASE_ONE_RANK };
+enum { OP_RING, OP_GRAD, OP_TRAIN };
 
 /* The _vs_mpi rows are item 6's busbw against MPI_Allreduce of the floats:
  * a compute-bound kernel over a communication-bound baseline, so their
@@ -79,13 +85,23 @@ enum { OP_RING, OP_GRAD };
  * partials of BENCH_GRAD_K products, what a replica's gradient holds; the native
  * endpoint; conversions included) against MPI_Allreduce of the floats, at
  * 1 MB and 16 MB, wall time as bench/mpi_allreduce's grad column. */
+/* The _train_ row is item 3's (docs/PERFORMANCE.md): TRAIN_STEPS steps of
+ * mlp_synthetic, exact, G = 256, multi_worker_mirrored over the 2 ranks
+ * (--variant=mpi, one thread each) against the same steps on one rank
+ * alone (the openmp variant's multi_worker_mirrored, one worker: the
+ * engine's single-rank path, no comm), start-up included on both sides
+ * (bench_train_run_with: 4096 examples), wall time. The ratio is one rank's
+ * speed over two ranks': item 3 asks for <= 1/1.5. Both runs must end in
+ * the same weights (checked on every call). */
 static const metric metrics[] = {
     { "allreduce_exact_64k_np2_vs_mpi", 65536, 6, 30, BASE_FLOATS, OP_RING, 0 },
     { "allreduce_exact_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, OP_RING, 0 },
     { "allreduce_exact_1m_np2_cpu_vs_local", 1048576, 2, 2, BASE_LOCAL, OP_RING, 1 },
     { "allreduce_grad_1m_np2_vs_mpi", 1048576, 3, 10, BASE_FLOATS, OP_GRAD, 0 },
     { "allreduce_grad_16m_np2_vs_mpi", 16777216, 2, 6, BASE_FLOATS, OP_GRAD, 0 },
+    { "train_exact_mwms_np2_vs_np1", 0, 1, 1, BASE_ONE_RANK, OP_TRAIN, 0 },
 };
+enum { TRAIN_G = 256, TRAIN_STEPS = 32 };
 enum { NMETRICS = sizeof metrics / sizeof metrics[0], BEST_OF = 3 };
 
 typedef struct buffers {
@@ -95,6 +111,8 @@ typedef struct buffers {
     float *x, *y;
     uint8_t *wire;              /* SEG * DR_ACC_BYTES: the local baseline's segment */
     dr_comm *ep;
+    int train;                  /* OP_TRAIN: no buffers; the calls train */
+    char sha[65];               /* OP_TRAIN: the last run's weights_sha256 */
 } buffers;
 
 /* This thread's CPU seconds: the rank's own work and its own waiting, not
@@ -116,6 +134,33 @@ static void fail(const char *what, const dr_err *err)
     dr_mpi_abort(1);
 }
 
+/* The world's TF_CONFIG (every rank a worker), as bin/distref derives it
+ * under mpirun (dr_mpi_tf_config), for the runs over every rank. */
+static char *world_tf_config;
+static void over_the_world(dr_run_config *c) { c->tf_config = world_tf_config; }
+
+/* OP_TRAIN's runs: over every rank (--variant=mpi) or, one_rank, on rank 0
+ * alone (the openmp variant, one worker); each checks the other's weights. */
+static double train_run(buffers *b, int one_rank)
+{
+    char sha[65], why[512];
+    double t = one_rank ? bench_train_run_with("nightly_mpi", "openmp", "exact", "multi_worker_mirrored", 1, TRAIN_G,
+                                               TRAIN_STEPS, 1, NULL, sha, why, sizeof why)
+                        : bench_train_run_with("nightly_mpi", "mpi", "exact", "multi_worker_mirrored", 1, TRAIN_G,
+                                               TRAIN_STEPS, 1, over_the_world, sha, why, sizeof why);
+    if (t < 0) {
+        fprintf(stderr, "nightly_mpi: training (%s): %s\n", one_rank ? "one rank" : "all ranks", why);
+        dr_mpi_abort(1);
+    }
+    if (b->sha[0] && strcmp(sha, b->sha)) {
+        fprintf(stderr, "nightly_mpi: training: weights_sha256 %.8s... on %s, %.8s... before\n", sha,
+                one_rank ? "one rank" : "all ranks", b->sha);
+        dr_mpi_abort(1);
+    }
+    memcpy(b->sha, sha, sizeof sha);
+    return t;
+}
+
 /* Seconds of one exact all-reduce (wall or CPU, across_ranks), the fastest
  * of inner calls (a call the scheduler interrupted is dropped); each rank's
  * call stretched by plant of its own time (a spin on the same clock). */
@@ -129,7 +174,9 @@ static double time_exact(buffers *b, int inner, double plant, int cpu)
         memcpy(b->acc, b->pristine, b->n * sizeof *b->acc);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = clk();
-        if (b->part) {   /* OP_GRAD: compact partials in, floats rounded once out (into y) */
+        if (b->train) {
+            train_run(b, 0);
+        } else if (b->part) {   /* OP_GRAD: compact partials in, floats rounded once out (into y) */
             const dr_cacc *p = b->part;
             size_t over = 0;
             if (dr_comm_mpi()->all_reduce_round(b->ep, &p, b->n, 1, &b->y, &over, &err))
@@ -195,9 +242,35 @@ static double time_local(buffers *b, int inner)
     return best;
 }
 
+/* The one-rank baseline: rank 0 trains alone while the others wait for it
+ * asleep (a spinning MPI_Barrier would take a core from it on a shared
+ * machine); rank 0's wall seconds, the fastest of inner runs. */
+static double time_one_rank(buffers *b, int inner)
+{
+    uint32_t rank, W;
+    double best = 0;
+    dr_mpi_world(&rank, &W);
+    for (int k = 0; k < inner; k++) {
+        double t = 0;
+        MPI_Request req;
+        int done = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) t = train_run(b, 1);
+        MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+            struct timespec nap = { 0, 200000 };
+            nanosleep(&nap, NULL);
+        }
+        t = across_ranks(t, 0);
+        best = k == 0 || t < best ? t : best;
+    }
+    return best;
+}
+
 /* One measurement of the metric's baseline. */
 static double time_base(const metric *w, buffers *b)
 {
+    if (w->base == BASE_ONE_RANK) return time_one_rank(b, w->mpi_inner);
     return w->base == BASE_LOCAL ? time_local(b, w->mpi_inner) : time_mpi(b, w->mpi_inner);
 }
 
@@ -241,7 +314,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             for (int m = 0; m < NMETRICS; m++)
-                printf("%-36s exact %sall-reduce %zu B, 2 ranks / %s\n", metrics[m].name,
+                if (metrics[m].op == OP_TRAIN)
+                    printf("%-36s exact multi_worker_mirrored training, G = %d, %d steps, 2 ranks / 1 rank\n",
+                           metrics[m].name, TRAIN_G, TRAIN_STEPS);
+                else printf("%-36s exact %sall-reduce %zu B, 2 ranks / %s\n", metrics[m].name,
                        metrics[m].op == OP_GRAD ? "gradient (rounded once) " : "", metrics[m].bytes,
                        metrics[m].base == BASE_LOCAL ? "its element work done locally (CPU s, least rank)"
                                                      : "MPI_Allreduce of the floats");
@@ -258,14 +334,16 @@ int main(int argc, char **argv)
     if (rank == 0) {
         for (int m = 0; plant > 0 && m < NMETRICS; m++)   /* (another program's metric: that one plants it) */
             if (!strcmp(metrics[m].name, plant_name))
-                fprintf(stderr, "nightly_mpi: PLANTED slowdown: %s exact all-reduce +%.1f%%\n", plant_name, 100 * plant);
+                fprintf(stderr, "nightly_mpi: PLANTED slowdown: %s's timed call (%s) +%.1f%%\n", plant_name,
+                        metrics[m].op == OP_TRAIN ? "the training over every rank" : "the exact all-reduce", 100 * plant);
         if (json_path && !(json = fopen(json_path, "w"))) {
             fprintf(stderr, "nightly_mpi: --json: cannot write %s\n", json_path);
             dr_mpi_abort(2);
         }
         printf("# nightly_mpi: %u ranks, %d interleaved samples per metric; ratio = exact all-reduce s / "
                "baseline s (_vs_mpi: MPI_Allreduce, = mpi busbw / exact busbw; _cpu_vs_local: CPU s, the "
-               "ring's element work done locally); lower is better\n", W, samples);
+               "ring's element work done locally; train_: the training over every rank s / on one rank s); lower "
+               "is better\n", W, samples);
         if (json) fprintf(json, "{\"samples\":%d,\"ranks\":%u,\"plant\":\"%s\",\"plant_fraction\":%g,\"metrics\":[",
                           samples, W, plant_name, plant);
     }
@@ -278,6 +356,9 @@ int main(int argc, char **argv)
         if (!selected(only, w->name)) continue;
         memset(&b, 0, sizeof b);
         b.n = w->bytes / sizeof(float);
+        b.train = w->op == OP_TRAIN;
+        if (b.train && !world_tf_config && dr_mpi_tf_config(NULL, false, &world_tf_config, &err)) fail("TF_CONFIG", &err);
+        if (b.train) goto measure;
         b.acc = malloc(b.n * sizeof *b.acc);
         b.pristine = malloc(b.n * sizeof *b.pristine);
         b.x = malloc(b.n * sizeof *b.x);
@@ -304,6 +385,7 @@ int main(int argc, char **argv)
         cc.num_packs = 1;
         cc.ranks_alg = w->op == OP_GRAD ? DR_COMM_RANKS_NATIVE : DR_COMM_RANKS_RING;
         if (dr_comm_mpi()->open(&cc, &b.ep, &neps, &err)) fail("open", &err);
+    measure:
         time_exact(&b, 1, 0, w->cpu);   /* warm-up: pages, the MPI library's buffers */
         time_base(w, &b);
         for (int s = 0; s < samples; s++) {
@@ -321,7 +403,7 @@ int main(int argc, char **argv)
             }
             ratio[s] = tb[s] > 0 ? tk[s] / tb[s] : 0;
         }
-        dr_comm_mpi()->close(&b.ep, neps);
+        if (b.ep) dr_comm_mpi()->close(&b.ep, neps);
         if (rank == 0) {
             char kname[192], bname[128];
             double lo = ratio[0], hi = ratio[0];
@@ -329,11 +411,16 @@ int main(int argc, char **argv)
             printf("  %-36s %8.4g %8.4g %8.4g %12.4e %12.4e%s\n", w->name, median_of(ratio, samples), lo, hi,
                    median_of(tk, samples), median_of(tb, samples), p > 0 ? "  (planted)" : "");
             fflush(stdout);
-            snprintf(kname, sizeof kname, "exact %s %zu B x %u ranks%s",
+            if (b.train)
+                snprintf(kname, sizeof kname, "exact multi_worker_mirrored training (--variant=mpi) x %u ranks, "
+                         "mlp_synthetic G = %d, %d steps, 1 thread each", W, TRAIN_G, TRAIN_STEPS);
+            else snprintf(kname, sizeof kname, "exact %s %zu B x %u ranks%s",
                      w->op == OP_GRAD ? "gradient all-reduce rounded once (all_reduce_round, compact partials)"
                                       : "all-reduce (dr_comm_mpi ring)", w->bytes, W,
                      w->cpu ? ": CPU s, the least rank's" : "");
-            if (w->base == BASE_LOCAL)
+            if (w->base == BASE_ONE_RANK)
+                snprintf(bname, sizeof bname, "the same training on one rank (the openmp variant, 1 worker)");
+            else if (w->base == BASE_LOCAL)
                 snprintf(bname, sizeof bname, "the ring's element work on %zu accumulators done locally "
                          "(serialize, deserialize, merge half): CPU s, the least rank's", b.n);
             else
@@ -353,6 +440,7 @@ int main(int argc, char **argv)
         free(b.acc); free(b.pristine); free(b.x); free(b.y); free(b.wire); free(b.part);
     }
     if (json) { fputs("\n]}\n", json); fclose(json); }
+    free(world_tf_config);
     dr_mpi_finalize();
     return 0;
 }

@@ -323,6 +323,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_GX_LO(lo) (lo)
 #endif
 
+/* The sources the all-zero shortcut of the exact gradient all-reduce checks
+ * (comm_mpi_gradx.c: gx_zero). */
+#if defined(DR_MUTANT_MPI_GX_ZERO_FIRST)  /* only the first source: another's nonzero partial rounded to 0 */
+#define DR_SEAM_GX_ZERO_SOURCES(m) ((void)(m), 1u)
+#else
+#define DR_SEAM_GX_ZERO_SOURCES(m) (m)
+#endif
+
 /* The bits of an int32 digit of the native compact all-reduce. */
 #if defined(DR_MUTANT_MPI_NATIVE_HEADROOM) /* one headroom bit short: a digit sum can wrap */
 #define DR_SEAM_NATIVE_DIGIT_BITS(bits) ((bits) + 1)

@@ -79,11 +79,11 @@ def run_mpi(bench, samples, only):
         print("nightly: MPI rows skipped: no mpirun (scripts/deps.sh installs openmpi-bin)")
         return {"metrics": [], "plant": ""}
     try:
-        listed = subprocess.run([bench, "--list"], capture_output=True, text=True).stdout.split()
+        listed = subprocess.run([bench, "--list"], capture_output=True, text=True).stdout.splitlines()
     except OSError as e:
         print("nightly: %s: %s" % (bench, e), file=sys.stderr)
         return None
-    names = [w for w in listed if w.startswith("allreduce_")]
+    names = [l.split()[0] for l in listed if l.strip()]   # each line: the metric's name, then what it times
     if only and not _selected(only, names):
         return {"metrics": [], "plant": ""}
     # MPI_LAUNCHES mpirun launches, samples split between them: a launch's
