@@ -32,14 +32,20 @@
  *            reference mirrored run at that R); each run differs from the
  *            oracle without the feature;
  *   tpu      v2-8 with --l2=0.01 and a short batch, exact = one_device and
- *            tensorflow = mirrored R=8 (tpu_cells).
+ *            tensorflow = mirrored R=8 (tpu_cells);
+ *   fast     --numerics=fast mirrored R=2 (fast_cells: the same roundings
+ *            of float32 GEMMs and fixed-order float sums): not the
+ *            oracle's bits, its loss within MIXED_FAST_BOUND of the
+ *            oracle's at every step and the same skipped steps; a second
+ *            run and --threads=1 give its bits and weights (openmp).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
- * engine_mixed_tf_bn_partial_c (tests/faults.tsv).
+ * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +261,49 @@ static int tpu_cells(results *r, const dr_variant *const *ev, size_t nv)
     return fails;
 }
 
+/* --numerics=fast mirrored R=2 of each engine variant that runs it: within
+ * the bound of the oracle's loss with its skipped steps, and (openmp, whose
+ * --threads sets the team) the same bits again and at --threads=1. */
+static int fast_cells(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
+{
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++) {
+        dr_run_config c;
+        outcome got, again, one;
+        double rel = INFINITY, p99, ulp, differ;
+        bool skips = true, same;
+        char why[200] = "";
+        mixed_place_config(&c, cnn_setup, false, &k_mixed_places[1], ev[v]->name);
+        snprintf(c.numerics, sizeof c.numerics, "fast");
+        if (strcmp(ev[v]->name, "openmp") == 0) c.threads = 2;   /* the replicas side by side on the team */
+        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        run_case(&c, &got);
+        for (uint32_t s = 0; s < got.nsteps && s < oracle->nsteps; s++) skips &= got.skipped[s] == oracle->skipped[s];
+        bool pass = !got.error[0] && !oracle->error[0] && !outcome_same(&got, oracle) && skips &&
+                    got.nsteps == oracle->nsteps && outcome_drift(&got, oracle, &rel, &p99, &ulp, &differ) &&
+                    rel <= MIXED_FAST_BOUND;
+        fails += !pass;
+        record(r, "mixed_precision", &c, 2, pass, got.seconds, "%s cnn_synthetic sync BN overflow float16 fast "
+               "mirrored R=2: not the reference one_device bits, loss within %.0e (max %.2e), %s skipped steps%s%.150s",
+               ev[v]->name, MIXED_FAST_BOUND, rel, skips ? "the same" : "other", got.error[0] ? ": " : "", got.error);
+        if (c.threads == 2) {
+            run_fresh_case(&c, &again);
+            c.threads = 1;
+            run_case(&c, &one);
+            same = !got.error[0] && got.weights && outcome_same_why(&again, &got, why, sizeof why) &&
+                   outcome_same_why(&one, &got, why, sizeof why);
+            fails += !same;
+            record(r, "mixed_precision", &c, 2, same, again.seconds + one.seconds, "%s cnn_synthetic sync BN overflow "
+                   "float16 fast mirrored R=2 --threads=2: a second run and --threads=1 = its loss bits and weights%s%.150s",
+                   ev[v]->name, same ? "" : ": ", same ? "" : why);
+            outcome_free(&again);
+            outcome_free(&one);
+        }
+        outcome_free(&got);
+    }
+    return fails;
+}
+
 int mixed_graph_cells(results *r)
 {
     size_t nv;
@@ -279,6 +328,7 @@ int mixed_graph_cells(results *r)
     for (size_t f = 0; f < sizeof k_graph_features / sizeof k_graph_features[0]; f++)
         fails += feature_cells(r, &k_graph_features[f], &oracle, ev, nv);
     fails += tpu_cells(r, ev, nv);
+    fails += fast_cells(r, &oracle, ev, nv);
     outcome_free(&oracle);
     return fails;
 }

@@ -513,6 +513,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_MIXED_FAST_BIAS(bias) (bias)
 #endif
 
+/* devices/cpu/openmp_graph.c: the fast mixed step's GEMM output (a layer's
+ * float32 GEMM result, its bias added) rounded to the compute dtype, as the
+ * exact step rounds its exact value. */
+#if defined(DR_MUTANT_ENGINE_MIXED_FAST_UNROUNDED)   /* left float32: every layer's output one rounding short */
+#define DR_SEAM_MIXED_FAST_ROUND(rounded, f32) ((void)(rounded), (f32))
+#else
+#define DR_SEAM_MIXED_FAST_ROUND(rounded, f32) ((void)(f32), (rounded))
+#endif
+
 /* ---- cpu/openmp_spatial.c: spatial partitioning's halo exchange ---------------- */
 
 /* The last row (exclusive) a core receives from the core below: what its
