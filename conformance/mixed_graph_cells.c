@@ -37,7 +37,9 @@
  *            of float32 GEMMs and fixed-order float sums): not the
  *            oracle's bits, its loss within MIXED_FAST_BOUND of the
  *            oracle's at every step and the same skipped steps; a second
- *            run and --threads=1 give its bits and weights (openmp).
+ *            run and --threads=1 give its bits and weights (openmp);
+ *            bfloat16 within the bound of the reference's exact bfloat16
+ *            run (a rounding left out is 8 times float16's there).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
@@ -261,46 +263,74 @@ static int tpu_cells(results *r, const dr_variant *const *ev, size_t nv)
     return fails;
 }
 
-/* --numerics=fast mirrored R=2 of each engine variant that runs it: within
- * the bound of the oracle's loss with its skipped steps, and (openmp, whose
- * --threads sets the team) the same bits again and at --threads=1. */
+/* bfloat16 without a loss scale (setup's flags otherwise) */
+static void bf16_config(dr_run_config *c)
+{
+    c->mixed.compute = DR_DTYPE_BF16;
+    c->mixed.loss_scale = DR_LOSS_SCALE_NONE;
+    c->mixed.fixed_scale = 0.0f;
+}
+
+/* One fast run c (R=2) against its exact oracle: its loss within
+ * MIXED_FAST_BOUND at every step and the same skipped steps; differ: and
+ * not the oracle's bits (the fast ops ran). got: the run, for the caller. */
+static int fast_cell(results *r, const dr_run_config *c, const outcome *oracle, bool differ, const char *what,
+                     outcome *got)
+{
+    double rel = INFINITY, p99, ulp, diff;
+    bool skips = true;
+    run_case(c, got);
+    for (uint32_t s = 0; s < got->nsteps && s < oracle->nsteps; s++) skips &= got->skipped[s] == oracle->skipped[s];
+    bool pass = !got->error[0] && !oracle->error[0] && (!differ || !outcome_same(got, oracle)) && skips &&
+                got->nsteps == oracle->nsteps && outcome_drift(got, oracle, &rel, &p99, &ulp, &diff) &&
+                rel <= MIXED_FAST_BOUND;
+    record(r, "mixed_precision", c, 2, pass, got->seconds, "%s cnn_synthetic sync BN %s fast mirrored R=2: %sloss "
+           "within %.0e of the reference one_device exact run's (max %.2e), %s skipped steps%s%.150s", c->variant, what,
+           differ ? "not its bits, " : "", MIXED_FAST_BOUND, rel, skips ? "the same" : "other",
+           got->error[0] ? ": " : "", got->error);
+    return !pass;
+}
+
+/* --numerics=fast mirrored R=2 of each engine variant that runs it: the
+ * overflow float16 run (the loss scale's skips) and bfloat16 (a rounding
+ * to c left out moves its loss by 1e-4 and more: engine_mixed_fast_unrounded)
+ * each within the bound of its exact oracle; (openmp, whose --threads sets
+ * the team) the float16 run's bits again and at --threads=1. */
 static int fast_cells(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
 {
+    dr_run_config c;
+    outcome bf16, got;
     int fails = 0;
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "ref");
+    bf16_config(&c);
+    run_case(&c, &bf16);
     for (size_t v = 0; v < nv; v++) {
-        dr_run_config c;
-        outcome got, again, one;
-        double rel = INFINITY, p99, ulp, differ;
-        bool skips = true, same;
+        outcome again, one;
         char why[200] = "";
         mixed_place_config(&c, cnn_setup, false, &k_mixed_places[1], ev[v]->name);
         snprintf(c.numerics, sizeof c.numerics, "fast");
         if (strcmp(ev[v]->name, "openmp") == 0) c.threads = 2;   /* the replicas side by side on the team */
         if (!supported(r, "mixed_precision", &c, 2)) continue;
-        run_case(&c, &got);
-        for (uint32_t s = 0; s < got.nsteps && s < oracle->nsteps; s++) skips &= got.skipped[s] == oracle->skipped[s];
-        bool pass = !got.error[0] && !oracle->error[0] && !outcome_same(&got, oracle) && skips &&
-                    got.nsteps == oracle->nsteps && outcome_drift(&got, oracle, &rel, &p99, &ulp, &differ) &&
-                    rel <= MIXED_FAST_BOUND;
-        fails += !pass;
-        record(r, "mixed_precision", &c, 2, pass, got.seconds, "%s cnn_synthetic sync BN overflow float16 fast "
-               "mirrored R=2: not the reference one_device bits, loss within %.0e (max %.2e), %s skipped steps%s%.150s",
-               ev[v]->name, MIXED_FAST_BOUND, rel, skips ? "the same" : "other", got.error[0] ? ": " : "", got.error);
+        fails += fast_cell(r, &c, oracle, true, "overflow float16", &got);
         if (c.threads == 2) {
             run_fresh_case(&c, &again);
             c.threads = 1;
             run_case(&c, &one);
-            same = !got.error[0] && got.weights && outcome_same_why(&again, &got, why, sizeof why) &&
-                   outcome_same_why(&one, &got, why, sizeof why);
+            bool same = !got.error[0] && got.weights && outcome_same_why(&again, &got, why, sizeof why) &&
+                        outcome_same_why(&one, &got, why, sizeof why);
             fails += !same;
             record(r, "mixed_precision", &c, 2, same, again.seconds + one.seconds, "%s cnn_synthetic sync BN overflow "
-                   "float16 fast mirrored R=2 --threads=2: a second run and --threads=1 = its loss bits and weights%s%.150s",
-                   ev[v]->name, same ? "" : ": ", same ? "" : why);
+                   "float16 fast mirrored R=2 --threads=2: a second run and --threads=1 = its loss bits and weights"
+                   "%s%.150s", ev[v]->name, same ? "" : ": ", same ? "" : why);
             outcome_free(&again);
             outcome_free(&one);
         }
         outcome_free(&got);
+        bf16_config(&c);
+        fails += fast_cell(r, &c, &bf16, false, "bfloat16", &got);
+        outcome_free(&got);
     }
+    outcome_free(&bf16);
     return fails;
 }
 

@@ -15,7 +15,8 @@
  *   tmp      a d(input) before it is added into its map
  *   colT     a bias gradient's transpose (exact) or its partials (fast);
  *            red: GlobalAveragePooling2D's sums
- * The mixed step (rt.compute not float32, openmp_graph.c's header):
+ * The mixed step (rt.compute not float32, openmp_graph.c's header;
+ * openmp_graph_mixed.c):
  *   wc, xc   the weights the layers read (Conv2D's and Dense's rounded to
  *            the compute dtype) and the input rounded to it
  *   macc     a GEMM's exact rows before their rounding (dr_omp_gemm_dtype)
@@ -62,6 +63,10 @@ const float *dr_omp_params(const dr_replica_bufs *rb);
  * exact GEMM's scratch cannot be had. Fast (dr_omp_mixed_fast): the
  * float32 GEMM into C, then the same roundings of its float values, the
  * bias added in float32 (openmp_mixed.c's fast Dense step alike). */
+/* openmp_graph_mixed.c: the mixed step's copies (wc, xc, macc, wf) at graph_begin */
+int dr_omp_mixed_begin(dr_backend *b, dr_replica_bufs *rb, dr_omp_graph *g, uint32_t cap, dr_err *err);
+/* grad's n accumulators += the float32 values f, each exactly */
+void dr_omp_acc_add_floats(dr_acc *grad, const float *f, size_t n);
 int dr_omp_gemm_dtype(dr_omp_graph *g, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                       const float *B, size_t ldb, const float *bias, bool bias_after, float *C);
 
