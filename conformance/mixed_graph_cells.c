@@ -37,7 +37,8 @@
  *            of float32 GEMMs and fixed-order float sums): not the
  *            oracle's bits, its loss within MIXED_FAST_BOUND of the
  *            oracle's at every step and the same skipped steps; a second
- *            run and --threads=1 give its bits and weights (openmp);
+ *            run and --threads=1 give its bits and weights (openmp), and
+ *            without --quick mpirun -np 2 --variant=mpi its bits too;
  *            bfloat16 within the bound of the reference's exact bfloat16
  *            run (a rounding left out is 8 times float16's there).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
@@ -117,20 +118,28 @@ static int engine_cells(results *r, void (*setup)(dr_run_config *), bool tf, con
 }
 
 /* mpi -np 2 multi_worker_mirrored (openmp's ops on each rank, the BN
- * statistics and gradients over MPI) against the oracle. */
-static int mpi_cell(results *r, const outcome *oracle)
+ * statistics and gradients over MPI) against the oracle (exact), or
+ * (--numerics=fast) against the openmp variant's fast mirrored R=2 run:
+ * the same two replica partials, reduced exactly. */
+static int mpi_cell(results *r, const outcome *oracle, bool fast, const char *oracle_what)
 {
     dr_run_config c;
     outcome got;
-    char why[200] = "";
+    char why[200] = "", args[400];
+    if (r->quick || r->fault || (r->variant && strcmp(r->variant, "mpi") != 0) ||
+        system("command -v mpirun > /dev/null 2>&1") != 0)
+        return 0;
     mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "mpi");
     set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
-    run_mpi_pair(r, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 --global_batch_size=32 "
-                 "--train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576", &got);
-    bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
+    if (fast) snprintf(c.numerics, sizeof c.numerics, "fast");
+    snprintf(args, sizeof args, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 "
+             "--global_batch_size=32 --train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
+             "--numerics=%s", fast ? "fast" : "exact");
+    run_mpi_pair(r, args, &got);
+    bool pass = !got.error[0] && !oracle->error[0] && outcome_same_why(&got, oracle, why, sizeof why);
     record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored cnn_synthetic sync BN "
-           "overflow float16: = the reference one_device bits%s%.150s", got.error[0] || !pass ? ": " : "",
-           got.error[0] ? got.error : why);
+           "overflow float16 %s: = %s bits%s%.150s", fast ? "fast" : "exact", oracle_what,
+           got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
     outcome_free(&got);
     return !pass;
 }
@@ -324,6 +333,7 @@ static int fast_cells(results *r, const outcome *oracle, const dr_variant *const
                    "%s%.150s", ev[v]->name, same ? "" : ": ", same ? "" : why);
             outcome_free(&again);
             outcome_free(&one);
+            fails += mpi_cell(r, &got, true, "the openmp fast mirrored R=2 run's");
         }
         outcome_free(&got);
         bf16_config(&c);
@@ -349,9 +359,7 @@ int mixed_graph_cells(results *r)
     fails += replica_cell(r, &oracle, ev, nv);
     fails += engine_cells(r, cnn_setup, false, "central_storage", NULL, &oracle, "sync BN", "sync BN", false, ev,
                           nv);   /* one update */
-    if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
-        system("command -v mpirun > /dev/null 2>&1") == 0)
-        fails += mpi_cell(r, &oracle);
+    fails += mpi_cell(r, &oracle, false, "the reference one_device");
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
