@@ -43,7 +43,8 @@
  *   clip per     --clip_semantics=tensorflow: each replica unscaled and clipped
  *   replica      before the all-reduce (conformance/mixed_clip_cells.c);
  *   models       cnn_synthetic, with --l2, accumulation, the tensorflow
- *                reduction and tpu too (conformance/mixed_graph_cells.c).
+ *                reduction, tpu and --numerics=fast too
+ *                (conformance/mixed_graph_cells.c).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"
