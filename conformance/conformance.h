@@ -158,6 +158,11 @@ int suite_mpi_ps(results *r);
 int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */
 int suite_schedules(results *r);
+/* suite mixed_precision: a --numerics=fast mixed run's largest relative
+ * loss difference from the exact oracle's (conformance/mixed_precision.c's
+ * Dense cells, mixed_graph_cells.c's cnn_synthetic ones; measured in
+ * docs/TRAINING_FEATURES.md) */
+#define MIXED_FAST_BOUND 5e-5
 /* suite mixed_precision: where a feature's mixed cells run (conformance/mixed_places.c) */
 typedef struct mixed_place { const char *name; int gpus; const char *alg; int packs, replicas; } mixed_place;
 enum { MIXED_PLACES = 4 };

@@ -32,14 +32,23 @@
  *            reference mirrored run at that R); each run differs from the
  *            oracle without the feature;
  *   tpu      v2-8 with --l2=0.01 and a short batch, exact = one_device and
- *            tensorflow = mirrored R=8 (tpu_cells).
+ *            tensorflow = mirrored R=8 (tpu_cells);
+ *   fast     --numerics=fast mirrored R=2 (fast_cells: the same roundings
+ *            of float32 GEMMs and fixed-order float sums): not the
+ *            oracle's bits, its loss within MIXED_FAST_BOUND of the
+ *            oracle's at every step and the same skipped steps; a second
+ *            run and --threads=1 give its bits and weights (openmp), and
+ *            without --quick mpirun -np 2 --variant=mpi its bits too;
+ *            bfloat16 within the bound of the reference's exact bfloat16
+ *            run (a rounding left out is 8 times float16's there).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
- * engine_mixed_tf_bn_partial_c (tests/faults.tsv).
+ * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,20 +118,28 @@ static int engine_cells(results *r, void (*setup)(dr_run_config *), bool tf, con
 }
 
 /* mpi -np 2 multi_worker_mirrored (openmp's ops on each rank, the BN
- * statistics and gradients over MPI) against the oracle. */
-static int mpi_cell(results *r, const outcome *oracle)
+ * statistics and gradients over MPI) against the oracle (exact), or
+ * (--numerics=fast) against the openmp variant's fast mirrored R=2 run:
+ * the same two replica partials, reduced exactly. */
+static int mpi_cell(results *r, const outcome *oracle, bool fast, const char *oracle_what)
 {
     dr_run_config c;
     outcome got;
-    char why[200] = "";
+    char why[200] = "", args[400];
+    if (r->quick || r->fault || (r->variant && strcmp(r->variant, "mpi") != 0) ||
+        system("command -v mpirun > /dev/null 2>&1") != 0)
+        return 0;
     mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "mpi");
     set_strategy(&c, "multi_worker_mirrored", 1, "ring", 1);
-    run_mpi_pair(r, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 --global_batch_size=32 "
-                 "--train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576", &got);
-    bool pass = !got.error[0] && outcome_same_why(&got, oracle, why, sizeof why);
+    if (fast) snprintf(c.numerics, sizeof c.numerics, "fast");
+    snprintf(args, sizeof args, "--experiment=cnn_synthetic --batch_norm=sync --synthetic_examples=128 "
+             "--global_batch_size=32 --train_steps=8 --dtype_policy=mixed_float16 --loss_scale=dynamic:1048576 "
+             "--numerics=%s", fast ? "fast" : "exact");
+    run_mpi_pair(r, args, &got);
+    bool pass = !got.error[0] && !oracle->error[0] && outcome_same_why(&got, oracle, why, sizeof why);
     record(r, "mixed_precision", &c, 2, pass, got.seconds, "mpi -np 2 multi_worker_mirrored cnn_synthetic sync BN "
-           "overflow float16: = the reference one_device bits%s%.150s", got.error[0] || !pass ? ": " : "",
-           got.error[0] ? got.error : why);
+           "overflow float16 %s: = %s bits%s%.150s", fast ? "fast" : "exact", oracle_what,
+           got.error[0] || !pass ? ": " : "", got.error[0] ? got.error : why);
     outcome_free(&got);
     return !pass;
 }
@@ -255,6 +272,78 @@ static int tpu_cells(results *r, const dr_variant *const *ev, size_t nv)
     return fails;
 }
 
+/* bfloat16 without a loss scale (setup's flags otherwise) */
+static void bf16_config(dr_run_config *c)
+{
+    c->mixed.compute = DR_DTYPE_BF16;
+    c->mixed.loss_scale = DR_LOSS_SCALE_NONE;
+    c->mixed.fixed_scale = 0.0f;
+}
+
+/* One fast run c (R=2) against its exact oracle: its loss within
+ * MIXED_FAST_BOUND at every step and the same skipped steps; differ: and
+ * not the oracle's bits (the fast ops ran). got: the run, for the caller. */
+static int fast_cell(results *r, const dr_run_config *c, const outcome *oracle, bool differ, const char *what,
+                     outcome *got)
+{
+    double rel = INFINITY, p99, ulp, diff;
+    bool skips = true;
+    run_case(c, got);
+    for (uint32_t s = 0; s < got->nsteps && s < oracle->nsteps; s++) skips &= got->skipped[s] == oracle->skipped[s];
+    bool pass = !got->error[0] && !oracle->error[0] && (!differ || !outcome_same(got, oracle)) && skips &&
+                got->nsteps == oracle->nsteps && outcome_drift(got, oracle, &rel, &p99, &ulp, &diff) &&
+                rel <= MIXED_FAST_BOUND;
+    record(r, "mixed_precision", c, 2, pass, got->seconds, "%s cnn_synthetic sync BN %s fast mirrored R=2: %sloss "
+           "within %.0e of the reference one_device exact run's (max %.2e), %s skipped steps%s%.150s", c->variant, what,
+           differ ? "not its bits, " : "", MIXED_FAST_BOUND, rel, skips ? "the same" : "other",
+           got->error[0] ? ": " : "", got->error);
+    return !pass;
+}
+
+/* --numerics=fast mirrored R=2 of each engine variant that runs it: the
+ * overflow float16 run (the loss scale's skips) and bfloat16 (a rounding
+ * to c left out moves its loss by 1e-4 and more: engine_mixed_fast_unrounded)
+ * each within the bound of its exact oracle; (openmp, whose --threads sets
+ * the team) the float16 run's bits again and at --threads=1. */
+static int fast_cells(results *r, const outcome *oracle, const dr_variant *const *ev, size_t nv)
+{
+    dr_run_config c;
+    outcome bf16, got;
+    int fails = 0;
+    mixed_place_config(&c, cnn_setup, false, &k_mixed_places[0], "ref");
+    bf16_config(&c);
+    run_case(&c, &bf16);
+    for (size_t v = 0; v < nv; v++) {
+        outcome again, one;
+        char why[200] = "";
+        mixed_place_config(&c, cnn_setup, false, &k_mixed_places[1], ev[v]->name);
+        snprintf(c.numerics, sizeof c.numerics, "fast");
+        if (strcmp(ev[v]->name, "openmp") == 0) c.threads = 2;   /* the replicas side by side on the team */
+        if (!supported(r, "mixed_precision", &c, 2)) continue;
+        fails += fast_cell(r, &c, oracle, true, "overflow float16", &got);
+        if (c.threads == 2) {
+            run_fresh_case(&c, &again);
+            c.threads = 1;
+            run_case(&c, &one);
+            bool same = !got.error[0] && got.weights && outcome_same_why(&again, &got, why, sizeof why) &&
+                        outcome_same_why(&one, &got, why, sizeof why);
+            fails += !same;
+            record(r, "mixed_precision", &c, 2, same, again.seconds + one.seconds, "%s cnn_synthetic sync BN overflow "
+                   "float16 fast mirrored R=2 --threads=2: a second run and --threads=1 = its loss bits and weights"
+                   "%s%.150s", ev[v]->name, same ? "" : ": ", same ? "" : why);
+            outcome_free(&again);
+            outcome_free(&one);
+            fails += mpi_cell(r, &got, true, "the openmp fast mirrored R=2 run's");
+        }
+        outcome_free(&got);
+        bf16_config(&c);
+        fails += fast_cell(r, &c, &bf16, false, "bfloat16", &got);
+        outcome_free(&got);
+    }
+    outcome_free(&bf16);
+    return fails;
+}
+
 int mixed_graph_cells(results *r)
 {
     size_t nv;
@@ -270,15 +359,14 @@ int mixed_graph_cells(results *r)
     fails += replica_cell(r, &oracle, ev, nv);
     fails += engine_cells(r, cnn_setup, false, "central_storage", NULL, &oracle, "sync BN", "sync BN", false, ev,
                           nv);   /* one update */
-    if (!r->quick && !r->fault && (!r->variant || strcmp(r->variant, "mpi") == 0) &&
-        system("command -v mpirun > /dev/null 2>&1") == 0)
-        fails += mpi_cell(r, &oracle);
+    fails += mpi_cell(r, &oracle, false, "the reference one_device");
     for (size_t v = 0; v < nv; v++)
         fails += mixed_place_cells(r, cnn_setup, "cnn_synthetic sync BN", ev[v]->name, false, &oracle, 0,
                                    MIXED_PLACES - 1, "one_device");
     for (size_t f = 0; f < sizeof k_graph_features / sizeof k_graph_features[0]; f++)
         fails += feature_cells(r, &k_graph_features[f], &oracle, ev, nv);
     fails += tpu_cells(r, ev, nv);
+    fails += fast_cells(r, &oracle, ev, nv);
     outcome_free(&oracle);
     return fails;
 }

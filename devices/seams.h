@@ -509,7 +509,7 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 
 /* ---- cpu/openmp_mixed.c, opencl/opencl_mixed.c: the fast mixed kernels -------- */
 
-/* ---- devices/cpu/openmp_graph.c: the mixed step's GEMM ----------------------- */
+/* ---- devices/cpu/openmp_graph_mixed.c: the mixed step's GEMM ----------------- */
 
 /* Whether a Conv2D's bias is added after the convolution's own rounding to
  * the compute dtype (TensorFlow's Conv2D then BiasAdd). */
@@ -537,6 +537,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_MIXED_FAST_BIAS(bias) ((void)(bias), (void *)0)
 #else
 #define DR_SEAM_MIXED_FAST_BIAS(bias) (bias)
+#endif
+
+/* the fast mixed step's GEMM output (a layer's
+ * float32 GEMM result, its bias added) rounded to the compute dtype, as the
+ * exact step rounds its exact value. */
+#if defined(DR_MUTANT_ENGINE_MIXED_FAST_UNROUNDED)   /* left float32: every layer's output one rounding short */
+#define DR_SEAM_MIXED_FAST_ROUND(rounded, f32) ((void)(rounded), (f32))
+#else
+#define DR_SEAM_MIXED_FAST_ROUND(rounded, f32) ((void)(f32), (rounded))
 #endif
 
 /* ---- cpu/openmp_spatial.c: spatial partitioning's halo exchange ---------------- */

@@ -104,7 +104,7 @@ typedef struct gstep { uint32_t l; const float *mean, *var; bool grad; } gstep;
 static int begin_fn(dr_session *s, uint32_t r, void *arg, dr_err *err)
 {
     dr_graph_rt rt = { true, s->cfg->seed, s->step, s->ids + s->off[r], rows_of(s, r), s->plan->dropout_masks,
-                       s->row0[r], DR_DTYPE_F32, 1.0f, s->plan->G };
+                       s->row0[r], DR_DTYPE_F32, 1.0f, s->plan->G, false };
     int rc = engine_cores(s) > 1 ? engine_spatial_load(s, r, err) : DR_OK;
     (void)arg;
     engine_mixed_graph_rt(s, r, &rt);

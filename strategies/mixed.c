@@ -49,7 +49,9 @@
  * --l2 (Conv2D's and Dense's kernels; add_reg_loss from the share),
  * accumulation, --clip_semantics=tensorflow and tpu (engine_tpu.c's
  * unpartitioned step, graph.c's lock step over each core's real rows) as
- * with Dense; exact numerics only (graph_why).
+ * with Dense. --numerics=fast: the same roundings, the backend's ops on
+ * float32 GEMMs and fixed-order float sums (dr_graph_rt.fast), each
+ * replica's gradient still added exactly and reduced exactly.
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
  * clipped before the all-reduce (clip_replica), no unscale or clip after. The rest is refused at open with the
@@ -84,14 +86,13 @@ struct engine_mixed {
 
 /* A model beyond Dense: what its mixed step (graph.c's lock step, the
  * backend's ops rounding to c) does not run with; the reference runs both. */
-static const char *graph_why(const dr_run_plan *p, const dr_backend_ops *bo)
+static const char *graph_why(const dr_backend_ops *bo)
 {
     if (!bo->graph_ops_mixed)
         return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
-               "float16/bfloat16 roundings (built for openmp and mpi; use --variant=openmp or ref)";
-    if (!p->exact)
-        return "--numerics=fast is not built for a model beyond Dense (its mixed step runs exact accumulators, each "
-               "op one rounding of its exact value): use --numerics=exact";
+               "float16/bfloat16 roundings (opencl: cl/graph.cl's conv_fwd, conv_dx, bn_apply, bn_grad, gap, add_cells "
+               "and dropout kernels write float32, and cl/mixed.cl's rounded GEMM and loss take a Dense layer's "
+               "operands; built for openmp and mpi, exact and fast: use --variant=openmp or ref)";
     return NULL;
 }
 
@@ -119,7 +120,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
-    if (!dr_model_is_dense(&e->model) && graph_why(p, bo)) return graph_why(p, bo);
+    if (!dr_model_is_dense(&e->model) && graph_why(bo)) return graph_why(bo);
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;
@@ -221,6 +222,7 @@ void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt)
     rt->compute = s->mixed->c;
     rt->loss_scale = s->mixed->ls[r / s->L - s->wlo].scale;
     rt->G = s->plan->G;
+    rt->fast = !s->plan->exact;   /* the same roundings of float32 GEMMs and sums (distref/backend.h) */
 }
 
 /* rb->loss = mult * the exact sum of the per-example losses, as the Dense

@@ -166,13 +166,13 @@ static void models(void **st)
            2, "--batch_norm=sync, but the checkpoint in");
     expect(sh(BIN " train --model_dir=%s/bn --experiment=mlp_synthetic --train_steps=2 --synthetic_examples=64", g_tmp),
            2, "--experiment");
-    /* mixed precision on these models: the reference runs it; what it and the engine refuse */
+    /* mixed precision on these models: the reference runs it, the engine exact and fast */
     expect(sh(BIN " train --model_dir=%s/mixed --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
               "--dtype_policy=mixed_float16", g_tmp), 0, "train: steps=1");
     expect(sh(BIN " train --model_dir=%s/mixed_omp --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
               "--dtype_policy=mixed_float16 --variant=openmp", g_tmp), 0, "train: steps=1");
-    expect(sh(BIN " train --model_dir=%s/unused --experiment=cnn_synthetic --train_steps=1 --dtype_policy=mixed_float16 "
-              "--variant=openmp --numerics=fast", g_tmp), 2, "--numerics=fast is not built for a model beyond Dense");
+    expect(sh(BIN " train --model_dir=%s/mixed_fast --experiment=cnn_synthetic --train_steps=1 --synthetic_examples=32 "
+              "--dtype_policy=mixed_float16 --variant=openmp --numerics=fast", g_tmp), 0, "train: steps=1");
     /* the Dense mixed step's features run on these models too, tpu included (ref/mixed_graph.c) */
     expect(sh(BIN " train --model_dir=%s/mixed_feat --experiment=cnn_synthetic --train_steps=2 --synthetic_examples=32 "
               "--dtype_policy=mixed_float16 --mixed_reduction=tensorflow --l2=0.01 --gradient_accumulation_steps=2 "

@@ -497,7 +497,7 @@ static void pool_tie_first(void **state)
     const float params[6] = { 0.0f, 0.0f, 1.0f, -1.0f, 0.0f, 0.0f }, x[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
     const uint8_t label = 0;
     const uint32_t id = 0;
-    dr_graph_rt rt = { true, 1, 1, &id, 1, NULL, 0, DR_DTYPE_F32, 1.0f, 1 };
+    dr_graph_rt rt = { true, 1, 1, &id, 1, NULL, 0, DR_DTYPE_F32, 1.0f, 1, false };
     dr_replica_bufs rb;
     dr_acc grad[6];
     dr_backend *b;

@@ -176,10 +176,9 @@ int dr_omp_conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, float *
         dzt = g->tmp;
         for (size_t q = 0; q < o.spans; q++) memcpy(dzt + q * o.len, dz + dr_omp_span(&o, q), o.len * sizeof(float));
     }
-    rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, kk, d->oc, rows, direct ? in : g->col, kk, dzt, d->oc,
-                         grad + k0 * gsz, 0.0f);
+    rc = dr_omp_grad_gemm(b, g, kk, d->oc, rows, direct ? in : g->col, kk, dzt, d->oc, grad + k0 * gsz);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in conv layer %u's kernel gradient", l);
-    dr_omp_bias_grad(b, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->rt.n, g->colT);
+    dr_omp_bias_grad(b, g, grad + dr_model_bias_offset(m, l) * gsz, dzt, rows, d->oc, g->rt.n);
     if (!dx) return DR_OK;
     for (uint32_t t = 0; t < d->ksize * d->ksize; t++)   /* wt[(t, f), c] = W[t, c, f] */
         for (uint32_t c = 0; c < d->ic; c++)
@@ -330,7 +329,7 @@ static void bn_grad_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_acc 
     if (!dr_omp_runs(g, l)) return;
     dr_omp_unactivate(m, l, s, g->rt.n);
     for (uint32_t c = 0; c < d->oc; c++) { dr_acc_init(&t1[c]); dr_acc_init(&t2[c]); }
-    if (b->num == DR_NUMERICS_FAST)
+    if (b->num == DR_NUMERICS_FAST || dr_omp_mixed_fast(g))   /* the fast mixed step: added exactly below */
         bn_sums_fast(d, g, &r, DR_BN_GRAD, xhat, dy, NULL, t1, t2);
     else
         for (size_t q = 0; q < r.spans; q++)
@@ -368,7 +367,10 @@ int dr_omp_bn_sums(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_bn_sum_kin
     if (!dr_omp_runs(s->graph, l)) return DR_OK;
     in = dr_omp_map(rb, dr_omp_src(m, l));
     r = dr_omp_rect_of(m, s->graph, l, l + 1, s->graph->rt.n);
-    if (b->num == DR_NUMERICS_FAST) { bn_sums_fast(d, s->graph, &r, kind, in, in, mean, s1, s2); return DR_OK; }
+    if (b->num == DR_NUMERICS_FAST || dr_omp_mixed_fast(s->graph)) {
+        bn_sums_fast(d, s->graph, &r, kind, in, in, mean, s1, s2);
+        return DR_OK;
+    }
     for (size_t q = 0; q < r.spans; q++)
         for (size_t j = 0, c = 0, at = dr_omp_span(&r, q); j < r.len; j++, c = c + 1 < d->oc ? c + 1 : 0) {
             float v = in[at + j];

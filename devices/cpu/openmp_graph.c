@@ -22,6 +22,13 @@
  * gradient rounded to c before its layer's backward (a fork's two paths
  * summed, then rounded once), each input gradient RN_c of its exact value;
  * the weight gradients stay exact sums, gamma's and beta's too.
+ * Under --numerics=fast (rt.fast) the roundings are the same, each of a
+ * float32 value: the GEMMs are the fast GEMM's (sgemm, cut by the shapes
+ * alone) on the rounded operands, a kernel gradient its float32 GEMM and a
+ * bias gradient and the BN sums their fixed-order float sums (one partial
+ * an example), each added exactly into rb->grad (the cross-replica sum
+ * stays exact, as the fast Dense step's, openmp_mixed.c): no sum follows
+ * the team, so the bits are the same on any number of threads.
  */
 #include "devices/cpu/openmp_graph.h"
 #include "distref/dropout_masks.h"
@@ -83,7 +90,7 @@ void dr_omp_graph_free(dr_omp_graph *g)
     for (uint32_t k = 0; k <= DR_MAX_LAYERS; k++) free(g->dmap[k]);
     for (uint32_t l = 0; l < DR_MAX_LAYERS; l++) { free(g->aux[l]); free(g->idx[l]); }
     free(g->col); free(g->wt); free(g->tmp); free(g->colT); free(g->red); free(g->part);
-    free(g->wc); free(g->xc); free(g->macc);
+    free(g->wc); free(g->xc); free(g->macc); free(g->wf);
     free(g);
 }
 
@@ -146,64 +153,6 @@ static int need_graph(const dr_backend *b, const dr_replica_bufs *rb, uint32_t l
     return DR_OK;
 }
 
-/* ---- the mixed step ---------------------------------------------------- */
-
-#define MIX_CHUNK ((size_t)1 << 14)   /* accumulators a GEMM's rows are rounded through */
-
-int dr_omp_gemm_dtype(dr_omp_graph *g, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                      const float *B, size_t ldb, const float *bias, bool bias_after, float *C)
-{
-    const dr_dtype c = g->rt.compute;
-    const size_t step = g->nmacc / N;   /* rows a chunk (nmacc >= every N) */
-    const bool after = DR_SEAM_MIXED_BIAS_AFTER(bias_after);
-    for (size_t r0 = 0; r0 < M; r0 += step) {
-        size_t rows = M - r0 < step ? M - r0 : step;
-        memset(g->macc, 0, rows * N * sizeof *g->macc);
-        if (dr_gemm_acc_fast(DR_NO_TRANS, tb, rows, N, K, A + r0 * lda, lda, B, ldb, g->macc)) return DR_ENOMEM;
-        for (size_t i = 0; i < rows * N; i++) {
-            dr_acc *a = &g->macc[i];
-            if (bias && after) {   /* two c values: their sum is exact in an accumulator */
-                float v = dr_acc_round_div_dtype(a, 1, c);
-                dr_acc_init(a);
-                dr_acc_add(a, v);
-            }
-            if (bias) dr_acc_add(a, bias[i % N]);
-            C[r0 * N + i] = dr_acc_round_div_dtype(a, 1, c);
-        }
-    }
-    return DR_OK;
-}
-
-/* The mixed step's copies: wc (Conv2D's and Dense's weights and biases
- * rounded to c, the rest as they are), xc, and the GEMMs' accumulators. */
-static int mixed_begin(dr_backend *b, dr_replica_bufs *rb, dr_omp_graph *g, uint32_t cap, dr_err *err)
-{
-    const dr_model_spec *m = &b->m;
-    const float *w = dr_omp_f32(rb->params), *x = dr_omp_f32(rb->x);
-    size_t nx = (size_t)g->rt.n * m->layer[0].in, need = MIX_CHUNK;
-    if (b->num != DR_NUMERICS_EXACT)
-        return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: the mixed step of a model beyond Dense runs with full "
-                       "exact accumulators");
-    for (uint32_t l = 0; l < m->nlayers; l++) {   /* the widest GEMM row: every N below */
-        if (m->layer[l].in > need) need = m->layer[l].in;
-        if (m->layer[l].out > need) need = m->layer[l].out;
-    }
-    if (!g->wc) g->wc = malloc((b->P ? b->P : 1) * sizeof(float));
-    if (!g->xc) g->xc = malloc(((size_t)cap * m->layer[0].in + 1) * sizeof(float));
-    if (!g->macc) g->macc = malloc(need * sizeof(dr_acc));
-    g->nmacc = need;
-    if (!g->wc || !g->xc || !g->macc)
-        return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory for the mixed step's copies of %u rows", cap);
-    memcpy(g->wc, w, b->P * sizeof(float));
-    for (uint32_t l = 0; l < m->nlayers; l++) {
-        size_t at = dr_model_kernel_offset(m, l), n = dr_model_layer_params(m, l);
-        if (m->layer[l].kind != DR_LAYER_DENSE && m->layer[l].kind != DR_LAYER_CONV2D) continue;
-        for (size_t i = at; i < at + n; i++) g->wc[i] = dr_round_to_dtype(w[i], g->rt.compute);
-    }
-    for (size_t i = 0; i < nx; i++) g->xc[i] = dr_round_to_dtype(x[i], g->rt.compute);
-    return DR_OK;
-}
-
 /* ---- the pass ------------------------------------------------------------ */
 
 int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err)
@@ -222,7 +171,7 @@ int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_
         return dr_fail(err, DR_EUNSUPPORTED, "openmp backend: compact gradients for a model beyond Dense");
     s->graph->rt = *rt;
     s->graph->rt.n = n;
-    if (dr_omp_mixed(s->graph) && (rc = mixed_begin(b, rb, s->graph, s->cap, err))) return rc;
+    if (dr_omp_mixed(s->graph) && (rc = dr_omp_mixed_begin(b, rb, s->graph, s->cap, err))) return rc;
     s->fwd_rows = n;
     memset(rb->grad->data, 0, b->P * dr_grad_bytes(b->num));
     memset(rb->loss->data, 0, dr_sum_bytes(b->num));
@@ -428,27 +377,38 @@ int dr_omp_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
  * row into its own partial (colT, parts x out) on the team, the partials
  * then added into gb in their order: the order is the model's, never the
  * team's, so the bits are the same on any number of threads. */
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
-                      float *colT)
+static void bias_sums_fast(float *f, const float *dz, size_t rows, uint32_t out, uint32_t parts, float *colT)
 {
+    const size_t P = DR_SEAM_SUM_PARTS(parts), per = P ? rows / P : 0;
+    if (P <= 1 || per * P != rows) {
+        for (size_t r = 0; r < rows; r++)
+            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
+        return;
+    }
+    #pragma omp parallel for schedule(static) if (dr_omp_par(rows * out))
+    for (size_t p = 0; p < P; p++) {
+        float *t = colT + p * out;
+        const float *z = dz + p * per * out;
+        for (uint32_t j = 0; j < out; j++) t[j] = z[j];
+        for (size_t r = 1; r < per; r++)
+            for (uint32_t j = 0; j < out; j++) t[j] = t[j] + z[r * out + j];
+    }
+    for (size_t p = 0; p < P; p++)
+        for (uint32_t j = 0; j < out; j++) f[j] = f[j] + colT[p * out + j];
+}
+
+void dr_omp_bias_grad(const dr_backend *b, dr_omp_graph *g, void *gb, const float *dz, size_t rows, uint32_t out,
+                      uint32_t parts)
+{
+    float *colT = g->colT;
+    if (dr_omp_mixed_fast(g)) {   /* the float sums, then added exactly to the accumulators */
+        memset(g->wf, 0, out * sizeof *g->wf);
+        bias_sums_fast(g->wf, dz, rows, out, parts, colT);
+        dr_omp_acc_add_floats(gb, g->wf, out);
+        return;
+    }
     if (b->num == DR_NUMERICS_FAST) {
-        const size_t P = DR_SEAM_SUM_PARTS(parts), per = P ? rows / P : 0;
-        float *f = gb;
-        if (P <= 1 || per * P != rows) {
-            for (size_t r = 0; r < rows; r++)
-                for (uint32_t j = 0; j < out; j++) f[j] = f[j] + dz[r * out + j];
-            return;
-        }
-        #pragma omp parallel for schedule(static) if (dr_omp_par(rows * out))
-        for (size_t p = 0; p < P; p++) {
-            float *t = colT + p * out;
-            const float *z = dz + p * per * out;
-            for (uint32_t j = 0; j < out; j++) t[j] = z[j];
-            for (size_t r = 1; r < per; r++)
-                for (uint32_t j = 0; j < out; j++) t[j] = t[j] + z[r * out + j];
-        }
-        for (size_t p = 0; p < P; p++)
-            for (uint32_t j = 0; j < out; j++) f[j] = f[j] + colT[p * out + j];
+        bias_sums_fast(gb, dz, rows, out, parts, colT);
         return;
     }
     #pragma omp parallel for schedule(static) if (rows * out >= (1u << 14))
@@ -467,10 +427,9 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const 
     const float *in = dr_omp_map(rb, dr_omp_src(m, l)), *W = dr_omp_params(rb) + k0;
     char *grad = rb->grad->data;
     uint32_t n = g->rt.n;
-    int rc = dr_omp_gemm_acc(b->num, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out,
-                             grad + k0 * gsz, 0.0f);
+    int rc = dr_omp_grad_gemm(b, g, d->in, d->out, n, in, d->in, dz, d->out, grad + k0 * gsz);
     if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
-    dr_omp_bias_grad(b, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, 1, g->colT);
+    dr_omp_bias_grad(b, g, grad + (k0 + (size_t)d->in * d->out) * gsz, dz, n, d->out, 1);
     if (!dx) return DR_OK;
     rc = dr_omp_mixed(g) ? dr_omp_gemm_dtype(g, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL, false, g->tmp)
                          : dr_omp_gemm_f32(b, DR_NO_TRANS, DR_TRANS, n, d->in, d->out, dz, d->out, W, d->out, NULL,

@@ -15,7 +15,8 @@
  *   tmp      a d(input) before it is added into its map
  *   colT     a bias gradient's transpose (exact) or its partials (fast);
  *            red: GlobalAveragePooling2D's sums
- * The mixed step (rt.compute not float32, openmp_graph.c's header):
+ * The mixed step (rt.compute not float32, openmp_graph.c's header;
+ * openmp_graph_mixed.c):
  *   wc, xc   the weights the layers read (Conv2D's and Dense's rounded to
  *            the compute dtype) and the input rounded to it
  *   macc     a GEMM's exact rows before their rounding (dr_omp_gemm_dtype)
@@ -42,6 +43,7 @@ struct dr_omp_graph {
     float      *wc, *xc;
     dr_acc     *macc;
     size_t      nmacc;
+    float      *wf;     /* the fast mixed step: a layer's float32 kernel or bias gradient */
 };
 
 /* v rounded to the pass's compute dtype (float32: v itself, no call) */
@@ -50,13 +52,21 @@ static inline float dr_omp_rn(const dr_omp_graph *g, float v)
     return g->rt.compute == DR_DTYPE_F32 ? v : dr_round_to_dtype(v, g->rt.compute);
 }
 static inline bool dr_omp_mixed(const dr_omp_graph *g) { return g->rt.compute != DR_DTYPE_F32; }
+/* the mixed step under --numerics=fast (dr_graph_rt.fast; rb->grad still exact accumulators) */
+static inline bool dr_omp_mixed_fast(const dr_omp_graph *g) { return dr_omp_mixed(g) && g->rt.fast; }
 /* the weights the layers read: rb->params, or the mixed step's wc */
 const float *dr_omp_params(const dr_replica_bufs *rb);
 /* The mixed step's GEMM: C[M x N] = RN_c(exact A op(B) (+ bias[j])), A
  * row-major (lda), B K x N (NO_TRANS) or N x K (TRANS); bias_after: the
  * exact product rounded to c first, then RN_c(that + bias[j]) (Conv2D
  * then BiasAdd). Its rows go through macc in chunks; DR_ENOMEM when the
- * exact GEMM's scratch cannot be had. */
+ * exact GEMM's scratch cannot be had. Fast (dr_omp_mixed_fast): the
+ * float32 GEMM into C, then the same roundings of its float values, the
+ * bias added in float32 (openmp_mixed.c's fast Dense step alike). */
+/* openmp_graph_mixed.c: the mixed step's copies (wc, xc, macc, wf) at graph_begin */
+int dr_omp_mixed_begin(dr_backend *b, dr_replica_bufs *rb, dr_omp_graph *g, uint32_t cap, dr_err *err);
+/* grad's n accumulators += the float32 values f, each exactly */
+void dr_omp_acc_add_floats(dr_acc *grad, const float *f, size_t n);
 int dr_omp_gemm_dtype(dr_omp_graph *g, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                       const float *B, size_t ldb, const float *bias, bool bias_after, float *C);
 
@@ -92,8 +102,12 @@ void dr_omp_graph_free(dr_omp_graph *g);
 uint32_t dr_omp_src(const dr_model_spec *m, uint32_t l);
 const float *dr_omp_map(const dr_replica_bufs *rb, uint32_t k);
 void dr_omp_unactivate(const dr_model_spec *m, uint32_t l, const dr_omp_scratch *s, uint32_t n);
-void dr_omp_bias_grad(const dr_backend *b, void *gb, const float *dz, size_t rows, uint32_t out, uint32_t parts,
-                      float *colT);
+void dr_omp_bias_grad(const dr_backend *b, dr_omp_graph *g, void *gb, const float *dz, size_t rows, uint32_t out,
+                      uint32_t parts);
+/* a kernel gradient: grad (b->num's form) += A^T B, A K x M (lda), B K x N
+ * (ldb); the fast mixed step: A^T B's float32 GEMM added exactly */
+int dr_omp_grad_gemm(const dr_backend *b, dr_omp_graph *g, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                     const float *B, size_t ldb, void *grad);
 
 /* the table's ops (distref/backend.h) */
 int dr_omp_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);

@@ -139,6 +139,12 @@ typedef struct dr_graph_rt {
     dr_dtype        compute;
     float           loss_scale;
     uint32_t        G;
+    /* the mixed step under --numerics=fast (dr_mixed_kernel.fast): the same
+     * roundings to compute, each of a float32 GEMM's result (the backend's
+     * fast GEMM on the rounded operands, order fixed by the shapes), a
+     * kernel gradient's float32 GEMM and a bias gradient's and the BN sums'
+     * fixed-order float sums added exactly into rb->grad and the sums */
+    bool            fast;
 } dr_graph_rt;
 
 typedef enum dr_bn_sum_kind { DR_BN_SUMS = 0, DR_BN_CENTERED, DR_BN_GRAD } dr_bn_sum_kind;
