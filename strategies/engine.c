@@ -556,6 +556,7 @@ const dr_variant dr_variant_openmp = {
     .get_gradients = engine_gradients,
     .get_loss_scale = engine_get_loss_scale,
     .set_loss_scale = engine_set_loss_scale,
+    .infer = &engine_infer_openmp,
 };
 
 const dr_variant dr_variant_opencl = {
@@ -597,4 +598,5 @@ const dr_variant dr_variant_mpi = {
     .set_loss_scale = engine_set_loss_scale,
     .train = engine_ps_train,
     .chief = mpi_chief,
+    .infer = &engine_infer_openmp,   /* each rank's backend; evaluate runs in one process */
 };

@@ -251,4 +251,8 @@ int  engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err);
 void engine_tpu_close(dr_session *s);
 json_object *engine_tpu_report(const dr_session *s);
 
+/* evaluate's and predict's forward pass on the OpenMP backend (evaluate.c):
+ * the openmp and mpi variants' infer */
+extern const dr_infer_ops engine_infer_openmp;
+
 #endif
