@@ -126,6 +126,8 @@ const dr_variant *const *engine_variants(const results *r, size_t *n);
 int models_engine_cells(results *r, const outcome *sync1);
 /* suite models' --gradient_accumulation_steps cells (conformance/models_accum.c) */
 int models_accum_cells(results *r);
+/* suite models' evaluate and predict cells (conformance/models_evaluate.c) */
+int models_evaluate_cells(results *r);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

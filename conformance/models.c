@@ -21,6 +21,9 @@
  *            reference's bits (openmp, mpi, opencl); a strategy a variant
  *            does not run (opencl: tpu) answers "not supported" (a
  *            not-supported verdict).
+ *   evaluate conformance/models_evaluate.c: evaluate and predict of a
+ *            reference checkpoint (mlp, cnn, resnet) by each engine variant =
+ *            the reference's files, byte for byte (fast: within a bound).
  *   accum    conformance/models_accum.c: --gradient_accumulation_steps=2
  *            and 3 (sync BN: R = 2 = one_device at the same k; at
  *            --learning_rate=0 k micro-steps = k plain steps; the engine's
@@ -208,6 +211,7 @@ int suite_models(results *r)
     fails = sync_cells(r, &ref) + replica_cells(r, &ref) + (r->full ? resnet_cell(r) : 0);
     fails += models_engine_cells(r, &ref);
     fails += models_accum_cells(r);
+    fails += models_evaluate_cells(r);
     outcome_free(&ref);
     return fails;
 }
