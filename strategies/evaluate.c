@@ -10,7 +10,6 @@
  * eval.json and predictions.jsonl are the reference's, byte for byte. */
 #include "strategies/engine_internal.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,21 +19,20 @@ typedef struct engine_infer {
     dr_backend           *be;
     dr_replica_bufs       rb;
     dr_numerics           num;
-    bool                  open;        /* rb's workspace */
     float                 reg;         /* the weights' regularization loss */
-    int                   omp_saved;   /* the opening thread's team size, restored at close */
+    dr_session            policy;      /* only engine.c's thread policy's fields */
 } engine_infer;
 
 static void infer_close(void *p)
 {
     engine_infer *e = p;
-    dr_buffer **bufs[] = { &e->rb.params, &e->rb.grad, &e->rb.loss, &e->rb.x, &e->rb.labels, &e->rb.targets };
     if (!e) return;
-    if (e->open) e->bo->replica_close(e->be, &e->rb);
+    dr_buffer *bufs[] = { e->rb.params, e->rb.grad, e->rb.loss, e->rb.x, e->rb.labels, e->rb.targets };
+    if (e->rb.scratch) e->bo->replica_close(e->be, &e->rb);
     for (size_t i = 0; e->be && i < sizeof bufs / sizeof *bufs; i++)
-        if (*bufs[i]) e->bo->release(e->be, *bufs[i]);
+        if (bufs[i]) e->bo->release(e->be, bufs[i]);
     if (e->be) e->bo->close(e->be);
-    omp_set_num_threads(e->omp_saved);
+    engine_threads_leave(&e->policy);
     free(e);
 }
 
@@ -67,7 +65,6 @@ static int infer_buffers(engine_infer *e, const float *params, uint32_t rows, dr
         (rc = e->bo->upload(e->be, e->rb.params, 0, params, P * sizeof(float), err)) ||
         (rc = e->bo->replica_open(e->be, &e->rb, rows, err)))
         return rc;
-    e->open = true;
     return DR_OK;
 }
 
@@ -86,8 +83,7 @@ static int infer_open(const dr_backend_ops *bo, const dr_model_spec *m, const dr
     e->m = m;
     e->bo = bo;
     e->num = bp.numerics = strcmp(cfg->numerics, "fast") == 0 ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT;
-    e->omp_saved = omp_get_max_threads();
-    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
+    engine_threads_enter(&e->policy, cfg->threads);
     e->reg = reg_loss(m, params);
     if ((rc = bo->open(&bp, &e->be, err)) || (rc = infer_buffers(e, params, rows, err))) {
         infer_close(e);
