@@ -53,8 +53,8 @@ static int ev_variant(evaluator *e, const dr_run_config *cfg, dr_err *err)
     if ((rc = dr_variant_lookup(cfg->variant, &v, err))) return rc;
     if (!v->infer)
         return dr_fail(err, DR_EUSAGE, "not supported: evaluate and predict under --variant=%s: it has no "
-                       "inference pass (devices/opencl has no outputs op); --variant=openmp or ref gives the "
-                       "same numbers", v->name);
+                       "inference pass (the OpenCL backend has no outputs op yet); --variant=openmp gives the "
+                       "reference's numbers", v->name);
     e->inf = v->infer;
     return DR_OK;
 }
