@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strategies/seams.h"
+
 typedef struct engine_infer {
     const dr_model_spec  *m;
     const dr_backend_ops *bo;
@@ -106,7 +108,7 @@ static int infer_batch(void *p, const float *x, const uint8_t *labels, const flo
     const dr_model_spec *m = e->m;
     const dr_backend_ops *bo = e->bo;
     /* inference: float32, no Dropout, so no masks' keys (seed, step, ids) */
-    dr_graph_rt rt = { .training = false, .n = n, .compute = DR_DTYPE_F32, .loss_scale = 1.0f, .G = n };
+    dr_graph_rt rt = { .training = DR_SEAM_INFER_TRAINING, .n = n, .compute = DR_DTYPE_F32, .loss_scale = 1.0f, .G = n };
     int rc = bo->upload(e->be, e->rb.x, 0, x, (size_t)n * m->layer[0].in * sizeof(float), err);
     if (rc == DR_OK && labels) rc = bo->upload(e->be, e->rb.labels, 0, labels, n, err);
     if (rc == DR_OK && targets)
