@@ -13,9 +13,10 @@
  *            FAST_MAX_REL_LOSS of the reference's (relative) and the
  *            accuracy within FAST_MAX_ACC
  * A variant with no inference pass (opencl: its backend has no outputs op)
- * answers "not supported". Planted fault (tests/faults.tsv):
+ * answers "not supported". Planted faults (tests/faults.tsv):
  * engine_bn_infer_swapped (inference BN reads the moving variance as the
- * mean) must fail `exact`.
+ * mean) and engine_infer_training (Dropout on in inference) must fail
+ * `exact`.
  */
 #include "conformance/conformance.h"
 #include "distref/fileio.h"
