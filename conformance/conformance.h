@@ -130,6 +130,8 @@ int models_engine_cells(results *r, const outcome *sync1);
 int models_accum_cells(results *r);
 /* suite models' --dropout_masks cells over several workers (conformance/models_masks.c) */
 int models_masks_cells(results *r);
+/* suite models' evaluate and predict cells (conformance/models_evaluate.c) */
+int models_evaluate_cells(results *r);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

@@ -24,6 +24,9 @@
  *   masks    conformance/models_masks.c: --dropout_masks over several
  *            workers (multi_worker_mirrored 2 x 2, ref and each engine
  *            variant, and mpi -np 2) = one_device from the same file.
+ *   evaluate conformance/models_evaluate.c: evaluate and predict of a
+ *            reference checkpoint (mlp, cnn, resnet) by each engine variant =
+ *            the reference's files, byte for byte (fast: within a bound).
  *   accum    conformance/models_accum.c: --gradient_accumulation_steps=2
  *            and 3 (sync BN: R = 2 = one_device at the same k; at
  *            --learning_rate=0 k micro-steps = k plain steps; the engine's
@@ -212,6 +215,7 @@ int suite_models(results *r)
     fails += models_engine_cells(r, &ref);
     fails += models_accum_cells(r);
     fails += models_masks_cells(r);
+    fails += models_evaluate_cells(r);
     outcome_free(&ref);
     return fails;
 }

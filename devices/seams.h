@@ -466,6 +466,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_DROPOUT_KEY(id, row) (id)
 #endif
 
+/* Inference's BatchNormalization (evaluate, predict): the layer's state,
+ * the moving mean (oc floats) then the moving variance; mean and var are
+ * where each is read. */
+#if defined(DR_MUTANT_ENGINE_BN_INFER_SWAPPED)   /* the state's halves swapped: the variances taken as the means */
+#define DR_SEAM_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st) + (oc), (var) = (st))
+#else
+#define DR_SEAM_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st), (var) = (st) + (oc))
+#endif
+
 /* --dropout_masks: the row, within the replica's slice of the file's global
  * batch (from rt->row0), that row r of the replica's n reads: r itself. */
 #if defined(DR_MUTANT_ENGINE_DROPOUT_MASK_ROW)   /* the rows read in reverse: another example's mask */

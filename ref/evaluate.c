@@ -1,218 +1,71 @@
-/* distref reference — evaluate and predict over a distributed test set.
- *
- * The checkpoint in model_dir supplies the weights (any strategy may have
- * written it). Examples are split over the replicas by the same rule as in
- * training, without shuffling and keeping the final short batch; the loss is
- * the exact sum of per-example losses over the examples seen plus the
- * regularization loss, rounded once; accuracy is correct / total.
- */
+/* distref reference — evaluate's and predict's forward pass (dr_infer_ops,
+ * distref/variant.h): the plain exact pass in inference mode (BN's moving
+ * statistics, Dropout off: ref/layers.c reads no batch statistics outside
+ * training), each example's loss and the last layer's output. What is
+ * evaluated and how the losses are summed is harness/run_evaluate.c's, the
+ * same under every variant. */
 #include "ref/trainer.h"
-#include "distref/plan.h"
-#include "distref/checkpoint.h"
-#include "distref/fileio.h"
 
-#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct evaluator {
-    dr_experiment exp;
-    const dr_model_ops *ops;
-    dr_dataset    data;
-    dr_strategy   strat;
-    float        *params;
-    dr_work       work;
-    float        *x, *targets, *loss;
-    uint8_t      *labels;
-    uint32_t     *pred;
-    uint32_t      G;
-    dr_tpu_system tpu;
-} evaluator;
+typedef struct ref_infer {
+    const dr_model_spec *m;
+    float  *params;
+    dr_work work;
+} ref_infer;
 
-static void ev_close(evaluator *e)
+static void ref_infer_close(void *p)
 {
-    free(e->params); free(e->x); free(e->targets); free(e->loss); free(e->labels); free(e->pred);
+    ref_infer *e = p;
+    if (!e) return;
+    free(e->params);
     dr_work_free(&e->work);
-    dr_dataset_free(&e->data);
+    free(e);
 }
 
-/* The strategy that splits the test set: the run's, except that
- * parameter_server evaluates inline on the coordinator (one replica), and
- * tpu initializes its own emulated system. */
-static int ev_strategy(evaluator *e, const dr_run_config *cfg, dr_err *err)
+static int ref_infer_open(const dr_model_spec *m, const dr_run_config *cfg, const float *params, uint32_t rows,
+                          void **out, dr_err *err)
 {
-    dr_strategy_spec spec = cfg->strategy;
-    dr_strategy_options opt = cfg->memory;
-    if (spec.kind == DR_STRATEGY_PARAMETER_SERVER) {
-        spec.kind = DR_STRATEGY_ONE_DEVICE;
-        spec.num_gpus = 0;
-    } else if (spec.kind == DR_STRATEGY_TPU) {
-        int part[2];
-        uint32_t tiles;
-        int rc = dr_tpu_options(cfg, &e->exp, &e->tpu, &opt, part, &tiles, err);
-        if (rc) return rc;
-    }
-    return dr_strategy_create(&spec, &opt, &e->strat, err);
-}
-
-static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
-{
-    dr_checkpoint c;
-    bool found;
-    size_t f;
+    size_t P = dr_model_num_params(m);
+    ref_infer *e;
     int rc;
-    memset(e, 0, sizeof *e);
-    if ((rc = dr_experiment_resolve(cfg, &e->exp, err))) return rc;
-    e->ops = dr_model_ops_ref();
-    if ((rc = ev_strategy(e, cfg, err))) return rc;
-    if ((rc = dr_checkpoint_load(cfg->model_dir, &c, &found, err))) return rc;
-    if (!found)
-        return dr_fail(err, DR_EUSAGE, "--model_dir %s: no checkpoint (%s) to evaluate; train first",
-                       cfg->model_dir, DR_CHECKPOINT_FILE);
-    if (strcmp(c.experiment, e->exp.name) != 0 || c.nparams != dr_model_num_params(&e->exp.model)) {
-        rc = dr_fail(err, DR_EFORMAT, "checkpoint %s/%s: holds experiment %s with %u parameters, "
-                     "not %s", cfg->model_dir, DR_CHECKPOINT_FILE, c.experiment, c.nparams, e->exp.name);
-        dr_checkpoint_free(&c);
-        return rc;
+    if (strcmp(cfg->numerics, "exact") != 0)   /* as its training: the reference is the exact oracle */
+        return dr_fail(err, DR_EUSAGE, "not supported: --numerics=%s under --variant=ref: the reference is "
+                       "exact only (--variant=openmp evaluates fast)", cfg->numerics);
+    if (!(e = calloc(1, sizeof *e)) || !(e->params = malloc(P * sizeof(float) + 1))) {
+        ref_infer_close(e);
+        return dr_fail(err, DR_ENOMEM, "out of memory for the evaluated weights");
     }
-    e->params = c.params;
-    free(c.slots);
-    e->G = cfg->global_batch_size ? cfg->global_batch_size : e->exp.global_batch;
-    if ((rc = dr_load_dataset(cfg, e->exp.dataset, 1, &e->data, err))) { ev_close(e); return rc; }
-    f = e->data.features;
-    e->x = malloc((size_t)e->G * f * sizeof(float) + 1);
-    e->targets = malloc((size_t)e->G * sizeof(float) + 1);
-    e->loss = malloc((size_t)e->G * sizeof(float) + 1);
-    e->labels = malloc(e->G + 1);
-    e->pred = malloc((size_t)e->G * sizeof(uint32_t) + 1);
-    if (!e->x || !e->targets || !e->loss || !e->labels || !e->pred) {
-        ev_close(e);
-        return dr_fail(err, DR_ENOMEM, "out of memory for evaluation batches");
-    }
-    return dr_work_init(&e->work, &e->exp.model, e->G, err);
+    e->m = m;
+    memcpy(e->params, params, P * sizeof(float));
+    if ((rc = dr_work_init(&e->work, m, rows, err))) { ref_infer_close(e); return rc; }
+    *out = e;
+    return DR_OK;
 }
 
-/* Runs fn over every replica batch of the test set. */
-typedef int (*batch_fn)(evaluator *e, const uint32_t *ids, uint32_t n, void *arg, dr_err *err);
-
-static int for_each_batch(evaluator *e, const dr_run_config *cfg, batch_fn fn, void *arg, dr_err *err)
+static int ref_infer_batch(void *p, const float *x, const uint8_t *labels, const float *targets, uint32_t n,
+                           float *loss, float *out, dr_err *err)
 {
-    dr_dist_iter it;
-    dr_dist_batch b;
-    int rc = dr_dist_iter_init(&it, e->data.n, e->G, e->strat.num_replicas, cfg->seed, false, false, err);
-    while (rc == DR_OK && dr_dist_iter_next(&it, &b))
-        for (uint32_t r = 0; rc == DR_OK && r < b.num_replicas; r++)
-            rc = fn(e, b.ids + b.offset[r], b.offset[r + 1] - b.offset[r], arg, err);
-    dr_dist_iter_free(&it);
-    return rc;
-}
-
-static void forward(evaluator *e, const uint32_t *ids, uint32_t n)
-{
-    dr_dataset_gather(&e->data, ids, n, e->x, e->data.labels ? e->labels : NULL,
-                      e->data.targets ? e->targets : NULL);
-    dr_model_forward(&e->exp.model, e->ops, e->params, e->x, n, &e->work);
-    dr_model_example_losses(&e->exp.model, e->ops, &e->work, n, e->data.labels ? e->labels : NULL,
-                            e->data.targets ? e->targets : NULL, e->loss, e->pred);
-}
-
-typedef struct totals { dr_acc loss; uint64_t correct, seen; } totals;
-
-static int eval_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *arg, dr_err *err)
-{
-    totals *t = arg;
+    ref_infer *e = p;
+    const dr_model_ops *ops = dr_model_ops_ref();
+    uint32_t L = e->m->nlayers;
     (void)err;
-    if (n == 0) return DR_OK;
-    forward(e, ids, n);
-    dr_acc_add_sum(&t->loss, e->loss, n);
-    for (uint32_t i = 0; i < n; i++) t->correct += e->data.labels && e->pred[i] == e->labels[i];
-    t->seen += n;
+    dr_model_forward(e->m, ops, e->params, x, n, &e->work);
+    dr_model_example_losses(e->m, ops, &e->work, n, labels, targets, loss, NULL);
+    memcpy(out, e->work.act[L], (size_t)n * e->m->layer[L - 1].out * sizeof(float));
     return DR_OK;
 }
 
-int dr_ref_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
+static float ref_infer_reg_loss(void *p)
 {
-    evaluator e;
-    totals t;
-    dr_scaled loss, reg;
-    double t0 = dr_now();
-    char path[1100], num[40];
-    json_object *o;
-    int rc = ev_open(&e, cfg, err);
-    if (rc) return rc;
-    memset(&t, 0, sizeof t);
-    rc = for_each_batch(&e, cfg, eval_batch, &t, err);
-    if (rc) { ev_close(&e); return rc; }
-    /* mean data loss + regularization, over one denominator, rounded once */
-    dr_scaled_init(&loss, (uint32_t)t.seen);
-    loss.num = t.loss;
-    dr_scaled_init(&reg, 1);
-    dr_acc_add(&reg.num, dr_model_reg_loss(&e.exp.model, e.params));
-    dr_scaled_add(&loss, &reg);
-    memset(res, 0, sizeof *res);
-    res->loss = dr_scaled_round(&loss);
-    res->accuracy = t.seen ? (float)t.correct / (float)t.seen : 0.0f;
-    res->examples = t.seen;
-    res->seconds = dr_now() - t0;
-    dr_weights_sha256(e.params, dr_model_num_params(&e.exp.model), res->weights_sha256);
-    o = json_object_new_object();
-    json_object_object_add(o, "experiment", json_object_new_string(e.exp.name));
-    snprintf(num, sizeof num, "%.9g", (double)res->loss);
-    json_object_object_add(o, "loss", json_object_new_double_s((double)res->loss, num));
-    json_object_object_add(o, "accuracy", json_object_new_double((double)res->accuracy));
-    json_object_object_add(o, "examples", json_object_new_int64((int64_t)t.seen));
-    json_object_object_add(o, "weights_sha256", json_object_new_string(res->weights_sha256));
-    snprintf(path, sizeof path, "%s/eval.json", cfg->model_dir);
-    {
-        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
-        rc = dr_write_atomic(path, text, strlen(text), err);
-    }
-    json_object_put(o);
-    ev_close(&e);
-    return rc;
+    const ref_infer *e = p;
+    return dr_model_reg_loss(e->m, e->params);
 }
 
-typedef struct sink { char *buf; size_t len, cap; uint64_t index; } sink;
-
-static int predict_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *arg, dr_err *err)
-{
-    sink *s = arg;
-    uint32_t nout = e->exp.model.layer[e->exp.model.nlayers - 1].out;
-    if (n == 0) return DR_OK;
-    forward(e, ids, n);
-    for (uint32_t i = 0; i < n; i++) {
-        char line[96];
-        int len = e->data.labels
-            ? snprintf(line, sizeof line, "{\"index\":%u,\"class\":%u}\n", ids[i], e->pred[i])
-            : snprintf(line, sizeof line, "{\"index\":%u,\"value\":%.9g}\n", ids[i],
-                       (double)e->work.act[e->exp.model.nlayers][(size_t)i * nout]);
-        if (s->len + (size_t)len + 1 > s->cap) {
-            char *p = realloc(s->buf, (s->cap + (size_t)len + 1) * 2);
-            if (!p) return dr_fail(err, DR_ENOMEM, "no memory for predictions");
-            s->buf = p;
-            s->cap = (s->cap + (size_t)len + 1) * 2;
-        }
-        memcpy(s->buf + s->len, line, (size_t)len + 1);
-        s->len += (size_t)len;
-        s->index++;
-    }
-    return DR_OK;
-}
-
-int dr_ref_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
-{
-    evaluator e;
-    sink s = { NULL, 0, 0, 0 };
-    char path[1100];
-    int rc = ev_open(&e, cfg, err);
-    if (rc) return rc;
-    rc = for_each_batch(&e, cfg, predict_batch, &s, err);
-    snprintf(path, sizeof path, "%s/predictions.jsonl", cfg->model_dir);
-    if (rc == DR_OK) rc = dr_write_atomic(path, s.buf ? s.buf : "", s.len, err);
-    memset(res, 0, sizeof *res);
-    res->examples = s.index;
-    dr_weights_sha256(e.params, dr_model_num_params(&e.exp.model), res->weights_sha256);
-    free(s.buf);
-    ev_close(&e);
-    return rc;
-}
+const dr_infer_ops dr_ref_infer_ops = {
+    .open = ref_infer_open,
+    .batch = ref_infer_batch,
+    .reg_loss = ref_infer_reg_loss,
+    .close = ref_infer_close,
+};

@@ -160,4 +160,5 @@ const dr_variant dr_variant_ref = {
     .get_gradients = ref_gradients,
     .get_loss_scale = ref_get_loss_scale,
     .set_loss_scale = ref_set_loss_scale,
+    .infer = &dr_ref_infer_ops,
 };

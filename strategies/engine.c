@@ -5,11 +5,10 @@
  * --variant=opencl) and the comm's endpoints (devices/comm/comm_threads.c: one
  * per worker; devices/mpi/comm_mpi.c for --variant=mpi: this rank's), and
  * allocates the tensors of the replicas this process holds on the backend.
- * The step is step.c's (tpu: engine_tpu.c). The three variants share every
- * function here but the small entry points at the end that name their
- * backend and comm.
- * A backend whose buffers are device memory (host_ptr NULL) gets host
- * staging buffers for the comm (step.c).
+ * The step is step.c's (tpu: engine_tpu.c), evaluate's evaluate.c. The three
+ * variants share every function here but the small entry points at the end
+ * that name their backend and comm. A backend whose buffers are device
+ * memory (host_ptr NULL) gets host staging buffers for the comm (step.c).
  */
 #include "strategies/engine_internal.h"
 #include "strategies/ps_mpi_internal.h"
@@ -35,16 +34,15 @@ int  openblas_get_num_threads(void);
  * threads (multi_worker_mirrored) each take T / W, at least 1, so W workers
  * together stay within T. Both process-wide settings changed here are
  * restored when the last open run closes: the caller's OpenBLAS thread count
- * and the opening thread's OpenMP team size.
- * The count of open runs below is process-wide state on purpose, the one
- * exception besides the default strategy: it mirrors OpenBLAS's thread
- * count, itself one setting per process, so that concurrent runs restore it
- * once, after the last of them. */
+ * and the opening thread's OpenMP team size (evaluate.c's runs too). The
+ * count of open runs below is process-wide state on purpose, the one
+ * exception besides the default strategy: it mirrors OpenBLAS's thread count,
+ * itself one setting per process, so that concurrent runs restore it once. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned threads_users;
 static int threads_blas_saved;
 
-static void threads_enter(dr_session *s, int threads)
+void engine_threads_enter(dr_session *s, int threads)
 {
     s->omp_saved = omp_get_max_threads();
     if (threads > 0) omp_set_num_threads(threads);
@@ -58,7 +56,7 @@ static void threads_enter(dr_session *s, int threads)
     pthread_mutex_unlock(&threads_lock);
 }
 
-static void threads_leave(dr_session *s)
+void engine_threads_leave(dr_session *s)
 {
     if (!s->threads_set) return;
     s->threads_set = false;
@@ -233,7 +231,7 @@ static void engine_close(dr_session *s)
     engine_mixed_close(s);
     engine_graph_close(s);
     if (s->neps) s->co->close(s->ep, s->neps);
-    threads_leave(s);
+    engine_threads_leave(s);
     free(s->host_x); free(s->host_labels); free(s->host_targets); free(s->arranged); free(s->rounded);
     for (uint32_t r = 0; r < DR_MAX_DEVICES - 1; r++) free(s->stage[r]);
     free(s->stage_central);
@@ -357,7 +355,7 @@ static int open_with(const dr_run_plan *plan, const dr_dataset *data, const dr_b
     /* the mixed step runs its exact kernels whatever --numerics (mixed.c) */
     s->num = plan->exact || plan->cfg->mixed.compute != DR_DTYPE_F32 ? DR_NUMERICS_EXACT : DR_NUMERICS_FAST;
     s->esz = dr_sum_bytes(s->num);
-    threads_enter(s, plan->cfg->threads);
+    engine_threads_enter(s, plan->cfg->threads);
     if (spec.kind == DR_STRATEGY_TPU && (rc = engine_tpu_open(s, &sopt, err))) goto fail;
     if ((rc = dr_strategy_create(&spec, &sopt, &s->strat, err))) goto fail;
     s->R = s->strat.num_replicas;
@@ -556,6 +554,7 @@ const dr_variant dr_variant_openmp = {
     .get_gradients = engine_gradients,
     .get_loss_scale = engine_get_loss_scale,
     .set_loss_scale = engine_set_loss_scale,
+    .infer = &engine_infer_openmp,
 };
 
 const dr_variant dr_variant_opencl = {
@@ -597,4 +596,5 @@ const dr_variant dr_variant_mpi = {
     .set_loss_scale = engine_set_loss_scale,
     .train = engine_ps_train,
     .chief = mpi_chief,
+    .infer = &engine_infer_openmp,   /* the rank's backend: evaluate runs in one process */
 };

@@ -313,6 +313,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_MIXED_L2_SCALE(scale) (scale)
 #endif
 
+/* ---- evaluate.c -------------------------------------------------------------------- */
+
+/* Whether evaluate's and predict's pass is a training one (dr_graph_rt.training). */
+#if defined(DR_MUTANT_ENGINE_INFER_TRAINING)   /* Dropout left on in inference (its masks keyed by step 0) */
+#define DR_SEAM_INFER_TRAINING true
+#else
+#define DR_SEAM_INFER_TRAINING false
+#endif
+
 /* ---- ps_mpi_roles.c, ps_mpi_open.c ------------------------------------------------ */
 
 /* Clipping under parameter_server: on the worker, over its whole gradient

@@ -442,6 +442,7 @@ const dr_backend_ops *dr_backend_openmp(void)
         .graph_loss = dr_omp_graph_loss,
         .layer_backward = dr_omp_layer_backward,
         .bn_backward = dr_omp_bn_backward,
+        .outputs = dr_omp_outputs,
         .graph_ops_mixed = true,
         .set_tile = dr_omp_set_tile,
         .spatial_exchange = dr_omp_spatial_exchange,

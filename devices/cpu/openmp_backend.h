@@ -113,6 +113,8 @@ int dr_omp_gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t
 /* Per-example losses (s->ex_loss), the top delta (s->dz[0]) and hits of n rows. */
 void dr_omp_loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n, const uint8_t *labels,
                       const float *targets);
+/* the table's outputs (distref/backend.h) */
+int  dr_omp_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err);
 int dr_omp_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
 int dr_omp_layer0_partial(dr_backend *b, const dr_buffer *xt, const uint32_t *pix, uint32_t len,

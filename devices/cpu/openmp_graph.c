@@ -305,8 +305,9 @@ int dr_omp_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         break;
     }
     case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
-        const float *st = params + dr_model_state_offset(m, l);
-        return dr_omp_bn_apply(b, rb, l, st, st + d->oc, false, err);
+        const float *st = params + dr_model_state_offset(m, l), *mean, *var;
+        DR_SEAM_BN_INFER_STATE(st, d->oc, mean, var);
+        return dr_omp_bn_apply(b, rb, l, mean, var, false, err);
     }
     }
     activate(d, s->pre[l], s->act[l], &a);

@@ -275,6 +275,23 @@ void dr_omp_loss_rows(const dr_backend *b, dr_omp_scratch *s, uint32_t n,
     }
 }
 
+/* evaluate's and predict's: the losses loss_grad sums and the top map, of
+ * the last forward pass (Dense's forward or the layer ops in inference) */
+int dr_omp_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err)
+{
+    dr_omp_scratch *s = rb ? rb->scratch : NULL;
+    uint32_t L = b->m.nlayers, nout = b->m.layer[L - 1].out;
+    if (!s || n > s->cap) return dr_fail(err, DR_EUSAGE, "openmp backend: outputs of %u rows, the workspace holds %u",
+                                         n, s ? s->cap : 0);
+    if (b->m.loss != DR_LOSS_MSE && !rb->labels)
+        return dr_fail(err, DR_EUSAGE, "openmp backend: a cross-entropy loss needs labels");
+    dr_omp_loss_rows(b, s, n, rb->labels ? (const uint8_t *)rb->labels->data : NULL,
+                     rb->targets ? dr_omp_f32(rb->targets) : NULL);
+    memcpy(loss, s->ex_loss, (size_t)n * sizeof *loss);
+    memcpy(out, s->act[L - 1], (size_t)n * nout * sizeof *out);
+    return DR_OK;
+}
+
 /* ---- backward ------------------------------------------------------------ */
 
 /* gb[j] += sum over the n rows of dz[.][j], exactly. */

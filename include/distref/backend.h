@@ -384,6 +384,14 @@ typedef struct dr_backend_ops {
      * per-example losses; the engine then shares nothing but the loss's
      * multiplier (strategies/mixed.c) */
     bool  graph_ops_mixed;
+    /* Optional (NULL: the backend does not evaluate): each example's loss
+     * (as loss_grad sums it) into loss[0..n) and the last layer's output
+     * (n x out) into out, host floats, of the first n rows of the last
+     * forward pass: forward() of a Dense model, or graph_begin with
+     * rt->training false and layer_forward of every layer (BN with the
+     * moving statistics, Dropout off): evaluate and predict
+     * (strategies/evaluate.c). Synchronously. */
+    int   (*outputs)(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err);
 
     /* ---- spatial partitioning of a model beyond Dense (tpu; optional) ----
      *

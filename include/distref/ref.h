@@ -149,9 +149,8 @@ int  dr_reduce_to_device(dr_strategy *s, dr_acc *const *acc, size_t n,
 /* --variant=ref: every strategy, exact numerics. */
 extern const dr_variant dr_variant_ref;
 
-/* evaluate and predict (ref/evaluate.c), behind dr_run_evaluate and
- * dr_run_predict (distref/harness.h). */
-int dr_ref_evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
-int dr_ref_predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err);
+/* evaluate's and predict's forward pass (ref/evaluate.c), dr_variant_ref's
+ * infer: behind dr_run_evaluate and dr_run_predict (distref/harness.h). */
+extern const dr_infer_ops dr_ref_infer_ops;
 
 #endif

@@ -48,6 +48,27 @@ typedef struct dr_train_totals {
     bool     peer_lost;                          /* mpi: a rank died and the run finished without it */
 } dr_train_totals;
 
+/* Inference, for evaluate and predict (harness/run_evaluate.c, which
+ * splits the test set, sums the losses and writes the files): the forward
+ * pass with BatchNormalization's moving statistics and Dropout off
+ * (docs/MODELS.md), on batches of up to `rows` examples, through the
+ * variant's own kernels. */
+typedef struct dr_infer_ops {
+    /* cfg's --numerics: exact, the reference's bits (each example's loss and
+     * output), or fast, the variant's fast kernels; --threads. params: the
+     * checkpoint's P floats, copied. */
+    int   (*open)(const dr_model_spec *m, const dr_run_config *cfg, const float *params, uint32_t rows, void **out,
+                  dr_err *err);
+    /* n <= rows examples (x: n x the input's floats; labels or targets, as
+     * the dataset has): loss[r], example r's loss (without the
+     * regularization), and out, the last layer's output (n x its units). */
+    int   (*batch)(void *s, const float *x, const uint8_t *labels, const float *targets, uint32_t n, float *loss,
+                   float *out, dr_err *err);
+    /* the regularization loss of the weights (--l2; 0 without) */
+    float (*reg_loss)(void *s);
+    void  (*close)(void *s);
+} dr_infer_ops;
+
 typedef struct dr_session dr_session;           /* a variant's open run */
 struct dr_run_log;
 
@@ -109,6 +130,9 @@ typedef struct dr_variant {
      * it on every replica (resume). NULL: the variant runs no mixed step. */
     int  (*get_loss_scale)(dr_session *s, dr_loss_scale *out, dr_err *err);
     int  (*set_loss_scale)(dr_session *s, const dr_loss_scale *ls, dr_err *err);
+    /* Optional: evaluate's and predict's forward pass (dr_infer_ops). NULL:
+     * the variant does not evaluate; evaluate and predict refuse it. */
+    const dr_infer_ops *infer;
 } dr_variant;
 
 #endif

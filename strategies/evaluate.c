@@ -1,0 +1,133 @@
+/* distref engine — evaluate's and predict's forward pass (dr_infer_ops,
+ * distref/variant.h) on the backend's own kernels: a Dense model through
+ * forward(), any other through graph_begin (rt.training false) and
+ * layer_forward layer by layer, BatchNormalization with its moving
+ * statistics and Dropout off, then the backend's outputs op (each example's
+ * loss as loss_grad sums it, the top map). One replica's buffers compute
+ * every replica batch in turn: inference has no statistics to share between
+ * replicas, so the split (harness/run_evaluate.c's, the reference's) is all
+ * that R changes. Exact numerics give the reference's per-example bits, so
+ * eval.json and predictions.jsonl are the reference's, byte for byte. */
+#include "strategies/engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/seams.h"
+
+typedef struct engine_infer {
+    const dr_model_spec  *m;
+    const dr_backend_ops *bo;
+    dr_backend           *be;
+    dr_replica_bufs       rb;
+    dr_numerics           num;
+    float                 reg;         /* the weights' regularization loss */
+    dr_session            policy;      /* only engine.c's thread policy's fields */
+} engine_infer;
+
+static void infer_close(void *p)
+{
+    engine_infer *e = p;
+    if (!e) return;
+    dr_buffer *bufs[] = { e->rb.params, e->rb.grad, e->rb.loss, e->rb.x, e->rb.labels, e->rb.targets };
+    if (e->rb.scratch) e->bo->replica_close(e->be, &e->rb);
+    for (size_t i = 0; e->be && i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i]) e->bo->release(e->be, bufs[i]);
+    if (e->be) e->bo->close(e->be);
+    engine_threads_leave(&e->policy);
+    free(e);
+}
+
+/* --l2 on the host, as the step's (strategies/mixed.c): l2 * round(the exact
+ * sum of the regularized kernels' squares) */
+static float reg_loss(const dr_model_spec *m, const float *params)
+{
+    dr_acc sq;
+    if (m->l2 == 0.0f) return 0.0f;
+    dr_acc_init(&sq);
+    for (uint32_t l = 0; l < m->nlayers; l++)
+        if (dr_layer_regularized(&m->layer[l]))
+            dr_acc_add_dot(&sq, params + dr_model_kernel_offset(m, l), params + dr_model_kernel_offset(m, l),
+                           dr_model_kernel_size(m, l));
+    return m->l2 * dr_acc_round(&sq);
+}
+
+static int infer_buffers(engine_infer *e, const float *params, uint32_t rows, dr_err *err)
+{
+    const dr_model_spec *m = e->m;
+    size_t P = dr_model_num_params(m), out = m->layer[m->nlayers - 1].out;
+    dr_numerics num = e->num;
+    int rc;
+    if ((rc = e->bo->alloc(e->be, P * sizeof(float), &e->rb.params, err)) ||
+        (rc = e->bo->alloc(e->be, P * dr_grad_bytes(num), &e->rb.grad, err)) ||
+        (rc = e->bo->alloc(e->be, dr_sum_bytes(num), &e->rb.loss, err)) ||
+        (rc = e->bo->alloc(e->be, (size_t)rows * m->layer[0].in * sizeof(float) + 1, &e->rb.x, err)) ||
+        (rc = e->bo->alloc(e->be, rows + 1, &e->rb.labels, err)) ||
+        (rc = e->bo->alloc(e->be, (size_t)rows * out * sizeof(float) + 1, &e->rb.targets, err)) ||
+        (rc = e->bo->upload(e->be, e->rb.params, 0, params, P * sizeof(float), err)) ||
+        (rc = e->bo->replica_open(e->be, &e->rb, rows, err)))
+        return rc;
+    return DR_OK;
+}
+
+static int infer_open(const dr_backend_ops *bo, const dr_model_spec *m, const dr_run_config *cfg,
+                      const float *params, uint32_t rows, void **out, dr_err *err)
+{
+    /* the backend opens with an optimizer; inference applies none */
+    const dr_optimizer sgd = { .kind = DR_OPT_SGD };
+    dr_backend_params bp = { .model = m, .optimizer = &sgd, .places = 1, .platform = -1 };
+    engine_infer *e;
+    int rc;
+    if (!bo->outputs)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: evaluate and predict on the %s backend (it has no "
+                       "outputs op)", bo->name);
+    if (!(e = calloc(1, sizeof *e))) return dr_fail(err, DR_ENOMEM, "out of host memory for evaluation");
+    e->m = m;
+    e->bo = bo;
+    e->num = bp.numerics = strcmp(cfg->numerics, "fast") == 0 ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT;
+    engine_threads_enter(&e->policy, cfg->threads);
+    e->reg = reg_loss(m, params);
+    if ((rc = bo->open(&bp, &e->be, err)) || (rc = infer_buffers(e, params, rows, err))) {
+        infer_close(e);
+        return rc;
+    }
+    *out = e;
+    return DR_OK;
+}
+
+static int omp_infer_open(const dr_model_spec *m, const dr_run_config *cfg, const float *params, uint32_t rows,
+                          void **out, dr_err *err)
+{
+    return infer_open(dr_backend_openmp(), m, cfg, params, rows, out, err);
+}
+
+static int infer_batch(void *p, const float *x, const uint8_t *labels, const float *targets, uint32_t n,
+                       float *loss, float *out, dr_err *err)
+{
+    engine_infer *e = p;
+    const dr_model_spec *m = e->m;
+    const dr_backend_ops *bo = e->bo;
+    /* inference: float32, no Dropout, so no masks' keys (seed, step, ids) */
+    dr_graph_rt rt = { .training = DR_SEAM_INFER_TRAINING, .n = n, .compute = DR_DTYPE_F32, .loss_scale = 1.0f, .G = n };
+    int rc = bo->upload(e->be, e->rb.x, 0, x, (size_t)n * m->layer[0].in * sizeof(float), err);
+    if (rc == DR_OK && labels) rc = bo->upload(e->be, e->rb.labels, 0, labels, n, err);
+    if (rc == DR_OK && targets)
+        rc = bo->upload(e->be, e->rb.targets, 0, targets, (size_t)n * m->layer[m->nlayers - 1].out * sizeof(float), err);
+    if (rc) return rc;
+    if (dr_model_is_dense(m)) {
+        rc = bo->forward(e->be, &e->rb, n, 0, err);
+    } else {
+        rc = bo->graph_begin(e->be, &e->rb, n, &rt, err);
+        for (uint32_t l = 0; rc == DR_OK && l < m->nlayers; l++) rc = bo->layer_forward(e->be, &e->rb, l, err);
+    }
+    return rc ? rc : bo->outputs(e->be, &e->rb, n, loss, out, err);
+}
+
+static float infer_reg_loss(void *p) { return ((const engine_infer *)p)->reg; }
+
+const dr_infer_ops engine_infer_openmp = {
+    .open = omp_infer_open,
+    .batch = infer_batch,
+    .reg_loss = infer_reg_loss,
+    .close = infer_close,
+};
