@@ -4,7 +4,8 @@
  *   same_settings         a finished run run again: "already complete at
  *                         step N; nothing run", exit 0, no result line, no
  *                         file changed; --mode=train_and_eval again goes on
- *                         from the last finished epoch
+ *                         from the last finished epoch; under opencl (no
+ *                         inference pass) it evaluates through the reference
  *   other_topology_done   a finished run under another strategy, variant or
  *                         replica count: exit 2 naming the flag, nothing run
  *   other_hyperparameter  another learning rate, seed, global batch or
@@ -101,6 +102,11 @@ static void same_settings(void **st)
     expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --epochs=3", dir), 0,
            "train epoch 3: resumed at step 26 from ");
     assert_null(strstr(out, "epoch 2"));
+    /* a variant without an inference pass (opencl) evaluates each epoch
+     * through the reference's exact pass, and says so */
+    snprintf(dir, sizeof dir, "%s/same_tae_cl", g_tmp);
+    expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --variant=opencl --epochs=1", dir), 0,
+           "evaluate epoch 1 (reference): checkpoint step=13 ");
 }
 
 static void other_topology_done(void **st)
