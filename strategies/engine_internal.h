@@ -220,6 +220,9 @@ bool engine_ranks_in_sync(dr_session *s, uint64_t my_hash);
 int  engine_mixed_supports(const char *name, const dr_run_plan *plan, const dr_backend_ops *bo, dr_err *err);
 int  engine_mixed_open(dr_session *s, dr_err *err);
 void engine_mixed_close(dr_session *s);
+/* --l2's loss term: l2 * round(the exact sum of the regularized kernels'
+ * squares), 0 without --l2 (the mixed step's reported loss, evaluate's) */
+float engine_l2_loss(const dr_model_spec *m, const float *w);
 /* replica r's mixed kernel (instead of forward, loss_grad and share) */
 int  engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err);
 /* worker w's partials before the collective (tensorflow: rounded to c) */

@@ -38,20 +38,6 @@ static void infer_close(void *p)
     free(e);
 }
 
-/* --l2 on the host, as the step's (strategies/mixed.c): l2 * round(the exact
- * sum of the regularized kernels' squares) */
-static float reg_loss(const dr_model_spec *m, const float *params)
-{
-    dr_acc sq;
-    if (m->l2 == 0.0f) return 0.0f;
-    dr_acc_init(&sq);
-    for (uint32_t l = 0; l < m->nlayers; l++)
-        if (dr_layer_regularized(&m->layer[l]))
-            dr_acc_add_dot(&sq, params + dr_model_kernel_offset(m, l), params + dr_model_kernel_offset(m, l),
-                           dr_model_kernel_size(m, l));
-    return m->l2 * dr_acc_round(&sq);
-}
-
 static int infer_buffers(engine_infer *e, const float *params, uint32_t rows, dr_err *err)
 {
     const dr_model_spec *m = e->m;
@@ -86,7 +72,7 @@ static int infer_open(const dr_backend_ops *bo, const dr_model_spec *m, const dr
     e->bo = bo;
     e->num = bp.numerics = strcmp(cfg->numerics, "fast") == 0 ? DR_NUMERICS_FAST : DR_NUMERICS_EXACT;
     engine_threads_enter(&e->policy, cfg->threads);
-    e->reg = reg_loss(m, params);
+    e->reg = engine_l2_loss(m, params);
     if ((rc = bo->open(&bp, &e->be, err)) || (rc = infer_buffers(e, params, rows, err))) {
         infer_close(e);
         return rc;

@@ -177,23 +177,30 @@ static const float *weights_of(const dr_session *s, uint32_t r)
  * them), as the float32 step's share does; the gradient's term is added
  * before the unscale (engine_mixed_before_reduce, engine_mixed_apply).
  * w: the replica's float32 weights (every replica holds the same). */
+float engine_l2_loss(const dr_model_spec *m, const float *w)
+{
+    dr_acc sq;
+    if (m->l2 == 0.0f) return 0.0f;
+    dr_acc_init(&sq);
+    for (uint32_t l = 0; l < m->nlayers; l++)
+        if (dr_layer_regularized(&m->layer[l]))
+            dr_acc_add_dot(&sq, w + dr_model_kernel_offset(m, l), w + dr_model_kernel_offset(m, l),
+                           dr_model_kernel_size(m, l));
+    return m->l2 * dr_acc_round(&sq);
+}
+
 static int add_reg_loss(dr_session *s, uint32_t r, const float *w, dr_err *err)
 {
-    const dr_model_spec *md = &s->plan->exp.model;
-    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), sq, staged;
+    dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), staged;
+    float reg = DR_SEAM_MIXED_REG_LOSS(engine_l2_loss(&s->plan->exp.model, w));
     int rc;
-    dr_acc_init(&sq);
-    for (uint32_t l = 0; l < md->nlayers; l++)
-        if (dr_layer_regularized(&md->layer[l]))
-            dr_acc_add_dot(&sq, w + dr_model_kernel_offset(md, l), w + dr_model_kernel_offset(md, l),
-                           dr_model_kernel_size(md, l));
     if (loss) {   /* host memory: in place */
-        dr_acc_add_prod(loss, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+        dr_acc_add_prod(loss, (float)s->coef, reg);
         return DR_OK;
     }
     /* device memory (opencl): the one accumulator read back, added to, written */
     if ((rc = s->bo->download(s->be, &staged, s->rb[r].loss, 0, sizeof staged, err))) return rc;
-    dr_acc_add_prod(&staged, (float)s->coef, DR_SEAM_MIXED_REG_LOSS(md->l2 * dr_acc_round(&sq)));
+    dr_acc_add_prod(&staged, (float)s->coef, reg);
     return s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err);
 }
 
