@@ -28,8 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/seams.h"
-
 #define BN_MAX_C 256
 
 typedef struct dr_cl_graph {
