@@ -107,6 +107,11 @@ static void same_settings(void **st)
     snprintf(dir, sizeof dir, "%s/same_tae_cl", g_tmp);
     expect(sh(BIN " --mode=train_and_eval --model_dir=%s " ONE " " DATA " --variant=opencl --epochs=1", dir), 0,
            "evaluate epoch 1 (reference): checkpoint step=13 ");
+    /* evaluate itself names what it cannot do, exit 2 */
+    expect(sh(BIN " evaluate --model_dir=%s " ONE " " DATA " --variant=opencl", dir), 2,
+           "not supported: evaluate and predict under --variant=opencl: it has no inference pass");
+    expect(sh(BIN " evaluate --model_dir=%s " ONE " " DATA " --numerics=fast", dir), 2,
+           "not supported: --numerics=fast under --variant=ref: the reference is exact only");
 }
 
 static void other_topology_done(void **st)
