@@ -132,6 +132,8 @@ int models_accum_cells(results *r);
 int models_masks_cells(results *r);
 /* suite models' evaluate and predict cells (conformance/models_evaluate.c) */
 int models_evaluate_cells(results *r);
+/* suite models' parameter_server cells (conformance/models_ps.c) */
+int models_ps_cells(results *r);
 
 /* Suites: each returns the number of failures it recorded. */
 /* loss_curves, in parts (each a unit of work for the lanes): every strategy x

@@ -31,6 +31,8 @@
  *            and 3 (sync BN: R = 2 = one_device at the same k; at
  *            --learning_rate=0 k micro-steps = k plain steps; the engine's
  *            bits = the reference's).
+ *   ps       conformance/models_ps.c: parameter_server (one worker = one_device
+ *            for cnn and resnet; three workers deterministic; mpi refuses).
  * Dropout's masks are keyed by the global example id, so they never differ
  * between splits: the sync cells check that too.
  * --full adds mirrored R = 4 and 8 (sync), and resnet_synthetic (38 layers:
@@ -216,6 +218,7 @@ int suite_models(results *r)
     fails += models_accum_cells(r);
     fails += models_masks_cells(r);
     fails += models_evaluate_cells(r);
+    fails += models_ps_cells(r);
     outcome_free(&ref);
     return fails;
 }

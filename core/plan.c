@@ -81,15 +81,17 @@ static int model_options(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
     else if (strcmp(cfg->batch_norm, "sync") != 0)
         return dr_fail(err, DR_EUSAGE, "--batch_norm: expected sync or replica, got '%s'", cfg->batch_norm);
     if (dr_model_is_dense(m)) return DR_OK;
-    {
-        const char *kind = dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind), *what = NULL;
-        if (p->spec.kind == DR_STRATEGY_PARAMETER_SERVER) what = "--distribution_strategy=parameter_server";
-        else if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
-            what = "--input_partition_dims (spatial partitioning with halos; the tpu strategy's)";
-        if (what)
-            return dr_fail(err, DR_EUNSUPPORTED, "not supported: %s with a %s layer (experiment %s); models beyond "
-                           "Dense run the synchronous strategies without it so far", what, kind, p->exp.name);
-    }
+    if (cfg->input_partition_dims[0] && p->spec.kind != DR_STRATEGY_TPU)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --input_partition_dims (spatial partitioning with "
+                       "halos; the tpu strategy's) with a %s layer (experiment %s); models beyond Dense run the "
+                       "other strategies without it so far",
+                       dr_layer_kind_name(m->layer[dr_model_first_non_dense(m)].kind), p->exp.name);
+    /* a mask file's rows are a synchronous step's global batch; a closure's
+     * batch has no row there (docs/PARAMETER_SERVER.md) */
+    if (cfg->dropout_masks[0] && p->spec.kind == DR_STRATEGY_PARAMETER_SERVER)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --dropout_masks with --distribution_strategy="
+                       "parameter_server (a mask file's rows are the rows of a synchronous step's global batch; "
+                       "a step function's Dropout is keyed by its closure and example ids)");
     if (bn && !p->bn_replica && strcmp(cfg->loss_reduction, "tf_default") == 0)
         return dr_fail(err, DR_EUNSUPPORTED, "not supported: --loss_reduction=tf_default with --batch_norm=sync "
                        "(each replica's own divisor would weight the shared statistics' gradient unevenly); use "

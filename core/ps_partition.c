@@ -141,8 +141,27 @@ uint32_t dr_ps_model_variables(const dr_model_spec *m, dr_ps_variable *vars)
 {
     uint32_t n = 0;
     for (uint32_t l = 0; l < m->nlayers; l++) {
-        vars[n++] = (dr_ps_variable){ dr_model_kernel_offset(m, l), m->layer[l].in, m->layer[l].out };
-        vars[n++] = (dr_ps_variable){ dr_model_bias_offset(m, l), m->layer[l].out, 1 };
+        const dr_dense *d = &m->layer[l];
+        size_t k = dr_model_kernel_offset(m, l), b = dr_model_bias_offset(m, l);
+        switch (d->kind) {
+        case DR_LAYER_DENSE:
+            vars[n++] = (dr_ps_variable){ k, d->in, d->out };
+            vars[n++] = (dr_ps_variable){ b, d->out, 1 };
+            break;
+        case DR_LAYER_CONV2D:
+            vars[n++] = (dr_ps_variable){ k, d->ksize, (uint64_t)d->ksize * d->ic * d->oc };
+            vars[n++] = (dr_ps_variable){ b, d->oc, 1 };
+            break;
+        case DR_LAYER_BATCH_NORM: {
+            size_t s = dr_model_state_offset(m, l);
+            vars[n++] = (dr_ps_variable){ k, d->oc, 1 };
+            vars[n++] = (dr_ps_variable){ b, d->oc, 1 };
+            vars[n++] = (dr_ps_variable){ s, d->oc, 1 };
+            vars[n++] = (dr_ps_variable){ s + d->oc, d->oc, 1 };
+            break;
+        }
+        default: break;   /* pooling, Flatten, Dropout, Add: no variables */
+        }
     }
     return n;
 }

@@ -54,7 +54,7 @@ static void partitioner(const char *s, uint8_t param)
 {
     dr_partitioner p;
     dr_experiment exp;
-    dr_ps_variable vars[2 * DR_MAX_LAYERS];
+    dr_ps_variable vars[DR_PS_MAX_VARIABLES];
     dr_ps_layout layout;
     dr_err err = { 0, "" };
     if (dr_partitioner_parse(s, &p, &err) != DR_OK ||

@@ -20,6 +20,7 @@
 #include "distref/cluster.h"
 #include "distref/fileio.h"
 #include "ref/trainer.h"
+#include "ref/graph.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -58,6 +59,8 @@ struct ps_run {
     uint32_t        lost_worker;
     dr_ps_event    *replay;         /* --replay_schedule's events */
     size_t          nreplay;
+    size_t          T;              /* trainable floats; the batch-norm state follows */
+    float          *increments;     /* a graph step's moving-statistics increments (P - T) */
 };
 
 /* ---- setup -------------------------------------------------------------- */
@@ -179,6 +182,8 @@ static int alloc_workers(ps_run *r, dr_err *err)
     trainer *t = &r->t;
     size_t f = t->data->features;
     int rc = DR_OK;
+    if (!(r->increments = malloc((t->P - r->T) * sizeof *r->increments + 4)))
+        return dr_fail(err, DR_ENOMEM, "no memory for the batch-norm increments");
     for (uint32_t w = 0; rc == DR_OK && w < r->W; w++) {
         ps_worker *k = &r->wk[w];
         dr_device *d = &t->strat.device[dr_ps_worker_device(w)];
@@ -218,6 +223,30 @@ static int shard_fn(const dr_input_context *ctx, uint32_t epoch, void *user,
     return DR_OK;
 }
 
+/* A model beyond Dense: one_device's graph step at R = 1 on the worker's
+ * batch (BatchNormalization's statistics over that batch, --batch_norm's
+ * formula as one_device has it; Dropout keyed by the closure's index, the
+ * step one_device runs when W = 1, and the global example ids). The moving
+ * statistics are not written here: run from a state of -0 (the additive
+ * identity, so -0 * momentum + x is exactly x), the graph's moving update
+ * leaves the increments (1 - momentum) * statistic in r->increments, which
+ * travel in the moving statistics' gradient slots to the ps (ps_step). */
+static void graph_share(ps_run *r, ps_worker *k, const dr_worker_ctx *ctx, uint32_t n)
+{
+    trainer *t = &r->t;
+    replica *rp = &k->rp;
+    dr_graph_ctx g = { &t->exp.model, t->ops, true, !t->plan->bn_replica, t->cfg->seed, ctx->closure,
+                       r->increments, NULL, NULL, NULL, DR_DTYPE_F32, 0.0f, 0 };
+    dr_graph_replica e = { rp->params, rp->x, rp->labels, rp->targets, k->ids, n, &rp->work, &rp->loss,
+                           rp->grad, &rp->correct, 0, 0 };
+    for (size_t i = r->T; i < t->P; i++) r->increments[i - r->T] = -0.0f;
+    memset(rp->grad, 0, t->P * sizeof *rp->grad);
+    dr_acc_init(&rp->loss);
+    rp->correct = 0;
+    dr_graph_loss_grad(&g, &e, 1);
+    dr_trainer_scale_share(t, rp, 1, t->den);
+}
+
 static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *err)
 {
     ps_run *r = arg;
@@ -239,11 +268,14 @@ static int ps_step(const dr_worker_ctx *ctx, void *arg, float *result, dr_err *e
     t->den = dr_plan_divisor(t->plan, t->count);
     dr_dataset_gather(t->data, k->ids, n, rp->x, rp->labels, rp->targets);   /* its own pipeline, its own CPU */
     rp->params = (float *)ctx->variables;
-    dr_trainer_compute_share(t, rp, n, 1, t->den);
+    if (dr_model_is_dense(&t->exp.model)) dr_trainer_compute_share(t, rp, n, 1, t->den);
+    else graph_share(r, k, ctx, n);
     dr_acc_round_array(rp->grad, t->P, t->den, ctx->gradient);
     /* clipping on the worker, over its whole gradient, before the variables'
      * shards travel: where apply_gradients inside the step function clips it */
     dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, ctx->gradient, t->P);
+    /* after the clip, which must not see them: the moving statistics' increments */
+    if (t->P > r->T) memcpy(ctx->gradient + r->T, r->increments, (t->P - r->T) * sizeof(float));
     *result = dr_acc_round_div(&rp->loss, t->den);
     k->count = t->count;     /* what its metrics line will say when it lands */
     k->used = n;
@@ -428,6 +460,7 @@ static int open_run(ps_run *r, const dr_run_plan *plan, const dr_dataset *data, 
     t->G = plan->G;
     t->P = plan->P;
     t->nslots = plan->nslots;
+    r->T = dr_model_num_trainable(&t->exp.model);
     /* What other strategies read and this one would silently ignore. */
     if (cfg->input_partition_dims[0] || cfg->tpu_platform[0] || cfg->layer_devices[0])
         return dr_fail(err, DR_EUSAGE, "--%s: not with --distribution_strategy=parameter_server",
@@ -450,10 +483,11 @@ static int open_run(ps_run *r, const dr_run_plan *plan, const dr_dataset *data, 
 
 static int start_coordinator(ps_run *r, dr_err *err)
 {
-    dr_ps_variable vars[2 * DR_MAX_LAYERS];
+    dr_ps_variable vars[DR_PS_MAX_VARIABLES];
     uint32_t nvars = dr_ps_model_variables(&r->t.exp.model, vars);
     int rc;
     r->copt.replay_until = r->resumed;
+    if (r->t.P > r->T) r->copt.moving_from = r->T;
     r->copt.on_event = on_event;
     r->copt.user = r;
     if ((rc = dr_coordinator_create(&r->t.strat, &r->copt, &r->coord, err)) ||
@@ -525,6 +559,7 @@ int dr_ps_variables(ps_run *r, float *params, float *slots)
 void dr_ps_close(ps_run *r)
 {
     close_run(r);
+    free(r->increments);
     free(r->replay);
     free(r);
 }

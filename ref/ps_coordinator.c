@@ -12,6 +12,7 @@
  */
 #include "distref/ps.h"
 #include "distref/ref.h"
+#include "ref/layers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -318,7 +319,11 @@ static int ps_failure(dr_coordinator *c, const dr_ps_event *ev, dr_err *err)
 }
 
 /* The worker's gradient travels to each shard's ps task, which applies it
- * as optimizer step `version` (1-based, for Adam's bias correction). */
+ * as optimizer step `version` (1-based, for Adam's bias correction). A
+ * moving statistic's shard first takes its increment onto its value as it
+ * is now, in landing order (tf.keras 2's assign_sub on the ps variable when
+ * the update runs), then the optimizer's zero gradient, as one_device
+ * applies the optimizer to the whole vector after the batch-norm state. */
 static void apply_update(dr_coordinator *c, uint32_t w, uint64_t version)
 {
     size_t at[DR_MAX_DEVICES] = { 0 };
@@ -328,6 +333,11 @@ static void apply_update(dr_coordinator *c, uint32_t w, uint64_t version)
         at[sh->ps_task] += sh->length;
         dr_device_copy(ps_dev(c, sh->ps_task), g, worker_dev(c, w), c->gradient[w] + sh->offset,
                        sh->length * sizeof(float));
+        if (c->opt.moving_from && sh->offset >= c->opt.moving_from)
+            for (size_t k = 0; k < sh->length; k++) {
+                c->store[i].values[k] = c->store[i].values[k] * DR_BN_MOMENTUM + g[k];
+                g[k] = 0.0f;
+            }
         dr_optimizer_apply(&c->optimizer, version, c->store[i].values, g, c->store[i].slots, sh->length);
     }
 }

@@ -131,7 +131,7 @@ static uint32_t count_lines(const char *s)
 
 /* One worker: bit-identical to one_device, step by step, at any staleness
  * bound and with any ps count and partitioner (sharding is elementwise). */
-static void identity_case(const char *experiment, const char *optimizer, double l2)
+static void identity_case(const char *experiment, const char *optimizer, double l2, const char *bn)
 {
     static const struct { uint32_t S, P; const char *part; } ps[] = {
         { 0, 1, "" }, { 3, 1, "" }, { 2, 3, "fixed:4" }, { 1, 2, "max_size:20000" },
@@ -140,6 +140,7 @@ static void identity_case(const char *experiment, const char *optimizer, double 
     run ref, got;
     base(&c, experiment, "one_device", 0, 0);
     snprintf(c.optimizer, sizeof c.optimizer, "%s", optimizer);
+    snprintf(c.batch_norm, sizeof c.batch_norm, "%s", bn);
     c.l2 = l2;
     train(&c, &ref);
     assert_int_equal(ref.rc, DR_OK);
@@ -147,6 +148,7 @@ static void identity_case(const char *experiment, const char *optimizer, double 
         base(&c, experiment, "parameter_server", 1, ps[i].P);
         snprintf(c.optimizer, sizeof c.optimizer, "%s", optimizer);
         snprintf(c.ps_partitioner, sizeof c.ps_partitioner, "%s", ps[i].part);
+        snprintf(c.batch_norm, sizeof c.batch_norm, "%s", bn);
         c.l2 = l2;
         c.staleness = ps[i].S;
         c.schedule_seed = 11 + i;
@@ -164,11 +166,20 @@ static void identity_case(const char *experiment, const char *optimizer, double 
     done_with(&ref);
 }
 
-static void identity_sgd(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", DR_UNSET); }
-static void identity_sgd_l2(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", 1e-3); }
-static void identity_adam(void **state) { (void)state; identity_case("mlp_synthetic", "adam", DR_UNSET); }
-static void identity_adam_l2(void **state) { (void)state; identity_case("mlp_synthetic", "adam", 1e-3); }
-static void identity_linear(void **state) { (void)state; identity_case("linear_ones", "", DR_UNSET); }
+static void identity_sgd(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", DR_UNSET, "sync"); }
+static void identity_sgd_l2(void **state) { (void)state; identity_case("mlp_synthetic", "sgd", 1e-3, "sync"); }
+static void identity_adam(void **state) { (void)state; identity_case("mlp_synthetic", "adam", DR_UNSET, "sync"); }
+static void identity_adam_l2(void **state) { (void)state; identity_case("mlp_synthetic", "adam", 1e-3, "sync"); }
+static void identity_linear(void **state) { (void)state; identity_case("linear_ones", "", DR_UNSET, "sync"); }
+/* Models beyond Dense: BatchNormalization's moving statistics live on the ps
+ * tasks and take each landing's increment; Dropout is keyed by the closure. */
+static void identity_cnn(void **state) { (void)state; identity_case("cnn_synthetic", "sgd", DR_UNSET, "sync"); }
+static void identity_cnn_replica_adam_l2(void **state)
+{
+    (void)state;
+    identity_case("cnn_synthetic", "adam", 1e-3, "replica");
+}
+static void identity_resnet(void **state) { (void)state; identity_case("resnet_synthetic", "adam", DR_UNSET, "sync"); }
 
 static void async_config(dr_run_config *c, uint64_t seed)
 {
@@ -353,6 +364,44 @@ static void ps_failure_resume(void **state)
     done_with(&broken);
 }
 
+/* cnn_synthetic over three workers, S = 2: the same bits twice; a ps
+ * failure and a rerun give the uninterrupted run's bits (the moving
+ * statistics are variables of the checkpoint), and they moved off their
+ * initial values (mean 0, variance 1). */
+static void graph_async_resume(void **state)
+{
+    dr_run_config c;
+    run whole, again, broken;
+    dr_checkpoint ck;
+    dr_err err;
+    bool found, moved = false;
+    (void)state;
+    async_config(&c, 7);
+    snprintf(c.experiment, sizeof c.experiment, "cnn_synthetic");
+    c.checkpoint_every = 4;
+    train(&c, &whole);
+    train(&c, &again);
+    assert_int_equal(whole.rc, DR_OK);
+    assert_string_equal(whole.metrics, again.metrics);
+    assert_string_equal(whole.sha, again.sha);
+    assert_true(summary_int(&whole, "max_staleness") > 0);
+    snprintf(c.fail_ps, sizeof c.fail_ps, "0:6");
+    train(&c, &broken);
+    assert_int_equal(broken.rc, DR_EFAULT);
+    assert_int_equal(dr_checkpoint_load(broken.dir, &ck, &found, &err), DR_OK);
+    assert_true(found);
+    for (uint32_t i = ck.nparams - 16; i < ck.nparams; i++)   /* cnn_synthetic's 8 + 8 floats of BN state */
+        moved |= ck.params[i] != (i < ck.nparams - 8 ? 0.0f : 1.0f);
+    assert_true(moved);
+    dr_checkpoint_free(&ck);
+    c.fail_ps[0] = 0;
+    train_in(&c, &broken, true);
+    assert_int_equal(broken.rc, DR_OK);
+    assert_string_equal(broken.sha, whole.sha);
+    assert_string_equal(broken.metrics, whole.metrics);
+    done_with(&whole); done_with(&again); done_with(&broken);
+}
+
 /* Resume rules: a finished run continues with more steps (the resumed step
  * is a join of both plans) to the bits of one longer run; a checkpoint of
  * another strategy resumes under three workers only with an error. */
@@ -410,6 +459,10 @@ static void run_errors(void **state)
         { "num_gpus", "1", DR_EUNSUPPORTED, "--num_gpus=1 with parameter_server" },
         { "input_partition_dims", "2,2", DR_EUSAGE, "--input_partition_dims: not with --distribution_strategy=parameter_server" },
         { "layer_devices", "/gpu:0,/gpu:1", DR_EUSAGE, "--layer_devices: not with --distribution_strategy=parameter_server" },
+        { "dropout_masks", "masks.bin", DR_EUNSUPPORTED, "not supported: --dropout_masks with --distribution_strategy="
+          "parameter_server" },
+        { "mpi", "cnn_synthetic", DR_EUNSUPPORTED, "not supported: --distribution_strategy=parameter_server with a "
+          "conv2d layer (experiment cnn_synthetic) under --variant=mpi" },
     };
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -425,6 +478,14 @@ static void run_errors(void **state)
         if (!strcmp(bad[i].field, "input_partition_dims"))
             snprintf(c.input_partition_dims, sizeof c.input_partition_dims, "%s", bad[i].value);
         if (!strcmp(bad[i].field, "layer_devices")) snprintf(c.layer_devices, sizeof c.layer_devices, "%s", bad[i].value);
+        if (!strcmp(bad[i].field, "dropout_masks")) {
+            snprintf(c.experiment, sizeof c.experiment, "cnn_synthetic");
+            snprintf(c.dropout_masks, sizeof c.dropout_masks, "%s", bad[i].value);
+        }
+        if (!strcmp(bad[i].field, "mpi")) {
+            snprintf(c.experiment, sizeof c.experiment, "%s", bad[i].value);
+            snprintf(c.variant, sizeof c.variant, "mpi");
+        }
         train(&c, &r);
         if (r.rc != bad[i].code || !strstr(r.msg, bad[i].says)) {
             print_error("%s=%s: got %d '%s'\n", bad[i].field, bad[i].value, r.rc, r.msg);
@@ -467,6 +528,10 @@ int main(void)
         cmocka_unit_test(identity_adam),
         cmocka_unit_test(identity_adam_l2),
         cmocka_unit_test(identity_linear),
+        cmocka_unit_test(identity_cnn),
+        cmocka_unit_test(identity_cnn_replica_adam_l2),
+        cmocka_unit_test(identity_resnet),
+        cmocka_unit_test(graph_async_resume),
         cmocka_unit_test(async_reproducible),
         cmocka_unit_test(worker_failure),
         cmocka_unit_test(worker_failure_single),

@@ -92,6 +92,10 @@ typedef struct dr_coordinator_options {
     uint64_t        fail_ps_step;       /* ... when update fail_ps_step would land */
     uint64_t        replay_until;       /* resumed at this version: events before it are replayed */
     dr_partitioner  partitioner;
+    size_t          moving_from;        /* > 0: the floats from here on are BatchNormalization's moving
+                                         * statistics; their gradient slots carry the worker's
+                                         * increments (1 - momentum) * batch statistic, which the ps
+                                         * adds at landing: moving = moving * momentum + increment */
     const dr_ps_event *replay;          /* a recorded schedule to follow (dr_ps_schedule_options) */
     size_t          replay_len;
     const char     *replay_name;        /* its file, for messages */

@@ -95,8 +95,13 @@ int  dr_ps_place_variables(const dr_ps_variable *vars, uint32_t nvars, const dr_
                            uint32_t num_ps, dr_ps_layout *out, dr_err *err);
 void dr_ps_layout_free(dr_ps_layout *l);
 
-/* The variables of a model in Keras' creation order: per layer its kernel,
- * then its bias. vars needs 2 * m->nlayers entries; returns how many. */
+/* The variables of a model in Keras' creation order, per layer with
+ * variables: its kernel (a Dense kernel in x out: dim0 = in; a Conv2D
+ * kernel kh x kw x in x out: dim0 = kh) then its bias; BatchNormalization's
+ * gamma, beta, moving_mean, moving_variance (the last two non-trainable, at
+ * the state offsets: they live on the ps tasks too). vars needs
+ * DR_PS_MAX_VARIABLES entries; returns how many. */
+#define DR_PS_MAX_VARIABLES (4 * DR_MAX_LAYERS)
 uint32_t dr_ps_model_variables(const dr_model_spec *m, dr_ps_variable *vars);
 
 /* ---- the seeded schedule ------------------------------------------------ */
