@@ -72,7 +72,8 @@ int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
 {
     const dr_model_spec *m = &t->exp.model;
     dr_dtype c = t->cfg->mixed.compute;
-    uint32_t R = t->strat.num_replicas, in = m->layer[0].in, C = t->tpu.halo ? t->tpu.tiles : 1;   /* C: cores a replica */
+    uint32_t R = t->strat.num_replicas, in = m->layer[0].in;
+    uint32_t C = t->tpu.halo ? t->tpu.tiles : 1;   /* cores a replica (spatial partitioning) */
     size_t T = dr_model_num_trainable(m), S = t->P - T;
     dr_graph_replica g[DR_MAX_DEVICES];
     float *state = S ? malloc(S * sizeof *state) : NULL, *wc[DR_MAX_DEVICES] = { 0 }, *xc[DR_MAX_DEVICES] = { 0 };

@@ -29,8 +29,8 @@
  * the reduced gradient, tensorflow to each replica's rounded partial.
  * Built for the mirrored family in one process, central_storage and tpu
  * (a Dense model unpartitioned; the models beyond Dense also with
- * --input_partition_dims, ref/mixed_graph.c), with the global_batch_size reduction, linear/ReLU hidden
- * layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
+ * --input_partition_dims, ref/mixed_graph.c), with the global_batch_size
+ * reduction, linear/ReLU hidden layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
  * refuse the rest). --clip_semantics=tensorflow (with the tensorflow
  * reduction): each replica unscaled and clipped before the all-reduce
  * (reduce_clipped). --l2: the reported loss adds the float32 L2 loss, as

@@ -51,8 +51,8 @@
  * --l2 (Conv2D's and Dense's kernels; add_reg_loss from the share),
  * accumulation, --clip_semantics=tensorflow and tpu (engine_tpu.c's
  * step, graph.c's lock step over each replica's real rows, partitioned over
- * its cores' tiles with halos) as with Dense. --numerics=fast: the same roundings, the backend's ops on
- * float32 GEMMs and fixed-order float sums (dr_graph_rt.fast), each
+ * its cores' tiles with halos) as with Dense. --numerics=fast: the same
+ * roundings, the backend's ops on float32 GEMMs and fixed-order float sums (dr_graph_rt.fast), each
  * replica's gradient still added exactly and reduced exactly.
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
@@ -127,7 +127,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
     if (!dr_model_is_dense(&e->model) && engine_tpu_partition_tiles(p) > 1 && !bo->spatial_mixed)
         return "--input_partition_dims with a model beyond Dense is not built into this backend's mixed step (no "
                "spatial_mixed: its layer ops' roundings on a core's tile and the halo of the rounded input map; built "
-               "for openmp and mpi: use --variant=openmp or ref)";
+               "for openmp: use --variant=openmp or ref)";
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;

@@ -98,7 +98,8 @@ int dr_omp_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uin
 static float *core_map(dr_replica_bufs *const *cores, uint32_t c, uint32_t k, bool grad)
 {
     dr_omp_scratch *s = cores[c]->scratch;
-    return grad ? s->graph->dmap[k] : DR_SEAM_MIXED_HALO_INPUT((float *)dr_omp_map(cores[c], k), dr_omp_f32(cores[c]->x), k);
+    if (grad) return s->graph->dmap[k];
+    return DR_SEAM_MIXED_HALO_INPUT((float *)dr_omp_map(cores[c], k), dr_omp_f32(cores[c]->x), k);
 }
 
 /* Where the tiles end (layer lp): the maps the rest reads, each core's tile

@@ -379,8 +379,8 @@ typedef struct dr_backend_ops {
     int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                          const float *mean_dyxhat, dr_err *err);
     /* the ops above run the mixed step's roundings (dr_graph_rt.compute;
-     * with set_tile only where spatial_mixed says so): rb->grad the exact sums (loss_scale and
-     * 1/G inside the deltas), rb->loss the exact sum of the float32
+     * with set_tile only where spatial_mixed says so): rb->grad the exact
+     * sums (loss_scale and 1/G inside the deltas), rb->loss the exact sum of the float32
      * per-example losses; the engine then shares nothing but the loss's
      * multiplier (strategies/mixed.c) */
     bool  graph_ops_mixed;
