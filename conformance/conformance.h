@@ -190,6 +190,8 @@ int mixed_strategy_cells(results *r);
 int mixed_clip_cells(results *r);
 /* suite mixed_precision's cnn_synthetic cells (conformance/mixed_graph_cells.c) */
 int mixed_graph_cells(results *r);
+/* suite mixed_precision's spatial partitioning cells (conformance/mixed_spatial_cells.c) */
+int mixed_spatial_cells(results *r);
 int suite_clipping(results *r);
 int suite_accumulation(results *r);   /* --gradient_accumulation_steps: the k·R invariance */
 int suite_models(results *r);         /* models beyond the MLP: sync/replica BN (conformance/models.c) */

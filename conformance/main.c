@@ -45,7 +45,8 @@
 #define UNIT(f) static int f##_unit(results *r, const char *outdir) { (void)outdir; return f(r); }
 UNIT(loss_curves_blank_images) UNIT(loss_curves_policies) UNIT(loss_curves_opencl_mappings) UNIT(suite_reductions)
 UNIT(suite_checkpoints) UNIT(suite_durability) UNIT(suite_compact) UNIT(suite_mpi) UNIT(suite_hosts)
-UNIT(suite_schedules) UNIT(suite_clipping) UNIT(suite_accumulation) UNIT(suite_mixed_precision) UNIT(suite_models)
+UNIT(suite_schedules) UNIT(suite_clipping) UNIT(suite_accumulation) UNIT(suite_mixed_precision) UNIT(mixed_spatial_cells)
+UNIT(suite_models)
 
 /* Every suite, in the report's order: the one list (--only's names, the
  * usage message). mpi and hosts launch their own process groups and run
@@ -60,6 +61,7 @@ static const unit k_units[] = {
     { "compact", suite_compact_unit, false }, { "mpi", suite_mpi_unit, true }, { "hosts", suite_hosts_unit, true },
     { "schedules", suite_schedules_unit, false }, { "clipping", suite_clipping_unit, false },
     { "accumulation", suite_accumulation_unit, false }, { "mixed_precision", suite_mixed_precision_unit, false },
+    { "mixed_precision", mixed_spatial_cells_unit, false },
     { "models", suite_models_unit, false },
 };
 enum { NUNITS = sizeof k_units / sizeof k_units[0] };

@@ -44,7 +44,10 @@
  *   replica      before the all-reduce (conformance/mixed_clip_cells.c);
  *   models       cnn_synthetic, with --l2, accumulation, the tensorflow
  *                reduction, tpu and --numerics=fast too
- *                (conformance/mixed_graph_cells.c).
+ *                (conformance/mixed_graph_cells.c);
+ *   spatial      tpu --input_partition_dims on cnn_synthetic and
+ *                resnet_synthetic: the unpartitioned bits
+ *                (conformance/mixed_spatial_cells.c, its own unit).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"

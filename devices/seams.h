@@ -567,4 +567,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_HALO_BELOW(nd1, own1) (nd1)
 #endif
 
+/* The buffer of map k a core's halo exchange reads and writes: the map its
+ * layers read (read; the mixed step's input map is the tile rounded to c),
+ * f32 the core's float32 input (map 0's container). */
+#if defined(DR_MUTANT_ENGINE_MIXED_HALO_INPUT_F32)   /* map 0's halo moved between the float32 inputs: the
+                                                         rounded map the mixed conv reads keeps holes */
+#define DR_SEAM_MIXED_HALO_INPUT(read, f32, k) ((k) ? (read) : (f32))
+#else
+#define DR_SEAM_MIXED_HALO_INPUT(read, f32, k) ((void)(f32), (read))
+#endif
+
 #endif

@@ -24,10 +24,17 @@
  * float32 graph step); --mixed_reduction=tensorflow, each replica's partial
  * rounded to its variable's dtype first: c for the kernels and biases,
  * float32 for gamma and beta (dr_ref_mixed_bn_partial); tpu
- * (unpartitioned: each replica's real rows, its padding rows left out, the
- * gradients over the torus by mixed_step.c's mixed_collective). */
+ * (each replica's real rows, its padding rows left out, the gradients over
+ * the torus by mixed_step.c's mixed_collective), also spatially partitioned
+ * (--input_partition_dims, ref/tpu_spatial.c): each core's input map is its
+ * tile of the rounded images and every core computes its tile with the
+ * layers' per-element roundings, so tiling changes none of them; the halos
+ * carry the maps (and their gradients) in c as the layers wrote them; the
+ * exact BatchNormalization and kernel sums merge over the cores before the
+ * one rounding, as in the float32 spatial step. */
 #include "ref/trainer.h"
 #include "ref/graph.h"
+#include "ref/halo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +52,32 @@ static void round_params(const dr_model_spec *m, const float *w, size_t P, dr_dt
     }
 }
 
+/* Replica r's cores' input maps under spatial partitioning: each its tile
+ * of the rounded rows xc (the cast is per element: a tile of the cast
+ * images is the cast of the tile), zeros elsewhere. */
+static void load_tiles(trainer *t, uint32_t r, const float *xc, uint32_t n)
+{
+    tpu_run *tp = &t->tpu;
+    size_t f = t->data->features;
+    for (uint32_t c = 0; c < tp->tiles; c++) {
+        float *x = tp->halo->x[r * tp->tiles + c];
+        const uint32_t *pix = tp->tile_pixels + (size_t)c * tp->tile_len;
+        memset(x, 0, (size_t)tp->local * f * sizeof *x);
+        for (uint32_t e = 0; e < n; e++)
+            for (uint32_t q = 0; q < tp->tile_len; q++) x[(size_t)e * f + pix[q]] = xc[(size_t)e * f + pix[q]];
+    }
+}
+
 int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
 {
     const dr_model_spec *m = &t->exp.model;
     dr_dtype c = t->cfg->mixed.compute;
     uint32_t R = t->strat.num_replicas, in = m->layer[0].in;
+    uint32_t C = t->tpu.halo ? t->tpu.tiles : 1;   /* cores a replica (spatial partitioning) */
     size_t T = dr_model_num_trainable(m), S = t->P - T;
     dr_graph_replica g[DR_MAX_DEVICES];
     float *state = S ? malloc(S * sizeof *state) : NULL, *wc[DR_MAX_DEVICES] = { 0 }, *xc[DR_MAX_DEVICES] = { 0 };
-    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, NULL, &t->strat,
+    dr_graph_ctx ctx = { m, t->ops, true, !t->plan->bn_replica, t->cfg->seed, t->step, state, t->tpu.halo, &t->strat,
                          t->plan->dropout_masks, c, t->ls.scale, t->G };
     int rc = DR_OK;
     if (S && !state) return dr_fail(err, DR_ENOMEM, "out of host memory for the batch-norm state");
@@ -70,11 +94,16 @@ int dr_ref_mixed_graph_shares(trainer *t, dr_err *err)
         if (!wc[r] || !xc[r]) { rc = dr_fail(err, DR_ENOMEM, "out of memory for the mixed step's copies"); break; }
         round_params(m, rp->params, t->P, c, wc[r]);
         for (size_t i = 0; i < (size_t)n * in; i++) xc[r][i] = dr_round_to_dtype(rp->x[i], c);
-        g[r] = (dr_graph_replica){ wc[r], xc[r], rp->labels, rp->targets, t->ids + t->off[r], n, &rp->work,
-                                   &rp->loss, rp->grad, &rp->correct, 0, t->row0[r] };
+        if (C > 1) load_tiles(t, r, xc[r], n);
+        for (uint32_t k = 0; k < C; k++) {   /* spatial partitioning: each core of the replica on its tile */
+            uint32_t e = r * C + k;
+            g[e] = (dr_graph_replica){ wc[r], C > 1 ? t->tpu.halo->x[e] : xc[r], rp->labels, rp->targets,
+                                       t->ids + t->off[r], n, C > 1 ? &t->tpu.core_work[e] : &rp->work, &rp->loss,
+                                       rp->grad, &rp->correct, k, t->row0[r] };
+        }
     }
     if (rc == DR_OK) {
-        dr_graph_loss_grad(&ctx, g, R);
+        dr_graph_loss_grad(&ctx, g, R * C);
         for (uint32_t r = 0; r < R; r++) {
             if (t->mult[r] > 1) dr_acc_mul_u32(&t->rep[r].loss, t->mult[r]);
             if (m->l2 != 0.0f)   /* the reported loss: + the float32 L2 loss, as the Dense mixed step */

@@ -28,8 +28,9 @@
  * to the compute-dtype gradient before the unscale: exact adds it once to
  * the reduced gradient, tensorflow to each replica's rounded partial.
  * Built for the mirrored family in one process, central_storage and tpu
- * (unpartitioned), with the global_batch_size reduction, linear/ReLU hidden
- * layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
+ * (a Dense model unpartitioned; the models beyond Dense also with
+ * --input_partition_dims, ref/mixed_graph.c), with the global_batch_size
+ * reduction, linear/ReLU hidden layers and logits cross-entropy (core/plan.c and dr_ref_mixed_supports
  * refuse the rest). --clip_semantics=tensorflow (with the tensorflow
  * reduction): each replica unscaled and clipped before the all-reduce
  * (reduce_clipped). --l2: the reported loss adds the float32 L2 loss, as
@@ -58,9 +59,10 @@ int dr_ref_mixed_supports(const dr_run_plan *p, dr_err *err)
         why = "Keras 3, whose LossScaleOptimizer distref reproduces, does not support ParameterServerStrategy "
               "(keras-team/keras#18624): there is no loss-scale semantics across asynchronous workers to measure "
               "(the mixed step runs one_device, mirrored, multi_worker_mirrored, central_storage and tpu)";
-    else if (dr_tpu_partition_cores(p->cfg->input_partition_dims) > 1)
-        why = "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
-              "sums across a replica's cores; the mixed step's layers run whole on one core)";
+    else if (dr_tpu_partition_cores(p->cfg->input_partition_dims) > 1 && dr_model_is_dense(&e->model))
+        why = "--input_partition_dims with a Dense model is not built into it (the partitioned first layer merges "
+              "float32 partial sums across a replica's cores; the Dense mixed step's layers run whole on one core; "
+              "the models beyond Dense, whose maps are tiled, run it)";
     else if (p->divide_by_count || p->divide_locally) why = "it needs --loss_reduction=global_batch_size";
     else if (e->model.loss != DR_LOSS_XENT_LOGITS) why = "it is built for the logits cross-entropy";
     else if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)

@@ -36,8 +36,10 @@
  * (apply_holders); tpu: the cores' torus all-reduce (engine_tpu.c), every
  * core's copy updated, padding rows masked (the kernel's n real rows).
  * Built where the reference's mixed step is: one_device, mirrored,
- * multi_worker_mirrored, central_storage and tpu without
- * --input_partition_dims, the global_batch_size reduction, Dense layers
+ * multi_worker_mirrored, central_storage and tpu (a Dense model without
+ * --input_partition_dims; a model beyond Dense also with it, on a backend
+ * with spatial_mixed: graph_spatial.c's cores, each op rounding on its
+ * tile), the global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, on a backend with the
  * mixed kernel (openmp, opencl; mpi ranks run openmp's).
  * A model beyond Dense (convolution, pooling, batch norm, dropout): graph.c's
@@ -48,9 +50,9 @@
  * gamma and beta partials to float32 too, engine_mixed_before_reduce).
  * --l2 (Conv2D's and Dense's kernels; add_reg_loss from the share),
  * accumulation, --clip_semantics=tensorflow and tpu (engine_tpu.c's
- * unpartitioned step, graph.c's lock step over each core's real rows) as
- * with Dense. --numerics=fast: the same roundings, the backend's ops on
- * float32 GEMMs and fixed-order float sums (dr_graph_rt.fast), each
+ * step, graph.c's lock step over each replica's real rows, partitioned over
+ * its cores' tiles with halos) as with Dense. --numerics=fast: the same
+ * roundings, the backend's ops on float32 GEMMs and fixed-order float sums (dr_graph_rt.fast), each
  * replica's gradient still added exactly and reduced exactly.
  * --clip_semantics=tensorflow (needs the tensorflow reduction and the
  * backend's clip_replica_f32): each replica's rounded gradient unscaled and
@@ -106,9 +108,10 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "Keras 3, whose LossScaleOptimizer distref reproduces, does not support ParameterServerStrategy "
                "(keras-team/keras#18624): there is no loss-scale semantics across asynchronous workers to measure "
                "(the engine's mixed step runs one_device, mirrored, multi_worker_mirrored, central_storage and tpu)";
-    if (engine_tpu_partition_tiles(p) > 1)
-        return "--input_partition_dims is not built into it (the partitioned first layer merges float32 partial "
-               "sums across a replica's cores; the mixed kernel runs a replica's layers whole on one core)";
+    if (engine_tpu_partition_tiles(p) > 1 && dr_model_is_dense(&e->model))
+        return "--input_partition_dims with a Dense model is not built into it (the partitioned first layer merges "
+               "float32 partial sums across a replica's cores; the Dense mixed kernel runs a replica's layers whole "
+               "on one core; the models beyond Dense, whose maps are tiled, run it)";
     if (p->divide_by_count || p->divide_locally) return "it needs --loss_reduction=global_batch_size";
     if (e->model.loss != DR_LOSS_XENT_LOGITS) return "it is built for the logits cross-entropy";
     if (e->optimizer.clip.per_replica && !p->cfg->mixed.tf_reduction)
@@ -121,6 +124,10 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
     if (!dr_model_is_dense(&e->model) && graph_why(bo)) return graph_why(bo);
+    if (!dr_model_is_dense(&e->model) && engine_tpu_partition_tiles(p) > 1 && !bo->spatial_mixed)
+        return "--input_partition_dims with a model beyond Dense is not built into this backend's mixed step (no "
+               "spatial_mixed: its layer ops' roundings on a core's tile and the halo of the rounded input map; built "
+               "for openmp: use --variant=openmp or ref)";
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;

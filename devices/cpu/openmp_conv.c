@@ -142,9 +142,9 @@ int dr_omp_conv_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const fl
     if (rows == 0) return DR_OK;
     if (!direct) dr_omp_im2col_rect(d, in, g->rt.n, o.r, g->col);
     /* a tile's outputs land in tmp, then at their pixels of the map */
-    if (dr_omp_mixed(g))   /* RN_c(RN_c(conv) + b); untiled (the engine refuses tiles) */
+    if (dr_omp_mixed(g))   /* RN_c(RN_c(conv) + b), each output of the tile on its own */
         rc = dr_omp_gemm_dtype(g, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias, true,
-                               s->pre[l]);
+                               tiled ? g->tmp : s->pre[l]);
     else
         rc = dr_omp_gemm_f32(b, DR_NO_TRANS, DR_NO_TRANS, rows, d->oc, kk, direct ? in : g->col, kk, W, d->oc, bias,
                              tiled ? g->tmp : s->pre[l], d->oc);

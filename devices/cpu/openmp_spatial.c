@@ -90,11 +90,16 @@ int dr_omp_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uin
     return DR_OK;
 }
 
-/* Core c's buffer of map k, or of its gradient. */
+/* Core c's buffer of map k, or of its gradient: the map its layers read
+ * (dr_omp_map; the mixed step's input map is xc, the tile rounded to c by
+ * graph_begin, so its halo travels rounded, as the unpartitioned conv reads
+ * it). The buffers are the core's own: dr_omp_map hands them read-only to
+ * the layers. */
 static float *core_map(dr_replica_bufs *const *cores, uint32_t c, uint32_t k, bool grad)
 {
     dr_omp_scratch *s = cores[c]->scratch;
-    return grad ? s->graph->dmap[k] : k ? s->act[k - 1] : dr_omp_f32(cores[c]->x);
+    if (grad) return s->graph->dmap[k];
+    return DR_SEAM_MIXED_HALO_INPUT((float *)dr_omp_map(cores[c], k), dr_omp_f32(cores[c]->x), k);
 }
 
 /* Where the tiles end (layer lp): the maps the rest reads, each core's tile

@@ -379,8 +379,8 @@ typedef struct dr_backend_ops {
     int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                          const float *mean_dyxhat, dr_err *err);
     /* the ops above run the mixed step's roundings (dr_graph_rt.compute;
-     * exact numerics, no tiles): rb->grad the exact sums (loss_scale and
-     * 1/G inside the deltas), rb->loss the exact sum of the float32
+     * with set_tile only where spatial_mixed says so): rb->grad the exact
+     * sums (loss_scale and 1/G inside the deltas), rb->loss the exact sum of the float32
      * per-example losses; the engine then shares nothing but the loss's
      * multiplier (strategies/mixed.c) */
     bool  graph_ops_mixed;
@@ -417,6 +417,11 @@ typedef struct dr_backend_ops {
      * (any of the three NULL: not kept). */
     int   (*spatial_exchange)(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
                               bool grad, uint64_t *halo, uint64_t *gather, uint64_t *link, dr_err *err);
+    /* the mixed step (graph_ops_mixed) on tiles: each op's roundings on the
+     * core's tile alone, and spatial_exchange moves the maps the ops read
+     * (the input map rounded to c by graph_begin), so a partitioned step
+     * gives the unpartitioned bits */
+    bool  spatial_mixed;
 } dr_backend_ops;
 
 /* The OpenMP CPU backend (devices/cpu/openmp_backend.c): host memory, exact
