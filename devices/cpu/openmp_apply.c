@@ -4,8 +4,9 @@
  *                 optimizer (TensorFlow's ApplyGradientDescent /
  *                 ApplyMomentum / ApplyAdam, one rounded operation per
  *                 statement, nothing contracted), fused into one parallel
- *                 pass with no scratch; in fast numerics the float total is
- *                 the gradient, through the same optimizer code;
+ *                 pass with no scratch, each thread's share compiled per
+ *                 vector width (distref/wide.h); in fast numerics the float
+ *                 total is the gradient, through the same optimizer code;
  *   applied_grad  the gradient apply reads, handed back (--trajectory);
  *   apply_f32     the mixed step's apply of an already rounded gradient.
  *
