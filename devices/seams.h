@@ -174,6 +174,15 @@
 #define DR_SEAM_ROW_TZ(tz, zero) ((void)0)
 #endif
 
+/* ---- cpu/openmp_apply.c ------------------------------------------------------ */
+
+/* The units of n items that a team's threads share (dr_omp_cut). */
+#if defined(DR_MUTANT_CUT_DROPS_TAIL)      /* rounded down: the tail short of a whole unit is nobody's */
+#define DR_SEAM_CUT_UNITS(n, unit) ((n) / (unit))
+#else
+#define DR_SEAM_CUT_UNITS(n, unit) (((n) + (unit) - 1) / (unit))
+#endif
+
 /* ---- cpu/openmp_backend.c ---------------------------------------------------- */
 
 /* The regularization's share of a replica, x: its gradient g (or, in fast

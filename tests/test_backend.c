@@ -12,7 +12,8 @@
  * reference, and against R = 1); layer 0 partitioned into 2x2 and 4x1 tiles
  * of the 28x28 image. Fast numerics (float grad and loss, already scaled by
  * share): loss within 1e-4 relative of exact, every gradient within 1e-4
- * relative (plus 1e-6 of the largest), R = 1 and R = 3 with L2.
+ * relative (plus 1e-6 of the largest), R = 1 and R = 3 with L2; fast
+ * apply bit for bit against the reference's optimizer on float gradients.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -628,6 +629,51 @@ static void fast_threads(void **st)
     free(params); free(x);
 }
 
+/* Fast numerics' apply against the reference's optimizer (ref/optim.c)
+ * on the same float gradients, bit for bit: SGD, momentum, Nesterov and
+ * Adam, 3 steps, on 1 and 2 threads. The apply runs per vector width
+ * (distref/wide.h) on each thread's share of the 101,770 parameters
+ * (dr_omp_cut), a share ending off a 64-parameter chunk: the last 10. */
+static void fast_apply_bits(void **st)
+{
+    const dr_optimizer opt[] = {
+        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+    };
+    dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0.0f);
+    const int saved = omp_get_max_threads();
+    dr_err e = { 0, "" };
+    (void)st;
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        for (int t = 1; t <= 2; t++) {
+            bk k = bk_open(&m, &opt[i], DR_NUMERICS_FAST);
+            size_t P = k.P, nslots = (size_t)dr_optimizer_num_slots(&opt[i]);
+            dr_replica_bufs rb;
+            float *w = malloc(P * sizeof(float)), *s = calloc(nslots * P + 1, sizeof(float));
+            float *g = malloc(P * sizeof(float));
+            init_params(&m, SEED, false, 1.0f, w);
+            rep_open(&k, &rb, 1);
+            must(k.ops->upload(k.b, rb.params, 0, w, P * sizeof(float), &e), &e);
+            if (nslots) must(k.ops->fill_zero(k.b, rb.slots, 0, nslots * P * sizeof(float), &e), &e);
+            omp_set_num_threads(t);
+            for (uint64_t step = 1; step <= 3; step++) {
+                for (size_t p = 0; p < P; p++)   /* gradients over many binades, both signs */
+                    g[p] = (dr_rng_uniform(SEED, 0x7000 + step, p) - 0.5f) * ldexpf(1.0f, (int)(p % 23) - 11);
+                must(k.ops->upload(k.b, rb.grad, 0, g, P * sizeof(float), &e), &e);
+                must(k.ops->apply(k.b, rb.grad, 1, step, rb.params, rb.slots, &e), &e);
+                dr_optimizer_apply(&opt[i], step, w, g, s, P);
+            }
+            omp_set_num_threads(saved);
+            expect_same_f32(w, k.ops->host_ptr(rb.params), P, "fast apply vs the reference's optimizer");
+            if (nslots) expect_same_f32(s, k.ops->host_ptr(rb.slots), nslots * P, "fast apply's slots");
+            rep_close(&k, &rb);
+            bk_close(&k);
+            free(w); free(s); free(g);
+        }
+}
+
 /* The cut's decision itself, where it lives: the same for 1 and 2 threads,
  * and a real cut (two slabs) for the step's large GEMMs. This holds
  * whatever OpenBLAS kernels run (OPENBLAS_CORETYPE unset, Haswell or
@@ -742,6 +788,7 @@ int main(void)
         cmocka_unit_test(tiles_4x1),
         cmocka_unit_test(fast_mode),
         cmocka_unit_test(fast_threads),
+        cmocka_unit_test(fast_apply_bits),
         cmocka_unit_test(sgemm_cut_by_shape),
         cmocka_unit_test(pool_tie_first),
     };

@@ -4,8 +4,9 @@
  *                 optimizer (TensorFlow's ApplyGradientDescent /
  *                 ApplyMomentum / ApplyAdam, one rounded operation per
  *                 statement, nothing contracted), fused into one parallel
- *                 pass with no scratch; in fast numerics the float total is
- *                 the gradient, through the same optimizer code;
+ *                 pass with no scratch, each thread's share compiled per
+ *                 vector width (distref/wide.h); in fast numerics the float
+ *                 total is the gradient, through the same optimizer code;
  *   applied_grad  the gradient apply reads, handed back (--trajectory);
  *   apply_f32     the mixed step's apply of an already rounded gradient.
  *
@@ -16,12 +17,24 @@
 #include "devices/cpu/grad_clip.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "devices/seams.h"
 
 /* ---- apply: round once, then the optimizer -------------------------------- */
+
+void dr_omp_cut(size_t n, size_t unit, size_t *lo, size_t *hi)
+{
+    const size_t T = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    const size_t units = DR_SEAM_CUT_UNITS(n, unit);
+    *lo = units * t / T * unit;
+    *hi = units * (t + 1) / T * unit;
+    if (*hi > n) *hi = n;
+    if (*lo > *hi) *lo = *hi;
+}
+
 
 /* The optimizer, written once: it reads the gradient total through its
  * number form (distref/form.h), which rounds each element once: an exact
@@ -46,33 +59,43 @@ static inline const float *grads_of(const grad_src *g, uint32_t d, size_t p0, si
     return buf;
 }
 
-/* Each apply below: chunks of GRAD_CHUNK parameters, their gradients
- * first, then the elementwise update (the same bits as one at a time;
- * `omp simd` vectorizes IEEE operations without changing a bit). */
-static void apply_sgd(float lr, const grad_src *t, uint32_t d, float *w, size_t P)
+/* One optimizer step's constants and arrays (w: the weights, s1 and s2:
+ * the slots: momentum's v, Adam's m and v). */
+typedef struct opt_step {
+    const grad_src *t;
+    uint32_t d;
+    float    lr, mu;                       /* SGD (mu unused), momentum */
+    bool     nesterov;
+    float    lr_t, one_b1, one_b2, eps;    /* Adam */
+    float   *w, *s1, *s2;
+} opt_step;
+
+/* Each update below: the parameters [lo, hi) one thread owns, in chunks of
+ * GRAD_CHUNK, their gradients first, then the elementwise update (the same
+ * bits as one at a time: `omp simd` vectorizes IEEE operations without
+ * changing a bit), compiled per vector width (DR_WIDE). */
+DR_WIDE static void sgd_range(const opt_step *a, size_t lo, size_t hi)
 {
-    #pragma omp parallel for schedule(static) if (P >= t->par)
-    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
+    const float lr = a->lr;
+    for (size_t p0 = lo; p0 < hi; p0 += GRAD_CHUNK) {
         float buf[GRAD_CHUNK];
-        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        const float *g = grads_of(t, d, p0, n, buf);
+        size_t n = hi - p0 < GRAD_CHUNK ? hi - p0 : GRAD_CHUNK;
+        const float *g = grads_of(a->t, a->d, p0, n, buf);
+        float *wc = a->w + p0;
         #pragma omp simd
-        for (size_t q = 0; q < n; q++) w[p0 + q] = w[p0 + q] - lr * g[q];
+        for (size_t q = 0; q < n; q++) wc[q] = wc[q] - lr * g[q];
     }
 }
 
-static void apply_momentum(const dr_optimizer *o, float lr, const grad_src *t, uint32_t d, float *w, float *v,
-                           size_t P)
+DR_WIDE static void momentum_range(const opt_step *a, size_t lo, size_t hi)
 {
-    const float mu = o->momentum;
-    const bool nesterov = o->nesterov;
-    #pragma omp parallel for schedule(static) if (P >= t->par)
-    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
+    const float lr = a->lr, mu = a->mu;
+    for (size_t p0 = lo; p0 < hi; p0 += GRAD_CHUNK) {
         float buf[GRAD_CHUNK];
-        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        const float *g = grads_of(t, d, p0, n, buf);
-        float *vc = v + p0, *wc = w + p0;
-        if (nesterov) {   /* two loops, no branch in either: both vectorize */
+        size_t n = hi - p0 < GRAD_CHUNK ? hi - p0 : GRAD_CHUNK;
+        const float *g = grads_of(a->t, a->d, p0, n, buf);
+        float *vc = a->s1 + p0, *wc = a->w + p0;
+        if (a->nesterov) {   /* two loops, no branch in either: both vectorize */
             #pragma omp simd
             for (size_t q = 0; q < n; q++) {
                 vc[q] = mu * vc[q] - lr * g[q];
@@ -88,26 +111,47 @@ static void apply_momentum(const dr_optimizer *o, float lr, const grad_src *t, u
     }
 }
 
-static void apply_adam(const dr_optimizer *o, float lr, uint64_t step, const grad_src *t, uint32_t d,
-                       float *w, float *m, float *v, size_t P)
+DR_WIDE static void adam_range(const opt_step *a, size_t lo, size_t hi)
+{
+    const float lr_t = a->lr_t, one_b1 = a->one_b1, one_b2 = a->one_b2, eps = a->eps;
+    for (size_t p0 = lo; p0 < hi; p0 += GRAD_CHUNK) {
+        float buf[GRAD_CHUNK];
+        size_t n = hi - p0 < GRAD_CHUNK ? hi - p0 : GRAD_CHUNK;
+        const float *gs = grads_of(a->t, a->d, p0, n, buf);
+        float *m = a->s1 + p0, *v = a->s2 + p0, *w = a->w + p0;
+        #pragma omp simd
+        for (size_t q = 0; q < n; q++) {
+            float g = gs[q];
+            m[q] = m[q] + (g - m[q]) * one_b1;
+            v[q] = v[q] + (g * g - v[q]) * one_b2;
+            w[q] = w[q] - lr_t * m[q] / (sqrtf(v[q]) + eps);
+        }
+    }
+}
+
+/* range over the P parameters, on the team from `par` parameters on (each
+ * thread its share, cut on GRAD_CHUNK: a chunk's rounding is the same on
+ * any thread). */
+static void on_team(void (*range)(const opt_step *, size_t, size_t), const opt_step *a, size_t P, size_t par)
+{
+    #pragma omp parallel if (P >= par)
+    {
+        size_t lo, hi;
+        dr_omp_cut(P, GRAD_CHUNK, &lo, &hi);
+        range(a, lo, hi);
+    }
+}
+
+static void apply_adam(const dr_optimizer *o, opt_step *a, uint64_t step, size_t P)
 {
     unsigned k = step > 0xffffffffu ? 0xffffffffu : (unsigned)step;
     const float b1t = dr_powi_f32(o->beta1, k), b2t = dr_powi_f32(o->beta2, k);
-    const float lr_t = lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
-    const float one_b1 = 1.0f - o->beta1, one_b2 = 1.0f - o->beta2, eps = o->epsilon;
-    #pragma omp parallel for schedule(static) if (P >= PAR_PARAMS)
-    for (size_t p0 = 0; p0 < P; p0 += GRAD_CHUNK) {
-        float buf[GRAD_CHUNK];
-        size_t n = P - p0 < GRAD_CHUNK ? P - p0 : GRAD_CHUNK;
-        const float *gs = grads_of(t, d, p0, n, buf);
-        for (size_t q = 0; q < n; q++) {
-            size_t p = p0 + q;
-            float g = gs[q];
-            m[p] = m[p] + (g - m[p]) * one_b1;
-            v[p] = v[p] + (g * g - v[p]) * one_b2;
-            w[p] = w[p] - lr_t * m[p] / (sqrtf(v[p]) + eps);
-        }
-    }
+    a->lr_t = a->lr * sqrtf(1.0f - b2t) / (1.0f - b1t);
+    a->one_b1 = 1.0f - o->beta1;
+    a->one_b2 = 1.0f - o->beta2;
+    a->eps = o->epsilon;
+    a->s2 = a->s1 + P;
+    on_team(adam_range, a, P, PAR_PARAMS);   /* Adam's heavier loop: PAR_PARAMS in every form */
 }
 
 /* Whether apply clips the rounded total (global clipping; Keras 3's per
@@ -141,10 +185,9 @@ int dr_omp_applied_grad(dr_backend *b, const dr_buffer *total, dr_numerics num, 
 static void optimize(dr_backend *b, float lr, uint64_t step, const grad_src *t, uint32_t d, float *w, float *s)
 {
     const dr_optimizer *o = &b->o;
-    size_t P = b->P;
-    if (o->kind == DR_OPT_ADAM) apply_adam(o, lr, dr_optimizer_updates(o, step), t, d, w, s, s + P, P);
-    else if (o->momentum != 0.0f) apply_momentum(o, lr, t, d, w, s, P);
-    else apply_sgd(lr, t, d, w, P);
+    opt_step a = { .t = t, .d = d, .lr = lr, .mu = o->momentum, .nesterov = o->nesterov, .w = w, .s1 = s };
+    if (o->kind == DR_OPT_ADAM) apply_adam(o, &a, dr_optimizer_updates(o, step), b->P);
+    else on_team(o->momentum != 0.0f ? momentum_range : sgd_range, &a, b->P, t->par);
     DR_SEAM_L2_AS_DECAY(b, o, w);
 }
 

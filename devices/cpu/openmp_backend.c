@@ -281,6 +281,13 @@ static inline void share_one_compact(dr_cacc *a, uint32_t mult, uint32_t coef, f
     DR_SEAM_SHARE_DONE_COMPACT(a, coef * mult);
 }
 
+/* x[0..n) *= s, per vector width (DR_WIDE). */
+DR_WIDE static void scale_f32(float *x, size_t n, float s)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = x[i] * s;
+}
+
 /* Fast numerics: TensorFlow's per-replica gradient of sum(loss_i)/D +
  * reg/R, in float (distref/backend.h): sg = fl(mult/den), sr = fl(coef/den). */
 static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t coef, uint32_t den)
@@ -290,8 +297,12 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     float *grad = dr_omp_f32(rb->grad), *loss = dr_omp_f32(rb->loss);
     float sg = (float)((double)mult / den), sr = (float)((double)coef / den), c = 2.0f * m->l2, reg = 0.0f;
     DR_SEAM_REG_SCALE(sr, mult);
-    #pragma omp parallel for simd schedule(static) if (parallel: b->P >= PAR_PARAMS_F32)
-    for (size_t p = 0; p < b->P; p++) grad[p] = grad[p] * sg;
+    #pragma omp parallel if (b->P >= PAR_PARAMS_F32)
+    {
+        size_t lo, hi;
+        dr_omp_cut(b->P, 64, &lo, &hi);
+        scale_f32(grad + lo, hi - lo, sg);
+    }
     for (uint32_t l = 0; l < m->nlayers && m->l2 != 0.0f; l++) {
         size_t k0 = b->koff[l], nk = b->ksz[l];
         float lanes[16] = { 0 }, sq = 0.0f;

@@ -35,6 +35,7 @@
 
 #include "distref/backend.h"
 #include "distref/cacc.h"
+#include "distref/wide.h"
 
 struct dr_buffer {
     size_t bytes;
@@ -83,6 +84,10 @@ int dr_omp_need(const dr_buffer *b, size_t bytes, const char *what, dr_err *err)
  * the work: fast G=256 on 2 threads, 2,000 steps in 1.19 s against 1.25 s
  * with these loops on one thread (docs/history/PERFORMANCE.md, session 10). */
 #define PAR_PARAMS_F32 (1u << 16)
+
+/* This thread's share [*lo, *hi) of n items, cut on multiples of unit: a
+ * team's DR_WIDE loop (distref/wide.h) runs once per thread on it. */
+void dr_omp_cut(size_t n, size_t unit, size_t *lo, size_t *hi);
 
 /* openmp_apply.c: the backend's apply, applied_grad and apply_f32 */
 int dr_omp_apply(dr_backend *b, const dr_buffer *total, uint32_t divisor, uint64_t step, dr_buffer *params,
