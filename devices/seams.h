@@ -68,6 +68,14 @@
 #define DR_SEAM_CERT_SLACK(e) ((e) * (1.0 + 0x1p-40))
 #endif
 
+/* The column of a transposed operand that widen's tile reads for its row
+ * i0 + q. */
+#if defined(DR_MUTANT_WIDEN_TILE_COL)     /* odd rows of a tile read their even neighbour's column */
+#define DR_SEAM_WIDEN_TILE_COL(i0, q) ((i0) + ((q) & ~(size_t)1))
+#else
+#define DR_SEAM_WIDEN_TILE_COL(i0, q) ((i0) + (q))
+#endif
+
 /* ---- cpu/cpu_gemm_element.c -------------------------------------------------- */
 
 /* The sticky bit of the bits below the 64-bit window. */
