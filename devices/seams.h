@@ -232,12 +232,22 @@ static inline void dr_seam_round_partial_compact(dr_cacc *a, uint32_t d)
 }
 #define DR_SEAM_SHARE_DONE(a, d) dr_seam_round_partial((a), (d))
 #define DR_SEAM_SHARE_DONE_COMPACT(a, d) dr_seam_round_partial_compact((a), (d))
+#define DR_SEAM_SHARE_DONE_ACTS 1   /* share_exact must visit every accumulator */
 #else
 #define DR_SEAM_SHARE_DONE(a, d) ((void)0)
 #define DR_SEAM_SHARE_DONE_COMPACT(a, d) ((void)0)
+#define DR_SEAM_SHARE_DONE_ACTS 0
 #endif
 
 /* ---- cpu/openmp_kernels.c ---------------------------------------------------- */
+
+/* The power of two of the share's mult that a weight-gradient GEMM folds
+ * into its compact accumulators (loss_grad; share then leaves it out). */
+#if defined(DR_MUTANT_FOLD_LOST)          /* the GEMM leaves it out too: the kernels' sums short of x 2^k */
+#define DR_SEAM_FOLD_GEMM(e2) ((void)(e2), 0)
+#else
+#define DR_SEAM_FOLD_GEMM(e2) (e2)
+#endif
 
 /* A ReLU unit is active. */
 #if defined(DR_MUTANT_RELU_AT_ZERO)       /* a unit with pre == 0 counts as active */

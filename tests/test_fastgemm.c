@@ -36,7 +36,7 @@ static int run_path(dr_gemm_path path, int ta, int tb, size_t M, size_t N, size_
     if (path == DR_GEMM_PATH_AUTO) {
         assert_int_equal(dr_gemm_f32_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc), 0);
         assert_int_equal(dr_gemm_acc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X), 0);
-        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y), 0);
+        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y, 0), 0);
         return 0;
     }
     rc = dr_gemm_fast_path(path, (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc, NULL, NULL);
