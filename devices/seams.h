@@ -36,6 +36,14 @@
 
 /* ---- cpu/cpu_gemm.c ---------------------------------------------------------- */
 
+/* Does a compact accumulator that the row kernel left to the scalar paths
+ * start empty (beta 0: its memory holds anything)? */
+#if defined(DR_MUTANT_FRESH_UNINIT)       /* no: it keeps the last step's sum */
+#define DR_SEAM_FRESH_INIT(beta) ((void)(beta), 0)
+#else
+#define DR_SEAM_FRESH_INIT(beta) (!(beta))
+#endif
+
 /* A compact dot's remainder loop stops early at B's last remainder. */
 #if defined(DR_MUTANT_REM_COMPACT_LAST)   /* the compact path drops B's last remainder */
 #define DR_SEAM_REM_STOP(compact, r, end) ((compact) && (r) + 1 == (end))

@@ -348,9 +348,12 @@ static inline unsigned columns_left(const uint8_t *done, size_t j0, size_t N)
 
 /* Every element of the product into its accumulator (full or compact; a
  * compact one takes the product times 2^e2: the row kernel's exponent and
- * dot_into_compact's terms moved by e2). */
+ * dot_into_compact's terms moved by e2; with beta 0 its old content is
+ * never read: the row kernel writes the elements it forms whole, the
+ * scalar paths start the rest from an empty accumulator, and no caller's
+ * memset of the P accumulators comes first). */
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt, int e2)
+                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt, int e2, int beta)
 {
     product p;
     uint8_t *done;
@@ -369,12 +372,13 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
             if (eb && dr_crt_row_clean(&p, i)) {
                 dn = done + i * ((N + 7) / 8);
                 dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i] + e2, eb, compact + i * N,
-                                       done + i * ((N + 7) / 8));
+                                       done + i * ((N + 7) / 8), !beta);
             }
 #endif
             for (size_t j0 = 0; j0 < N; j0 += 8)
             for (unsigned todo = columns_left(dn, j0, N); todo; todo &= todo - 1u) {
                 const size_t j = j0 + (size_t)__builtin_ctz(todo);
+                if (compact && DR_SEAM_FRESH_INIT(beta)) dr_cacc_init(&compact[i * N + j]);
                 if (compact && K && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j])
                     compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
                 else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins, e2);
@@ -492,7 +496,7 @@ int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, siz
     crt = path_code(path, M, N, K);
     if (crt < 0) return DR_EUNSUPPORTED;
     if (C) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, crt);
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt, 0);
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt, 0, 1);
 }
 
 int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
@@ -509,10 +513,10 @@ int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
 }
 
 int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc, int e2)
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc, int e2, int beta)
 {
     int crt = path_code(DR_GEMM_PATH_AUTO, M, N, K);   /* an accumulator output: never the certified path */
-    if (e2 < 0 || e2 > 30) return DR_EUSAGE;
+    if (e2 < 0 || e2 > 30 || (beta != 0 && beta != 1)) return DR_EUSAGE;
     if (crt < 0) return DR_EUNSUPPORTED;
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc, crt, e2);
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc, crt, e2, beta);
 }

@@ -118,7 +118,7 @@ int dr_omp_gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t
 {
     if (M == 0 || N == 0) return DR_OK;
     if (form == DR_NUMERICS_EXACT_COMPACT)
-        return K ? dr_gemm_cacc_fast(ta, tb, M, N, K, A, lda, B, ldb, C, 0) : DR_OK;
+        return K ? dr_gemm_cacc_fast(ta, tb, M, N, K, A, lda, B, ldb, C, 0, 1) : DR_OK;
     if (form != DR_NUMERICS_FAST)
         return K ? dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
     if (K == 0) {
@@ -362,7 +362,7 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
         float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
         if ((l > 0 || kernel0) && form == DR_NUMERICS_EXACT_COMPACT) {   /* n >= 1 here */
             rc = dr_gemm_cacc_fast(DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW,
-                                   DR_SEAM_FOLD_GEMM(e2));
+                                   DR_SEAM_FOLD_GEMM(e2), 0);   /* written whole: loss_grad zeroes around it */
             if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
         } else if (l > 0 || kernel0) {
             rc = dr_omp_gemm_acc(form, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
@@ -406,9 +406,16 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
         return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
     grad = rb->grad->data;
-    /* exact: every accumulator zeroed; fast: layer 0's kernel only when the
-     * caller forms it (every other gradient is written whole below) */
-    if (!fast) memset(grad, 0, b->P * gsz);
+    /* exact: every accumulator zeroed, but a compact one's kernels that the
+     * gradient GEMM writes whole (beta 0: n >= 1, kernel0 for layer 0);
+     * fast: layer 0's kernel only when the caller forms it (every other
+     * gradient is written whole below) */
+    if (form == DR_NUMERICS_EXACT_COMPACT && n > 0)
+        for (uint32_t l = 0; l < m->nlayers; l++) {
+            size_t k0 = l > 0 || kernel0 ? b->koff[l] + b->ksz[l] : b->koff[l];
+            memset((char *)grad + k0 * gsz, 0, (b->koff[l] + b->lsz[l] - k0) * gsz);
+        }
+    else if (!fast) memset(grad, 0, b->P * gsz);
     else if (!kernel0 || n == 0)
         memset(grad, 0, (n == 0 ? b->P : (size_t)m->layer[0].in * m->layer[0].out) * gsz);
     if (fast) *dr_omp_f32(rb->loss) = 0.0f;
