@@ -36,6 +36,14 @@
 
 /* ---- cpu/cpu_gemm.c ---------------------------------------------------------- */
 
+/* Does a compact accumulator that the row kernel left to the scalar paths
+ * start empty (beta 0: its memory holds anything)? */
+#if defined(DR_MUTANT_FRESH_UNINIT)       /* no: it keeps the last step's sum */
+#define DR_SEAM_FRESH_INIT(beta) ((void)(beta), 0)
+#else
+#define DR_SEAM_FRESH_INIT(beta) (!(beta))
+#endif
+
 /* A compact dot's remainder loop stops early at B's last remainder. */
 #if defined(DR_MUTANT_REM_COMPACT_LAST)   /* the compact path drops B's last remainder */
 #define DR_SEAM_REM_STOP(compact, r, end) ((compact) && (r) + 1 == (end))
@@ -66,6 +74,14 @@
 #define DR_SEAM_CERT_SLACK(e) ((void)(e), 0.0)
 #else
 #define DR_SEAM_CERT_SLACK(e) ((e) * (1.0 + 0x1p-40))
+#endif
+
+/* The column of a transposed operand that widen's tile reads for its row
+ * i0 + q. */
+#if defined(DR_MUTANT_WIDEN_TILE_COL)     /* odd rows of a tile read their even neighbour's column */
+#define DR_SEAM_WIDEN_TILE_COL(i0, q) ((i0) + ((q) & ~(size_t)1))
+#else
+#define DR_SEAM_WIDEN_TILE_COL(i0, q) ((i0) + (q))
 #endif
 
 /* ---- cpu/cpu_gemm_element.c -------------------------------------------------- */
@@ -233,12 +249,22 @@ static inline void dr_seam_round_partial_compact(dr_cacc *a, uint32_t d)
 }
 #define DR_SEAM_SHARE_DONE(a, d) dr_seam_round_partial((a), (d))
 #define DR_SEAM_SHARE_DONE_COMPACT(a, d) dr_seam_round_partial_compact((a), (d))
+#define DR_SEAM_SHARE_DONE_ACTS 1   /* share_exact must visit every accumulator */
 #else
 #define DR_SEAM_SHARE_DONE(a, d) ((void)0)
 #define DR_SEAM_SHARE_DONE_COMPACT(a, d) ((void)0)
+#define DR_SEAM_SHARE_DONE_ACTS 0
 #endif
 
 /* ---- cpu/openmp_kernels.c ---------------------------------------------------- */
+
+/* The power of two of the share's mult that a weight-gradient GEMM folds
+ * into its compact accumulators (loss_grad; share then leaves it out). */
+#if defined(DR_MUTANT_FOLD_LOST)          /* the GEMM leaves it out too: the kernels' sums short of x 2^k */
+#define DR_SEAM_FOLD_GEMM(e2) ((void)(e2), 0)
+#else
+#define DR_SEAM_FOLD_GEMM(e2) (e2)
+#endif
 
 /* A ReLU unit is active. */
 #if defined(DR_MUTANT_RELU_AT_ZERO)       /* a unit with pre == 0 counts as active */

@@ -116,6 +116,7 @@ static int compute(dr_session *s, uint32_t r, void *unused, dr_err *err)
     int rc;
     (void)unused;
     if (s->mixed) return engine_mixed_compute(s, r, n, err);
+    rb->share_mult = s->mult[r];
     if ((rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)))
         return rc;
     return b->share(s->be, rb, s->mult[r], s->coef, s->den, err);

@@ -313,6 +313,40 @@ static void empty_batch(void **st)
         }
 }
 
+/* A compact gradient's share with loss_grad's fold (rb->share_mult): the
+ * same words as without one, whether share's mult is the announced one, a
+ * multiple of its power of two (what is left multiplied in share) or not
+ * (the fold taken back), with and without a regularization term. */
+static void compact_fold(void **st)
+{
+    static const uint32_t cases[][2] = { { 2, 2 }, { 8, 8 }, { 2, 6 }, { 4, 6 }, { 4, 2 }, { 3, 3 } };
+    const uint32_t n = 12, G = 24;
+    (void)st;
+    for (int reg = 0; reg < 2; reg++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, reg ? 1e-3f : 0.0f);
+            bk k = bk_open(&m, &SGD, DR_NUMERICS_EXACT_COMPACT);
+            dr_replica_bufs plain, folded;
+            float *params = malloc(k.P * sizeof(float)), *x = calloc((size_t)n * 784 + 1, sizeof(float));
+            uint8_t *labels = malloc(n + 1);
+            dr_err e = { 0, "" };
+            init_params(&m, SEED + 5, false, 1.0f, params);
+            gen_batch(&m, SEED + 6, n, n, x, labels, NULL);
+            rep_open(&k, &plain, n);
+            rep_open(&k, &folded, n);
+            folded.share_mult = cases[c][0];
+            must(k.ops->upload(k.b, plain.params, 0, params, k.P * sizeof(float), &e), &e);
+            must(k.ops->upload(k.b, folded.params, 0, params, k.P * sizeof(float), &e), &e);
+            must(bk_step(&k, &plain, x, labels, NULL, n, n, cases[c][1], G, &e), &e);
+            must(bk_step(&k, &folded, x, labels, NULL, n, n, cases[c][1], G, &e), &e);
+            assert_memory_equal(k.ops->host_ptr(plain.grad), k.ops->host_ptr(folded.grad), k.P * sizeof(dr_cacc));
+            rep_close(&k, &plain);
+            rep_close(&k, &folded);
+            bk_close(&k);
+            free(params); free(x); free(labels);
+        }
+}
+
 /* All-zero examples with zero biases: ReLU inputs exactly 0, whose delta
  * must be masked (0 is inactive). */
 /* The engine's 2x2 max pooling routes a tie to the first maximum in
@@ -782,6 +816,7 @@ int main(void)
         cmocka_unit_test(mse_toy_and_net),
         cmocka_unit_test(padding_rows),
         cmocka_unit_test(empty_batch),
+        cmocka_unit_test(compact_fold),
         cmocka_unit_test(relu_at_zero),
         cmocka_unit_test(optimizers),
         cmocka_unit_test(tiles_2x2),

@@ -36,7 +36,28 @@ static int run_path(dr_gemm_path path, int ta, int tb, size_t M, size_t N, size_
     if (path == DR_GEMM_PATH_AUTO) {
         assert_int_equal(dr_gemm_f32_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc), 0);
         assert_int_equal(dr_gemm_acc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X), 0);
-        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y), 0);
+        assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y, 0, 1), 0);
+        {   /* times 2^e2 (a share's power of two, folded in): Y's words after dr_cacc_mul_u32, on every
+             * path the elements take (the row kernel, remainders, specials, zeros) */
+            dr_cacc *Y3 = calloc(M * N + 1, sizeof *Y3);
+            assert_non_null(Y3);
+            assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y3, 3, 1), 0);
+            for (int beta = 1; beta >= 0; beta--) {   /* beta 0: over garbage, never read */
+                if (!beta) {
+                    memset(Y3, 0xa5, M * N * sizeof *Y3);
+                    assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y3, 3,
+                                                       0), 0);
+                }
+                for (size_t i = 0; i < M * N; i++) {
+                    dr_cacc y = Y[i];
+                    dr_cacc_mul_u32(&y, 8);
+                    assert_memory_equal(&y, &Y3[i], sizeof y);
+                }
+            }
+            assert_int_equal(dr_gemm_cacc_fast((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, Y3, 31, 1),
+                             DR_EUSAGE);
+            free(Y3);
+        }
         return 0;
     }
     rc = dr_gemm_fast_path(path, (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, bias, C, ldc, NULL, NULL);
@@ -267,6 +288,17 @@ static void same_bits_mlp_shapes(void **s)
     dr_gemm_acc(DR_TRANS, DR_NO_TRANS, I, O, B, x, I, y1, O, g1);
     assert_int_equal(dr_gemm_acc_fast(DR_TRANS, DR_NO_TRANS, I, O, B, x, I, y1, O, g2), 0);
     for (size_t i = 0; i < I * O; i++) assert_true(dr_acc_equal(&g1[i], &g2[i]));
+    {   /* the compact gradient times 2 (two workers' share, folded in; the row kernel's path), over
+         * garbage (beta 0) */
+        dr_cacc *c1 = calloc(I * O, sizeof(dr_cacc)), *c2 = calloc(I * O, sizeof(dr_cacc));
+        assert_true(c1 && c2);
+        assert_int_equal(dr_gemm_cacc_fast(DR_TRANS, DR_NO_TRANS, I, O, B, x, I, y1, O, c1, 0, 1), 0);
+        memset(c2, 0xa5, I * O * sizeof(dr_cacc));   /* beta 0: never read */
+        assert_int_equal(dr_gemm_cacc_fast(DR_TRANS, DR_NO_TRANS, I, O, B, x, I, y1, O, c2, 1, 0), 0);
+        for (size_t i = 0; i < I * O; i++) dr_cacc_mul_u32(&c1[i], 2);
+        assert_memory_equal(c1, c2, I * O * sizeof(dr_cacc));
+        free(c1); free(c2);
+    }
     free(x); free(w); free(y1); free(y2); free(g1); free(g2);
 }
 

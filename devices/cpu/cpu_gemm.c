@@ -305,8 +305,9 @@ static bool remainder_sum(const product *p, size_t i, size_t j, size_t N, const 
  * direct path's V * 2^E goes in as one 128-bit term, a CRT dot with
  * remainders as a compact sum of its own; otherwise (specials, the DGEMM
  * path, a zero sum) the dot is formed in a dr_acc first (the plain exact
- * path) and merged, exactly or as an overflow. */
-static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_cacc *acc, dr_prod_bins *bins)
+ * path) and merged, exactly or as an overflow. Every term times 2^e2. */
+static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_cacc *acc, dr_prod_bins *bins,
+                             int e2)
 {
     dr_acc part;
     dr_cacc c;
@@ -315,8 +316,9 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
         dr_i128 V;
         int how = dot_direct(p, i, j, N, &acc->flags, &V);
         if (how == DOT_VALUE)
-            dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j]);
+            dr_cacc_add_scaled(acc, (int64_t)(V >> 64), (uint64_t)V, p->a.base[i] + p->b.base[j] + e2);
         if (how == DOT_GENERAL && remainder_sum(p, i, j, N, NULL, &c)) {
+            dr_cacc_mul_u32(&c, 1u << e2);
             dr_cacc_merge(acc, &c);
             return;
         }
@@ -330,6 +332,7 @@ static void dot_into_compact(const product *p, size_t i, size_t j, size_t N, dr_
     dr_acc_init(&part);
     dot_into(p, i, j, N, &part, bins);
     dr_cacc_from_acc(&c, &part);
+    dr_cacc_mul_u32(&c, 1u << e2);
     dr_cacc_merge(acc, &c);
 }
 
@@ -343,9 +346,14 @@ static inline unsigned columns_left(const uint8_t *done, size_t j0, size_t N)
     return N - j0 < 8 ? todo & ((1u << (N - j0)) - 1u) : todo;
 }
 
-/* Every element of the product into its accumulator (full or compact). */
+/* Every element of the product into its accumulator (full or compact; a
+ * compact one takes the product times 2^e2: the row kernel's exponent and
+ * dot_into_compact's terms moved by e2; with beta 0 its old content is
+ * never read: the row kernel writes the elements it forms whole, the
+ * scalar paths start the rest from an empty accumulator, and no caller's
+ * memset of the P accumulators comes first). */
 static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
-                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt)
+                     const float *B, size_t ldb, dr_acc *full, dr_cacc *compact, int crt, int e2, int beta)
 {
     product p;
     uint8_t *done;
@@ -363,15 +371,17 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
 #if defined(__SIZEOF_INT128__)
             if (eb && dr_crt_row_clean(&p, i)) {
                 dn = done + i * ((N + 7) / 8);
-                dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i], eb, compact + i * N, done + i * ((N + 7) / 8));
+                dr_crt_cacc_row_avx512(p.V + i * N, N, p.a.base[i] + e2, eb, compact + i * N,
+                                       done + i * ((N + 7) / 8), !beta);
             }
 #endif
             for (size_t j0 = 0; j0 < N; j0 += 8)
             for (unsigned todo = columns_left(dn, j0, N); todo; todo &= todo - 1u) {
                 const size_t j = j0 + (size_t)__builtin_ctz(todo);
+                if (compact && DR_SEAM_FRESH_INIT(beta)) dr_cacc_init(&compact[i * N + j]);
                 if (compact && K && (p.a.zero[i] || p.b.zero[j]) && !p.a.special[i] && !p.b.special[j])
                     compact[i * N + j].flags |= zero_product_flags(&p, i, j);   /* dot_direct's, inline */
-                else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins);
+                else if (compact) dot_into_compact(&p, i, j, N, &compact[i * N + j], &bins, e2);
                 else dot_into(&p, i, j, N, &full[i * N + j], &bins);
             }
         }
@@ -486,7 +496,7 @@ int dr_gemm_fast_path(dr_gemm_path path, dr_trans ta, dr_trans tb, size_t M, siz
     crt = path_code(path, M, N, K);
     if (crt < 0) return DR_EUNSUPPORTED;
     if (C) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, crt);
-    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt);
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, full, compact, crt, 0, 1);
 }
 
 int dr_gemm_f32_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
@@ -503,7 +513,10 @@ int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
 }
 
 int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
-                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc)
+                      const float *A, size_t lda, const float *B, size_t ldb, dr_cacc *Cacc, int e2, int beta)
 {
-    return dr_gemm_fast_path(DR_GEMM_PATH_AUTO, ta, tb, M, N, K, A, lda, B, ldb, NULL, NULL, 0, NULL, Cacc);
+    int crt = path_code(DR_GEMM_PATH_AUTO, M, N, K);   /* an accumulator output: never the certified path */
+    if (e2 < 0 || e2 > 30 || (beta != 0 && beta != 1)) return DR_EUSAGE;
+    if (crt < 0) return DR_EUNSUPPORTED;
+    return gemm_into(ta, tb, M, N, K, A, lda, B, ldb, NULL, Cacc, crt, e2, beta);
 }

@@ -183,9 +183,11 @@ void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *
                              float *out, uint8_t *done);
 /* The same for compact accumulators: acc[j] += V[j] 2^(Ea + eb[j]) where
  * acc[j] is empty (W = 0, not overflowed) and V[j] != 0, stored as
- * dr_cacc_add_scaled stores a first term; full groups of eight only. */
+ * dr_cacc_add_scaled stores a first term; full groups of eight only.
+ * fresh: acc's old content is not read, every acc[j] taken as empty (the
+ * columns left undone are then the caller's to initialize). */
 void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, struct dr_cacc *acc,
-                            uint8_t *done);
+                            uint8_t *done, int fresh);
 #endif
 
 /* The int8 kernels: C[i][j] = sum_k A[i][k] * B[k][j] in int32 for one

@@ -142,7 +142,7 @@ DR_ROUND_ISA void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, co
 _Static_assert(sizeof(dr_cacc) == 32, "dr_cacc: four 64-bit words");
 
 DR_ROUND_ISA void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, dr_cacc *acc,
-                                         uint8_t *done)
+                                         uint8_t *done, int fresh)
 {
     const __m512i zero = _mm512_setzero_si512(), all = _mm512_set1_epi64(-1), c64 = _mm512_set1_epi64(64);
     const __m512i c63 = _mm512_set1_epi64(63), ea = _mm512_set1_epi64(Ea);
@@ -158,7 +158,7 @@ DR_ROUND_ISA void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, con
         __m512i lo = _mm512_permutex2var_epi64(x0, even, x1), hi = _mm512_permutex2var_epi64(x0, odd, x1);
         __m512i z[4], p01, q01, p23, q23, w0, w1, w2, ef, tz, nlo, nhi, E;
         __mmask8 ok, small;
-        for (int q = 0; q < 4; q++) z[q] = _mm512_loadu_si512((const void *)(a + 2 * q));
+        for (int q = 0; q < 4; q++) z[q] = fresh ? zero : _mm512_loadu_si512((const void *)(a + 2 * q));
         p01 = _mm512_permutex2var_epi64(z[0], i01, z[1]);
         q01 = _mm512_permutex2var_epi64(z[2], i01, z[3]);
         p23 = _mm512_permutex2var_epi64(z[0], i23, z[1]);
@@ -206,9 +206,10 @@ void dr_crt_round_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *
     (void)V; (void)Ea; (void)eb; (void)bias; (void)out;
     memset(done, 0, (N + 7) / 8);
 }
-void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, dr_cacc *acc, uint8_t *done)
+void dr_crt_cacc_row_avx512(const dr_i128 *V, size_t N, int Ea, const int32_t *eb, dr_cacc *acc, uint8_t *done,
+                            int fresh)
 {
-    (void)V; (void)Ea; (void)eb; (void)acc;
+    (void)V; (void)Ea; (void)eb; (void)acc; (void)fresh;
     memset(done, 0, (N + 7) / 8);
 }
 #endif

@@ -272,10 +272,12 @@ static inline void share_one(dr_acc *a, uint32_t mult, uint32_t coef, float g)
     DR_SEAM_SHARE_DONE(a, coef * mult);
 }
 
-/* share_one for a compact accumulator, with the same seams. */
-static inline void share_one_compact(dr_cacc *a, uint32_t mult, uint32_t coef, float g)
+/* share_one for a compact accumulator, with the same seams; its sums were
+ * multiplied by mult / left already (loss_grad's fold). */
+static inline void share_one_compact(dr_cacc *a, uint32_t left, uint32_t mult, uint32_t coef, float g)
 {
-    if (mult > 1) dr_cacc_mul_u32(a, mult);
+    (void)mult;   /* the seams' (not every build reads it) */
+    if (left > 1) dr_cacc_mul_u32(a, left);
     DR_SEAM_REG_SCALE(g, mult);
     if (DR_SEAM_L2_IN_GRADIENT && g != 0.0f) dr_cacc_add_prod(a, (float)coef, g);
     DR_SEAM_SHARE_DONE_COMPACT(a, coef * mult);
@@ -321,6 +323,23 @@ static int share_f32(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
     return DR_OK;
 }
 
+/* What of mult is left for share_exact to multiply a compact gradient by,
+ * given the power of two loss_grad folded into it (openmp_kernels.c). A
+ * fold that does not divide mult (a share given another mult than
+ * rb->share_mult announced) is taken back first: the exponent of every
+ * nonzero, not overflowed accumulator, as dr_cacc_mul_u32 moved it. */
+static uint32_t share_left(dr_replica_bufs *rb, dr_cacc *grad, size_t P, uint32_t mult)
+{
+    dr_omp_scratch *s = rb->scratch;
+    uint32_t folded = s && s->folded > 1 ? s->folded : 1;
+    if (s) s->folded = 1;
+    if (mult % folded == 0) return mult / folded;
+    for (size_t p = 0; p < P; p++)
+        if ((grad[p].w[0] | grad[p].w[1] | grad[p].w[2]) && !dr_cacc_overflowed(&grad[p]))
+            grad[p].exp -= __builtin_ctz(folded);
+    return mult;
+}
+
 /* Exact share of a replica's gradient in form EXACT (dr_acc) or
  * EXACT_COMPACT (dr_cacc). */
 static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, void *gradv, uint32_t mult,
@@ -332,6 +351,7 @@ static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, vo
     float reg = 0.0f, c = 2.0f * m->l2;
     const bool compact = form == DR_NUMERICS_EXACT_COMPACT;
     dr_cacc *cgrad = compact ? (dr_cacc *)gradv : NULL;
+    const uint32_t left = compact ? share_left(rb, cgrad, b->P, mult) : mult;
     w = dr_omp_f32(rb->params);
     grad = compact ? NULL : (dr_acc *)gradv;
     loss = dr_omp_acc(rb->loss);
@@ -342,23 +362,26 @@ static void share_exact(dr_backend *b, dr_replica_bufs *rb, dr_numerics form, vo
             dr_acc_add_dot(&sq, w + b->koff[l], w + b->koff[l], b->ksz[l]);
         reg = m->l2 * dr_acc_round(&sq);
     }
-    for (uint32_t l = 0; l < m->nlayers; l++) {
+    /* a compact gradient with all of mult folded in and no regularization
+     * term: nothing left to do to it */
+    const bool done = compact && left == 1 && m->l2 == 0.0f && !DR_SEAM_SHARE_DONE_ACTS;
+    for (uint32_t l = 0; l < m->nlayers && !done; l++) {
         size_t k0 = b->koff[l], nk = b->ksz[l], nb = b->lsz[l] - nk;
         if (m->l2 != 0.0f) {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
             for (size_t p = k0; p < k0 + nk; p++) {
-                if (compact) share_one_compact(&cgrad[p], mult, coef, c * w[p]);
+                if (compact) share_one_compact(&cgrad[p], left, mult, coef, c * w[p]);
                 else share_one(&grad[p], mult, coef, c * w[p]);
             }
         } else {
             #pragma omp parallel for schedule(static) if (nk >= PAR_PARAMS)
             for (size_t p = k0; p < k0 + nk; p++) {
-                if (compact) share_one_compact(&cgrad[p], mult, coef, 0.0f);
+                if (compact) share_one_compact(&cgrad[p], left, mult, coef, 0.0f);
                 else share_one(&grad[p], mult, coef, 0.0f);
             }
         }
         for (size_t p = k0 + nk; p < k0 + nk + nb; p++) {   /* biases */
-            if (compact) share_one_compact(&cgrad[p], mult, coef, 0.0f);
+            if (compact) share_one_compact(&cgrad[p], left, mult, coef, 0.0f);
             else share_one(&grad[p], mult, coef, 0.0f);
         }
     }

@@ -60,6 +60,8 @@ typedef struct dr_omp_scratch {
     uint32_t cap;                          /* rows the workspace holds */
     uint32_t fwd_rows;                     /* rows of the last forward pass */
     uint32_t grad_n;                       /* n of the last loss_grad */
+    uint32_t folded;                       /* the power of two of the share's mult that the last
+                                              loss_grad put in the compact gradient (0 or 1: none) */
     float   *pre[DR_MAX_LAYERS];
     float   *act[DR_MAX_LAYERS];
     float   *dz[2];

@@ -118,7 +118,7 @@ int dr_omp_gemm_acc(dr_numerics form, dr_trans ta, dr_trans tb, size_t M, size_t
 {
     if (M == 0 || N == 0) return DR_OK;
     if (form == DR_NUMERICS_EXACT_COMPACT)
-        return K ? dr_gemm_cacc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
+        return K ? dr_gemm_cacc_fast(ta, tb, M, N, K, A, lda, B, ldb, C, 0, 1) : DR_OK;
     if (form != DR_NUMERICS_FAST)
         return K ? dr_gemm_acc_fast(ta, tb, M, N, K, A, lda, B, ldb, C) : DR_OK;
     if (K == 0) {
@@ -305,9 +305,10 @@ static void bias_grad(dr_acc *gb, const float *dz, uint32_t n, uint32_t out, flo
     }
 }
 
-/* The same into compact accumulators: the few bias sums are formed in full
- * accumulators (by bias_grad, its seams included) and merged. */
-static int bias_grad_compact(dr_cacc *gb, const float *dz, uint32_t n, uint32_t out, float *colT)
+/* The same into compact accumulators, times 2^e2: the few bias sums are
+ * formed in full accumulators (by bias_grad, its seams included), merged
+ * and scaled. */
+static int bias_grad_compact(dr_cacc *gb, const float *dz, uint32_t n, uint32_t out, float *colT, int e2)
 {
     dr_acc *t = calloc(out ? out : 1, sizeof *t);
     if (!t) return DR_ENOMEM;
@@ -316,6 +317,7 @@ static int bias_grad_compact(dr_cacc *gb, const float *dz, uint32_t n, uint32_t 
         dr_cacc c;
         dr_cacc_from_acc(&c, &t[j]);
         dr_cacc_merge(&gb[j], &c);
+        dr_cacc_mul_u32(&gb[j], 1u << e2);
     }
     free(t);
     return DR_OK;
@@ -342,10 +344,10 @@ static void relu_mask(float *delta, const float *pre, size_t cells)
     }
 }
 
-/* grad: P accumulators (exact: dr_acc, or dr_cacc in form EXACT_COMPACT) or
- * P floats (fast). */
+/* grad: P accumulators (exact: dr_acc, or dr_cacc in form EXACT_COMPACT,
+ * every one times 2^e2) or P floats (fast). */
 static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params, const float *x,
-                    uint32_t n, bool kernel0, dr_numerics form, void *grad, dr_err *err)
+                    uint32_t n, bool kernel0, dr_numerics form, void *grad, int e2, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
     const bool fast = form == DR_NUMERICS_FAST;
@@ -358,13 +360,17 @@ static int backward(const dr_backend *b, dr_omp_scratch *s, const float *params,
         size_t kb = b->koff[l], bb = kb + (size_t)d->in * d->out;
         void *gW = (char *)grad + kb * gsz;
         float *dprev = dz == s->dz[0] ? s->dz[1] : s->dz[0];
-        if (l > 0 || kernel0) {
+        if ((l > 0 || kernel0) && form == DR_NUMERICS_EXACT_COMPACT) {   /* n >= 1 here */
+            rc = dr_gemm_cacc_fast(DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW,
+                                   DR_SEAM_FOLD_GEMM(e2), 0);   /* written whole: loss_grad zeroes around it */
+            if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
+        } else if (l > 0 || kernel0) {
             rc = dr_omp_gemm_acc(form, DR_TRANS, DR_NO_TRANS, d->in, d->out, n, in, d->in, dz, d->out, gW, 0.0f);
             if (rc) return dr_fail(err, rc, "openmp backend: out of memory in layer %u's gradient GEMM", l);
         }
         if (fast) bias_grad_f32((float *)grad + bb, dz, n, d->out);
         else if (form == DR_NUMERICS_EXACT_COMPACT) {
-            if (bias_grad_compact((dr_cacc *)grad + bb, dz, n, d->out, s->colT))
+            if (bias_grad_compact((dr_cacc *)grad + bb, dz, n, d->out, s->colT, e2))
                 return dr_fail(err, DR_ENOMEM, "openmp backend: out of memory in layer %u's bias gradient", l);
         } else bias_grad((dr_acc *)grad + bb, dz, n, d->out, s->colT);
         if (l == 0) break;
@@ -389,7 +395,7 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     const bool fast = form == DR_NUMERICS_FAST;
     size_t esz = dr_sum_bytes(form), gsz = dr_grad_bytes(form);
     uint64_t correct = 0;
-    int rc;
+    int rc, e2;
     if ((rc = need_scratch(rb, n, err))) return rc;
     s = rb->scratch;
     if ((rc = dr_omp_need(rb->grad, b->P * gsz, "grad", err)) ||
@@ -400,15 +406,23 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
         return dr_fail(err, DR_EUSAGE, "openmp backend: loss over %u rows, but the last forward pass had %u",
                        n, s->fwd_rows);
     grad = rb->grad->data;
-    /* exact: every accumulator zeroed; fast: layer 0's kernel only when the
-     * caller forms it (every other gradient is written whole below) */
-    if (!fast) memset(grad, 0, b->P * gsz);
+    /* exact: every accumulator zeroed, but a compact one's kernels that the
+     * gradient GEMM writes whole (beta 0: n >= 1, kernel0 for layer 0);
+     * fast: layer 0's kernel only when the caller forms it (every other
+     * gradient is written whole below) */
+    if (form == DR_NUMERICS_EXACT_COMPACT && n > 0)
+        for (uint32_t l = 0; l < m->nlayers; l++) {
+            size_t k0 = l > 0 || kernel0 ? b->koff[l] + b->ksz[l] : b->koff[l];
+            memset((char *)grad + k0 * gsz, 0, (b->koff[l] + b->lsz[l] - k0) * gsz);
+        }
+    else if (!fast) memset(grad, 0, b->P * gsz);
     else if (!kernel0 || n == 0)
         memset(grad, 0, (n == 0 ? b->P : (size_t)m->layer[0].in * m->layer[0].out) * gsz);
     if (fast) *dr_omp_f32(rb->loss) = 0.0f;
     else dr_acc_init(dr_omp_acc(rb->loss));
     rb->correct = 0;
     s->grad_n = 0;
+    s->folded = 1;
     s->delta0 = s->dz[0];
     if (n == 0) return DR_OK;
 
@@ -431,9 +445,17 @@ int dr_omp_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel
     else dr_acc_add_sum(dr_omp_acc(rb->loss), s->ex_loss, n);
     for (uint32_t r = 0; r < n; r++) correct += s->hit[r];
     rb->correct = correct;
+    /* The share's mult (R: 2 for two workers of multi_worker_mirrored) has
+     * its power of two 2^k folded in here, as the reconstruction's exponent,
+     * instead of share's pass over the P accumulators (the same words:
+     * dr_gemm_cacc_fast); share multiplies by what is left. Only where every
+     * accumulator is formed here (kernel0). */
+    e2 = form == DR_NUMERICS_EXACT_COMPACT && kernel0 && rb->share_mult > 1 ? __builtin_ctz(rb->share_mult) : 0;
+    if (e2 > 30) e2 = 0;
     rc = backward(b, s, dr_omp_f32(rb->params), kernel0 ? dr_omp_f32(rb->x) : NULL, n, kernel0, form,
-                  grad, err);
+                  grad, e2, err);
     if (rc == DR_OK) s->grad_n = n;
+    if (rc == DR_OK) s->folded = 1u << e2;
     return rc;
 }
 

@@ -179,6 +179,9 @@ typedef struct dr_replica_bufs {
     dr_buffer *params, *slots, *grad, *loss, *x, *labels, *targets;
     void      *scratch;   /* backend-owned per-replica workspace */
     uint64_t   correct;   /* set by loss_grad: correct predictions of the n examples */
+    uint32_t   share_mult;   /* the mult the next share will be given (0: not known); a backend
+                                may fold its power of two into loss_grad's gradient, which share
+                                then leaves out (openmp: exact compact gradients) */
 } dr_replica_bufs;
 
 /* How a backend is opened: what it runs and where. A backend reads the

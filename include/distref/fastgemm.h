@@ -52,11 +52,17 @@ int dr_gemm_acc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                      const float *A, size_t lda, const float *B, size_t ldb,
                      dr_acc *Cacc);
 
-/* The same into compact accumulators (distref/cacc.h): Cacc[i*N + j] +=
- * the exact product, or the element is marked overflowed. */
+/* The same into compact accumulators (distref/cacc.h): Cacc[i*N + j] =
+ * beta Cacc[i*N + j] + the exact product times 2^e2 (beta 0 or 1, 0 <= e2
+ * <= 30; beta 0 never reads Cacc, which may hold anything), or the
+ * element is marked overflowed. e2 is free where the product is reconstructed (an exponent
+ * added); a caller that would scale the sums by a power of two afterwards
+ * (a replica's share of R = 2^k) passes it here instead of a pass over
+ * the accumulators. The same accumulators as dr_cacc_mul_u32(2^e2) after,
+ * word for word: every term moves by the same 2^e2. */
 struct dr_cacc;
 int dr_gemm_cacc_fast(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K,
                       const float *A, size_t lda, const float *B, size_t ldb,
-                      struct dr_cacc *Cacc);
+                      struct dr_cacc *Cacc, int e2, int beta);
 
 #endif
