@@ -365,6 +365,17 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_END_LAUNCHER(cond) (cond)
 #endif
 
+/* ---- opencl/opencl_graph.c -------------------------------------------------------- */
+
+/* The OpenCL inference BatchNormalization (evaluate, predict): the offsets
+ * in params of the moving mean (the layer's state st, oc floats) and of the
+ * moving variance after it. */
+#if defined(DR_MUTANT_CL_BN_INFER_SWAPPED)   /* the halves swapped: the variances taken as the means */
+#define DR_SEAM_CL_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st) + (oc), (var) = (st))
+#else
+#define DR_SEAM_CL_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st), (var) = (st) + (oc))
+#endif
+
 /* ---- opencl/opencl_program.c ---------------------------------------------------- */
 
 /* The OpenCL program's build options for a planted kernel fault (the

@@ -537,6 +537,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .replica_close = cl_replica_close,
         .forward = dr_cl_forward,
         .loss_grad = dr_cl_loss_grad,
+        .outputs = dr_cl_outputs,
         .share = cl_share,
         .apply = cl_apply,
         .applied_grad = dr_cl_applied_grad,

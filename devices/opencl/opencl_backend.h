@@ -215,6 +215,7 @@ int dr_cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, flo
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
+int dr_cl_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err);
 /* Needs a workspace opened by replica_open with at least n rows. */
 int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err);
 

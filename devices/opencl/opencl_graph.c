@@ -336,9 +336,10 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
         if ((rc = dr_cl_launch(sl, K_DROPOUT, cells, 1, 0, 0, a, 15, "dropout", err))) return rc;
         return dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, c, 4, "dropout", err);
     }
-    case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
-        size_t st = dr_model_state_offset(m, l);
-        return bn_apply(b, rb, l, rb->params->mem, st, st + d->oc, false, err);
+    case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics, the mean's oc floats then the variance's */
+        size_t st = dr_model_state_offset(m, l), mean, var;
+        DR_SEAM_CL_BN_INFER_STATE(st, d->oc, mean, var);
+        return bn_apply(b, rb, l, rb->params->mem, mean, var, false, err);
     }
     }
     if (rc) return rc;

@@ -181,6 +181,32 @@ int dr_cl_count_hits(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint3
     return DR_OK;
 }
 
+/* evaluate's and predict's (distref/backend.h's outputs): the per-example
+ * losses loss_rows forms for training (the same kernel, so exact numerics
+ * give the reference's bits) and the top map, of the last forward pass
+ * (Dense's forward or the layer ops in inference), read back. dz[0] takes
+ * the loss's delta, which inference does not use. */
+int dr_cl_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err)
+{
+    const dr_backend_ops *ops = dr_backend_opencl();
+    uint32_t L = b->m.nlayers, nout = b->m.layer[L - 1].out;
+    size_t cells = (size_t)n * nout;
+    dr_cl_scratch *s;
+    int rc;
+    if ((rc = dr_cl_need_scratch(rb, n, err))) return rc;
+    s = rb->scratch;
+    if (n > s->fwd_rows)
+        return dr_fail(err, DR_EUSAGE, "opencl backend: outputs of %u rows, but the last forward pass had %u",
+                       n, s->fwd_rows);
+    if (n == 0) return DR_OK;
+    if ((rc = dr_cl_loss_rows(b, rb, s, n, s->dz[0], err)) ||
+        (rc = ops->download(b, loss, &(dr_buffer){ n * sizeof(float), s->ex_loss, s->slot }, 0, n * sizeof *loss,
+                            err)))
+        return rc;
+    return ops->download(b, out, &(dr_buffer){ cells * sizeof(float), s->act[L - 1], s->slot }, 0,
+                         cells * sizeof *out, err);
+}
+
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
