@@ -90,9 +90,10 @@ static const char *graph_why(const dr_backend_ops *bo)
 {
     if (!bo->graph_ops_mixed)
         return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
-               "float16/bfloat16 roundings (opencl: cl/graph.cl's conv_fwd, conv_dx, bn_apply, bn_grad, gap, add_cells "
-               "and dropout kernels write float32, and cl/mixed.cl's rounded GEMM and loss take a Dense layer's "
-               "operands; built for openmp and mpi, exact and fast: use --variant=openmp or ref)";
+               "float16/bfloat16 roundings (opencl: cl/graph.cl's conv_fwd, conv_dx, bn_apply, bn_grad, gap, gap_grad, "
+               "add_cells, dropout and dropout_grad kernels write float32, no map's gradient is rounded before its "
+               "layer's backward, and cl/mixed.cl's rounded GEMM and loss take a Dense layer's operands; built for "
+               "openmp and mpi, exact and fast: use --variant=openmp or ref)";
     return NULL;
 }
 
