@@ -16,9 +16,9 @@
  *   replica  --batch_norm=replica: mirrored R=2 twice gives the same bits
  *            and differs from the oracle (each replica's own statistics);
  *   engine   each in-process engine variant against the oracle at
- *            one_device, mirrored R=2 and R=3 (openmp: strategies/graph.c's
- *            lock step with its ops' roundings; opencl: not supported, with
- *            the engine's refusal), and under --batch_norm=replica at
+ *            one_device, mirrored R=2 and R=3 (strategies/graph.c's lock
+ *            step with the backend's ops' roundings: openmp's, and opencl's
+ *            kernels with their compute-dtype argument), and under --batch_norm=replica at
  *            mirrored R=2 against the reference's replica-BN run (each
  *            replica's own statistics: the same bits), and central_storage
  *            R=2 (the one update on the variable device) against the oracle;
@@ -44,7 +44,8 @@
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
- * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded (tests/faults.tsv).
+ * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded,
+ * cl_mixed_conv_unrounded (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 

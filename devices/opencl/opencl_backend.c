@@ -555,6 +555,7 @@ const dr_backend_ops *dr_backend_opencl(void)
         .bn_sums = dr_cl_bn_sums,
         .bn_normalize = dr_cl_bn_normalize,
         .graph_loss = dr_cl_graph_loss,
+        .graph_ops_mixed = true,
         .layer_backward = dr_cl_layer_backward,
         .bn_backward = dr_cl_bn_backward,
         .set_tile = dr_cl_set_tile,

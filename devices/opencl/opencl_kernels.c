@@ -131,6 +131,21 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     return DR_OK;
 }
 
+int dr_cl_check_labels(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_err *err)
+{
+    uint32_t nout = b->m.layer[b->m.nlayers - 1].out;
+    int rc;
+    if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
+    if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
+        (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
+        return rc;
+    for (uint32_t r = 0; r < n; r++)
+        if (s->hit_host[r] >= nout)
+            return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u", r,
+                           s->hit_host[r], nout - 1);
+    return DR_OK;
+}
+
 int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, cl_mem dz, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
@@ -140,15 +155,8 @@ int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     int rc;
     if (m->loss == DR_LOSS_MSE) {
         if ((rc = dr_cl_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) return rc;
-    } else {
-        if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
-        if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
-            (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
-            return rc;
-        for (uint32_t r = 0; r < n; r++)
-            if (s->hit_host[r] >= nout)
-                return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u",
-                               r, s->hit_host[r], nout - 1);
+    } else if ((rc = dr_cl_check_labels(b, rb, s, n, err))) {
+        return rc;
     }
     {
         dr_cl_arg a[] = { CLM(s->pre[m->nlayers - 1]), CLM(s->act[m->nlayers - 1]),
