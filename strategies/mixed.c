@@ -86,14 +86,15 @@ struct engine_mixed {
 
 /* A model beyond Dense: what its mixed step (graph.c's lock step, the
  * backend's ops rounding to c) does not run with; the reference runs both. */
-static const char *graph_why(const dr_backend_ops *bo)
+static const char *graph_why(const dr_backend_ops *bo, bool exact)
 {
+    if (bo->graph_ops_mixed && !exact && !bo->graph_ops_mixed_fast)
+        return "--numerics=fast is not built into the backend's layer ops' roundings for a model beyond Dense (no "
+               "float32-GEMM forms: opencl's cl/graph.cl kernels round exact values; --numerics=exact gives the "
+               "reference's bits, and --variant=openmp has the fast forms)";
     if (!bo->graph_ops_mixed)
         return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
-               "float16/bfloat16 roundings (opencl: cl/graph.cl's conv_fwd, conv_dx, bn_apply, bn_grad, gap, gap_grad, "
-               "add_cells, dropout and dropout_grad kernels write float32, no map's gradient is rounded before its "
-               "layer's backward, and cl/mixed.cl's rounded GEMM and loss take a Dense layer's operands; built for "
-               "openmp and mpi, exact and fast: use --variant=openmp or ref)";
+               "float16/bfloat16 roundings (built for openmp, mpi and opencl: use one of them or ref)";
     return NULL;
 }
 
@@ -121,7 +122,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
-    if (!dr_model_is_dense(&e->model) && graph_why(bo)) return graph_why(bo);
+    if (!dr_model_is_dense(&e->model) && graph_why(bo, p->exact)) return graph_why(bo, p->exact);
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;

@@ -29,8 +29,8 @@
  * mixed_gemm, gap, add_cells, dropout (RN_c of the scale too), a training
  * bn_apply, and conv_dx, gap_grad, dropout_grad, bn_grad; unactivate
  * rounds a map's gradient before its layer's backward; the loss is
- * mixed.cl's mixed_loss_rows. Under --numerics=fast these exact kernels run
- * (the exact bits, within the fast bound).
+ * mixed.cl's mixed_loss_rows. No --numerics=fast forms (graph_ops_mixed_fast
+ * false: the engine refuses it).
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/seams.h"
@@ -174,8 +174,7 @@ int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_g
     g->training = rt->training;
     g->seed = rt->seed;
     g->step = rt->step;
-    /* the mixed step: exact kernels under --numerics=fast too (rt->fast;
-     * the exact bits, within its bound) */
+    /* the mixed step (exact only: the engine refuses rt->fast here) */
     g->ct = rt->training ? rt->compute : DR_DTYPE_F32;
     g->loss_scale = rt->loss_scale;
     g->G = rt->G;
