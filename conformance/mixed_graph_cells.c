@@ -16,9 +16,9 @@
  *   replica  --batch_norm=replica: mirrored R=2 twice gives the same bits
  *            and differs from the oracle (each replica's own statistics);
  *   engine   each in-process engine variant against the oracle at
- *            one_device, mirrored R=2 and R=3 (openmp: strategies/graph.c's
- *            lock step with its ops' roundings; opencl: not supported, with
- *            the engine's refusal), and under --batch_norm=replica at
+ *            one_device, mirrored R=2 and R=3 (strategies/graph.c's lock
+ *            step with the backend's ops' roundings: openmp's, and opencl's
+ *            kernels with their compute-dtype argument), and under --batch_norm=replica at
  *            mirrored R=2 against the reference's replica-BN run (each
  *            replica's own statistics: the same bits), and central_storage
  *            R=2 (the one update on the variable device) against the oracle;
@@ -31,6 +31,9 @@
  *            R=2 and R=3 each engine variant and central_storage R=2 = the
  *            reference mirrored run at that R); each run differs from the
  *            oracle without the feature;
+ *   resnet   resnet_synthetic float16 (GAP, 19 BNs; 2 steps from the scale
+ *            2^10, both applied): each engine variant at mirrored R=2 and
+ *            R=3 = the reference one_device bits (resnet_cells);
  *   tpu      v2-8 with --l2=0.01 and a short batch, exact = one_device and
  *            tensorflow = mirrored R=8 (tpu_cells);
  *   fast     --numerics=fast mirrored R=2 (fast_cells: the same roundings
@@ -44,7 +47,8 @@
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
- * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded (tests/faults.tsv).
+ * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded,
+ * cl_mixed_conv_unrounded (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 
@@ -344,6 +348,48 @@ static int fast_cells(results *r, const outcome *oracle, const dr_variant *const
     return fails;
 }
 
+static void resnet_setup(dr_run_config *c)
+{
+    base_config(c, 64, 32, 0.0);
+    c->epochs = 0;
+    c->train_steps = 2;
+    snprintf(c->experiment, sizeof c->experiment, "resnet_synthetic");
+    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
+}
+
+/* resnet_synthetic float16 (GAP and its gradient, 19 BNs, residual adds;
+ * the dynamic scale from 2^10, so both steps apply): each engine variant at
+ * mirrored R=2 and R=3 = the reference one_device run's bits. */
+static int resnet_cells(results *r, const dr_variant *const *ev, size_t nv)
+{
+    dr_run_config c;
+    outcome oracle, got;
+    int fails = 0;
+    bool applied = false;
+    mixed_place_config(&c, resnet_setup, false, &k_mixed_places[0], "ref");
+    c.mixed.fixed_scale = 1024.0f;
+    run_case(&c, &oracle);
+    for (uint32_t s = 0; s < oracle.nsteps; s++) applied |= oracle.skipped[s] == 1;   /* 1: "skipped": false */
+    for (size_t v = 0; v < nv; v++)
+        for (size_t i = 1; i <= 2; i++) {
+            char why[200] = "";
+            bool pass;
+            mixed_place_config(&c, resnet_setup, false, &k_mixed_places[i], ev[v]->name);
+            c.mixed.fixed_scale = 1024.0f;
+            if (!supported(r, "mixed_precision", &c, k_mixed_places[i].replicas)) continue;
+            run_case(&c, &got);
+            pass = applied && !oracle.error[0] && outcome_same_why(&got, &oracle, why, sizeof why);
+            fails += !pass;
+            record(r, "mixed_precision", &c, k_mixed_places[i].replicas, pass, got.seconds, "%s resnet_synthetic sync "
+                   "BN float16 exact %s R=%d: = the reference one_device bits%s%.150s", ev[v]->name,
+                   k_mixed_places[i].name, k_mixed_places[i].replicas, pass ? "" : ": ",
+                   pass ? "" : applied ? why : "the oracle applied no step");
+            outcome_free(&got);
+        }
+    outcome_free(&oracle);
+    return fails;
+}
+
 int mixed_graph_cells(results *r)
 {
     size_t nv;
@@ -367,6 +413,7 @@ int mixed_graph_cells(results *r)
         fails += feature_cells(r, &k_graph_features[f], &oracle, ev, nv);
     fails += tpu_cells(r, ev, nv);
     fails += fast_cells(r, &oracle, ev, nv);
+    fails += resnet_cells(r, ev, nv);
     outcome_free(&oracle);
     return fails;
 }

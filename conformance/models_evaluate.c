@@ -12,11 +12,12 @@
  *   fast     --numerics=fast, cnn_synthetic: the loss within
  *            FAST_MAX_REL_LOSS of the reference's (relative) and the
  *            accuracy within FAST_MAX_ACC
- * A variant with no inference pass (opencl: its backend has no outputs op)
- * answers "not supported". Planted faults (tests/faults.tsv):
+ * openmp and opencl (its backend's own kernels, the outputs op's loss
+ * kernel that training runs) both; a variant with no inference pass would
+ * answer "not supported". Planted faults (tests/faults.tsv):
  * engine_bn_infer_swapped (inference BN reads the moving variance as the
- * mean) and engine_infer_training (Dropout on in inference) must fail
- * `exact`.
+ * mean; its OpenCL twin cl_bn_infer_swapped) and engine_infer_training
+ * (Dropout on in inference) must fail `exact`.
  */
 #include "conformance/conformance.h"
 #include "distref/fileio.h"

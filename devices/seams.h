@@ -10,11 +10,11 @@
  * Statement seams are ((void)0) in production.
  *
  * Every fault of the engine's C code is here. The exceptions: the OpenCL
- * kernels' eight (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * kernels' nine (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
  * cl_mad_enable, cl_mixed_double_round, cl_conv_grad_stride,
- * cl_pool_last_tie, cl_tile_contiguous) keep #if seams in
- * devices/opencl/cl/kernels.cl (the fifth in cl/mixed.cl, the sixth and
- * seventh in cl/graph.cl), OpenCL C that the OpenCL compiler builds at run time,
+ * cl_pool_last_tie, cl_tile_contiguous, cl_mixed_conv_unrounded) keep #if
+ * seams in devices/opencl/cl/kernels.cl (the fifth in cl/mixed.cl, the
+ * sixth, seventh and ninth in cl/graph.cl), OpenCL C that the OpenCL compiler builds at run time,
  * where this header is not seen: only their build options,
  * DR_SEAM_CL_BUILD_OPTIONS, are here, and they define the names the
  * kernels test. The exact rounding's two are in
@@ -400,6 +400,17 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_END_LAUNCHER(cond) (cond)
 #endif
 
+/* ---- opencl/opencl_graph.c -------------------------------------------------------- */
+
+/* The OpenCL inference BatchNormalization (evaluate, predict): the offsets
+ * in params of the moving mean (the layer's state st, oc floats) and of the
+ * moving variance after it. */
+#if defined(DR_MUTANT_CL_BN_INFER_SWAPPED)   /* the halves swapped: the variances taken as the means */
+#define DR_SEAM_CL_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st) + (oc), (var) = (st))
+#else
+#define DR_SEAM_CL_BN_INFER_STATE(st, oc, mean, var) ((mean) = (st), (var) = (st) + (oc))
+#endif
+
 /* ---- opencl/opencl_program.c ---------------------------------------------------- */
 
 /* The OpenCL program's build options for a planted kernel fault (the
@@ -427,6 +438,10 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 /* 2x2 max pooling (cl/graph.cl) sends a tie's gradient to the window's
  * last maximum: the OpenCL twin of engine_pool_last_tie */
 #define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_POOL_LAST_TIE"
+#elif defined(DR_MUTANT_CL_MIXED_CONV_UNROUNDED)
+/* the mixed step's Conv2D output (cl/graph.cl's conv_fwd: RN_c(conv) + b)
+ * left float32, not rounded to the compute dtype */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_CONV_UNROUNDED"
 #elif defined(DR_MUTANT_CL_TILE_CONTIGUOUS)
 /* the tpu tile kernels (kernels.cl's l0_*) read a tile's pixels as one run
  * from its first: right for tiles of whole rows (2,1), wrong for a 2,2 or

@@ -1,6 +1,6 @@
 /* distref harness — evaluate and predict over a distributed test set,
  * through the forward pass of --variant (its dr_infer_ops: the reference's
- * under ref, the engine's kernels under openmp and mpi).
+ * under ref, the engine's kernels under openmp, mpi and opencl).
  *
  * The checkpoint in model_dir supplies the weights (any strategy and variant
  * may have written it: its variables are the same numbers everywhere).
@@ -53,8 +53,7 @@ static int ev_variant(evaluator *e, const dr_run_config *cfg, dr_err *err)
     if ((rc = dr_variant_lookup(cfg->variant, &v, err))) return rc;
     if (!v->infer)
         return dr_fail(err, DR_EUSAGE, "not supported: evaluate and predict under --variant=%s: it has no "
-                       "inference pass (the OpenCL backend has no outputs op yet); --variant=openmp gives the "
-                       "reference's numbers", v->name);
+                       "inference pass; --variant=openmp gives the reference's numbers", v->name);
     e->inf = v->infer;
     return DR_OK;
 }

@@ -27,23 +27,6 @@ static uint32_t epochs_done(const dr_run_config *cfg)
     return done;
 }
 
-/* The configuration each epoch's evaluation runs: the run's own, through its
- * variant's forward pass; for a variant without one (opencl: its backend has
- * no outputs op) the reference's exact pass, which evaluated every variant's
- * checkpoints before the engine had its own (its report says so). */
-static dr_run_config eval_config(const dr_run_config *cfg, bool *by_reference)
-{
-    dr_run_config e = *cfg;
-    const dr_variant *v;
-    dr_err ignored;
-    *by_reference = dr_variant_lookup(cfg->variant, &v, &ignored) == DR_OK && !v->infer;
-    if (*by_reference) {
-        snprintf(e.variant, sizeof e.variant, "ref");
-        snprintf(e.numerics, sizeof e.numerics, "exact");
-    }
-    return e;
-}
-
 int dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err)
 {
     dr_experiment exp;
@@ -65,12 +48,9 @@ int dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err)
         snprintf(what, sizeof what, "train epoch %u", e);
         if (e > first && !res.previous[0]) res.resumed_step = 0;   /* its own epoch-by-epoch resume: not news */
         dr_report_train(out, what, &res, cfg->model_dir, accuracy);
-        {
-            bool by_reference;
-            dr_run_config ecfg = eval_config(cfg, &by_reference);
-            rc = dr_run_evaluate(&ecfg, &res, err);
-            snprintf(what, sizeof what, by_reference ? "evaluate epoch %u (reference)" : "evaluate epoch %u", e);
-        }
+        /* the run's own variant's forward pass (every variant has one) */
+        rc = dr_run_evaluate(cfg, &res, err);
+        snprintf(what, sizeof what, "evaluate epoch %u", e);
         if (rc == DR_OK || res.examples) dr_report_evaluate(out, what, &res, accuracy);
         if (rc) return rc;
     }

@@ -6,10 +6,9 @@
  * per worker; devices/mpi/comm_mpi.c for --variant=mpi: this rank's), and
  * allocates the tensors of the replicas this process holds on the backend.
  * The step is step.c's (tpu: engine_tpu.c), evaluate's evaluate.c. The three
- * variants share every function here but the small entry points at the end
- * that name their backend and comm. A backend whose buffers are device
- * memory (host_ptr NULL) gets host staging buffers for the comm (step.c).
- */
+ * variants share all here but the small entry points at the end that name
+ * their backend and comm. A backend whose buffers are device memory
+ * (host_ptr NULL) gets host staging buffers for the comm (step.c). */
 #include "strategies/engine_internal.h"
 #include "strategies/ps_mpi_internal.h"
 #include "distref/opencl.h"
@@ -572,6 +571,7 @@ const dr_variant dr_variant_opencl = {
     .get_gradients = engine_gradients,
     .get_loss_scale = engine_get_loss_scale,
     .set_loss_scale = engine_set_loss_scale,
+    .infer = &engine_infer_opencl,
 };
 
 /* Rank 0 is the chief: TF_CONFIG's task of id 0 (the chief task, or worker

@@ -9,6 +9,7 @@
  * that R changes. Exact numerics give the reference's per-example bits, so
  * eval.json and predictions.jsonl are the reference's, byte for byte. */
 #include "strategies/engine_internal.h"
+#include "distref/opencl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,8 @@ static int infer_open(const dr_backend_ops *bo, const dr_model_spec *m, const dr
 {
     /* the backend opens with an optimizer; inference applies none */
     const dr_optimizer sgd = { .kind = DR_OPT_SGD };
-    dr_backend_params bp = { .model = m, .optimizer = &sgd, .places = 1, .platform = -1 };
+    dr_backend_params bp = { .model = m, .optimizer = &sgd, .places = 1, .platform = (int)cfg->opencl_platform,
+                             .devices = cfg->opencl_device };
     engine_infer *e;
     int rc;
     if (!bo->outputs)
@@ -85,6 +87,12 @@ static int omp_infer_open(const dr_model_spec *m, const dr_run_config *cfg, cons
                           void **out, dr_err *err)
 {
     return infer_open(dr_backend_openmp(), m, cfg, params, rows, out, err);
+}
+
+static int ocl_infer_open(const dr_model_spec *m, const dr_run_config *cfg, const float *params, uint32_t rows,
+                          void **out, dr_err *err)
+{
+    return infer_open(dr_backend_opencl(), m, cfg, params, rows, out, err);
 }
 
 static int infer_batch(void *p, const float *x, const uint8_t *labels, const float *targets, uint32_t n,
@@ -113,6 +121,13 @@ static float infer_reg_loss(void *p) { return ((const engine_infer *)p)->reg; }
 
 const dr_infer_ops engine_infer_openmp = {
     .open = omp_infer_open,
+    .batch = infer_batch,
+    .reg_loss = infer_reg_loss,
+    .close = infer_close,
+};
+
+const dr_infer_ops engine_infer_opencl = {
+    .open = ocl_infer_open,
     .batch = infer_batch,
     .reg_loss = infer_reg_loss,
     .close = infer_close,

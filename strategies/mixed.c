@@ -88,13 +88,15 @@ struct engine_mixed {
 
 /* A model beyond Dense: what its mixed step (graph.c's lock step, the
  * backend's ops rounding to c) does not run with; the reference runs both. */
-static const char *graph_why(const dr_backend_ops *bo)
+static const char *graph_why(const dr_backend_ops *bo, bool exact)
 {
+    if (bo->graph_ops_mixed && !exact && !bo->graph_ops_mixed_fast)
+        return "--numerics=fast is not built into the backend's layer ops' roundings for a model beyond Dense (no "
+               "float32-GEMM forms: opencl's cl/graph.cl kernels round exact values; --numerics=exact gives the "
+               "reference's bits, and --variant=openmp has the fast forms)";
     if (!bo->graph_ops_mixed)
         return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
-               "float16/bfloat16 roundings (opencl: cl/graph.cl's conv_fwd, conv_dx, bn_apply, bn_grad, gap, add_cells "
-               "and dropout kernels write float32, and cl/mixed.cl's rounded GEMM and loss take a Dense layer's "
-               "operands; built for openmp and mpi, exact and fast: use --variant=openmp or ref)";
+               "float16/bfloat16 roundings (built for openmp, mpi and opencl: use one of them or ref)";
     return NULL;
 }
 
@@ -123,7 +125,7 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
-    if (!dr_model_is_dense(&e->model) && graph_why(bo)) return graph_why(bo);
+    if (!dr_model_is_dense(&e->model) && graph_why(bo, p->exact)) return graph_why(bo, p->exact);
     if (!dr_model_is_dense(&e->model) && engine_tpu_partition_tiles(p) > 1 && !bo->spatial_mixed)
         return "--input_partition_dims with a model beyond Dense is not built into this backend's mixed step (no "
                "spatial_mixed: its layer ops' roundings on a core's tile and the halo of the rounded input map; built "
@@ -211,16 +213,14 @@ static int add_reg_loss(dr_session *s, uint32_t r, const float *w, dr_err *err)
     return s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err);
 }
 
-int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
+/* --l2: replica r's L2 term into its loss. On device memory the weights
+ * the step's L2 term and reported loss read are read back first, before its
+ * apply moves them (each replica its own copy: the replicas may run at once). */
+static int add_replica_reg_loss(dr_session *s, uint32_t r, dr_err *err)
 {
     engine_mixed *m = s->mixed;
-    dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
     const size_t bytes = s->plan->P * sizeof(float);
-    int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
-    if (rc || s->plan->exp.model.l2 == 0.0f) return rc;
-    /* --l2 on device memory: the weights the step's L2 term and reported
-     * loss read, before its apply moves them (each replica its own copy:
-     * the replicas may run at once) */
+    int rc;
     if (!s->bo->host_ptr(s->rb[r].params) && bytes) {
         if (!m->w[r] && !(m->w[r] = malloc(bytes)))
             return dr_fail(err, DR_ENOMEM, "out of host memory for the mixed step's L2 weights (%zu floats)",
@@ -228,6 +228,14 @@ int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
         if ((rc = s->bo->download(s->be, m->w[r], s->rb[r].params, 0, bytes, err))) return rc;
     }
     return add_reg_loss(s, r, weights_of(s, r), err);
+}
+
+int engine_mixed_compute(dr_session *s, uint32_t r, uint32_t n, dr_err *err)
+{
+    engine_mixed *m = s->mixed;
+    dr_mixed_kernel mk = { m->c, m->ls[r / s->L - s->wlo].scale, s->plan->G, s->mult[r], !s->plan->exact };
+    int rc = s->bo->mixed_loss_grad(s->be, &s->rb[r], n, &mk, err);
+    return rc || s->plan->exp.model.l2 == 0.0f ? rc : add_replica_reg_loss(s, r, err);
 }
 
 void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt)
@@ -241,8 +249,7 @@ void engine_mixed_graph_rt(const dr_session *s, uint32_t r, dr_graph_rt *rt)
 
 /* rb->loss = mult * the exact sum of the per-example losses, as the Dense
  * kernel's (the gradient's scale and 1/G are in its deltas already), plus
- * --l2's loss (the weights in host memory: the layer ops with roundings to
- * c are openmp's alone, graph_why). */
+ * --l2's loss (the weights in host memory, or read back: opencl). */
 int engine_mixed_graph_share(dr_session *s, uint32_t r, dr_err *err)
 {
     dr_acc *loss = s->bo->host_ptr(s->rb[r].loss), staged;
@@ -253,7 +260,7 @@ int engine_mixed_graph_share(dr_session *s, uint32_t r, dr_err *err)
         dr_acc_mul_u32(&staged, s->mult[r]);
         if ((rc = s->bo->upload(s->be, s->rb[r].loss, 0, &staged, sizeof staged, err))) return rc;
     }
-    return s->plan->exp.model.l2 != 0.0f ? add_reg_loss(s, r, weights_of(s, r), err) : DR_OK;
+    return s->plan->exp.model.l2 != 0.0f ? add_replica_reg_loss(s, r, err) : DR_OK;
 }
 
 /* BatchNormalization's gamma and beta are float32 variables read as they

@@ -215,6 +215,7 @@ int dr_cl_round_loss(dr_backend *b, const dr_buffer *loss, uint32_t divisor, flo
 int dr_cl_fast_gemm(dr_cl_slot *sl, const dr_cl_arg *a17, const char *what, dr_err *err);
 int dr_cl_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t rows, uint32_t first, dr_err *err);
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err);
+int dr_cl_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err);
 /* Needs a workspace opened by replica_open with at least n rows. */
 int dr_cl_need_scratch(const dr_replica_bufs *rb, uint32_t rows, dr_err *err);
 
@@ -226,12 +227,42 @@ int dr_cl_gemm_f32(dr_backend *b, dr_cl_slot *sl, uint32_t M, uint32_t N, uint32
 /* The per-example losses of the first n rows of the last layer (labels
  * checked first), d loss / d pre into dz, their sum into rb->loss. */
 int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, cl_mem dz, dr_err *err);
+/* The labels of n rows there and each within the last layer's outputs. */
+int dr_cl_check_labels(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_err *err);
 /* The hits of those rows (labels only; else 0). */
 int dr_cl_count_hits(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, uint64_t *correct,
                      dr_err *err);
 
-/* devices/opencl/opencl_graph.c: a replica's maps, and distref/backend.h's
- * graph_begin .. bn_backward */
+/* devices/opencl/opencl_mixed.c: C = RN_c(op(A) op(B) [+ bias]) per element
+ * (cl/mixed.cl's mixed_gemm, or mixed_gemm_fast); the mixed step of a model
+ * beyond Dense: graph_begin's Wc and xc, graph_loss's loss (c: the compute dtype) */
+int dr_cl_mixed_gemm(dr_cl_slot *sl, bool fast, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t sai, size_t sak,
+                     cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off, cl_mem C, size_t ldc,
+                     dr_dtype c, const char *what, dr_err *err);
+int dr_cl_graph_mixed_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, dr_dtype c, dr_err *err);
+int dr_cl_graph_mixed_loss(dr_backend *b, dr_replica_bufs *rb, uint32_t n, dr_dtype c, float scale, uint32_t G,
+                           cl_mem dz, dr_err *err);
+
+/* A replica's maps for a model beyond Dense (opencl_graph.c's header says
+ * what each holds; opencl_maps.c allocates them). */
+#define BN_MAX_C 256
+typedef struct dr_cl_graph {
+    uint32_t n, rows;
+    bool     training;
+    uint64_t seed, step;
+    bool     masks;            /* --dropout_masks: keep[l] holds this pass's masks */
+    dr_dtype ct;               /* the mixed step's compute dtype (F32: the float32 pass) */
+    float    loss_scale;       /* the mixed step's: loss_scale / G inside the top delta */
+    uint32_t G;
+    cl_mem   dmap[DR_MAX_LAYERS + 1], aux[DR_MAX_LAYERS], chan[DR_MAX_LAYERS], win[DR_MAX_LAYERS];
+    cl_mem   keep[DR_MAX_LAYERS];   /* Dropout: a byte a cell, the masks file's (1 kept, 0 dropped) */
+    cl_mem   tmp, ids, red, stat;
+    const dr_tile *tile;   /* spatial partitioning (set_tile): this core's tile, or NULL */
+    uint32_t core;
+} dr_cl_graph;
+
+/* devices/opencl/opencl_maps.c: a replica's maps; opencl_graph.c:
+ * distref/backend.h's graph_begin .. bn_backward */
 int  dr_cl_graph_open(dr_backend *b, dr_cl_scratch *s, uint32_t rows, size_t *bytes, dr_err *err);
 void dr_cl_graph_free(struct dr_cl_graph *g);
 int  dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_graph_rt *rt, dr_err *err);

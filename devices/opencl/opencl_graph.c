@@ -5,8 +5,9 @@
  * contract, apart from the reference and the OpenMP backend
  * (devices/cpu/openmp_graph.c), whose bits it must give.
  *
- * A replica's maps (dr_cl_graph, beside dr_cl_scratch's pre/act: every
- * layer's pre-activation and output): map 0 is rb->x, map l + 1 act[l];
+ * A replica's maps (dr_cl_graph, opencl_backend.h, allocated by
+ * opencl_maps.c; beside dr_cl_scratch's pre/act: every layer's
+ * pre-activation and output): map 0 is rb->x, map l + 1 act[l];
  *   dmap[k]  d(loss)/d(map k), k >= 1; a backward adds d(input) into
  *            dmap[src] (one float addition per element and path, in the
  *            layers' order from the top: the reference's order)
@@ -20,75 +21,25 @@
  *   stat     BN: the statistics the engine hands in (2 x 256 floats)
  * Everything runs on the replica's slot (one in-order queue), so a blocking
  * upload into stat waits for the kernels that read it before.
+ * The mixed step (dr_graph_rt.compute = c, g->ct; openmp_graph.c's header
+ * states the contract): map 0 is xc and Conv2D and Dense read Wc (the
+ * weights and the input rounded to c, opencl_mixed.c); each kernel takes
+ * ct, the dtype its output or input gradient is rounded to once (0: the
+ * float32 pass, unchanged): conv_fwd RN_c(RN_c(conv) + b), Dense
+ * mixed_gemm, gap, add_cells, dropout (RN_c of the scale too), a training
+ * bn_apply, and conv_dx, gap_grad, dropout_grad, bn_grad; unactivate
+ * rounds a map's gradient before its layer's backward; the loss is
+ * mixed.cl's mixed_loss_rows. No --numerics=fast forms (graph_ops_mixed_fast
+ * false: the engine refuses it).
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/seams.h"
 #include "distref/dropout_masks.h"
+#include "distref/half.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define BN_MAX_C 256
-
-typedef struct dr_cl_graph {
-    uint32_t n, rows;
-    bool     training;
-    uint64_t seed, step;
-    bool     masks;            /* --dropout_masks: keep[l] holds this pass's masks */
-    cl_mem   dmap[DR_MAX_LAYERS + 1], aux[DR_MAX_LAYERS], chan[DR_MAX_LAYERS], win[DR_MAX_LAYERS];
-    cl_mem   keep[DR_MAX_LAYERS];   /* Dropout: a byte a cell, the masks file's (1 kept, 0 dropped) */
-    cl_mem   tmp, ids, red, stat;
-    const dr_tile *tile;   /* spatial partitioning (set_tile): this core's tile, or NULL */
-    uint32_t core;
-} dr_cl_graph;
-
-void dr_cl_graph_free(dr_cl_graph *g)
-{
-    if (!g) return;
-    for (uint32_t k = 0; k <= DR_MAX_LAYERS; k++) if (g->dmap[k]) clReleaseMemObject(g->dmap[k]);
-    for (uint32_t l = 0; l < DR_MAX_LAYERS; l++) {
-        if (g->aux[l]) clReleaseMemObject(g->aux[l]);
-        if (g->chan[l]) clReleaseMemObject(g->chan[l]);
-        if (g->win[l]) clReleaseMemObject(g->win[l]);
-        if (g->keep[l]) clReleaseMemObject(g->keep[l]);
-    }
-    if (g->tmp) clReleaseMemObject(g->tmp);
-    if (g->ids) clReleaseMemObject(g->ids);
-    if (g->red) clReleaseMemObject(g->red);
-    if (g->stat) clReleaseMemObject(g->stat);
-    free(g);
-}
-
-int dr_cl_graph_open(dr_backend *b, dr_cl_scratch *s, uint32_t rows, size_t *bytes, dr_err *err)
-{
-    const dr_model_spec *m = &b->m;
-    size_t cap = rows ? rows : 1;
-    dr_cl_graph *g = calloc(1, sizeof *g);
-    cl_int e = CL_SUCCESS;
-    if (!g) return dr_fail(err, DR_ENOMEM, "opencl backend: out of host memory");
-#define MK(field, n) do { if (e == CL_SUCCESS) { field = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, (n), NULL, &e); *bytes += (n); } } while (0)
-    for (uint32_t l = 0; l < m->nlayers; l++) {
-        const dr_dense *d = &m->layer[l];
-        size_t cells = cap * d->out * sizeof(float);
-        MK(g->dmap[l + 1], cells);
-        if (d->kind == DR_LAYER_DROPOUT || d->kind == DR_LAYER_BATCH_NORM) MK(g->aux[l], cells);
-        if (d->kind == DR_LAYER_DROPOUT) MK(g->keep[l], cap * d->out);
-        if (d->kind == DR_LAYER_BATCH_NORM) MK(g->chan[l], 3 * (size_t)d->oc * sizeof(float));
-        if (d->kind == DR_LAYER_MAX_POOL2D) MK(g->win[l], cap * d->out * sizeof(cl_uint));
-    }
-    MK(g->tmp, cap * b->widest * sizeof(float));
-    MK(g->ids, cap * sizeof(cl_uint));
-    MK(g->red, 2 * BN_MAX_C * sizeof(dr_acc));
-    MK(g->stat, 2 * BN_MAX_C * sizeof(float));
-#undef MK
-    if (e != CL_SUCCESS) {
-        dr_cl_graph_free(g);
-        return dr_cl_fail(err, e, "allocating a replica's maps");
-    }
-    g->rows = rows;
-    s->graph = g;
-    return DR_OK;
-}
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -97,10 +48,17 @@ static uint32_t src_of(const dr_model_spec *m, uint32_t l)
     return m->layer[l].src ? m->layer[l].src : l;
 }
 
+/* Map k; the mixed step's input is xc, its Conv2D and Dense read Wc. */
 static cl_mem map_of(const dr_replica_bufs *rb, uint32_t k)
 {
     const dr_cl_scratch *s = rb->scratch;
-    return k ? s->act[k - 1] : rb->x->mem;
+    return k ? s->act[k - 1] : s->graph && s->graph->ct ? s->xc : rb->x->mem;
+}
+
+static cl_mem weights_of(const dr_replica_bufs *rb)
+{
+    const dr_cl_scratch *s = rb->scratch;
+    return s->graph->ct ? s->wc : rb->params->mem;
 }
 
 /* The replica's workspace with maps and layer l of the model (kind: a
@@ -139,30 +97,9 @@ static void rect_of(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, ui
     r[0] = 0; r[1] = H; r[2] = 0; r[3] = W;
 }
 
-uint32_t dr_cl_graph_rows(const dr_replica_bufs *rb)
-{
-    return ((const dr_cl_scratch *)rb->scratch)->graph->n;
-}
-
 cl_mem dr_cl_graph_map(const dr_replica_bufs *rb, uint32_t k, bool grad)
 {
     return grad ? ((const dr_cl_scratch *)rb->scratch)->graph->dmap[k] : map_of(rb, k);
-}
-
-bool dr_cl_graph_tiled(const dr_replica_bufs *rb, const dr_tile *tile)
-{
-    const dr_cl_scratch *s = rb ? rb->scratch : NULL;
-    return s && s->graph && s->graph->tile == tile;
-}
-
-int dr_cl_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err)
-{
-    dr_cl_scratch *s = rb ? rb->scratch : NULL;
-    (void)b;
-    if (!s || !s->graph) return dr_fail(err, DR_ESTATE, "opencl backend: set_tile on a workspace without maps");
-    s->graph->tile = tile;
-    s->graph->core = core;
-    return DR_OK;
 }
 
 static dr_cl_slot *slot_of(dr_backend *b, const dr_replica_bufs *rb)
@@ -237,6 +174,10 @@ int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_g
     g->training = rt->training;
     g->seed = rt->seed;
     g->step = rt->step;
+    /* the mixed step (exact only: the engine refuses rt->fast here) */
+    g->ct = rt->training ? rt->compute : DR_DTYPE_F32;
+    g->loss_scale = rt->loss_scale;
+    g->G = rt->G;
     s->fwd_rows = n;
     rb->correct = 0;
     if ((rc = ops->fill_zero(b, rb->grad, 0, b->P * dr_grad_bytes(b->num), err)) ||
@@ -247,6 +188,7 @@ int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_g
     rc = upload(slot_of(b, rb), g->ids, ids, n * sizeof *ids, err);
     free(ids);
     g->masks = rt->masks && rt->training;
+    if (rc == DR_OK && g->ct) rc = dr_cl_graph_mixed_begin(b, rb, n, g->ct, err);
     return rc || !g->masks ? rc : upload_masks(b, rb, rt, err);
 }
 
@@ -264,9 +206,10 @@ static int bn_apply(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem stats
                       CLU(dr_model_kernel_offset(m, l)), CLU(d->oc), CLM(g->chan[l]) };
     dr_cl_arg a[] = { CLM(map_of(rb, src_of(m, l))), CLM(rb->params->mem), CLU(dr_model_bias_offset(m, l)),
                       CLM(g->chan[l]), CLU((size_t)g->n * d->out), CLU(d->oc), CLU(training),
-                      CLU(d->act == DR_ACT_RELU), CLM(s->pre[l]), CLM(s->act[l]), CLM(g->aux[l]) };
+                      CLU(d->act == DR_ACT_RELU), CLU(training ? g->ct : DR_DTYPE_F32), CLM(s->pre[l]),
+                      CLM(s->act[l]), CLM(g->aux[l]) };
     int rc = dr_cl_launch(sl, K_BN_CHAN, d->oc, 1, 0, 0, c, 8, "batch-norm statistics", err);
-    return rc ? rc : dr_cl_launch(sl, K_BN_APPLY, (size_t)g->n * d->out, 1, 0, 0, a, 11, "batch norm", err);
+    return rc ? rc : dr_cl_launch(sl, K_BN_APPLY, (size_t)g->n * d->out, 1, 0, 0, a, 12, "batch norm", err);
 }
 
 static int dense_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem in, dr_err *err)
@@ -274,6 +217,10 @@ static int dense_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
     const dr_dense *d = &b->m.layer[l];
     dr_cl_scratch *s = rb->scratch;
     size_t k0 = b->koff[l];
+    if (s->graph->ct)   /* RN_c(x Wc + bc), one rounding */
+        return dr_cl_mixed_gemm(slot_of(b, rb), false, s->graph->n, d->out, d->in, in, d->in, 1, s->wc, k0, d->out, 1,
+                                s->wc, k0 + (size_t)d->in * d->out, s->pre[l], d->out, s->graph->ct,
+                                "mixed: forward GEMM", err);
     return dr_cl_gemm_f32(b, slot_of(b, rb), s->graph->n, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out,
                           1, rb->params->mem, k0 + (size_t)d->in * d->out, s->pre[l], d->out, "forward GEMM", err);
 }
@@ -301,11 +248,12 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
     switch (d->kind) {
     case DR_LAYER_DENSE: rc = dense_forward(b, rb, l, in, err); break;
     case DR_LAYER_CONV2D: {
-        dr_cl_arg a[17];
+        dr_cl_arg a[18];
         conv_args(d, g->n, a);
-        a[11] = CLM(in); a[12] = CLM(rb->params->mem); a[13] = CLU(b->koff[l]);
-        a[14] = CLU(dr_model_bias_offset(m, l)); a[15] = CLU(b->num == DR_NUMERICS_FAST); a[16] = CLM(s->pre[l]);
-        rc = dr_cl_launch(sl, K_CONV_FWD, cells, 1, 0, 0, a, 17, "conv forward", err);
+        a[11] = CLM(in); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]);
+        a[14] = CLU(dr_model_bias_offset(m, l)); a[15] = CLU(b->num == DR_NUMERICS_FAST); a[16] = CLU(g->ct);
+        a[17] = CLM(s->pre[l]);
+        rc = dr_cl_launch(sl, K_CONV_FWD, cells, 1, 0, 0, a, 18, "conv forward", err);
         break;
     }
     case DR_LAYER_MAX_POOL2D: {
@@ -315,30 +263,32 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
         break;
     }
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
-        dr_cl_arg a[] = { CLM(in), CLU(g->n), CLU(d->ih * d->iw), CLU(d->ic), CLM(s->pre[l]) };
-        rc = dr_cl_launch(sl, K_GAP, cells, 1, 0, 0, a, 5, "global average pooling", err);
+        dr_cl_arg a[] = { CLM(in), CLU(g->n), CLU(d->ih * d->iw), CLU(d->ic), CLU(g->ct), CLM(s->pre[l]) };
+        rc = dr_cl_launch(sl, K_GAP, cells, 1, 0, 0, a, 6, "global average pooling", err);
         break;
     }
     case DR_LAYER_FLATTEN:
     case DR_LAYER_ADD: {
         cl_mem f = d->kind == DR_LAYER_ADD ? map_of(rb, d->from < 0 ? 0 : (uint32_t)d->from + 1) : NULL;
-        dr_cl_arg a[] = { CLM(in), CLM(f), CLU(cells), CLM(s->pre[l]) };
-        rc = dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, a, 4, "add", err);
+        dr_cl_arg a[] = { CLM(in), CLM(f), CLU(cells), CLU(g->ct), CLM(s->pre[l]) };
+        rc = dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, a, 5, "add", err);
         break;
     }
     case DR_LAYER_DROPOUT: {   /* its output is act; pre a copy of it */
         const uint64_t stream = DR_GRAPH_STREAM_DROPOUT + l + (g->step << 24);
         dr_cl_arg a[] = { CLM(in), CLU(g->n), CLU(d->out), CLU(g->seed), CLU(g->seed >> 32), CLU(stream),
-                          CLU(stream >> 32), CLM(g->ids), CLF(d->rate), CLF(1.0f / (1.0f - d->rate)),
-                          CLU(!g->training || d->rate == 0.0f), CLM(g->keep[l]), CLU(g->masks), CLM(g->aux[l]),
-                          CLM(s->act[l]) };
-        dr_cl_arg c[] = { CLM(s->act[l]), CLM(NULL), CLU(cells), CLM(s->pre[l]) };
-        if ((rc = dr_cl_launch(sl, K_DROPOUT, cells, 1, 0, 0, a, 15, "dropout", err))) return rc;
-        return dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, c, 4, "dropout", err);
+                          CLU(stream >> 32), CLM(g->ids), CLF(d->rate),
+                          CLF(dr_round_to_dtype(1.0f / (1.0f - d->rate), g->ct)),   /* mixed: RN_c(scale) */
+                          CLU(!g->training || d->rate == 0.0f), CLM(g->keep[l]), CLU(g->masks), CLU(g->ct),
+                          CLM(g->aux[l]), CLM(s->act[l]) };
+        dr_cl_arg c[] = { CLM(s->act[l]), CLM(NULL), CLU(cells), CLU(DR_DTYPE_F32), CLM(s->pre[l]) };
+        if ((rc = dr_cl_launch(sl, K_DROPOUT, cells, 1, 0, 0, a, 16, "dropout", err))) return rc;
+        return dr_cl_launch(sl, K_ADD_CELLS, cells, 1, 0, 0, c, 5, "dropout", err);
     }
-    case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics */
-        size_t st = dr_model_state_offset(m, l);
-        return bn_apply(b, rb, l, rb->params->mem, st, st + d->oc, false, err);
+    case DR_LAYER_BATCH_NORM: {   /* inference: the moving statistics, the mean's oc floats then the variance's */
+        size_t st = dr_model_state_offset(m, l), mean, var;
+        DR_SEAM_CL_BN_INFER_STATE(st, d->oc, mean, var);
+        return bn_apply(b, rb, l, rb->params->mem, mean, var, false, err);
     }
     }
     if (rc) return rc;
@@ -357,7 +307,11 @@ int dr_cl_unactivate(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err
     dr_cl_scratch *s = rb->scratch;
     size_t cells = (size_t)s->graph->n * d->out;
     dr_cl_arg a[] = { CLM(s->graph->dmap[l + 1]), CLM(s->pre[l]), CLU(cells) };
-    if (d->act != DR_ACT_RELU) return DR_OK;
+    /* the mixed step first rounds the map's gradient (a fork's paths summed) to c, in place */
+    dr_cl_arg r[] = { CLM(s->graph->dmap[l + 1]), CLU(cells), CLU(s->graph->ct), CLM(s->graph->dmap[l + 1]) };
+    int rc = s->graph->ct ? dr_cl_launch(slot_of(b, rb), K_MIXED_TO_DTYPE, cells, 1, 0, 0, r, 4,
+                                         "mixed: a map's gradient", err) : DR_OK;
+    if (rc || d->act != DR_ACT_RELU) return rc;
     return dr_cl_launch(slot_of(b, rb), K_RELU_MASK, cells, 1, 0, 0, a, 3, "ReLU mask", err);
 }
 
@@ -439,8 +393,8 @@ int dr_cl_bn_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const floa
     {
         size_t cells = (size_t)g->n * d->out;
         dr_cl_arg a[] = { CLM(g->dmap[l + 1]), CLM(g->aux[l]), CLM(g->chan[l]), CLM(g->stat), CLU(cells), CLU(d->oc),
-                          CLM(g->dmap[src]) };
-        return dr_cl_launch(slot_of(b, rb), K_BN_GRAD, cells, 1, 0, 0, a, 7, "batch-norm backward", err);
+                          CLU(g->ct), CLM(g->dmap[src]) };
+        return dr_cl_launch(slot_of(b, rb), K_BN_GRAD, cells, 1, 0, 0, a, 8, "batch-norm backward", err);
     }
 }
 
@@ -463,7 +417,8 @@ int dr_cl_graph_loss(dr_backend *b, dr_replica_bufs *rb, dr_err *err)
         if ((rc = ops->fill_zero(b, &(dr_buffer){ bytes, g->dmap[k], s->slot }, 0, bytes, err))) return rc;
     }
     if (g->n == 0 || !runs(g, L - 1)) return DR_OK;   /* partitioned: the loss is core 0's */
-    if ((rc = dr_cl_loss_rows(b, rb, s, g->n, g->dmap[L], err)) ||
+    if ((rc = g->ct ? dr_cl_graph_mixed_loss(b, rb, g->n, g->ct, g->loss_scale, g->G, g->dmap[L], err)
+                    : dr_cl_loss_rows(b, rb, s, g->n, g->dmap[L], err)) ||
         (rc = dr_cl_count_hits(b, rb, s, g->n, &correct, err)))
         return rc;
     rb->correct += correct;
@@ -476,7 +431,7 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem
     const bool fast = b->num == DR_NUMERICS_FAST;
     dr_cl_scratch *s = rb->scratch;
     dr_cl_slot *sl = slot_of(b, rb);
-    cl_mem in = map_of(rb, src_of(&b->m, l)), grad = rb->grad->mem, W = rb->params->mem;
+    cl_mem in = map_of(rb, src_of(&b->m, l)), grad = rb->grad->mem, W = weights_of(rb);
     size_t kb = b->koff[l], bb = kb + (size_t)d->in * d->out, n = s->graph->n;
     int rc;
     if (fast) {   /* gW = in^T dz: op(A)[i][k] = in[k][i] */
@@ -495,8 +450,10 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem
             return rc;
     }
     if (!dx) return DR_OK;
-    if ((rc = dr_cl_gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0, s->graph->tmp,
-                             d->in, "delta GEMM", err)))
+    if ((rc = s->graph->ct ? dr_cl_mixed_gemm(sl, false, n, d->in, d->out, dz, d->out, 1, W, kb, 1, d->out, NULL, 0,
+                                              s->graph->tmp, d->in, s->graph->ct, "mixed: delta GEMM", err)
+                           : dr_cl_gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0,
+                                            s->graph->tmp, d->in, "delta GEMM", err)))
         return rc;
     {
         dr_cl_arg a[] = { CLM(s->graph->tmp), CLU(n * d->in), CLM(dx), CLM(NULL) };
@@ -532,8 +489,9 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
             return rc;
     }
     if (!dx) return DR_OK;
-    a[11] = CLM(dz); a[12] = CLM(rb->params->mem); a[13] = CLU(b->koff[l]); a[14] = CLU(fast); a[15] = CLM(dx);
-    return dr_cl_launch(sl, K_CONV_DX, (size_t)n * d->in, 1, 0, 0, a, 16, "conv input gradient", err);
+    a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast); a[15] = CLU(g->ct);
+    a[16] = CLM(dx);
+    return dr_cl_launch(sl, K_CONV_DX, (size_t)n * d->in, 1, 0, 0, a, 17, "conv input gradient", err);
 }
 
 int dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)
@@ -568,12 +526,12 @@ int dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err 
         return dx ? dr_cl_launch(sl, K_MAXPOOL_GRAD, cells, 1, 0, 0, a, 6, "max pooling gradient", err) : DR_OK;
     }
     case DR_LAYER_GLOBAL_AVG_POOL2D: {
-        dr_cl_arg a[] = { CLM(dz), CLU(g->n), CLU(d->ih * d->iw), CLU(d->ic), CLM(dx) };
-        return dx ? dr_cl_launch(sl, K_GAP_GRAD, (size_t)g->n * d->in, 1, 0, 0, a, 5, "pooling gradient", err) : DR_OK;
+        dr_cl_arg a[] = { CLM(dz), CLU(g->n), CLU(d->ih * d->iw), CLU(d->ic), CLU(g->ct), CLM(dx) };
+        return dx ? dr_cl_launch(sl, K_GAP_GRAD, (size_t)g->n * d->in, 1, 0, 0, a, 6, "pooling gradient", err) : DR_OK;
     }
     case DR_LAYER_DROPOUT: {
-        dr_cl_arg a[] = { CLM(dz), CLM(g->aux[l]), CLU(cells), CLM(dx) };
-        return dx ? dr_cl_launch(sl, K_DROPOUT_GRAD, cells, 1, 0, 0, a, 4, "dropout gradient", err) : DR_OK;
+        dr_cl_arg a[] = { CLM(dz), CLM(g->aux[l]), CLU(cells), CLU(g->ct), CLM(dx) };
+        return dx ? dr_cl_launch(sl, K_DROPOUT_GRAD, cells, 1, 0, 0, a, 5, "dropout gradient", err) : DR_OK;
     }
     case DR_LAYER_FLATTEN:
     case DR_LAYER_ADD: {   /* d(input), then the residual's d(from) */

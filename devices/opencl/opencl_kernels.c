@@ -131,6 +131,21 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     return DR_OK;
 }
 
+int dr_cl_check_labels(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_err *err)
+{
+    uint32_t nout = b->m.layer[b->m.nlayers - 1].out;
+    int rc;
+    if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
+    if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
+        (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
+        return rc;
+    for (uint32_t r = 0; r < n; r++)
+        if (s->hit_host[r] >= nout)
+            return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u", r,
+                           s->hit_host[r], nout - 1);
+    return DR_OK;
+}
+
 int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, cl_mem dz, dr_err *err)
 {
     const dr_model_spec *m = &b->m;
@@ -140,15 +155,8 @@ int dr_cl_loss_rows(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     int rc;
     if (m->loss == DR_LOSS_MSE) {
         if ((rc = dr_cl_need(rb->targets, (size_t)n * nout * sizeof(float), "targets", err))) return rc;
-    } else {
-        if (!rb->labels) return dr_fail(err, DR_EUSAGE, "opencl backend: a cross-entropy loss needs labels");
-        if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
-            (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
-            return rc;
-        for (uint32_t r = 0; r < n; r++)
-            if (s->hit_host[r] >= nout)
-                return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u",
-                               r, s->hit_host[r], nout - 1);
+    } else if ((rc = dr_cl_check_labels(b, rb, s, n, err))) {
+        return rc;
     }
     {
         dr_cl_arg a[] = { CLM(s->pre[m->nlayers - 1]), CLM(s->act[m->nlayers - 1]),
@@ -179,6 +187,32 @@ int dr_cl_count_hits(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint3
         return rc;
     for (uint32_t r = 0; r < n; r++) *correct += s->hit_host[r];
     return DR_OK;
+}
+
+/* evaluate's and predict's (distref/backend.h's outputs): the per-example
+ * losses loss_rows forms for training (the same kernel, so exact numerics
+ * give the reference's bits) and the top map, of the last forward pass
+ * (Dense's forward or the layer ops in inference), read back. dz[0] takes
+ * the loss's delta, which inference does not use. */
+int dr_cl_outputs(dr_backend *b, dr_replica_bufs *rb, uint32_t n, float *loss, float *out, dr_err *err)
+{
+    const dr_backend_ops *ops = dr_backend_opencl();
+    uint32_t L = b->m.nlayers, nout = b->m.layer[L - 1].out;
+    size_t cells = (size_t)n * nout;
+    dr_cl_scratch *s;
+    int rc;
+    if ((rc = dr_cl_need_scratch(rb, n, err))) return rc;
+    s = rb->scratch;
+    if (n > s->fwd_rows)
+        return dr_fail(err, DR_EUSAGE, "opencl backend: outputs of %u rows, but the last forward pass had %u",
+                       n, s->fwd_rows);
+    if (n == 0) return DR_OK;
+    if ((rc = dr_cl_loss_rows(b, rb, s, n, s->dz[0], err)) ||
+        (rc = ops->download(b, loss, &(dr_buffer){ n * sizeof(float), s->ex_loss, s->slot }, 0, n * sizeof *loss,
+                            err)))
+        return rc;
+    return ops->download(b, out, &(dr_buffer){ cells * sizeof(float), s->act[L - 1], s->slot }, 0,
+                         cells * sizeof *out, err);
 }
 
 int dr_cl_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, bool kernel0, dr_err *err)

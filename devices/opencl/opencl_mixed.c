@@ -59,7 +59,7 @@ static int mixed_buffers(dr_backend *b, dr_cl_scratch *s, dr_err *err)
 
 /* C (M x N) = RN_c(exact op(A) op(B) [+ bias]) per element; fast: of the
  * float32 sum, the bias added in float32 (mixed_gemm_fast). */
-static int mixed_gemm(dr_cl_slot *sl, bool fast, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t sai,
+int dr_cl_mixed_gemm(dr_cl_slot *sl, bool fast, uint32_t M, uint32_t N, uint32_t K, cl_mem A, size_t sai,
                       size_t sak, cl_mem B, size_t boff, size_t sbk, size_t sbj, cl_mem bias, size_t bias_off,
                       cl_mem C, size_t ldc, dr_dtype c, const char *what, dr_err *err)
 {
@@ -72,6 +72,44 @@ static int to_dtype(dr_cl_slot *sl, cl_mem in, size_t n, dr_dtype c, cl_mem out,
 {
     dr_cl_arg a[] = { CLM(in), CLU(n), CLU(c), CLM(out) };
     return dr_cl_launch(sl, K_MIXED_TO_DTYPE, n, 1, 0, 0, a, 4, "mixed: rounding to the compute dtype", err);
+}
+
+/* The mixed step of a model beyond Dense (opencl_graph.c's graph_begin):
+ * Wc (all of params rounded: only Conv2D and Dense read it, BN its float32
+ * gamma and beta in params) and xc of the pass's n rows. */
+int dr_cl_graph_mixed_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, dr_dtype c, dr_err *err)
+{
+    dr_cl_scratch *s = rb->scratch;
+    dr_cl_slot *sl = &b->slot[s->slot];
+    int rc;
+    if (b->num != DR_NUMERICS_EXACT)
+        return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: the mixed step of a model beyond Dense runs with full "
+                       "exact accumulators");
+    if ((rc = mixed_buffers(b, s, err)) || (rc = to_dtype(sl, rb->params->mem, b->P, c, s->wc, err))) return rc;
+    return to_dtype(sl, rb->x->mem, (size_t)n * b->m.layer[0].in, c, s->xc, err);
+}
+
+/* Its loss: mixed_loss_rows on the logits (the last layer's pre, in c),
+ * each example's float32 loss summed exactly into rb->loss (graph_begin
+ * zeroed it), dz = RN_c(scale (p - y) / G) into the top map's gradient. */
+int dr_cl_graph_mixed_loss(dr_backend *b, dr_replica_bufs *rb, uint32_t n, dr_dtype c, float scale, uint32_t G,
+                           cl_mem dz, dr_err *err)
+{
+    const dr_model_spec *m = &b->m;
+    dr_cl_scratch *s = rb->scratch;
+    dr_cl_slot *sl = &b->slot[s->slot];
+    size_t groups = (n + DR_CL_CHUNK - 1) / DR_CL_CHUNK;
+    dr_cl_arg a[] = { CLM(s->pre[m->nlayers - 1]), CLM(rb->labels ? rb->labels->mem : NULL), CLU(n),
+                      CLU(m->layer[m->nlayers - 1].out), CLF(scale), CLU(G), CLU(c), CLM(s->ex_loss), CLM(dz),
+                      CLM(s->hit) };
+    dr_cl_arg p[] = { CLM(s->ex_loss), CLU(0), CLU(n), CLU(0), CLM(s->part), CLU(0) };
+    dr_cl_arg g[] = { CLM(s->part), CLU(groups), CLM(rb->loss->mem), CLM(NULL), CLF(0.0f) };
+    int rc;
+    if ((rc = dr_cl_check_labels(b, rb, s, n, err)) ||
+        (rc = dr_cl_launch(sl, K_MIXED_LOSS_ROWS, n, 1, 0, 0, a, 10, "mixed: loss", err)) ||
+        (rc = dr_cl_launch(sl, K_PARTIAL_SUM, groups, 1, 0, 0, p, 6, "mixed: loss sum", err)))
+        return rc;
+    return dr_cl_launch(sl, K_MERGE, 1, 1, 0, 0, g, 5, "mixed: loss sum", err);
 }
 
 static int forward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_dtype c, bool fast,
@@ -87,7 +125,7 @@ static int forward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_
         const dr_dense *d = &m->layer[l];
         size_t k0 = b->koff[l];
         dr_cl_arg a[] = { CLM(s->pre[l]), CLM(s->act[l]), CLU(n), CLU(d->out), CLU(d->act == DR_ACT_RELU), CLU(0) };
-        if ((rc = mixed_gemm(sl, fast, n, d->out, d->in, l ? s->act[l - 1] : s->xc, d->in, 1, s->wc, k0, d->out, 1,
+        if ((rc = dr_cl_mixed_gemm(sl, fast, n, d->out, d->in, l ? s->act[l - 1] : s->xc, d->in, 1, s->wc, k0, d->out, 1,
                              fast ? DR_SEAM_MIXED_FAST_BIAS(s->wc) : s->wc, k0 + (size_t)d->in * d->out, s->pre[l],
                              d->out, c, "mixed: forward GEMM", err)) ||
             (rc = dr_cl_launch(sl, K_ACTIVATE, n, 1, 0, 0, a, 6, "mixed: activation", err)))
@@ -137,7 +175,7 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
             return rc;
         if (l == 0) break;
         /* the delta below: RN_c(dz Wc^T), op(B)[k][j] = Wc[j][k] */
-        if ((rc = mixed_gemm(sl, fast, n, d->in, d->out, dz, d->out, 1, s->wc, kb, 1, d->out, NULL, 0, dprev, d->in,
+        if ((rc = dr_cl_mixed_gemm(sl, fast, n, d->in, d->out, dz, d->out, 1, s->wc, kb, 1, d->out, NULL, 0, dprev, d->in,
                              c, "mixed: delta GEMM", err)))
             return rc;
         if (m->layer[l - 1].act == DR_ACT_RELU &&

@@ -32,6 +32,13 @@
 #define POOL_BEATS(x, best) ((x) > (best))
 #endif
 
+/* The dtype a mixed step's Conv2D output (RN_c(conv) + b) is rounded to. */
+#if defined(DR_MUTANT_MIXED_CONV_UNROUNDED)
+#define CONV_OUT_DTYPE(ct) 0u   /* fault: left float32, not rounded to the compute dtype */
+#else
+#define CONV_OUT_DTYPE(ct) (ct)
+#endif
+
 /* n examples; input ih x iw x ic, output oh x ow x oc; a k x k kernel,
  * stride st, padding pt on top and pl on the left. */
 #define CONV_ARGS uint n, uint ih, uint iw, uint ic, uint oh, uint ow, uint oc, uint k, uint st, uint pt, uint pl
@@ -44,9 +51,11 @@ float conv_in(__global const float *x, uint e, int iy, int ix, uint c, uint ih, 
 }
 
 /* pre[o] = round(bias + the window's dot product) (fast: bias + the float
- * sum, taps (ky, kx, c) in order); o = ((e oh + oy) ow + ox) oc + f. */
+ * sum, taps (ky, kx, c) in order); o = ((e oh + oy) ow + ox) oc + f. The
+ * mixed step (c: the compute dtype, 0 for float32): RN_c(RN_c(conv) + b),
+ * TensorFlow's Conv2D then BiasAdd, each rounded once from its exact value. */
 __kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float *W, uint woff, uint boff,
-                       uint fast, __global float *pre)
+                       uint fast, uint ct, __global float *pre)
 {
     size_t o = get_global_id(0);
     if (o >= (size_t)n * oh * ow * oc) return;
@@ -63,8 +72,13 @@ __kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float 
                 if (fast) s = s + v * w; else acc_add_prod(&a, v, w);
             }
     if (fast) { pre[o] = W[boff + f] + s; return; }
+    if (ct) {
+        float v = acc_round_div_dtype(&a, 1u, ct);
+        acc_init(&a);
+        acc_add(&a, v);
+    }
     acc_add(&a, W[boff + f]);
-    pre[o] = acc_round(&a);
+    pre[o] = CONV_OUT_DTYPE(ct) ? acc_round_div_dtype(&a, 1u, ct) : acc_round(&a);
 }
 
 /* Output index of tap offset t along a dimension of n outputs, stride st; -1: none. */
@@ -78,7 +92,7 @@ int tap_out(int t, int st, uint n)
  * float sum); the terms in gather order (ky, kx, f), dz 0.0f where no
  * output's tap read it. i = ((e ih + iy) iw + ix) ic + c. */
 __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float *W, uint woff, uint fast,
-                      __global float *dx)
+                      uint ct, __global float *dx)
 {
     size_t i = get_global_id(0);
     if (i >= (size_t)n * ih * iw * ic) return;
@@ -98,7 +112,7 @@ __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float 
             }
         }
     }
-    dx[i] = dx[i] + (fast ? s : acc_round(&a));
+    dx[i] = dx[i] + (fast ? s : ct ? acc_round_div_dtype(&a, 1u, ct) : acc_round(&a));   /* ct: the mixed RN_c */
 }
 
 /* dW[q] over the output positions r = (e, oy, ox) of rows [r0, r1) x
@@ -141,12 +155,13 @@ __kernel void act_cells(__global const float *pre, __global float *act, uint cel
     act[i] = relu && !(pre[i] > 0.0f) ? 0.0f : pre[i];
 }
 
-/* dst = a (+ b): Flatten's copy (b NULL), Add's sum. */
-__kernel void add_cells(__global const float *a, __global const float *b, uint cells, __global float *dst)
+/* dst = a (+ b): Flatten's copy (b NULL), Add's sum, rounded to ct (the
+ * mixed step's compute dtype; a copy of values in it stays what it is). */
+__kernel void add_cells(__global const float *a, __global const float *b, uint cells, uint ct, __global float *dst)
 {
     uint i = get_global_id(0);
     if (i >= cells) return;
-    dst[i] = b ? a[i] + b[i] : a[i];
+    dst[i] = half_round(b ? a[i] + b[i] : a[i], ct);
 }
 
 /* d1 += dz, then d2 += dz (either NULL: none): one float addition per path. */
@@ -188,22 +203,23 @@ __kernel void maxpool_grad(__global const float *dz, __global const uint *win, u
     dx[at] = dx[at] + dz[o];
 }
 
-/* out[e c] = round(exact sum over the h w pixels / (h w)), both numerics. */
-__kernel void gap(__global const float *x, uint n, uint hw, uint c, __global float *out)
+/* out[e c] = round(exact sum over the h w pixels / (h w)), both numerics;
+ * ct (the mixed step's compute dtype, 0: float32) the rounding's format. */
+__kernel void gap(__global const float *x, uint n, uint hw, uint c, uint ct, __global float *out)
 {
     uint o = get_global_id(0);
     acc_t a;
     if (o >= n * c) return;
     acc_init(&a);
     for (uint p = 0; p < hw; p++) acc_add(&a, x[((size_t)(o / c) * hw + p) * c + o % c]);
-    out[o] = acc_round_div(&a, hw);
+    out[o] = acc_round_div_dtype(&a, hw, ct);
 }
 
-__kernel void gap_grad(__global const float *dz, uint n, uint hw, uint c, __global float *dx)
+__kernel void gap_grad(__global const float *dz, uint n, uint hw, uint c, uint ct, __global float *dx)
 {
     uint i = get_global_id(0);
     if (i >= n * hw * c) return;
-    dx[i] = dx[i] + dz[(i / (hw * c)) * c + i % c] / (float)hw;
+    dx[i] = dx[i] + half_round(dz[(i / (hw * c)) * c + i % c] / (float)hw, ct);
 }
 
 /* ---- Dropout: core/rng.c's Philox4x32-10 ----------------------------------------- */
@@ -230,10 +246,11 @@ float rng_uniform(ulong seed, ulong stream, ulong index)
 
 /* Unit u of row r kept when the draw keyed by (ids[r] units + u) >= rate,
  * or with a masks file (from_file) when its byte says so: out = x scale,
- * mult = scale; else 0. keep_all: inference or rate 0. */
+ * mult = scale; else 0. keep_all: inference or rate 0. The mixed step: scale
+ * is RN_c(1/(1-rate)) (the host's) and out RN_c(x scale), ct its dtype. */
 __kernel void dropout(__global const float *x, uint rows, uint units, uint seed_lo, uint seed_hi, uint stream_lo,
                       uint stream_hi, __global const uint *ids, float rate, float scale, uint keep_all,
-                      __global const uchar *file, uint from_file, __global float *mult, __global float *out)
+                      __global const uchar *file, uint from_file, uint ct, __global float *mult, __global float *out)
 {
     uint i = get_global_id(0);
     if (i >= rows * units) return;
@@ -242,14 +259,15 @@ __kernel void dropout(__global const float *x, uint rows, uint units, uint seed_
     bool keep = from_file ? file[i] != 0
                           : rng_uniform((ulong)seed_hi << 32 | seed_lo, (ulong)stream_hi << 32 | stream_lo, key) >= rate;
     mult[i] = keep ? scale : 0.0f;
-    out[i] = keep ? x[i] * scale : 0.0f;
+    out[i] = keep ? half_round(x[i] * scale, ct) : 0.0f;
 }
 
-__kernel void dropout_grad(__global const float *dz, __global const float *mult, uint cells, __global float *dx)
+__kernel void dropout_grad(__global const float *dz, __global const float *mult, uint cells, uint ct,
+                           __global float *dx)
 {
     uint i = get_global_id(0);
     if (i >= cells) return;
-    dx[i] = dx[i] + (mult[i] != 0.0f ? dz[i] * mult[i] : 0.0f);
+    dx[i] = dx[i] + (mult[i] != 0.0f ? half_round(dz[i] * mult[i], ct) : 0.0f);
 }
 
 /* ---- BatchNormalization ---------------------------------------------------------- */
@@ -266,16 +284,18 @@ __kernel void bn_chan(__global const float *mean, uint moff, __global const floa
     chan[2 * oc + c] = inv * gamma[goff + c];
 }
 
-/* pre = x a + (beta - mean a); xhat = (x - mean) inv (training); act. */
+/* pre = x a + (beta - mean a), rounded to ct (the mixed step's training
+ * pass: float32 BN cast to the compute dtype; 0 else); xhat = (x - mean)
+ * inv (training); act. */
 __kernel void bn_apply(__global const float *x, __global const float *beta, uint boff, __global const float *chan,
-                       uint cells, uint oc, uint training, uint relu, __global float *pre, __global float *act,
-                       __global float *xhat)
+                       uint cells, uint oc, uint training, uint relu, uint ct, __global float *pre,
+                       __global float *act, __global float *xhat)
 {
     uint i = get_global_id(0);
     if (i >= cells) return;
     uint c = i % oc;
     float mu = chan[c], inv = chan[oc + c], a = chan[2 * oc + c];
-    float shift = beta[boff + c] - mu * a, p = x[i] * a + shift;
+    float shift = beta[boff + c] - mu * a, p = half_round(x[i] * a + shift, ct);
     pre[i] = p;
     if (training) xhat[i] = (x[i] - mu) * inv;
     act[i] = relu && !(p > 0.0f) ? 0.0f : p;
@@ -338,13 +358,14 @@ BN_GRAD_SUMS(bn_grad_sums_fast, float, {                               /* into t
     grad[gamma_off + c] = grad[gamma_off + c] + acc_round(&a2);                                    \
     grad[beta_off + c] = grad[beta_off + c] + acc_round(&a1); })
 
-/* dx += a ((dy - mean_dy) - xhat mean_dyxhat); stat = mean_dy, then mean_dyxhat (oc each). */
+/* dx += a ((dy - mean_dy) - xhat mean_dyxhat), the term rounded to ct
+ * (the mixed step's dtype, 0: float32); stat = mean_dy, then mean_dyxhat (oc each). */
 __kernel void bn_grad(__global const float *dy, __global const float *xhat, __global const float *chan,
-                      __global const float *stat, uint cells, uint oc, __global float *dx)
+                      __global const float *stat, uint cells, uint oc, uint ct, __global float *dx)
 {
     uint i = get_global_id(0);
     if (i >= cells) return;
     uint c = i % oc;
     float t = (dy[i] - stat[c]) - xhat[i] * stat[oc + c];
-    dx[i] = dx[i] + chan[2 * oc + c] * t;
+    dx[i] = dx[i] + half_round(chan[2 * oc + c] * t, ct);
 }
