@@ -64,6 +64,12 @@ typedef struct engine_ps {
     uint32_t      *pass;               /* this pass of its shard */
     uint32_t       pass_n, position, epoch;
     bool           built;
+    /* a model beyond Dense (ps_mpi_graph.c): the trainable floats (the
+     * moving statistics follow them); worker: its one-replica graph session,
+     * the step's moving-statistics increments */
+    size_t         T;
+    dr_session    *gs;
+    float         *incr;
     double         limit, waiting_since;   /* the variables' transfer: its deadline (0: none) */
     uint32_t       waiting_for;            /*   and the rank at the other end */
     /* ps: its variables and slots (full-length buffers; only its shards are
@@ -144,6 +150,14 @@ void psm_roles_close(dr_session *s);
 /* the floats of ps task p's shards, in layout order, gathered from / scattered to a P-vector */
 size_t psm_gather(const engine_ps *ps, uint32_t p, const float *full, float *out);
 size_t psm_scatter(const engine_ps *ps, uint32_t p, const float *in, float *full);
+
+/* strategies/ps_mpi_graph.c: a model beyond Dense */
+int  psm_graph_open(dr_session *s, dr_err *err);
+void psm_graph_close(dr_session *s);
+void psm_graph_zero_moving(const dr_session *s, float *vars);
+int  psm_graph_step(dr_session *s, const uint32_t *ids, uint32_t n, uint64_t closure, uint32_t den, dr_err *err);
+void psm_graph_send_moving(const dr_session *s, float *grad);
+bool psm_graph_land_moving(const dr_session *s, const dr_ps_shard *sh, float *params, float *g);
 
 /* strategies/ps_mpi.c */
 uint64_t psm_total_steps(const dr_session *s);

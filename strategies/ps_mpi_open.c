@@ -26,13 +26,6 @@ int engine_ps_supports(const dr_run_plan *plan, dr_err *err)
                        cfg->fail_worker[0] ? "fail_worker" : "fail_ps", cfg->schedule);
     if (plan->spec.num_gpus)
         return dr_fail(err, DR_EUNSUPPORTED, "--variant=mpi: parameter_server workers are CPUs (--num_gpus=0)");
-    /* the ranks' step function is the Dense one; the graph step (strategies/graph.c) and the
-     * moving statistics' landing rule are the reference's only so far (docs/PARAMETER_SERVER.md) */
-    if (!dr_model_is_dense(&plan->exp.model))
-        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --distribution_strategy=parameter_server with a %s "
-                       "layer (experiment %s) under --variant=mpi; --variant=ref runs it",
-                       dr_layer_kind_name(plan->exp.model.layer[dr_model_first_non_dense(&plan->exp.model)].kind),
-                       plan->exp.name);
     if (cfg->input_partition_dims[0] || cfg->tpu_platform[0] || cfg->layer_devices[0])
         return dr_fail(err, DR_EUSAGE, "--%s: not with --distribution_strategy=parameter_server",
                        cfg->input_partition_dims[0] ? "input_partition_dims"

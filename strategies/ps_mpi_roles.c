@@ -224,7 +224,8 @@ static int skip_batches(dr_session *s, uint64_t n, dr_err *err)
     return DR_OK;
 }
 
-static int compute(dr_session *s, const uint32_t *ids, uint32_t n, psm_result *h, float *grad, dr_err *err)
+static int compute(dr_session *s, const uint32_t *ids, uint32_t n, uint64_t closure, psm_result *h, float *grad,
+                   dr_err *err)
 {
     engine_ps *ps = s->ps;
     const dr_backend_ops *b = s->bo;
@@ -234,15 +235,19 @@ static int compute(dr_session *s, const uint32_t *ids, uint32_t n, psm_result *h
     int rc;
     dr_dataset_gather(s->data, ids, n, s->host_x, s->data->labels ? s->host_labels : NULL,
                       s->data->targets ? s->host_targets : NULL);
+    psm_graph_zero_moving(s, ps->vars);
     if ((rc = b->upload(s->be, rb->x, 0, s->host_x, (size_t)n * f * sizeof(float), err)) ||
         (rb->labels && (rc = b->upload(s->be, rb->labels, 0, s->host_labels, n, err))) ||
         (rb->targets && (rc = b->upload(s->be, rb->targets, 0, s->host_targets, (size_t)n * out * sizeof(float), err))) ||
-        (rc = b->upload(s->be, rb->params, 0, ps->vars, s->plan->P * sizeof(float), err)) ||
-        (rc = b->forward(s->be, rb, n, 0, err)) || (rc = b->loss_grad(s->be, rb, n, true, err)) ||
-        (rc = b->share(s->be, rb, 1, den, den, err)) || (rc = b->round_loss(s->be, rb->loss, den, &h->loss, err)))
+        (rc = b->upload(s->be, rb->params, 0, ps->vars, s->plan->P * sizeof(float), err)))
         return rc;
+    if (ps->gs) rc = psm_graph_step(s, ids, n, closure, den, err);   /* a model beyond Dense: the graph step */
+    else if ((rc = b->forward(s->be, rb, n, 0, err)) == DR_OK && (rc = b->loss_grad(s->be, rb, n, true, err)) == DR_OK)
+        rc = b->share(s->be, rb, 1, den, den, err);
+    if (rc || (rc = b->round_loss(s->be, rb->loss, den, &h->loss, err))) return rc;
     dr_acc_round_array(b->host_ptr(rb->grad), s->plan->P, den, grad);
     if (b->clip_f32 && DR_SEAM_PS_CLIPS_ON_WORKER) b->clip_f32(s->be, grad);   /* the worker's whole gradient */
+    psm_graph_send_moving(s, grad);   /* after the clip, which must not see them */
     h->correct = rb->correct;
     h->count = n;
     return DR_OK;
@@ -288,7 +293,7 @@ static int run_closure(dr_session *s, uint64_t closure, dr_err *err)
     n = ps->pass_n - ps->position < G ? ps->pass_n - ps->position : G;
     memcpy(ids, ps->pass + ps->position, n * sizeof *ids);
     ps->position += n;
-    if ((rc = compute(s, ids, n, &h, grad, err))) return rc;
+    if ((rc = compute(s, ids, n, closure, &h, grad, err))) return rc;
     h.closure = closure;
     h.epoch = ps->epoch;
     h.position = ps->position;
@@ -323,10 +328,12 @@ static int apply(dr_session *s, uint64_t version, dr_err *err)
 {
     engine_ps *ps = s->ps;
     dr_acc *t = s->bo->host_ptr(ps->total);
+    float *params = s->bo->host_ptr(ps->params);
     size_t at = 0;
     for (uint32_t i = 0; i < ps->layout.num_shards; i++) {
         const dr_ps_shard *sh = &ps->layout.shard[i];
         if (sh->ps_task != ps->index) continue;
+        psm_graph_land_moving(s, sh, params, ps->send + at);   /* a moving statistic: its increment, then 0 */
         for (size_t k = 0; k < sh->length; k++) {
             dr_acc_init(&t[sh->offset + k]);
             dr_acc_add(&t[sh->offset + k], ps->send[at + k]);
@@ -474,7 +481,7 @@ int psm_roles_open(dr_session *s, dr_err *err)
         free(init);
         if (rc) return rc;
     }
-    return DR_OK;
+    return psm_graph_open(s, err);
 }
 
 void psm_roles_close(dr_session *s)
@@ -484,6 +491,7 @@ void psm_roles_close(dr_session *s)
     dr_buffer *bufs[] = { rb->params, rb->grad, rb->loss, rb->x, rb->labels, rb->targets, ps->params, ps->slots,
                           ps->total };
     if (!s->be) return;
+    psm_graph_close(s);
     if (rb->scratch) s->bo->replica_close(s->be, rb);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) s->bo->release(s->be, bufs[i]);
     free(ps->pass);

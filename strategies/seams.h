@@ -333,4 +333,13 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_PS_CLIPS_ON_WORKER 1
 #endif
 
+/* parameter_server over MPI with a model beyond Dense (ps_mpi_graph.c):
+ * the worker sends its moving statistics' increments in their gradient
+ * slots (production), or (the mutant) zeros, so the ps only decays them. */
+#ifdef DR_MUTANT_MPI_PS_MOVING_NOT_SENT
+#define DR_SEAM_PS_SENDS_MOVING 0
+#else
+#define DR_SEAM_PS_SENDS_MOVING 1
+#endif
+
 #endif
