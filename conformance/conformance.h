@@ -158,6 +158,8 @@ int suite_durability(results *r);
 int suite_compact(results *r);  /* compact accumulators and their fallback (conformance/compact.c) */
 int suite_mpi(results *r);
 int suite_mpi_ps(results *r);
+/* conformance/mpi_ps.c: parameter_server over MPI with the models beyond Dense, recorded under suite */
+int mpi_ps_model_cells(results *r, const char *suite);
 /* The mpi variant across network-namespace hosts over TCP (conformance/hosts.c). */
 int suite_hosts(results *r);   /* parameter_server over MPI ranks (conformance/mpi_ps.c) */
 /* --lr_schedule and the clipping flags, every strategy x variant (conformance/training_features.c) */

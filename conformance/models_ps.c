@@ -8,16 +8,21 @@
  *             and replica BN, resnet_synthetic sync BN (2 steps);
  *   async     three workers, staleness 2: the same bits twice (the seeded
  *             schedule decides, not threads) and not one_device's;
- *   mpi       --variant=mpi refuses these models (the engine's step function
- *             is Dense only): a "not supported" verdict, never a pass.
+ *   mpi       `mpirun ... --variant=mpi` (the worker ranks run the engine's
+ *             graph step, the ps ranks land the moving statistics) gives
+ *             `--variant=ref`'s bits: cnn_synthetic sync BN W = 1, 2,
+ *             replica BN W = 3, resnet_synthetic W = 1, 2 (conformance/
+ *             mpi_ps.c's model cells, also in suite mpi).
  * Planted faults (tests/faults.tsv): ref_ps_bn_increment_dropped (the ps
  * never adds the worker's moving-statistics increment) and
  * ref_ps_dropout_by_read_version (Dropout keyed by the read version, not the
- * closure) must fail `identity`.
+ * closure) must fail `identity`; mpi_ps_moving_not_sent (the engine's worker
+ * sends no increments) must fail the mpi cells (suite mpi).
  */
 #include "conformance/conformance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PS1_TF "{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\",\"p1:1\"]}," \
@@ -90,10 +95,13 @@ int models_ps_cells(results *r)
                 identity_cell(r, "resnet_synthetic", "sync");
     if (!r->quick) fails += async_cell(r);
     if (r->variant && strcmp(r->variant, "mpi") != 0) return fails;
-    config(&c, "cnn_synthetic", "sync");
-    as_ps(&c, PS1_TF);
-    strcpy(c.variant, "mpi");
-    if (supported(r, "models", &c, 1))   /* it refuses today: a pass here would need the engine's cells */
-        record(r, "models", &c, 1, false, 0, "cnn_synthetic mpi parameter_server: accepted, but no cell judges it");
-    return fails;
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {   /* not run: never a pass */
+        config(&c, "cnn_synthetic", "sync");
+        as_ps(&c, PS1_TF);
+        strcpy(c.variant, "mpi");
+        record_not_supported(r, "models", &c, 1, "mpirun not found (scripts/deps.sh installs openmpi-bin)",
+                             "cnn_synthetic, resnet_synthetic mpi parameter_server");
+        return fails;
+    }
+    return fails + mpi_ps_model_cells(r, "models");
 }

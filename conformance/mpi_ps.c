@@ -44,20 +44,34 @@ typedef struct ps_cell {
     const char *fail_ps;     /* --fail_ps=P:K, or "": the run stops at K, its rerun without it resumes */
     float       clip;        /* --global_clipnorm (0: none): on the worker's whole gradient */
     uint32_t    decay;       /* --lr_schedule=cosine --decay_steps=decay --warmup_steps=2 (0: constant) */
+    const char *experiment;  /* a model beyond Dense, with --batch_norm=bn ("": the default Dense one) */
+    const char *bn;
 } ps_cell;
 
 static const ps_cell k_ps_cells[] = {
-    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "", 0.0f, 0 },
-    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "", 0.0f, 0 },
-    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "", 0.0f, 0 },
-    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "", 0.0f, 0 },
-    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "", 0.0f, 0 },
-    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "", 0.0f, 0 },
-    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "", 0.0f, 0 },
-    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "", 0.0f, 0 },
-    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "", 0.0f, 0 },
-    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8", 0.0f, 0 },
-    { 2, 2, 1, 32, 256, 4, 3, 1e-3, "fixed:2", "seeded", "", "", 0.05f, 6 },   /* clipping and a schedule */
+    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "", 0.0f, 0, "", "" },
+    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "", 0.0f, 0, "", "" },
+    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "", 0.0f, 0, "", "" },
+    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "", 0.0f, 0, "", "" },
+    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "", 0.0f, 0, "", "" },
+    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "", 0.0f, 0, "", "" },
+    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "", 0.0f, 0, "", "" },
+    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "", 0.0f, 0, "", "" },
+    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "", 0.0f, 0, "", "" },
+    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8", 0.0f, 0, "", "" },
+    { 2, 2, 1, 32, 256, 4, 3, 1e-3, "fixed:2", "seeded", "", "", 0.05f, 6, "", "" },   /* clipping and a schedule */
+};
+
+/* The models beyond Dense (issue 31): each worker rank runs the engine's
+ * graph step, the ps ranks land BatchNormalization's moving statistics
+ * (docs/PARAMETER_SERVER.md "Models beyond Dense"); resnet_synthetic for
+ * 2-3 steps (38 layers: kept short). Also run by the models suite. */
+static const ps_cell k_model_cells[] = {
+    { 1, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync" },
+    { 2, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync" },
+    { 3, 1, 2, 16, 100, 0, 3, 1e-3, "", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "replica" },
+    { 1, 2, 2, 32, 64, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync" },
+    { 2, 2, 2, 32, 96, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync" },
 };
 
 #define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
@@ -83,6 +97,10 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
     snprintf(c->ps_partitioner, sizeof c->ps_partitioner, "%s", k->partitioner);
     snprintf(c->fail_worker, sizeof c->fail_worker, "%s", k->fail_worker);   /* fail_ps: the run that never stopped */
     c->clip.global_clipnorm = k->clip;
+    if (k->experiment[0]) {
+        snprintf(c->experiment, sizeof c->experiment, "%s", k->experiment);
+        snprintf(c->batch_norm, sizeof c->batch_norm, "%s", k->bn);
+    }
     if (k->decay) {
         c->lr_schedule.kind = DR_LR_COSINE;
         c->lr_schedule.decay_steps = k->decay;
@@ -108,6 +126,9 @@ static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uin
     if (k->decay)
         snprintf(train + strlen(train), sizeof train - strlen(train), " --lr_schedule=cosine --decay_steps=%u "
                  "--warmup_steps=2", k->decay);
+    if (k->experiment[0])
+        snprintf(train + strlen(train), sizeof train - strlen(train), " --experiment=%s --batch_norm=%s",
+                 k->experiment, k->bn);
     snprintf(faults, sizeof faults, "%s%s%s%s", k->fail_worker[0] ? " --fail_worker=" : "", k->fail_worker,
              with_fail_ps && k->fail_ps[0] ? " --fail_ps=" : "", with_fail_ps ? k->fail_ps : "");
     snprintf(cmd, sizeof cmd, PS_ENV "TF_CONFIG='%s' mpirun --oversubscribe -np %u %s train --variant=mpi "
@@ -131,7 +152,7 @@ static bool log_has(const char *dir, const char *text)
     return strstr(log, text) != NULL;
 }
 
-static int ps_cell_run(results *r, const ps_cell *k)
+static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
 {
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[1024], name[224], why[600] = "", cmd[1200];
     dr_run_config rc, vc;
@@ -143,6 +164,10 @@ static int ps_cell_run(results *r, const ps_cell *k)
     snprintf(name, sizeof name, "parameter_server %s np=%u (%u workers, %u ps) S=%u seed=%llu G=%u E=%u l2=%g "
              "every=%u part=%s", k->schedule, 1 + k->W + k->P, k->W, k->P, k->S, (unsigned long long)k->seed, k->G,
              k->E, k->l2, k->every, k->partitioner[0] ? k->partitioner : "none");
+    if (k->experiment[0]) {
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " %s %s BN", k->experiment, k->bn);
+    }
     if (k->clip > 0 || k->decay) {
         size_t len = strlen(name);
         snprintf(name + len, sizeof name - len, " global_clipnorm=%g cosine decay=%u warmup=2", (double)k->clip,
@@ -180,7 +205,7 @@ static int ps_cell_run(results *r, const ps_cell *k)
     }
     if (!free_run) run_case(&rc, &oracle);
     pass = outcome_same_why(&m, &oracle, why, sizeof why);
-    record(r, "mpi", &vc, (int)k->W, pass, m.seconds, "%s: %s%s%s", name,
+    record(r, suite, &vc, (int)k->W, pass, m.seconds, "%s: %s%s%s", name,
            free_run ? "bits = ref replaying its ps_schedule.jsonl" : "bits = ref parameter_server, same seed",
            pass ? "" : ": ", why);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -193,7 +218,7 @@ static int ps_cell_run(results *r, const ps_cell *k)
 /* chief + 2 workers + 1 ps (4 tasks) under -np 3: exit 2, both named. */
 static int ps_tf_config_mismatch(results *r)
 {
-    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "", 0.0f, 0 };
+    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "", 0.0f, 0, "", "" };
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[512], log[4096] = "", path[1100], cmd[1200];
     FILE *f;
     int code = -1;
@@ -212,13 +237,24 @@ static int ps_tf_config_mismatch(results *r)
     return !pass;
 }
 
+int mpi_ps_model_cells(results *r, const char *suite)
+{
+    int fails = 0;
+    for (size_t i = 0; i < sizeof k_model_cells / sizeof k_model_cells[0]; i++) {
+        fails += ps_cell_run(r, suite, &k_model_cells[i]);
+        if (r->fault && fails) break;
+    }
+    return fails;
+}
+
 int suite_mpi_ps(results *r)
 {
     int fails = 0;
     for (size_t i = 0; i < sizeof k_ps_cells / sizeof k_ps_cells[0]; i++) {
-        fails += ps_cell_run(r, &k_ps_cells[i]);
+        fails += ps_cell_run(r, "mpi", &k_ps_cells[i]);
         if (r->fault && fails) break;
     }
+    if (!r->fault || !fails) fails += mpi_ps_model_cells(r, "mpi");
     if (!r->fault) fails += ps_tf_config_mismatch(r);
     return fails;
 }
