@@ -461,8 +461,6 @@ static void run_errors(void **state)
         { "layer_devices", "/gpu:0,/gpu:1", DR_EUSAGE, "--layer_devices: not with --distribution_strategy=parameter_server" },
         { "dropout_masks", "masks.bin", DR_EUNSUPPORTED, "not supported: --dropout_masks with --distribution_strategy="
           "parameter_server" },
-        { "mpi", "cnn_synthetic", DR_EUNSUPPORTED, "not supported: --distribution_strategy=parameter_server with a "
-          "conv2d layer (experiment cnn_synthetic) under --variant=mpi" },
     };
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -481,10 +479,6 @@ static void run_errors(void **state)
         if (!strcmp(bad[i].field, "dropout_masks")) {
             snprintf(c.experiment, sizeof c.experiment, "cnn_synthetic");
             snprintf(c.dropout_masks, sizeof c.dropout_masks, "%s", bad[i].value);
-        }
-        if (!strcmp(bad[i].field, "mpi")) {
-            snprintf(c.experiment, sizeof c.experiment, "%s", bad[i].value);
-            snprintf(c.variant, sizeof c.variant, "mpi");
         }
         train(&c, &r);
         if (r.rc != bad[i].code || !strstr(r.msg, bad[i].says)) {
