@@ -17,7 +17,6 @@
  */
 #include "strategies/ps_mpi_internal.h"
 #include "distref/comm.h"
-#include "distref/exact.h"
 
 #include <stdlib.h>
 #include <string.h>
