@@ -38,6 +38,7 @@
  */
 #include "distref/exact_parts.h"
 #include "distref/round_avx512.h"
+#include "distref/wide.h"
 #include "devices/mpi/comm_mpi_internal.h"
 
 #include <math.h>
@@ -246,8 +247,12 @@ static bool gx_slow(gx_src *src, uint32_t m, size_t i, uint32_t d, float *out, b
 }
 
 /* out[i] = round(sum of the m sources' pairs / d) for i < len, or slow[i]
- * set: the fast pass (module comment, step 3). k: log2 d, or -1. */
-static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint32_t *slow)
+ * set: the fast pass (module comment, step 3). k: log2 d, or -1. Per
+ * vector width (DR_WIDE): each lane does the scalar code's IEEE operations
+ * (two-sums, fabs, the conversions), so AVX2 gives the same floats and
+ * flags in half the instructions (the owner's pass over its chunk, every
+ * step, O(P / W) whatever the batch). */
+DR_WIDE static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint32_t *slow)
 {
     double S[GX_COLS], C[GX_COLS], A[GX_COLS];
     const double sc = k >= 0 ? gx_pow2(-k) : 1.0, grow = (double)(2 * m + 2);
