@@ -28,7 +28,6 @@
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
 #include "devices/seams.h"
-#include "distref/wide.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -84,27 +83,22 @@ static int refine(const double *a, const double *b, size_t K, double bias, float
  * their bits. */
 #define WIDEN_TILE 16
 #define WIDEN_KB 8
-/* Tiles b0 .. b1 of widen (below), per vector width (DR_WIDE: no OpenMP
- * region inside, widen's team calls it per tile): each lane converts and
- * squares and adds as the scalar code does (nothing contracted), so AVX2
- * gives the same doubles and norms in half the instructions. */
-DR_WIDE static void widen_tiles(int t, size_t b0, size_t b1, size_t rows, size_t K, const float *X, size_t ld,
-                                double *dst, double *nrm)
+static void widen(int t, size_t rows, size_t K, const float *X, size_t ld, double *dst, double *nrm)
 {
-    for (size_t b = b0; b < b1; b++) {
+    const size_t tiles = (rows + WIDEN_TILE - 1) / WIDEN_TILE;
+    #pragma omp parallel for schedule(static) if (rows * K >= (1u << 16))
+    for (size_t b = 0; b < tiles; b++) {
         const size_t i0 = b * WIDEN_TILE, n = rows - i0 < WIDEN_TILE ? rows - i0 : WIDEN_TILE;
         double s[WIDEN_TILE] = { 0.0 };
         for (size_t k0 = 0; k0 < K; k0 += WIDEN_KB) {
             const size_t k1 = K - k0 < WIDEN_KB ? K : k0 + WIDEN_KB;
             if (t)   /* q innermost: X's 16 consecutive floats, 16 independent sums (vectorizable) */
-                for (size_t k = k0; k < k1; k++) {
-                    #pragma omp simd
-                    for (size_t q = 0; q < n; q++) {   /* lane q: row q's own chain, in k order */
+                for (size_t k = k0; k < k1; k++)
+                    for (size_t q = 0; q < n; q++) {
                         double v = X[k * ld + DR_SEAM_WIDEN_TILE_COL(i0, q)];
                         dst[(i0 + q) * K + k] = v;
                         s[q] += v * v;
                     }
-                }
             else
                 for (size_t q = 0; q < n; q++)
                     for (size_t k = k0; k < k1; k++) {
@@ -115,13 +109,6 @@ DR_WIDE static void widen_tiles(int t, size_t b0, size_t b1, size_t rows, size_t
         }
         for (size_t q = 0; q < n; q++) nrm[i0 + q] = sqrt(s[q]);
     }
-}
-
-static void widen(int t, size_t rows, size_t K, const float *X, size_t ld, double *dst, double *nrm)
-{
-    const size_t tiles = (rows + WIDEN_TILE - 1) / WIDEN_TILE;
-    #pragma omp parallel for schedule(static) if (rows * K >= (1u << 16))
-    for (size_t b = 0; b < tiles; b++) widen_tiles(t, b, b + 1, rows, K, X, ld, dst, nrm);
 }
 
 int dr_gemm_f32_certified(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, const float *A, size_t lda,

@@ -284,6 +284,15 @@ DR_WIDE static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len
     }
 }
 
+/* A peer's escapes in its len pairs: those whose hi is NaN (step 1), per
+ * vector width (DR_WIDE; a pass over the chunk every step). */
+DR_WIDE static size_t gx_count_esc(const double *pairs, size_t len)
+{
+    size_t ne = 0;
+    for (size_t i = 0; i < len; i++) ne += DR_SEAM_GX_COUNT_ESC(pairs[2 * i] != pairs[2 * i]);
+    return ne;
+}
+
 /* The owner's chunk: out[0 .. len) from m sources; *over: elements with an
  * overflowed partial. */
 static int gx_sum(gx_src *src, uint32_t m, size_t len, uint32_t d, float *out, uint64_t *over, const char *what,
@@ -422,9 +431,7 @@ int dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, 
                 src[t] = (gx_src){ b.pairs + 2 * ((size_t)r * n + lo), b.esc + (size_t)r * n + lo, nesc[r], 0 };
             } else {
                 const double *pp = b.rpairs + 2 * (size_t)k * len;
-                size_t ne = 0;
-                for (size_t i = 0; i < len; i++) ne += pp[2 * i] != pp[2 * i];
-                src[t] = (gx_src){ pp, b.resc + (size_t)k * len, ne, 0 };
+                src[t] = (gx_src){ pp, b.resc + (size_t)k * len, gx_count_esc(pp, len), 0 };
                 k++;
             }
         }
