@@ -289,6 +289,7 @@ DR_WIDE static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len
 DR_WIDE static size_t gx_count_esc(const double *pairs, size_t len)
 {
     size_t ne = 0;
+    #pragma omp simd reduction(+ : ne)   /* an integer count: any order */
     for (size_t i = 0; i < len; i++) ne += DR_SEAM_GX_COUNT_ESC(pairs[2 * i] != pairs[2 * i]);
     return ne;
 }
