@@ -366,6 +366,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_GX_ZERO_SOURCES(m) (m)
 #endif
 
+/* An escape counted by the exact gradient all-reduce's owner in a peer's
+ * pairs (comm_mpi_gradx.c: gx_count_esc, per vector width). */
+#if defined(DR_MUTANT_MPI_GX_COUNT_NONE)  /* no escape counted: a peer's escaped accumulator taken for corrupt */
+#define DR_SEAM_GX_COUNT_ESC(nan) ((void)(nan), 0)
+#else
+#define DR_SEAM_GX_COUNT_ESC(nan) (nan)
+#endif
+
 /* The bits of an int32 digit of the native compact all-reduce. */
 #if defined(DR_MUTANT_MPI_NATIVE_HEADROOM) /* one headroom bit short: a digit sum can wrap */
 #define DR_SEAM_NATIVE_DIGIT_BITS(bits) ((bits) + 1)

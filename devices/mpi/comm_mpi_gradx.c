@@ -38,6 +38,7 @@
  */
 #include "distref/exact_parts.h"
 #include "distref/round_avx512.h"
+#include "distref/wide.h"
 #include "devices/mpi/comm_mpi_internal.h"
 
 #include <math.h>
@@ -246,8 +247,12 @@ static bool gx_slow(gx_src *src, uint32_t m, size_t i, uint32_t d, float *out, b
 }
 
 /* out[i] = round(sum of the m sources' pairs / d) for i < len, or slow[i]
- * set: the fast pass (module comment, step 3). k: log2 d, or -1. */
-static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint32_t *slow)
+ * set: the fast pass (module comment, step 3). k: log2 d, or -1. Per
+ * vector width (DR_WIDE): each lane does the scalar code's IEEE operations
+ * (two-sums, fabs, the conversions), so AVX2 gives the same floats and
+ * flags in half the instructions (the owner's pass over its chunk, every
+ * step, O(P / W) whatever the batch). */
+DR_WIDE static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k, float *out, uint32_t *slow)
 {
     double S[GX_COLS], C[GX_COLS], A[GX_COLS];
     const double sc = k >= 0 ? gx_pow2(-k) : 1.0, grow = (double)(2 * m + 2);
@@ -277,6 +282,16 @@ static void gx_fast(const gx_src *src, uint32_t m, size_t lo, size_t len, int k,
         out[lo + j] = fl;
         slow[j] = (uint32_t)(k < 0) | (bl != bh) | (y != y) | ((y == 0) & (A[j] == 0));
     }
+}
+
+/* A peer's escapes in its len pairs: those whose hi is NaN (step 1), per
+ * vector width (DR_WIDE; a pass over the chunk every step). */
+DR_WIDE static size_t gx_count_esc(const double *pairs, size_t len)
+{
+    size_t ne = 0;
+    #pragma omp simd reduction(+ : ne)   /* an integer count: any order */
+    for (size_t i = 0; i < len; i++) ne += DR_SEAM_GX_COUNT_ESC(pairs[2 * i] != pairs[2 * i]);
+    return ne;
 }
 
 /* The owner's chunk: out[0 .. len) from m sources; *over: elements with an
@@ -417,9 +432,7 @@ int dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, 
                 src[t] = (gx_src){ b.pairs + 2 * ((size_t)r * n + lo), b.esc + (size_t)r * n + lo, nesc[r], 0 };
             } else {
                 const double *pp = b.rpairs + 2 * (size_t)k * len;
-                size_t ne = 0;
-                for (size_t i = 0; i < len; i++) ne += pp[2 * i] != pp[2 * i];
-                src[t] = (gx_src){ pp, b.resc + (size_t)k * len, ne, 0 };
+                src[t] = (gx_src){ pp, b.resc + (size_t)k * len, gx_count_esc(pp, len), 0 };
                 k++;
             }
         }
