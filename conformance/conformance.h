@@ -91,6 +91,9 @@ bool outcome_drift(const outcome *got, const outcome *ref, double *max_rel, doub
 
 /* A base configuration: mlp_synthetic, small data, one epoch. */
 void base_config(dr_run_config *c, uint32_t examples, uint32_t G, double l2);
+/* A model beyond Dense (cnn_synthetic, resnet_synthetic): base_config at
+ * G = 32 without l2, `steps` steps, synchronized BN. */
+void graph_config(dr_run_config *c, const char *experiment, uint32_t examples, uint64_t steps);
 bool set_strategy(dr_run_config *c, const char *name, int gpus, const char *alg, int packs);
 
 /* The verdict book (conformance/verdict.c). A case that ran: pass or fail. */

@@ -57,14 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void cnn_setup(dr_run_config *c)
-{
-    base_config(c, 128, 32, 0.0);
-    c->epochs = 0;
-    c->train_steps = 8;
-    snprintf(c->experiment, sizeof c->experiment, "cnn_synthetic");
-    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
-}
+static void cnn_setup(dr_run_config *c) { graph_config(c, "cnn_synthetic", 128, 8); }
 
 static void cnn_replica_setup(dr_run_config *c)
 {
@@ -348,14 +341,7 @@ static int fast_cells(results *r, const outcome *oracle, const dr_variant *const
     return fails;
 }
 
-static void resnet_setup(dr_run_config *c)
-{
-    base_config(c, 64, 32, 0.0);
-    c->epochs = 0;
-    c->train_steps = 2;
-    snprintf(c->experiment, sizeof c->experiment, "resnet_synthetic");
-    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
-}
+static void resnet_setup(dr_run_config *c) { graph_config(c, "resnet_synthetic", 64, 2); }
 
 /* resnet_synthetic float16 (GAP and its gradient, 19 BNs, residual adds;
  * the dynamic scale from 2^10, so both steps apply): each engine variant at

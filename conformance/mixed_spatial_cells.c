@@ -31,23 +31,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static void cnn_setup(dr_run_config *c)
-{
-    base_config(c, 128, 32, 0.0);
-    c->epochs = 0;
-    c->train_steps = 8;
-    snprintf(c->experiment, sizeof c->experiment, "cnn_synthetic");
-    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
-}
+static void cnn_setup(dr_run_config *c) { graph_config(c, "cnn_synthetic", 128, 8); }
 
-static void resnet_setup(dr_run_config *c)   /* 4 steps: overflow float16 skips steps 1, 2 and 4 */
-{
-    base_config(c, 64, 32, 0.0);
-    c->epochs = 0;
-    c->train_steps = 4;
-    snprintf(c->experiment, sizeof c->experiment, "resnet_synthetic");
-    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
-}
+/* 4 steps: overflow float16 skips steps 1, 2 and 4 */
+static void resnet_setup(dr_run_config *c) { graph_config(c, "resnet_synthetic", 64, 4); }
 
 typedef struct spatial_case {
     void (*setup)(dr_run_config *);

@@ -27,6 +27,15 @@ void base_config(dr_run_config *c, uint32_t examples, uint32_t G, double l2)
     c->progress = false;
 }
 
+void graph_config(dr_run_config *c, const char *experiment, uint32_t examples, uint64_t steps)
+{
+    base_config(c, examples, 32, 0.0);
+    c->epochs = 0;
+    c->train_steps = steps;
+    snprintf(c->experiment, sizeof c->experiment, "%s", experiment);
+    snprintf(c->batch_norm, sizeof c->batch_norm, "sync");
+}
+
 bool set_strategy(dr_run_config *c, const char *name, int gpus, const char *alg, int packs)
 {
     dr_err err;

@@ -17,6 +17,11 @@
 #include "distref/plan.h"
 
 #define ENGINE_MAX_WORKERS 16
+/* BatchNormalization's moving-statistics update (Keras 3's defaults):
+ * moving * ENGINE_BN_MOMENTUM + statistic * ENGINE_BN_REST, in float; the
+ * graph step's (graph.c) and the ps ranks' landing rule (ps_mpi_graph.c) */
+#define ENGINE_BN_MOMENTUM 0.99f
+#define ENGINE_BN_REST     0.01f   /* (float)(1.0 - 0.99), as Keras computes it in double */
 
 typedef struct engine_ranks engine_ranks;
 typedef struct engine_mixed engine_mixed;

@@ -38,8 +38,6 @@
 
 #include "strategies/seams.h"
 
-#define BN_MOMENTUM 0.99f
-#define BN_REST     0.01f   /* (float)(1.0 - 0.99), as Keras computes it in double */
 #define BN_MAX_C    256
 
 struct engine_graph {
@@ -202,8 +200,8 @@ static int moving_update(dr_session *s, uint32_t r, uint32_t l, const float *mea
     if (DR_SEAM_BN_MOVING_SKIP(s->step, s->k)) return DR_OK;
     if ((rc = s->bo->download(s->be, st, s->rb[r].params, off, 2 * C * sizeof(float), err))) return rc;
     for (uint32_t c = 0; c < C; c++) {
-        st[c] = st[c] * BN_MOMENTUM + mean[c] * BN_REST;
-        st[C + c] = st[C + c] * BN_MOMENTUM + var[c] * BN_REST;
+        st[c] = st[c] * ENGINE_BN_MOMENTUM + mean[c] * ENGINE_BN_REST;
+        st[C + c] = st[C + c] * ENGINE_BN_MOMENTUM + var[c] * ENGINE_BN_REST;
     }
     return s->bo->upload(s->be, s->rb[r].params, off, st, 2 * C * sizeof(float), err);
 }

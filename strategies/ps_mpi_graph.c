@@ -22,8 +22,6 @@
 #include <string.h>
 #include "strategies/seams.h"
 
-#define BN_MOMENTUM 0.99f   /* as graph.c's and the reference's */
-
 int psm_graph_open(dr_session *s, dr_err *err)
 {
     engine_ps *ps = s->ps;
@@ -107,7 +105,7 @@ bool psm_graph_land_moving(const dr_session *s, const dr_ps_shard *sh, float *pa
     const engine_ps *ps = s->ps;
     if (ps->T >= s->plan->P || sh->offset < ps->T) return false;
     for (size_t k = 0; k < sh->length; k++) {
-        params[sh->offset + k] = params[sh->offset + k] * BN_MOMENTUM + g[k];
+        params[sh->offset + k] = params[sh->offset + k] * ENGINE_BN_MOMENTUM + g[k];
         g[k] = 0.0f;
     }
     return true;
