@@ -186,22 +186,6 @@ static int backward(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32
     return DR_OK;
 }
 
-/* The labels of the n examples, checked on the host before a kernel reads them. */
-static int check_labels(dr_backend *b, dr_replica_bufs *rb, dr_cl_scratch *s, uint32_t n, dr_err *err)
-{
-    uint32_t nout = b->m.layer[b->m.nlayers - 1].out;
-    int rc;
-    if (!rb->labels) return dr_fail(err, DR_EUNSUPPORTED, "opencl backend: the mixed kernel needs labels");
-    if ((rc = dr_cl_need(rb->labels, n, "labels", err)) ||
-        (rc = dr_backend_opencl()->download(b, s->hit_host, rb->labels, 0, n, err)))
-        return rc;
-    for (uint32_t r = 0; r < n; r++)
-        if (s->hit_host[r] >= nout)
-            return dr_fail(err, DR_EUSAGE, "opencl backend: example %u has label %u, outside 0..%u", r, s->hit_host[r],
-                           nout - 1);
-    return DR_OK;
-}
-
 int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_mixed_kernel *mk, dr_err *err)
 {
     const dr_backend_ops *ops = dr_backend_opencl();
@@ -227,7 +211,7 @@ int dr_cl_mixed_loss_grad(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const 
     if (n == 0)
         return (rc = ops->fill_zero(b, rb->grad, 0, b->P * sizeof(dr_acc), err)) ? rc
                                                                                    : ops->fill_zero(b, rb->loss, 0, sizeof(dr_acc), err);
-    if ((rc = check_labels(b, rb, s, n, err)) || (rc = mixed_buffers(b, s, err)) ||
+    if ((rc = dr_cl_check_labels(b, rb, s, n, err)) || (rc = mixed_buffers(b, s, err)) ||
         (rc = forward(b, rb, s, n, mk->compute, mk->fast, err)) || (rc = loss(b, rb, s, n, mk, err)) ||
         (rc = backward(b, rb, s, n, mk->compute, mk->fast, err)) ||
         (rc = ops->download(b, s->hit_host, &(dr_buffer){ n, s->hit, s->slot }, 0, n, err)))
