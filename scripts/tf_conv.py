@@ -18,6 +18,14 @@ in replica order (the global batch's, as MirroredStrategy splits it) and
 written in distref's masks format (include/distref/dropout_masks.h) for
 `--dropout_masks`.
 
+A case's "tf" side gives the Keras optimizer's clipping ({"clip": {...}},
+applied by Keras per replica before the all-reduce) and
+gradient_accumulation_steps ({"accumulate": k}); "l2" adds
+scale_regularization_loss(l2 * the Conv2D and Dense kernels' squares) to
+each replica's loss (distref's --l2 leaves BatchNormalization out).
+Accumulation runs under MirroredStrategy in this eager loop (apply_gradients
+inside strategy.run, no tf.function; model.fit's graph raises, docs).
+
 A case with "mixed" ({"policy", "initial_scale"}) builds the model under
 Keras 3's dtype policy and wraps the optimizer in LossScaleOptimizer
 (scale_loss, apply), recording the loss scale and the skipped steps
@@ -213,19 +221,28 @@ def train(tf, case, folder, strategy):
         rate = case.get("dropout_rate") if "dropout_masks" in case else None
         model, keras = build(tf, layers, case.get("batch_norm", "sync") == "sync", rate)
         ntrain = set_flat(keras, init)
+        side = case.get("tf", {})   # Keras's clipping (per replica, inside apply) and accumulation
+        kw = dict(side.get("clip", {}))
+        if "accumulate" in side:
+            kw["gradient_accumulation_steps"] = side["accumulate"]
         if opt_kind == "adam":
-            opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+            opt = tf.keras.optimizers.Adam(learning_rate=lr, beta_1=0.9, beta_2=0.999, epsilon=1e-7, **kw)
         else:
-            opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+            opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=momentum, **kw)
         if mixed:
             opt = tf.keras.optimizers.LossScaleOptimizer(opt, initial_scale=mixed.get("initial_scale") or 32768.0)
             opt.build(model.trainable_variables)
     tf.keras.mixed_precision.set_dtype_policy("float32")
     per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
+    l2 = case.get("l2", 0.0)
+    kernels = [lay.kernel for (kind, _), lay in zip(layers, keras) if kind in ("conv", "dense")]
+
     def step_fn(xb, yb):
         with tf.GradientTape() as tape:
             loss = tf.nn.compute_average_loss(per_example(yb, model(xb, training=True)), global_batch_size=G)
+            if l2:   # --l2: the Conv2D and Dense kernels (float32 variables), never BN's gamma and beta
+                loss += tf.nn.scale_regularization_loss(l2 * tf.add_n([tf.reduce_sum(tf.square(k)) for k in kernels]))
             scaled = opt.scale_loss(loss) if mixed else loss
         grads = tape.gradient(scaled, model.trainable_variables)
         if mixed:

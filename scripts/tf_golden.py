@@ -227,6 +227,40 @@ for R in (1,):
                                   "--loss_scale=dynamic:1048576"],
                         "mixed": {"policy": "mixed_float16", "initial_scale": 1048576.0}, "bounds": CNN_MIXED_BOUNDS})
 
+# Gradient accumulation on the CNN (issue 31): Keras 3's
+# gradient_accumulation_steps=2 in the eager custom loop (model.fit's graph
+# raises under MirroredStrategy; this loop does not, measured), 64 examples
+# at G = 16 (4 micro-steps, 2 updates, no short batch). Each micro-step
+# normalizes with its own statistics and moves the moving statistics (Keras 3,
+# scripts/tf_graph_accum.py), as distref; sync BN at R = 1 and 2, replica BN
+# at R = 2.
+for bn, R in (("sync", 1), ("sync", 2), ("replica", 2)):
+    TRAIN_CASES.append({"name": "cnn_accumulate2_%s_bn_R%d" % (bn, R), "experiment": "cnn_synthetic",
+                        "synthetic_examples": 64, "global_batch_size": 16, "epochs": 1, "num_gpus": R,
+                        "batch_norm": bn, "tf": {"accumulate": 2},
+                        "extra": ["--batch_norm=" + bn, "--dropout=off", "--gradient_accumulation_steps=2",
+                                  "--train_steps=4"]})
+# The mixed-precision features on the CNN at R = 2, as the MLP's mlp_mixed_*:
+# --mixed_reduction=tensorflow (each replica's gradient rounded to its
+# variable's dtype before the sum: TensorFlow's per-replica float16 Conv2D and
+# Dense gradients, float32 for BN's gamma and beta), then with --l2 (the
+# float32 regularization gradient added to each replica's partial) and with
+# --clip_semantics=tensorflow (Keras's inner optimizer clips each replica's
+# unscaled gradient before the all-reduce). The default initial scale 2^15:
+# no step overflows (an overflow at R = 2 is replica 0's check in Keras,
+# cnn_mixed_overflow's comment).
+for name, l2, more, tf_side in (("reduction_tf", 0.0, [], {}), ("l2", 0.01, [], {}),
+                                ("replica_clip", 0.0, ["--global_clipnorm=0.1", "--clip_semantics=tensorflow"],
+                                 {"clip": {"global_clipnorm": 0.1}})):
+    case = {"name": "cnn_mixed_%s_R2" % name, "experiment": "cnn_synthetic", "synthetic_examples": 72,
+            "global_batch_size": 32, "epochs": 1, "num_gpus": 2, "batch_norm": "sync",
+            "extra": ["--batch_norm=sync", "--dropout=off", "--dtype_policy=mixed_float16",
+                      "--mixed_reduction=tensorflow"] + more,
+            "mixed": {"policy": "mixed_float16", "initial_scale": None}, "bounds": CNN_MIXED_BOUNDS, "tf": tf_side}
+    if l2:
+        case["l2"] = l2
+    TRAIN_CASES.append(case)
+
 # distref's experiments (core/experiment.c), as the TensorFlow side needs them
 EXPERIMENTS = {
     "linear_ones": {"layers": [(1, 1, "linear")], "loss": "mse", "opt": "sgd", "lr": 0.01, "momentum": 0.0},
