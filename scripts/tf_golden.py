@@ -78,8 +78,8 @@ TRAIN_CASES.append({"name": "mlp_nesterov_R4", "experiment": "mlp_synthetic", "s
 # Training features (issue 30; docs/TRAINING_FEATURES.md): distref's flags
 # ("extra") beside what the Keras optimizer gets ("tf"). Keras 3 clips each
 # replica's gradient before the all-reduce (measured), which distref's
-# --clip_semantics=tensorflow reproduces; Keras cannot accumulate under
-# MirroredStrategy (measured: it raises), so accumulation is R = 1 only.
+# --clip_semantics=tensorflow reproduces; model.fit cannot accumulate under
+# MirroredStrategy (measured: it raises), the eager loop here can (below).
 COSINE = (["--lr_schedule=cosine", "--warmup_steps=3", "--decay_steps=8", "--alpha=0.1", "--learning_rate=0.1"],
           {"schedule": ["cosine", {"initial_learning_rate": 0.0, "decay_steps": 8, "alpha": 0.1,
                                    "warmup_target": 0.1, "warmup_steps": 3}]})
@@ -153,9 +153,12 @@ for R in (2,):
                         "global_batch_size": 16, "epochs": 2, "num_gpus": R, "l2": 0.01,
                         "extra": ["--dtype_policy=mixed_float16", "--mixed_reduction=tensorflow"],
                         "mixed": {"policy": "mixed_float16", "initial_scale": None}})
-TRAIN_CASES.append({"name": "mlp_accumulate2_R1", "experiment": "mlp_synthetic", "synthetic_examples": 64,
-                    "global_batch_size": 16, "epochs": 2, "num_gpus": 1,
-                    "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
+# Accumulation at R = 2 too: model.fit raises under MirroredStrategy, this
+# eager loop (apply_gradients inside strategy.run) runs Keras's accumulation.
+for R in (1, 2):
+    TRAIN_CASES.append({"name": "mlp_accumulate2_R%d" % R, "experiment": "mlp_synthetic", "synthetic_examples": 64,
+                        "global_batch_size": 16, "epochs": 2, "num_gpus": R,
+                        "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
 
 # The convolutional experiments (issue 31; docs/MODELS.md, scripts/tf_conv.py):
 # replica BN (each replica's own statistics, MirroredStrategy's default) and
