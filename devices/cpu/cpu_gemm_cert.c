@@ -156,7 +156,9 @@ int dr_gemm_f32_certified(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K
         for (size_t j = 0; j < N; j++) {
             double b = bias ? (double)bias[j] : 0.0;
             double d = D[i * N + j] + b, e = g * (fabs(b) + na[i] * nb[j]);
-            if (certain(d, e, &C[i * ldc + j]) || refine(Ad + i * as, ak, Bd + j * bs, bk, K, b, &C[i * ldc + j]))
+            if (certain(d, e, &C[i * ldc + j])
+                || refine(Ad + i * as, DR_SEAM_REFINE_STEP(ak), Bd + j * bs, DR_SEAM_REFINE_STEP(bk), K, b,
+                          &C[i * ldc + j]))
                 continue;
             dr_gemm_f32(ta, tb, 1, 1, K, ta == DR_TRANS ? A + i : A + i * lda, lda,
                         tb == DR_TRANS ? B + j * ldb : B + j, ldb, bias ? bias + j : NULL, &C[i * ldc + j], 1);
