@@ -84,6 +84,15 @@
 #define DR_SEAM_WIDEN_TILE_COL(i0, q) ((i0) + (q))
 #endif
 
+/* The step between a row's (a column's) consecutive k in the compensated
+ * second sum: 1, or the other dimension where the widened operand keeps a
+ * transposed layout. */
+#if defined(DR_MUTANT_REFINE_STEP)        /* every step 1: a transposed layout's sum of other elements */
+#define DR_SEAM_REFINE_STEP(step) ((void)(step), (size_t)1)
+#else
+#define DR_SEAM_REFINE_STEP(step) (step)
+#endif
+
 /* ---- cpu/cpu_gemm_element.c -------------------------------------------------- */
 
 /* The sticky bit of the bits below the 64-bit window. */

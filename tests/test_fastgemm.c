@@ -246,26 +246,34 @@ static void same_bits_wide_ties(void **s)
  * that order is 1 in double when t < 2^-23, while the exact value rounds
  * above 1 once t passes 2^-24. The certified path must not trust DGEMM's
  * 1 (its bound is ~2^-18 here), and must find the right float through its
- * second, compensated sum. */
+ * second, compensated sum. A 3 x 4 by 4 x 3 product in each of the four
+ * layouts, element (i, j) the near-tie times a sign per row and 2^j per
+ * column: the second sum walks op(A)'s rows and op(B)'s columns in the
+ * layouts the certified path keeps (a wrong step sums other elements). */
 static void same_bits_cancelled_near_tie(void **s)
 {
+    enum { M = 3, N = 3, K = 4 };
     (void)s;
     for (int q = 25; q <= 60; q++)
-        for (int sg = 0; sg < 2; sg++) {
-            float sign = sg ? -1.0f : 1.0f, t = 0x1p-24f + ldexpf(1.0f, -q);
-            float A[4] = { 0x1p15f, sign, sign * t, -0x1p15f }, B[4] = { 0x1p15f, 1.0f, 1.0f, 0x1p15f };
-            float C1[1], C2[1];
-            uint32_t u1, u2;
-            if (q > 47) A[2] = sign * 0x1p-24f;   /* the tie itself (t not a float past 2^-47): to even */
-            dr_gemm_f32(DR_NO_TRANS, DR_NO_TRANS, 1, 1, 4, A, 4, B, 1, NULL, C1, 1);
+        for (int lay = 0; lay < 4; lay++) {
+            const int ta = lay & 1, tb = lay >> 1;
+            const size_t lda = ta ? M : K, ldb = tb ? K : N;
+            float t = 0x1p-24f + ldexpf(1.0f, -q);
+            float pa[K] = { 0x1p15f, 1.0f, t, -0x1p15f }, pb[K] = { 0x1p15f, 1.0f, 1.0f, 0x1p15f };
+            float A[M * K], B[K * N], C1[M * N], C2[M * N];
+            if (q > 47) pa[2] = 0x1p-24f;   /* the tie itself (t not a float past 2^-47): to even */
+            for (size_t i = 0; i < M; i++)
+                for (size_t k = 0; k < K; k++) A[ta ? k * lda + i : i * lda + k] = (i == 1 ? -1.0f : 1.0f) * pa[k];
+            for (size_t k = 0; k < K; k++)
+                for (size_t j = 0; j < N; j++) B[tb ? j * ldb + k : k * ldb + j] = ldexpf(pb[k], (int)j);
+            dr_gemm_f32((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, NULL, C1, N);
             for (size_t p = 1; p < NPATHS; p++) {
-                int rc = dr_gemm_fast_path(paths[p], DR_NO_TRANS, DR_NO_TRANS, 1, 1, 4, A, 4, B, 1, NULL, C2, 1,
-                                           NULL, NULL);
+                int rc = dr_gemm_fast_path(paths[p], (dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, NULL, C2,
+                                           N, NULL, NULL);
                 if (rc == DR_EUNSUPPORTED) continue;
                 assert_int_equal(rc, 0);
-                memcpy(&u1, C1, 4); memcpy(&u2, C2, 4);
-                if (u1 != u2) {
-                    print_error("path %d q=%d sign=%d: ref 0x%08x, fast 0x%08x\n", (int)paths[p], q, sg, u1, u2);
+                if (memcmp(C1, C2, sizeof C1) != 0) {
+                    print_error("path %d q=%d ta=%d tb=%d: the certified bits differ\n", (int)paths[p], q, ta, tb);
                     fail();
                 }
             }

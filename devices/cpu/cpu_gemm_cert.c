@@ -28,6 +28,7 @@
 #include "devices/cpu/cpu_gemm_internal.h"
 #include "distref/error.h"
 #include "devices/seams.h"
+#include "distref/wide.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -59,11 +60,11 @@ static int certain(double d, double e, float *out)
  * dot product", SIAM J. Sci. Comput. 26(6), 2005, with the products exact:
  * |r - S| <= u |S| + gamma_(n-1)^2 sum |p|, n = K + 1 terms with the bias),
  * which leaves undecided only values within about 2^-50 of a midpoint. */
-static int refine(const double *a, const double *b, size_t K, double bias, float *out)
+static int refine(const double *a, size_t ka, const double *b, size_t kb, size_t K, double bias, float *out)
 {
     double s = bias, c = 0.0, sa = fabs(bias), r, g = (double)(K + 2) * 0x1p-53;
     for (size_t k = 0; k < K; k++) {
-        double p = a[k] * b[k], t = s + p, z = t - s;   /* TwoSum(s, p): t + (error) = s + p exactly */
+        double p = a[k * ka] * b[k * kb], t = s + p, z = t - s;   /* TwoSum(s, p): t + (error) = s + p exactly */
         c += (s - (t - z)) + (p - z);
         s = t;
         sa += fabs(p);
@@ -72,40 +73,59 @@ static int refine(const double *a, const double *b, size_t K, double bias, float
     return certain(r, 2.0 * (0x1p-53 * fabs(r) + g * g * sa), out);
 }
 
-/* op(X) (rows x K) as doubles in dst (rows x K, row-major) and the 2-norm
- * of each of its rows in nrm. X is rows x K (ld) when !t, else K x rows.
- * A tile of WIDEN_TILE rows of op(X) by WIDEN_KB of its k at a time:
- * a transposed X's tile is 8 cache lines (row k gives the tile 16
- * consecutive floats) instead of one line per float, each row of dst is
- * still written 64 contiguous bytes at a time, and the tile's 16 sums of
- * squares are independent chains instead of one row's K dependent
- * additions. Each row's sum still adds its k in order: the norms keep
- * their bits. */
+/* Columns c0 .. c0 + n of a K x rows X (ld) as doubles in dst (K x rows,
+ * X's own layout) and their 2-norms in nrm: each k reads n consecutive
+ * floats and writes n consecutive doubles, n independent sums of squares,
+ * each adding its k in order (the norms keep their bits), compiled per
+ * vector width (DR_WIDE: `omp simd` does each lane's IEEE operations). */
+#define WIDEN_COLS 64
+DR_WIDE static void widen_cols(const float *X, size_t ld, size_t K, size_t rows, size_t c0, size_t n, double *dst,
+                               double *nrm)
+{
+    double s[WIDEN_COLS] = { 0.0 };
+    for (size_t k = 0; k < K; k++) {
+        const float *x = X + k * ld;
+        double *d = dst + k * rows;
+        #pragma omp simd
+        for (size_t q = 0; q < n; q++) {
+            double v = x[DR_SEAM_WIDEN_TILE_COL(c0, q)];
+            d[c0 + q] = v;
+            s[q] += v * v;
+        }
+    }
+    for (size_t q = 0; q < n; q++) nrm[c0 + q] = sqrt(s[q]);
+}
+
+/* X as doubles in dst, in X's own layout (rows x K when !t, K x rows when t:
+ * the DGEMM takes the same transposition flag, so a transposed operand --
+ * the forward's weights, every step -- is converted, not transposed:
+ * widen_cols, WIDEN_COLS of X's columns a thread's call), and in nrm the
+ * 2-norm of each row of op(X) (rows x K). X's leading dimension is ld;
+ * dst's is K, or rows when t. Not transposed, a tile of WIDEN_TILE rows by
+ * WIDEN_KB of their k at a time: the tile's 16 sums of squares are
+ * independent chains instead of one row's K dependent additions, each
+ * still adding its k in order. */
 #define WIDEN_TILE 16
 #define WIDEN_KB 8
 static void widen(int t, size_t rows, size_t K, const float *X, size_t ld, double *dst, double *nrm)
 {
-    const size_t tiles = (rows + WIDEN_TILE - 1) / WIDEN_TILE;
+    const size_t w = t ? WIDEN_COLS : WIDEN_TILE, tiles = (rows + w - 1) / w;
     #pragma omp parallel for schedule(static) if (rows * K >= (1u << 16))
     for (size_t b = 0; b < tiles; b++) {
-        const size_t i0 = b * WIDEN_TILE, n = rows - i0 < WIDEN_TILE ? rows - i0 : WIDEN_TILE;
+        const size_t i0 = b * w, n = rows - i0 < w ? rows - i0 : w;
         double s[WIDEN_TILE] = { 0.0 };
+        if (t) {
+            widen_cols(X, ld, K, rows, i0, n, dst, nrm);
+            continue;
+        }
         for (size_t k0 = 0; k0 < K; k0 += WIDEN_KB) {
             const size_t k1 = K - k0 < WIDEN_KB ? K : k0 + WIDEN_KB;
-            if (t)   /* q innermost: X's 16 consecutive floats, 16 independent sums (vectorizable) */
-                for (size_t k = k0; k < k1; k++)
-                    for (size_t q = 0; q < n; q++) {
-                        double v = X[k * ld + DR_SEAM_WIDEN_TILE_COL(i0, q)];
-                        dst[(i0 + q) * K + k] = v;
-                        s[q] += v * v;
-                    }
-            else
-                for (size_t q = 0; q < n; q++)
-                    for (size_t k = k0; k < k1; k++) {
-                        double v = X[(i0 + q) * ld + k];
-                        dst[(i0 + q) * K + k] = v;
-                        s[q] += v * v;
-                    }
+            for (size_t q = 0; q < n; q++)
+                for (size_t k = k0; k < k1; k++) {
+                    double v = X[(i0 + q) * ld + k];
+                    dst[(i0 + q) * K + k] = v;
+                    s[q] += v * v;
+                }
         }
         for (size_t q = 0; q < n; q++) nrm[i0 + q] = sqrt(s[q]);
     }
@@ -122,16 +142,24 @@ int dr_gemm_f32_certified(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K
         free(Ad); free(Bd); free(D); free(na); free(nb);
         return DR_ENOMEM;
     }
+    /* Ad and Bd keep A's and B's layouts (widen): op(A)'s row i starts at
+     * Ad + i as, its k a step ak apart; op(B)'s column j at Bd + j bs, step bk. */
+    const size_t as = ta == DR_TRANS ? 1 : K, ak = ta == DR_TRANS ? M : 1;
+    const size_t bs = tb == DR_TRANS ? K : 1, bk = tb == DR_TRANS ? 1 : N;
     widen(ta == DR_TRANS, M, K, A, lda, Ad, na);
-    widen(tb != DR_TRANS, N, K, B, ldb, Bd, nb);   /* op(B)'s columns as rows: Bd is N x K */
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, Ad, (int)K, Bd, (int)K, 0.0,
-                D, (int)N);
+    widen(tb != DR_TRANS, N, K, B, ldb, Bd, nb);
+    cblas_dgemm(CblasRowMajor, ta == DR_TRANS ? CblasTrans : CblasNoTrans, tb == DR_TRANS ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, 1.0, Ad, ta == DR_TRANS ? (int)M : (int)K, Bd, tb == DR_TRANS ? (int)K : (int)N,
+                0.0, D, (int)N);
     #pragma omp parallel for schedule(dynamic, 8)
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
             double b = bias ? (double)bias[j] : 0.0;
             double d = D[i * N + j] + b, e = g * (fabs(b) + na[i] * nb[j]);
-            if (certain(d, e, &C[i * ldc + j]) || refine(Ad + i * K, Bd + j * K, K, b, &C[i * ldc + j])) continue;
+            if (certain(d, e, &C[i * ldc + j])
+                || refine(Ad + i * as, DR_SEAM_REFINE_STEP(ak), Bd + j * bs, DR_SEAM_REFINE_STEP(bk), K, b,
+                          &C[i * ldc + j]))
+                continue;
             dr_gemm_f32(ta, tb, 1, 1, K, ta == DR_TRANS ? A + i : A + i * lda, lda,
                         tb == DR_TRANS ? B + j * ldb : B + j, ldb, bias ? bias + j : NULL, &C[i * ldc + j], 1);
         }
