@@ -207,14 +207,14 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
         if (k->resume) snprintf(name + strlen(name), sizeof name - strlen(name), "%u", k->resume);
     }
     if (mkdtemp(dir)) {
-        bool stopped = true;
+        bool first_ok = true;   /* the --fail_ps run stopped naming the task; the rerun said it resumed */
         if (k->fail_ps[0]) {   /* the run that stops at the ps task's failure, naming it and the step */
             char want[160];
             snprintf(want, sizeof want, "parameter server /job:ps/replica:0/task:%.*s failed at step %s",
                      (int)strcspn(k->fail_ps, ":"), k->fail_ps, strchr(k->fail_ps, ':') + 1);
             code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, true, k->steps);
-            stopped = code != 0 && log_has(dir, want);
-            if (!stopped) snprintf(why, sizeof why, "with --fail_ps=%s: exit %d, want non-zero and \"%s\" in the log; ",
+            first_ok = code != 0 && log_has(dir, want);
+            if (!first_ok) snprintf(why, sizeof why, "with --fail_ps=%s: exit %d, want non-zero and \"%s\" in the log; ",
                                    k->fail_ps, code, want);
         }
         if (k->resume) {   /* the first run: k->resume steps, which the second resumes (it says so) */
@@ -224,13 +224,13 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
             if (code == 0) code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false, k->steps);
             if (code == 0 && !log_has(dir, want)) {
                 snprintf(why, sizeof why, "the rerun did not say \"%s\"; ", want);
-                stopped = false;
+                first_ok = false;
             }
         } else {
             code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false, k->steps);
         }
         read_outcome(dir, &m);
-        if (!stopped && !m.error[0]) snprintf(m.error, sizeof m.error, "%s", why);
+        if (!first_ok && !m.error[0]) snprintf(m.error, sizeof m.error, "%s", why);
         if (code != 0 && !m.error[0]) snprintf(m.error, sizeof m.error, "mpirun exited with status %d", code);
         if (free_run) {   /* the oracle: the reference following the run's recorded order */
             snprintf(rc.replay_schedule, sizeof rc.replay_schedule, "%s/ps_schedule.jsonl", dir);
