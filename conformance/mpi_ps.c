@@ -19,6 +19,9 @@
  *           the rerun without --fail_ps, resumed from the last checkpoint
  *           (re-walking the failure), must equal the reference's run that
  *           never stopped.
+ *   resume  a first run of K steps (--train_steps), then the rerun to N
+ *           says it resumed at step K and equals the reference's N
+ *           straight.
  * 2-3 workers x 1-2 ps, staleness 0 and 2, L2 on and off, uneven short
  * batches. Mutants (scripts/run_conformance_mutants.sh): the coordinator
  * drops one landed update (DR_MUTANT_MPI_PS_DROP_UPDATE); a recovered
@@ -46,32 +49,45 @@ typedef struct ps_cell {
     uint32_t    decay;       /* --lr_schedule=cosine --decay_steps=decay --warmup_steps=2 (0: constant) */
     const char *experiment;  /* a model beyond Dense, with --batch_norm=bn ("": the default Dense one) */
     const char *bn;
+    uint32_t    steps;       /* --train_steps (0: the one epoch of E examples) */
+    uint32_t    resume;      /* a first run of this many steps, then the rerun resumes it to `steps` (0: none) */
 } ps_cell;
 
 static const ps_cell k_ps_cells[] = {
-    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "", 0.0f, 0, "", "" },
-    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "", 0.0f, 0, "", "" },
-    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "", 0.0f, 0, "", "" },
-    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "", 0.0f, 0, "", "" },
-    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "", 0.0f, 0, "", "" },
-    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "", 0.0f, 0, "", "" },
-    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "", 0.0f, 0, "", "" },
-    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "", 0.0f, 0, "", "" },
-    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "", 0.0f, 0, "", "" },
-    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8", 0.0f, 0, "", "" },
-    { 2, 2, 1, 32, 256, 4, 3, 1e-3, "fixed:2", "seeded", "", "", 0.05f, 6, "", "" },   /* clipping and a schedule */
+    { 2, 1, 0, 32, 200, 0, 3, 0.0, "", "seeded", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 2, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 3, 1, 2, 37, 230, 4, 5, 0.0, "min_size:4096:4", "seeded", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 3, 2, 0, 32, 200, 0, 8, 1e-3, "max_size:8192", "seeded", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 3, 2, 2, 37, 230, 0, 2, 1e-3, "fixed:3", "seeded", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 3, 2, 2, 37, 230, 4, 0, 1e-3, "fixed:2", "free", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 2, 1, 1, 32, 200, 0, 0, 0.0, "", "free", "", "", 0.0f, 0, "", "", 0, 0 },
+    { 2, 1, 1, 32, 200, 0, 3, 0.0, "", "seeded", "1:4", "", 0.0f, 0, "", "", 0, 0 },
+    { 3, 2, 2, 37, 230, 3, 11, 1e-3, "fixed:2", "seeded", "0:2", "", 0.0f, 0, "", "", 0, 0 },
+    { 2, 2, 1, 32, 260, 3, 5, 1e-3, "", "seeded", "1:3", "0:8", 0.0f, 0, "", "", 0, 0 },
+    { 2, 2, 1, 32, 256, 4, 3, 1e-3, "fixed:2", "seeded", "", "", 0.05f, 6, "", "", 0, 0 },   /* clipping and a schedule */
 };
 
 /* The models beyond Dense (issue 31): each worker rank runs the engine's
  * graph step, the ps ranks land BatchNormalization's moving statistics
  * (docs/PARAMETER_SERVER.md "Models beyond Dense"); resnet_synthetic for
- * 2-3 steps (38 layers: kept short). Also run by the models suite. */
+ * 2-3 steps (38 layers: kept short). Also run by the models suite. The
+ * seeded cells at W >= 2 and the free ones are where a moving statistic
+ * updated from the version its worker read (not at landing) differs. */
 static const ps_cell k_model_cells[] = {
-    { 1, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync" },
-    { 2, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync" },
-    { 3, 1, 2, 16, 100, 0, 3, 1e-3, "", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "replica" },
-    { 1, 2, 2, 32, 64, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync" },
-    { 2, 2, 2, 32, 96, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync" },
+    { 1, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync", 0, 0 },
+    { 2, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync", 0, 0 },
+    { 3, 1, 2, 16, 100, 0, 3, 1e-3, "", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "replica", 0, 0 },
+    { 1, 2, 2, 32, 64, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync", 0, 0 },
+    { 2, 2, 2, 32, 96, 0, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync", 0, 0 },
+    /* the free schedule replayed by the reference, a worker's failure, a ps
+     * task's failure and the resumed rerun, 4 steps resumed to 7 (seed 3
+     * with --fail_worker=1:3: an update lands stale, where seed 7's are not) */
+    { 2, 2, 2, 32, 100, 0, 7, 0.0, "fixed:2", "free", "", "", 0.0f, 0, "cnn_synthetic", "sync", 0, 0 },
+    { 2, 2, 2, 32, 100, 0, 3, 0.0, "fixed:2", "seeded", "1:3", "", 0.0f, 0, "cnn_synthetic", "sync", 0, 0 },
+    { 2, 2, 2, 32, 100, 2, 3, 0.0, "fixed:2", "seeded", "1:3", "0:5", 0.0f, 0, "cnn_synthetic", "sync", 7, 0 },
+    { 2, 2, 2, 32, 100, 4, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync", 7, 4 },
+    { 3, 1, 2, 16, 100, 0, 3, 1e-3, "", "free", "", "", 0.0f, 0, "cnn_synthetic", "replica", 0, 0 },
+    { 2, 2, 2, 32, 96, 0, 7, 0.0, "fixed:2", "free", "", "", 0.0f, 0, "resnet_synthetic", "sync", 0, 0 },
 };
 
 #define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
@@ -101,6 +117,7 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
         snprintf(c->experiment, sizeof c->experiment, "%s", k->experiment);
         snprintf(c->batch_norm, sizeof c->batch_norm, "%s", k->bn);
     }
+    c->train_steps = k->steps;   /* resume: the run that never stopped */
     if (k->decay) {
         c->lr_schedule.kind = DR_LR_COSINE;
         c->lr_schedule.decay_steps = k->decay;
@@ -111,9 +128,10 @@ static void ref_config(const ps_cell *k, char *tf, size_t ntf, dr_run_config *c)
 }
 
 /* mpirun into dir (kept: the caller reads it and removes it); returns the
- * exit status. with_fail_ps: pass the cell's --fail_ps (its first run). */
+ * exit status. with_fail_ps: pass the cell's --fail_ps (its first run);
+ * steps: --train_steps (0: the epoch). */
 static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uint32_t np, const char *dir,
-                     bool with_fail_ps)
+                     bool with_fail_ps, uint32_t steps)
 {
     char cmd[3000], tf[1024], part[96] = "", faults[96] = "", train[160] = "";
     int st;
@@ -129,6 +147,7 @@ static int ps_launch(const results *r, const ps_cell *k, const char *tf_env, uin
     if (k->experiment[0])
         snprintf(train + strlen(train), sizeof train - strlen(train), " --experiment=%s --batch_norm=%s",
                  k->experiment, k->bn);
+    if (steps) snprintf(train + strlen(train), sizeof train - strlen(train), " --train_steps=%u", steps);
     snprintf(faults, sizeof faults, "%s%s%s%s", k->fail_worker[0] ? " --fail_worker=" : "", k->fail_worker,
              with_fail_ps && k->fail_ps[0] ? " --fail_ps=" : "", with_fail_ps ? k->fail_ps : "");
     snprintf(cmd, sizeof cmd, PS_ENV "TF_CONFIG='%s' mpirun --oversubscribe -np %u %s train --variant=mpi "
@@ -159,6 +178,7 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
     outcome m, oracle;
     bool free_run = strcmp(k->schedule, "free") == 0, pass;
     int code = -1;
+    double t0 = now();   /* the cell's wall time: the launches and the oracle */
     memset(&m, 0, sizeof m);
     memset(&oracle, 0, sizeof oracle);
     snprintf(name, sizeof name, "parameter_server %s np=%u (%u workers, %u ps) S=%u seed=%llu G=%u E=%u l2=%g "
@@ -181,20 +201,36 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
         snprintf(name + len, sizeof name - len, " fail_worker=%s%s%s", k->fail_worker[0] ? k->fail_worker : "-",
                  k->fail_ps[0] ? " fail_ps=" : "", k->fail_ps);
     }
+    if (k->steps) {
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " %u steps%s", k->steps, k->resume ? ", resumed from " : "");
+        if (k->resume) snprintf(name + strlen(name), sizeof name - strlen(name), "%u", k->resume);
+    }
     if (mkdtemp(dir)) {
-        bool stopped = true;
+        bool first_ok = true;   /* the --fail_ps run stopped naming the task; the rerun said it resumed */
         if (k->fail_ps[0]) {   /* the run that stops at the ps task's failure, naming it and the step */
             char want[160];
             snprintf(want, sizeof want, "parameter server /job:ps/replica:0/task:%.*s failed at step %s",
                      (int)strcspn(k->fail_ps, ":"), k->fail_ps, strchr(k->fail_ps, ':') + 1);
-            code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, true);
-            stopped = code != 0 && log_has(dir, want);
-            if (!stopped) snprintf(why, sizeof why, "with --fail_ps=%s: exit %d, want non-zero and \"%s\" in the log; ",
+            code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, true, k->steps);
+            first_ok = code != 0 && log_has(dir, want);
+            if (!first_ok) snprintf(why, sizeof why, "with --fail_ps=%s: exit %d, want non-zero and \"%s\" in the log; ",
                                    k->fail_ps, code, want);
         }
-        code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false);
+        if (k->resume) {   /* the first run: k->resume steps, which the second resumes (it says so) */
+            char want[64];
+            snprintf(want, sizeof want, "resumed at step %u from", k->resume);
+            code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false, k->resume);
+            if (code == 0) code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false, k->steps);
+            if (code == 0 && !log_has(dir, want)) {
+                snprintf(why, sizeof why, "the rerun did not say \"%s\"; ", want);
+                first_ok = false;
+            }
+        } else {
+            code = ps_launch(r, k, NULL, 1 + k->W + k->P, dir, false, k->steps);
+        }
         read_outcome(dir, &m);
-        if (!stopped && !m.error[0]) snprintf(m.error, sizeof m.error, "%s", why);
+        if (!first_ok && !m.error[0]) snprintf(m.error, sizeof m.error, "%s", why);
         if (code != 0 && !m.error[0]) snprintf(m.error, sizeof m.error, "mpirun exited with status %d", code);
         if (free_run) {   /* the oracle: the reference following the run's recorded order */
             snprintf(rc.replay_schedule, sizeof rc.replay_schedule, "%s/ps_schedule.jsonl", dir);
@@ -205,7 +241,7 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
     }
     if (!free_run) run_case(&rc, &oracle);
     pass = outcome_same_why(&m, &oracle, why, sizeof why);
-    record(r, suite, &vc, (int)k->W, pass, m.seconds, "%s: %s%s%s", name,
+    record(r, suite, &vc, (int)k->W, pass, now() - t0, "%s: %s%s%s", name,
            free_run ? "bits = ref replaying its ps_schedule.jsonl" : "bits = ref parameter_server, same seed",
            pass ? "" : ": ", why);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -218,14 +254,14 @@ static int ps_cell_run(results *r, const char *suite, const ps_cell *k)
 /* chief + 2 workers + 1 ps (4 tasks) under -np 3: exit 2, both named. */
 static int ps_tf_config_mismatch(results *r)
 {
-    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "", 0.0f, 0, "", "" };
+    static const ps_cell k = { 2, 1, 0, 32, 64, 0, 1, 0.0, "", "seeded", "", "", 0.0f, 0, "", "", 0, 0 };
     char dir[] = "/tmp/distref_mpips_XXXXXX", tf[512], log[4096] = "", path[1100], cmd[1200];
     FILE *f;
     int code = -1;
     bool pass;
     if (mkdtemp(dir)) {
         ps_tf_config(2, 1, false, tf, sizeof tf);
-        code = ps_launch(r, &k, tf, 3, dir, false);
+        code = ps_launch(r, &k, tf, 3, dir, false, 0);
         snprintf(path, sizeof path, "%s/log.txt", dir);
         if ((f = fopen(path, "r"))) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = '\0'; fclose(f); }
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -61,6 +61,7 @@ void psm_graph_close(dr_session *s)
  * the increments there (psm_graph_step). */
 void psm_graph_zero_moving(const dr_session *s, float *vars)
 {
+    if (s->ps->gs) DR_SEAM_PS_KEEP_READ(vars + s->ps->T, s->plan->P - s->ps->T);
     for (size_t i = s->ps->T; s->ps->gs && i < s->plan->P; i++) vars[i] = -0.0f;
 }
 
@@ -94,7 +95,10 @@ int psm_graph_step(dr_session *s, const uint32_t *ids, uint32_t n, uint64_t clos
 void psm_graph_send_moving(const dr_session *s, float *grad)
 {
     const engine_ps *ps = s->ps;
-    if (ps->gs && DR_SEAM_PS_SENDS_MOVING) memcpy(grad + ps->T, ps->incr, (s->plan->P - ps->T) * sizeof(float));
+    if (ps->gs && DR_SEAM_PS_SENDS_MOVING) {
+        memcpy(grad + ps->T, ps->incr, (s->plan->P - ps->T) * sizeof(float));
+        DR_SEAM_PS_SEND_MOVING(grad + ps->T, s->plan->P - ps->T, ENGINE_BN_MOMENTUM);
+    }
 }
 
 /* A ps rank's landing on a moving statistic's shard (offset at or past T):
@@ -105,7 +109,7 @@ bool psm_graph_land_moving(const dr_session *s, const dr_ps_shard *sh, float *pa
     const engine_ps *ps = s->ps;
     if (ps->T >= s->plan->P || sh->offset < ps->T) return false;
     for (size_t k = 0; k < sh->length; k++) {
-        params[sh->offset + k] = params[sh->offset + k] * ENGINE_BN_MOMENTUM + g[k];
+        params[sh->offset + k] = DR_SEAM_PS_LAND_MOVING(params[sh->offset + k] * ENGINE_BN_MOMENTUM + g[k], g[k]);
         g[k] = 0.0f;
     }
     return true;

@@ -342,4 +342,34 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_PS_SENDS_MOVING 1
 #endif
 
+/* The same, where the moving statistics' update is computed: a worker
+ * rank keeps nothing of the n moving statistics it read (statement), sends
+ * their increments (statement on the n slots after they are copied), and a
+ * ps rank takes, at landing, its value then times the momentum plus the
+ * increment (production: landing order, no update lost). The mutant is the
+ * reference's ref_ps_moving_from_read over ranks: the worker computes the
+ * new value from the version it read (read * 0.99 + increment) and the ps
+ * writes it back, losing the updates that landed in between. */
+#ifdef DR_MUTANT_MPI_PS_MOVING_FROM_READ
+#include <stdlib.h>
+#include <string.h>
+static float *dr_seam_moving_read;   /* the read version's moving statistics (one worker rank) */
+static inline void dr_seam_keep_read(const float *read, size_t n)
+{
+    float *p = realloc(dr_seam_moving_read, n * sizeof(float) + 4);
+    if (p) memcpy(dr_seam_moving_read = p, read, n * sizeof(float));
+}
+static inline void dr_seam_send_from_read(float *slots, size_t n, float momentum)
+{
+    for (size_t i = 0; dr_seam_moving_read && i < n; i++) slots[i] = dr_seam_moving_read[i] * momentum + slots[i];
+}
+#define DR_SEAM_PS_KEEP_READ(read, n) dr_seam_keep_read(read, n)
+#define DR_SEAM_PS_SEND_MOVING(slots, n, momentum) dr_seam_send_from_read(slots, n, momentum)
+#define DR_SEAM_PS_LAND_MOVING(at_landing, sent) ((void)(at_landing), (sent))
+#else
+#define DR_SEAM_PS_KEEP_READ(read, n) ((void)0)
+#define DR_SEAM_PS_SEND_MOVING(slots, n, momentum) ((void)0)
+#define DR_SEAM_PS_LAND_MOVING(at_landing, sent) ((void)(sent), (at_landing))
+#endif
+
 #endif
