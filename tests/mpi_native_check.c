@@ -446,7 +446,8 @@ int main(int argc, char **argv)
                                    counts[k], divs[di], dd ? "dd" : "cacc", wrong, wrong ? "FAIL" : "ok");
                         fails += wrong != 0;
                     }
-    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements */
+    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements, both
+         * input forms, a dd escape list out of order */
         dr_comm_config cc;
         dr_comm *ep[1];
         uint32_t neps = 0;
@@ -454,7 +455,7 @@ int main(int argc, char **argv)
         const dr_cacc *const *cl = (const dr_cacc *const *)lp;
         float f[2], *fp[2] = { &f[0], &f[1] };
         size_t ov = 0;
-        int r0, r1;
+        int r0, r1, r2, r3;
         memset(&cc, 0, sizeof cc);
         cc.num_ranks = W;
         cc.local_replicas = 1;
@@ -462,11 +463,21 @@ int main(int argc, char **argv)
         if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_native_check: %s\n", err.msg); dr_mpi_abort(1); }
         r0 = dr_comm_mpi()->all_reduce_round(ep[0], cl, NULL, 1, 0, fp, &ov, &err);
         r1 = dr_comm_mpi()->all_reduce_round(ep[0], cl, NULL, ((size_t)1 << 25) + 1, 1, fp, &ov, &err);
+        {   /* both forms at once; a dd escape list out of order */
+            static const double pairs[4] = { NAN, 0.0, NAN, 0.0 };
+            static const uint32_t at[2] = { 1, 0 };
+            dr_cacc e2[2] = { one, one };
+            dr_dd_parts dd[2] = { { pairs, e2, at, 2 }, { pairs, e2, at, 2 } };
+            r2 = dr_comm_mpi()->all_reduce_round(ep[0], cl, dd, 1, 1, fp, &ov, &err);
+            r3 = dr_comm_mpi()->all_reduce_round(ep[0], NULL, dd, 2, 1, fp, &ov, &err);
+        }
         dr_comm_mpi()->close(ep, neps);
         if (rank == 0)
-            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s  %s\n", W, r0 == DR_EUSAGE ? "refused" : "ACCEPTED",
-                   r1 == DR_EUSAGE ? "refused" : "ACCEPTED", r0 == DR_EUSAGE && r1 == DR_EUSAGE ? "ok" : "FAIL");
-        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE;
+            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s, both forms %s, escapes out of order %s  %s\n", W,
+                   r0 == DR_EUSAGE ? "refused" : "ACCEPTED", r1 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r2 == DR_EUSAGE ? "refused" : "ACCEPTED", r3 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r0 == DR_EUSAGE && r1 == DR_EUSAGE && r2 == DR_EUSAGE && r3 == DR_EUSAGE ? "ok" : "FAIL");
+        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE || r2 != DR_EUSAGE || r3 != DR_EUSAGE;
     }
     dr_mpi_finalize();
     return fails ? 1 : 0;

@@ -519,5 +519,10 @@ int dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, const dr_dd_
     for (uint32_t r = 0; n && r < e->geom.cfg.local_replicas; r++)
         if (!out[r] || (local ? !local[r] : !dd[r].pairs || (dd[r].nesc && (!dd[r].esc || !dd[r].esc_at))))
             return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: local replica %u's array is NULL", r);
+    for (uint32_t r = 0; dd && r < e->geom.cfg.local_replicas; r++)   /* the escape lists split by binary search */
+        for (size_t j = 0; j < dd[r].nesc; j++)
+            if (dd[r].esc_at[j] >= n || (j && dd[r].esc_at[j] <= dd[r].esc_at[j - 1]))
+                return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: local replica %u's escape %zu is at element "
+                               "%u; expected ascending elements below n = %zu", r, j, dd[r].esc_at[j], n);
     return dr_cm_grad_round(e, local, dd, e->geom.cfg.local_replicas, n, d, out, overflowed, "all_reduce_round", err);
 }
