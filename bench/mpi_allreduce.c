@@ -1,7 +1,7 @@
 /* distref bench — the MPI comm's all-reduce against MPI_Allreduce, in the
  * style of nccl-tests' all_reduce_perf, in one run:
  *
- *   mpirun -np 2 build/rel/bench/mpi_allreduce [--json FILE] [--max_mb 16]
+ *   mpirun -np 2 build/rel/bench/mpi_allreduce [--json FILE] [--max_mb 16] [--grad_form cacc|dd]
  *
  * For each size (float data, 1 KB .. 16 MB, x4 steps) every rank holds
  * count = size/4 floats x_w[i]. Three all-reduces of them:
@@ -22,7 +22,11 @@
  *           share is), travelling as double-doubles with an escape list;
  *           timed from the accumulators to every rank's rounded floats
  *           (the conversions included). #wrong against the exact sum of
- *           every rank's products in a dr_acc, rounded once
+ *           every rank's products in a dr_acc, rounded once.
+ *           --grad_form dd: the same partials handed over already as
+ *           double-doubles (dr_dd_parts, encoded before the timer: what a
+ *           replica whose GEMM gives double-doubles would hand over), timed
+ *           from those to the rounded floats
  *   ring32  all_reduce of DR_FORM_F32: the same ring moving floats
  *   mpi     MPI_Allreduce(MPI_FLOAT, MPI_SUM): the MPI library's own
  * time: the median over iterations of the slowest rank's time (a barrier
@@ -78,7 +82,7 @@ static double median(double *t, int n)
 
 int main(int argc, char **argv)
 {
-    const char *json = NULL, *only = NULL;
+    const char *json = NULL, *only = NULL, *grad_form = "cacc";
     double max_mb = 16;
     uint32_t rank, W;
     dr_err err;
@@ -87,9 +91,12 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
         else if (strcmp(argv[i], "--max_mb") == 0 && i + 1 < argc) max_mb = atof(argv[++i]);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--grad_form") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "cacc") == 0 || strcmp(argv[i + 1], "dd") == 0)) grad_form = argv[++i];
         else {
             fprintf(stderr, "usage: mpirun -np N mpi_allreduce [--json FILE] [--max_mb MB] [--only COL[,COL]] "
-                    "(COL: exact, compact, native, f32x, grad, ring32; mpi always runs)\n");
+                    "[--grad_form cacc|dd] (COL: exact, compact, native, f32x, grad, ring32; mpi always runs; "
+                    "grad_form: the grad column's partials, compact accumulators or double-doubles)\n");
             return 2;
         }
     }
@@ -98,14 +105,15 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("# all-reduce, %u ranks, float data; exact = distref's exact ring (DR_ACC_BYTES=%d per element on the "
                "wire), compact/native = the compact accumulators' ring / MPI_Iallreduce on digits, f32x = the exact "
-               "float all-reduce, ring32 = the ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM)\n", W,
-               DR_ACC_BYTES);
+               "float all-reduce, ring32 = the ring on floats, mpi = MPI_Allreduce(MPI_FLOAT, MPI_SUM); grad's partials: %s\n", W,
+               DR_ACC_BYTES, strcmp(grad_form, "dd") == 0 ? "dd (double-doubles, encoded before the timer)" : "cacc (compact accumulators)");
         printf("%10s %10s | %10s %8s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s %8s %6s %7s | %10s "
                "%8s %6s %7s | %10s %8s %7s | %10s %8s %7s\n", "size(B)", "count", "exact(us)", "algbw", "busbw", "ratio",
                "#wrong", "compact(us)", "busbw", "ratio", "#wrong", "native(us)", "busbw", "ratio", "#wrong", "f32x(us)",
                "busbw", "ratio", "#wrong", "grad(us)", "busbw", "ratio", "#wrong", "ring32(us)", "busbw", "#wrong",
                "mpi(us)", "busbw", "#wrong");
-        if (json && (jf = fopen(json, "w"))) fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"rows\": [", W);
+        if (json && (jf = fopen(json, "w")))
+            fprintf(jf, "{\"benchmark\": \"mpi_allreduce\", \"ranks\": %u, \"grad_form\": \"%s\", \"rows\": [", W, grad_form);
     }
     for (size_t bytes = 1024; bytes <= (size_t)(max_mb * 1048576.0); bytes *= 4) {
         size_t n = bytes / sizeof(float);
@@ -114,7 +122,11 @@ int main(int argc, char **argv)
         dr_cacc *cacc = malloc(n * sizeof *cacc), *cpristine = malloc(n * sizeof *cpristine);
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *f = malloc(n * sizeof *f);
         float *expect = malloc(n * sizeof *expect), *gexpect = malloc(n * sizeof *gexpect), *g = malloc(n * sizeof *g);
-        dr_cacc *gpart = malloc(n * sizeof *gpart);
+        dr_cacc *gpart = malloc(n * sizeof *gpart), *gesc = malloc(n * sizeof *gesc);
+        double *gpairs = malloc(2 * n * sizeof *gpairs);
+        uint32_t *gat = malloc(n * sizeof *gat);
+        dr_dd_parts gdd = { gpairs, gesc, gat, 0 };
+        const bool dd = strcmp(grad_form, "dd") == 0;
         size_t gover = 0;
         double t[ITERS_MAX], te, tc, tn, tx, tr, tm, tg, busf = 2.0 * (W - 1) / (double)(W > 1 ? W : 1);
         uint64_t wrong_e = 0, wrong_c = 0, wrong_n = 0, wrong_x = 0, wrong_r = 0, wrong_m = 0, wrong_g = 0;
@@ -123,7 +135,7 @@ int main(int argc, char **argv)
         uint32_t neps = 0, nneps = 0;
         if (iters < 3) iters = 3;
         if (iters > ITERS_MAX) iters = ITERS_MAX;
-        if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect || !gexpect || !g || !gpart) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
+        if (!acc || !pristine || !cacc || !cpristine || !x || !y || !f || !expect || !gexpect || !g || !gpart || !gesc || !gpairs || !gat) { fprintf(stderr, "mpi_allreduce: out of memory\n"); dr_mpi_abort(1); }
         for (size_t i = 0; i < n; i++) {
             double s = 0;
             x[i] = value(rank, i);
@@ -147,6 +159,7 @@ int main(int argc, char **argv)
                 }
             gexpect[i] = dr_acc_round(&tot);
         }
+        if (dd && want(only, "grad")) gdd.nesc = dr_dd_encode(gpart, n, gpairs, gesc, gat);
         memset(&cc, 0, sizeof cc);
         cc.num_ranks = W;
         cc.local_replicas = 1;
@@ -209,12 +222,12 @@ int main(int argc, char **argv)
         }
         tx = median(t, iters);
         t[0] = 0;
-        for (int k = 0; want(only, "grad") && k < iters; k++) {   /* compact partials in, rounded floats out */
+        for (int k = 0; want(only, "grad") && k < iters; k++) {   /* partials in (grad_form), rounded floats out */
             double t0;
             const dr_cacc *gp = gpart;
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = dr_now();
-            if (dr_comm_mpi()->all_reduce_round(nep[0], &gp, n, 1, &g, &gover, &err)) {
+            if (dr_comm_mpi()->all_reduce_round(nep[0], dd ? NULL : &gp, dd ? &gdd : NULL, n, 1, &g, &gover, &err)) {
                 fprintf(stderr, "mpi_allreduce: %s\n", err.msg);
                 dr_mpi_abort(1);
             }
@@ -279,7 +292,7 @@ int main(int argc, char **argv)
                         (unsigned long long)wrong_m);
         }
         free(acc); free(pristine); free(cacc); free(cpristine); free(x); free(y); free(f); free(expect);
-        free(gexpect); free(g); free(gpart);
+        free(gexpect); free(g); free(gpart); free(gesc); free(gpairs); free(gat);
     }
     if (jf) { fprintf(jf, "]}\n"); fclose(jf); }
     if (rank == 0) printf("# busbw in GB/s; ratio = exact busbw / mpi busbw; #wrong over all ranks' copies\n");

@@ -202,7 +202,7 @@ static double time_exact(buffers *b, int inner, double plant, int cpu)
         } else if (b->part) {   /* OP_GRAD: compact partials in, floats rounded once out (into y) */
             const dr_cacc *p = b->part;
             size_t over = 0;
-            if (dr_comm_mpi()->all_reduce_round(b->ep, &p, b->n, 1, &b->y, &over, &err))
+            if (dr_comm_mpi()->all_reduce_round(b->ep, &p, NULL, b->n, 1, &b->y, &over, &err))
                 fail("exact gradient all-reduce", &err);
         } else if (dr_comm_mpi()->all_reduce(b->ep, DR_FORM_ACC, (void *const *)&b->acc, b->n, &err)) {
             fail("exact all-reduce", &err);

@@ -367,6 +367,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_GX_LO(lo) (lo)
 #endif
 
+/* The first of a dr_dd_parts' escapes at an element or later, found by
+ * binary search in its ascending esc_at (comm_mpi_gradx.c: gx_esc_from,
+ * where each chunk's escapes start). */
+#if defined(DR_MUTANT_MPI_GX_ESC_EARLY)   /* one entry early: a chunk takes its neighbour's last escape */
+#define DR_SEAM_GX_ESC_FROM(j) ((j) > 0 ? (j) - 1 : (j))
+#else
+#define DR_SEAM_GX_ESC_FROM(j) (j)
+#endif
+
 /* The sources the all-zero shortcut of the exact gradient all-reduce checks
  * (comm_mpi_gradx.c: gx_zero). */
 #if defined(DR_MUTANT_MPI_GX_ZERO_FIRST)  /* only the first source: another's nonzero partial rounded to 0 */

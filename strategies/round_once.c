@@ -58,7 +58,7 @@ int engine_reduce_round(dr_session *s, uint32_t w, void *const *local, uint32_t 
         return dr_fail(err, DR_ENOMEM, "out of host memory for the rounded gradients (%u x %zu floats)", s->L, P);
     /* the comm hands every local replica its copy; all of them apply the first */
     for (uint32_t k = 0; k < s->L; k++) out[k] = s->rounded + (size_t)k * P;
-    if ((rc = s->co->all_reduce_round(s->ep[w - s->wlo], (const dr_cacc *const *)(const void *)local, P,
+    if ((rc = s->co->all_reduce_round(s->ep[w - s->wlo], (const dr_cacc *const *)(const void *)local, NULL, P,
                                       DR_SEAM_ROUND_DIVISOR(d), out, &over, err)))
         return rc;
     if (DR_SEAM_TOTAL_FLAGS(over ? DR_CACC_F_OVERFLOW : 0u) & DR_CACC_F_OVERFLOW) {

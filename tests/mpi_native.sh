@@ -10,7 +10,8 @@
 # NaN added by the IEEE addition on 2 ranks, where -inf + inf gives -NaN;
 # ..._gx_drop_lo: the gradient all-reduce's double-double without its
 # last term, on 2 ranks; ..._gx_truncate: partials of 107-114 bits sent as
-# a double-double instead of escaped, on 3 ranks).
+# a double-double instead of escaped, on 3 ranks; ..._gx_esc_early: the
+# double-double input form's escape list split one entry early, on 2 ranks).
 #
 #   sh tests/mpi_native.sh build/rel/tests/mpi_native_check [NP:MUTANT ...]
 set -u

@@ -34,7 +34,9 @@
  * Then the exact gradient all-reduce rounded once (all_reduce_round,
  * devices/mpi/comm_mpi_gradx.c), 1 and 2 local replicas, divisors 1, 8
  * and 3, and element counts 1 (ranks with empty chunks), the tensors'
- * 2377 and 70001 (chunks of more than one message): the partials of
+ * 2377 and 70001 (chunks of more than one message), the partials handed
+ * over as compact accumulators and as double-doubles (dr_dd_parts, whose
+ * escape lists the comm splits per chunk): the partials of
  * build() above and of gterms() (spans just under and over the 106 bits a
  * double-double holds, ties and near-ties of the float rounding, sums
  * that cancel to tiny values); every element of every replica must have
@@ -278,11 +280,16 @@ static void gbuild(int set, uint32_t q, size_t n, dr_cacc *c, dr_acc *a)
 }
 
 /* all_reduce_round over the partials of set `set`, L local replicas, n
- * elements, divisor d: the number of wrong elements over every rank. */
-static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int set, size_t n, uint32_t d)
+ * elements, divisor d, handed over as compact accumulators (dd false) or
+ * as double-doubles (dr_dd_encode's dr_dd_parts): the number of wrong
+ * elements over every rank. */
+static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int set, size_t n, uint32_t d, bool dd)
 {
     dr_acc *want = calloc(n, sizeof *want), *part = calloc(n, sizeof *part);
-    dr_cacc *tmp = calloc(n, sizeof *tmp), *loc[2];
+    dr_cacc *tmp = calloc(n, sizeof *tmp), *loc[2], *esc[2];
+    double *pairs[2];
+    uint32_t *at[2];
+    dr_dd_parts parts[2];
     float *out[2];
     bool *over = calloc(n, sizeof *over);
     size_t nover = 0, got_over = 0, first = n;
@@ -303,6 +310,10 @@ static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int 
         loc[r] = calloc(n, sizeof(dr_cacc));
         out[r] = malloc(n * sizeof(float));
         gbuild(set, rank * L + r, n, loc[r], part);
+        pairs[r] = malloc(2 * n * sizeof(double));
+        esc[r] = malloc(n * sizeof(dr_cacc));
+        at[r] = malloc(n * sizeof(uint32_t));
+        parts[r] = (dr_dd_parts){ pairs[r], esc[r], at[r], dr_dd_encode(loc[r], n, pairs[r], esc[r], at[r]) };
     }
     memset(&cc, 0, sizeof cc);
     cc.num_ranks = W;
@@ -310,7 +321,8 @@ static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int 
     cc.num_packs = 1;
     cc.timeout_s = 30;
     if (dr_comm_mpi()->open(&cc, ep, &neps, &err) ||
-        dr_comm_mpi()->all_reduce_round(ep[0], (const dr_cacc *const *)loc, n, d, out, &got_over, &err)) {
+        dr_comm_mpi()->all_reduce_round(ep[0], dd ? NULL : (const dr_cacc *const *)loc, dd ? parts : NULL, n, d, out,
+                                        &got_over, &err)) {
         fprintf(stderr, "mpi_native_check rank %u: %s\n", rank, err.msg);
         dr_mpi_abort(1);
     }
@@ -323,11 +335,11 @@ static unsigned long long check_grad(uint32_t rank, uint32_t W, uint32_t L, int 
         }
     if (got_over != nover) bad++;
     if (bad)
-        fprintf(stderr, "rank %u: grad set %d d=%u: %llu wrong, first element %zu: %a, want %a; overflowed %zu, "
-                "want %zu\n", rank, set, d, bad, first, first < n ? (double)out[0][first] : 0.0,
+        fprintf(stderr, "rank %u: grad set %d d=%u %s: %llu wrong, first element %zu: %a, want %a; overflowed %zu, "
+                "want %zu\n", rank, set, d, dd ? "dd" : "cacc", bad, first, first < n ? (double)out[0][first] : 0.0,
                 first < n ? (double)dr_acc_round_div(&want[first], d) : 0.0, got_over, nover);
     MPI_Allreduce(&bad, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    for (uint32_t r = 0; r < L; r++) { free(loc[r]); free(out[r]); }
+    for (uint32_t r = 0; r < L; r++) { free(loc[r]); free(out[r]); free(pairs[r]); free(esc[r]); free(at[r]); }
     free(want); free(part); free(tmp); free(over);
     return all;
 }
@@ -422,18 +434,20 @@ int main(int argc, char **argv)
     for (uint32_t L = 1; L <= 2; L++)
         for (int set = 0; set < 2; set++)
             for (int k = 0; k < 3; k++)
-                for (int di = 0; di < 3; di++) {
-                    static const size_t counts[] = { 1, 2377, 70001 };
-                    static const uint32_t divs[] = { 1, 8, 3 };
-                    unsigned long long wrong;
-                    if (k == 2 && di != 0) continue;   /* the long call once */
-                    wrong = check_grad(rank, W, L, set, counts[k], divs[di]);
-                    if (rank == 0)
-                        printf("np=%u L=%u set=%d n=%zu d=%u: all_reduce_round wrong %llu  %s\n", W, L, set, counts[k],
-                               divs[di], wrong, wrong ? "FAIL" : "ok");
-                    fails += wrong != 0;
-                }
-    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements */
+                for (int di = 0; di < 3; di++)
+                    for (int dd = 0; dd < 2; dd++) {
+                        static const size_t counts[] = { 1, 2377, 70001 };
+                        static const uint32_t divs[] = { 1, 8, 3 };
+                        unsigned long long wrong;
+                        if (k == 2 && di != 0) continue;   /* the long call once */
+                        wrong = check_grad(rank, W, L, set, counts[k], divs[di], dd);
+                        if (rank == 0)
+                            printf("np=%u L=%u set=%d n=%zu d=%u %s: all_reduce_round wrong %llu  %s\n", W, L, set,
+                                   counts[k], divs[di], dd ? "dd" : "cacc", wrong, wrong ? "FAIL" : "ok");
+                        fails += wrong != 0;
+                    }
+    {   /* usage errors, refused by every rank before any message: a divisor of 0, too many elements, both
+         * input forms, a dd escape list out of order */
         dr_comm_config cc;
         dr_comm *ep[1];
         uint32_t neps = 0;
@@ -441,19 +455,29 @@ int main(int argc, char **argv)
         const dr_cacc *const *cl = (const dr_cacc *const *)lp;
         float f[2], *fp[2] = { &f[0], &f[1] };
         size_t ov = 0;
-        int r0, r1;
+        int r0, r1, r2, r3;
         memset(&cc, 0, sizeof cc);
         cc.num_ranks = W;
         cc.local_replicas = 1;
         cc.num_packs = 1;
         if (dr_comm_mpi()->open(&cc, ep, &neps, &err)) { fprintf(stderr, "mpi_native_check: %s\n", err.msg); dr_mpi_abort(1); }
-        r0 = dr_comm_mpi()->all_reduce_round(ep[0], cl, 1, 0, fp, &ov, &err);
-        r1 = dr_comm_mpi()->all_reduce_round(ep[0], cl, ((size_t)1 << 25) + 1, 1, fp, &ov, &err);
+        r0 = dr_comm_mpi()->all_reduce_round(ep[0], cl, NULL, 1, 0, fp, &ov, &err);
+        r1 = dr_comm_mpi()->all_reduce_round(ep[0], cl, NULL, ((size_t)1 << 25) + 1, 1, fp, &ov, &err);
+        {   /* both forms at once; a dd escape list out of order */
+            static const double pairs[4] = { NAN, 0.0, NAN, 0.0 };
+            static const uint32_t at[2] = { 1, 0 };
+            dr_cacc e2[2] = { one, one };
+            dr_dd_parts dd[2] = { { pairs, e2, at, 2 }, { pairs, e2, at, 2 } };
+            r2 = dr_comm_mpi()->all_reduce_round(ep[0], cl, dd, 1, 1, fp, &ov, &err);
+            r3 = dr_comm_mpi()->all_reduce_round(ep[0], NULL, dd, 2, 1, fp, &ov, &err);
+        }
         dr_comm_mpi()->close(ep, neps);
         if (rank == 0)
-            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s  %s\n", W, r0 == DR_EUSAGE ? "refused" : "ACCEPTED",
-                   r1 == DR_EUSAGE ? "refused" : "ACCEPTED", r0 == DR_EUSAGE && r1 == DR_EUSAGE ? "ok" : "FAIL");
-        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE;
+            printf("np=%u: all_reduce_round d=0 %s, n=2^25+1 %s, both forms %s, escapes out of order %s  %s\n", W,
+                   r0 == DR_EUSAGE ? "refused" : "ACCEPTED", r1 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r2 == DR_EUSAGE ? "refused" : "ACCEPTED", r3 == DR_EUSAGE ? "refused" : "ACCEPTED",
+                   r0 == DR_EUSAGE && r1 == DR_EUSAGE && r2 == DR_EUSAGE && r3 == DR_EUSAGE ? "ok" : "FAIL");
+        fails += r0 != DR_EUSAGE || r1 != DR_EUSAGE || r2 != DR_EUSAGE || r3 != DR_EUSAGE;
     }
     dr_mpi_finalize();
     return fails ? 1 : 0;

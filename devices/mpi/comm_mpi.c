@@ -504,10 +504,10 @@ static int op_all_gather(dr_comm *c, const void *mine, size_t bytes, void *all, 
     return rc;
 }
 
-static int op_all_reduce_round(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
-                               size_t *overflowed, dr_err *err)
+static int op_all_reduce_round(dr_comm *c, const dr_cacc *const *local, const dr_dd_parts *dd, size_t n, uint32_t d,
+                               float *const *out, size_t *overflowed, dr_err *err)
 {
-    int rc = dr_cm_all_reduce_round(c, local, n, d, out, overflowed, err);
+    int rc = dr_cm_all_reduce_round(c, local, dd, n, d, out, overflowed, err);
     dr_cm_awaited();
     return rc;
 }

@@ -154,9 +154,17 @@ static DR_ROUND_ISA __mmask8 gx_encode_x8(const dr_cacc *a, double *out)
 }
 #endif
 
-/* Encodes a[lo, hi) into pairs; the escapes, in index order, to esc.
- * Returns the number of escapes. */
-static size_t gx_encode_n(const dr_cacc *a, size_t lo, size_t hi, double *pairs, dr_cacc *esc)
+/* Element i's escape: the next entry of esc (and its index in at, if any). */
+static inline void gx_escape(const dr_cacc *a, size_t i, dr_cacc *esc, uint32_t *at, size_t *k)
+{
+    esc[*k] = a[i];
+    if (at) at[*k] = (uint32_t)i;
+    (*k)++;
+}
+
+/* Encodes a[lo, hi) into pairs; the escapes, in index order, to esc (and
+ * their indices to at, unless NULL). Returns the number of escapes. */
+static size_t gx_encode_n(const dr_cacc *a, size_t lo, size_t hi, double *pairs, dr_cacc *esc, uint32_t *at)
 {
     size_t k = 0, i = lo;
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(DR_EXACT_NO_SIMD)
@@ -164,12 +172,29 @@ static size_t gx_encode_n(const dr_cacc *a, size_t lo, size_t hi, double *pairs,
         for (; i + 8 <= hi; i += 8) {
             __mmask8 rare = gx_encode_x8(&a[i], pairs + 2 * (i - lo));
             for (int j = 0; rare && j < 8; j++)
-                if ((rare >> j & 1u) && !gx_encode(&a[i + j], pairs + 2 * (i + j - lo))) esc[k++] = a[i + j];
+                if ((rare >> j & 1u) && !gx_encode(&a[i + j], pairs + 2 * (i + j - lo))) gx_escape(a, i + j, esc, at, &k);
         }
 #endif
     for (; i < hi; i++)
-        if (!gx_encode(&a[i], pairs + 2 * (i - lo))) esc[k++] = a[i];
+        if (!gx_encode(&a[i], pairs + 2 * (i - lo))) gx_escape(a, i, esc, at, &k);
     return k;
+}
+
+size_t dr_dd_encode(const dr_cacc *a, size_t n, double *pairs, dr_cacc *esc, uint32_t *esc_at)
+{
+    return gx_encode_n(a, 0, n, pairs, esc, esc_at);
+}
+
+/* The first of the p's escapes at element i or later (esc_at ascending). */
+static size_t gx_esc_from(const dr_dd_parts *p, size_t i)
+{
+    size_t lo = 0, hi = p->nesc;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->esc_at[mid] < i) lo = mid + 1;
+        else hi = mid;
+    }
+    return DR_SEAM_GX_ESC_FROM(lo);
 }
 
 /* a += v exactly, v a nonzero double of a pair; false when it lies outside
@@ -350,10 +375,11 @@ typedef struct gx_bufs {
     uint64_t *counts;
 } gx_bufs;
 
-static int gx_alloc(cm_ep *e, uint32_t W, uint32_t L, size_t n, size_t len, gx_bufs *b, const char *what, dr_err *err)
+static int gx_alloc(cm_ep *e, uint32_t W, uint32_t L, size_t n, size_t len, bool dd, gx_bufs *b, const char *what,
+                    dr_err *err)
 {
-    size_t peers = (size_t)(W - 1) * L, nreq = 2 * (size_t)W * L * (n / GX_PIECE + 4) + 4 * W;
-    size_t sz[6] = { (size_t)L * n * 16, peers * len * 16, (size_t)L * n * sizeof(dr_cacc), peers * len * sizeof(dr_cacc),
+    size_t peers = (size_t)(W - 1) * L, nreq = 2 * (size_t)W * L * (n / GX_PIECE + 4) + 4 * W, enc = dd ? 0 : (size_t)L * n;
+    size_t sz[6] = { enc * 16, peers * len * 16, enc * sizeof(dr_cacc), peers * len * sizeof(dr_cacc),
                      nreq * sizeof(MPI_Request), 2 * (size_t)W * sizeof(uint64_t) }, off[6], tot = 0;
     void *p;
     for (int i = 0; i < 6; i++) { off[i] = tot; tot += (sz[i] + 63) / 64 * 64; }
@@ -370,10 +396,27 @@ static int gx_alloc(cm_ep *e, uint32_t W, uint32_t L, size_t n, size_t len, gx_b
     return DR_OK;
 }
 
+/* Replica r's pairs and escapes of elements [qlo, qhi): dd's own, or
+ * loc's encoded into b. */
+static gx_src gx_part(const dr_cacc *const *loc, const dr_dd_parts *dd, uint32_t r, size_t n, size_t qlo, size_t qhi,
+                      gx_bufs *b)
+{
+    if (dd) {
+        size_t j0 = gx_esc_from(&dd[r], qlo);
+        return (gx_src){ dd[r].pairs + 2 * qlo, dd[r].esc + j0, gx_esc_from(&dd[r], qhi) - j0, 0 };
+    }
+    {
+        double *pp = b->pairs + 2 * ((size_t)r * n + qlo);
+        dr_cacc *pe = b->esc + (size_t)r * n + qlo;
+        return (gx_src){ pp, pe, gx_encode_n(loc[r], qlo, qhi, pp, pe, NULL), 0 };
+    }
+}
+
 /* Phase 1: receive the peers' pairs and escapes of this rank's chunk;
- * encode each peer's chunk and send it, then this rank's own. */
-static int gx_scatter(cm_ep *e, const dr_cacc *const *loc, uint32_t W, uint32_t L, size_t n, gx_bufs *b,
-                      size_t *nesc, int *nreq)
+ * encode (compact input) each peer's chunk and send it, then this rank's
+ * own, whose sources go to own[0 .. L). */
+static int gx_scatter(cm_ep *e, const dr_cacc *const *loc, const dr_dd_parts *dd, uint32_t W, uint32_t L, size_t n,
+                      gx_bufs *b, gx_src *own, int *nreq)
 {
     const uint32_t me = e->inner ? 0 : e->rank;
     const size_t len = gx_lo(n, me + 1, W) - gx_lo(n, me, W);
@@ -393,26 +436,25 @@ static int gx_scatter(cm_ep *e, const dr_cacc *const *loc, uint32_t W, uint32_t 
         uint32_t q = (me + i) % W;
         size_t qlo = gx_lo(n, q, W), qhi = gx_lo(n, q + 1, W);
         for (uint32_t r = 0; r < L; r++) {
-            size_t ne = gx_encode_n(loc[r], qlo, qhi, b->pairs + 2 * ((size_t)r * n + qlo), b->esc + (size_t)r * n + qlo);
-            if (q == me) { nesc[r] = ne; continue; }
+            gx_src p = gx_part(loc, dd, r, n, qlo, qhi, b);
+            if (q == me) { own[r] = p; continue; }
+            if (mrc == MPI_SUCCESS)   /* MPI reads a send buffer only: the input's const is kept */
+                mrc = gx_post(e, false, (void *)(uintptr_t)p.pairs, 2 * (qhi - qlo), MPI_DOUBLE, 2 * GX_PIECE, (int)q,
+                              CM_TAG_GX, b->req, nreq);
             if (mrc == MPI_SUCCESS)
-                mrc = gx_post(e, false, b->pairs + 2 * ((size_t)r * n + qlo), 2 * (qhi - qlo), MPI_DOUBLE,
-                              2 * GX_PIECE, (int)q, CM_TAG_GX, b->req, nreq);
-            if (mrc == MPI_SUCCESS)
-                mrc = MPI_Isend(b->esc + (size_t)r * n + qlo, (int)(ne * sizeof(dr_cacc)),
-                                MPI_BYTE, (int)q, CM_TAG_GX + 1, e->comm, &b->req[(*nreq)++]);
+                mrc = MPI_Isend(p.esc, (int)(p.nesc * sizeof(dr_cacc)), MPI_BYTE, (int)q, CM_TAG_GX + 1, e->comm,
+                                &b->req[(*nreq)++]);
         }
     }
     return mrc;
 }
 
-int dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, uint32_t d, float *const *out,
-                     size_t *overflowed, const char *what, dr_err *err)
+int dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, const dr_dd_parts *dd, uint32_t L, size_t n, uint32_t d,
+                     float *const *out, size_t *overflowed, const char *what, dr_err *err)
 {
     const uint32_t W = e->inner ? 1 : e->size, me = e->inner ? 0 : e->rank, m = W * L;
     const size_t lo = gx_lo(n, me, W), len = gx_lo(n, me + 1, W) - lo;
-    gx_src stack[2 * DR_MAX_DEVICES], *src = stack;
-    size_t nesc[DR_MAX_DEVICES] = { 0 };
+    gx_src stack[2 * DR_MAX_DEVICES], *src = stack, own[DR_MAX_DEVICES];
     gx_bufs b = { NULL, NULL, NULL, NULL, NULL, NULL };
     uint64_t over = 0;
     int rc, mrc = MPI_SUCCESS, nreq = 0;
@@ -422,14 +464,14 @@ int dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, 
     if (d == 0) return dr_fail(err, DR_EUSAGE, "comm mpi %s: divisor 0; expected d >= 1", what);
     if (m > 2 * DR_MAX_DEVICES && !(src = malloc(m * sizeof *src)))
         return dr_fail(err, DR_ENOMEM, "comm mpi %s: no memory for %u sources", what, m);
-    if ((rc = gx_alloc(e, W, L, n, len, &b, what, err))) goto out;
-    mrc = gx_scatter(e, loc, W, L, n, &b, nesc, &nreq);
+    if ((rc = gx_alloc(e, W, L, n, len, dd != NULL, &b, what, err))) goto out;
+    mrc = gx_scatter(e, loc, dd, W, L, n, &b, own, &nreq);
     if (mrc == MPI_SUCCESS && nreq && (rc = dr_cm_wait_coll(e, b.req, nreq, what, err))) goto fail;
     if (mrc != MPI_SUCCESS) goto fail;
     for (uint32_t q = 0, k = 0, t = 0; q < W; q++)   /* the sources in global replica order */
         for (uint32_t r = 0; r < L; r++, t++) {
             if (q == me) {
-                src[t] = (gx_src){ b.pairs + 2 * ((size_t)r * n + lo), b.esc + (size_t)r * n + lo, nesc[r], 0 };
+                src[t] = own[r];
             } else {
                 const double *pp = b.rpairs + 2 * (size_t)k * len;
                 src[t] = (gx_src){ pp, b.resc + (size_t)k * len, gx_count_esc(pp, len), 0 };
@@ -462,17 +504,25 @@ out:
     return rc;
 }
 
-int dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
-                           size_t *overflowed, dr_err *err)
+int dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, const dr_dd_parts *dd, size_t n, uint32_t d,
+                           float *const *out, size_t *overflowed, dr_err *err)
 {
     cm_ep *e;
     size_t none = 0;
     if (!overflowed) overflowed = &none;
     if (!c) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: no endpoint (NULL)");
     e = dr_cm_ep(c);
-    if (n && (!local || !out)) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: no local or out arrays (NULL)");
+    if (!local == !dd)
+        return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: %s; expected exactly one of local (compact "
+                       "partials) and dd (double-doubles)", local ? "both local and dd given" : "no partials (NULL)");
+    if (n && !out) return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: no out arrays (NULL)");
     for (uint32_t r = 0; n && r < e->geom.cfg.local_replicas; r++)
-        if (!local[r] || !out[r])
+        if (!out[r] || (local ? !local[r] : !dd[r].pairs || (dd[r].nesc && (!dd[r].esc || !dd[r].esc_at))))
             return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: local replica %u's array is NULL", r);
-    return dr_cm_grad_round(e, local, e->geom.cfg.local_replicas, n, d, out, overflowed, "all_reduce_round", err);
+    for (uint32_t r = 0; dd && r < e->geom.cfg.local_replicas; r++)   /* the escape lists split by binary search */
+        for (size_t j = 0; j < dd[r].nesc; j++)
+            if (dd[r].esc_at[j] >= n || (j && dd[r].esc_at[j] <= dd[r].esc_at[j - 1]))
+                return dr_fail(err, DR_EUSAGE, "comm mpi all_reduce_round: local replica %u's escape %zu is at element "
+                               "%u; expected ascending elements below n = %zu", r, j, dd[r].esc_at[j], n);
+    return dr_cm_grad_round(e, local, dd, e->geom.cfg.local_replicas, n, d, out, overflowed, "all_reduce_round", err);
 }

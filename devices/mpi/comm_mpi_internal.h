@@ -75,15 +75,15 @@ int    dr_cm_native_compact(cm_ep *e, dr_cacc *const *loc, uint32_t L, size_t n,
 void   dr_cm_native_release(cm_ep *e);
 
 /* ---- comm_mpi_gradx.c --------------------------------------------------- */
-/* round(total / d) of the exact total of loc[0..L)[0..n) over every replica
+/* round(total / d) of the exact total of loc[0..L)[0..n) (or dd[0..L)) over every replica
  * of every rank into every out[r]; *overflowed: the elements (NaN) some
  * partial of which was overflowed, the same count on every rank
  * (distref/comm.h: all_reduce_round). */
-int    dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, uint32_t L, size_t n, uint32_t d, float *const *out,
-                        size_t *overflowed, const char *what, dr_err *err);
+int    dr_cm_grad_round(cm_ep *e, const dr_cacc *const *loc, const dr_dd_parts *dd, uint32_t L, size_t n, uint32_t d,
+                        float *const *out, size_t *overflowed, const char *what, dr_err *err);
 /* The op itself (arguments checked). */
-int    dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
-                              size_t *overflowed, dr_err *err);
+int    dr_cm_all_reduce_round(dr_comm *c, const dr_cacc *const *local, const dr_dd_parts *dd, size_t n, uint32_t d,
+                              float *const *out, size_t *overflowed, dr_err *err);
 
 /* ---- comm_mpi_f32x.c ---------------------------------------------------- */
 /* The exact sum of loc[0..L)[0..n) over every replica of every rank,

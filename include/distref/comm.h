@@ -136,6 +136,21 @@ typedef struct dr_comm dr_comm;    /* one rank's endpoint */
  *                      count). Any n; the packs and tensor lengths of the
  *                      config do not apply.
  * An unknown form is DR_EUSAGE. */
+/* A replica's n exact partials as double-doubles (all_reduce_round's
+ * dd form, 16 bytes an element against a dr_cacc's 32): element i's
+ * partial is exactly pairs[2i] + pairs[2i+1], both zero or normal doubles
+ * whose bits lie in [2^-320, 2^280) (what a compact partial of up to 106
+ * bits holds); a zero partial is a pair of signed zeros that keeps the
+ * accumulator's flags (empty: +0 -0; only -0 terms: -0 -0; else +0 +0).
+ * Any other partial is an escape: pairs[2i] is NaN and the partial
+ * itself is the next entry of esc, esc_at[j] its element (ascending). */
+typedef struct dr_dd_parts {
+    const double   *pairs;
+    const dr_cacc  *esc;
+    const uint32_t *esc_at;
+    size_t          nesc;
+} dr_dd_parts;
+
 typedef struct dr_comm_ops {
     const char *name;
     /* The endpoints this process holds: all num_ranks of them for the
@@ -177,10 +192,19 @@ typedef struct dr_comm_ops {
      * that is not overflowed), for any rank count, replica count or
      * order. An element one of whose partials is overflowed comes out
      * NaN and counts in *overflowed (the same count on every rank; the
-     * caller redoes the reduction with DR_FORM_ACC). d >= 1; n <= 2^25. */
-    int      (*all_reduce_round)(dr_comm *c, const dr_cacc *const *local, size_t n, uint32_t d, float *const *out,
-                                 size_t *overflowed, dr_err *err);
+     * caller redoes the reduction with DR_FORM_ACC). d >= 1; n <= 2^25.
+     * The partials come in one of two forms, exactly one non-NULL:
+     * local (compact accumulators, encoded by the comm) or dd[0 ..
+     * local_replicas) (already double-doubles, dr_dd_parts above: half
+     * the bytes to read, nothing to encode; the same bits). */
+    int      (*all_reduce_round)(dr_comm *c, const dr_cacc *const *local, const dr_dd_parts *dd, size_t n, uint32_t d,
+                                 float *const *out, size_t *overflowed, dr_err *err);
 } dr_comm_ops;
+
+/* Encodes n compact partials a[0 .. n) as dr_dd_parts (devices/mpi/
+ * comm_mpi_gradx.c, the encoder all_reduce_round runs on compact input):
+ * pairs[2n]; esc and esc_at room for n; returns the number of escapes. */
+size_t dr_dd_encode(const dr_cacc *a, size_t n, double *pairs, dr_cacc *esc, uint32_t *esc_at);
 
 /* Ranks as thread groups of one process (devices/comm/comm_threads.c): every
  * rank's collective must be called from its own thread, all at once
