@@ -385,9 +385,10 @@ typedef struct dr_backend_ops {
      * with set_tile only where spatial_mixed says so): rb->grad the exact
      * sums (loss_scale and 1/G inside the deltas), rb->loss the exact sum of the float32
      * per-example losses; the engine then shares nothing but the loss's
-     * multiplier (strategies/mixed.c); _fast: and their --numerics=fast
-     * forms (dr_graph_rt.fast: the roundings of float32 GEMMs and sums) */
-    bool  graph_ops_mixed, graph_ops_mixed_fast;
+     * multiplier (strategies/mixed.c); and their --numerics=fast forms
+     * (dr_graph_rt.fast: the same roundings of float32 GEMMs and sums,
+     * the weight gradients still exact accumulators) */
+    bool  graph_ops_mixed;
     /* Optional (NULL: the backend does not evaluate): each example's loss
      * (as loss_grad sums it) into loss[0..n) and the last layer's output
      * (n x out) into out, host floats, of the first n rows of the last
