@@ -480,7 +480,6 @@ const dr_backend_ops *dr_backend_openmp(void)
         .graph_ops_mixed = true,
         .set_tile = dr_omp_set_tile,
         .spatial_exchange = dr_omp_spatial_exchange,
-        .spatial_mixed = true,
     };
     return &ops;
 }

@@ -560,7 +560,6 @@ const dr_backend_ops *dr_backend_opencl(void)
         .bn_backward = dr_cl_bn_backward,
         .set_tile = dr_cl_set_tile,
         .spatial_exchange = dr_cl_spatial_exchange,
-        .spatial_mixed = true,   /* map 0 is xc (x rounded whole), so its halo travels rounded */
     };
     return &ops;
 }
