@@ -450,7 +450,7 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem
         dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz), CLU(0),
                           CLU(d->out), CLU(1), CLM(NULL), CLU(0), CLU(0), CLM(grad), CLU(kb), CLU(d->out) };
         rc = dr_cl_fast_gemm(sl, a, "gradient GEMM", err);
-    } else {   /* the fast mixed step: the float32 GEMM held exactly */
+    } else {   /* exact accumulators (the fast mixed step: its float32 GEMM held exactly) */
         dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz), CLU(0),
                           CLU(d->out), CLU(1), CLM(grad), CLU(kb) };
         rc = dr_cl_launch(sl, s->graph->fast ? K_MIXED_GRAD_FAST : K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS,
@@ -502,8 +502,8 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
             return rc;
     }
     if (!dx) return DR_OK;
-    a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast_of(b, g)); a[15] = CLU(g->ct);
-    a[16] = CLM(dx);
+    a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast_of(b, g));
+    a[15] = CLU(g->ct); a[16] = CLM(dx);
     return dr_cl_launch(sl, K_CONV_DX, (size_t)n * d->in, 1, 0, 0, a, 17, "conv input gradient", err);
 }
 

@@ -13,10 +13,10 @@
  * run over the tile: opencl_graph.c's rect_of); the halo a window reads and
  * the gathered tiles overwrite exactly what is read. A replica's cores all
  * run on its slot (their workspaces take its params' slot).
- * The mixed step: map 0 is the core's xc, its tile of the
- * input rounded to c by graph_begin, so the halo travels rounded, as the
- * unpartitioned conv reads it; every other rounding is per element on the
- * core's own values.
+ * The mixed step: map 0 is the core's xc, its tile of the input rounded
+ * to c by graph_begin, so the halo travels rounded, as the unpartitioned
+ * conv reads it; every other rounding is per element on the core's own
+ * values.
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/cpu/openmp_spatial.h"

@@ -36,7 +36,8 @@ float mixed_round(const acc_t *a, uint d, uint c)
 #endif
 
 /* The fast mixed step's float32 GEMM or conv result (its bias added)
- * rounded to c, as the exact step rounds its exact value (0: float32). */
+ * rounded to c, as the exact step rounds its exact value (0: float32);
+ * graph.cl's conv_fwd, built after this file, reads it too. */
 #if defined(DR_MUTANT_MIXED_FAST_UNROUNDED)
 #define FAST_DTYPE(c) 0u   /* fault: left float32, every layer's output one rounding short */
 #else
