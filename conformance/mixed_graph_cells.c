@@ -41,14 +41,15 @@
  *            oracle's bits, its loss within MIXED_FAST_BOUND of the
  *            oracle's at every step and the same skipped steps; a second
  *            run and --threads=1 give its bits and weights (openmp), and
- *            without --quick mpirun -np 2 --variant=mpi its bits too;
+ *            without --quick mpirun -np 2 --variant=mpi its bits too
+ *            (openmp, mpi and opencl: each engine's fast ops);
  *            bfloat16 within the bound of the reference's exact bfloat16
  *            run (a rounding left out is 8 times float16's there).
  * Caught mutants: ref_mixed_graph_bn_grad_replica0,
  * engine_mixed_conv_one_rounding, engine_mixed_bn_float32,
  * engine_mixed_bn_grad_c, ref_mixed_graph_tf_bn_c,
  * engine_mixed_tf_bn_partial_c, engine_mixed_fast_unrounded,
- * cl_mixed_conv_unrounded (tests/faults.tsv).
+ * cl_mixed_conv_unrounded, cl_mixed_fast_unrounded (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 

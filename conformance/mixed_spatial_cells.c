@@ -13,9 +13,9 @@
  *          resnet_synthetic float16 at 2,2 and 4,1 (R=2), bfloat16 at 1,2)
  *          the reference and each engine variant give the reference's
  *          unpartitioned tpu v2-8 run's bits: losses, loss scale, skipped
- *          steps, weights (opencl: not supported, with the engine's
- *          refusal); cnn_synthetic 4,1 does not divide (its first conv's
- *          14 rows into 4 tiles) and is left out;
+ *          steps, weights (opencl: its halo exchange moves each core's
+ *          rounded input map, xc); cnn_synthetic 4,1 does not divide (its
+ *          first conv's 14 rows into 4 tiles) and is left out;
  *   fast   each engine variant's --numerics=fast at 2,2 on the float16
  *          cnn case: its loss within MIXED_FAST_BOUND of the exact
  *          oracle's at every step, the same skipped steps, and a second
@@ -24,7 +24,7 @@
  * Caught mutants: ref_mixed_tile_input_f32 (each core's tile of the
  * input left unrounded), engine_mixed_halo_input_f32 (the input map's halo
  * moved between the float32 inputs, the rounded map the conv reads keeping
- * holes) (tests/faults.tsv).
+ * holes) and its opencl twin cl_mixed_halo_input_f32 (tests/faults.tsv).
  */
 #include "conformance/conformance.h"
 

@@ -10,11 +10,12 @@
  * Statement seams are ((void)0) in production.
  *
  * Every fault of the engine's C code is here. The exceptions: the OpenCL
- * kernels' nine (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
+ * kernels' ten (cl_relu_at_zero, cl_gemm_edge, cl_skip_last_group,
  * cl_mad_enable, cl_mixed_double_round, cl_conv_grad_stride,
- * cl_pool_last_tie, cl_tile_contiguous, cl_mixed_conv_unrounded) keep #if
- * seams in devices/opencl/cl/kernels.cl (the fifth in cl/mixed.cl, the
- * sixth, seventh and ninth in cl/graph.cl), OpenCL C that the OpenCL compiler builds at run time,
+ * cl_pool_last_tie, cl_tile_contiguous, cl_mixed_conv_unrounded,
+ * cl_mixed_fast_unrounded) keep #if seams in devices/opencl/cl/kernels.cl
+ * (the fifth in cl/mixed.cl, the sixth, seventh and ninth in cl/graph.cl,
+ * the tenth in both), OpenCL C that the OpenCL compiler builds at run time,
  * where this header is not seen: only their build options,
  * DR_SEAM_CL_BUILD_OPTIONS, are here, and they define the names the
  * kernels test. The exact rounding's two are in
@@ -468,6 +469,11 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 /* the mixed step's Conv2D output (cl/graph.cl's conv_fwd: RN_c(conv) + b)
  * left float32, not rounded to the compute dtype */
 #define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_CONV_UNROUNDED"
+#elif defined(DR_MUTANT_CL_MIXED_FAST_UNROUNDED)
+/* the fast mixed step's float32 conv and GEMM results (cl/graph.cl's
+ * conv_fwd, cl/mixed.cl's mixed_gemm_fast) left float32, not rounded to
+ * the compute dtype: the OpenCL twin of engine_mixed_fast_unrounded */
+#define DR_SEAM_CL_BUILD_OPTIONS " -DDR_MUTANT_MIXED_FAST_UNROUNDED"
 #elif defined(DR_MUTANT_CL_TILE_CONTIGUOUS)
 /* the tpu tile kernels (kernels.cl's l0_*) read a tile's pixels as one run
  * from its first: right for tiles of whole rows (2,1), wrong for a 2,2 or
@@ -645,9 +651,11 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 
 /* The buffer of map k a core's halo exchange reads and writes: the map its
  * layers read (read; the mixed step's input map is the tile rounded to c),
- * f32 the core's float32 input (map 0's container). */
-#if defined(DR_MUTANT_ENGINE_MIXED_HALO_INPUT_F32)   /* map 0's halo moved between the float32 inputs: the
-                                                         rounded map the mixed conv reads keeps holes */
+ * f32 the core's float32 input (map 0's container). Two callers, a fault
+ * each: openmp_spatial.c (engine_mixed_halo_input_f32) and opencl_halo.c
+ * (cl_mixed_halo_input_f32), each mutant rebuilding its own file. */
+#if defined(DR_MUTANT_ENGINE_MIXED_HALO_INPUT_F32) || defined(DR_MUTANT_CL_MIXED_HALO_INPUT_F32)
+/* map 0's halo moved between the float32 inputs: the rounded map the mixed conv reads keeps holes */
 #define DR_SEAM_MIXED_HALO_INPUT(read, f32, k) ((k) ? (read) : (f32))
 #else
 #define DR_SEAM_MIXED_HALO_INPUT(read, f32, k) ((void)(f32), (read))

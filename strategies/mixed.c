@@ -37,9 +37,9 @@
  * core's copy updated, padding rows masked (the kernel's n real rows).
  * Built where the reference's mixed step is: one_device, mirrored,
  * multi_worker_mirrored, central_storage and tpu (a Dense model without
- * --input_partition_dims; a model beyond Dense also with it, on a backend
- * with spatial_mixed: graph_spatial.c's cores, each op rounding on its
- * tile), the global_batch_size reduction, Dense layers
+ * --input_partition_dims; a model beyond Dense also with it:
+ * graph_spatial.c's cores, each op rounding on its tile), the
+ * global_batch_size reduction, Dense layers
  * (ReLU or linear) under the logits cross-entropy, on a backend with the
  * mixed kernel (openmp, opencl; mpi ranks run openmp's).
  * A model beyond Dense (convolution, pooling, batch norm, dropout): graph.c's
@@ -86,20 +86,6 @@ struct engine_mixed {
     "clips each replica's own compute-dtype gradient before the all-reduce; the exact reduction rounds only the " \
     "global sum, so there is no replica gradient to clip)"
 
-/* A model beyond Dense: what its mixed step (graph.c's lock step, the
- * backend's ops rounding to c) does not run with; the reference runs both. */
-static const char *graph_why(const dr_backend_ops *bo, bool exact)
-{
-    if (bo->graph_ops_mixed && !exact && !bo->graph_ops_mixed_fast)
-        return "--numerics=fast is not built into the backend's layer ops' roundings for a model beyond Dense (no "
-               "float32-GEMM forms: opencl's cl/graph.cl kernels round exact values; --numerics=exact gives the "
-               "reference's bits, and --variant=openmp has the fast forms)";
-    if (!bo->graph_ops_mixed)
-        return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
-               "float16/bfloat16 roundings (built for openmp, mpi and opencl: use one of them or ref)";
-    return NULL;
-}
-
 static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
 {
     const dr_experiment *e = &p->exp;
@@ -125,11 +111,9 @@ static const char *mixed_why(const dr_run_plan *p, const dr_backend_ops *bo)
         !bo->clip_f32)
         return "the backend cannot clip the mixed step's gradient (no clip_f32)";
     if (p->cfg->layer_devices[0]) return "--layer_devices is not built into it";
-    if (!dr_model_is_dense(&e->model) && graph_why(bo, p->exact)) return graph_why(bo, p->exact);
-    if (!dr_model_is_dense(&e->model) && engine_tpu_partition_tiles(p) > 1 && !bo->spatial_mixed)
-        return "--input_partition_dims with a model beyond Dense is not built into this backend's mixed step (no "
-               "spatial_mixed: its layer ops' roundings on a core's tile and the halo of the rounded input map; built "
-               "for openmp: use --variant=openmp or ref)";
+    if (!dr_model_is_dense(&e->model) && !bo->graph_ops_mixed)   /* with its --numerics=fast forms */
+        return "the backend's layer ops for a model beyond Dense (convolution, pooling, batch norm, dropout) have no "
+               "float16/bfloat16 roundings (built for openmp, mpi and opencl: use one of them or ref)";
     for (uint32_t l = 0; l < e->model.nlayers; l++)
         if (e->model.layer[l].act == DR_ACT_SOFTMAX) return "a softmax layer is not built into it";
     return NULL;

@@ -478,10 +478,8 @@ const dr_backend_ops *dr_backend_openmp(void)
         .bn_backward = dr_omp_bn_backward,
         .outputs = dr_omp_outputs,
         .graph_ops_mixed = true,
-        .graph_ops_mixed_fast = true,
         .set_tile = dr_omp_set_tile,
         .spatial_exchange = dr_omp_spatial_exchange,
-        .spatial_mixed = true,
     };
     return &ops;
 }

@@ -44,8 +44,8 @@ enum {
     K_LOSS_SHARE_FAST, K_APPLY_EXACT, K_APPLY_FAST, K_GEMM_FAST_V, K_ROUND_EXACT, K_ROUND_FAST,
     K_MIXED_TO_DTYPE, K_MIXED_GEMM, K_MIXED_LOSS_ROWS, K_MIXED_GEMM_FAST, K_MIXED_GRAD_FAST,
     /* cl/graph.cl: the models beyond Dense */
-    K_CONV_FWD, K_CONV_DX, K_CONV_DW_EXACT, K_CONV_DW_FAST, K_ACT_CELLS, K_ADD_CELLS, K_ADD_GRAD, K_MAXPOOL,
-    K_MAXPOOL_GRAD, K_GAP, K_GAP_GRAD, K_DROPOUT, K_DROPOUT_GRAD, K_BN_CHAN, K_BN_APPLY, K_BN_SUMS,
+    K_CONV_FWD, K_CONV_DX, K_CONV_DW_EXACT, K_CONV_DW_FAST, K_CONV_DW_MIXED_FAST, K_ACT_CELLS, K_ADD_CELLS,
+    K_ADD_GRAD, K_MAXPOOL, K_MAXPOOL_GRAD, K_GAP, K_GAP_GRAD, K_DROPOUT, K_DROPOUT_GRAD, K_BN_CHAN, K_BN_APPLY, K_BN_SUMS,
     K_BN_GRAD_SUMS_EXACT, K_BN_GRAD_SUMS_FAST, K_BN_GRAD,
     /* cl/kernels.cl: tpu spatial partitioning of layer 0 (opencl_spatial.c) */
     K_L0_PARTIAL_EXACT, K_L0_PARTIAL_FAST, K_L0_FINISH_EXACT, K_L0_FINISH_FAST, K_L0_GRAD_EXACT, K_L0_GRAD_FAST,
@@ -252,6 +252,7 @@ typedef struct dr_cl_graph {
     uint64_t seed, step;
     bool     masks;            /* --dropout_masks: keep[l] holds this pass's masks */
     dr_dtype ct;               /* the mixed step's compute dtype (F32: the float32 pass) */
+    bool     fast;             /* the mixed step under --numerics=fast (dr_graph_rt.fast) */
     float    loss_scale;       /* the mixed step's: loss_scale / G inside the top delta */
     uint32_t G;
     cl_mem   dmap[DR_MAX_LAYERS + 1], aux[DR_MAX_LAYERS], chan[DR_MAX_LAYERS], win[DR_MAX_LAYERS];

@@ -29,8 +29,13 @@
  * mixed_gemm, gap, add_cells, dropout (RN_c of the scale too), a training
  * bn_apply, and conv_dx, gap_grad, dropout_grad, bn_grad; unactivate
  * rounds a map's gradient before its layer's backward; the loss is
- * mixed.cl's mixed_loss_rows. No --numerics=fast forms (graph_ops_mixed_fast
- * false: the engine refuses it).
+ * mixed.cl's mixed_loss_rows. --numerics=fast (g->fast, the kernels' fast
+ * argument; openmp_graph.c's fast forms): the same roundings, each of a
+ * float32 value: conv_fwd RN_c(RN_c(float sum) + b), conv_dx RN_c(float
+ * sum), Dense mixed_gemm_fast; a kernel gradient its float32 sum added
+ * exactly (conv_dw_mixed_fast, mixed_grad_fast: the cross-replica sum stays
+ * exact); the bias gradients and BN sums stay exact sums (within the fast
+ * bound, and exact is what the engine reduces).
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/seams.h"
@@ -53,6 +58,12 @@ static cl_mem map_of(const dr_replica_bufs *rb, uint32_t k)
 {
     const dr_cl_scratch *s = rb->scratch;
     return k ? s->act[k - 1] : s->graph && s->graph->ct ? s->xc : rb->x->mem;
+}
+
+/* The kernels' fast argument: float32 numerics, or the fast mixed step. */
+static bool fast_of(const dr_backend *b, const dr_cl_graph *g)
+{
+    return b->num == DR_NUMERICS_FAST || g->fast;
 }
 
 static cl_mem weights_of(const dr_replica_bufs *rb)
@@ -174,8 +185,9 @@ int dr_cl_graph_begin(dr_backend *b, dr_replica_bufs *rb, uint32_t n, const dr_g
     g->training = rt->training;
     g->seed = rt->seed;
     g->step = rt->step;
-    /* the mixed step (exact only: the engine refuses rt->fast here) */
+    /* the mixed step, and its fast forms (the float32 pass has b->num) */
     g->ct = rt->training ? rt->compute : DR_DTYPE_F32;
+    g->fast = g->ct != DR_DTYPE_F32 && rt->fast;
     g->loss_scale = rt->loss_scale;
     g->G = rt->G;
     s->fwd_rows = n;
@@ -218,8 +230,8 @@ static int dense_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
     dr_cl_scratch *s = rb->scratch;
     size_t k0 = b->koff[l];
     if (s->graph->ct)   /* RN_c(x Wc + bc), one rounding */
-        return dr_cl_mixed_gemm(slot_of(b, rb), false, s->graph->n, d->out, d->in, in, d->in, 1, s->wc, k0, d->out, 1,
-                                s->wc, k0 + (size_t)d->in * d->out, s->pre[l], d->out, s->graph->ct,
+        return dr_cl_mixed_gemm(slot_of(b, rb), s->graph->fast, s->graph->n, d->out, d->in, in, d->in, 1, s->wc, k0,
+                                d->out, 1, s->wc, k0 + (size_t)d->in * d->out, s->pre[l], d->out, s->graph->ct,
                                 "mixed: forward GEMM", err);
     return dr_cl_gemm_f32(b, slot_of(b, rb), s->graph->n, d->out, d->in, in, 0, d->in, 1, rb->params->mem, k0, d->out,
                           1, rb->params->mem, k0 + (size_t)d->in * d->out, s->pre[l], d->out, "forward GEMM", err);
@@ -251,7 +263,7 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
         dr_cl_arg a[18];
         conv_args(d, g->n, a);
         a[11] = CLM(in); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]);
-        a[14] = CLU(dr_model_bias_offset(m, l)); a[15] = CLU(b->num == DR_NUMERICS_FAST); a[16] = CLU(g->ct);
+        a[14] = CLU(dr_model_bias_offset(m, l)); a[15] = CLU(fast_of(b, g)); a[16] = CLU(g->ct);
         a[17] = CLM(s->pre[l]);
         rc = dr_cl_launch(sl, K_CONV_FWD, cells, 1, 0, 0, a, 18, "conv forward", err);
         break;
@@ -438,10 +450,11 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem
         dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz), CLU(0),
                           CLU(d->out), CLU(1), CLM(NULL), CLU(0), CLU(0), CLM(grad), CLU(kb), CLU(d->out) };
         rc = dr_cl_fast_gemm(sl, a, "gradient GEMM", err);
-    } else {
+    } else {   /* exact accumulators (the fast mixed step: its float32 GEMM held exactly) */
         dr_cl_arg a[] = { CLU(d->in), CLU(d->out), CLU(n), CLM(in), CLU(0), CLU(1), CLU(d->in), CLM(dz), CLU(0),
                           CLU(d->out), CLU(1), CLM(grad), CLU(kb) };
-        rc = dr_cl_launch(sl, K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS, DR_CL_TS, a, 13, "gradient GEMM", err);
+        rc = dr_cl_launch(sl, s->graph->fast ? K_MIXED_GRAD_FAST : K_GEMM_ACC_EXACT, d->in, d->out, DR_CL_TS,
+                          DR_CL_TS, a, 13, "gradient GEMM", err);
     }
     if (rc) return rc;
     {
@@ -450,8 +463,8 @@ static int dense_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem
             return rc;
     }
     if (!dx) return DR_OK;
-    if ((rc = s->graph->ct ? dr_cl_mixed_gemm(sl, false, n, d->in, d->out, dz, d->out, 1, W, kb, 1, d->out, NULL, 0,
-                                              s->graph->tmp, d->in, s->graph->ct, "mixed: delta GEMM", err)
+    if ((rc = s->graph->ct ? dr_cl_mixed_gemm(sl, s->graph->fast, n, d->in, d->out, dz, d->out, 1, W, kb, 1, d->out,
+                                              NULL, 0, s->graph->tmp, d->in, s->graph->ct, "mixed: delta GEMM", err)
                            : dr_cl_gemm_f32(b, sl, n, d->in, d->out, dz, 0, d->out, 1, W, kb, 1, d->out, NULL, 0,
                                             s->graph->tmp, d->in, "delta GEMM", err)))
         return rc;
@@ -479,8 +492,8 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
     a[11] = CLM(map_of(rb, src_of(m, l))); a[12] = CLM(dz); a[13] = CLM(rb->grad->mem); a[14] = CLU(b->koff[l]);
     a[15] = CLU(dr_model_bias_offset(m, l));
     for (int i = 0; i < 4; i++) a[16 + i] = CLU(r[i]);
-    if ((rc = dr_cl_launch(sl, fast ? K_CONV_DW_FAST : K_CONV_DW_EXACT, nw + (tiled ? d->oc : 0), 1, 0, 0, a, 20,
-                           "conv kernel gradient", err)))
+    if ((rc = dr_cl_launch(sl, fast ? K_CONV_DW_FAST : g->fast ? K_CONV_DW_MIXED_FAST : K_CONV_DW_EXACT,
+                           nw + (tiled ? d->oc : 0), 1, 0, 0, a, 20, "conv kernel gradient", err)))
         return rc;
     if (!tiled) {
         dr_cl_arg gb[] = { CLM(dz), CLU((size_t)n * d->oh * d->ow), CLU(d->oc), CLM(rb->grad->mem),
@@ -489,8 +502,8 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
             return rc;
     }
     if (!dx) return DR_OK;
-    a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast); a[15] = CLU(g->ct);
-    a[16] = CLM(dx);
+    a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast_of(b, g));
+    a[15] = CLU(g->ct); a[16] = CLM(dx);
     return dr_cl_launch(sl, K_CONV_DX, (size_t)n * d->in, 1, 0, 0, a, 17, "conv input gradient", err);
 }
 

@@ -13,9 +13,14 @@
  * run over the tile: opencl_graph.c's rect_of); the halo a window reads and
  * the gathered tiles overwrite exactly what is read. A replica's cores all
  * run on its slot (their workspaces take its params' slot).
+ * The mixed step: map 0 is the core's xc, its tile of the input rounded
+ * to c by graph_begin, so the halo travels rounded, as the unpartitioned
+ * conv reads it; every other rounding is per element on the core's own
+ * values.
  */
 #include "devices/opencl/opencl_backend.h"
 #include "devices/cpu/openmp_spatial.h"
+#include "devices/seams.h"
 
 #include <stdlib.h>
 
@@ -26,7 +31,8 @@ static int maps_io(dr_backend *b, dr_replica_bufs *const *cores, uint32_t T, uin
 {
     for (uint32_t c = 0; c < T; c++) {
         dr_cl_slot *sl = &b->slot[((const dr_cl_scratch *)cores[c]->scratch)->slot];
-        cl_mem mem = dr_cl_graph_map(cores[c], k, grad);
+        cl_mem mem = grad ? dr_cl_graph_map(cores[c], k, true)
+                          : DR_SEAM_MIXED_HALO_INPUT(dr_cl_graph_map(cores[c], k, false), cores[c]->x->mem, k);
         cl_int e = up ? clEnqueueWriteBuffer(sl->q, mem, CL_TRUE, 0, cells * sizeof(float), host[c], 0, NULL, NULL)
                       : clEnqueueReadBuffer(sl->q, mem, CL_TRUE, 0, cells * sizeof(float), host[c], 0, NULL, NULL);
         if (e != CL_SUCCESS) return dr_cl_fail(err, e, up ? "spatial exchange (writing a core's map back)"

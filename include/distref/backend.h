@@ -382,12 +382,13 @@ typedef struct dr_backend_ops {
     int   (*bn_backward)(dr_backend *b, dr_replica_bufs *rb, uint32_t l, const float *mean_dy,
                          const float *mean_dyxhat, dr_err *err);
     /* the ops above run the mixed step's roundings (dr_graph_rt.compute;
-     * with set_tile only where spatial_mixed says so): rb->grad the exact
+     * with set_tile too: see spatial_exchange): rb->grad the exact
      * sums (loss_scale and 1/G inside the deltas), rb->loss the exact sum of the float32
      * per-example losses; the engine then shares nothing but the loss's
-     * multiplier (strategies/mixed.c); _fast: and their --numerics=fast
-     * forms (dr_graph_rt.fast: the roundings of float32 GEMMs and sums) */
-    bool  graph_ops_mixed, graph_ops_mixed_fast;
+     * multiplier (strategies/mixed.c); and their --numerics=fast forms
+     * (dr_graph_rt.fast: the same roundings of float32 GEMMs and sums,
+     * the weight gradients still exact accumulators) */
+    bool  graph_ops_mixed;
     /* Optional (NULL: the backend does not evaluate): each example's loss
      * (as loss_grad sums it) into loss[0..n) and the last layer's output
      * (n x out) into out, host floats, of the first n rows of the last
@@ -418,14 +419,13 @@ typedef struct dr_backend_ops {
      * zeroed by the caller) keeps the largest single transfer from core a to
      * core b in each of the op's rounds, in order: the gather or scatter,
      * then the halo's two passes (rows, columns), for the emulated time
-     * (any of the three NULL: not kept). */
+     * (any of the three NULL: not kept). The mixed step (graph_ops_mixed)
+     * on tiles: each op's roundings on the core's tile alone, and the
+     * exchange moves the maps the ops read (map 0 the input rounded to c by
+     * graph_begin, not rb->x), so a partitioned step gives the unpartitioned
+     * bits. */
     int   (*spatial_exchange)(dr_backend *b, dr_replica_bufs *const *cores, const dr_spatial_plan *p, uint32_t l,
                               bool grad, uint64_t *halo, uint64_t *gather, uint64_t *link, dr_err *err);
-    /* the mixed step (graph_ops_mixed) on tiles: each op's roundings on the
-     * core's tile alone, and spatial_exchange moves the maps the ops read
-     * (the input map rounded to c by graph_begin), so a partitioned step
-     * gives the unpartitioned bits */
-    bool  spatial_mixed;
 } dr_backend_ops;
 
 /* The OpenMP CPU backend (devices/cpu/openmp_backend.c): host memory, exact

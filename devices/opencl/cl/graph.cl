@@ -53,7 +53,9 @@ float conv_in(__global const float *x, uint e, int iy, int ix, uint c, uint ih, 
 /* pre[o] = round(bias + the window's dot product) (fast: bias + the float
  * sum, taps (ky, kx, c) in order); o = ((e oh + oy) ow + ox) oc + f. The
  * mixed step (c: the compute dtype, 0 for float32): RN_c(RN_c(conv) + b),
- * TensorFlow's Conv2D then BiasAdd, each rounded once from its exact value. */
+ * TensorFlow's Conv2D then BiasAdd, each rounded once from its exact value;
+ * fast, the same two roundings of the float sum and of the float32 add
+ * (half_round with 0 is the identity: the float32 fast pass unchanged). */
 __kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float *W, uint woff, uint boff,
                        uint fast, uint ct, __global float *pre)
 {
@@ -71,7 +73,10 @@ __kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float 
                 float w = W[woff + ((ky * k + kx) * ic + c) * oc + f];
                 if (fast) s = s + v * w; else acc_add_prod(&a, v, w);
             }
-    if (fast) { pre[o] = W[boff + f] + s; return; }
+    if (fast) {
+        pre[o] = half_round(W[boff + f] + half_round(s, FAST_DTYPE(ct)), FAST_DTYPE(ct));
+        return;
+    }
     if (ct) {
         float v = acc_round_div_dtype(&a, 1u, ct);
         acc_init(&a);
@@ -89,8 +94,9 @@ int tap_out(int t, int st, uint n)
 }
 
 /* dx[i] += round(the exact sum over every tap that read input i) (fast: the
- * float sum); the terms in gather order (ky, kx, f), dz 0.0f where no
- * output's tap read it. i = ((e ih + iy) iw + ix) ic + c. */
+ * float sum, the mixed step's rounded to ct); the terms in gather order
+ * (ky, kx, f), dz 0.0f where no output's tap read it. i = ((e ih + iy) iw +
+ * ix) ic + c. */
 __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float *W, uint woff, uint fast,
                       uint ct, __global float *dx)
 {
@@ -112,7 +118,7 @@ __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float 
             }
         }
     }
-    dx[i] = dx[i] + (fast ? s : ct ? acc_round_div_dtype(&a, 1u, ct) : acc_round(&a));   /* ct: the mixed RN_c */
+    dx[i] = dx[i] + (fast ? half_round(s, ct) : ct ? acc_round_div_dtype(&a, 1u, ct) : acc_round(&a));   /* ct: RN_c */
 }
 
 /* dW[q] over the output positions r = (e, oy, ox) of rows [r0, r1) x
@@ -144,6 +150,12 @@ __kernel void NAME(CONV_ARGS, __global const float *x, __global const float *dz,
 CONV_DW(conv_dw_exact, acc_t, acc_t a; acc_init(&a), acc_add_prod(&a, v, g), acc_add(&a, g),
         acc_store(&grad[goff + q], &a), acc_store(&grad[boff + f], &a))
 CONV_DW(conv_dw_fast, float, float s = 0.0f, s = s + v * g, s = s + g, grad[goff + q] = s, grad[boff + f] = s)
+/* the fast mixed step: the float sum held exactly in the replica's
+ * accumulator (mixed.cl's mixed_grad_fast alike: the cross-replica sum
+ * stays exact) */
+CONV_DW(conv_dw_mixed_fast, acc_t, float s = 0.0f; acc_t a, s = s + v * g, s = s + g,
+        { acc_init(&a); acc_add(&a, s); acc_store(&grad[goff + q], &a); },
+        { acc_init(&a); acc_add(&a, s); acc_store(&grad[boff + f], &a); })
 
 /* ---- elementwise ------------------------------------------------------------- */
 

@@ -35,6 +35,15 @@ float mixed_round(const acc_t *a, uint d, uint c)
 }
 #endif
 
+/* The fast mixed step's float32 GEMM or conv result (its bias added)
+ * rounded to c, as the exact step rounds its exact value (0: float32);
+ * graph.cl's conv_fwd, built after this file, reads it too. */
+#if defined(DR_MUTANT_MIXED_FAST_UNROUNDED)
+#define FAST_DTYPE(c) 0u   /* fault: left float32, every layer's output one rounding short */
+#else
+#define FAST_DTYPE(c) (c)
+#endif
+
 /* out[i] = in[i] rounded to c, i < n. */
 __kernel void mixed_to_dtype(__global const float *in, uint n, uint c, __global float *out)
 {
@@ -93,7 +102,7 @@ __kernel void mixed_gemm_fast(GEMM_ARGS, __global const float *bias, uint bias_o
 {
     float s = 0.0f;
     GEMM_TILES(s = s + As[li][kk] * Bs[kk][lj])
-    if (i < M && j < N) C[i * ldc + j] = half_round(has_bias ? s + bias[bias_off + j] : s, c);
+    if (i < M && j < N) C[i * ldc + j] = half_round(has_bias ? s + bias[bias_off + j] : s, FAST_DTYPE(c));
 }
 
 /* --numerics=fast: Cacc[coff + i*N + j] = the float32 sum (k in order) held
