@@ -106,10 +106,23 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
 static void add_wide(dr_acc *acc, dr_i128 V, int E);
 #endif
 
+/* Element k of vector v on its grid, a - r_a: the element itself where it
+ * has no remainder, else its bits above the grid, trunc(a 2^-base) 2^base
+ * (the division by the power of two 2^-base is exact), +0 when none are
+ * left, as the float subtraction a - r_a gives. */
+static inline float on_grid(const sliced *s, size_t v, size_t k)
+{
+    float x = elem(s, v, k);
+    double t = (double)x * s->scale[v], g = trunc(t);
+    if (g == t) return x;
+    return g == 0.0 ? 0.0f : (float)(g / s->scale[v]);
+}
+
 /* The products that the remainders add to row i . column j beyond V, into
  * a full accumulator or a compact one (the other NULL): r_a * b for A's
- * remainders, (a - r_a) * r_b for B's (a - r_a: a's bits on its grid, a
- * float; every product of two floats exact). */
+ * remainders, (a - r_a) * r_b for B's (every product of two floats exact),
+ * unless p->b_rems_added: then B's are in the caller's full accumulators
+ * already (b_remainder_pass). */
 static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, dr_cacc *compact)
 {
     const sliced *a = &p->a, *b = &p->b;
@@ -118,14 +131,56 @@ static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, 
         if (full) dr_acc_add_prod(full, x, y);
         else dr_cacc_add_prod(compact, x, y);
     }
+    if (full && p->b_rems_added) return;
     for (size_t r = b->rem_start[j]; r < b->rem_start[j + 1]; r++) {
-        size_t k = b->rem_k[r];
-        float ak = elem(a, i, k), ra = 0.0f;
-        for (size_t q = a->rem_start[i]; q < a->rem_start[i + 1]; q++) if (a->rem_k[q] == k) ra = a->rem_v[q];
+        float ak = on_grid(a, i, b->rem_k[r]);
         if (DR_SEAM_REM_STOP(compact, r, b->rem_start[j + 1])) break;
-        if (full) dr_acc_add_prod(full, ak - ra, b->rem_v[r]);
-        else dr_cacc_add_prod(compact, ak - ra, b->rem_v[r]);
+        if (full) dr_acc_add_prod(full, ak, b->rem_v[r]);
+        else dr_cacc_add_prod(compact, ak, b->rem_v[r]);
     }
+}
+
+/* acc += x y exactly, x and y finite, without touching acc's flags: the
+ * dot's own path sets them as if these products were among its terms (a
+ * nonzero term means NOT_NEG0 either way, and a zero one adds nothing that
+ * dr_zero_dot_flags does not already count: (a - r_a) r_b is zero only
+ * where a is, with a r_b's sign). */
+static inline void add_exact_product(dr_acc *acc, float x, float y)
+{
+    int32_t xm, xe, ym, ye;
+    dr_split_f32(dr_f32_bits(x), &xm, &xe);
+    dr_split_f32(dr_f32_bits(y), &ym, &ye);
+    if (xm == 0 || ym == 0) return;
+    dr_acc_add_i64(acc, (int64_t)xm * ym, xe + ye);
+    if (++acc->pending >= DR_ACC_MAX_PENDING) dr_acc_normalize(acc);
+}
+
+/* B's remainder products, (a - r_a) r_b, straight into the full
+ * accumulators of the rows that take the general path (not zero, no
+ * inf/NaN), column by column: per remainder at k, a column of op(A) --
+ * contiguous when A is element-major (dW's im2col^T: resnet_fashion_mnist's
+ * output gradients leave up to 24k of a column's 50,176 elements below
+ * its grid) -- where remainder_terms walked, per output, the column's list
+ * with a strided element of A each, its 168-byte accumulator formed anew.
+ * Rows in blocks, a thread's rows its own accumulators; exact, so the
+ * order of the additions changes no bit. */
+#define REM_ROWS 256
+static void b_remainder_pass(product *p, size_t N, dr_acc *full)
+{
+    const sliced *a = &p->a, *b = &p->b;
+    size_t M = a->nvec;
+    #pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < M; i0 += REM_ROWS) {
+        size_t i1 = M - i0 < REM_ROWS ? M : i0 + REM_ROWS;
+        for (size_t j = 0; j < N; j++)
+            for (size_t r = b->rem_start[j]; r < DR_SEAM_REM_PASS_END(b->rem_start[j + 1]); r++) {
+                size_t k = b->rem_k[r];
+                float y = b->rem_v[r];
+                for (size_t i = i0; i < i1; i++)
+                    if (!a->zero[i] && !a->special[i]) add_exact_product(&full[i * N + j], on_grid(a, i, k), y);
+            }
+    }
+    p->b_rems_added = 1;
 }
 
 /* The exact dot product of row i and column j, as the plain path keeps it:
@@ -361,6 +416,7 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
     eb = compact ? dr_crt_vector_columns(&p, crt == 2, &done) : (done = NULL, NULL);
+    if (full && p.b.nrem) b_remainder_pass(&p, N, full);
     #pragma omp parallel
     {
         dr_prod_bins bins;

@@ -48,6 +48,7 @@ typedef struct dr_product {
 #if defined(__SIZEOF_INT128__)
     dr_i128  *V;
 #endif
+    int       b_rems_added;    /* B's remainder products already in the full accumulators */
 } dr_product;
 
 /* cpu_gemm.c: lo(row i) . lo(column j) (the DGEMM path's fourth product,
