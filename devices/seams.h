@@ -85,6 +85,14 @@
 #define DR_SEAM_CERT_SLACK(e) ((e) * (1.0 + 0x1p-40))
 #endif
 
+/* The product flags that decide the sign of a certified output whose row or
+ * column is all zeros. */
+#if defined(DR_MUTANT_CERT_ZERO_SIGN)     /* taken as +0 whatever the signs: -0 outputs come out +0 */
+#define DR_SEAM_CERT_ZERO_FLAGS(f) ((f) | DR_ACC_F_NOT_NEG0)
+#else
+#define DR_SEAM_CERT_ZERO_FLAGS(f) (f)
+#endif
+
 /* The column of a transposed operand that widen's tile reads for its row
  * i0 + q. */
 #if defined(DR_MUTANT_WIDEN_TILE_COL)     /* odd rows of a tile read their even neighbour's column */
