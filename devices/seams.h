@@ -52,14 +52,6 @@
 #define DR_SEAM_REM_STOP(compact, r, end) 0
 #endif
 
-/* Where the full accumulators' pass over B's remainders stops in a column
- * (end: past its last remainder). */
-#if defined(DR_MUTANT_REM_PASS_LAST)      /* the pass drops each column's last remainder product */
-#define DR_SEAM_REM_PASS_END(end) ((end) - ((end) > 0))
-#else
-#define DR_SEAM_REM_PASS_END(end) (end)
-#endif
-
 /* An all-zero row's product flags taken as +0 without looking at the signs. */
 #if defined(DR_MUTANT_ZERO_ROW_SIGNS)     /* an all-zero row's products are taken as +0 */
 #define DR_SEAM_ZERO_ROW_AS_POSITIVE 1
@@ -72,6 +64,16 @@
 #define DR_SEAM_WIDE_SHIFT(shift) ((shift) - 1)
 #else
 #define DR_SEAM_WIDE_SHIFT(shift) (shift)
+#endif
+
+/* ---- cpu/cpu_gemm_rem.c ------------------------------------------------------ */
+
+/* Where the full accumulators' pass over B's remainders stops in a column
+ * (end: past its last remainder). */
+#if defined(DR_MUTANT_REM_PASS_LAST)      /* the pass drops each column's last remainder product */
+#define DR_SEAM_REM_PASS_END(end) ((end) - ((end) > 0))
+#else
+#define DR_SEAM_REM_PASS_END(end) (end)
 #endif
 
 /* ---- cpu/cpu_gemm_cert.c ----------------------------------------------------- */

@@ -102,9 +102,6 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
     if (v) dr_acc_add_i64(part, v, e);
 }
 
-#if defined(__SIZEOF_INT128__)
-static void add_wide(dr_acc *acc, dr_i128 V, int E);
-#endif
 
 /* Element k of vector v on its grid, a - r_a: the element itself where it
  * has no remainder, else its bits above the grid, trunc(a 2^-base) 2^base
@@ -122,7 +119,7 @@ static inline float on_grid(const sliced *s, size_t v, size_t k)
  * a full accumulator or a compact one (the other NULL): r_a * b for A's
  * remainders, (a - r_a) * r_b for B's (every product of two floats exact),
  * unless p->b_rems_added: then B's are in the caller's full accumulators
- * already (b_remainder_pass). */
+ * already (dr_gemm_b_remainders, cpu_gemm_rem.c). */
 static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, dr_cacc *compact)
 {
     const sliced *a = &p->a, *b = &p->b;
@@ -140,49 +137,6 @@ static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, 
     }
 }
 
-/* acc += x y exactly, x and y finite, without touching acc's flags: the
- * dot's own path sets them as if these products were among its terms (a
- * nonzero term means NOT_NEG0 either way, and a zero one adds nothing that
- * dr_zero_dot_flags does not already count: (a - r_a) r_b is zero only
- * where a is, with a r_b's sign). */
-static inline void add_exact_product(dr_acc *acc, float x, float y)
-{
-    int32_t xm, xe, ym, ye;
-    dr_split_f32(dr_f32_bits(x), &xm, &xe);
-    dr_split_f32(dr_f32_bits(y), &ym, &ye);
-    if (xm == 0 || ym == 0) return;
-    dr_acc_add_i64(acc, (int64_t)xm * ym, xe + ye);
-    if (++acc->pending >= DR_ACC_MAX_PENDING) dr_acc_normalize(acc);
-}
-
-/* B's remainder products, (a - r_a) r_b, straight into the full
- * accumulators of the rows that take the general path (not zero, no
- * inf/NaN), column by column: per remainder at k, a column of op(A) --
- * contiguous when A is element-major (dW's im2col^T: resnet_fashion_mnist's
- * output gradients leave up to 24k of a column's 50,176 elements below
- * its grid) -- where remainder_terms walked, per output, the column's list
- * with a strided element of A each, its 168-byte accumulator formed anew.
- * Rows in blocks, a thread's rows its own accumulators; exact, so the
- * order of the additions changes no bit. */
-#define REM_ROWS 256
-static void b_remainder_pass(product *p, size_t N, dr_acc *full)
-{
-    const sliced *a = &p->a, *b = &p->b;
-    size_t M = a->nvec;
-    #pragma omp parallel for schedule(static)
-    for (size_t i0 = 0; i0 < M; i0 += REM_ROWS) {
-        size_t i1 = M - i0 < REM_ROWS ? M : i0 + REM_ROWS;
-        for (size_t j = 0; j < N; j++)
-            for (size_t r = b->rem_start[j]; r < DR_SEAM_REM_PASS_END(b->rem_start[j + 1]); r++) {
-                size_t k = b->rem_k[r];
-                float y = b->rem_v[r];
-                for (size_t i = i0; i < i1; i++)
-                    if (!a->zero[i] && !a->special[i]) add_exact_product(&full[i * N + j], on_grid(a, i, k), y);
-            }
-    }
-    p->b_rems_added = 1;
-}
-
 /* The exact dot product of row i and column j, as the plain path keeps it:
  * the value, and flags that only a zero sum needs the terms for. */
 static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *part)
@@ -195,7 +149,7 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
     if (K == 0) return;
 #if defined(__SIZEOF_INT128__)
     if (p->V) {
-        if (p->V[i * N + j] != 0) add_wide(part, p->V[i * N + j], base);
+        if (p->V[i * N + j] != 0) dr_gemm_add_wide(part, p->V[i * N + j], base);
     } else
 #endif
     for (int q = 0; q < 4; q++) {
@@ -254,10 +208,10 @@ dr_i128 dr_gemm_slice_value_hi(const dr_product *p, size_t i, size_t j, size_t N
            ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w);
 }
 
-/* acc += V * 2^E exactly, V != 0, |V| < 2^107. E may lie below the
- * accumulator's 2^-320: V * 2^E is a sum of float products, a multiple of
+/* acc += V * 2^E exactly, V != 0, |V| < 2^125 (the products' V: 2^107).
+ * E may lie below the accumulator's 2^-320: V * 2^E is a sum of float products, a multiple of
  * 2^-298, so the bits shifted out are zero (E >= -400: shift < 128). */
-static void add_wide(dr_acc *acc, dr_i128 V, int E)
+void dr_gemm_add_wide(dr_acc *acc, dr_i128 V, int E)
 {
     int neg = V < 0;
     dr_u128 mag = neg ? (dr_u128)0 - (dr_u128)V : (dr_u128)V;
@@ -319,7 +273,7 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
         dr_i128 V;
         how = dot_direct(p, i, j, N, &acc->flags, &V);
         if (how == DOT_VALUE) {
-            add_wide(acc, V, p->a.base[i] + p->b.base[j]);
+            dr_gemm_add_wide(acc, V, p->a.base[i] + p->b.base[j]);
             acc->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
         }
     }
@@ -416,7 +370,12 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
     eb = compact ? dr_crt_vector_columns(&p, crt == 2, &done) : (done = NULL, NULL);
-    if (full && p.b.nrem) b_remainder_pass(&p, N, full);
+    if (full && p.b.nrem && (rc = dr_gemm_b_remainders(&p, N, full))) {
+        free(eb);
+        free(done);
+        product_free(&p);
+        return rc;
+    }
     #pragma omp parallel
     {
         dr_prod_bins bins;
