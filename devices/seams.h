@@ -66,6 +66,16 @@
 #define DR_SEAM_WIDE_SHIFT(shift) (shift)
 #endif
 
+/* ---- cpu/cpu_gemm_rem.c ------------------------------------------------------ */
+
+/* Where the full accumulators' pass over B's remainders stops in a column
+ * (end: past its last remainder). */
+#if defined(DR_MUTANT_REM_PASS_LAST)      /* the pass drops each column's last remainder product */
+#define DR_SEAM_REM_PASS_END(end) ((end) - ((end) > 0))
+#else
+#define DR_SEAM_REM_PASS_END(end) (end)
+#endif
+
 /* ---- cpu/cpu_gemm_cert.c ----------------------------------------------------- */
 
 /* The margin a certified output's interval must keep from its rounding
@@ -75,6 +85,14 @@
 #define DR_SEAM_CERT_SLACK(e) ((void)(e), 0.0)
 #else
 #define DR_SEAM_CERT_SLACK(e) ((e) * (1.0 + 0x1p-40))
+#endif
+
+/* The product flags that decide the sign of a certified output whose row or
+ * column is all zeros. */
+#if defined(DR_MUTANT_CERT_ZERO_SIGN)     /* taken as +0 whatever the signs: -0 outputs come out +0 */
+#define DR_SEAM_CERT_ZERO_FLAGS(f) ((f) | DR_ACC_F_NOT_NEG0)
+#else
+#define DR_SEAM_CERT_ZERO_FLAGS(f) (f)
 #endif
 
 /* The column of a transposed operand that widen's tile reads for its row

@@ -195,6 +195,55 @@ static void compare(int mode, int trials, size_t kmax)
     }
 }
 
+/* B's remainders summed in bands of 31 binades as __int128s
+ * (cpu_gemm_rem.c) at the edges of its bound: columns with one element at
+ * 2^100 and the rest full 24-bit mantissas spread over every binade down
+ * to subnormals (all nine bands, their boundaries), rows of full mantissas
+ * (integers near 2^2w on the grid) with a few remainders of their own at
+ * the same k, K up to the CRT path's 65,536; every path's accumulators
+ * against the plain exact GEMM's. */
+static void same_bits_remainder_bands(void **s)
+{
+    static const size_t Ks[] = { 97, 4096, 65536 };
+    trng r = { 0x5eedull };
+    (void)s;
+    for (size_t t = 0; t < 2 * sizeof Ks / sizeof Ks[0]; t++) {
+        const size_t M = 5, N = 3, K = Ks[t / 2];
+        const int ta = (int)(t & 1), tb = (int)(t & 1);
+        const size_t lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = malloc(M * K * 4), *B = malloc(N * K * 4), C[M * N];
+        dr_acc X1[M * N], X2[M * N];
+        dr_cacc X3[M * N];
+        for (size_t k = 0; k < K; k++) {
+            for (size_t i = 0; i < M; i++) {
+                uint64_t u = next_u64(&r);
+                float x = ldexpf((float)((u >> 40) | 0x800000u), -23);   /* [1, 2), a full mantissa */
+                if (k % 7 == 3) x = ldexpf(x, -20 - (int)(u % 40));      /* A's own remainders */
+                A[ta ? k * lda + i : i * lda + k] = (u & 1) ? -x : x;
+            }
+            for (size_t j = 0; j < N; j++) {
+                uint64_t u = next_u64(&r);
+                int e = k == 0 ? 100 : -149 + (int)((k * 31 + j) % 237);   /* every binade, band edges included */
+                float y = ldexpf((float)((u >> 40) | 0x800000u), e - 23);
+                B[tb ? j * ldb + k : k * ldb + j] = (u & 1) ? -y : y;
+            }
+        }
+        memset(X1, 0, sizeof X1);
+        dr_gemm_acc((dr_trans)ta, (dr_trans)tb, M, N, K, A, lda, B, ldb, X1);
+        for (size_t q = 0; q < NPATHS; q++) {
+            memset(X2, 0, sizeof X2);
+            memset(X3, 0, sizeof X3);
+            if (run_path(paths[q], ta, tb, M, N, K, A, lda, B, ldb, NULL, C, N, X2, X3)) continue;
+            for (size_t i = 0; i < M * N; i++)
+                if (!dr_acc_equal(&X1[i], &X2[i])) {
+                    print_error("path %d K=%zu ta=%d element %zu: accumulators differ\n", (int)paths[q], K, ta, i);
+                    fail();
+                }
+        }
+        free(A); free(B);
+    }
+}
+
 static void same_bits_random(void **s) { (void)s; compare(0, 200, 1000); }
 static void same_bits_wide_range(void **s) { (void)s; compare(1, 200, 300); }
 static void same_bits_subnormal_zero(void **s) { (void)s; compare(2, 200, 300); }
@@ -316,6 +365,7 @@ int main(void)
         cmocka_unit_test(same_bits_random),
         cmocka_unit_test(same_bits_wide_range),
         cmocka_unit_test(same_bits_subnormal_zero),
+        cmocka_unit_test(same_bits_remainder_bands),
         cmocka_unit_test(same_bits_anything),
         cmocka_unit_test(same_bits_sums_near_2_53),
         cmocka_unit_test(same_bits_patterned_rows),

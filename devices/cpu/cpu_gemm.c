@@ -102,14 +102,24 @@ static void add_scaled(dr_acc *part, int64_t v, int e)
     if (v) dr_acc_add_i64(part, v, e);
 }
 
-#if defined(__SIZEOF_INT128__)
-static void add_wide(dr_acc *acc, dr_i128 V, int E);
-#endif
+
+/* Element k of vector v on its grid, a - r_a: the element itself where it
+ * has no remainder, else its bits above the grid, trunc(a 2^-base) 2^base
+ * (the division by the power of two 2^-base is exact), +0 when none are
+ * left, as the float subtraction a - r_a gives. */
+static inline float on_grid(const sliced *s, size_t v, size_t k)
+{
+    float x = elem(s, v, k);
+    double t = (double)x * s->scale[v], g = trunc(t);
+    if (g == t) return x;
+    return g == 0.0 ? 0.0f : (float)(g / s->scale[v]);
+}
 
 /* The products that the remainders add to row i . column j beyond V, into
  * a full accumulator or a compact one (the other NULL): r_a * b for A's
- * remainders, (a - r_a) * r_b for B's (a - r_a: a's bits on its grid, a
- * float; every product of two floats exact). */
+ * remainders, (a - r_a) * r_b for B's (every product of two floats exact),
+ * unless p->b_rems_added: then B's are in the caller's full accumulators
+ * already (dr_gemm_b_remainders, cpu_gemm_rem.c). */
 static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, dr_cacc *compact)
 {
     const sliced *a = &p->a, *b = &p->b;
@@ -118,13 +128,12 @@ static void remainder_terms(const product *p, size_t i, size_t j, dr_acc *full, 
         if (full) dr_acc_add_prod(full, x, y);
         else dr_cacc_add_prod(compact, x, y);
     }
+    if (full && p->b_rems_added) return;
     for (size_t r = b->rem_start[j]; r < b->rem_start[j + 1]; r++) {
-        size_t k = b->rem_k[r];
-        float ak = elem(a, i, k), ra = 0.0f;
-        for (size_t q = a->rem_start[i]; q < a->rem_start[i + 1]; q++) if (a->rem_k[q] == k) ra = a->rem_v[q];
+        float ak = on_grid(a, i, b->rem_k[r]);
         if (DR_SEAM_REM_STOP(compact, r, b->rem_start[j + 1])) break;
-        if (full) dr_acc_add_prod(full, ak - ra, b->rem_v[r]);
-        else dr_cacc_add_prod(compact, ak - ra, b->rem_v[r]);
+        if (full) dr_acc_add_prod(full, ak, b->rem_v[r]);
+        else dr_cacc_add_prod(compact, ak, b->rem_v[r]);
     }
 }
 
@@ -140,7 +149,7 @@ static void exact_dot(const product *p, size_t i, size_t j, size_t N, dr_acc *pa
     if (K == 0) return;
 #if defined(__SIZEOF_INT128__)
     if (p->V) {
-        if (p->V[i * N + j] != 0) add_wide(part, p->V[i * N + j], base);
+        if (p->V[i * N + j] != 0) dr_gemm_add_wide(part, p->V[i * N + j], base);
     } else
 #endif
     for (int q = 0; q < 4; q++) {
@@ -199,10 +208,10 @@ dr_i128 dr_gemm_slice_value_hi(const dr_product *p, size_t i, size_t j, size_t N
            ((dr_i128)(int64_t)p->c[1][ij] + (dr_i128)(int64_t)p->c[2][ij]) * ((dr_i128)1 << w);
 }
 
-/* acc += V * 2^E exactly, V != 0, |V| < 2^107. E may lie below the
- * accumulator's 2^-320: V * 2^E is a sum of float products, a multiple of
+/* acc += V * 2^E exactly, V != 0, |V| < 2^125 (the products' V: 2^107).
+ * E may lie below the accumulator's 2^-320: V * 2^E is a sum of float products, a multiple of
  * 2^-298, so the bits shifted out are zero (E >= -400: shift < 128). */
-static void add_wide(dr_acc *acc, dr_i128 V, int E)
+void dr_gemm_add_wide(dr_acc *acc, dr_i128 V, int E)
 {
     int neg = V < 0;
     dr_u128 mag = neg ? (dr_u128)0 - (dr_u128)V : (dr_u128)V;
@@ -264,7 +273,7 @@ static void dot_into(const product *p, size_t i, size_t j, size_t N, dr_acc *acc
         dr_i128 V;
         how = dot_direct(p, i, j, N, &acc->flags, &V);
         if (how == DOT_VALUE) {
-            add_wide(acc, V, p->a.base[i] + p->b.base[j]);
+            dr_gemm_add_wide(acc, V, p->a.base[i] + p->b.base[j]);
             acc->flags |= DR_ACC_F_NONEMPTY | DR_ACC_F_NOT_NEG0;
         }
     }
@@ -361,6 +370,12 @@ static int gemm_into(dr_trans ta, dr_trans tb, size_t M, size_t N, size_t K, con
     int rc = product_init(&p, ta, tb, M, N, K, A, lda, B, ldb, 1, crt);
     if (rc) return rc;
     eb = compact ? dr_crt_vector_columns(&p, crt == 2, &done) : (done = NULL, NULL);
+    if (full && p.b.nrem && (rc = dr_gemm_b_remainders(&p, N, full))) {
+        free(eb);
+        free(done);
+        product_free(&p);
+        return rc;
+    }
     #pragma omp parallel
     {
         dr_prod_bins bins;

@@ -223,9 +223,22 @@ static dr_sliced rows_view(const dr_sliced *s, size_t r0, size_t nr)
     return v;
 }
 
+/* A's packed row stride: the kernel's 4G bytes rounded up to an odd number
+ * of 64-byte lines, so that the rows of a block fall into different cache
+ * sets. At 4G a multiple of 16 lines, every row of a plane mapped to 4 of
+ * the 64 sets: dW's K = 50,176 (784 lines), where the element-major
+ * packing stores 4 bytes down a column of rows, missed L1 at every store.
+ * The layout only: the same residues, the same sums. */
+static size_t a_stride(size_t G)
+{
+    size_t lines = (4 * G + 63) / 64;
+    return (lines | 1u) * 64;
+}
+
 int dr_crt_values(dr_product *p, int vnni)
 {
-    size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16, lda = 4 * G;
+    size_t M = p->a.nvec, N = p->b.nvec, K = p->a.K, G = (K + 3) / 4, Np = (N + 15) / 16 * 16;
+    size_t lda = a_stride(G);
     size_t nt = (size_t)omp_get_max_threads(), per, bper, nblk, MB;
     int n = dr_crt_moduli_bits(K, p->a.bits, p->b.bits);
     crt_plan c;
@@ -237,9 +250,9 @@ int dr_crt_values(dr_product *p, int vnni)
      * (n MB Np 4 bytes; 393 KB at n = 12, N = 128: they stay in L2 between
      * kernel and reconstruction) and packing scratch (n 4 MB bytes). */
     per = (size_t)n * CRT_MB * (lda + 4 * Np + 4) + 64;
-    bper = ((size_t)n * (4 * Np + lda) + N + 63) / 64 * 64;   /* B's packing scratch, a thread's */
+    bper = ((size_t)n * (4 * Np + 4 * G) + N + 63) / 64 * 64;   /* B's packing scratch, a thread's */
     p->V = malloc(M * N * sizeof(dr_i128) + 16);
-    Bp = malloc((size_t)n * Np * lda + 64);
+    Bp = malloc((size_t)n * Np * 4 * G + 64);
     work = malloc(nt * per + nt * bper + 64);
     ra = calloc(M + N + 2, 1);
     rb = ra ? ra + M + 1 : NULL;
@@ -267,7 +280,7 @@ int dr_crt_values(dr_product *p, int vnni)
         else pack_a(&c, &rows, Ab, lda, ra + i0);
         for (int t = 0; t < n; t++) {
             const uint8_t *a = Ab + (size_t)t * mb * lda;
-            const int8_t *b = Bp + (size_t)t * Np * lda;
+            const int8_t *b = Bp + (size_t)t * Np * 4 * G;
             if (vnni) dr_crt_kernel_vnni(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
             else dr_crt_kernel_portable(a, lda, b, mb, Np, K, blk + (size_t)t * mb * Np, Np);
         }

@@ -48,6 +48,7 @@ typedef struct dr_product {
 #if defined(__SIZEOF_INT128__)
     dr_i128  *V;
 #endif
+    int       b_rems_added;    /* B's remainder products already in the full accumulators */
 } dr_product;
 
 /* cpu_gemm.c: lo(row i) . lo(column j) (the DGEMM path's fourth product,
@@ -56,9 +57,17 @@ typedef struct dr_product {
  * lo . lo, with the bound on what lo . lo adds. */
 double dr_gemm_ll_value(const dr_product *p, size_t i, size_t j, size_t N);
 #if defined(__SIZEOF_INT128__)
+/* acc += V 2^E exactly, V != 0, |V| < 2^125, E >= -400, V 2^E a multiple of
+ * 2^-320 (a sum of float products: of 2^-298). */
+void dr_gemm_add_wide(dr_acc *acc, dr_i128 V, int E);
 dr_i128 dr_gemm_slice_value(const dr_product *p, size_t i, size_t j, size_t N);
 dr_i128 dr_gemm_slice_value_hi(const dr_product *p, size_t i, size_t j, size_t N, dr_i128 *bound);
 #endif
+/* cpu_gemm_rem.c: B's remainder products, (a - r_a) r_b, added to the full
+ * accumulators full[i N + j] of every row that takes the general path (not
+ * all zeros, no inf/NaN), and p->b_rems_added set (without __int128: none
+ * added, the flag left 0). DR_OK or DR_ENOMEM. */
+int dr_gemm_b_remainders(dr_product *p, size_t N, dr_acc *full);
 /* cpu_gemm_element.c: bias[j] + row i . column j rounded once into *out,
  * straight from the integer product, when neither vector has remainders or
  * inf/NaN; false sends the element to the general path. */

@@ -145,6 +145,8 @@ static inline VNNI __attribute__((always_inline)) void interleave4x16(const uint
     _mm_storeu_si128((void *)(out + 48), _mm_unpackhi_epi16(hi01, hi23));
 }
 
+#define PREFETCH_GROUPS 8   /* 32 k ahead: 18 KB of a 576-byte-row source */
+
 /* Rows of op(A): straight into their planes when a row is contiguous, else
  * one k at a time through a scratch row, scattered. Rows holding inf or NaN
  * get bytes that no result uses. */
@@ -161,8 +163,16 @@ VNNI void dr_crt_pack_a_vnni(const dr_crt_plan *c, const dr_sliced *s, uint8_t *
         return;
     }
     /* Columns of the source: four k at a time through scratch rows, each
-     * 16 rows' 4 bytes interleaved by byte and word unpacks, as for B. */
+     * 16 rows' 4 bytes interleaved by byte and word unpacks, as for B. The
+     * block's M floats of each k are a short piece of a long source row
+     * (dW's im2col: 48 of 144 floats, rows 576 bytes apart), a stride the
+     * hardware prefetchers did not follow: the loads missed at each k
+     * (three quarters of the residues' time, resnet_fashion_mnist), so
+     * each group fetches the pieces PREFETCH_GROUPS groups ahead. */
     for (size_t g = 0; g < (K + 3) / 4; g++) {
+        for (size_t k = 4 * (g + PREFETCH_GROUPS); k < 4 * (g + PREFETCH_GROUPS + 1) && k < K; k++)
+            for (size_t b = 0; b < M * sizeof(float); b += 64)
+                _mm_prefetch((const char *)(s->base_ptr + k * s->inc_elem) + b, _MM_HINT_T0);
         residues4(c, s, g, M, 0, tmp, M, has_rem);
         for (int q = 0; q < c->n; q++) {
             const uint8_t *t0 = tmp + q * 4 * M;
