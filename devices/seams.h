@@ -511,6 +511,14 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_TILE_SUMS(t) (t)
 #endif
 
+/* The rows of a rectangle the OpenCL backend copies between a replica's
+ * cores' maps on the device (opencl_halo.c: halos, gather and scatter). */
+#if defined(DR_MUTANT_CL_HALO_RECT_ROW_SHORT)   /* one row short: a window across the cut reads a stale row */
+#define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows) - 1)
+#else
+#define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows))
+#endif
+
 /* --dropout_masks on the OpenCL backend: the global batch's row of the
  * replica's row 0 that its masks are read from (rt->row0). */
 #if defined(DR_MUTANT_CL_DROPOUT_MASK_ROW0)   /* every replica reads the file's first rows */

@@ -23,7 +23,13 @@ uint64_t dr_omp_halo_copy(uint32_t H, uint32_t W, uint32_t C, uint32_t n, const 
             size_t at = (((size_t)e * H + y) * W + r[2]) * C;
             memcpy(dst + at, src + at, seg * sizeof(float));
         }
-    return (uint64_t)n * (r[1] - r[0]) * seg * sizeof(float);
+    return dr_omp_rect_bytes(C, n, r);
+}
+
+uint64_t dr_omp_rect_bytes(uint32_t C, uint32_t n, const uint32_t r[4])
+{
+    if (r[0] >= r[1] || r[2] >= r[3]) return 0;
+    return (uint64_t)n * (r[1] - r[0]) * (r[3] - r[2]) * C * sizeof(float);
 }
 
 void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t l, bool grad,
@@ -44,38 +50,40 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
     }
 }
 
-/* Rectangle r of map k from core a's buffer to core b's: its bytes into
- * *count, the largest transfer a -> b into link[a][b] (either NULL). */
-static void take(const dr_model_spec *m, uint32_t k, uint32_t n, float *const *maps, uint32_t a, uint32_t b,
-                 const uint32_t r[4], uint64_t *count, dr_omp_links link)
+uint32_t dr_omp_halo_moves(const dr_spatial_plan *p, uint32_t k, const uint32_t need[][4], dr_omp_halo_move *mv)
 {
-    uint32_t H, W, C;
-    uint64_t got;
-    dr_model_map(m, k, &H, &W, &C);
-    got = dr_omp_halo_copy(H, W, C, n, maps[a], maps[b], r);
-    if (count) *count += got;
-    if (link && got > link[a][b]) link[a][b] = got;
+    uint32_t n = 0;
+    for (uint32_t pass = 0; pass < 2; pass++)
+        for (uint32_t c = 0; c < p->tiles; c++) {
+            const uint32_t *nd = need[c], *own = p->tile[c].rect[k];
+            if (pass == 0) {
+                if (c >= p->pw) mv[n++] = (dr_omp_halo_move){ 0, c - p->pw, c, { nd[0], own[0], own[2], own[3] } };
+                if (c + p->pw < p->tiles)
+                    mv[n++] = (dr_omp_halo_move){ 0, c + p->pw, c,
+                                                  { own[1], DR_SEAM_HALO_BELOW(nd[1], own[1]), own[2], own[3] } };
+            } else {
+                if (c % p->pw) mv[n++] = (dr_omp_halo_move){ 1, c - 1, c, { nd[0], nd[1], nd[2], own[2] } };
+                if (c % p->pw + 1 < p->pw) mv[n++] = (dr_omp_halo_move){ 1, c + 1, c, { nd[0], nd[1], own[3], nd[3] } };
+            }
+        }
+    return n;
+}
+
+void dr_omp_halo_tally(const dr_omp_halo_move *mv, uint64_t got, uint64_t *bytes, dr_omp_links *link)
+{
+    if (bytes) bytes[mv->to] += got;
+    if (link && got > link[mv->pass][mv->from][mv->to]) link[mv->pass][mv->from][mv->to] = got;
 }
 
 void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
                           float *const *maps, const uint32_t need[][4], uint64_t *bytes, dr_omp_links *link)
 {
-    for (uint32_t pass = 0; pass < 2; pass++)
-        for (uint32_t c = 0; c < p->tiles; c++) {
-            const uint32_t *nd = need[c], *own = p->tile[c].rect[k];
-            uint64_t *count = bytes ? &bytes[c] : NULL;
-            uint64_t (*ln)[DR_MAX_TILES] = link ? link[pass] : NULL;
-            if (pass == 0) {
-                uint32_t above[4] = { nd[0], own[0], own[2], own[3] };
-                uint32_t below[4] = { own[1], DR_SEAM_HALO_BELOW(nd[1], own[1]), own[2], own[3] };
-                if (c >= p->pw) take(m, k, n, maps, c - p->pw, c, above, count, ln);
-                if (c + p->pw < p->tiles) take(m, k, n, maps, c + p->pw, c, below, count, ln);
-            } else {
-                uint32_t left[4] = { nd[0], nd[1], nd[2], own[2] }, right[4] = { nd[0], nd[1], own[3], nd[3] };
-                if (c % p->pw) take(m, k, n, maps, c - 1, c, left, count, ln);
-                if (c % p->pw + 1 < p->pw) take(m, k, n, maps, c + 1, c, right, count, ln);
-            }
-        }
+    dr_omp_halo_move mv[DR_OMP_HALO_MOVES];
+    uint32_t H, W, C, moves = dr_omp_halo_moves(p, k, need, mv);
+    dr_model_map(m, k, &H, &W, &C);
+    for (uint32_t i = 0; i < moves; i++)
+        dr_omp_halo_tally(&mv[i], dr_omp_halo_copy(H, W, C, n, maps[mv[i].from], maps[mv[i].to], mv[i].r), bytes,
+                          link);
 }
 
 /* ---- the backend's ops: a replica's cores in the engine's step ------------ */

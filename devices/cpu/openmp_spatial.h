@@ -19,6 +19,10 @@
 uint64_t dr_omp_halo_copy(uint32_t H, uint32_t W, uint32_t C, uint32_t n, const float *src, float *dst,
                           const uint32_t r[4]);
 
+/* The bytes of that rectangle (of a map of C channels, n examples): what a
+ * copy of it moves, on the host or on a device. */
+uint64_t dr_omp_rect_bytes(uint32_t C, uint32_t n, const uint32_t r[4]);
+
 /* What each core c must hold of map k around layer l (rows, columns):
  * forward (grad false), the input pixels its output tile's windows read, of
  * the layer's input map; backward (grad true, a Conv2D), the output
@@ -36,5 +40,17 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
 typedef uint64_t dr_omp_links[DR_MAX_TILES][DR_MAX_TILES];
 void dr_omp_halo_exchange(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t k, uint32_t n,
                           float *const *maps, const uint32_t need[][4], uint64_t *bytes, dr_omp_links *link);
+
+/* The exchange's moves, in its order, for a backend that copies them itself
+ * (the OpenCL backend, on the device): rectangle r of map k from core
+ * from's buffer to core to's, in pass 0 (rows) or 1 (columns). At most 4 a
+ * core; the count is returned. dr_omp_halo_tally counts a move's bytes got
+ * as dr_omp_halo_exchange does (bytes[to], link[pass][from][to]). */
+typedef struct {
+    uint32_t pass, from, to, r[4];
+} dr_omp_halo_move;
+#define DR_OMP_HALO_MOVES (4 * DR_MAX_TILES)
+uint32_t dr_omp_halo_moves(const dr_spatial_plan *p, uint32_t k, const uint32_t need[][4], dr_omp_halo_move *mv);
+void dr_omp_halo_tally(const dr_omp_halo_move *mv, uint64_t got, uint64_t *bytes, dr_omp_links *link);
 
 #endif
