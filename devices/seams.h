@@ -519,6 +519,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows))
 #endif
 
+/* The last row (exclusive) of a conv launch's rectangle on the OpenCL
+ * backend (opencl_graph.c's launch_rect: a core's tile before the tiles
+ * end, else the whole map). */
+#if defined(DR_MUTANT_CL_TILE_LAUNCH_ROW_SHORT)   /* one row short: the tile's last row keeps stale values */
+#define DR_SEAM_CL_TILE_LAUNCH_ROWS(r0, r1) ((r1) > (r0) + 1 ? (r1) - 1 : (r1))
+#else
+#define DR_SEAM_CL_TILE_LAUNCH_ROWS(r0, r1) (r1)
+#endif
+
 /* --dropout_masks on the OpenCL backend: the global batch's row of the
  * replica's row 0 that its masks are read from (rt->row0). */
 #if defined(DR_MUTANT_CL_DROPOUT_MASK_ROW0)   /* every replica reads the file's first rows */

@@ -95,17 +95,39 @@ static bool runs(const dr_cl_graph *g, uint32_t l)
     return !g->tile || g->core == 0 || l < g->tile->lp;
 }
 
-/* The rectangle of map k that layer l's sums run over: the core's tile
- * before the tiles end, else the whole map. */
-static void rect_of(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, uint32_t k, uint32_t r[4])
+/* Map k's rectangle r: the core's tile if tiled, else the whole map. */
+static void tile_or_map(const dr_model_spec *m, const dr_cl_graph *g, bool tiled, uint32_t k, uint32_t r[4])
 {
     uint32_t H, W, C;
     dr_model_map(m, k, &H, &W, &C);
-    if (DR_SEAM_CL_TILE_SUMS(g->tile && l < g->tile->lp)) {
+    if (tiled) {
         memcpy(r, g->tile->rect[k], 4 * sizeof *r);
         return;
     }
     r[0] = 0; r[1] = H; r[2] = 0; r[3] = W;
+}
+
+/* The rectangle of map k that layer l's sums run over: the core's tile
+ * before the tiles end, else the whole map. */
+static void rect_of(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, uint32_t k, uint32_t r[4])
+{
+    tile_or_map(m, g, DR_SEAM_CL_TILE_SUMS(g->tile && l < g->tile->lp), k, r);
+}
+
+/* The rectangle of map k a conv's launch at layer l computes (its output
+ * forward, its input gradient backward): before the tiles end, the core's
+ * tile alone (the halos its windows read are received, and outside its
+ * tile nothing reads the core's values), else the whole map. */
+static void launch_rect(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, uint32_t k, uint32_t r[4])
+{
+    tile_or_map(m, g, g->tile && l < g->tile->lp, k, r);
+    r[1] = DR_SEAM_CL_TILE_LAUNCH_ROWS(r[0], r[1]);
+}
+
+/* Work-items for rectangle r of n examples of a map of C channels. */
+static size_t rect_cells(uint32_t n, uint32_t C, const uint32_t r[4])
+{
+    return (size_t)n * (r[1] - r[0]) * (r[3] - r[2]) * C;
 }
 
 cl_mem dr_cl_graph_map(const dr_replica_bufs *rb, uint32_t k, bool grad)
@@ -260,12 +282,15 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
     switch (d->kind) {
     case DR_LAYER_DENSE: rc = dense_forward(b, rb, l, in, err); break;
     case DR_LAYER_CONV2D: {
-        dr_cl_arg a[18];
+        dr_cl_arg a[22];
+        uint32_t r[4];
+        launch_rect(m, g, l, l + 1, r);
         conv_args(d, g->n, a);
         a[11] = CLM(in); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]);
         a[14] = CLU(dr_model_bias_offset(m, l)); a[15] = CLU(fast_of(b, g)); a[16] = CLU(g->ct);
         a[17] = CLM(s->pre[l]);
-        rc = dr_cl_launch(sl, K_CONV_FWD, cells, 1, 0, 0, a, 18, "conv forward", err);
+        for (int i = 0; i < 4; i++) a[18 + i] = CLU(r[i]);
+        rc = dr_cl_launch(sl, K_CONV_FWD, rect_cells(g->n, d->oc, r), 1, 0, 0, a, 22, "conv forward", err);
         break;
     }
     case DR_LAYER_MAX_POOL2D: {
@@ -504,7 +529,9 @@ static int conv_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, cl_mem 
     if (!dx) return DR_OK;
     a[11] = CLM(dz); a[12] = CLM(weights_of(rb)); a[13] = CLU(b->koff[l]); a[14] = CLU(fast_of(b, g));
     a[15] = CLU(g->ct); a[16] = CLM(dx);
-    return dr_cl_launch(sl, K_CONV_DX, (size_t)n * d->in, 1, 0, 0, a, 17, "conv input gradient", err);
+    launch_rect(m, g, l, src_of(m, l), r);
+    for (int i = 0; i < 4; i++) a[17 + i] = CLU(r[i]);
+    return dr_cl_launch(sl, K_CONV_DX, rect_cells(n, d->ic, r), 1, 0, 0, a, 21, "conv input gradient", err);
 }
 
 int dr_cl_layer_backward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *err)

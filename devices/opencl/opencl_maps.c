@@ -73,9 +73,20 @@ bool dr_cl_graph_tiled(const dr_replica_bufs *rb, const dr_tile *tile)
 int dr_cl_set_tile(dr_backend *b, dr_replica_bufs *rb, const dr_tile *tile, uint32_t core, dr_err *err)
 {
     dr_cl_scratch *s = rb ? rb->scratch : NULL;
-    (void)b;
+    const cl_float zero = 0.0f;
     if (!s || !s->graph) return dr_fail(err, DR_ESTATE, "opencl backend: set_tile on a workspace without maps");
     s->graph->tile = tile;
     s->graph->core = core;
+    /* a conv before the tiles end writes its tile alone (opencl_graph.c's
+     * launch_rect): the rest of its maps, which nothing reads but whole-map
+     * kernels (activation, BN, ReLU masks) pass through, starts as zeros,
+     * never as what the allocation held */
+    for (uint32_t l = 0; tile && l < tile->lp; l++) {
+        size_t bytes = (size_t)(s->graph->rows ? s->graph->rows : 1) * b->m.layer[l].out * sizeof(float);
+        cl_int e = clEnqueueFillBuffer(b->slot[s->slot].q, s->pre[l], &zero, sizeof zero, 0, bytes, 0, NULL, NULL);
+        if (e == CL_SUCCESS)
+            e = clEnqueueFillBuffer(b->slot[s->slot].q, s->act[l], &zero, sizeof zero, 0, bytes, 0, NULL, NULL);
+        if (e != CL_SUCCESS) return dr_cl_fail(err, e, "set_tile (zeroing a core's maps)");
+    }
     return DR_OK;
 }

@@ -55,13 +55,16 @@ float conv_in(__global const float *x, uint e, int iy, int ix, uint c, uint ih, 
  * mixed step (c: the compute dtype, 0 for float32): RN_c(RN_c(conv) + b),
  * TensorFlow's Conv2D then BiasAdd, each rounded once from its exact value;
  * fast, the same two roundings of the float sum and of the float32 add
- * (half_round with 0 is the identity: the float32 fast pass unchanged). */
+ * (half_round with 0 is the identity: the float32 fast pass unchanged).
+ * One work-item per output of rows [r0, r1) x columns [r2, r3) of the
+ * output map: a core's tile under spatial partitioning, else the whole map. */
 __kernel void conv_fwd(CONV_ARGS, __global const float *x, __global const float *W, uint woff, uint boff,
-                       uint fast, uint ct, __global float *pre)
+                       uint fast, uint ct, __global float *pre, uint r0, uint r1, uint r2, uint r3)
 {
-    size_t o = get_global_id(0);
-    if (o >= (size_t)n * oh * ow * oc) return;
-    uint f = o % oc, ox = (o / oc) % ow, oy = (o / oc / ow) % oh, e = o / oc / ow / oh;
+    size_t t = get_global_id(0), rw = r3 - r2, rh = r1 - r0;
+    if (t >= (size_t)n * rh * rw * oc) return;
+    uint f = t % oc, ox = r2 + (t / oc) % rw, oy = r0 + (t / oc / rw) % rh, e = t / oc / rw / rh;
+    size_t o = (((size_t)e * oh + oy) * ow + ox) * oc + f;
     int iy0 = (int)(oy * st) - (int)pt, ix0 = (int)(ox * st) - (int)pl;
     acc_t a;
     float s = 0.0f;
@@ -96,13 +99,15 @@ int tap_out(int t, int st, uint n)
 /* dx[i] += round(the exact sum over every tap that read input i) (fast: the
  * float sum, the mixed step's rounded to ct); the terms in gather order
  * (ky, kx, f), dz 0.0f where no output's tap read it. i = ((e ih + iy) iw +
- * ix) ic + c. */
+ * ix) ic + c, over rows [r0, r1) x columns [r2, r3) of the input map (a
+ * core's tile, else the whole map). */
 __kernel void conv_dx(CONV_ARGS, __global const float *dz, __global const float *W, uint woff, uint fast,
-                      uint ct, __global float *dx)
+                      uint ct, __global float *dx, uint r0, uint r1, uint r2, uint r3)
 {
-    size_t i = get_global_id(0);
-    if (i >= (size_t)n * ih * iw * ic) return;
-    uint c = i % ic, ix = (i / ic) % iw, iy = (i / ic / iw) % ih, e = i / ic / iw / ih;
+    size_t t = get_global_id(0), rw = r3 - r2, rh = r1 - r0;
+    if (t >= (size_t)n * rh * rw * ic) return;
+    uint c = t % ic, ix = r2 + (t / ic) % rw, iy = r0 + (t / ic / rw) % rh, e = t / ic / rw / rh;
+    size_t i = (((size_t)e * ih + iy) * iw + ix) * ic + c;
     int gs = (int)GRAD_STRIDE(st);
     acc_t a;
     float s = 0.0f;
