@@ -513,15 +513,15 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 
 /* The rows of a rectangle the OpenCL backend copies between a replica's
  * cores' maps on the device (opencl_halo.c: halos, gather and scatter). */
-#if defined(DR_MUTANT_CL_HALO_RECT_ROW_SHORT)   /* one row short: a window across the cut reads a stale row */
-#define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows) - 1)
+#if defined(DR_MUTANT_CL_HALO_RECT_ROW_SHORT)   /* one row short (of two or more): stale rows read across the cut */
+#define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows) > 1 ? (size_t)(rows) - 1 : (size_t)(rows))
 #else
 #define DR_SEAM_CL_HALO_RECT_ROWS(rows) ((size_t)(rows))
 #endif
 
 /* The last row (exclusive) of a conv launch's rectangle on the OpenCL
  * backend (opencl_graph.c's launch_rect: a core's tile before the tiles
- * end, else the whole map). */
+ * end; the whole map is not mutated). */
 #if defined(DR_MUTANT_CL_TILE_LAUNCH_ROW_SHORT)   /* one row short: the tile's last row keeps stale values */
 #define DR_SEAM_CL_TILE_LAUNCH_ROWS(r0, r1) ((r1) > (r0) + 1 ? (r1) - 1 : (r1))
 #else

@@ -120,8 +120,9 @@ static void rect_of(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, ui
  * tile nothing reads the core's values), else the whole map. */
 static void launch_rect(const dr_model_spec *m, const dr_cl_graph *g, uint32_t l, uint32_t k, uint32_t r[4])
 {
-    tile_or_map(m, g, g->tile && l < g->tile->lp, k, r);
-    r[1] = DR_SEAM_CL_TILE_LAUNCH_ROWS(r[0], r[1]);
+    const bool tiled = g->tile && l < g->tile->lp;
+    tile_or_map(m, g, tiled, k, r);
+    if (tiled) r[1] = DR_SEAM_CL_TILE_LAUNCH_ROWS(r[0], r[1]);
 }
 
 /* Work-items for rectangle r of n examples of a map of C channels. */
