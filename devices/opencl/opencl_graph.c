@@ -273,9 +273,10 @@ int dr_cl_layer_forward(dr_backend *b, dr_replica_bufs *rb, uint32_t l, dr_err *
     if ((rc = need_graph(b, rb, l, -1, "layer_forward", err))) return rc;
     s = rb->scratch;
     g = s->graph;
-    /* partitioned, the kernels still run over the whole map: outside its
-     * tile a core's map holds values nothing reads (the halos that windows
-     * read are received before the layer, the gather copies tiles only) */
+    /* partitioned, a conv runs over the core's tile (launch_rect), the
+     * other kernels over the whole map: outside its tile a core's map holds
+     * values nothing reads (the halos that windows read are received before
+     * the layer, the gather copies tiles only) */
     if (!runs(g, l)) return DR_OK;
     sl = slot_of(b, rb);
     in = map_of(rb, src_of(m, l));
