@@ -1,6 +1,8 @@
 /* distref devices — the engine's halo exchange between the cores of a
  * replica under spatial partitioning (devices/cpu/openmp_spatial.h): the
  * plan is core/spatial_plan.c's, the copies are the engine's own. The
+ * exchange's rectangles come from dr_omp_halo_moves, which the OpenCL
+ * backend's device copies (devices/opencl/opencl_halo.c) share. The
  * planted faults engine_halo_row_short and engine_halo_row_short_tiles
  * (DR_SEAM_HALO_BELOW, devices/seams.h) receive the halo from the core below
  * one row short: the models suite catches the first through a partitioned
@@ -50,6 +52,9 @@ void dr_omp_halo_need(const dr_spatial_plan *p, const dr_model_spec *m, uint32_t
     }
 }
 
+/* Pass 0 the rows from the cores above and below, over the receiver's own
+ * columns; pass 1 the columns from the cores beside it over all its needed
+ * rows, so the corners come in two hops (ref/halo.c's order). */
 uint32_t dr_omp_halo_moves(const dr_spatial_plan *p, uint32_t k, const uint32_t need[][4], dr_omp_halo_move *mv)
 {
     uint32_t n = 0;
