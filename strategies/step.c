@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "strategies/seams.h"
+#include "devices/cpu/grad_clip.h"
 
 void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes)
 {
@@ -250,6 +251,27 @@ bool engine_accumulate(dr_session *s, const dr_form *f, void *const *local, uint
     return update;
 }
 
+/* Keras 3 (scripts/tf_accum_clip.py, measured): at the update each replica
+ * clips (g + acc) / k, the mean of its own micro-steps' gradients, and the
+ * all-reduce sums the clipped means. Exact: RN(sum of the k shares / d),
+ * clipped and put back over d (devices/cpu/grad_clip.c, the share's clip);
+ * fast: the float sum over k, clipped, times k again (the update divides
+ * the total by k). */
+int engine_accum_clip(dr_session *s, void *const *local, uint32_t L, uint32_t d, dr_err *err)
+{
+    const dr_clip *c = &s->plan->exp.optimizer.clip;
+    const size_t P = s->plan->P;
+    const uint32_t over = DR_SEAM_ACCUM_CLIP_DIVISOR(d, s->k);
+    for (uint32_t j = 0; c->at_update && j < L; j++) {
+        float *g = local[j];
+        int rc;
+        if (s->num == DR_NUMERICS_FAST) for (size_t p = 0; p < P; p++) g[p] /= (float)over;
+        if ((rc = dr_engine_clip_share(c, &s->plan->exp.model, s->num, local[j], P, over, err))) return rc;
+        if (s->num == DR_NUMERICS_FAST) for (size_t p = 0; p < P; p++) g[p] *= (float)over;
+    }
+    return DR_OK;
+}
+
 int engine_accum_open(dr_session *s, dr_err *err)
 {
     uint32_t k = s->cfg->gradient_accumulation_steps;
@@ -332,6 +354,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     if (s->k > 1 && !s->mixed) {   /* accumulation: add this micro-step's shares; reduce on the k-th (mixed: mixed.c) */
         if (!engine_accumulate(s, f, local, lo, L)) return DR_OK;
         d = DR_SEAM_ACCUM_DIVISOR(d, s->k);
+        if ((rc = engine_accum_clip(s, local, L, d, err))) return rc;
     }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         dst = staged ? s->stage_central : b->host_ptr(s->central);
