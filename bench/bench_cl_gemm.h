@@ -38,7 +38,7 @@ static inline void bench_cl_gemm_close(bench_cl_gemm *g)
 static inline bench_cl_gemm *bench_cl_gemm_open(uint32_t M, uint32_t K, uint32_t N, const float *a, const float *b)
 {
     dr_model_spec m = { .nlayers = 1, .layer = { { .in = 4, .out = 4, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f };
-    dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 };
+    dr_optimizer o = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 };
     dr_backend_params sel = { .model = &m, .optimizer = &o, .numerics = DR_NUMERICS_FAST, .places = 1,
                               .platform = -1, .mapping = "shared" };
     bench_cl_gemm *g = calloc(1, sizeof *g);

@@ -14,6 +14,19 @@
  *             the same k (the schedule reads the micro-step counter, as
  *             Keras 3's does, so no one-step run gives those bits). The
  *             default run: openmp; --full: each variant.
+ *   replica clip  --clip_semantics=tensorflow at k=2 (G=24): Keras 3 clips
+ *             each replica's mean of its own k micro-steps at the update,
+ *             before the all-reduce (measured: scripts/tf_accum_clip.py). The
+ *             reference one_device run = its --clip_semantics=exact bits (one
+ *             replica's clip is the aggregate's); the reference mirrored R=2
+ *             run differs from its exact-clip bits and is the oracle: each
+ *             in-process engine variant under mirrored R=2 and
+ *             central_storage R=2, and mpirun -np 2 multi_worker_mirrored
+ *             (one GPU a rank), give its bits; openmp fast within the fast
+ *             bounds. --global_clipnorm=0.05 (--full: also --clipnorm=0.02
+ *             and --clipvalue=0.002). Planted faults accum_clip_sum (the
+ *             engine clips a replica's sum of its k gradients, then divides
+ *             by k) and ref_accum_clip_sum (the reference) fail it.
  */
 #include "conformance/conformance.h"
 
@@ -110,6 +123,121 @@ int accumulation_features(results *r)
                    got.error[0] ? ": " : "", got.error);
             outcome_free(&got);
         }
+        outcome_free(&ref);
+    }
+    return fails;
+}
+
+/* ---- --clip_semantics=tensorflow under accumulation ---------------------- */
+
+typedef struct clip_flag { const char *name, *flags; float global, norm, value; } clip_flag;
+static const clip_flag k_replica_clips[] = {
+    { "global_clipnorm=0.05", "--global_clipnorm=0.05", 0.05f, 0, 0 },
+    { "clipnorm=0.02", "--clipnorm=0.02", 0, 0.02f, 0 },
+    { "clipvalue=0.002", "--clipvalue=0.002", 0, 0, 0.002f },
+};
+
+static void replica_clip(dr_run_config *c, const clip_flag *f, bool per_replica, const char *strategy, int gpus)
+{
+    base_config(c, 476, 24, 1e-3);
+    c->epochs = 0;
+    c->train_steps = 24;
+    c->gradient_accumulation_steps = 2;
+    c->clip.global_clipnorm = f->global;
+    c->clip.clipnorm = f->norm;
+    c->clip.clipvalue = f->value;
+    c->clip.per_replica = per_replica;
+    set_strategy(c, strategy, gpus, strcmp(strategy, "mirrored") == 0 ? "nccl" : NULL, 1);
+}
+
+/* The reference's own cells: R = 1 gives the exact clip's bits, R = 2 not
+ * (the clip really is per replica). */
+static int replica_clip_ref(results *r, const clip_flag *f, int gpus, const outcome *tf)
+{
+    dr_run_config c;
+    outcome agg;
+    replica_clip(&c, f, false, gpus ? "mirrored" : "one_device", gpus);
+    run_case(&c, &agg);
+    bool same = !tf->error[0] && !agg.error[0] && outcome_same(tf, &agg);
+    bool pass = gpus ? !same && !tf->error[0] && !agg.error[0] : same;
+    c.clip.per_replica = true;
+    record(r, "accumulation", &c, gpus ? gpus : 1, pass, tf->seconds, "%s k=2 tensorflow semantics ref %s: %s the "
+           "exact clip's bits%s%.150s", f->name, gpus ? "mirrored R=2" : "one_device", gpus ? "differ from" : "equal",
+           tf->error[0] ? ": " : "", tf->error);
+    outcome_free(&agg);
+    return !pass;
+}
+
+/* exact: the reference mirrored R=2's bits; fast: within the fast bounds */
+static int replica_clip_judge(results *r, const dr_run_config *c, const outcome *got, const outcome *ref,
+                              const char *what)
+{
+    if (strcmp(c->numerics, "fast") == 0) return feature_judge(r, "accumulation", c, 2, got, ref, false, what);
+    bool pass = !got->error[0] && !ref->error[0] && outcome_same(got, ref);
+    record(r, "accumulation", c, 2, pass, got->seconds, "%s: the reference mirrored R=2 bits%s%.150s", what,
+           got->error[0] ? ": " : pass ? "" : ": bits differ", got->error);
+    return !pass;
+}
+
+static int replica_clip_mpi(results *r, const clip_flag *f, const outcome *ref)
+{
+    dr_run_config c;
+    outcome got;
+    char args[600], what[200];
+    if (r->fault || (r->variant && strcmp(r->variant, "mpi") != 0) || system("command -v mpirun > /dev/null 2>&1") != 0)
+        return 0;
+    replica_clip(&c, f, true, "multi_worker_mirrored", 1);
+    strcpy(c.variant, "mpi");
+    snprintf(args, sizeof args, "--l2=0.001 --synthetic_examples=476 --global_batch_size=24 --train_steps=24 "
+             "--gradient_accumulation_steps=2 --numerics=exact --clip_semantics=tensorflow %s", f->flags);
+    run_mpi_pair(r, args, &got);
+    snprintf(what, sizeof what, "%s tensorflow clip k=2 mpi -np 2 multi_worker_mirrored exact", f->name);
+    int fails = replica_clip_judge(r, &c, &got, ref, what);
+    outcome_free(&got);
+    return fails;
+}
+
+static int replica_clip_engines(results *r, const clip_flag *f, const outcome *ref)
+{
+    static const char *const strategies[] = { "mirrored", "central_storage" };
+    size_t nv;
+    const dr_variant *const *ev = engine_variants(r, &nv);
+    int fails = 0;
+    for (size_t v = 0; v < nv; v++)
+        for (size_t i = 0; i < 3; i++) {   /* mirrored, central_storage exact; mirrored fast (openmp) */
+            dr_run_config c;
+            outcome got;
+            char what[200];
+            bool fast = i == 2;
+            if (fast && (r->quick || strcmp(ev[v]->name, "openmp") != 0)) continue;
+            replica_clip(&c, f, true, strategies[i % 2], 2);
+            snprintf(c.variant, sizeof c.variant, "%s", ev[v]->name);
+            if (fast) strcpy(c.numerics, "fast");
+            if (!supported(r, "accumulation", &c, 2)) continue;
+            run_case(&c, &got);
+            snprintf(what, sizeof what, "%s tensorflow clip k=2 %s %s R=2 %s", f->name, ev[v]->name,
+                     strategies[i % 2], c.numerics);
+            fails += replica_clip_judge(r, &c, &got, ref, what);
+            outcome_free(&got);
+        }
+    return fails;
+}
+
+int accumulation_replica_clip(results *r)
+{
+    int fails = 0;
+    size_t n = r->full ? sizeof k_replica_clips / sizeof *k_replica_clips : 1;
+    for (size_t i = 0; i < n; i++) {
+        const clip_flag *f = &k_replica_clips[i];
+        dr_run_config c;
+        outcome one, ref;
+        replica_clip(&c, f, true, "one_device", 0);
+        run_case(&c, &one);
+        fails += replica_clip_ref(r, f, 0, &one);
+        outcome_free(&one);
+        replica_clip(&c, f, true, "mirrored", 2);
+        run_case(&c, &ref);
+        fails += replica_clip_ref(r, f, 2, &ref) + replica_clip_engines(r, f, &ref) + replica_clip_mpi(r, f, &ref);
         outcome_free(&ref);
     }
     return fails;

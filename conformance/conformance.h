@@ -205,6 +205,8 @@ int suite_models(results *r);         /* models beyond the MLP: sync/replica BN 
  * with it, each engine variant against the reference. */
 int accumulation_fallback(results *r);
 int accumulation_features(results *r);
+/* --clip_semantics=tensorflow under accumulation: per replica, at the update (accumulation_cells.c) */
+int accumulation_replica_clip(results *r);
 /* the tpu strategy's accumulation and per-replica clip cells (conformance/tpu_feature_cells.c) */
 int accumulation_tpu(results *r, const outcome *one_step);
 int clipping_tpu(results *r);

@@ -30,9 +30,9 @@
 typedef struct clip_flag { const char *name; dr_clip clip; } clip_flag;
 
 static const clip_flag k_flags[] = {
-    { "--global_clipnorm=0.05", { 0, 0, 0.05f, true } },
-    { "--clipnorm=0.02", { 0.02f, 0, 0, true } },
-    { "--clipvalue=0.002", { 0, 0.002f, 0, true } },
+    { "--global_clipnorm=0.05", { 0, 0, 0.05f, true, false } },
+    { "--clipnorm=0.02", { 0.02f, 0, 0, true, false } },
+    { "--clipvalue=0.002", { 0, 0.002f, 0, true, false } },
 };
 
 static void setup(dr_run_config *c, const clip_flag *f, bool per_replica, const char *strategy, int gpus,

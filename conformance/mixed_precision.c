@@ -235,9 +235,9 @@ static int clip_cells_on(results *r, const char *variant, const clip_case *k, co
 
 static int clip_cells(results *r, const outcome *unclipped)
 {
-    static const clip_case k[] = { { "global_clipnorm=0.05", "--global_clipnorm=0.05", { 0, 0, 0.05f, false } },
-                                   { "clipnorm=0.02", "--clipnorm=0.02", { 0.02f, 0, 0, false } },
-                                   { "clipvalue=0.002", "--clipvalue=0.002", { 0, 0.002f, 0, false } } };
+    static const clip_case k[] = { { "global_clipnorm=0.05", "--global_clipnorm=0.05", { 0, 0, 0.05f, false, false } },
+                                   { "clipnorm=0.02", "--clipnorm=0.02", { 0.02f, 0, 0, false, false } },
+                                   { "clipvalue=0.002", "--clipvalue=0.002", { 0, 0.002f, 0, false, false } } };
     size_t nv;
     const dr_variant *const *ev = engine_variants(r, &nv);
     dr_run_config c;

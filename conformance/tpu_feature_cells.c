@@ -20,7 +20,10 @@
  *                 context under TPUStrategy as under MirroredStrategy);
  *                 and that oracle differs from the aggregated clip's; fast
  *                 on 8 replicas within the fast bounds of that oracle (not
- *                 under --quick).
+ *                 under --quick); and the same exact cells at
+ *                 --gradient_accumulation_steps=2 (G=32: each replica
+ *                 clips the mean of its own micro-steps at the update, as
+ *                 Keras 3; not under --quick).
  * A planted fault, DR_MUTANT_TPU_ACCUM_LAST_ONLY (the engine's tpu step
  * accumulates nothing: an update applies its own micro-step's shares),
  * must fail accumulation.
@@ -100,13 +103,67 @@ int accumulation_tpu(results *r, const outcome *one_step)
     return fails;
 }
 
-static void clip_tpu_config(dr_run_config *c, bool per_replica)
+/* k > 1: --gradient_accumulation_steps=k over G = 64/k (each replica clips
+ * the mean of its own k micro-steps at the update, Keras 3) */
+static void clip_tpu_config(dr_run_config *c, bool per_replica, uint32_t k)
 {
-    base_config(c, 1000, 64, 1e-3);
+    base_config(c, 1000, 64 / k, 1e-3);
     c->epochs = 0;
-    c->train_steps = 12;
+    c->train_steps = 12 * k;
+    if (k > 1) c->gradient_accumulation_steps = k;
     c->clip.global_clipnorm = 0.05f;
     c->clip.per_replica = per_replica;
+}
+
+/* One placement's cells at accumulation k (fast: unpartitioned, k = 1). */
+static int clip_tpu_place(results *r, const char *const *names, size_t nn, const tpu_place *p, bool fast, uint32_t k)
+{
+    int fails = 0;
+    dr_run_config c, d;
+    outcome oracle, agg, got;
+    char ks[16] = "";   /* the cells' names at k = 1 as before accumulation had cells here */
+    if (k > 1) snprintf(ks, sizeof ks, " k=%u", k);
+    clip_tpu_config(&c, true, k);
+    set_strategy(&c, "mirrored", p->replicas, "nccl", 1);
+    run_case(&c, &oracle);
+    if (!r->fault) {   /* the oracle clips per replica: not the aggregated clip's bits */
+        clip_tpu_config(&d, false, k);
+        set_strategy(&d, "mirrored", p->replicas, "nccl", 1);
+        run_case(&d, &agg);
+        bool pass = !oracle.error[0] && !agg.error[0] && !outcome_same(&oracle, &agg);
+        fails += !pass;
+        record(r, "clipping", &c, p->replicas, pass, oracle.seconds, "global_clipnorm=0.05%s ref mirrored R=%d: "
+               "tensorflow semantics differ from the aggregated clip's bits%s%.150s", ks, p->replicas,
+               oracle.error[0] ? ": " : "", oracle.error);
+        outcome_free(&agg);
+    }
+    for (size_t v = 0; v < nn; v++) {
+        clip_tpu_config(&c, true, k);
+        snprintf(c.variant, sizeof c.variant, "%s", names[v]);
+        if (!place_tpu(&c, p) || !supported(r, "clipping", &c, p->replicas)) continue;
+        run_case(&c, &got);
+        bool pass = !got.error[0] && !oracle.error[0] && outcome_same(&got, &oracle);
+        fails += !pass;
+        record(r, "clipping", &c, p->replicas, pass, got.seconds, "global_clipnorm=0.05%s tensorflow semantics "
+               "%s tpu v2-8%s%s R=%d exact vs ref mirrored at the same R%s%.150s", ks, names[v], p->dims[0] ?
+               " --input_partition_dims=" : "", p->dims, p->replicas, got.error[0] ? ": " : "", got.error);
+        outcome_free(&got);
+    }
+    for (size_t v = 0; fast && v < nn; v++) {   /* fast: each replica clips its float gradient */
+        char what[256];
+        if (strcmp(names[v], "ref") == 0) continue;
+        clip_tpu_config(&c, true, k);
+        snprintf(c.variant, sizeof c.variant, "%s", names[v]);
+        strcpy(c.numerics, "fast");
+        if (!place_tpu(&c, p) || !supported(r, "clipping", &c, p->replicas)) continue;
+        run_case(&c, &got);
+        snprintf(what, sizeof what, "global_clipnorm=0.05 tensorflow semantics %s tpu v2-8 R=%d fast vs ref "
+                 "mirrored R=%d exact", names[v], p->replicas, p->replicas);
+        fails += feature_judge(r, "clipping", &c, p->replicas, &got, &oracle, false, what);
+        outcome_free(&got);
+    }
+    outcome_free(&oracle);
+    return fails;
 }
 
 int clipping_tpu(results *r)
@@ -114,50 +171,8 @@ int clipping_tpu(results *r)
     const char *names[8];
     size_t nn = cell_variants(r, names, 8);
     int fails = 0;
-    for (size_t i = 0; i < sizeof k_places / sizeof *k_places; i++) {
-        const tpu_place *p = &k_places[i];
-        dr_run_config c, d;
-        outcome oracle, agg, got;
-        clip_tpu_config(&c, true);
-        set_strategy(&c, "mirrored", p->replicas, "nccl", 1);
-        run_case(&c, &oracle);
-        if (!r->fault) {   /* the oracle clips per replica: not the aggregated clip's bits */
-            clip_tpu_config(&d, false);
-            set_strategy(&d, "mirrored", p->replicas, "nccl", 1);
-            run_case(&d, &agg);
-            bool pass = !oracle.error[0] && !agg.error[0] && !outcome_same(&oracle, &agg);
-            fails += !pass;
-            record(r, "clipping", &c, p->replicas, pass, oracle.seconds, "global_clipnorm=0.05 ref mirrored R=%d: "
-                   "tensorflow semantics differ from the aggregated clip's bits%s%.150s", p->replicas,
-                   oracle.error[0] ? ": " : "", oracle.error);
-            outcome_free(&agg);
-        }
-        for (size_t v = 0; v < nn; v++) {
-            clip_tpu_config(&c, true);
-            snprintf(c.variant, sizeof c.variant, "%s", names[v]);
-            if (!place_tpu(&c, p) || !supported(r, "clipping", &c, p->replicas)) continue;
-            run_case(&c, &got);
-            bool pass = !got.error[0] && !oracle.error[0] && outcome_same(&got, &oracle);
-            fails += !pass;
-            record(r, "clipping", &c, p->replicas, pass, got.seconds, "global_clipnorm=0.05 tensorflow semantics %s "
-                   "tpu v2-8%s%s R=%d exact vs ref mirrored at the same R%s%.150s", names[v], p->dims[0] ?
-                   " --input_partition_dims=" : "", p->dims, p->replicas, got.error[0] ? ": " : "", got.error);
-            outcome_free(&got);
-        }
-        for (size_t v = 0; i == 0 && !r->quick && v < nn; v++) {   /* fast: each replica clips its float gradient */
-            char what[256];
-            if (strcmp(names[v], "ref") == 0) continue;
-            clip_tpu_config(&c, true);
-            snprintf(c.variant, sizeof c.variant, "%s", names[v]);
-            strcpy(c.numerics, "fast");
-            if (!place_tpu(&c, p) || !supported(r, "clipping", &c, p->replicas)) continue;
-            run_case(&c, &got);
-            snprintf(what, sizeof what, "global_clipnorm=0.05 tensorflow semantics %s tpu v2-8 R=%d fast vs ref "
-                     "mirrored R=%d exact", names[v], p->replicas, p->replicas);
-            fails += feature_judge(r, "clipping", &c, p->replicas, &got, &oracle, false, what);
-            outcome_free(&got);
-        }
-        outcome_free(&oracle);
-    }
+    for (uint32_t k = 1; k <= 2; k++)   /* k = 2: --gradient_accumulation_steps (not under --quick) */
+        for (size_t i = 0; i < sizeof k_places / sizeof *k_places && (k == 1 || !r->quick); i++)
+            fails += clip_tpu_place(r, names, nn, &k_places[i], i == 0 && k == 1 && !r->quick, k);
     return fails;
 }

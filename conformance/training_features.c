@@ -532,7 +532,8 @@ int suite_accumulation(results *r)
         return 1;
     }
     fails += acc_table(r, &ref) + acc_mpi(r, &ref) + acc_fast(r);
-    fails += accumulation_fallback(r) + accumulation_features(r) + accumulation_tpu(r, &ref);
+    fails += accumulation_fallback(r) + accumulation_features(r) + accumulation_replica_clip(r);
+    fails += accumulation_tpu(r, &ref);
     outcome_free(&ref);
     return fails;
 }

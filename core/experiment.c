@@ -7,20 +7,20 @@ static const dr_experiment experiments[] = {
     /* The guide's toy: Dense(1), MSE, SGD, dataset of [1.] -> [1.] x 100, batch 10. */
     { "linear_ones", "toy",
       { .nlayers = 1, .layer = { { .in = 1, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f },
-      10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      10, 2, { DR_OPT_SGD, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* Exact reductions under extreme dynamic range: Dense(1) on 8 features
      * spanning 2^-60 .. 2^60 (dr_dataset_wide), MSE, SGD at 2^-120. */
     { "linear_wide", "wide",
       { .nlayers = 1, .layer = { { .in = 8, .out = 1, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_MSE, .l2 = 0.0f },
-      32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      32, 1, { DR_OPT_SGD, 0x1p-120f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* The default: 784-128-10 on the embedded synthetic data. */
     { "mlp_synthetic", "synthetic",
       { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f },
-      64, 3, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      64, 3, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* The seeds' Keras MNIST model on Fashion-MNIST: Adam 0.001. */
     { "mlp_fashion_mnist", "fashion_mnist",
       { .nlayers = 2, .layer = { { .in = 784, .out = 128, .act = DR_ACT_RELU }, { .in = 128, .out = 10, .act = DR_ACT_LINEAR } }, .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f },
-      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* Small and fast, every layer kind but GlobalAveragePooling2D in one model
      * (docs/MODELS.md): 28x28x1 -> Conv2D(4, 3, stride 2, same) -> BN+ReLU ->
      * Conv2D(4, 3, same, ReLU) -> Add(BN's output) -> MaxPool -> Conv2D(8, 1, ReLU)
@@ -37,7 +37,7 @@ static const dr_experiment experiments[] = {
               { .kind = DR_LAYER_DROPOUT, .rate = 0.25f },
               { .kind = DR_LAYER_DENSE, .out = 10 } },
         .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f, .in_h = 28, .in_w = 28, .in_c = 1 },
-      32, 1, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      32, 1, { DR_OPT_SGD, 0.01f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* TensorFlow's distributed-training tutorial: Conv2D(32, 3, ReLU) ->
      * MaxPooling2D -> Flatten -> Dense(64, ReLU) -> Dense(10), Adam 0.001;
      * 347,146 parameters. */
@@ -48,13 +48,13 @@ static const dr_experiment experiments[] = {
              { .kind = DR_LAYER_DENSE, .out = 64, .act = DR_ACT_RELU },
              { .kind = DR_LAYER_DENSE, .out = 10 } },
         .loss = DR_LOSS_XENT_LOGITS, .l2 = 0.0f, .in_h = 28, .in_w = 28, .in_c = 1 },
-      64, 12, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      64, 12, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     /* The small ResNet (core/experiment_resnet.c, built at lookup): widths 4, 8, 16
      * for tests; 16, 32, 64 on Fashion-MNIST. Adam 0.001. */
     { "resnet_synthetic", "synthetic", { .nlayers = 0 },
-      32, 1, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      32, 1, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
     { "resnet_fashion_mnist", "fashion_mnist", { .nlayers = 0 },
-      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 } },
+      64, 10, { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 } },
 };
 
 const char *dr_experiment_name(size_t i)

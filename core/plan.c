@@ -227,8 +227,9 @@ static int cluster_setup(dr_run_plan *p, dr_err *err)
 
 /* --gradient_accumulation_steps=k: an update every k steps, over all their
  * examples (docs/TRAINING_FEATURES.md). Updates must fall on the run's
- * checkpoints and end, and the k steps' common denominator must be one. */
-static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr_err *err)
+ * checkpoints and end, and the k steps' common denominator must be one;
+ * --clip_semantics=tensorflow then clips at the update (clip.at_update). */
+static int accumulation_check(const dr_run_config *cfg, dr_run_plan *p, dr_err *err)
 {
     uint32_t k = cfg->gradient_accumulation_steps;
     if (k <= 1) return DR_OK;
@@ -246,11 +247,15 @@ static int accumulation_check(const dr_run_config *cfg, const dr_run_plan *p, dr
     if (p->divide_by_count || p->divide_locally)
         return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --loss_reduction=%s: the k steps need one "
                        "divisor; use global_batch_size", cfg->loss_reduction);
-    if (p->exp.optimizer.clip.per_replica)
-        return dr_fail(err, DR_EUSAGE, "--gradient_accumulation_steps with --clip_semantics=tensorflow: Keras 3 "
-                       "cannot accumulate under a multi-replica strategy (its all-reduce sits inside the cond that "
-                       "chooses to accumulate or apply), so there is no per-replica clip to reproduce; use "
-                       "--clip_semantics=exact");
+    /* --clip_semantics=tensorflow: Keras 3's eager loop under MirroredStrategy
+     * clips each replica's mean of its own k micro-steps at the update, before
+     * the all-reduce (scripts/tf_accum_clip.py); measured for float32 only */
+    if (p->exp.optimizer.clip.per_replica && cfg->mixed.compute != DR_DTYPE_F32)
+        return dr_fail(err, DR_EUNSUPPORTED, "not supported: --gradient_accumulation_steps with "
+                       "--clip_semantics=tensorflow and --dtype_policy=mixed_%s: where Keras 3's LossScaleOptimizer "
+                       "unscales, checks and clips an accumulated mixed gradient per replica was not measured; use "
+                       "--clip_semantics=exact", dr_dtype_name(cfg->mixed.compute));
+    p->exp.optimizer.clip.at_update = p->exp.optimizer.clip.per_replica;
     return DR_OK;
 }
 

@@ -50,14 +50,21 @@ void dr_trainer_compute_share(trainer *t, replica *rp, uint32_t n, uint32_t mult
  * clipped before the all-reduce (Keras 3 under MirroredStrategy) and put
  * back over the same denominator, exactly (den is a float: the plan keeps
  * it <= 2^24). t->grad is scratch until apply. */
-void dr_trainer_clip_share(trainer *t, replica *rp)
+static void clip_share_over(trainer *t, dr_acc *share, uint32_t den)
 {
-    dr_acc_round_array(rp->grad, t->P, t->den, t->grad);
+    dr_acc_round_array(share, t->P, den, t->grad);
     dr_optimizer_clip(&t->exp.optimizer, &t->exp.model, t->grad, t->P);
     for (size_t p = 0; p < t->P; p++) {
-        dr_acc_init(&rp->grad[p]);
-        dr_acc_add_prod(&rp->grad[p], t->grad[p], (float)t->den);
+        dr_acc_init(&share[p]);
+        dr_acc_add_prod(&share[p], t->grad[p], (float)den);
     }
+}
+
+/* A step's share; under --gradient_accumulation_steps not a micro-step's
+ * (clip.at_update: dr_trainer_accumulate clips the replica's k of them). */
+void dr_trainer_clip_share(trainer *t, replica *rp)
+{
+    if (!t->exp.optimizer.clip.at_update) clip_share_over(t, rp->grad, t->den);
 }
 
 static int replica_step(const dr_replica_ctx *ctx, void *arg, dr_err *err)
@@ -182,7 +189,17 @@ int dr_trainer_accumulate(trainer *t, int (*reduce)(trainer *t, dr_err *err), dr
                        (unsigned long long)den * k);
     for (uint32_t r = 0; r < R; r++) { dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g; }
     t->den = den * k;
-    rc = reduce(t, err);
+    /* --clip_semantics=tensorflow: each replica clips its accumulated
+     * gradient, RN(sum of its k shares / (k*D*R)) -- the mean of its own k
+     * micro-steps, as Keras 3's (g + acc) / k then clip (measured:
+     * scripts/tf_accum_clip.py) -- before the reduction */
+    if (t->exp.optimizer.clip.at_update && t->den > (1u << 24))
+        rc = dr_fail(err, DR_EUNSUPPORTED, "not supported: --clip_semantics=tensorflow with "
+                     "--gradient_accumulation_steps=%u: the update's denominator k*D*R = %u is above 2^24 (a "
+                     "replica's clipped share is not exact over it)", k, t->den);
+    for (uint32_t r = 0; rc == DR_OK && t->exp.optimizer.clip.at_update && r < R; r++)
+        clip_share_over(t, t->rep[r].grad, t->den);
+    if (rc == DR_OK) rc = reduce(t, err);
     t->den = den;
     for (uint32_t r = 0; r < R; r++) {
         dr_acc *g = t->rep[r].grad; t->rep[r].grad = t->accum[r]; t->accum[r] = g;

@@ -127,11 +127,13 @@ void     dr_trainer_apply(trainer *t, const dr_acc *total, float *params, float 
 void     dr_trainer_scale_share(trainer *t, replica *rp, uint32_t mult, uint32_t coef);
 /* --clip_semantics=tensorflow: the replica's share rounded (RN(share / den)),
  * clipped as Keras 3 clips each replica's gradient under MirroredStrategy,
- * and put back over the same denominator, exactly. */
+ * and put back over the same denominator, exactly (nothing under
+ * --gradient_accumulation_steps: clip.at_update, dr_trainer_accumulate). */
 void     dr_trainer_clip_share(trainer *t, replica *rp);
 /* --gradient_accumulation_steps: the step's shares added to each replica's
  * accumulators; on the k-th step reduce(t) (the strategy's reduction and
- * apply) runs with them as the shares, over k*D*R. */
+ * apply) runs with them as the shares, over k*D*R, each first clipped as
+ * its replica's mean under --clip_semantics=tensorflow (Keras 3). */
 int      dr_trainer_accumulate(trainer *t, int (*reduce)(trainer *t, dr_err *err), dr_err *err);
 /* A replica's share: the exact loss and gradient sums of its n examples
  * (rp->x etc. already loaded), then dr_trainer_scale_share: mult * sums +

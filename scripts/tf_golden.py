@@ -159,6 +159,15 @@ for R in (1, 2):
     TRAIN_CASES.append({"name": "mlp_accumulate2_R%d" % R, "experiment": "mlp_synthetic", "synthetic_examples": 64,
                         "global_batch_size": 16, "epochs": 2, "num_gpus": R,
                         "extra": ["--gradient_accumulation_steps=2", "--train_steps=8"], "tf": {"accumulate": 2}})
+# Accumulation with --clip_semantics=tensorflow: Keras 3 clips each replica's
+# mean of its own micro-steps at the update, before the all-reduce (measured:
+# scripts/tf_accum_clip.py); thresholds small enough that every update clips.
+for kind, c in (("clipnorm", 0.02), ("global_clipnorm", 0.05), ("clipvalue", 0.002)):
+    TRAIN_CASES.append({"name": "mlp_accumulate2_%s_R2" % kind, "experiment": "mlp_synthetic", "synthetic_examples": 64,
+                        "global_batch_size": 16, "epochs": 2, "num_gpus": 2,
+                        "extra": ["--gradient_accumulation_steps=2", "--train_steps=8", "--%s=%g" % (kind, c),
+                                  "--clip_semantics=tensorflow"],
+                        "tf": {"accumulate": 2, "clip": {kind: c}}})
 
 # The convolutional experiments (issue 31; docs/MODELS.md, scripts/tf_conv.py):
 # replica BN (each replica's own statistics, MirroredStrategy's default) and
@@ -243,6 +252,13 @@ for bn, R in (("sync", 1), ("sync", 2), ("replica", 2)):
                         "batch_norm": bn, "tf": {"accumulate": 2},
                         "extra": ["--batch_norm=" + bn, "--dropout=off", "--gradient_accumulation_steps=2",
                                   "--train_steps=4"]})
+# ... and with --clip_semantics=tensorflow (each replica clips the mean of its
+# own micro-steps' gradients at the update, scripts/tf_accum_clip.py), R = 2.
+TRAIN_CASES.append({"name": "cnn_accumulate2_global_clipnorm_R2", "experiment": "cnn_synthetic",
+                    "synthetic_examples": 64, "global_batch_size": 16, "epochs": 1, "num_gpus": 2,
+                    "batch_norm": "sync", "tf": {"accumulate": 2, "clip": {"global_clipnorm": 0.1}},
+                    "extra": ["--batch_norm=sync", "--dropout=off", "--gradient_accumulation_steps=2",
+                              "--train_steps=4", "--global_clipnorm=0.1", "--clip_semantics=tensorflow"]})
 # The mixed-precision features on the CNN at R = 2, as the MLP's mlp_mixed_*:
 # --mixed_reduction=tensorflow (each replica's gradient rounded to its
 # variable's dtype before the sum: TensorFlow's per-replica float16 Conv2D and

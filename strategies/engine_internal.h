@@ -160,6 +160,11 @@ void engine_accum_close(dr_session *s);
 /* a micro-step's shares of local replicas lo .. lo + L - 1 (local: their host
  * gradients in form f) accumulated; true on the k-th, local then the update's */
 bool engine_accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L);
+/* --clip_semantics=tensorflow under accumulation: on the k-th micro-step each
+ * of the L replicas' update shares (local, over divisor d = k*D*R; fast: the
+ * float sum of its k gradients, d = k) clipped as its mean, before the
+ * collective (nothing when the run does not clip per replica) */
+int  engine_accum_clip(dr_session *s, void *const *local, uint32_t L, uint32_t d, dr_err *err);
 /* bytes from one emulated device to another (a copy within one is free) */
 void engine_count(dr_strategy *st, uint32_t from, uint32_t to, size_t bytes);
 /* the replica's n examples gathered on the host and uploaded, rows - n of zero padding after them */

@@ -233,6 +233,7 @@ int engine_tpu_step(dr_session *s, dr_step_report *out, dr_err *err)
         bool update = s->k == 1 || DR_SEAM_TPU_ACCUMULATE(engine_accumulate(s, dr_form_of(dr_grad_form(s->num)),
                                                                             local, 0, R), s);
         if (s->k > 1) divisor = DR_SEAM_ACCUM_DIVISOR(divisor, s->k);
+        if (update && s->k > 1 && (rc = engine_accum_clip(s, local, R, divisor, err))) return rc;
         if (update && (rc = reduce_and_apply(s, local, divisor, err))) return rc;
     }
     tp->compute_s = dr_tpu_compute_seconds(&s->plan->exp.model, s->rows, tp->tiles);

@@ -81,6 +81,15 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_ACCUM_DIVISOR(d, k) ((d) * (k))
 #endif
 
+/* --clip_semantics=tensorflow under accumulation: the divisor a replica's
+ * update share is clipped over (step.c's engine_accum_clip): d = k*D*R, the
+ * mean of its k micro-steps, as Keras 3's (g + acc) / k before its clip. */
+#if defined(DR_MUTANT_ACCUM_CLIP_SUM)   /* clips the replica's sum of its k gradients, then divides by k */
+#define DR_SEAM_ACCUM_CLIP_DIVISOR(d, k) ((d) / (k))
+#else
+#define DR_SEAM_ACCUM_CLIP_DIVISOR(d, k) ((void)(k), (d))
+#endif
+
 /* The divisor noted with the total an update applied, for --trajectory's
  * gradient/ (engine_note_applied): apply's own. */
 #if defined(DR_MUTANT_TRAJ_GRAD_UNSCALED)       /* the all-reduced sum, before the scaling */

@@ -218,37 +218,11 @@ int engine_apply_total(dr_session *s, uint32_t w, uint32_t lo, uint32_t L, void 
  * numerics: floats, in micro-step order); the k-th micro-step adds the
  * earlier ones to its own share, the comm reduces that once, and apply
  * rounds the total once over k*D*R (fast: the float total over k, Keras's
- * mean): the bits of one step of all k batches, for every k and R. */
+ * mean): the bits of one step of all k batches, for every k and R. The
+ * accumulators' merge and --clip_semantics=tensorflow's clip at the update:
+ * accumulate.c. */
 
 typedef struct engine_micro { dr_dist_batch b; uint32_t cap; } engine_micro;
-
-#define ACCUM_CHUNK 4096   /* parameters a task of the merge adds */
-
-/* This micro-step's shares (local: replicas lo .. lo + L - 1) added to
- * their accumulators; on the k-th (returns true) the earlier ones are added
- * to local, which then holds the update's shares for the collective, and
- * float accumulators start over from 0 (Keras's acc = 0 + g; exact ones are
- * overwritten by the next first share). Every strategy's step (this file's,
- * engine_tpu.c's) calls it between compute and its collective. */
-bool engine_accumulate(dr_session *s, const dr_form *f, void *const *local, uint32_t lo, uint32_t L)
-{
-    const size_t P = s->plan->P, nc = (P + ACCUM_CHUNK - 1) / ACCUM_CHUNK;
-    const bool update = s->step % s->k == 0;
-    if (f->exact && s->step % s->k == 1) {   /* the first share: an exact sum of one term is the term */
-        for (uint32_t j = 0; j < L; j++) memcpy(s->accum[lo + j], local[j], P * f->size);
-        return update;
-    }
-    #pragma omp parallel for schedule(static) if (nc * L > 1 && !omp_in_parallel())
-    for (size_t t = 0; t < nc * L; t++) {
-        uint32_t j = (uint32_t)(t / nc);
-        size_t p0 = (t % nc) * ACCUM_CHUNK, n = P - p0 < ACCUM_CHUNK ? P - p0 : ACCUM_CHUNK;
-        char *a = (char *)s->accum[lo + j] + p0 * f->size, *x = (char *)local[j] + p0 * f->size;
-        if (update) f->merge_after(x, a, n);   /* the earlier micro-steps, then this one */
-        else f->merge(a, x, n);
-    }
-    for (uint32_t j = 0; update && !f->exact && j < L; j++) memset(s->accum[lo + j], 0, P * f->size);
-    return update;
-}
 
 int engine_accum_open(dr_session *s, dr_err *err)
 {
@@ -332,6 +306,7 @@ static int worker_reduce(dr_session *s, uint32_t w, dr_err *err)
     if (s->k > 1 && !s->mixed) {   /* accumulation: add this micro-step's shares; reduce on the k-th (mixed: mixed.c) */
         if (!engine_accumulate(s, f, local, lo, L)) return DR_OK;
         d = DR_SEAM_ACCUM_DIVISOR(d, s->k);
+        if ((rc = engine_accum_clip(s, local, L, d, err))) return rc;
     }
     if (s->var) {   /* central_storage: reduce to the variable device, one update there */
         dst = staged ? s->stage_central : b->host_ptr(s->central);

@@ -35,7 +35,7 @@
 
 #define SEED 20240607u
 
-static const dr_optimizer SGD = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 };
+static const dr_optimizer SGD = { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 };
 
 static dr_model_spec mlp(dr_activation last, dr_loss_kind loss, float l2)
 {
@@ -471,10 +471,10 @@ static void train(const dr_model_spec *m, const dr_optimizer *o, uint32_t R, uin
 static void optimizers(void **st)
 {
     const dr_optimizer opt[] = {
-        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
     };
     dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
     size_t P = dr_model_num_params(&m);
@@ -585,7 +585,7 @@ static void tiles_4x1(void **st)   /* bands of whole image rows: contiguous pixe
 static void fast_mode(void **st)
 {
     dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 1e-3f);
-    const dr_optimizer adam = { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 };
+    const dr_optimizer adam = { DR_OPT_ADAM, 0.001f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 };
     bk k = bk_open(&m, &adam, DR_NUMERICS_FAST);
     dr_replica_bufs rb;
     float *params = malloc(k.P * sizeof(float)), *x = malloc(24 * 784 * sizeof(float)), lf, lr;
@@ -671,10 +671,10 @@ static void fast_threads(void **st)
 static void fast_apply_bits(void **st)
 {
     const dr_optimizer opt[] = {
-        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
-        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 },
+        { DR_OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_SGD, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
+        { DR_OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 },
     };
     dr_model_spec m = mlp(DR_ACT_LINEAR, DR_LOSS_XENT_LOGITS, 0.0f);
     const int saved = omp_get_max_threads();

@@ -266,6 +266,15 @@ static void training_features(void **st)
               "--gradient_accumulation_steps=2", g_tmp), 0, "train: steps=2");
     expect(sh(BIN " train --model_dir=%s/tpuacc --variant=openmp --distribution_strategy=tpu --tpu=v2-8 "
               "--train_steps=2 --synthetic_examples=256 --gradient_accumulation_steps=2", g_tmp), 0, "train: steps=2");
+    /* with --clip_semantics=tensorflow: each replica clips its mean at the update (float32); mixed refused */
+    expect(sh(BIN " train --model_dir=%s/accclip --variant=openmp --distribution_strategy=mirrored --num_gpus=2 "
+              "--train_steps=2 --synthetic_examples=256 --gradient_accumulation_steps=2 --global_clipnorm=0.05 "
+              "--clip_semantics=tensorflow", g_tmp), 0, "train: steps=2");
+    expect(sh(BIN " train --model_dir=%s/unused --distribution_strategy=mirrored --num_gpus=2 --train_steps=2 "
+              "--gradient_accumulation_steps=2 --global_clipnorm=0.05 --clip_semantics=tensorflow "
+              "--dtype_policy=mixed_float16 --mixed_reduction=tensorflow", g_tmp), 2,
+           "not supported: --gradient_accumulation_steps with --clip_semantics=tensorflow and "
+           "--dtype_policy=mixed_float16");
     expect(sh("TF_CONFIG='{\"cluster\":{\"chief\":[\"c:1\"],\"worker\":[\"w0:1\"],\"ps\":[\"p0:1\"]},"
               "\"task\":{\"type\":\"chief\",\"index\":0}}' " BIN " train --model_dir=%s/unused "
               "--distribution_strategy=parameter_server --train_steps=2 --gradient_accumulation_steps=2", g_tmp), 2,

@@ -12,8 +12,10 @@
  *             and piecewise schedules, global_clipnorm, clipnorm and
  *             clipvalue as Keras 3 clips (per replica: distref's
  *             --clip_semantics=tensorflow) at R = 1, 2, 4, accumulation
- *             over 2 micro-batches at R = 1 (Keras cannot accumulate under
- *             MirroredStrategy); cnn_synthetic and resnet_synthetic
+ *             over 2 micro-batches at R = 1 and 2 (the eager loop: model.fit
+ *             cannot accumulate under MirroredStrategy), with each clip at
+ *             R = 2 (each replica clips the mean of its micro-steps);
+ *             cnn_synthetic and resnet_synthetic
  *             (issue 31) under replica and sync batch normalization at
  *             R = 1, 2, 4, dropout off, their BN moving statistics compared
  *             apart within STATE_ABS (docs/MODELS.md), and cnn_synthetic

@@ -339,7 +339,7 @@ static void coordinator_api(void **state)
     dr_coordinator_options o = { 0 };
     dr_coordinator *c;
     dr_ps_variable var = { 0, 4, 1 };
-    dr_optimizer sgd = { DR_OPT_SGD, 1.0f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false }, 1 };
+    dr_optimizer sgd = { DR_OPT_SGD, 1.0f, 0.0f, false, 0.9f, 0.999f, 1e-7f, { 0 }, { 0, 0, 0, false, false }, 1 };
     float params[4] = { 0 }, slots[1], v;
     uint64_t id[6];
     bool done = false;

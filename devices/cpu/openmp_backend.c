@@ -409,7 +409,9 @@ static int omp_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t
             return rc;
         share_exact(b, rb, b->num, rb->grad->data, mult, coef);
     }
-    if (DR_SEAM_CLIP_PER_REPLICA(&b->o.clip))   /* --clip_semantics=tensorflow: each replica's share, Keras's way */
+    /* --clip_semantics=tensorflow: each replica's share, Keras's way (under
+     * accumulation not a micro-step's: the engine clips the update's, step.c) */
+    if (DR_SEAM_CLIP_PER_REPLICA(&b->o.clip) && !b->o.clip.at_update)
         return dr_engine_clip_share(&b->o.clip, &b->m, b->num, rb->grad->data, b->P, den, err);
     return DR_OK;
 }

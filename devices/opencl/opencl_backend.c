@@ -434,7 +434,7 @@ static int cl_share(dr_backend *b, dr_replica_bufs *rb, uint32_t mult, uint32_t 
     size_t bytes = b->P * dr_sum_bytes(b->num);
     void *h;
     int rc = share_on_device(b, rb, mult, coef, den, err);
-    if (rc || !b->o.clip.per_replica) return rc;
+    if (rc || !b->o.clip.per_replica || b->o.clip.at_update) return rc;   /* at_update: step.c clips the update's */
     if (!(h = malloc(bytes))) return dr_fail(err, DR_ENOMEM, "opencl backend: no host memory to clip a share");
     if (!(rc = cl_download(b, h, rb->grad, 0, bytes, err)) &&
         !(rc = dr_engine_clip_share(&b->o.clip, &b->m, b->num, h, b->P, den, err)))

@@ -61,6 +61,10 @@ typedef struct dr_clip {
     bool  per_replica;   /* --clip_semantics=tensorflow: each replica's share is clipped before the
                           * all-reduce, as Keras 3 does under MirroredStrategy (deterministic for a
                           * given R, not replica-invariant); false: the aggregated gradient */
+    bool  at_update;     /* per_replica under --gradient_accumulation_steps (set by the plan): a
+                          * micro-step's share is not clipped; at the update each replica clips the
+                          * mean of its own k micro-steps, before the all-reduce (Keras 3, measured:
+                          * scripts/tf_accum_clip.py) */
 } dr_clip;
 
 /* The rate of update `update` (1-based), for base rate lr. */
