@@ -77,6 +77,13 @@ int dr_mpi_bcast0(void *buf, size_t n, dr_err *err)
     return DR_OK;
 }
 
+int dr_mpi_barrier(dr_err *err)
+{
+    if (!dr_mpi_active()) return dr_fail(err, DR_ESTATE, "MPI is not initialized");
+    if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) return dr_fail(err, DR_EFAULT, "MPI_Barrier failed");
+    return DR_OK;
+}
+
 void dr_mpi_finalize(void)
 {
     if (dr_mpi_active()) MPI_Finalize();
