@@ -12,11 +12,13 @@
  * a batch count W does not divide, W above the batch count (empty ranks,
  * rank 0's among them), a short final batch, a Dense model and a graph
  * one (cnn_synthetic: BatchNormalization's moving statistics, Dropout off).
- * One predict cell: under -np 2 predictions.jsonl is the one-process file
- * (every rank predicts every batch, rank 0 writes).
+ * Predict the same way: each rank predicts its share, rank 0 gathers the
+ * lines in rank order, and predictions.jsonl must be the one-process file
+ * (-np 2 and 3 over 8 batches, -np 3 over 2 with rank 0 empty).
  * Mutants (scripts/run_conformance_mutants.sh): a rank's share starting a
  * batch late (mpi_eval_share); a rank's loss sum rounded to a float before
- * the all-reduce (mpi_eval_rounded: the G=5 cell's -np 2 shows it).
+ * the all-reduce (mpi_eval_rounded: the G=5 cell's -np 2 shows it); the
+ * ranks' predictions gathered last rank first (mpi_eval_gather_reversed).
  */
 #ifndef DR_BIN
 #define DR_BIN "bin/distref"   /* the Makefile passes its build's CLI */
@@ -43,7 +45,8 @@ static const eval_cell k_eval[] = {
      * than half its ulp in most shapes; here under -np 2 it moves the loss bits (mutant mpi_eval_rounded). */
     { "mlp_synthetic", 5, 5, { 2, 4 }, "evaluate" },
     { "cnn_synthetic", 8, 3, { 2, 3 }, "evaluate" },
-    { "mlp_synthetic", 8, 5, { 2, 0 }, "predict" },
+    { "mlp_synthetic", 8, 5, { 2, 3 }, "predict" },
+    { "mlp_synthetic", 37, 5, { 3, 0 }, "predict" },
 };
 
 /* A whole small file into buf (NUL-terminated); false when unreadable. */

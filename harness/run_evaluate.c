@@ -13,8 +13,8 @@
  * Under `mpirun -np W ... evaluate --variant=mpi` each rank evaluates a
  * contiguous run of the global batches (its dr_infer_ops.share) and the
  * loss sums and counts combine exactly (its combine), so rank 0 writes the
- * one-process eval.json for every W; predict still runs every batch on
- * every rank, and only rank 0 writes.
+ * one-process eval.json for every W; predict's lines are gathered to
+ * rank 0 in rank order (its gather), the one-process predictions.jsonl.
  */
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
@@ -272,6 +272,9 @@ static int predict_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *ar
     return DR_OK;
 }
 
+/* Across processes (the variant's gather): each predicts its share, and
+ * rank 0 gets the lines in rank order, which is the batches' order: the
+ * one-process file. */
 static int predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     evaluator e;
@@ -279,7 +282,18 @@ static int predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     char path[1100];
     int rc = ev_open(&e, cfg, err);
     if (rc) return rc;
-    rc = for_each_batch(&e, cfg, false, predict_batch, &s, err);   /* every process every batch (not shared yet) */
+    rc = for_each_batch(&e, cfg, e.inf->gather != NULL, predict_batch, &s, err);
+    if (rc == DR_OK && e.inf->gather) {
+        void *all = NULL;
+        size_t len = 0;
+        if ((rc = e.inf->gather(e.is, s.buf ? s.buf : "", s.len, &all, &len, err)) == DR_OK) {
+            free(s.buf);
+            s.buf = all;
+            s.len = len;
+            s.index = 0;   /* the lines of every process */
+            for (size_t i = 0; all && i < len; i++) s.index += s.buf[i] == '\n';
+        }
+    }
     snprintf(path, sizeof path, "%s/predictions.jsonl", cfg->model_dir);
     if (rc == DR_OK && writer()) rc = dr_write_atomic(path, s.buf ? s.buf : "", s.len, err);
     res->examples = s.index;

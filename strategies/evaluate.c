@@ -197,6 +197,16 @@ const dr_infer_ops engine_infer_opencl = {
     .close = infer_close,
 };
 
+static int mpi_gather(void *p, const void *mine, size_t n, void **all, size_t *len, dr_err *err)
+{
+    engine_infer *e = p;
+    if (e->comm) return dr_mpi_gather0(mine, n, all, len, err);   /* no deadline: the shares take their time */
+    *len = n;   /* one process: its own bytes */
+    if (!(*all = malloc(n + 1))) return dr_fail(err, DR_ENOMEM, "no memory for the predictions");
+    if (n) memcpy(*all, mine, n);
+    return DR_OK;
+}
+
 const dr_infer_ops engine_infer_mpi = {
     .open = mpi_infer_open,
     .batch = infer_batch,
@@ -204,4 +214,5 @@ const dr_infer_ops engine_infer_mpi = {
     .close = infer_close,
     .share = mpi_share,
     .combine = mpi_combine,
+    .gather = mpi_gather,
 };

@@ -76,6 +76,10 @@ typedef struct dr_infer_ops {
      * losses) and counts[0 .. n) become every process's totals, exactly. */
     void  (*share)(void *s, uint64_t nbatches, uint64_t *lo, uint64_t *hi);
     int   (*combine)(void *s, dr_acc *loss, uint64_t *counts, uint32_t n, dr_err *err);
+    /* Collective (with share): every process's n bytes (its predictions'
+     * lines) concatenated in rank order into *all (malloc'd, *len bytes)
+     * on rank 0, the process that writes; *all NULL on the others. */
+    int   (*gather)(void *s, const void *mine, size_t n, void **all, size_t *len, dr_err *err);
 } dr_infer_ops;
 
 typedef struct dr_session dr_session;           /* a variant's open run */
