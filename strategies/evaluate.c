@@ -7,7 +7,11 @@
  * every replica batch in turn: inference has no statistics to share between
  * replicas, so the split (harness/run_evaluate.c's, the reference's) is all
  * that R changes. Exact numerics give the reference's per-example bits, so
- * eval.json and predictions.jsonl are the reference's, byte for byte. */
+ * eval.json and predictions.jsonl are the reference's, byte for byte.
+ * Under mpirun (the mpi variant's ops) each rank takes a contiguous run of
+ * the global batches (share) and the ranks' totals combine exactly
+ * (combine: the comm's exact all-reduce of accumulators) or their
+ * predictions' lines are gathered to rank 0 in rank order (gather). */
 #include "strategies/engine_internal.h"
 #include "distref/mpi.h"
 #include "distref/opencl.h"
@@ -173,7 +177,8 @@ static int mpi_combine(void *p, dr_acc *loss, uint64_t *counts, uint32_t n, dr_e
     if (!e->comm) return DR_OK;
     if (!(all = calloc((size_t)e->W * n + 1, sizeof *all))) return dr_fail(err, DR_ENOMEM, "no memory for the counts");
     DR_SEAM_EVAL_COMBINE_ROUNDED(loss);
-    if ((rc = dr_mpi_barrier(err)) == DR_OK && (rc = dr_comm_mpi()->all_reduce(e->comm, DR_FORM_ACC, local, 1, err)) == DR_OK &&
+    if ((rc = dr_mpi_barrier(err)) == DR_OK &&
+        (rc = dr_comm_mpi()->all_reduce(e->comm, DR_FORM_ACC, local, 1, err)) == DR_OK &&
         (rc = dr_comm_mpi()->all_gather(e->comm, counts, (size_t)n * sizeof *counts, all, err)) == DR_OK)
         for (uint32_t i = 0; i < n; i++) {
             counts[i] = 0;
