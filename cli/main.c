@@ -327,12 +327,12 @@ static int run_config(dr_cli_flags *c, dr_run_config *cfg0, dr_err *err)
     if (strcmp(c->command, "train_and_eval") == 0) return dr_run_train_and_eval(&cfg, stdout, err);
     if (strcmp(c->command, "evaluate") == 0) {
         rc = dr_run_evaluate(&cfg, &res, err);
-        if (rc == DR_OK || res.examples) dr_report_evaluate(stdout, "evaluate", &res, dr_classifier(&cfg));   /* shown even if eval.json could not be written */
+        if ((rc == DR_OK || res.examples) && printer()) dr_report_evaluate(stdout, "evaluate", &res, dr_classifier(&cfg));   /* shown even if eval.json could not be written */
         return rc;
     }
     if (strcmp(c->command, "predict") == 0) {
         if ((rc = dr_run_predict(&cfg, &res, err))) return rc;
-        dr_report_predict(stdout, &res, cfg.model_dir);
+        if (printer()) dr_report_predict(stdout, &res, cfg.model_dir);
         return DR_OK;
     }
     if (strcmp(c->command, "export") == 0) {

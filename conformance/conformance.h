@@ -161,6 +161,8 @@ int suite_durability(results *r);
 int suite_compact(results *r);  /* compact accumulators and their fallback (conformance/compact.c) */
 int suite_mpi(results *r);
 int suite_mpi_ps(results *r);
+/* suite mpi's evaluate and predict cells across ranks (conformance/mpi_eval.c) */
+int suite_mpi_eval(results *r);
 /* conformance/mpi_ps.c: parameter_server over MPI with the models beyond Dense, recorded under suite */
 int mpi_ps_model_cells(results *r, const char *suite);
 /* The mpi variant across network-namespace hosts over TCP (conformance/hosts.c). */

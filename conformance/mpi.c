@@ -307,12 +307,17 @@ int suite_mpi(results *r)
         return 1;
     }
     printf("== mpi: the mpi variant under mpirun against the reference, live\n");
+    if (r->fault && strncmp(r->fault, "mpi_eval_", 9) == 0) {   /* evaluate's faults: its cells alone */
+        fails = suite_mpi_eval(r);
+        printf("mpi: %.1f s\n", now() - t0);
+        return fails;
+    }
     for (size_t i = 0; !(r->fault && strncmp(r->fault, "mpi_ps_", 7) == 0) && i < sizeof k_cells / sizeof k_cells[0]; i++) {
         if (r->quick && strcmp(k_cells[i].numerics, "fast") == 0) continue;
         fails += run_cell(r, &k_cells[i]);
         if (r->fault && fails) break;   /* a mutant: caught, the rest would only repeat it */
     }
-    if (!r->fault) fails += tf_config_mismatch(r) + checkpoints(r);
+    if (!r->fault) fails += tf_config_mismatch(r) + checkpoints(r) + suite_mpi_eval(r);
     if (!(r->fault && fails)) fails += suite_mpi_ps(r);
     printf("mpi: %.1f s\n", now() - t0);
     return fails;

@@ -88,6 +88,10 @@ static const ps_cell k_model_cells[] = {
     { 2, 2, 2, 32, 100, 4, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "cnn_synthetic", "sync", 7, 4 },
     { 3, 1, 2, 16, 100, 0, 3, 1e-3, "", "free", "", "", 0.0f, 0, "cnn_synthetic", "replica", 0, 0 },
     { 2, 2, 2, 32, 96, 0, 7, 0.0, "fixed:2", "free", "", "", 0.0f, 0, "resnet_synthetic", "sync", 0, 0 },
+    /* resnet_synthetic's 19 BNs through a worker's failure, and a resumed
+     * run (2 steps resumed to 4: each resnet step costs seconds here) */
+    { 2, 2, 2, 32, 96, 0, 3, 0.0, "fixed:2", "seeded", "1:3", "", 0.0f, 0, "resnet_synthetic", "sync", 0, 0 },
+    { 2, 2, 2, 32, 96, 2, 7, 0.0, "fixed:2", "seeded", "", "", 0.0f, 0, "resnet_synthetic", "sync", 4, 2 },
 };
 
 #define PS_ENV "env -u TF_CONFIG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "

@@ -445,6 +445,13 @@ static inline void dr_seam_round_partials(const dr_form *f, void *tmp, size_t k)
 #define DR_SEAM_END_LAUNCHER(cond) (cond)
 #endif
 
+/* dr_mpi_gather0: where rank w's bytes go, as the k-th of the ranks (predict's lines in rank order). */
+#if defined(DR_MUTANT_MPI_EVAL_GATHER_REVERSED)   /* the ranks' bytes concatenated last rank first */
+#define DR_SEAM_GATHER_RANK(k, size) ((size) - 1 - (k))
+#else
+#define DR_SEAM_GATHER_RANK(k, size) (k)
+#endif
+
 /* ---- opencl/opencl_graph.c -------------------------------------------------------- */
 
 /* The OpenCL inference BatchNormalization (evaluate, predict): the offsets

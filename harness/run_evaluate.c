@@ -10,10 +10,16 @@
  * loss, rounded once; accuracy is correct / total. So every variant that
  * computes the reference's per-example losses and outputs (exact numerics)
  * writes the reference's eval.json and predictions.jsonl, byte for byte.
+ * Under `mpirun -np W ... evaluate --variant=mpi` each rank evaluates a
+ * contiguous run of the global batches (its dr_infer_ops.share) and the
+ * loss sums and counts combine exactly (its combine), so rank 0 writes the
+ * one-process eval.json for every W; predict's lines are gathered to
+ * rank 0 in rank order (its gather), the one-process predictions.jsonl.
  */
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
 #include "distref/fileio.h"
+#include "distref/mpi.h"
 #include "distref/plan.h"
 #include "distref/run_log.h"
 #include "harness/run_lock.h"
@@ -122,19 +128,31 @@ static int ev_open(evaluator *e, const dr_run_config *cfg, dr_err *err)
     return DR_OK;
 }
 
-/* Runs fn over every replica batch of the test set. */
+/* Runs fn over every replica batch of the test set, or, where the variant
+ * shares the batches over processes (mpi under mpirun), over this
+ * process's contiguous run of them. */
 typedef int (*batch_fn)(evaluator *e, const uint32_t *ids, uint32_t n, void *arg, dr_err *err);
 
-static int for_each_batch(evaluator *e, const dr_run_config *cfg, batch_fn fn, void *arg, dr_err *err)
+static int for_each_batch(evaluator *e, const dr_run_config *cfg, bool shared, batch_fn fn, void *arg, dr_err *err)
 {
     dr_dist_iter it;
     dr_dist_batch b;
+    uint64_t k = 0, lo = 0, hi = UINT64_MAX;
     int rc = dr_dist_iter_init(&it, e->data.n, e->G, e->strat.num_replicas, cfg->seed, false, false, err);
-    while (rc == DR_OK && dr_dist_iter_next(&it, &b))
-        for (uint32_t r = 0; rc == DR_OK && r < b.num_replicas; r++)
+    if (shared && e->inf->share) e->inf->share(e->is, ((uint64_t)e->data.n + e->G - 1) / e->G, &lo, &hi);
+    for (; rc == DR_OK && dr_dist_iter_next(&it, &b); k++)
+        for (uint32_t r = 0; rc == DR_OK && k >= lo && k < hi && r < b.num_replicas; r++)
             rc = fn(e, b.ids + b.offset[r], b.offset[r + 1] - b.offset[r], arg, err);
     dr_dist_iter_free(&it);
     return rc;
+}
+
+/* Only MPI rank 0 (the only process otherwise) writes model_dir. */
+static bool writer(void)
+{
+    uint32_t rank;
+    dr_mpi_world(&rank, NULL);
+    return rank == 0;
 }
 
 /* The class: the output's first maximum (as training counts a correct one). */
@@ -203,7 +221,14 @@ static int evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     int rc = ev_open(&e, cfg, err);
     if (rc) return rc;
     memset(&t, 0, sizeof t);
-    if ((rc = for_each_batch(&e, cfg, eval_batch, &t, err))) { ev_close(&e); return rc; }
+    rc = for_each_batch(&e, cfg, true, eval_batch, &t, err);
+    if (rc == DR_OK && e.inf->combine) {   /* every process's share: the one-process totals, exactly */
+        uint64_t counts[2] = { t.correct, t.seen };
+        rc = e.inf->combine(e.is, &t.loss, counts, 2, err);
+        t.correct = counts[0];
+        t.seen = counts[1];
+    }
+    if (rc) { ev_close(&e); return rc; }
     /* mean data loss + regularization, over one denominator, rounded once */
     dr_scaled_init(&loss, (uint32_t)t.seen);
     loss.num = t.loss;
@@ -215,7 +240,7 @@ static int evaluate(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     res->examples = t.seen;
     res->seconds = dr_now() - t0;
     weights_sha(&e, res);
-    rc = write_eval(cfg, &e, res, err);
+    if (writer()) rc = write_eval(cfg, &e, res, err);
     ev_close(&e);
     return rc;
 }
@@ -247,6 +272,9 @@ static int predict_batch(evaluator *e, const uint32_t *ids, uint32_t n, void *ar
     return DR_OK;
 }
 
+/* Across processes (the variant's gather): each predicts its share, and
+ * rank 0 gets the lines in rank order, which is the batches' order: the
+ * one-process file. */
 static int predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
 {
     evaluator e;
@@ -254,9 +282,20 @@ static int predict(const dr_run_config *cfg, dr_run_result *res, dr_err *err)
     char path[1100];
     int rc = ev_open(&e, cfg, err);
     if (rc) return rc;
-    rc = for_each_batch(&e, cfg, predict_batch, &s, err);
+    rc = for_each_batch(&e, cfg, e.inf->gather != NULL, predict_batch, &s, err);
+    if (rc == DR_OK && e.inf->gather) {
+        void *all = NULL;
+        size_t len = 0;
+        if ((rc = e.inf->gather(e.is, s.buf ? s.buf : "", s.len, &all, &len, err)) == DR_OK) {
+            free(s.buf);
+            s.buf = all;
+            s.len = len;
+            s.index = 0;   /* the lines of every process */
+            for (size_t i = 0; all && i < len; i++) s.index += s.buf[i] == '\n';
+        }
+    }
     snprintf(path, sizeof path, "%s/predictions.jsonl", cfg->model_dir);
-    if (rc == DR_OK) rc = dr_write_atomic(path, s.buf ? s.buf : "", s.len, err);
+    if (rc == DR_OK && writer()) rc = dr_write_atomic(path, s.buf ? s.buf : "", s.len, err);
     res->examples = s.index;
     weights_sha(&e, res);
     free(s.buf);

@@ -2,6 +2,7 @@
  * dr_run_train_and_eval), and whether an experiment has an accuracy. */
 #include "distref/harness.h"
 #include "distref/checkpoint.h"
+#include "distref/mpi.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,8 +34,11 @@ int dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err)
     dr_run_result res;
     uint32_t epochs, first = 1, done;
     bool accuracy = dr_classifier(cfg);
+    uint32_t rank;
     int rc = dr_experiment_lookup(cfg->experiment, &exp, err);
     if (rc) return rc;
+    dr_mpi_world(&rank, NULL);
+    if (rank != 0) out = NULL;   /* under mpirun only rank 0 reports (every rank has the same numbers) */
     epochs = cfg->train_steps ? 1 : cfg->epochs ? cfg->epochs : exp.epochs;
     /* a directory run before: from the first epoch it has not finished, or,
      * when it finished them all, the last (which says "already complete"
@@ -47,11 +51,11 @@ int dr_run_train_and_eval(dr_run_config *cfg, FILE *out, dr_err *err)
         if ((rc = dr_run_train(cfg, &res, err))) return rc;
         snprintf(what, sizeof what, "train epoch %u", e);
         if (e > first && !res.previous[0]) res.resumed_step = 0;   /* its own epoch-by-epoch resume: not news */
-        dr_report_train(out, what, &res, cfg->model_dir, accuracy);
+        if (out) dr_report_train(out, what, &res, cfg->model_dir, accuracy);
         /* the run's own variant's forward pass (every variant has one) */
         rc = dr_run_evaluate(cfg, &res, err);
         snprintf(what, sizeof what, "evaluate epoch %u", e);
-        if (rc == DR_OK || res.examples) dr_report_evaluate(out, what, &res, accuracy);
+        if (out && (rc == DR_OK || res.examples)) dr_report_evaluate(out, what, &res, accuracy);
         if (rc) return rc;
     }
     return DR_OK;

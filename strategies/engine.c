@@ -596,5 +596,5 @@ const dr_variant dr_variant_mpi = {
     .set_loss_scale = engine_set_loss_scale,
     .train = engine_ps_train,
     .chief = mpi_chief,
-    .infer = &engine_infer_openmp,   /* the rank's backend: evaluate runs in one process */
+    .infer = &engine_infer_mpi,   /* the rank's backend on its share of the batches (strategies/evaluate.c) */
 };

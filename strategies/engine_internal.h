@@ -269,7 +269,7 @@ json_object *engine_tpu_report(const dr_session *s);
 
 /* evaluate's and predict's forward pass (evaluate.c) on the OpenMP backend
  * (the openmp and mpi variants' infer) and on the OpenCL one (opencl's) */
-extern const dr_infer_ops engine_infer_openmp, engine_infer_opencl;
+extern const dr_infer_ops engine_infer_openmp, engine_infer_opencl, engine_infer_mpi;
 /* engine.c's thread policy (--threads, OpenBLAS on one thread while a run is
  * open): s's omp_saved, omp_threads and threads_set */
 void engine_threads_enter(dr_session *s, int threads);

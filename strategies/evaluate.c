@@ -7,8 +7,13 @@
  * every replica batch in turn: inference has no statistics to share between
  * replicas, so the split (harness/run_evaluate.c's, the reference's) is all
  * that R changes. Exact numerics give the reference's per-example bits, so
- * eval.json and predictions.jsonl are the reference's, byte for byte. */
+ * eval.json and predictions.jsonl are the reference's, byte for byte.
+ * Under mpirun (the mpi variant's ops) each rank takes a contiguous run of
+ * the global batches (share) and the ranks' totals combine exactly
+ * (combine: the comm's exact all-reduce of accumulators) or their
+ * predictions' lines are gathered to rank 0 in rank order (gather). */
 #include "strategies/engine_internal.h"
+#include "distref/mpi.h"
 #include "distref/opencl.h"
 
 #include <stdlib.h>
@@ -24,6 +29,8 @@ typedef struct engine_infer {
     dr_numerics           num;
     float                 reg;         /* the weights' regularization loss */
     dr_session            policy;      /* only engine.c's thread policy's fields */
+    dr_comm              *comm;        /* mpi under mpirun: this rank's endpoint (NULL: one process) */
+    uint32_t              rank, W;
 } engine_infer;
 
 static void infer_close(void *p)
@@ -35,6 +42,7 @@ static void infer_close(void *p)
     for (size_t i = 0; e->be && i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) e->bo->release(e->be, bufs[i]);
     if (e->be) e->bo->close(e->be);
+    if (e->comm) dr_comm_mpi()->close(&e->comm, 1);
     engine_threads_leave(&e->policy);
     free(e);
 }
@@ -95,6 +103,30 @@ static int ocl_infer_open(const dr_model_spec *m, const dr_run_config *cfg, cons
     return infer_open(dr_backend_opencl(), m, cfg, params, rows, out, err);
 }
 
+/* mpi: the rank's own backend (openmp), and an endpoint of the MPI comm
+ * for combine. Without MPI initialized (a test calling the harness in one
+ * process) it is one process, as openmp. */
+static int mpi_infer_open(const dr_model_spec *m, const dr_run_config *cfg, const float *params, uint32_t rows,
+                          void **out, dr_err *err)
+{
+    static const size_t one = 1;   /* one tensor: the loss sum */
+    dr_comm_config cc = { .local_replicas = 1, .alg = DR_COMM_RING, .tensor_len = &one, .ntensors = 1,
+                          .timeout_s = cfg->collective_timeout };
+    engine_infer *e;
+    uint32_t neps = 0;
+    int rc = infer_open(dr_backend_openmp(), m, cfg, params, rows, out, err);
+    if (rc || !dr_mpi_active()) return rc;
+    e = *out;
+    dr_mpi_world(&e->rank, &e->W);
+    cc.num_ranks = e->W;
+    if ((rc = dr_comm_mpi()->open(&cc, &e->comm, &neps, err))) {
+        e->comm = NULL;
+        infer_close(e);
+        *out = NULL;
+    }
+    return rc;
+}
+
 static int infer_batch(void *p, const float *x, const uint8_t *labels, const float *targets, uint32_t n,
                        float *loss, float *out, dr_err *err)
 {
@@ -119,6 +151,43 @@ static int infer_batch(void *p, const float *x, const uint8_t *labels, const flo
 
 static float infer_reg_loss(void *p) { return ((const engine_infer *)p)->reg; }
 
+/* Rank w of W: the batches [nb*w/W, nb*(w+1)/W), so the shares in rank
+ * order are the one-process run's batches in order, each batch the same
+ * replica batches (the same bits under fast numerics too). */
+static void mpi_share(void *p, uint64_t nb, uint64_t *lo, uint64_t *hi)
+{
+    const engine_infer *e = p;
+    uint32_t W = e->comm ? e->W : 1, w = e->comm ? e->rank : 0;
+    *lo = DR_SEAM_EVAL_SHARE_LO(nb * w / W, w);
+    *hi = nb * (w + 1) / W;
+}
+
+/* The loss by the exact all-reduce of accumulators (DR_FORM_ACC: no
+ * order or rank count changes a bit), the counts gathered and added in
+ * rank order. A barrier first, without a deadline: a rank whose share was
+ * short or empty would wait in the comm for as long as another's share
+ * takes, and the comm takes a peer that computes without answering its
+ * pings for a dead one. */
+static int mpi_combine(void *p, dr_acc *loss, uint64_t *counts, uint32_t n, dr_err *err)
+{
+    engine_infer *e = p;
+    void *local[1] = { loss };
+    uint64_t *all;
+    int rc;
+    if (!e->comm) return DR_OK;
+    if (!(all = calloc((size_t)e->W * n + 1, sizeof *all))) return dr_fail(err, DR_ENOMEM, "no memory for the counts");
+    DR_SEAM_EVAL_COMBINE_ROUNDED(loss);
+    if ((rc = dr_mpi_barrier(err)) == DR_OK &&
+        (rc = dr_comm_mpi()->all_reduce(e->comm, DR_FORM_ACC, local, 1, err)) == DR_OK &&
+        (rc = dr_comm_mpi()->all_gather(e->comm, counts, (size_t)n * sizeof *counts, all, err)) == DR_OK)
+        for (uint32_t i = 0; i < n; i++) {
+            counts[i] = 0;
+            for (uint32_t w = 0; w < e->W; w++) counts[i] += all[(size_t)w * n + i];
+        }
+    free(all);
+    return rc;
+}
+
 const dr_infer_ops engine_infer_openmp = {
     .open = omp_infer_open,
     .batch = infer_batch,
@@ -131,4 +200,24 @@ const dr_infer_ops engine_infer_opencl = {
     .batch = infer_batch,
     .reg_loss = infer_reg_loss,
     .close = infer_close,
+};
+
+static int mpi_gather(void *p, const void *mine, size_t n, void **all, size_t *len, dr_err *err)
+{
+    engine_infer *e = p;
+    if (e->comm) return dr_mpi_gather0(mine, n, all, len, err);   /* no deadline: the shares take their time */
+    *len = n;   /* one process: its own bytes */
+    if (!(*all = malloc(n + 1))) return dr_fail(err, DR_ENOMEM, "no memory for the predictions");
+    if (n) memcpy(*all, mine, n);
+    return DR_OK;
+}
+
+const dr_infer_ops engine_infer_mpi = {
+    .open = mpi_infer_open,
+    .batch = infer_batch,
+    .reg_loss = infer_reg_loss,
+    .close = infer_close,
+    .share = mpi_share,
+    .combine = mpi_combine,
+    .gather = mpi_gather,
 };

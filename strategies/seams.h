@@ -331,6 +331,19 @@ static inline void dr_seam_drop_short(dr_session *s)
 #define DR_SEAM_INFER_TRAINING false
 #endif
 
+/* evaluate across MPI ranks (mpi_share, mpi_combine): rank w's first
+ * batch, and the rank's loss sum before the all-reduce. */
+#if defined(DR_MUTANT_MPI_EVAL_SHARE)   /* every rank after the first starts one batch late: a batch nobody evaluates */
+#define DR_SEAM_EVAL_SHARE_LO(lo, w) ((w) > 0 ? (lo) + 1 : (lo))
+#else
+#define DR_SEAM_EVAL_SHARE_LO(lo, w) (lo)
+#endif
+#if defined(DR_MUTANT_MPI_EVAL_ROUNDED)   /* each rank's loss sum rounded to a float before the all-reduce */
+#define DR_SEAM_EVAL_COMBINE_ROUNDED(acc) do { float r_ = dr_acc_round(acc); dr_acc_init(acc); dr_acc_add((acc), r_); } while (0)
+#else
+#define DR_SEAM_EVAL_COMBINE_ROUNDED(acc) ((void)0)
+#endif
+
 /* ---- ps_mpi_roles.c, ps_mpi_open.c ------------------------------------------------ */
 
 /* Clipping under parameter_server: on the worker, over its whole gradient

@@ -77,6 +77,48 @@ int dr_mpi_bcast0(void *buf, size_t n, dr_err *err)
     return DR_OK;
 }
 
+int dr_mpi_barrier(dr_err *err)
+{
+    if (!dr_mpi_active()) return dr_fail(err, DR_ESTATE, "MPI is not initialized");
+    if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) return dr_fail(err, DR_EFAULT, "MPI_Barrier failed");
+    return DR_OK;
+}
+
+int dr_mpi_gather0(const void *buf, size_t n, void **all, size_t *len, dr_err *err)
+{
+    uint32_t rank, size;
+    int mine = (int)n, *counts = NULL, *at = NULL, rc = DR_OK;
+    long long total = 0;
+    *all = NULL;
+    *len = 0;
+    if (!dr_mpi_active()) return dr_fail(err, DR_ESTATE, "MPI is not initialized");
+    if (n > INT32_MAX) return dr_fail(err, DR_EUSAGE, "dr_mpi_gather0: %zu bytes, at most 2^31-1", n);
+    dr_mpi_world(&rank, &size);
+    /* a failure on one rank returns at once: the caller's error ends the
+     * whole job (MPI_Abort, cli/main.c), so no rank is left waiting here */
+    if (rank == 0 && (!(counts = calloc(size, sizeof *counts)) || !(at = calloc(size, sizeof *at)))) {
+        free(counts);
+        return dr_fail(err, DR_ENOMEM, "rank 0: no memory for %u ranks' byte counts", size);
+    }
+    if (MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        rc = dr_fail(err, DR_EFAULT, "MPI_Gather of the byte counts failed");
+    for (uint32_t k = 0; rc == DR_OK && rank == 0 && k < size; k++) {
+        uint32_t w = DR_SEAM_GATHER_RANK(k, size);
+        at[w] = (int)total;
+        total += counts[w];
+        if (total > INT32_MAX) rc = dr_fail(err, DR_EUSAGE, "dr_mpi_gather0: over 2^31-1 bytes in all");
+    }
+    if (rc == DR_OK && rank == 0 && !(*all = malloc((size_t)total + 1)))
+        rc = dr_fail(err, DR_ENOMEM, "rank 0: no memory for the %lld bytes gathered", total);
+    if (rc == DR_OK && MPI_Gatherv(buf, mine, MPI_BYTE, *all, counts, at, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        rc = dr_fail(err, DR_EFAULT, "MPI_Gatherv of %zu bytes to rank 0 failed", n);
+    if (rc == DR_OK) *len = (size_t)total;
+    else { free(*all); *all = NULL; }
+    free(counts);
+    free(at);
+    return rc;
+}
+
 void dr_mpi_finalize(void)
 {
     if (dr_mpi_active()) MPI_Finalize();

@@ -33,6 +33,14 @@ void dr_mpi_host(char *buf, size_t n);
 int  dr_mpi_hosts(char *hosts, size_t len, dr_err *err);
 /* Collective: rank 0's n bytes at buf copied into every rank's buf (MPI_Bcast). */
 int  dr_mpi_bcast0(void *buf, size_t n, dr_err *err);
+/* Collective: MPI_Barrier, without a deadline: for a wait as long as another
+ * rank's work (evaluate's shares), where the comm's collectives would take
+ * a rank that computes without answering their pings for a dead one. */
+int  dr_mpi_barrier(dr_err *err);
+/* Collective, without a deadline (MPI_Gatherv): every rank's n bytes at
+ * buf concatenated in rank order into *all on rank 0 (malloc'd, *len
+ * bytes; NULL and 0 on the others). At most 2^31 - 1 bytes in all. */
+int  dr_mpi_gather0(const void *buf, size_t n, void **all, size_t *len, dr_err *err);
 /* Collective: MPI_Finalize. */
 void dr_mpi_finalize(void);
 /* Ends every rank of the job with exit status code (MPI_Abort): what a rank

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "distref/data.h"
 #include "distref/error.h"
+#include "distref/exact.h"
 #include "distref/input.h"
 #include "distref/plan.h"
 #include "distref/strategy.h"
@@ -67,6 +68,18 @@ typedef struct dr_infer_ops {
     /* the regularization loss of the weights (--l2; 0 without) */
     float (*reg_loss)(void *s);
     void  (*close)(void *s);
+    /* Optional, a variant of several processes (mpi under mpirun -np W;
+     * NULL: this process evaluates every batch). share: the global batches
+     * [*lo, *hi) of the nbatches this process evaluates, a contiguous run,
+     * rank 0's first (empty where W > nbatches). combine, collective after
+     * every process's share: *loss (the exact sum of its per-example
+     * losses) and counts[0 .. n) become every process's totals, exactly. */
+    void  (*share)(void *s, uint64_t nbatches, uint64_t *lo, uint64_t *hi);
+    int   (*combine)(void *s, dr_acc *loss, uint64_t *counts, uint32_t n, dr_err *err);
+    /* Collective (with share): every process's n bytes (its predictions'
+     * lines) concatenated in rank order into *all (malloc'd, *len bytes)
+     * on rank 0, the process that writes; *all NULL on the others. */
+    int   (*gather)(void *s, const void *mine, size_t n, void **all, size_t *len, dr_err *err);
 } dr_infer_ops;
 
 typedef struct dr_session dr_session;           /* a variant's open run */
